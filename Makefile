@@ -1,0 +1,44 @@
+# Compactor — the two commands that work on a fresh machine:
+#   make run    embedded default (SQLite + filesystem broker + offline summarizer)
+#   make test   the test suite (SQLite by default; DATABASE_URL/REDIS_URL to use real services)
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test venv dev-venv migrate lint bench clean
+
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-installed: $(VENV)/.installed requirements-dev.txt
+	$(PIP) install --quiet -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.installed
+dev-venv: $(VENV)/.dev-installed
+
+migrate: venv
+	DEBUG=$${DEBUG:-1} $(PY) manage.py migrate --noinput
+
+run: venv
+	DEBUG=$${DEBUG:-1} HOST=$(HOST) PORT=$(PORT) bash scripts/run.sh
+
+test: dev-venv
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: dev-venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: dev-venv
+	DEBUG=1 $(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) var

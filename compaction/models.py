@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Reason(models.TextChoices):
+    MANUAL = "manual", "Manual"
+    THRESHOLD = "threshold", "Auto (threshold)"
+    OVERFLOW = "overflow", "Overflow"
+    IMPORT = "import", "Import"
+
+
+class Status(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    SKIPPED = "skipped", "Nothing to compact"
+    FAILED = "failed", "Failed"
+
+
+class ReviewStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+    NEEDS_CHANGES = "needs_changes", "Needs changes"
+
+
+IN_FLIGHT = (Status.QUEUED, Status.RUNNING)
+
+
+class Compaction(models.Model):
+    """One compaction job and, once it succeeded, the overlay it defines.
+
+    The overlay is `summary` + `first_kept_seq` (+ `prune_before_seq` for the pruning tier):
+    the served context is the summary, then every message from `first_kept_seq` on.
+    Messages themselves are never touched, so undo is reactivating `based_on`.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey("agent_sessions.Session", on_delete=models.CASCADE, related_name="compactions")
+    reason = models.CharField(max_length=16, choices=Reason.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    # The active compaction when this job was requested; activation succeeds only if it is
+    # still the active one (no lost update when two jobs race).
+    based_on = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    # What was asked: strategy ("auto", "anthropic", "extractive", "truncate", "prune"),
+    # instructions (focus), budgets, force.
+    strategy_requested = models.CharField(max_length=32, default="auto")
+    params = models.JSONField(default=dict, blank=True)
+    instructions = models.TextField(blank=True)
+
+    # What happened.
+    strategy = models.CharField(max_length=32, blank=True, help_text="Summarizer that produced the summary.")
+    fallbacks = models.JSONField(default=list, blank=True, help_text="[{strategy, reason}] for each summarizer that was skipped or failed.")
+    first_summarized_seq = models.PositiveIntegerField(null=True, blank=True)
+    last_summarized_seq = models.PositiveIntegerField(null=True, blank=True)
+    first_kept_seq = models.PositiveIntegerField(null=True, blank=True)
+    prune_before_seq = models.PositiveIntegerField(null=True, blank=True)
+    split_turn = models.BooleanField(default=False)
+    summary = models.TextField(blank=True)
+    turn_prefix_summary = models.TextField(blank=True)
+    summary_tokens = models.PositiveIntegerField(default=0)
+    read_files = models.JSONField(default=list, blank=True)
+    modified_files = models.JSONField(default=list, blank=True)
+    tokens_before = models.PositiveIntegerField(null=True, blank=True)
+    tokens_after = models.PositiveIntegerField(null=True, blank=True)
+    messages_summarized = models.PositiveIntegerField(default=0)
+    summarizer_model = models.CharField(max_length=100, blank=True)
+    usage = models.JSONField(default=dict, blank=True, help_text="Summarizer usage: input/output tokens, cost, calls.")
+    fidelity = models.JSONField(default=dict, blank=True, help_text="Which ledger items of the source the summary kept.")
+    error = models.TextField(blank=True)
+    detail = models.CharField(max_length=300, blank=True, help_text="Why nothing was compacted, or a short outcome.")
+    attempts = models.PositiveSmallIntegerField(default=0)
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField(null=True, blank=True, help_text="A RUNNING job past this is re-queued by the sweeper.")
+    activated_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    # Review (Django admin).
+    review_status = models.CharField(max_length=16, choices=ReviewStatus.choices, default=ReviewStatus.PENDING, db_index=True)
+    review_notes = models.TextField(blank=True)
+    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["session", "-created_at"])]
+        constraints = [
+            # One compaction in flight per session, enforced by the database.
+            models.UniqueConstraint(
+                fields=["session"],
+                condition=models.Q(status__in=["queued", "running"]),
+                name="one_compaction_in_flight_per_session",
+            )
+        ]
+
+    def __str__(self) -> str:
+        if self.tokens_before is not None and self.tokens_after is not None:
+            return f"{self.get_reason_display()} {self.tokens_before:,} → {self.tokens_after:,}"
+        return f"{self.get_reason_display()} ({self.get_status_display()})"
+
+    @property
+    def in_flight(self) -> bool:
+        return self.status in IN_FLIGHT
+
+
+class SummaryVersion(models.Model):
+    """A previous text of a compaction's summary, kept when a reviewer edits it."""
+
+    compaction = models.ForeignKey(Compaction, on_delete=models.CASCADE, related_name="versions")
+    summary = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Version of {self.compaction_id} at {self.created_at:%Y-%m-%d %H:%M}"
+
+
+class EventKind(models.TextChoices):
+    COMPACTION_QUEUED = "compaction_queued", "Compaction queued"
+    COMPACTION_STARTED = "compaction_started", "Compaction started"
+    COMPACTION_FINISHED = "compaction_finished", "Compaction finished"
+    COMPACTION_SKIPPED = "compaction_skipped", "Nothing to compact"
+    COMPACTION_FAILED = "compaction_failed", "Compaction failed"
+    COMPACTION_REVERTED = "compaction_reverted", "Compaction undone"
+    OVERFLOW = "overflow", "Provider overflow"
+
+
+class Event(models.Model):
+    """Session event stream, read with `GET .../events/?after=<id>`."""
+
+    session = models.ForeignKey("agent_sessions.Session", on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=32, choices=EventKind.choices)
+    compaction = models.ForeignKey(Compaction, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
+    message = models.CharField(max_length=500)
+    data = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["session", "id"])]
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,0 +1,202 @@
+"""Compactor settings: one module, deploy differences come from the environment.
+
+See README.md for the table of variables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from .env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("COMPACTOR_VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Set SECRET_KEY in the environment (or DEBUG=1 for a "
+            "development key)."
+        )
+    SECRET_KEY = "django-insecure-development-key-do-not-use-in-production"
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework_api_key",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "sessions.apps.AgentSessionsConfig",
+    "compaction.apps.CompactionConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "project.urls"
+WSGI_APPLICATION = "project.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+
+# Database: DATABASE_URL, default an SQLite file (the embedded mode).
+_database_url = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'compactor.sqlite3'}")
+try:
+    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
+except Exception as exc:  # dj_database_url raises several types for bad URLs
+    raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # Appends take a write lock at BEGIN so concurrent writers queue instead of failing
+    # with "database is locked" half-way through a transaction.
+    DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 20}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard:session-list"
+LOGOUT_REDIRECT_URL = "login"
+
+# Requests bigger than this are refused with 413 before they are parsed.
+MAX_REQUEST_BYTES = env_int("COMPACTOR_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "sessions.auth.BearerAPIKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "sessions.api.errors.exception_handler",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Compactor API",
+    "DESCRIPTION": "Keeps LLM agent conversations inside their context windows.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Celery -----------------------------------------------------------------------------
+# REDIS_URL set: Redis is the broker. Unset: the embedded mode uses kombu's filesystem
+# transport, which needs no server, and `make run` starts a worker beside the web process.
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(f"REDIS_URL must start with redis://, rediss:// or unix://, got {REDIS_URL!r}")
+COMPACTION_SOFT_TIME_LIMIT = env_int("COMPACTOR_SOFT_TIME_LIMIT", 300, minimum=5)
+COMPACTION_HARD_TIME_LIMIT = COMPACTION_SOFT_TIME_LIMIT + 60
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # Must outlive the hard time limit, or Redis re-delivers a job that is still running.
+        "visibility_timeout": COMPACTION_HARD_TIME_LIMIT * 2,
+    }
+else:
+    _broker_dir = VAR_DIR / "broker"
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "out"),
+        "data_folder_out": str(_broker_dir / "out"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BEAT_SCHEDULE = {
+    "sweep-stuck-compactions": {
+        "task": "compaction.tasks.sweep_stuck_compactions",
+        "schedule": 60.0,
+    }
+}
+
+# --- Summarizer -------------------------------------------------------------------------
+ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
+ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL") or None
+ANTHROPIC_TIMEOUT = env_float("COMPACTOR_ANTHROPIC_TIMEOUT", 120.0, low=0, high=3600)
+ANTHROPIC_MAX_RETRIES = env_int("COMPACTOR_ANTHROPIC_MAX_RETRIES", 3, minimum=0)
+
+# --- Compaction defaults (overridable per session and per request) ----------------------
+COMPACTOR = {
+    "DEFAULT_CONTEXT_WINDOW": env_int("COMPACTOR_DEFAULT_CONTEXT_WINDOW", 128_000, minimum=1024),
+    "RESERVE_TOKENS": env_int("COMPACTOR_RESERVE_TOKENS", 16_384, minimum=0),
+    "KEEP_RECENT_TOKENS": env_int("COMPACTOR_KEEP_RECENT_TOKENS", 20_000, minimum=0),
+    "AUTO_COMPACT_RATIO": env_float("COMPACTOR_AUTO_COMPACT_RATIO", None, low=0, high=1),
+    "AUTO_COMPACT_TOKEN_LIMIT": env_int("COMPACTOR_AUTO_COMPACT_TOKEN_LIMIT", None, minimum=1),
+    "PRESERVE_MESSAGES": env_int("COMPACTOR_PRESERVE_MESSAGES", None, minimum=1),
+    "AUTO_COMPACT": env_bool("COMPACTOR_AUTO_COMPACT", True),
+    "SUMMARIZER_MODEL": env_str("COMPACTOR_SUMMARIZER_MODEL", "claude-haiku-4-5"),
+    "SUMMARY_MAX_TOKENS": env_int("COMPACTOR_SUMMARY_MAX_TOKENS", None, minimum=256),
+    "COMPACT_PROMPT": env_str("COMPACTOR_COMPACT_PROMPT") or None,
+    "PRUNE_TOOL_OUTPUTS": env_bool("COMPACTOR_PRUNE_TOOL_OUTPUTS", True),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"httpx": {"level": "WARNING"}, "anthropic": {"level": "WARNING"}},
+}

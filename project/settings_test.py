@@ -1,0 +1,17 @@
+"""Settings for the test suite: the real settings with test-friendly environment defaults."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key")
+os.environ.setdefault("COMPACTOR_VAR_DIR", tempfile.mkdtemp(prefix="compactor-test-"))
+
+from .settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}

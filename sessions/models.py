@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from rest_framework_api_key.models import AbstractAPIKey, BaseAPIKeyManager
+
+from compaction.core import registry
+
+
+class Session(models.Model):
+    """One agent conversation. Its messages are append-only; compactions are overlays."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_sessions")
+    title = models.CharField(max_length=200, blank=True)
+    agent = models.CharField(max_length=100, blank=True, help_text="The agent pushing this conversation, e.g. claude-code.")
+    model = models.CharField(max_length=100, blank=True, help_text="Model the agent talks to; sets the default context window.")
+    system_prompt = models.TextField(blank=True)
+    system_prompt_tokens = models.PositiveIntegerField(default=0)
+    context_window_override = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Overrides the model registry's context window."
+    )
+    # Per-session overrides of settings.COMPACTOR; keys are validated by the API serializer
+    # (see compaction.settings_schema) before they are stored.
+    compaction_settings = models.JSONField(default=dict, blank=True)
+
+    active_compaction = models.ForeignKey(
+        "compaction.Compaction", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    # Append bookkeeping. `last_seq` is bumped under a row lock, which is what keeps seq
+    # gap-free and unique when many clients append at once.
+    last_seq = models.PositiveIntegerField(default=0)
+    message_count = models.PositiveIntegerField(default=0)
+    total_message_tokens = models.PositiveBigIntegerField(default=0)
+
+    # Cached usage of the served context (system + active summary + kept messages, after
+    # pruning), maintained incrementally on append and recomputed on (de)activation.
+    context_tokens = models.PositiveIntegerField(default=0)
+
+    # Last provider-reported usage (calibration). `reported_at_seq` is the last seq the
+    # provider had seen when it reported; messages after it are added as estimates.
+    reported_input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    reported_at_seq = models.PositiveIntegerField(null=True, blank=True)
+    last_usage = models.JSONField(null=True, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    last_activity_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-last_activity_at"]
+        indexes = [models.Index(fields=["owner", "-last_activity_at"])]
+
+    def __str__(self) -> str:
+        return self.title or f"Session {str(self.id)[:8]}"
+
+    @property
+    def model_info(self) -> registry.ModelInfo:
+        return registry.lookup(self.model)
+
+    @property
+    def context_window(self) -> int:
+        if self.context_window_override:
+            return self.context_window_override
+        info = self.model_info
+        if info.known:
+            return info.context_window
+        return settings.COMPACTOR["DEFAULT_CONTEXT_WINDOW"]
+
+
+class Role(models.TextChoices):
+    USER = "user", "User"
+    ASSISTANT = "assistant", "Assistant"
+
+
+class Message(models.Model):
+    """One message, exactly as the agent sent it. Never rewritten or deleted by compaction."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    # A string or a list of Anthropic content blocks, stored as sent.
+    content = models.JSONField()
+    token_count = models.PositiveIntegerField()
+    # Denormalised from content for the cut point and validation.
+    tool_use_ids = models.JSONField(default=list, blank=True)
+    tool_result_ids = models.JSONField(default=list, blank=True)
+    provider_usage = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="message_seq_unique_per_session")]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.role}"
+
+
+class ToolCall(models.Model):
+    """Index of tool_use ids per session: O(1) checks for duplicate ids and orphan results."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tool_calls")
+    tool_use_id = models.CharField(max_length=255)
+    name = models.CharField(max_length=255, blank=True)
+    use_seq = models.PositiveIntegerField()
+    result_seq = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "tool_use_id"], name="tool_use_id_unique_per_session")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.tool_use_id}"
+
+
+class ApiKeyManager(BaseAPIKeyManager):
+    def get_usable_keys(self) -> models.QuerySet:
+        return super().get_usable_keys().select_related("owner")
+
+
+class ApiKey(AbstractAPIKey):
+    """An agent's credential. Only a hash is stored; the prefix is shown to identify it."""
+
+    objects = ApiKeyManager()
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta(AbstractAPIKey.Meta):
+        verbose_name = "API key"
+        verbose_name_plural = "API keys"

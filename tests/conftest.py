@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from sessions.models import ApiKey
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password")
+
+
+@pytest.fixture
+def other_user(django_user_model):
+    return django_user_model.objects.create_user("mallory", password="mallory-password")
+
+
+@pytest.fixture
+def api_key(user) -> str:
+    _, key = ApiKey.objects.create_key(owner=user, name="test")
+    return key
+
+
+@pytest.fixture
+def api(api_key) -> APIClient:
+    """A client authenticated as `user` with a Bearer API key."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key}")
+    return client
+
+
+@pytest.fixture
+def other_api(other_user) -> APIClient:
+    _, key = ApiKey.objects.create_key(owner=other_user, name="other")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client
