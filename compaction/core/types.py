@@ -1,0 +1,48 @@
+"""Plain data shared by the pure compaction modules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Content = str | list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Msg:
+    """One stored message as the core sees it: seq, role, content blocks, token count."""
+
+    seq: int
+    role: str  # "user" | "assistant"
+    content: Content
+    tokens: int
+
+    @property
+    def blocks(self) -> list[dict[str, Any]]:
+        if isinstance(self.content, str):
+            return [{"type": "text", "text": self.content}]
+        return self.content
+
+    @property
+    def tool_use_ids(self) -> list[str]:
+        return [b["id"] for b in self.blocks if b.get("type") == "tool_use" and "id" in b]
+
+    @property
+    def tool_result_ids(self) -> list[str]:
+        return [b["tool_use_id"] for b in self.blocks if b.get("type") == "tool_result" and "tool_use_id" in b]
+
+    @property
+    def is_tool_result(self) -> bool:
+        """A user message that carries tool results (never a valid place to cut)."""
+        return self.role == "user" and bool(self.tool_result_ids)
+
+    @property
+    def is_user_turn_start(self) -> bool:
+        """A real user message: a user message that is not only tool results."""
+        return self.role == "user" and not self.is_tool_result
+
+
+@dataclass
+class FileOps:
+    read: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
