@@ -1,0 +1,17 @@
+"""How an active summary is served to the model: one user message before the kept messages."""
+
+from __future__ import annotations
+
+SUMMARY_PREFIX = (
+    "The conversation history before this point was compacted into the following summary. "
+    "Continue the work from where it left off; re-read any file you need instead of guessing "
+    "its contents.\n\n"
+)
+TURN_PREFIX_HEADING = "\n\n---\n\n**The turn in progress began before this point; its earlier part:**\n\n"
+
+
+def render_summary_message(summary: str, turn_prefix_summary: str = "") -> str:
+    text = f"{SUMMARY_PREFIX}<summary>\n{summary.strip()}\n</summary>"
+    if turn_prefix_summary.strip():
+        text += f"{TURN_PREFIX_HEADING}<turn-prefix-summary>\n{turn_prefix_summary.strip()}\n</turn-prefix-summary>"
+    return text
