@@ -149,6 +149,9 @@ if REDIS_URL:
     }
 else:
     _broker_dir = VAR_DIR / "broker"
+    # kombu's filesystem transport needs its folders to exist in both web and worker.
+    for _sub in ("out", "processed"):
+        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "out"),
