@@ -1,8 +1,873 @@
-"""Compaction services (Django glue around compaction.core). The engine lands in issue 3."""
+"""Compaction services: request, run, activate, undo, overflow recovery (Django glue around core).
+
+Life of a job:
+    compaction_request → QUEUED row + compaction_queued event, Celery task enqueued on commit
+    compaction_run     → claim (conditional UPDATE queued→running), snapshot the context,
+                         prune or cut + summarize, then activate in one transaction, only if
+                         the compaction the snapshot was based on is still the active one.
+A job is never left RUNNING: failures are recorded, transient DB errors hand the job back to
+the queue, and the sweeper (compaction_sweep_stuck) re-queues jobs whose worker died.
+
+Overflow recovery (compaction_overflow) runs in the request with a bounded time and writes its
+row only when it is finished, so it never waits behind a slow background job; if both finish,
+the activation check lets exactly one of them win.
+"""
 
 from __future__ import annotations
 
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import partial
+from typing import Any
 
-def compaction_maybe_auto(*, session, now=None):
-    """Enqueue an auto compaction when the session's usage crossed its trigger. Returns the job or None."""
-    return None
+from django.conf import settings
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
+from django.db.models import F, Sum
+from django.utils import timezone
+
+from compaction.core.config import CompactionConfig
+from compaction.core.prune import plan_prune
+from compaction.core.tokens import count_text
+from compaction.core.types import FileOps, Msg
+from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Reason, Status
+from compaction.selectors import compaction_in_flight
+from sessions.models import Message, Session
+
+logger = logging.getLogger(__name__)
+
+STRATEGIES = ("auto", "anthropic", "extractive", "truncate", "prune")
+DEFAULT_MAX_ATTEMPTS = 3
+# Extra time past the hard limit before the sweeper calls a RUNNING job lost.
+DEADLINE_GRACE_SECONDS = 30
+# A QUEUED job older than this is re-enqueued by the sweeper (its message may have been
+# lost, e.g. the broker was down at commit time). A duplicate delivery is a no-op.
+REQUEUE_QUEUED_AFTER = timedelta(minutes=10)
+# Loop guard (codex #40213, 48 compactions in a row): after a compaction that could not bring
+# usage under the trigger, auto-compaction waits until at least this much was appended since
+# its snapshot — re-summarizing the same context would only give the same result again.
+LOOP_GUARD_MIN_NEW_TOKENS = 2_000
+
+
+class CompactionError(Exception):
+    """A request the current state does not allow (e.g. undoing a compaction that is not active)."""
+
+    def __init__(self, message: str, *, field: str | None = None, code: str = "conflict"):
+        super().__init__(message)
+        self.field = field
+        self.code = code
+
+
+def _session_services():
+    # sessions.services imports this module (messages_append → compaction_maybe_auto);
+    # importing it at call time keeps the two modules free of an import cycle.
+    from sessions import services
+
+    return services
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def _event(
+    session_id, kind: str, message: str, *, compaction: Compaction | None = None, data: dict | None = None
+) -> Event:
+    return Event.objects.create(
+        session_id=session_id, kind=kind, compaction=compaction, message=message[:500], data=data or {}
+    )
+
+
+def _enqueue(compaction_id) -> None:
+    from compaction.tasks import run_compaction
+
+    try:
+        run_compaction.delay(compaction_id=str(compaction_id))
+    except Exception:  # noqa: BLE001 - broker down: the row stays QUEUED and the sweeper re-enqueues it
+        logger.exception("Could not enqueue compaction %s; the sweeper will retry", compaction_id)
+
+
+def _deadline_seconds() -> int:
+    return int(settings.COMPACTION_HARD_TIME_LIMIT) + DEADLINE_GRACE_SECONDS
+
+
+def _max_attempts() -> int:
+    return int(getattr(settings, "COMPACTION_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS))
+
+
+def describe(job: Compaction) -> str:
+    """The one-line outcome people read in events, the API and the dashboard."""
+    before = f"{job.tokens_before:,}" if job.tokens_before is not None else "?"
+    after = f"{job.tokens_after:,}" if job.tokens_after is not None else "?"
+    if job.status == Status.SUCCEEDED and job.strategy == "prune":
+        return f"Tool output pruned (before #{job.prune_before_seq}), {before} → {after} tokens"
+    if job.status == Status.SUCCEEDED:
+        noun = "message" if job.messages_summarized == 1 else "messages"
+        return f"Conversation compacted: {job.messages_summarized:,} {noun} → summary, {before} → {after} tokens"
+    if job.status == Status.SKIPPED:
+        return f"Nothing compacted: {job.detail}"
+    if job.status == Status.FAILED:
+        return f"Compaction failed: {job.error}"
+    if job.status == Status.RUNNING:
+        return "Compaction running"
+    return "Compaction queued"
+
+
+# --- request / auto trigger --------------------------------------------------------------
+
+
+def compaction_request(
+    *,
+    session: Session,
+    reason: str,
+    requested_by=None,
+    strategy: str = "auto",
+    instructions: str = "",
+    overrides: dict[str, Any] | None = None,
+    force: bool = False,
+    now=None,
+) -> Compaction:
+    """Queue a compaction, or return the one already in flight for this session.
+
+    The returned row carries `created` (True when this call queued it). The database allows
+    one QUEUED/RUNNING compaction per session; two racing requests both see none, one insert
+    wins, the other gets an IntegrityError and returns the winner.
+    """
+    if strategy not in STRATEGIES:
+        raise CompactionError(
+            f"unknown strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}", field="strategy", code="invalid"
+        )
+    params: dict[str, Any] = {"overrides": dict(overrides or {}), "force": bool(force)}
+    if requested_by is not None:
+        params["requested_by"] = requested_by.get_username()
+    for _ in range(5):
+        existing = compaction_in_flight(session_id=session.pk)
+        if existing is not None:
+            existing.created = False
+            return existing
+        active_id = Session.objects.filter(pk=session.pk).values_list("active_compaction_id", flat=True).first()
+        try:
+            with transaction.atomic():
+                job = Compaction.objects.create(
+                    session_id=session.pk,
+                    reason=reason,
+                    status=Status.QUEUED,
+                    based_on_id=active_id,
+                    strategy_requested=strategy,
+                    instructions=instructions or "",
+                    params=params,
+                )
+                _event(
+                    session.pk,
+                    EventKind.COMPACTION_QUEUED,
+                    f"Compaction queued ({job.get_reason_display().lower()})",
+                    compaction=job,
+                    data={"reason": reason, "strategy": strategy},
+                )
+                transaction.on_commit(partial(_enqueue, job.pk))
+        except IntegrityError:
+            # Lost the race for the one in-flight slot; loop to return the winner.
+            continue
+        job.created = True
+        return job
+    raise CompactionError("could not queue a compaction: the in-flight job kept changing; retry")
+
+
+def _loop_guard(*, session: Session, tokens: int, trigger: int) -> tuple[str, Compaction] | None:
+    """(why auto-compaction must not fire now, the compaction that caused it), or None."""
+    last = (
+        Compaction.objects.filter(session=session, status__in=[Status.SUCCEEDED, Status.SKIPPED, Status.FAILED])
+        .order_by("-created_at")
+        .first()
+    )
+    if last is None:
+        return None
+    snapshot_seq = (last.params or {}).get("snapshot_seq")
+    if snapshot_seq is None:
+        return None
+    if last.status == Status.SUCCEEDED and last.tokens_after is not None and last.tokens_after <= trigger:
+        return None
+    new_tokens = (
+        Message.objects.filter(session=session, seq__gt=snapshot_seq).aggregate(total=Sum("token_count"))["total"] or 0
+    )
+    if new_tokens >= LOOP_GUARD_MIN_NEW_TOKENS:
+        return None
+    left = last.tokens_after if last.status == Status.SUCCEEDED else last.tokens_before
+    outcome = {Status.SUCCEEDED: "left", Status.SKIPPED: "could not reduce", Status.FAILED: "failed at"}[last.status]
+    return (
+        f"Auto-compaction held back: the last compaction {outcome} {left or tokens:,} tokens, above the trigger "
+        f"{trigger:,}, and only {new_tokens:,} tokens were appended since (needs {LOOP_GUARD_MIN_NEW_TOKENS:,})"
+    ), last
+
+
+def compaction_maybe_auto(*, session: Session, now=None) -> Compaction | None:
+    """After an append or a usage report: queue an auto compaction when usage crossed the trigger.
+
+    Returns the queued (or already in-flight) job, or None.
+    """
+    ss = _session_services()
+    config = ss.session_config(session)
+    if not config.auto_compact:
+        return None
+    tokens = int(ss.session_usage(session)["tokens"])
+    trigger = config.trigger_tokens
+    if tokens <= trigger:
+        return None
+    in_flight = compaction_in_flight(session_id=session.pk)
+    if in_flight is not None:
+        return in_flight
+    guard = _loop_guard(session=session, tokens=tokens, trigger=trigger)
+    if guard is not None:
+        message, last = guard
+        # Record why once per compaction that caused the hold, not on every append.
+        if not Event.objects.filter(compaction=last, data__loop_guard=True).exists():
+            _event(
+                session.pk,
+                EventKind.COMPACTION_SKIPPED,
+                message,
+                compaction=last,
+                data={"loop_guard": True, "tokens": tokens, "trigger_tokens": trigger},
+            )
+        logger.info("Auto-compaction of session %s held back by the loop guard", session.pk)
+        return None
+    return compaction_request(session=session, reason=Reason.THRESHOLD, now=now)
+
+
+# --- planning (shared by dry run, background run and overflow) --------------------------
+
+
+@dataclass
+class _Snapshot:
+    session: Session
+    based_on: Compaction | None
+    config: CompactionConfig
+    tokens_before: int
+    messages: list[Msg]
+    snapshot_seq: int
+
+
+def _snapshot(session_id, overrides: dict[str, Any] | None) -> _Snapshot:
+    ss = _session_services()
+    session = Session.objects.select_related("active_compaction").get(pk=session_id)
+    config = ss.session_config(session, overrides or None)
+    tokens_before = int(ss.session_usage(session)["tokens"])
+    messages = ss.context_messages(session)
+    snapshot_seq = max([m.seq for m in messages], default=session.last_seq)
+    return _Snapshot(session, session.active_compaction, config, tokens_before, messages, snapshot_seq)
+
+
+def _cut(snap: _Snapshot, *, force: bool):
+    from compaction.core.cutpoint import plan_cut
+
+    return plan_cut(
+        snap.messages,
+        keep_recent_tokens=snap.config.keep_recent_tokens,
+        preserve_messages=snap.config.preserve_messages,
+        force=force,
+        context_window=snap.config.context_window,
+    )
+
+
+def _previous_summary(based_on: Compaction | None) -> str | None:
+    if based_on is None or not based_on.summary.strip():
+        return None
+    text = based_on.summary
+    if based_on.turn_prefix_summary.strip():
+        # The old turn-prefix summary describes messages that are now being summarized too:
+        # hand it to the update prompt so it is merged, not dropped.
+        text += "\n\n## Earlier part of the turn that was in progress\n\n" + based_on.turn_prefix_summary.strip()
+    return text
+
+
+def _estimate_summary_tokens(config: CompactionConfig, based_on: Compaction | None, tokens_summarized: int) -> int:
+    previous = based_on.summary_tokens if based_on else 0
+    return min(config.summary_budget, previous + max(400, tokens_summarized // 10))
+
+
+def build_summarizer_chain(*, config: CompactionConfig, strategy: str, timeout: float, max_retries: int) -> list:
+    """The summarizer chain for one job (a seam tests replace to make a summarizer slow)."""
+    from compaction.core.summarizers import build_chain
+
+    return build_chain(
+        api_key=settings.ANTHROPIC_API_KEY or None,
+        base_url=settings.ANTHROPIC_BASE_URL,
+        model=config.summarizer_model,
+        timeout=timeout,
+        max_retries=max_retries,
+        strategy=strategy,
+    )
+
+
+@dataclass
+class _Outcome:
+    kind: str  # "skip" | "prune" | "summary"
+    based_on_id: Any
+    tokens_before: int
+    snapshot_seq: int
+    detail: str = ""
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+def _compute(
+    snap: _Snapshot,
+    *,
+    reason: str,
+    strategy: str,
+    instructions: str,
+    force: bool,
+    llm_timeout: float,
+    max_retries: int,
+) -> _Outcome:
+    """Decide and produce the new overlay from a snapshot. No writes."""
+    based_on = snap.based_on
+    config = snap.config
+    trigger = config.trigger_tokens
+    outcome = partial(
+        _Outcome,
+        based_on_id=based_on.pk if based_on else None,
+        tokens_before=snap.tokens_before,
+        snapshot_seq=snap.snapshot_seq,
+    )
+    if reason == Reason.THRESHOLD and not force and snap.tokens_before <= trigger:
+        return outcome("skip", detail=f"usage {snap.tokens_before:,} is already under the trigger {trigger:,}")
+    if not snap.messages:
+        return outcome("skip", detail="nothing to compact: no messages in context")
+
+    # Cheap tier first: serve old tool output as placeholders, no LLM call.
+    prune_tier = strategy == "prune" or (
+        strategy == "auto"
+        and reason == Reason.THRESHOLD
+        and not instructions
+        and not force
+        and config.prune_tool_outputs
+    )
+    if prune_tier:
+        plan = plan_prune(snap.messages)
+        old_boundary = based_on.prune_before_seq if based_on and based_on.prune_before_seq else 0
+        if (
+            plan.prune_before_seq is not None
+            and plan.prune_before_seq > old_boundary
+            and (strategy == "prune" or snap.tokens_before - plan.tokens_saved <= trigger)
+        ):
+            return outcome(
+                "prune",
+                detail=plan.reason,
+                values={
+                    "strategy": "prune",
+                    "summary": based_on.summary if based_on else "",
+                    "turn_prefix_summary": based_on.turn_prefix_summary if based_on else "",
+                    "summary_tokens": based_on.summary_tokens if based_on else 0,
+                    "first_kept_seq": based_on.first_kept_seq if based_on else snap.messages[0].seq,
+                    "split_turn": based_on.split_turn if based_on else False,
+                    "read_files": list(based_on.read_files) if based_on else [],
+                    "modified_files": list(based_on.modified_files) if based_on else [],
+                    "prune_before_seq": plan.prune_before_seq,
+                    "usage": {"tokens_saved_estimate": plan.tokens_saved, "tool_results_pruned": plan.pruned},
+                },
+            )
+        if strategy == "prune":
+            return outcome("skip", detail=f"nothing to prune: {plan.reason}")
+
+    cut = _cut(snap, force=force)
+    if cut.nothing_to_compact:
+        return outcome("skip", detail=cut.reason)
+
+    from compaction.core.summarizers import SummaryInput, summarize
+
+    inp = SummaryInput(
+        messages=list(cut.to_summarize),
+        turn_prefix=list(cut.turn_prefix),
+        previous_summary=_previous_summary(based_on),
+        previous_files=FileOps(read=list(based_on.read_files), modified=list(based_on.modified_files))
+        if based_on
+        else FileOps(),
+        instructions=instructions or None,
+        custom_prompt=config.compact_prompt,
+        output_budget=config.summary_budget,
+        model=config.summarizer_model,
+    )
+    chain = build_summarizer_chain(config=config, strategy=strategy, timeout=llm_timeout, max_retries=max_retries)
+    result = summarize(inp, chain)
+    summarized = list(cut.to_summarize) + list(cut.turn_prefix)
+    old_prune = based_on.prune_before_seq if based_on else None
+    return outcome(
+        "summary",
+        detail=cut.reason,
+        values={
+            "strategy": result.strategy,
+            "fallbacks": result.fallbacks,
+            "summary": result.summary,
+            "turn_prefix_summary": result.turn_prefix_summary,
+            "summary_tokens": count_text(result.summary) + count_text(result.turn_prefix_summary),
+            "read_files": result.read_files,
+            "modified_files": result.modified_files,
+            "first_summarized_seq": min(m.seq for m in summarized),
+            "last_summarized_seq": max(m.seq for m in summarized),
+            "first_kept_seq": cut.first_kept_seq,
+            "split_turn": cut.split_turn,
+            "messages_summarized": len(summarized),
+            # A prune boundary inside the kept part still saves tokens; below the cut it is moot.
+            "prune_before_seq": old_prune if old_prune and old_prune > cut.first_kept_seq else None,
+            "summarizer_model": result.model,
+            "usage": result.usage,
+            "fidelity": result.fidelity,
+        },
+    )
+
+
+# --- activation --------------------------------------------------------------------------
+
+
+def _apply(job: Compaction, outcome: _Outcome, *, attempt: int | None, started: float) -> Compaction | None:
+    """Write the outcome and, for a new overlay, activate it — atomically and only if the
+    compaction the snapshot was based on is still the active one.
+
+    `attempt` is the claim this worker holds (None for the in-request overflow run, whose row
+    is inserted here). A worker whose claim was taken over (the sweeper re-queued it and
+    another worker claimed it) writes nothing: returns None.
+    """
+    ss = _session_services()
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=job.session_id)
+        if attempt is not None:
+            current = Compaction.objects.select_for_update().filter(pk=job.pk).values("status", "attempts").first()
+            if current is None or current["status"] != Status.RUNNING or current["attempts"] != attempt:
+                logger.warning("Compaction %s: attempt %s lost its claim; result discarded", job.pk, attempt)
+                return None
+        now = timezone.now()
+        for name, value in outcome.values.items():
+            setattr(job, name, value)
+        job.based_on_id = outcome.based_on_id
+        job.tokens_before = outcome.tokens_before
+        job.params = {**(job.params or {}), "snapshot_seq": outcome.snapshot_seq}
+        job.finished_at = now
+        job.duration_ms = int((time.monotonic() - started) * 1000)
+        job.detail = outcome.detail[:300]
+        if outcome.kind == "skip":
+            job.status = Status.SKIPPED
+            job.save()
+            _event(
+                session.pk,
+                EventKind.COMPACTION_SKIPPED,
+                describe(job),
+                compaction=job,
+                data={"detail": job.detail, "tokens_before": job.tokens_before},
+            )
+            return job
+        if session.active_compaction_id != outcome.based_on_id:
+            job.status = Status.FAILED
+            job.error = (
+                f"superseded: another compaction ({session.active_compaction_id or 'none'}) became active while "
+                f"this one was running from {outcome.based_on_id or 'the full history'}; not activated"
+            )
+            job.save()
+            _event(session.pk, EventKind.COMPACTION_FAILED, describe(job), compaction=job, data={"superseded": True})
+            return job
+        job.status = Status.SUCCEEDED
+        job.activated_at = now
+        job.save()
+        session.active_compaction = job
+        session.save(update_fields=["active_compaction", "updated_at"])
+        ss.session_recompute_usage(session=session)
+        session.refresh_from_db()
+        job.tokens_after = int(ss.session_usage(session)["tokens"])
+        job.save(update_fields=["tokens_after"])
+        _event(
+            session.pk,
+            EventKind.COMPACTION_FINISHED,
+            describe(job),
+            compaction=job,
+            data={
+                "tokens_before": job.tokens_before,
+                "tokens_after": job.tokens_after,
+                "messages_summarized": job.messages_summarized,
+                "strategy": job.strategy,
+                "fallbacks": len(job.fallbacks or []),
+            },
+        )
+        return job
+
+
+def _fail_claimed(job_id, *, attempt: int, error: str, started: float) -> None:
+    now = timezone.now()
+    with transaction.atomic():
+        updated = Compaction.objects.filter(pk=job_id, status=Status.RUNNING, attempts=attempt).update(
+            status=Status.FAILED,
+            error=error[:5000],
+            finished_at=now,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
+        if updated == 1:
+            job = Compaction.objects.get(pk=job_id)
+            _event(
+                job.session_id, EventKind.COMPACTION_FAILED, describe(job), compaction=job, data={"attempt": attempt}
+            )
+
+
+# --- run ---------------------------------------------------------------------------------
+
+
+def compaction_run(*, compaction_id, now=None) -> Compaction | None:
+    """Run one queued compaction (the Celery task's body). A re-delivery is a no-op (None)."""
+    now = now or timezone.now()
+    claimed = Compaction.objects.filter(pk=compaction_id, status=Status.QUEUED).update(
+        status=Status.RUNNING,
+        attempts=F("attempts") + 1,
+        started_at=now,
+        deadline_at=now + timedelta(seconds=_deadline_seconds()),
+        error="",
+    )
+    if claimed != 1:
+        logger.info("Compaction %s not claimed: already taken or finished", compaction_id)
+        return None
+    job = Compaction.objects.get(pk=compaction_id)
+    attempt = job.attempts
+    started = time.monotonic()
+    _event(
+        job.session_id,
+        EventKind.COMPACTION_STARTED,
+        f"Compaction started ({job.get_reason_display().lower()}" + (f", attempt {attempt})" if attempt > 1 else ")"),
+        compaction=job,
+        data={"attempt": attempt},
+    )
+    try:
+        params = job.params or {}
+        snap = _snapshot(job.session_id, params.get("overrides"))
+        if (snap.based_on.pk if snap.based_on else None) != job.based_on_id:
+            # The active compaction changed between request and run (undo, overflow): the
+            # snapshot is what this job builds on, so that is its base.
+            Compaction.objects.filter(pk=job.pk).update(based_on=snap.based_on)
+        outcome = _compute(
+            snap,
+            reason=job.reason,
+            strategy=job.strategy_requested,
+            instructions=job.instructions,
+            force=bool(params.get("force")),
+            llm_timeout=float(settings.ANTHROPIC_TIMEOUT),
+            max_retries=int(settings.ANTHROPIC_MAX_RETRIES),
+        )
+        _apply(job, outcome, attempt=attempt, started=started)
+    except (OperationalError, InterfaceError):
+        # Transient database trouble: hand the job back so the task's retry can claim it
+        # again. If even that fails, the sweeper re-queues it after its deadline.
+        try:
+            Compaction.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=attempt).update(
+                status=Status.QUEUED, started_at=None, deadline_at=None
+            )
+        except Exception:  # noqa: BLE001
+            logger.exception("Compaction %s: could not hand the job back to the queue", job.pk)
+        raise
+    except Exception as exc:  # noqa: BLE001 - any other failure is recorded on the row
+        logger.exception("Compaction %s failed", job.pk)
+        _fail_claimed(job.pk, attempt=attempt, error=f"{type(exc).__name__}: {exc}", started=started)
+    return Compaction.objects.get(pk=job.pk)
+
+
+def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
+    """Re-queue RUNNING jobs past their deadline (their worker died), fail them after N attempts,
+    and re-enqueue long-QUEUED jobs whose message may have been lost."""
+    now = now or timezone.now()
+    requeued: list = []
+    failed = 0
+    for job in Compaction.objects.filter(status=Status.RUNNING, deadline_at__lt=now):
+        with transaction.atomic():
+            still_stuck = Compaction.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts)
+            if job.attempts >= _max_attempts():
+                error = f"worker lost or timed out {job.attempts} times (deadline {job.deadline_at:%H:%M:%S}); gave up"
+                if still_stuck.update(status=Status.FAILED, error=error, finished_at=now) == 1:
+                    job.refresh_from_db()
+                    _event(
+                        job.session_id,
+                        EventKind.COMPACTION_FAILED,
+                        describe(job),
+                        compaction=job,
+                        data={"attempt": job.attempts, "swept": True},
+                    )
+                    failed += 1
+            elif still_stuck.update(status=Status.QUEUED, started_at=None, deadline_at=None) == 1:
+                _event(
+                    job.session_id,
+                    EventKind.COMPACTION_QUEUED,
+                    f"Compaction re-queued: attempt {job.attempts} passed its deadline (worker lost)",
+                    compaction=job,
+                    data={"attempt": job.attempts, "swept": True},
+                )
+                requeued.append(job.pk)
+    lost = list(
+        Compaction.objects.filter(status=Status.QUEUED, created_at__lt=now - REQUEUE_QUEUED_AFTER)
+        .exclude(pk__in=requeued)
+        .values_list("pk", flat=True)
+    )
+    for job_id in [*requeued, *lost]:
+        transaction.on_commit(partial(_enqueue, job_id))
+    if requeued or failed or lost:
+        logger.info("Sweeper: %d re-queued, %d failed, %d re-enqueued", len(requeued), failed, len(lost))
+    return {"requeued": len(requeued), "failed": failed, "reenqueued": len(lost)}
+
+
+# --- dry run -----------------------------------------------------------------------------
+
+
+def compaction_dry_run(
+    *,
+    session: Session,
+    strategy: str = "auto",
+    instructions: str = "",
+    overrides: dict[str, Any] | None = None,
+    force: bool = False,
+) -> dict[str, Any]:
+    """What a compaction would summarize now, and the estimated tokens after. Changes nothing."""
+    snap = _snapshot(session.pk, overrides)
+    config = snap.config
+    base = {
+        "dry_run": True,
+        "tokens_before": snap.tokens_before,
+        "trigger_tokens": config.trigger_tokens,
+        "context_window": config.context_window,
+        "messages_in_context": len(snap.messages),
+        "based_on": str(snap.based_on.pk) if snap.based_on else None,
+    }
+    if strategy == "prune":
+        plan = plan_prune(snap.messages)
+        if plan.prune_before_seq is None:
+            return {**base, "would_compact": False, "reason": f"nothing to prune: {plan.reason}"}
+        return {
+            **base,
+            "would_compact": True,
+            "strategy": "prune",
+            "reason": plan.reason,
+            "prune_before_seq": plan.prune_before_seq,
+            "tool_results_pruned": plan.pruned,
+            "estimated_tokens_after": max(0, snap.tokens_before - plan.tokens_saved),
+        }
+    cut = _cut(snap, force=force)
+    if cut.nothing_to_compact:
+        return {**base, "would_compact": False, "reason": cut.reason}
+    summarized = list(cut.to_summarize) + list(cut.turn_prefix)
+    tokens_summarized = sum(m.tokens for m in summarized)
+    previous_summary_tokens = snap.based_on.summary_tokens if snap.based_on else 0
+    estimated_summary = _estimate_summary_tokens(config, snap.based_on, tokens_summarized)
+    return {
+        **base,
+        "would_compact": True,
+        "strategy": strategy,
+        "reason": cut.reason,
+        "first_summarized_seq": min(m.seq for m in summarized),
+        "last_summarized_seq": max(m.seq for m in summarized),
+        "first_kept_seq": cut.first_kept_seq,
+        "split_turn": cut.split_turn,
+        "messages_summarized": len(summarized),
+        "tokens_summarized": tokens_summarized,
+        "messages_kept": len(cut.kept),
+        "tokens_kept": sum(m.tokens for m in cut.kept),
+        "estimated_summary_tokens": estimated_summary,
+        "estimated_tokens_after": max(
+            0, snap.tokens_before - tokens_summarized - previous_summary_tokens + estimated_summary
+        ),
+    }
+
+
+# --- undo --------------------------------------------------------------------------------
+
+
+def compaction_revert(*, compaction: Compaction, user=None, now=None) -> Compaction | None:
+    """Undo: reactivate the compaction this one was based on (None = the full history).
+
+    Only the active compaction can be undone, so undo steps back one overlay at a time and
+    never skips over a newer one. Returns the compaction that is active afterwards.
+    """
+    ss = _session_services()
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=compaction.session_id)
+        if session.active_compaction_id != compaction.pk:
+            raise CompactionError(
+                "only the active compaction can be undone"
+                + (
+                    f"; the active one is {session.active_compaction_id}"
+                    if session.active_compaction_id
+                    else "; none is active"
+                )
+            )
+        usage_before = int(ss.session_usage(session)["tokens"])
+        previous = compaction.based_on
+        if previous is not None and previous.status != Status.SUCCEEDED:
+            previous = None
+        session.active_compaction = previous
+        session.save(update_fields=["active_compaction", "updated_at"])
+        ss.session_recompute_usage(session=session)
+        session.refresh_from_db()
+        usage_after = int(ss.session_usage(session)["tokens"])
+        who = f" by {user.get_username()}" if user is not None else ""
+        target = f"compaction {previous.pk}" if previous else "the full history"
+        _event(
+            session.pk,
+            EventKind.COMPACTION_REVERTED,
+            f"Compaction undone{who}: back to {target}, {usage_before:,} → {usage_after:,} tokens",
+            compaction=compaction,
+            data={
+                "active": str(previous.pk) if previous else None,
+                "tokens_before": usage_before,
+                "tokens_after": usage_after,
+            },
+        )
+        return previous
+
+
+# --- overflow recovery -------------------------------------------------------------------
+
+
+def compaction_overflow(
+    *,
+    session: Session,
+    error_text: str | None,
+    status_code: int | None = None,
+    input_tokens: int | None = None,
+    now=None,
+) -> dict[str, Any]:
+    """The agent's provider refused the prompt: if it is a context overflow, compact at once
+    (forced, short LLM timeout, extractive fallback) and answer with the new context."""
+    from compaction.core.overflow import detect_overflow
+
+    ss = _session_services()
+    check = detect_overflow(
+        error_text=error_text, status_code=status_code, input_tokens=input_tokens, context_window=session.context_window
+    )
+    if not check.is_overflow:
+        return {"overflow": False, "reason": check.reason}
+    _event(
+        session.pk,
+        EventKind.OVERFLOW,
+        f"Provider reported a context overflow ({check.provider or 'unknown provider'}): {check.reason}"[:500],
+        data={
+            "provider": check.provider,
+            "pattern": check.pattern,
+            "status_code": status_code,
+            "input_tokens": input_tokens,
+        },
+    )
+    # A queued (not yet started) job would only redo this work: retire it. A running one is
+    # left alone; whichever activates first wins and the other is recorded as superseded.
+    for queued in Compaction.objects.filter(session_id=session.pk, status=Status.QUEUED):
+        if Compaction.objects.filter(pk=queued.pk, status=Status.QUEUED).update(
+            status=Status.SKIPPED, detail="superseded by an overflow compaction", finished_at=timezone.now()
+        ):
+            _event(
+                session.pk,
+                EventKind.COMPACTION_SKIPPED,
+                "Queued compaction superseded by an overflow compaction",
+                compaction=queued,
+            )
+
+    started = time.monotonic()
+    job = Compaction(
+        session_id=session.pk,
+        reason=Reason.OVERFLOW,
+        status=Status.RUNNING,
+        strategy_requested="auto",
+        params={"force": True, "provider": check.provider, "pattern": check.pattern},
+        attempts=1,
+        started_at=now or timezone.now(),
+    )
+    try:
+        snap = _snapshot(session.pk, None)
+        if input_tokens and input_tokens > snap.tokens_before:
+            snap.tokens_before = input_tokens
+        outcome = _compute(
+            snap,
+            reason=Reason.OVERFLOW,
+            strategy="auto",
+            instructions="",
+            force=True,
+            llm_timeout=float(getattr(settings, "COMPACTION_OVERFLOW_LLM_TIMEOUT", 20.0)),
+            max_retries=0,
+        )
+        applied = _apply(job, outcome, attempt=None, started=started)
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - record it; the agent still gets an answer
+        logger.exception("Overflow compaction for session %s failed", session.pk)
+        job.status = Status.FAILED
+        job.error = f"{type(exc).__name__}: {exc}"[:5000]
+        job.finished_at = timezone.now()
+        job.duration_ms = int((time.monotonic() - started) * 1000)
+        job.save()
+        _event(session.pk, EventKind.COMPACTION_FAILED, describe(job), compaction=job)
+        applied = job
+    session.refresh_from_db()
+    compacted = applied is not None and applied.status == Status.SUCCEEDED
+    reason = check.reason
+    if applied is not None and applied.status == Status.SKIPPED:
+        reason = applied.detail
+    elif applied is not None and applied.status == Status.FAILED:
+        reason = applied.error
+    return {
+        "overflow": True,
+        "compacted": compacted,
+        "reason": reason,
+        "provider": check.provider,
+        "pattern": check.pattern,
+        "compaction": applied,
+        "context": ss.context_build(session=session),
+    }
+
+
+# --- import ------------------------------------------------------------------------------
+
+
+def compaction_record_import(
+    *, session: Session, summary: str, first_kept_seq: int, tokens_before: int | None = None, detail: str = ""
+) -> Compaction:
+    """Record a compaction another agent already made (e.g. Claude Code's compact_boundary) and
+    activate it, so the imported session serves the same context the agent had."""
+    started = time.monotonic()
+    with transaction.atomic():
+        session = Session.objects.select_related("active_compaction").get(pk=session.pk)
+        based_on = session.active_compaction
+        summarized = Message.objects.filter(session=session, seq__lt=first_kept_seq)
+        if based_on and based_on.first_kept_seq:
+            summarized = summarized.filter(seq__gte=based_on.first_kept_seq)
+        seqs = list(summarized.values_list("seq", flat=True))
+        job = Compaction(
+            session_id=session.pk,
+            reason=Reason.IMPORT,
+            status=Status.RUNNING,
+            strategy_requested="import",
+            attempts=1,
+            started_at=timezone.now(),
+        )
+        outcome = _Outcome(
+            "summary",
+            based_on_id=based_on.pk if based_on else None,
+            tokens_before=tokens_before if tokens_before is not None else session.context_tokens,
+            snapshot_seq=session.last_seq,
+            detail=detail or "imported from the agent's own compaction",
+            values={
+                "strategy": "import",
+                "summary": summary,
+                "summary_tokens": count_text(summary),
+                "first_summarized_seq": min(seqs) if seqs else None,
+                "last_summarized_seq": max(seqs) if seqs else None,
+                "first_kept_seq": first_kept_seq,
+                "messages_summarized": len(seqs),
+            },
+        )
+        applied = _apply(job, outcome, attempt=None, started=started)
+    assert applied is not None
+    return applied
+
+
+__all__ = [
+    "IN_FLIGHT",
+    "STRATEGIES",
+    "CompactionError",
+    "build_summarizer_chain",
+    "compaction_dry_run",
+    "compaction_maybe_auto",
+    "compaction_overflow",
+    "compaction_record_import",
+    "compaction_request",
+    "compaction_revert",
+    "compaction_run",
+    "compaction_sweep_stuck",
+    "describe",
+]

@@ -1,0 +1,191 @@
+"""Input and output serializers of the compaction API (small, one per operation)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from compaction.core.config import validate_overrides
+from compaction.models import Compaction, Event
+from compaction.services import STRATEGIES, describe
+
+
+class StrictSerializer(serializers.Serializer):
+    """Unknown keys are a 400 naming them, not silently ignored (a typo must not be lost)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, dict):
+            raise serializers.ValidationError({"non_field_errors": ["expected a JSON object"]})
+        unknown = sorted(set(data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {key: [f"unknown field; allowed: {', '.join(sorted(self.fields))}"] for key in unknown}
+            )
+        return super().to_internal_value(data)
+
+
+class CompactionRequestSerializer(StrictSerializer):
+    instructions = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=10_000,
+        default="",
+        help_text="Focus for the summary, like `/compact focus on X`.",
+    )
+    keep_recent_tokens = serializers.IntegerField(required=False, min_value=0, help_text="Tokens kept verbatim.")
+    preserve_messages = serializers.IntegerField(
+        required=False, min_value=1, help_text="Keep the last N messages instead of a token budget."
+    )
+    strategy = serializers.ChoiceField(
+        choices=STRATEGIES,
+        default="auto",
+        help_text="auto: anthropic→extractive→truncate (without a key: extractive→truncate); prune: tool outputs only.",
+    )
+    force = serializers.BooleanField(
+        default=False, help_text="Cut harder (keep about window/5), as overflow recovery does."
+    )
+    dry_run = serializers.BooleanField(default=False, help_text="Answer what would be summarized; change nothing.")
+    wait = serializers.FloatField(
+        default=0, min_value=0, max_value=60, help_text="Seconds to wait for the job to finish."
+    )
+
+    def validate(self, attrs):
+        overrides = {k: attrs[k] for k in ("keep_recent_tokens", "preserve_messages") if k in attrs}
+        errors = validate_overrides(overrides)
+        if errors:
+            raise serializers.ValidationError({key: [msg] for key, msg in errors.items()})
+        attrs["overrides"] = overrides
+        return attrs
+
+
+class OverflowSerializer(StrictSerializer):
+    error_text = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        max_length=100_000,
+        help_text="The provider's error message, verbatim.",
+    )
+    status_code = serializers.IntegerField(required=False, allow_null=True, min_value=100, max_value=599)
+    input_tokens = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, help_text="Prompt tokens the provider reported (silent overflow)."
+    )
+
+    def validate(self, attrs):
+        if not attrs.get("error_text") and attrs.get("status_code") is None and attrs.get("input_tokens") is None:
+            raise serializers.ValidationError({"error_text": ["give error_text, status_code or input_tokens"]})
+        return attrs
+
+
+class EventQuerySerializer(serializers.Serializer):
+    after = serializers.IntegerField(required=False, min_value=0, default=0)
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=200)
+
+
+class CompactionSerializer(serializers.ModelSerializer):
+    summarized = serializers.SerializerMethodField()
+    active = serializers.SerializerMethodField()
+    message = serializers.SerializerMethodField()
+    session = serializers.UUIDField(source="session_id", read_only=True)
+    based_on = serializers.UUIDField(source="based_on_id", read_only=True, allow_null=True)
+
+    class Meta:
+        model = Compaction
+        fields = [
+            "id",
+            "session",
+            "status",
+            "reason",
+            "strategy_requested",
+            "strategy",
+            "fallbacks",
+            "based_on",
+            "active",
+            "instructions",
+            "tokens_before",
+            "tokens_after",
+            "messages_summarized",
+            "summarized",
+            "first_kept_seq",
+            "prune_before_seq",
+            "split_turn",
+            "summary",
+            "turn_prefix_summary",
+            "summary_tokens",
+            "read_files",
+            "modified_files",
+            "summarizer_model",
+            "usage",
+            "fidelity",
+            "duration_ms",
+            "attempts",
+            "error",
+            "detail",
+            "message",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "activated_at",
+            "review_status",
+            "review_notes",
+            "reviewed_at",
+        ]
+        read_only_fields = fields
+
+    def get_summarized(self, obj: Compaction) -> dict | None:
+        if obj.first_summarized_seq is None:
+            return None
+        return {
+            "first_seq": obj.first_summarized_seq,
+            "last_seq": obj.last_summarized_seq,
+            "messages": obj.messages_summarized,
+        }
+
+    def get_active(self, obj: Compaction) -> bool:
+        active_id = self.context.get("active_compaction_id")
+        if active_id is None and "active_compaction_id" not in self.context:
+            active_id = obj.session.active_compaction_id
+        return active_id == obj.pk
+
+    def get_message(self, obj: Compaction) -> str:
+        return describe(obj)
+
+
+class EventSerializer(serializers.ModelSerializer):
+    compaction = serializers.UUIDField(source="compaction_id", read_only=True, allow_null=True)
+
+    class Meta:
+        model = Event
+        fields = ["id", "kind", "message", "data", "compaction", "created_at"]
+        read_only_fields = fields
+
+
+class DryRunSerializer(serializers.Serializer):
+    """Shape of a dry run answer (for the schema)."""
+
+    dry_run = serializers.BooleanField()
+    would_compact = serializers.BooleanField()
+    reason = serializers.CharField()
+    tokens_before = serializers.IntegerField()
+    trigger_tokens = serializers.IntegerField()
+    context_window = serializers.IntegerField()
+    first_summarized_seq = serializers.IntegerField(required=False)
+    last_summarized_seq = serializers.IntegerField(required=False)
+    first_kept_seq = serializers.IntegerField(required=False)
+    messages_summarized = serializers.IntegerField(required=False)
+    tokens_summarized = serializers.IntegerField(required=False)
+    estimated_tokens_after = serializers.IntegerField(required=False)
+
+
+class NotCompactedSerializer(serializers.Serializer):
+    compacted = serializers.BooleanField()
+    reason = serializers.CharField()
+    job = CompactionSerializer()
+
+
+class OverflowResultSerializer(serializers.Serializer):
+    overflow = serializers.BooleanField()
+    reason = serializers.CharField()
+    compacted = serializers.BooleanField(required=False)
+    provider = serializers.CharField(required=False, allow_null=True)
+    compaction = CompactionSerializer(required=False, allow_null=True)
+    context = serializers.DictField(required=False)

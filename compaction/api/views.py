@@ -1,0 +1,240 @@
+"""Compaction API: authorize (owner-scoped lookup) → parse → one service call → render."""
+
+from __future__ import annotations
+
+import time
+
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    inline_serializer,
+)
+from rest_framework import serializers, status
+from rest_framework.exceptions import APIException
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from compaction import selectors, services
+from compaction.models import IN_FLIGHT, Compaction, Status
+
+from .serializers import (
+    CompactionRequestSerializer,
+    CompactionSerializer,
+    DryRunSerializer,
+    EventQuerySerializer,
+    EventSerializer,
+    NotCompactedSerializer,
+    OverflowResultSerializer,
+    OverflowSerializer,
+)
+
+POLL_INTERVAL = 0.2
+
+
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "conflict"
+    default_code = "conflict"
+
+
+def _conflict(exc: services.CompactionError) -> APIException:
+    from rest_framework.exceptions import ValidationError
+
+    if exc.code == "invalid":
+        return ValidationError({exc.field or "non_field_errors": [str(exc)]})
+    return Conflict({exc.field or "detail": str(exc)})
+
+
+def _job(job: Compaction, session) -> dict:
+    return CompactionSerializer(job, context={"active_compaction_id": session.active_compaction_id}).data
+
+
+def _wait_for(job: Compaction, seconds: float) -> Compaction:
+    """Poll the row (the worker is another process) until it is finished or time is up."""
+    deadline = time.monotonic() + seconds
+    while job.status in IN_FLIGHT and time.monotonic() < deadline:
+        time.sleep(min(POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
+        job = Compaction.objects.get(pk=job.pk)
+    return job
+
+
+class HistoryPagination(CursorPagination):
+    ordering = "-created_at"
+    page_size = 20
+    max_page_size = 100
+    page_size_query_param = "page_size"
+
+
+class CompactionListCreateView(APIView):
+    @extend_schema(
+        summary="Compaction history of a session (newest first)",
+        responses=CompactionSerializer(many=True),
+        tags=["compactions"],
+    )
+    def get(self, request: Request, session_id) -> Response:
+        session = selectors.session_get_for_owner(user=request.user, session_id=session_id)
+        paginator = HistoryPagination()
+        page = paginator.paginate_queryset(selectors.compaction_list(session=session), request, view=self)
+        data = CompactionSerializer(
+            page, many=True, context={"active_compaction_id": session.active_compaction_id}
+        ).data
+        return paginator.get_paginated_response(data)
+
+    @extend_schema(
+        summary="Compact now (manual), or preview with dry_run",
+        request=CompactionRequestSerializer,
+        responses={
+            202: OpenApiResponse(CompactionSerializer, description="Queued (or the job already in flight)."),
+            200: OpenApiResponse(
+                PolymorphicProxySerializer(
+                    component_name="CompactionOutcome",
+                    serializers=[CompactionSerializer, NotCompactedSerializer, DryRunSerializer],
+                    resource_type_field_name=None,
+                ),
+                description="The finished job (with wait), {compacted: false, reason, job}, or a dry run.",
+            ),
+            400: OpenApiResponse(description="Invalid field"),
+        },
+        tags=["compactions"],
+    )
+    def post(self, request: Request, session_id) -> Response:
+        session = selectors.session_get_for_owner(user=request.user, session_id=session_id)
+        params = CompactionRequestSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        if data["dry_run"]:
+            result = services.compaction_dry_run(
+                session=session,
+                strategy=data["strategy"],
+                instructions=data["instructions"],
+                overrides=data["overrides"],
+                force=data["force"],
+            )
+            return Response(result, status=status.HTTP_200_OK)
+        try:
+            job = services.compaction_request(
+                session=session,
+                reason="manual",
+                requested_by=request.user,
+                strategy=data["strategy"],
+                instructions=data["instructions"],
+                overrides=data["overrides"],
+                force=data["force"],
+            )
+        except services.CompactionError as exc:
+            raise _conflict(exc) from None
+        created = getattr(job, "created", False)
+        if data["wait"]:
+            job = _wait_for(job, data["wait"])
+        session.refresh_from_db(fields=["active_compaction"])
+        body = _job(job, session)
+        body["already_in_flight"] = not created
+        headers = {"Location": f"{request.path}{job.pk}/"}
+        if job.status in IN_FLIGHT:
+            return Response(body, status=status.HTTP_202_ACCEPTED, headers=headers)
+        if job.status == Status.SKIPPED:
+            return Response(
+                {"compacted": False, "reason": job.detail, "job": body}, status=status.HTTP_200_OK, headers=headers
+            )
+        return Response(body, status=status.HTTP_200_OK, headers=headers)
+
+
+class CompactionDetailView(APIView):
+    @extend_schema(summary="One compaction (poll it for status)", responses=CompactionSerializer, tags=["compactions"])
+    def get(self, request: Request, session_id, compaction_id) -> Response:
+        session = selectors.session_get_for_owner(user=request.user, session_id=session_id)
+        job = selectors.compaction_get(session=session, compaction_id=compaction_id)
+        return Response(_job(job, session))
+
+
+class CompactionRevertView(APIView):
+    @extend_schema(
+        summary="Undo: reactivate the compaction this one was based on",
+        request=None,
+        responses={
+            200: inline_serializer(
+                "RevertResult",
+                {
+                    "reverted": CompactionSerializer(),
+                    "active_compaction": serializers.UUIDField(allow_null=True),
+                    "message": serializers.CharField(),
+                },
+            ),
+            409: OpenApiResponse(description="Not the active compaction"),
+        },
+        tags=["compactions"],
+    )
+    def post(self, request: Request, session_id, compaction_id) -> Response:
+        session = selectors.session_get_for_owner(user=request.user, session_id=session_id)
+        job = selectors.compaction_get(session=session, compaction_id=compaction_id)
+        try:
+            previous = services.compaction_revert(compaction=job, user=request.user)
+        except services.CompactionError as exc:
+            raise _conflict(exc) from None
+        session.refresh_from_db(fields=["active_compaction"])
+        target = f"compaction {previous.pk}" if previous else "the full history"
+        return Response(
+            {
+                "reverted": _job(job, session),
+                "active_compaction": str(previous.pk) if previous else None,
+                "message": f"Compaction undone: the context is served from {target} again",
+            }
+        )
+
+
+class OverflowView(APIView):
+    @extend_schema(
+        summary="Report a provider error; if it is a context overflow, compact at once and get the new context",
+        request=OverflowSerializer,
+        responses=OverflowResultSerializer,
+        tags=["compactions"],
+    )
+    def post(self, request: Request, session_id) -> Response:
+        session = selectors.session_get_for_owner(user=request.user, session_id=session_id)
+        params = OverflowSerializer(data=request.data)
+        params.is_valid(raise_exception=True)
+        data = params.validated_data
+        result = services.compaction_overflow(
+            session=session,
+            error_text=data.get("error_text"),
+            status_code=data.get("status_code"),
+            input_tokens=data.get("input_tokens"),
+        )
+        if result.get("compaction") is not None:
+            session.refresh_from_db(fields=["active_compaction"])
+            result["compaction"] = _job(result["compaction"], session)
+        return Response(result)
+
+
+class EventListView(APIView):
+    @extend_schema(
+        summary="Session events after an id (compaction queued/started/finished/failed, overflow, undo)",
+        parameters=[
+            OpenApiParameter("after", int, description="Return events with id > after (0 = from the start)."),
+            OpenApiParameter("limit", int, description="At most this many (≤ 500)."),
+        ],
+        responses=inline_serializer(
+            "EventPage",
+            {
+                "events": EventSerializer(many=True),
+                "last_id": serializers.IntegerField(),
+            },
+        ),
+        tags=["events"],
+    )
+    def get(self, request: Request, session_id) -> Response:
+        session = selectors.session_get_for_owner(user=request.user, session_id=session_id)
+        query = EventQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        after = query.validated_data["after"]
+        events = selectors.event_list_after(session=session, after=after, limit=query.validated_data["limit"])
+        return Response(
+            {
+                "events": EventSerializer(events, many=True).data,
+                "last_id": events[-1].pk if events else after,
+            }
+        )

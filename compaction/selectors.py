@@ -1,0 +1,44 @@
+"""Compaction queries (reads only). Writes live in compaction.services."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+
+from compaction.models import IN_FLIGHT, Compaction, Event
+from sessions.models import Session
+
+EVENTS_PAGE_SIZE = 200
+
+
+def session_get_for_owner(*, user, session_id) -> Session:
+    """The caller's session, or a 404 (another owner's session is indistinguishable from none)."""
+    return get_object_or_404(Session, id=session_id, owner=user)
+
+
+def compaction_list(*, session: Session) -> QuerySet[Compaction]:
+    return Compaction.objects.filter(session=session).order_by("-created_at")
+
+
+def compaction_get(*, session: Session, compaction_id) -> Compaction:
+    return get_object_or_404(Compaction, id=compaction_id, session=session)
+
+
+def compaction_in_flight(*, session_id) -> Compaction | None:
+    return Compaction.objects.filter(session_id=session_id, status__in=IN_FLIGHT).first()
+
+
+def compaction_active_chain(*, session: Session) -> list[Compaction]:
+    """The active compaction and the ones it was based on, newest first."""
+    chain: list[Compaction] = []
+    seen: set = set()
+    current = session.active_compaction
+    while current is not None and current.id not in seen:
+        chain.append(current)
+        seen.add(current.id)
+        current = current.based_on
+    return chain
+
+
+def event_list_after(*, session: Session, after: int = 0, limit: int = EVENTS_PAGE_SIZE) -> list[Event]:
+    return list(Event.objects.filter(session=session, id__gt=after).order_by("id")[:limit])
