@@ -1,0 +1,134 @@
+"""Property tests: for random histories with tool pairs the cut never breaks a pair."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compaction.core.cutpoint import SPLIT_TURN_MIN_PREFIX, plan_cut, valid_cut_indices
+from compaction.core.types import Msg
+from tests.core.test_cutpoint import assert_plan_invariants
+
+tokens = st.integers(min_value=1, max_value=3000)
+
+
+@st.composite
+def histories(draw) -> list[Msg]:
+    """User turns; assistant messages with 0..3 parallel tool_uses; results in the
+    following user message(s), sometimes spread over several; sometimes a pending call at
+    the end; sometimes a history that begins mid-turn (after an earlier split)."""
+    messages: list[Msg] = []
+    counter = 0
+
+    def add(role: str, content, size: int) -> None:
+        messages.append(Msg(seq=1000 + len(messages), role=role, content=content, tokens=size))
+
+    for _ in range(draw(st.integers(min_value=1, max_value=8))):
+        add("user", [{"type": "text", "text": "do something"}], draw(tokens))
+        for _ in range(draw(st.integers(min_value=0, max_value=6))):
+            ids = []
+            for _ in range(draw(st.integers(min_value=0, max_value=3))):
+                counter += 1
+                ids.append(f"toolu_{counter}")
+            blocks = [{"type": "text", "text": "thinking aloud"}] + [
+                {"type": "tool_use", "id": i, "name": "Read", "input": {"file_path": f"/src/{i}.py"}} for i in ids
+            ]
+            add("assistant", blocks, draw(tokens))
+            if not ids:
+                continue
+            if draw(st.booleans()):
+                groups = [ids]
+            else:
+                groups = [[i] for i in ids]
+            for n, group in enumerate(groups):
+                if n and draw(st.integers(min_value=0, max_value=3)) == 0:
+                    # Something lands between a tool_use and a later result: an assistant
+                    # line of the same streamed response, or a user interjection.
+                    if draw(st.booleans()):
+                        add("assistant", [{"type": "text", "text": "while waiting"}], draw(tokens))
+                    else:
+                        add("user", "stop, use the other file", draw(tokens))
+                add("user", [{"type": "tool_result", "tool_use_id": i, "content": "..."} for i in group], draw(tokens))
+        if draw(st.booleans()):
+            add("assistant", [{"type": "text", "text": "done"}], draw(tokens))
+    if draw(st.booleans()):
+        counter += 1
+        add("assistant", [{"type": "tool_use", "id": f"toolu_{counter}", "name": "Bash", "input": {}}], draw(tokens))
+    if len(messages) > 1 and draw(st.booleans()):
+        # Begin mid-turn, as after an earlier split-turn compaction; drop any results
+        # whose tool_use fell away so the input itself has no orphans.
+        start = draw(st.integers(min_value=1, max_value=len(messages) - 1))
+        while start < len(messages) and messages[start].is_tool_result:
+            start += 1
+        messages = messages[start:] or messages[-1:]
+    return messages
+
+
+def _kept_and_summarized_ids(plan):
+    return (
+        {i for m in plan.kept for i in m.tool_result_ids},
+        {i for m in plan.kept for i in m.tool_use_ids},
+        {i for m in plan.to_summarize + plan.turn_prefix for i in m.tool_use_ids},
+        {i for m in plan.to_summarize + plan.turn_prefix for i in m.tool_result_ids},
+    )
+
+
+def check_pairs(plan, messages) -> None:
+    kept_results, kept_uses, summarized_uses, summarized_results = _kept_and_summarized_ids(plan)
+    all_results = {i for m in messages for i in m.tool_result_ids}
+    # The kept part never starts with, nor contains, an orphan tool_result.
+    assert not plan.kept[0].is_tool_result
+    assert kept_results <= kept_uses
+    # No tool_use in kept lacks its result when that result exists.
+    assert {i for i in kept_uses if i in all_results} <= kept_results
+    assert not (summarized_uses & kept_results)
+    assert not (summarized_results & kept_uses)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=histories(), keep=st.integers(min_value=0, max_value=40_000))
+def test_token_budget_cut(messages: list[Msg], keep: int) -> None:
+    plan = plan_cut(messages, keep_recent_tokens=keep)
+    assert_plan_invariants(plan, messages)
+    if plan.nothing_to_compact:
+        return
+    check_pairs(plan, messages)
+    # Kept tokens meet the budget (otherwise the whole history would have been kept).
+    assert plan.kept_tokens >= keep
+    assert plan.split_turn == (len(plan.turn_prefix) >= SPLIT_TURN_MIN_PREFIX)
+    assert plan.first_kept_seq in {messages[c].seq for c in valid_cut_indices(messages)}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=histories(), preserve=st.integers(min_value=1, max_value=30))
+def test_preserve_messages_cut(messages: list[Msg], preserve: int) -> None:
+    plan = plan_cut(messages, keep_recent_tokens=0, preserve_messages=preserve)
+    assert_plan_invariants(plan, messages)
+    if plan.nothing_to_compact:
+        return
+    check_pairs(plan, messages)
+    assert len(plan.kept) >= preserve
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    messages=histories(),
+    keep=st.integers(min_value=0, max_value=40_000),
+    window=st.integers(min_value=1_000, max_value=200_000),
+)
+def test_forced_cut(messages: list[Msg], keep: int, window: int) -> None:
+    plan = plan_cut(messages, keep_recent_tokens=keep, force=True, context_window=window)
+    assert_plan_invariants(plan, messages)
+    if plan.nothing_to_compact:
+        # Forced compaction only gives up when no valid cut exists at all.
+        assert not valid_cut_indices(messages)
+        return
+    check_pairs(plan, messages)
+    valid = valid_cut_indices(messages)
+    first_kept_index = messages.index(plan.kept[0])
+    budget = window // 5
+    if plan.kept_tokens > int(window * 0.35):
+        # Keeping more than the force cap is only allowed when no later valid cut meets the
+        # budget, i.e. this is the minimum valid tail that does.
+        later = [c for c in valid if c > first_kept_index]
+        assert all(sum(m.tokens for m in messages[c:]) < budget for c in later)
