@@ -1,10 +1,33 @@
 from __future__ import annotations
 
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
-app_name = ""
+from . import views
+
+# Pages live under the "dashboard" namespace; login/logout stay un-namespaced because
+# settings.LOGIN_URL / LOGOUT_REDIRECT_URL name them as "login".
+dashboard_patterns = [
+    path("", views.session_list, name="session-list"),
+    path("sessions/<uuid:session_id>/", views.session_detail, name="session-detail"),
+    path("sessions/<uuid:session_id>/messages/", views.session_messages, name="session-messages"),
+    path("sessions/<uuid:session_id>/overview/", views.session_overview, name="session-overview"),
+    path(
+        "sessions/<uuid:session_id>/compactions/<uuid:compaction_id>/",
+        views.compaction_detail,
+        name="compaction-detail",
+    ),
+    path(
+        "sessions/<uuid:session_id>/compactions/<uuid:compaction_id>/progress/",
+        views.compaction_progress,
+        name="compaction-progress",
+    ),
+    path("keys/", views.api_keys, name="api-keys"),
+    path("keys/<str:prefix>/revoke/", views.api_key_revoke, name="api-key-revoke"),
+]
+
 urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include((dashboard_patterns, "dashboard"), namespace="dashboard")),
 ]

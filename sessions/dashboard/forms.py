@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from django import forms
+
+from .queries import SORT_CHOICES, STATUS_CHOICES
+
+
+class SessionFilterForm(forms.Form):
+    q = forms.CharField(required=False, max_length=200, label="Search title or agent")
+    model = forms.ChoiceField(required=False, label="Model")
+    status = forms.ChoiceField(required=False, choices=STATUS_CHOICES, label="Status")
+    sort = forms.ChoiceField(required=False, choices=SORT_CHOICES, label="Sort by")
+
+    def __init__(self, *args, models: list[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["model"].choices = [("", "Any model")] + [(m, m) for m in models]
+
+    def filters(self) -> dict[str, str]:
+        if not self.is_valid():
+            return {"q": "", "model": "", "status": "", "sort": "activity"}
+        data = self.cleaned_data
+        return {
+            "q": data["q"].strip(),
+            "model": data["model"],
+            "status": data["status"],
+            "sort": data["sort"] or "activity",
+        }
+
+
+class ApiKeyForm(forms.Form):
+    name = forms.CharField(max_length=50, label="Key name", help_text="Where the key is used, e.g. “laptop agent”.")

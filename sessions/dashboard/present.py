@@ -1,0 +1,275 @@
+"""Turn stored rows into what the dashboard shows: numbers in words, message blocks, markdown.
+
+Pure functions (no queries) so the templates stay dumb and every figure can be tested.
+Nothing here marks user text safe: templates autoescape it; only `render_markdown` returns
+HTML, and that HTML has been through nh3's allow-list sanitizer.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import nh3
+from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
+from markdown_it import MarkdownIt
+
+TEXT_PREVIEW_CHARS = 1200
+TOOL_ARG_CHARS = 160
+
+# Tool input keys that best describe a call, most specific first ("Read /a/b.py", "Bash ls").
+MAIN_ARG_KEYS = (
+    "command",
+    "file_path",
+    "path",
+    "notebook_path",
+    "pattern",
+    "url",
+    "query",
+    "description",
+    "prompt",
+    "skill",
+    "todos",
+)
+
+
+def fmt_int(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
+
+
+def fmt_short(value: int | None) -> str:
+    """167094 → "167k", 1_250_000 → "1.25M" (compact figures for table cells)."""
+    if value is None:
+        return "—"
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.3g}M"
+    if value >= 1000:
+        return f"{round(value / 1000)}k"
+    return str(value)
+
+
+def fmt_duration(ms: int | None) -> str:
+    if ms is None:
+        return "—"
+    if ms < 1000:
+        return f"{ms} ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, sec = divmod(int(round(seconds)), 60)
+    return f"{minutes} min {sec} s"
+
+
+def fmt_ago(when: datetime | None, now: datetime | None = None) -> str:
+    if when is None:
+        return "never"
+    now = now or timezone.now()
+    seconds = max(0, int((now - when).total_seconds()))
+    if seconds < 60:
+        return "just now"
+    for unit, size in (("day", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            count = seconds // size
+            if unit == "day":
+                return f"{count} day{'s' if count != 1 else ''} ago"
+            return f"{count} {unit} ago"
+    return "just now"  # unreachable; keeps type checkers calm
+
+
+def fmt_size(chars: int) -> str:
+    if chars >= 1_000_000:
+        return f"{chars / 1_000_000:.1f}M chars"
+    if chars >= 10_000:
+        return f"{chars / 1000:.0f}k chars"
+    return f"{chars:,} chars"
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One session's context usage as the dashboard draws it (bar, gauge, list row)."""
+
+    tokens: int
+    context_window: int
+    trigger_tokens: int
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.tokens / self.context_window if self.context_window else 0.0
+
+    @property
+    def bar_percent(self) -> float:
+        return min(100.0, round(self.percent, 1))
+
+    @property
+    def trigger_percent(self) -> float:
+        return min(100.0, round(100.0 * self.trigger_tokens / self.context_window, 1)) if self.context_window else 0.0
+
+    @property
+    def level(self) -> str:
+        """ok / near (within 10 % of the window below the trigger) / over (at or past it)."""
+        if self.tokens >= self.trigger_tokens:
+            return "over"
+        if self.tokens >= self.trigger_tokens - 0.1 * self.context_window:
+            return "near"
+        return "ok"
+
+    @property
+    def words(self) -> str:
+        return (
+            f"{self.tokens:,} / {self.context_window:,} tokens ({self.percent:.0f}%)"
+            f" · auto-compact at {self.trigger_tokens:,}"
+        )
+
+    @property
+    def short(self) -> str:
+        return f"{fmt_short(self.tokens)} / {fmt_short(self.context_window)}"
+
+
+def compaction_line(compaction: Any, now: datetime | None = None) -> str:
+    """ "167k → 21k · 2 min ago" for the sessions list."""
+    return (
+        f"{fmt_short(compaction.tokens_before)} → {fmt_short(compaction.tokens_after)}"
+        f" · {fmt_ago(compaction.finished_at or compaction.created_at, now)}"
+    )
+
+
+def boundary_line(compaction: Any) -> str:
+    """ "Compacted · auto · 412 messages → summary · 167,094 → 21,380 tokens · 3.2 s" """
+    reason = {"threshold": "auto", "manual": "manual", "overflow": "overflow", "import": "import"}.get(
+        compaction.reason, compaction.reason
+    )
+    parts = [
+        "Compacted",
+        reason,
+        f"{compaction.messages_summarized:,} messages → summary",
+        f"{fmt_int(compaction.tokens_before)} → {fmt_int(compaction.tokens_after)} tokens",
+    ]
+    if compaction.duration_ms is not None:
+        parts.append(fmt_duration(compaction.duration_ms))
+    return " · ".join(parts)
+
+
+# --- message content -------------------------------------------------------------------
+
+
+@dataclass
+class Block:
+    kind: str  # text | thinking | tool_use | tool_result | image | other
+    text: str = ""
+    preview: str = ""
+    truncated: bool = False
+    size: str = ""
+    name: str = ""
+    arg: str = ""
+    is_error: bool = False
+    tool_use_id: str = ""
+    children: list[Block] = field(default_factory=list)
+
+
+def _text_block(kind: str, text: str) -> Block:
+    truncated = len(text) > TEXT_PREVIEW_CHARS
+    return Block(
+        kind=kind,
+        text=text,
+        preview=text[:TEXT_PREVIEW_CHARS] if truncated else text,
+        truncated=truncated,
+        size=fmt_size(len(text)),
+    )
+
+
+def _main_arg(tool_input: Any) -> str:
+    if not isinstance(tool_input, dict):
+        return _clip(str(tool_input))
+    for key in MAIN_ARG_KEYS:
+        value = tool_input.get(key)
+        if value:
+            return _clip(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+    for value in tool_input.values():
+        if isinstance(value, str) and value:
+            return _clip(value)
+    return ""
+
+
+def _clip(text: str, limit: int = TOOL_ARG_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for item in content:
+            if isinstance(item, dict) and item.get("type") == "text":
+                parts.append(str(item.get("text", "")))
+            elif isinstance(item, dict) and item.get("type") == "image":
+                parts.append("[image]")
+            else:
+                parts.append(json.dumps(item, ensure_ascii=False))
+        return "\n".join(parts)
+    if content is None:
+        return ""
+    return json.dumps(content, ensure_ascii=False)
+
+
+def message_blocks(content: Any) -> list[Block]:
+    """Display blocks for one message's stored content (a string or Anthropic blocks)."""
+    if isinstance(content, str):
+        return [_text_block("text", content)]
+    if not isinstance(content, list):
+        return [_text_block("other", json.dumps(content, ensure_ascii=False, indent=2))]
+    blocks: list[Block] = []
+    for item in content:
+        if not isinstance(item, dict):
+            blocks.append(_text_block("text", str(item)))
+            continue
+        kind = item.get("type")
+        if kind == "text":
+            blocks.append(_text_block("text", str(item.get("text", ""))))
+        elif kind in ("thinking", "redacted_thinking"):
+            blocks.append(_text_block("thinking", str(item.get("thinking") or item.get("data") or "")))
+        elif kind == "tool_use":
+            raw = json.dumps(item.get("input", {}), ensure_ascii=False, indent=2)
+            block = _text_block("tool_use", raw)
+            block.name = str(item.get("name", "tool"))
+            block.arg = _main_arg(item.get("input"))
+            block.tool_use_id = str(item.get("id", ""))
+            blocks.append(block)
+        elif kind == "tool_result":
+            block = _text_block("tool_result", _result_text(item.get("content")))
+            block.is_error = bool(item.get("is_error"))
+            block.tool_use_id = str(item.get("tool_use_id", ""))
+            blocks.append(block)
+        elif kind == "image":
+            source = item.get("source") or {}
+            blocks.append(Block(kind="image", text=str(source.get("media_type", "image"))))
+        else:
+            blocks.append(_text_block("other", json.dumps(item, ensure_ascii=False, indent=2)))
+    return blocks
+
+
+# --- markdown --------------------------------------------------------------------------
+
+# html=False: raw HTML in a summary is shown as text, never passed through; nh3 then
+# enforces the allow-list on what markdown-it generated (defence in depth).
+_markdown = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+_ALLOWED_TAGS = {
+    "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li", "strong", "em", "code",
+    "pre", "blockquote", "a", "table", "thead", "tbody", "tr", "th", "td", "del",
+}  # fmt: skip
+
+
+def render_markdown(text: str) -> SafeString:
+    html = _markdown.render(text or "")
+    clean = nh3.clean(
+        html,
+        tags=_ALLOWED_TAGS,
+        attributes={"a": {"href", "title"}, "th": {"align"}, "td": {"align"}},
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer nofollow",
+    )
+    return mark_safe(clean)  # noqa: S308 — sanitized by nh3 just above

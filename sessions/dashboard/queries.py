@@ -1,0 +1,167 @@
+"""Dashboard reads. Every query is scoped to what the caller may see (own sessions; staff: all)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.shortcuts import get_object_or_404
+
+from compaction.models import IN_FLIGHT, Compaction, Status
+from sessions import services as session_services
+from sessions.models import Message, Session
+
+from .present import Usage, compaction_line
+
+LIST_PAGE_SIZE = 25
+MESSAGES_PAGE_SIZE = 100
+
+STATUS_CHOICES = [
+    ("", "Any status"),
+    ("compacting", "Compacting"),
+    ("over", "Over trigger"),
+    ("near", "Near trigger"),
+    ("ok", "OK"),
+]
+SORT_CHOICES = [("activity", "Last activity"), ("usage", "Usage (highest first)")]
+
+
+def sessions_visible(*, user) -> QuerySet[Session]:
+    qs = Session.objects.all()
+    return qs if user.is_staff else qs.filter(owner=user)
+
+
+def session_get_visible(*, user, session_id: UUID) -> Session:
+    return get_object_or_404(sessions_visible(user=user).select_related("owner", "active_compaction"), id=session_id)
+
+
+def compaction_get_visible(*, session: Session, compaction_id: UUID) -> Compaction:
+    return get_object_or_404(
+        Compaction.objects.select_related("session", "based_on", "reviewed_by"), id=compaction_id, session=session
+    )
+
+
+def session_usage_view(session: Session) -> Usage:
+    """The same figures the API and the trigger use (sessions.services), shaped for drawing."""
+    usage = session_services.session_usage(session)
+    return Usage(
+        tokens=int(usage["tokens"]),
+        context_window=int(usage["context_window"]),
+        trigger_tokens=int(usage["trigger_tokens"]),
+    )
+
+
+def _cached_usage(session: Session) -> Usage:
+    """List rows: the cached served-context tokens against the session's configured trigger.
+
+    `context_tokens` is what the engine maintains on every append/activation; computing the
+    hybrid estimate per row would cost a query each.
+    """
+    config = session_services.session_config(session)
+    return Usage(
+        tokens=session.context_tokens,
+        context_window=config.context_window,
+        trigger_tokens=config.trigger_tokens,
+    )
+
+
+@dataclass
+class SessionRow:
+    session: Session
+    usage: Usage
+    running: bool
+    last_compaction: str  # "167k → 21k · 2 min ago" for the active compaction, or ""
+
+
+def session_list_page(
+    *, user, q: str = "", model: str = "", status: str = "", sort: str = "activity", page: Any = 1
+) -> Page:
+    """One page of SessionRow. Bounded queries whatever the number of sessions.
+
+    Status "over"/"near"/"ok" and sorting by usage depend on each session's trigger, which
+    comes from its model window and JSON overrides; those are resolved in Python over slim
+    rows (one query), then only the page's sessions are loaded in full.
+    """
+    in_flight = Compaction.objects.filter(session=OuterRef("pk"), status__in=IN_FLIGHT)
+    qs = sessions_visible(user=user).annotate(running=Exists(in_flight))
+    if q:
+        qs = qs.filter(Q(title__icontains=q) | Q(agent__icontains=q))
+    if model:
+        qs = qs.filter(model=model)
+    if status == "compacting":
+        qs = qs.filter(running=True)
+
+    needs_usage = status in {"over", "near", "ok"} or sort == "usage"
+    if not needs_usage:
+        ordered = qs.select_related("owner", "active_compaction").order_by("-last_activity_at", "id")
+        page_obj = Paginator(ordered, LIST_PAGE_SIZE).get_page(page)
+        sessions = list(page_obj.object_list)
+    else:
+        slim = qs.only(
+            "id", "model", "context_window_override", "compaction_settings", "context_tokens", "last_activity_at"
+        )
+        scored = []
+        for session in slim.iterator(chunk_size=2000):
+            usage = _cached_usage(session)
+            if status and status != "compacting" and usage.level != status:
+                continue
+            scored.append((session.pk, usage.percent, session.last_activity_at))
+        if sort == "usage":
+            scored.sort(key=lambda row: (-row[1], -row[2].timestamp()))
+        else:
+            scored.sort(key=lambda row: -row[2].timestamp())
+        page_obj = Paginator(scored, LIST_PAGE_SIZE).get_page(page)
+        ids = [row[0] for row in page_obj.object_list]
+        by_id = {
+            s.pk: s
+            for s in Session.objects.filter(pk__in=ids)
+            .select_related("owner", "active_compaction")
+            .annotate(running=Exists(in_flight))
+        }
+        sessions = [by_id[i] for i in ids if i in by_id]
+    page_obj.object_list = [
+        SessionRow(
+            session=s,
+            usage=_cached_usage(s),
+            running=s.running,
+            last_compaction=compaction_line(s.active_compaction) if s.active_compaction else "",
+        )
+        for s in sessions
+    ]
+    return page_obj
+
+
+def model_choices(*, user) -> list[str]:
+    return list(
+        sessions_visible(user=user).exclude(model="").order_by("model").values_list("model", flat=True).distinct()
+    )
+
+
+def compaction_history(*, session: Session) -> list[Compaction]:
+    return list(Compaction.objects.filter(session=session).select_related("reviewed_by").order_by("-created_at"))
+
+
+def effective_compactions(*, session: Session, compactions: list[Compaction]) -> list[Compaction]:
+    """The active compaction and its based_on ancestors (what shaped today's context), oldest first."""
+    by_id = {c.id: c for c in compactions}
+    chain: list[Compaction] = []
+    current = by_id.get(session.active_compaction_id) if session.active_compaction_id else None
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = by_id.get(current.based_on_id) if current.based_on_id else None
+    return list(reversed(chain))
+
+
+def message_token_series(*, session: Session) -> list[tuple[int, int, Any]]:
+    return list(Message.objects.filter(session=session).order_by("seq").values_list("seq", "token_count", "created_at"))
+
+
+def messages_page(*, session: Session, start: int, limit: int = MESSAGES_PAGE_SIZE) -> list[Message]:
+    return list(Message.objects.filter(session=session, seq__gte=start).order_by("seq")[:limit])
+
+
+def succeeded(compactions: list[Compaction]) -> list[Compaction]:
+    return [c for c in compactions if c.status == Status.SUCCEEDED]

@@ -1,0 +1,97 @@
+"""The message timeline: messages with their display blocks, compaction boundaries inline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction.models import Compaction, Status
+from sessions.models import Message
+
+from .present import Block, boundary_line, message_blocks
+
+
+@dataclass
+class TimelineItem:
+    kind: str  # "message" | "boundary" | "region"
+    message: Message | None = None
+    blocks: list[Block] = field(default_factory=list)
+    state: str = ""  # "" | "compacted" | "pruned"
+    compaction: Compaction | None = None
+    line: str = ""
+    active: bool = False
+
+
+def message_state(message: Message, active: Compaction | None) -> str:
+    """How the served context treats this message under the active compaction."""
+    if active is None:
+        return ""
+    if active.first_kept_seq is not None and message.seq < active.first_kept_seq:
+        return "compacted"
+    if active.prune_before_seq is not None and message.seq < active.prune_before_seq and message.tool_result_ids:
+        return "pruned"
+    return ""
+
+
+def build_timeline(
+    *, messages: list[Message], compactions: list[Compaction], active: Compaction | None, first_page: bool
+) -> list[TimelineItem]:
+    boundaries: dict[int, list[Compaction]] = {}
+    for compaction in compactions:
+        if compaction.status == Status.SUCCEEDED and compaction.first_kept_seq is not None:
+            boundaries.setdefault(compaction.first_kept_seq, []).append(compaction)
+    items: list[TimelineItem] = []
+    if (
+        first_page
+        and messages
+        and active is not None
+        and active.first_kept_seq
+        and messages[0].seq < active.first_kept_seq
+    ):
+        # Say once, where the compacted region starts on this page, what it means.
+        items.append(
+            TimelineItem(
+                kind="region",
+                compaction=active,
+                line=(
+                    f"Messages before #{active.first_kept_seq} are compacted: the model sees the summary "
+                    "instead. They are kept here in full."
+                ),
+            )
+        )
+    for message in messages:
+        for compaction in sorted(boundaries.get(message.seq, []), key=lambda c: c.created_at):
+            items.append(
+                TimelineItem(
+                    kind="boundary",
+                    compaction=compaction,
+                    line=boundary_line(compaction),
+                    active=active is not None and compaction.pk == active.pk,
+                )
+            )
+        items.append(
+            TimelineItem(
+                kind="message",
+                message=message,
+                blocks=message_blocks(message.content),
+                state=message_state(message, active),
+            )
+        )
+    return items
+
+
+def fallbacks_text(compaction: Compaction) -> str:
+    parts: list[str] = []
+    for item in compaction.fallbacks or []:
+        if isinstance(item, dict):
+            parts.append(f"{item.get('strategy', '?')}: {item.get('reason', '')}".strip())
+        else:
+            parts.append(str(item))
+    return "; ".join(parts)
+
+
+def usage_items(usage: dict[str, Any]) -> list[tuple[str, str]]:
+    out = []
+    for key, value in (usage or {}).items():
+        out.append((str(key).replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value)))
+    return out

@@ -1,0 +1,204 @@
+"""Dashboard pages. Each view: authorize (login + scoped lookup) → parse → one read or write → render.
+
+Buttons that change compactions (Compact, Preview, Undo) call the REST API the agents use
+(static/js/dashboard.js); these views only render pages and the fragments htmx swaps in.
+"""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from django.contrib import messages as flash
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from compaction.models import EventKind
+from compaction.services import describe
+
+from . import keys, queries
+from .chart import build_chart
+from .forms import ApiKeyForm, SessionFilterForm
+from .present import fmt_duration, fmt_int, render_markdown
+from .timeline import build_timeline, fallbacks_text, usage_items
+
+
+@login_required
+@require_GET
+def session_list(request: HttpRequest) -> HttpResponse:
+    form = SessionFilterForm(request.GET or None, models=queries.model_choices(user=request.user))
+    filters = form.filters() if request.GET else {"q": "", "model": "", "status": "", "sort": "activity"}
+    page = queries.session_list_page(user=request.user, page=request.GET.get("page", 1), **filters)
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {"form": form, "page": page, "query": query.urlencode(), "show_owner": request.user.is_staff}
+    template = "dashboard/_session_table.html" if request.htmx else "dashboard/session_list.html"
+    return render(request, template, context)
+
+
+def _overview_context(request: HttpRequest, session, compactions) -> dict:
+    usage = queries.session_usage_view(session)
+    chart = build_chart(
+        messages=queries.message_token_series(session=session),
+        compactions=queries.effective_compactions(session=session, compactions=compactions),
+        base_tokens=session.system_prompt_tokens,
+        trigger_tokens=usage.trigger_tokens,
+        context_window=usage.context_window,
+    )
+    history = [
+        {
+            "c": c,
+            "fallbacks": fallbacks_text(c),
+            "duration": fmt_duration(c.duration_ms),
+            "before": fmt_int(c.tokens_before),
+            "after": fmt_int(c.tokens_after),
+            "active": c.pk == session.active_compaction_id,
+        }
+        for c in compactions
+    ]
+    in_flight = next((c for c in compactions if c.in_flight), None)
+    return {
+        "session": session,
+        "usage": usage,
+        "chart": chart,
+        "history": history,
+        "in_flight": in_flight,
+        # The REST API serves owners only; staff looking at someone else's session read only.
+        "can_compact": session.owner_id == request.user.id,
+    }
+
+
+@login_required
+@require_GET
+def session_detail(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    session = queries.session_get_visible(user=request.user, session_id=session_id)
+    compactions = queries.compaction_history(session=session)
+    start = _int_param(request, "from", 1)
+    page = queries.messages_page(session=session, start=start)
+    context = _overview_context(request, session, compactions)
+    context.update(_timeline_context(session, compactions, page, start, full_page=True))
+    return render(request, "dashboard/session_detail.html", context)
+
+
+@login_required
+@require_GET
+def session_overview(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    """Gauge, chart and history, re-fetched by htmx after a compaction finishes or is undone."""
+    session = queries.session_get_visible(user=request.user, session_id=session_id)
+    compactions = queries.compaction_history(session=session)
+    return render(request, "dashboard/_overview.html", _overview_context(request, session, compactions))
+
+
+@login_required
+@require_GET
+def session_messages(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    """The next page of the timeline (htmx "load more"); a full page when opened directly."""
+    session = queries.session_get_visible(user=request.user, session_id=session_id)
+    if not request.htmx:
+        return redirect(
+            f"{reverse('dashboard:session-detail', args=[session.pk])}?from={_int_param(request, 'from', 1)}"
+        )
+    compactions = queries.compaction_history(session=session)
+    start = _int_param(request, "from", 1)
+    page = queries.messages_page(session=session, start=start)
+    return render(
+        request, "dashboard/_timeline_page.html", _timeline_context(session, compactions, page, start, full_page=False)
+    )
+
+
+def _timeline_context(session, compactions, page, start: int, *, full_page: bool) -> dict:
+    active = next((c for c in compactions if c.pk == session.active_compaction_id), None)
+    items = build_timeline(messages=page, compactions=compactions, active=active, first_page=full_page)
+    next_from = page[-1].seq + 1 if len(page) == queries.MESSAGES_PAGE_SIZE else None
+    return {
+        "session": session,
+        "items": items,
+        "next_from": next_from,
+        "start": start,
+        "latest_from": max(1, session.last_seq - queries.MESSAGES_PAGE_SIZE + 1),
+    }
+
+
+def _int_param(request: HttpRequest, name: str, default: int) -> int:
+    try:
+        return max(1, int(request.GET.get(name, default)))
+    except (TypeError, ValueError):
+        return default
+
+
+@login_required
+@require_GET
+def compaction_detail(request: HttpRequest, session_id: UUID, compaction_id: UUID) -> HttpResponse:
+    session = queries.session_get_visible(user=request.user, session_id=session_id)
+    compaction = queries.compaction_get_visible(session=session, compaction_id=compaction_id)
+    context = {
+        "session": session,
+        "c": compaction,
+        "summary_html": render_markdown(compaction.summary),
+        "turn_prefix_html": render_markdown(compaction.turn_prefix_summary) if compaction.turn_prefix_summary else "",
+        "fallbacks": compaction.fallbacks or [],
+        "usage_items": usage_items(compaction.usage),
+        "duration": fmt_duration(compaction.duration_ms),
+        "before": fmt_int(compaction.tokens_before),
+        "after": fmt_int(compaction.tokens_after),
+        "active": compaction.pk == session.active_compaction_id,
+        "can_compact": session.owner_id == request.user.id,
+    }
+    return render(request, "dashboard/compaction_detail.html", context)
+
+
+@login_required
+@require_GET
+def compaction_progress(request: HttpRequest, session_id: UUID, compaction_id: UUID) -> HttpResponse:
+    """The job's state; polls itself while queued/running (the fragment drops hx-trigger when done)."""
+    session = queries.session_get_visible(user=request.user, session_id=session_id)
+    compaction = queries.compaction_get_visible(session=session, compaction_id=compaction_id)
+    reverted = compaction.events.filter(kind=EventKind.COMPACTION_REVERTED).exists()
+    context = {
+        "session": session,
+        "c": compaction,
+        "active": compaction.pk == session.active_compaction_id,
+        "reverted": reverted,
+        "outcome": describe(compaction),
+        "before": fmt_int(compaction.tokens_before),
+        "after": fmt_int(compaction.tokens_after),
+        "duration": fmt_duration(compaction.duration_ms),
+        "can_compact": session.owner_id == request.user.id,
+    }
+    response = render(request, "dashboard/_compaction_progress.html", context)
+    if not compaction.in_flight:
+        # Tell the page to refresh gauge, chart and history once the outcome is known.
+        response["HX-Trigger"] = "compactor:changed"
+    return response
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def api_keys(request: HttpRequest) -> HttpResponse:
+    new_key = None
+    if request.method == "POST":
+        form = ApiKeyForm(request.POST)
+        if form.is_valid():
+            _, new_key = keys.apikey_create(user=request.user, name=form.cleaned_data["name"])
+            form = ApiKeyForm()
+    else:
+        form = ApiKeyForm()
+    response = render(
+        request,
+        "dashboard/api_keys.html",
+        {"form": form, "keys": keys.apikey_list(user=request.user), "new_key": new_key},
+    )
+    if new_key:
+        # The page holds a secret: keep it out of caches and the back/forward cache.
+        response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_POST
+def api_key_revoke(request: HttpRequest, prefix: str) -> HttpResponse:
+    key = keys.apikey_revoke(user=request.user, prefix=prefix)
+    flash.success(request, f"Key “{key.name}” ({key.prefix}…) revoked: agents using it get 401 from now on.")
+    return redirect("dashboard:api-keys")
