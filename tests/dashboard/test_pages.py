@@ -1,0 +1,275 @@
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from compaction.models import Compaction, Status
+from sessions.models import ApiKey
+from tests.dashboard.factories import add_messages, conversation, make_compaction, make_session, tool_pair
+
+pytestmark = pytest.mark.django_db
+
+
+def detail_url(session) -> str:
+    return reverse("dashboard:session-detail", args=[session.pk])
+
+
+def test_login_still_resolves_outside_the_namespace():
+    assert reverse("login") == "/accounts/login/"
+    assert reverse("dashboard:session-list") == "/"
+
+
+@pytest.mark.parametrize("name", ["dashboard:session-list", "dashboard:api-keys"])
+def test_it_requires_login(client, name):
+    response = client.get(reverse(name))
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_login_page_has_labelled_fields_and_viewport(client):
+    body = client.get(reverse("login")).content.decode()
+    assert '<meta name="viewport"' in body
+    assert '<label for="id_username">' in body and '<label for="id_password">' in body
+
+
+def test_login_redirects_to_the_sessions_list(client, user):
+    response = client.post(reverse("login"), {"username": "alice", "password": "alice-password"})
+    assert response.status_code == 302 and response["Location"] == reverse("dashboard:session-list")
+
+
+def test_list_shows_only_own_sessions(logged_in, user, other_user):
+    make_session(user, title="Mine")
+    make_session(other_user, title="Theirs")
+    body = logged_in.get(reverse("dashboard:session-list")).content.decode()
+    assert "Mine" in body and "Theirs" not in body
+
+
+def test_staff_sees_everyone_s_sessions(client, user, other_user, staff_user):
+    make_session(user, title="Alice's")
+    make_session(other_user, title="Mallory's")
+    client.force_login(staff_user)
+    body = client.get(reverse("dashboard:session-list")).content.decode()
+    assert "Alice&#x27;s" in body and "Mallory&#x27;s" in body
+
+
+def test_other_owners_session_is_a_404(logged_in, other_user):
+    theirs = make_session(other_user)
+    c = make_compaction(theirs)
+    assert logged_in.get(detail_url(theirs)).status_code == 404
+    assert logged_in.get(reverse("dashboard:compaction-detail", args=[theirs.pk, c.pk])).status_code == 404
+    assert logged_in.get(reverse("dashboard:compaction-progress", args=[theirs.pk, c.pk])).status_code == 404
+    assert logged_in.get(reverse("dashboard:session-overview", args=[theirs.pk])).status_code == 404
+
+
+def test_list_search_filter_and_row_contents(logged_in, user):
+    near = make_session(user, title="Parser work", agent="claude-code", model="claude-sonnet-4-5")
+    add_messages(near, conversation(12), tokens=15_000)  # 180,000 tokens: over the 183,616 trigger? no: near
+    make_session(user, title="Docs", agent="codex", model="gpt-5")
+    running = make_session(user, title="Busy one", model="gpt-5")
+    Compaction.objects.create(session=running, reason="manual", status=Status.QUEUED)
+    url = reverse("dashboard:session-list")
+
+    body = logged_in.get(url, {"q": "codex"}).content.decode()
+    assert "Docs" in body and "Parser work" not in body
+
+    body = logged_in.get(url, {"model": "gpt-5"}).content.decode()
+    assert "Docs" in body and "Busy one" in body and "Parser work" not in body
+
+    body = logged_in.get(url, {"status": "compacting"}).content.decode()
+    assert "Busy one" in body and "Docs" not in body and "compacting</span>" in body
+
+    body = logged_in.get(url, {"status": "near"}).content.decode()
+    assert "Parser work" in body and "Docs" not in body
+    assert "180k / 200k · 90%" in body
+    assert "bar-near" in body
+    # the trigger marker sits at trigger/window = 183,616 / 200,000
+    assert "left: 91.8%" in body
+
+
+def test_list_over_trigger_sort_by_usage_and_last_compaction(logged_in, user):
+    low = make_session(user, title="Low")
+    add_messages(low, conversation(4), tokens=1000)
+    high = make_session(user, title="High")
+    add_messages(high, conversation(4), tokens=50_000)
+    compacted = make_session(user, title="Compacted")
+    add_messages(compacted, conversation(12), tokens=1000)
+    make_compaction(compacted)
+    url = reverse("dashboard:session-list")
+
+    body = logged_in.get(url, {"sort": "usage"}).content.decode()
+    assert body.index("High") < body.index("Low")
+    body = logged_in.get(url, {"status": "over"}).content.decode()
+    assert "High" in body and "Low" not in body and "bar-over" in body
+    body = logged_in.get(url, {"status": "ok"}).content.decode()
+    assert "Low" in body and "High" not in body
+    body = logged_in.get(url).content.decode()
+    assert "167k → 21k · 2 min ago" in body
+
+
+def test_list_paginates_and_htmx_gets_the_table_only(logged_in, user):
+    for i in range(30):
+        make_session(user, title=f"S{i:02d}")
+    url = reverse("dashboard:session-list")
+    body = logged_in.get(url).content.decode()
+    assert "Page 1 of 2" in body and "30 sessions" in body
+    fragment = logged_in.get(url, {"page": 2}, HTTP_HX_REQUEST="true").content.decode()
+    assert "<html" not in fragment and "Page 2 of 2" in fragment
+    assert fragment.count("<tr>") == 5 + 1  # header row + 5 sessions
+
+
+def test_detail_gauge_chart_timeline_and_history(logged_in, user):
+    session = make_session(user, title="Gauge")
+    add_messages(session, conversation(12), tokens=1000)
+    add_messages(session, [{"role": "user", "content": "x"}], tokens=143_201 - 12_000 - 21_380 + 21_380)
+    c = make_compaction(session, tokens_before=167_094, tokens_after=21_380, messages_summarized=412)
+    session.context_tokens = 143_201
+    session.save(update_fields=["context_tokens"])
+    body = logged_in.get(detail_url(session)).content.decode()
+    assert "143,201 / 200,000 tokens (72%) · auto-compact at 183,616" in body
+    assert "<svg" in body and 'class="drop"' in body
+    assert "Compacted · auto · 412 messages → summary · 167,094 → 21,380 tokens · 3.2 s" in body
+    assert reverse("dashboard:compaction-detail", args=[session.pk, c.pk]) in body
+    # tool calls collapsed to name + main argument, results with size
+    assert '<span class="tool-name">Bash</span> <code>cat file_1.py</code>' in body
+    assert re.search(r"Tool result · \d+ chars", body)
+    # compacted region marked; kept messages not
+    assert 'id="m-1"' in body and "msg-compacted" in body and "in summary" in body
+    # history row with the undo button calling the REST endpoint
+    assert reverse("compaction-revert", kwargs={"session_id": session.pk, "compaction_id": c.pk}) in body
+    assert reverse("compaction-list", kwargs={"session_id": session.pk}) in body
+
+
+def test_long_text_truncated_with_expand_and_thinking_collapsed(logged_in, user):
+    session = make_session(user)
+    long_text = "word " * 600
+    add_messages(
+        session,
+        [
+            {"role": "user", "content": long_text},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm " * 50, "signature": "x"}]},
+        ],
+    )
+    body = logged_in.get(detail_url(session)).content.decode()
+    assert '<details class="text-long">' in body and "Show all (3,000 chars)" in body
+    assert "Thinking · 200 chars" in body
+
+
+def test_timeline_is_paginated_with_htmx_load_more(logged_in, user):
+    session = make_session(user)
+    add_messages(session, conversation(250))
+    body = logged_in.get(detail_url(session)).content.decode()
+    assert 'id="m-100"' in body and 'id="m-101"' not in body
+    more = reverse("dashboard:session-messages", args=[session.pk]) + "?from=101"
+    assert more in body
+    fragment = logged_in.get(more, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="m-101"' in fragment and 'id="m-200"' in fragment and "<html" not in fragment
+    last = logged_in.get(
+        reverse("dashboard:session-messages", args=[session.pk]) + "?from=201", HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert 'id="m-250"' in last and "Load more" not in last
+
+
+def test_pruned_tool_output_is_marked(logged_in, user):
+    session = make_session(user)
+    add_messages(session, tool_pair(1) + tool_pair(2) + conversation(8))
+    make_compaction(
+        session,
+        first_kept_seq=None,
+        first_summarized_seq=None,
+        last_summarized_seq=None,
+        prune_before_seq=4,
+        strategy="prune",
+        messages_summarized=0,
+    )
+    body = logged_in.get(detail_url(session)).content.decode()
+    assert body.count("tool output pruned") == 1  # only #2 (#4 is the boundary, not before it)
+
+
+def test_staff_viewing_someone_else_gets_no_compact_buttons(client, other_user, staff_user):
+    session = make_session(other_user)
+    make_compaction(session)
+    client.force_login(staff_user)
+    body = client.get(detail_url(session)).content.decode()
+    assert "Compact now" not in body and "/revert/" not in body
+
+
+def test_compaction_detail_renders_markdown_files_range_and_fallbacks(logged_in, user):
+    session = make_session(user)
+    add_messages(session, conversation(12))
+    c = make_compaction(
+        session,
+        summary="## Goal\n\nFix **the** bug in `parser.py`.\n\n- item one",
+        read_files=["src/a.py"],
+        modified_files=["src/b.py"],
+        fallbacks=[{"strategy": "anthropic", "reason": "no API key configured"}],
+        usage={"input_tokens": 1200, "output_tokens": 300},
+        instructions="focus on the parser",
+    )
+    body = logged_in.get(reverse("dashboard:compaction-detail", args=[session.pk, c.pk])).content.decode()
+    assert "<h2>Goal</h2>" in body and "<strong>the</strong>" in body and "<code>parser.py</code>" in body
+    assert "<code>src/a.py</code>" in body and "<code>src/b.py</code>" in body
+    assert "<strong>anthropic</strong>: no API key configured" in body
+    assert f"{detail_url(session)}?from=1#m-1" in body and "#1–#8" in body
+    assert "input tokens 1,200" in body and "3.2 s" in body and "focus on the parser" in body
+    assert "167,094 → 21,380" in body
+
+
+def test_progress_fragment_polls_only_while_in_flight(logged_in, user):
+    session = make_session(user)
+    add_messages(session, conversation(12))
+    job = Compaction.objects.create(session=session, reason="manual", status=Status.RUNNING)
+    url = reverse("dashboard:compaction-progress", args=[session.pk, job.pk])
+    response = logged_in.get(url, HTTP_HX_REQUEST="true")
+    body = response.content.decode()
+    assert 'hx-trigger="every 1s"' in body and "Summarizing" in body
+    assert "HX-Trigger" not in response
+
+    Compaction.objects.filter(pk=job.pk).update(
+        status=Status.SUCCEEDED, tokens_before=5000, tokens_after=900, messages_summarized=8, first_kept_seq=9
+    )
+    session.active_compaction_id = job.pk
+    session.save(update_fields=["active_compaction"])
+    response = logged_in.get(url, HTTP_HX_REQUEST="true")
+    body = response.content.decode()
+    assert "hx-trigger" not in body
+    assert "Conversation compacted: 8 messages → summary, 5,000 → 900 tokens" in body
+    assert response["HX-Trigger"] == "compactor:changed"
+
+    Compaction.objects.filter(pk=job.pk).update(status=Status.SKIPPED, detail="only 3 messages")
+    body = logged_in.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "Nothing to compact:" in body and "only 3 messages" in body
+
+    Compaction.objects.filter(pk=job.pk).update(status=Status.FAILED, error="summarizer exploded")
+    body = logged_in.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "Compaction failed:" in body and "summarizer exploded" in body
+
+
+def test_api_keys_create_shows_once_then_revoke(logged_in, user, other_user):
+    url = reverse("dashboard:api-keys")
+    response = logged_in.post(url, {"name": "laptop agent"})
+    body = response.content.decode()
+    key = ApiKey.objects.get(owner=user, name="laptop agent")
+    match = re.search(r'id="new-key" class="key" type="text" readonly value="([^"]+)"', body)
+    assert match and match.group(1).startswith(key.prefix + ".")
+    assert ApiKey.objects.is_valid(match.group(1))
+    assert response["Cache-Control"] == "no-store"
+    again = logged_in.get(url).content.decode()
+    assert match.group(1) not in again and f"{key.prefix}…" in again and "never" in again
+
+    _, theirs = ApiKey.objects.create_key(owner=other_user, name="theirs")
+    their_prefix = theirs.partition(".")[0]
+    assert logged_in.post(reverse("dashboard:api-key-revoke", args=[their_prefix])).status_code == 404
+    assert logged_in.get(reverse("dashboard:api-key-revoke", args=[key.prefix])).status_code == 405
+    response = logged_in.post(reverse("dashboard:api-key-revoke", args=[key.prefix]))
+    assert response.status_code == 302
+    key.refresh_from_db()
+    assert key.revoked
+    assert not ApiKey.objects.get(prefix=their_prefix).revoked
+
+
+def test_api_key_name_is_required(logged_in, user):
+    response = logged_in.post(reverse("dashboard:api-keys"), {"name": ""})
+    assert response.status_code == 200 and "This field is required" in response.content.decode()
+    assert not ApiKey.objects.filter(owner=user).exists()
