@@ -1,7 +1,14 @@
-"""Uniform JSON errors: {"error": "<what is wrong>", "detail": <DRF detail, field → messages>}."""
+"""Uniform JSON errors: {"error": "<what is wrong>", "detail": <DRF detail, field → messages>}.
+
+Services raise Django's ValidationError with {field path: [problem]}; it is answered as a
+400 in the same shape, e.g. {"error": "messages[2].content[1].tool_use_id: no earlier ...",
+"detail": {"messages[2].content[1].tool_use_id": ["no earlier ..."]}}.
+"""
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.views import exception_handler as drf_exception_handler
 
 
@@ -16,6 +23,8 @@ def _first_message(detail) -> str:
 
 
 def exception_handler(exc, context):
+    if isinstance(exc, DjangoValidationError):
+        exc = ValidationError(detail=exc.message_dict if hasattr(exc, "error_dict") else exc.messages)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -1,0 +1,244 @@
+"""Small input/output serializers for the agents' API (one pair per operation).
+
+Input serializers parse and check types; the services own the domain checks (content blocks,
+tool ids, settings). Output serializers render what the services return, so the OpenAPI
+schema describes the real responses.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from sessions import services
+
+# ---- shared output pieces -------------------------------------------------------------------
+
+
+class UsageOutSerializer(serializers.Serializer):
+    tokens = serializers.IntegerField(
+        help_text="Best figure (hybrid when the provider reported usage); meter and trigger use it."
+    )
+    estimated_tokens = serializers.IntegerField(
+        help_text="Pure estimate: system + active summary + kept messages (after pruning)."
+    )
+    reported_tokens = serializers.IntegerField(
+        allow_null=True, help_text="Last provider-reported prompt size (input + cache read + cache write)."
+    )
+    reported_at_seq = serializers.IntegerField(
+        allow_null=True, help_text="Last seq the provider had seen when it reported."
+    )
+    trailing_tokens = serializers.IntegerField(help_text="Estimated tokens of messages after reported_at_seq.")
+    source = serializers.ChoiceField(choices=["estimate", "provider+estimate"])
+    tokenizer = serializers.CharField(help_text="cl100k_base, o200k_base, or chars/4 when no tokenizer is available.")
+    exact = serializers.BooleanField(help_text="False when the chars/4 fallback is in use.")
+    context_window = serializers.IntegerField()
+    usage_ratio = serializers.FloatField(allow_null=True)
+    trigger_tokens = serializers.IntegerField()
+    auto_compact = serializers.BooleanField()
+
+
+class CompactionJobSerializer(serializers.Serializer):
+    """A compaction job enqueued by an append or a usage report."""
+
+    id = serializers.UUIDField()
+    status = serializers.CharField()
+    reason = serializers.CharField()
+    strategy_requested = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+# ---- sessions ---------------------------------------------------------------------------------
+
+
+class SessionOutSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    title = serializers.CharField()
+    agent = serializers.CharField()
+    model = serializers.CharField()
+    system_prompt = serializers.CharField()
+    context_window = serializers.IntegerField(
+        help_text="Effective window: the override, else the model registry's, else the default."
+    )
+    context_window_override = serializers.IntegerField(allow_null=True)
+    compaction_settings = serializers.DictField(
+        child=serializers.JSONField(), help_text="Per-session overrides of the global settings."
+    )
+    usage = serializers.SerializerMethodField()
+    message_count = serializers.IntegerField()
+    last_seq = serializers.IntegerField()
+    total_message_tokens = serializers.IntegerField(help_text="All stored messages, compacted or not.")
+    active_compaction = serializers.UUIDField(source="active_compaction_id", allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    last_activity_at = serializers.DateTimeField()
+
+    @extend_schema_field(UsageOutSerializer)
+    def get_usage(self, session) -> dict:
+        return services.session_usage(session)
+
+
+class SessionInSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=200, allow_blank=True, required=False)
+    agent = serializers.CharField(max_length=100, allow_blank=True, required=False)
+    model = serializers.CharField(max_length=100, allow_blank=True, required=False)
+    system_prompt = serializers.CharField(allow_blank=True, required=False, trim_whitespace=False)
+    context_window = serializers.IntegerField(
+        min_value=1024,
+        max_value=10_000_000,
+        allow_null=True,
+        required=False,
+        help_text="Overrides the model registry's window; null goes back to the registry.",
+    )
+    compaction_settings = serializers.DictField(
+        child=serializers.JSONField(allow_null=True),
+        required=False,
+        help_text="Overrides: reserve_tokens, keep_recent_tokens, auto_compact_ratio, auto_compact_token_limit, "
+        "preserve_messages, auto_compact, summarizer_model, summary_max_tokens, compact_prompt, prune_tool_outputs. "
+        "PATCH merges key by key; null removes a key.",
+    )
+
+    # Round-tripping a GET body must not fail on read-only fields; anything else unknown is a typo.
+    READ_ONLY = set(SessionOutSerializer().fields) - {
+        "title",
+        "agent",
+        "model",
+        "system_prompt",
+        "context_window",
+        "compaction_settings",
+    }
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields) - self.READ_ONLY)
+            if unknown:
+                raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+        return super().to_internal_value(data)
+
+    def validate_compaction_settings(self, value: dict) -> dict:
+        # Unknown keys are errors even when null; null for a known key means "remove".
+        errors = services.compaction_settings_errors(value)
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
+
+
+# ---- messages ---------------------------------------------------------------------------------
+
+
+class MessageOutSerializer(serializers.Serializer):
+    seq = serializers.IntegerField()
+    role = serializers.ChoiceField(choices=["user", "assistant"])
+    content = serializers.JSONField(help_text="A string or a list of Anthropic content blocks, as sent.")
+    token_count = serializers.IntegerField()
+    provider_usage = serializers.JSONField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class MessageInSerializer(serializers.Serializer):
+    """Documentation of one message; the service checks the blocks and names the bad field."""
+
+    role = serializers.ChoiceField(choices=["user", "assistant"])
+    content = serializers.JSONField(
+        help_text="A non-empty string or a list of content blocks: text, thinking, redacted_thinking, "
+        "tool_use (assistant only), tool_result (user only, answering an earlier tool_use), image, document."
+    )
+    usage = serializers.JSONField(required=False, help_text="Optional provider usage for this message, stored as is.")
+
+
+class MessageBatchInSerializer(serializers.Serializer):
+    messages = MessageInSerializer(many=True, help_text="Appended all or nothing, in order.")
+
+
+class AppendOutSerializer(serializers.Serializer):
+    messages = MessageOutSerializer(many=True)
+    usage = UsageOutSerializer()
+    compaction = CompactionJobSerializer(
+        allow_null=True, help_text="Auto-compaction job enqueued by this append, or null."
+    )
+
+
+# ---- context ----------------------------------------------------------------------------------
+
+
+class ContextMessageSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=["user", "assistant"])
+    content = serializers.JSONField()
+
+
+class ActiveCompactionSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    reason = serializers.CharField()
+    strategy = serializers.CharField()
+    summary_tokens = serializers.IntegerField()
+    first_kept_seq = serializers.IntegerField(allow_null=True)
+    prune_before_seq = serializers.IntegerField(allow_null=True)
+    messages_summarized = serializers.IntegerField()
+    tokens_before = serializers.IntegerField(allow_null=True)
+    tokens_after = serializers.IntegerField(allow_null=True)
+    activated_at = serializers.DateTimeField(allow_null=True)
+
+
+class ContextBreakdownSerializer(serializers.Serializer):
+    system = serializers.IntegerField()
+    summary = serializers.IntegerField()
+    messages = serializers.IntegerField()
+    pruned_tool_results_saved = serializers.IntegerField()
+
+
+class ContextOutSerializer(serializers.Serializer):
+    system = serializers.CharField()
+    messages = ContextMessageSerializer(
+        many=True, help_text="Send as is: the active summary (a user message), then the kept messages."
+    )
+    seqs = serializers.ListField(
+        child=serializers.IntegerField(allow_null=True), help_text="seq of each served message; null for the summary."
+    )
+    tokens = serializers.IntegerField(help_text="Same figure as usage.tokens.")
+    estimated_tokens = serializers.IntegerField(help_text="Estimate of exactly what is served here.")
+    breakdown = ContextBreakdownSerializer()
+    context_window = serializers.IntegerField()
+    usage_ratio = serializers.FloatField(allow_null=True)
+    trigger_tokens = serializers.IntegerField()
+    active_compaction = ActiveCompactionSerializer(allow_null=True)
+    usage = UsageOutSerializer()
+
+
+# ---- usage reports ----------------------------------------------------------------------------
+
+
+class UsageInSerializer(serializers.Serializer):
+    input_tokens = serializers.IntegerField(min_value=0)
+    output_tokens = serializers.IntegerField(min_value=0, required=False, default=0)
+    cache_read_input_tokens = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=0)
+    cache_creation_input_tokens = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=0)
+    stop_reason = serializers.CharField(max_length=64, required=False, allow_null=True, allow_blank=True, default=None)
+    model = serializers.CharField(max_length=100, required=False, allow_blank=True, allow_null=True, default=None)
+    message_seq = serializers.IntegerField(
+        min_value=1,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The assistant reply this usage belongs to; default: the newest message if it is an assistant reply.",
+    )
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+        values = super().to_internal_value(data)
+        for name in ("cache_read_input_tokens", "cache_creation_input_tokens"):
+            values[name] = values.get(name) or 0
+        return values
+
+
+class UsageReportOutSerializer(serializers.Serializer):
+    usage = UsageOutSerializer()
+    message_seq = serializers.IntegerField(
+        allow_null=True, help_text="The assistant message the report was attached to."
+    )
+    dropped_tool_use_ids = serializers.ListField(
+        child=serializers.CharField(), help_text="stop_reason max_tokens: truncated tool_use blocks no longer served."
+    )
+    compaction = CompactionJobSerializer(allow_null=True)

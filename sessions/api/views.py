@@ -1,0 +1,241 @@
+"""Agents' REST API v1: authorize → parse → one service call → render.
+
+Every session lookup is scoped to request.user, so another owner's session is a 404.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
+from rest_framework import status
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import CursorPagination, PageNumberPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from sessions import selectors, services
+
+from . import serializers as s
+
+ERROR = OpenApiResponse(description='{"error": "<field path>: <problem>", "detail": {...}}')
+NOT_FOUND = OpenApiResponse(description="No such session for this caller (another owner's session is also a 404).")
+
+
+def _job(job) -> dict | None:
+    return s.CompactionJobSerializer(job).data if job is not None else None
+
+
+class SessionPagination(PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+class MessageCursorPagination(CursorPagination):
+    """Opaque cursors over seq: stable while new messages are appended."""
+
+    ordering = "seq"
+    page_size = 100
+    page_size_query_param = "limit"
+    max_page_size = 1000
+
+
+class SessionListView(APIView):
+    pagination_class = SessionPagination
+
+    @extend_schema(
+        operation_id="sessions_list",
+        parameters=[
+            OpenApiParameter("agent", str, description="Only sessions of this agent."),
+            OpenApiParameter("model", str, description="Only sessions of this model."),
+            OpenApiParameter("search", str, description="Title contains (case-insensitive)."),
+        ],
+        responses={200: s.SessionOutSerializer(many=True)},
+    )
+    def get(self, request):
+        qs = selectors.session_list(
+            user=request.user,
+            agent=request.query_params.get("agent"),
+            model=request.query_params.get("model"),
+            search=request.query_params.get("search"),
+        )
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(qs, request, view=self)
+        return paginator.get_paginated_response(s.SessionOutSerializer(page, many=True).data)
+
+    @extend_schema(
+        operation_id="sessions_create",
+        request=s.SessionInSerializer,
+        responses={201: s.SessionOutSerializer, 400: ERROR},
+    )
+    def post(self, request):
+        data = s.SessionInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        session = services.session_create(owner=request.user, **data.validated_data)
+        return Response(s.SessionOutSerializer(session).data, status=status.HTTP_201_CREATED)
+
+
+class SessionDetailView(APIView):
+    @extend_schema(operation_id="sessions_retrieve", responses={200: s.SessionOutSerializer, 404: NOT_FOUND})
+    def get(self, request, session_id):
+        session = selectors.session_get(user=request.user, session_id=session_id)
+        return Response(s.SessionOutSerializer(session).data)
+
+    @extend_schema(
+        operation_id="sessions_partial_update",
+        request=s.SessionInSerializer,
+        responses={200: s.SessionOutSerializer, 400: ERROR, 404: NOT_FOUND},
+    )
+    def patch(self, request, session_id):
+        session = selectors.session_get(user=request.user, session_id=session_id)
+        data = s.SessionInSerializer(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        session = services.session_update(session=session, **data.validated_data)
+        return Response(s.SessionOutSerializer(session).data)
+
+    @extend_schema(operation_id="sessions_destroy", responses={204: None, 404: NOT_FOUND})
+    def delete(self, request, session_id):
+        session = selectors.session_get(user=request.user, session_id=session_id)
+        services.session_delete(session=session)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+APPEND_EXAMPLES = [
+    OpenApiExample("One message", value={"role": "user", "content": "List the files in src/."}, request_only=True),
+    OpenApiExample(
+        "A tool exchange (batch)",
+        request_only=True,
+        value={
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": "Listing src/."},
+                        {"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"command": "ls src"}},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "main.py\nutil.py"}],
+                },
+            ]
+        },
+    ),
+]
+
+
+class MessageListView(APIView):
+    pagination_class = MessageCursorPagination
+
+    @extend_schema(
+        operation_id="messages_list",
+        description="Full history in seq order, cursor-paginated (`?limit=`); compaction never changes it.",
+        responses={200: s.MessageOutSerializer(many=True), 404: NOT_FOUND},
+    )
+    def get(self, request, session_id):
+        session = selectors.session_get(user=request.user, session_id=session_id)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(selectors.message_list(session=session), request, view=self)
+        return paginator.get_paginated_response(s.MessageOutSerializer(page, many=True).data)
+
+    @extend_schema(
+        operation_id="messages_append",
+        description=(
+            "Append one message (`{role, content}`) or a batch (`{messages: [...]}`), all or nothing. "
+            "Each message gets the next seq and a token count. A tool_result must answer an earlier tool_use "
+            "of this session (earlier in the same batch counts); tool_use ids are unique per session. "
+            "Bad input is a 400 naming the field path, and nothing is stored."
+        ),
+        request=PolymorphicProxySerializer(
+            component_name="AppendRequest",
+            serializers=[s.MessageInSerializer, s.MessageBatchInSerializer],
+            resource_type_field_name=None,
+        ),
+        examples=APPEND_EXAMPLES,
+        responses={
+            201: s.AppendOutSerializer,
+            400: ERROR,
+            404: NOT_FOUND,
+            413: OpenApiResponse(description="Body larger than COMPACTOR_MAX_REQUEST_BYTES."),
+        },
+    )
+    def post(self, request, session_id):
+        session = selectors.session_get(user=request.user, session_id=session_id)
+        body = request.data
+        if not isinstance(body, dict):
+            raise ValidationError({"body": ['must be a message object or {"messages": [...]}']})
+        if "messages" in body:
+            extra = sorted(set(body) - {"messages"})
+            if extra:
+                raise ValidationError({name: ["unknown field next to 'messages'"] for name in extra})
+            result = services.messages_append(session=session, messages=body["messages"])
+        else:
+            result = services.messages_append(session=session, messages=[body], single=True)
+        return Response(
+            {
+                "messages": s.MessageOutSerializer(result.messages, many=True).data,
+                "usage": result.usage,
+                "compaction": _job(result.compaction),
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class ContextView(APIView):
+    @extend_schema(
+        operation_id="context_retrieve",
+        description=(
+            "The LLM-ready history: `system`, then `messages` to send as is (the active summary as a user "
+            "message, then every message from the active compaction's first_kept_seq on, old tool outputs "
+            "pruned when the compaction pruned them), with the token figures."
+        ),
+        responses={200: s.ContextOutSerializer, 404: NOT_FOUND},
+    )
+    def get(self, request, session_id):
+        session = selectors.session_get(user=request.user, session_id=session_id)
+        return Response(s.ContextOutSerializer(services.context_build(session=session)).data)
+
+
+class UsageView(APIView):
+    @extend_schema(
+        operation_id="usage_report",
+        description=(
+            "Report the provider's usage for the last model call. The prompt size (input + cache read + "
+            "cache write) calibrates the hybrid estimate. stop_reason `max_tokens` drops the reply's "
+            "truncated trailing tool_use blocks from the served context."
+        ),
+        request=s.UsageInSerializer,
+        examples=[
+            OpenApiExample(
+                "Anthropic usage",
+                request_only=True,
+                value={
+                    "input_tokens": 1200,
+                    "output_tokens": 310,
+                    "cache_read_input_tokens": 45000,
+                    "cache_creation_input_tokens": 800,
+                    "stop_reason": "tool_use",
+                    "model": "claude-sonnet-4-5",
+                },
+            )
+        ],
+        responses={200: s.UsageReportOutSerializer, 400: ERROR, 404: NOT_FOUND},
+    )
+    def post(self, request, session_id):
+        session = selectors.session_get(user=request.user, session_id=session_id)
+        data = s.UsageInSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        result = services.usage_report(session=session, **data.validated_data)
+        return Response(
+            {
+                "usage": result.usage,
+                "message_seq": result.message_seq,
+                "dropped_tool_use_ids": result.dropped_tool_use_ids,
+                "compaction": _job(result.compaction),
+            }
+        )

@@ -1,0 +1,29 @@
+"""Reads for sessions and messages, always scoped to the caller."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+
+from .models import Message, Session
+
+
+def session_list(*, user, agent: str | None = None, model: str | None = None, search: str | None = None) -> QuerySet:
+    qs = Session.objects.filter(owner=user).select_related("active_compaction")
+    if agent:
+        qs = qs.filter(agent=agent)
+    if model:
+        qs = qs.filter(model=model)
+    if search:
+        qs = qs.filter(title__icontains=search)
+    return qs.order_by("-last_activity_at", "-created_at")
+
+
+def session_get(*, user, session_id) -> Session:
+    """The caller's session, or 404 (another owner's session is indistinguishable from none)."""
+    return get_object_or_404(Session.objects.select_related("active_compaction"), pk=session_id, owner=user)
+
+
+def message_list(*, session: Session) -> QuerySet:
+    """Full history in seq order; compaction never affects it."""
+    return Message.objects.filter(session=session).order_by("seq")

@@ -1,0 +1,712 @@
+"""Session services: create/update sessions, append messages, usage reports, the served context.
+
+Writes that touch a session's counters lock its row (`select_for_update`), which is what keeps
+`seq` gap-free and unique under concurrent appends (on SQLite the IMMEDIATE transaction mode
+serializes writers instead). Token counts are computed once, before the lock is taken, and
+stored; appends never scan the history.
+
+Usage figures (seed 002):
+- `estimated_tokens` = system prompt + active summary + kept messages (after the prune
+  overlay), cached in `Session.context_tokens`, updated incrementally on append and fully
+  recomputed when a compaction is (de)activated (`session_recompute_usage`).
+- `tokens` = the hybrid: the last provider-reported prompt size plus estimates of messages
+  appended after it, or the estimate when nothing was reported since the last (de)activation.
+  This one figure is what the meter shows and what the auto-compaction trigger compares.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Case, IntegerField, Sum, Value, When
+from django.utils import timezone
+
+from compaction.core import tokens as core_tokens
+from compaction.core.config import CompactionConfig, resolve_config, validate_overrides
+from compaction.core.prune import prune_content, tool_names
+from compaction.core.summary_message import render_summary_message
+from compaction.core.types import Msg
+
+from . import validation
+from .models import Message, Session, ToolCall
+
+logger = logging.getLogger(__name__)
+
+MAX_BATCH = 1000
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+STOP_MAX_TOKENS = "max_tokens"
+
+
+# --- configuration and settings validation -----------------------------------------------
+
+
+def session_config(session: Session, request_overrides: Mapping[str, Any] | None = None) -> CompactionConfig:
+    """Global defaults ← session overrides ← request overrides."""
+    return resolve_config(
+        context_window=session.context_window,
+        defaults=settings.COMPACTOR,
+        session_overrides=session.compaction_settings or {},
+        request_overrides=dict(request_overrides or {}),
+    )
+
+
+def compaction_settings_errors(overrides: Any) -> dict[str, str]:
+    """Problems with a compaction settings dict, keyed by setting name."""
+    if not isinstance(overrides, dict):
+        return {"": "must be an object of setting → value"}
+    errors = validate_overrides(overrides)
+    prompt = overrides.get("compact_prompt")
+    if isinstance(prompt, str) and "compact_prompt" not in errors:
+        for problem in _custom_prompt_problems(prompt):
+            errors["compact_prompt"] = problem
+            break
+    return errors
+
+
+def _custom_prompt_problems(text: str) -> list[str]:
+    try:
+        from compaction.core.prompts import validate_custom_prompt
+    except ImportError:  # helper B2's module not merged yet: type/bounds checks still apply
+        return []
+    return list(validate_custom_prompt(text))
+
+
+def _raise_settings_errors(overrides: Any, prefix: str = "compaction_settings") -> None:
+    errors = compaction_settings_errors(overrides)
+    if errors:
+        raise ValidationError({(f"{prefix}.{k}" if k else prefix): [v] for k, v in errors.items()})
+
+
+# --- sessions ------------------------------------------------------------------------------
+
+
+def _system_tokens(system_prompt: str) -> int:
+    return core_tokens.count_text(system_prompt) if system_prompt else 0
+
+
+def session_create(
+    *,
+    owner,
+    title: str = "",
+    agent: str = "",
+    model: str = "",
+    system_prompt: str = "",
+    context_window: int | None = None,
+    compaction_settings: dict[str, Any] | None = None,
+) -> Session:
+    settings_dict = {k: v for k, v in (compaction_settings or {}).items() if v is not None}
+    _raise_settings_errors(settings_dict)
+    system_tokens = _system_tokens(system_prompt)
+    return Session.objects.create(
+        owner=owner,
+        title=title,
+        agent=agent,
+        model=model,
+        system_prompt=system_prompt,
+        system_prompt_tokens=system_tokens,
+        context_window_override=context_window,
+        compaction_settings=settings_dict,
+        context_tokens=system_tokens,
+    )
+
+
+_UNSET: Any = object()
+
+
+def session_update(
+    *,
+    session: Session,
+    title: str = _UNSET,
+    agent: str = _UNSET,
+    model: str = _UNSET,
+    system_prompt: str = _UNSET,
+    context_window: int | None = _UNSET,
+    compaction_settings: dict[str, Any] = _UNSET,
+) -> Session:
+    """Change what was given. `compaction_settings` is merged key by key; a null value removes a key.
+    `context_window=None` clears the override (back to the model registry's window)."""
+    with transaction.atomic():
+        locked = Session.objects.select_for_update().get(pk=session.pk)
+        changed: list[str] = []
+        for name, value in (("title", title), ("agent", agent), ("model", model)):
+            if value is not _UNSET:
+                setattr(locked, name, value)
+                changed.append(name)
+        if context_window is not _UNSET:
+            locked.context_window_override = context_window
+            changed.append("context_window_override")
+        if compaction_settings is not _UNSET:
+            if not isinstance(compaction_settings, dict):
+                raise ValidationError({"compaction_settings": ["must be an object of setting → value"]})
+            merged = dict(locked.compaction_settings or {})
+            for key, value in compaction_settings.items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            _raise_settings_errors(merged)
+            locked.compaction_settings = merged
+            changed.append("compaction_settings")
+        if system_prompt is not _UNSET and system_prompt != locked.system_prompt:
+            new_tokens = _system_tokens(system_prompt)
+            # The system prompt is part of the served context: shift the cached usage by the delta.
+            locked.context_tokens = max(0, locked.context_tokens + new_tokens - locked.system_prompt_tokens)
+            locked.system_prompt = system_prompt
+            locked.system_prompt_tokens = new_tokens
+            changed += ["system_prompt", "system_prompt_tokens", "context_tokens"]
+        if changed:
+            locked.save(update_fields=[*changed, "updated_at"])
+    return locked
+
+
+def session_delete(*, session: Session) -> None:
+    session.delete()
+
+
+# --- appending messages ---------------------------------------------------------------------
+
+
+@dataclass
+class AppendResult:
+    messages: list[Message]
+    usage: dict[str, Any]
+    compaction: Any = None  # the auto-compaction job enqueued by this append, if any
+
+
+@dataclass
+class _Prepared:
+    role: str
+    content: Any
+    tokens: int
+    usage: dict[str, Any] | None
+    tool_uses: list[tuple[str, str, str]] = field(default_factory=list)  # (id, name, path)
+    tool_results: list[tuple[str, str]] = field(default_factory=list)  # (tool_use_id, path)
+
+
+def _message_path(index: int, single: bool) -> str:
+    return "" if single else f"messages[{index}]"
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _prepare(messages: list[Any], single: bool) -> list[_Prepared]:
+    """Shape checks and token counts; all of it before any lock is taken."""
+    errors = validation.Errors()
+    if not isinstance(messages, list) or not messages:
+        raise ValidationError({"messages": ["must be a non-empty list of messages"]})
+    if len(messages) > MAX_BATCH:
+        raise ValidationError({"messages": [f"at most {MAX_BATCH} messages per request, got {len(messages)}"]})
+    for index, message in enumerate(messages):
+        validation.check_message(message, _message_path(index, single), errors)
+    if errors:
+        raise ValidationError({path: [problem] for path, problem in errors.items.items()})
+
+    tokenizer = core_tokens.get_tokenizer()
+    prepared: list[_Prepared] = []
+    for index, message in enumerate(messages):
+        path = _message_path(index, single)
+        content = message["content"]
+        item = _Prepared(
+            role=message["role"],
+            content=content,
+            tokens=core_tokens.count_content(content, tokenizer),
+            usage=message.get("usage"),
+        )
+        for block_index, block in validation.tool_uses(content):
+            item.tool_uses.append((block["id"], block["name"], _join(path, f"content[{block_index}].id")))
+        for block_index, block in validation.tool_results(content):
+            item.tool_results.append((block["tool_use_id"], _join(path, f"content[{block_index}].tool_use_id")))
+        prepared.append(item)
+    return prepared
+
+
+def _check_tool_ids(prepared: list[_Prepared], known: dict[str, ToolCall]) -> dict[str, str]:
+    """Duplicate tool_use ids and tool_results without an earlier tool_use (session or batch)."""
+    errors = validation.Errors()
+    used_in_batch: dict[str, str] = {}
+    answered_in_batch: dict[str, str] = {}
+    for item in prepared:
+        # Results first: a message's results can only answer tool_uses of earlier messages.
+        for tool_use_id, path in item.tool_results:
+            stored = known.get(tool_use_id)
+            if tool_use_id in answered_in_batch:
+                errors.add(path, f"tool_use {tool_use_id!r} already has a result at {answered_in_batch[tool_use_id]}")
+            elif stored is not None and stored.result_seq is not None:
+                errors.add(path, f"tool_use {tool_use_id!r} already has a result at seq {stored.result_seq}")
+            elif stored is None and tool_use_id not in used_in_batch:
+                errors.add(path, f"no earlier tool_use with id {tool_use_id!r} in this session")
+            answered_in_batch.setdefault(tool_use_id, path)
+        for tool_use_id, _name, path in item.tool_uses:
+            if tool_use_id in known:
+                errors.add(
+                    path, f"duplicate tool_use id {tool_use_id!r}: already used at seq {known[tool_use_id].use_seq}"
+                )
+            elif tool_use_id in used_in_batch:
+                errors.add(path, f"duplicate tool_use id {tool_use_id!r}: already used at {used_in_batch[tool_use_id]}")
+            else:
+                used_in_batch[tool_use_id] = path
+    return errors.items
+
+
+def messages_append(
+    *, session: Session, messages: list[dict[str, Any]], single: bool = False, now: datetime | None = None
+) -> AppendResult:
+    """Append one message or a batch, all or nothing.
+
+    Raises ValidationError ({field path: [problem]}) and stores nothing when any message is
+    malformed, a tool_result has no earlier tool_use, or a tool_use id is already taken.
+    After storing, asks the engine whether the new usage crosses the auto-compaction trigger.
+    """
+    prepared = _prepare(messages, single)
+    now = now or timezone.now()
+    batch_ids = {tid for item in prepared for tid, _, _ in item.tool_uses} | {
+        tid for item in prepared for tid, _ in item.tool_results
+    }
+
+    with transaction.atomic():
+        locked = Session.objects.select_for_update().get(pk=session.pk)
+        # Bounded by the ids in this request (unique index on session + tool_use_id).
+        known = {tc.tool_use_id: tc for tc in ToolCall.objects.filter(session=locked, tool_use_id__in=batch_ids)}
+        errors = _check_tool_ids(prepared, known)
+        if errors:
+            raise ValidationError({path: [problem] for path, problem in errors.items()})
+
+        first_seq = locked.last_seq + 1
+        rows = [
+            Message(
+                session=locked,
+                seq=first_seq + offset,
+                role=item.role,
+                content=item.content,
+                token_count=item.tokens,
+                tool_use_ids=[tid for tid, _, _ in item.tool_uses],
+                tool_result_ids=[tid for tid, _ in item.tool_results],
+                provider_usage=item.usage,
+            )
+            for offset, item in enumerate(prepared)
+        ]
+        Message.objects.bulk_create(rows)
+
+        result_seq: dict[str, int] = {
+            tid: row.seq for row, item in zip(rows, prepared, strict=True) for tid, _ in item.tool_results
+        }
+        new_calls = [
+            ToolCall(session=locked, tool_use_id=tid, name=name, use_seq=row.seq, result_seq=result_seq.get(tid))
+            for row, item in zip(rows, prepared, strict=True)
+            for tid, name, _ in item.tool_uses
+        ]
+        if new_calls:
+            ToolCall.objects.bulk_create(new_calls)
+        answered_stored = {tid: seq for tid, seq in result_seq.items() if tid in known}
+        if answered_stored:
+            # One UPDATE for all results that answer tool_uses stored by earlier requests.
+            ToolCall.objects.filter(session=locked, tool_use_id__in=list(answered_stored)).update(
+                result_seq=Case(
+                    *(When(tool_use_id=tid, then=Value(seq)) for tid, seq in answered_stored.items()),
+                    output_field=IntegerField(),
+                )
+            )
+
+        added = sum(item.tokens for item in prepared)
+        locked.last_seq = rows[-1].seq
+        locked.message_count += len(rows)
+        locked.total_message_tokens += added
+        locked.context_tokens += added
+        locked.last_activity_at = now
+        locked.save(
+            update_fields=[
+                "last_seq",
+                "message_count",
+                "total_message_tokens",
+                "context_tokens",
+                "last_activity_at",
+                "updated_at",
+            ]
+        )
+        if answered_stored and _answers_truncated_tool_use(locked, [known[tid].use_seq for tid in answered_stored]):
+            # A result for a tool_use that a max_tokens report had hidden: it is served again.
+            _recompute(locked, reset_reported=False)
+
+        job = _maybe_auto(locked)
+        usage = session_usage(locked)
+    return AppendResult(messages=rows, usage=usage, compaction=job)
+
+
+def _answers_truncated_tool_use(session: Session, use_seqs: list[int]) -> bool:
+    return Message.objects.filter(
+        session=session, seq__in=set(use_seqs), role="assistant", provider_usage__stop_reason=STOP_MAX_TOKENS
+    ).exists()
+
+
+def _maybe_auto(session: Session):
+    from compaction.services import compaction_maybe_auto
+
+    return compaction_maybe_auto(session=session)
+
+
+# --- provider usage -------------------------------------------------------------------------
+
+
+@dataclass
+class UsageReportResult:
+    usage: dict[str, Any]
+    message_seq: int | None  # the assistant message the report was attached to
+    dropped_tool_use_ids: list[str]
+    compaction: Any = None
+
+
+def _discard_truncated_tool_uses(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # Helper B1's overflow module owns the rule for what a max_tokens cut leaves behind.
+    from compaction.core.overflow import discard_truncated_tool_uses
+
+    return discard_truncated_tool_uses(content)
+
+
+def usage_report(
+    *,
+    session: Session,
+    input_tokens: int,
+    output_tokens: int = 0,
+    cache_read_input_tokens: int = 0,
+    cache_creation_input_tokens: int = 0,
+    stop_reason: str | None = None,
+    model: str | None = None,
+    message_seq: int | None = None,
+    now: datetime | None = None,
+) -> UsageReportResult:
+    """Record the provider's usage for the last model call (calibrates the hybrid estimate).
+
+    The reported prompt size is input + cache read + cache write. The report belongs to an
+    assistant message: `message_seq`, or by default the newest message when it is an
+    assistant message (the agent appended the reply, then reported). The provider had seen
+    every message before that reply, so later messages (the reply included) are added as
+    estimates. Without such a message the provider had seen everything stored.
+
+    stop_reason "max_tokens": the reply was cut off; its trailing tool_use blocks are
+    incomplete and have no result, so the served context drops them.
+    """
+    now = now or timezone.now()
+    prompt_tokens = input_tokens + cache_read_input_tokens + cache_creation_input_tokens
+    record = {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_read_input_tokens": cache_read_input_tokens,
+        "cache_creation_input_tokens": cache_creation_input_tokens,
+        "stop_reason": stop_reason,
+        "model": model or None,
+        "prompt_tokens": prompt_tokens,
+    }
+    dropped: list[str] = []
+    with transaction.atomic():
+        locked = Session.objects.select_for_update().get(pk=session.pk)
+        target: Message | None = None
+        if message_seq is not None:
+            target = Message.objects.filter(session=locked, seq=message_seq).first()
+            if target is None:
+                raise ValidationError({"message_seq": [f"no message with seq {message_seq} in this session"]})
+            if target.role != "assistant":
+                raise ValidationError(
+                    {
+                        "message_seq": [
+                            f"message {message_seq} is a {target.role} message; usage belongs to an assistant reply"
+                        ]
+                    }
+                )
+        elif locked.last_seq:
+            newest = Message.objects.filter(session=locked, seq=locked.last_seq).first()
+            if newest is not None and newest.role == "assistant":
+                target = newest
+
+        reported_at_seq = locked.last_seq
+        if target is not None:
+            reported_at_seq = target.seq - 1
+            before, _ = _served_assistant(locked, target)
+            target.provider_usage = record
+            target.save(update_fields=["provider_usage"])
+            after, dropped = _served_assistant(locked, target)
+            if after != before and _in_context(locked, target.seq):
+                locked.context_tokens = max(0, locked.context_tokens + after - before)
+
+        locked.reported_input_tokens = prompt_tokens
+        locked.reported_at_seq = max(0, reported_at_seq)
+        locked.last_usage = {**record, "reported_at": now.isoformat(), "message_seq": target.seq if target else None}
+        update = [
+            "reported_input_tokens",
+            "reported_at_seq",
+            "last_usage",
+            "context_tokens",
+            "last_activity_at",
+            "updated_at",
+        ]
+        if model and not locked.model:
+            locked.model = model
+            update.append("model")
+        locked.last_activity_at = now
+        locked.save(update_fields=update)
+        # A truncated reply or a calibrated (usually higher) figure can cross the trigger.
+        job = _maybe_auto(locked)
+        usage = session_usage(locked)
+    return UsageReportResult(
+        usage=usage, message_seq=target.seq if target else None, dropped_tool_use_ids=dropped, compaction=job
+    )
+
+
+def _in_context(session: Session, seq: int) -> bool:
+    active = session.active_compaction
+    return not (active and active.first_kept_seq and seq < active.first_kept_seq)
+
+
+def _truncated_view(session: Session, message: Message) -> tuple[list[dict[str, Any]], list[str]]:
+    """Content served for a max_tokens reply and the tool_use ids it hides (those without a result)."""
+    kept = _discard_truncated_tool_uses(message.content)
+    kept_ids = {b.get("id") for b in kept if b.get("type") == "tool_use"}
+    candidates = [b["id"] for b in message.content if b.get("type") == "tool_use" and b.get("id") not in kept_ids]
+    if not candidates:
+        return message.content, []
+    answered = set(
+        ToolCall.objects.filter(session=session, tool_use_id__in=candidates, result_seq__isnull=False).values_list(
+            "tool_use_id", flat=True
+        )
+    )
+    hidden = [tid for tid in candidates if tid not in answered]
+    if not hidden:
+        return message.content, []
+    served = [b for b in message.content if not (b.get("type") == "tool_use" and b.get("id") in hidden)]
+    return served, hidden
+
+
+def _served_assistant(session: Session, message: Message) -> tuple[int, list[str]]:
+    """(tokens served for an assistant message, tool_use ids hidden by a max_tokens report)."""
+    if (message.provider_usage or {}).get("stop_reason") == STOP_MAX_TOKENS and isinstance(message.content, list):
+        content, hidden = _truncated_view(session, message)
+        if hidden:
+            return core_tokens.count_content(content), hidden
+    return message.token_count, []
+
+
+# --- usage figures ---------------------------------------------------------------------------
+
+
+def session_usage(session: Session) -> dict[str, Any]:
+    """Both figures (pure estimate and hybrid provider+estimate) and what they are measured against."""
+    trailing = 0
+    if session.reported_input_tokens is not None:
+        reported_at = session.reported_at_seq or 0
+        if session.last_seq > reported_at:
+            # Bounded: only the messages since the last report (index on session + seq).
+            trailing = (
+                Message.objects.filter(session=session, seq__gt=reported_at).aggregate(total=Sum("token_count"))[
+                    "total"
+                ]
+                or 0
+            )
+    estimate = core_tokens.hybrid_estimate(
+        estimated_tokens=session.context_tokens,
+        reported_prompt_tokens=session.reported_input_tokens,
+        tokens_since_report=trailing,
+    )
+    tokenizer = core_tokens.get_tokenizer()
+    window = session.context_window
+    config = session_config(session)
+    return {
+        "tokens": estimate.tokens,
+        "estimated_tokens": estimate.estimated_tokens,
+        "reported_tokens": estimate.reported_tokens,
+        "reported_at_seq": session.reported_at_seq if estimate.reported_tokens is not None else None,
+        "trailing_tokens": estimate.trailing_tokens,
+        "source": estimate.source,
+        "tokenizer": tokenizer.name,
+        "exact": tokenizer.exact,
+        "context_window": window,
+        "usage_ratio": round(estimate.tokens / window, 4) if window else None,
+        "trigger_tokens": config.trigger_tokens,
+        "auto_compact": config.auto_compact,
+    }
+
+
+# --- the served context ---------------------------------------------------------------------
+
+
+@dataclass
+class ServedMessage:
+    seq: int
+    role: str
+    content: Any
+    tokens: int  # tokens as served (after the prune overlay / truncation)
+    stored_tokens: int
+    pruned: bool = False
+
+
+@dataclass
+class ContextView:
+    system: str
+    system_tokens: int
+    summary_text: str | None
+    summary_tokens: int
+    messages: list[ServedMessage]
+
+    @property
+    def tokens(self) -> int:
+        return self.system_tokens + self.summary_tokens + sum(m.tokens for m in self.messages)
+
+
+def _context_view(session: Session) -> ContextView:
+    tokenizer = core_tokens.get_tokenizer()
+    active = session.active_compaction
+    first_kept = (active.first_kept_seq if active else None) or 1
+    prune_before = active.prune_before_seq if active else None
+    summary_text = None
+    if active and active.summary.strip():
+        summary_text = render_summary_message(active.summary, active.turn_prefix_summary or "")
+    rows = list(
+        Message.objects.filter(session=session, seq__gte=first_kept)
+        .order_by("seq")
+        .values_list("seq", "role", "content", "token_count", "provider_usage")
+    )
+    msgs = [Msg(seq, role, content, tokens) for seq, role, content, tokens, _ in rows]
+    names = tool_names(msgs)
+    answered = {tid for m in msgs if m.role == "user" for tid in m.tool_result_ids}
+    if prune_before:
+        missing = {tid for m in msgs if m.seq < prune_before for tid in m.tool_result_ids} - names.keys()
+        if missing:
+            names.update(
+                ToolCall.objects.filter(session=session, tool_use_id__in=missing).values_list("tool_use_id", "name")
+            )
+    served: list[ServedMessage] = []
+    for seq, role, content, stored_tokens, usage in rows:
+        out = content
+        if prune_before and seq < prune_before and role == "user" and isinstance(content, list):
+            out = prune_content(content, tool_names=names, tokenizer=tokenizer)
+        elif role == "assistant" and (usage or {}).get("stop_reason") == STOP_MAX_TOKENS and isinstance(content, list):
+            kept = _discard_truncated_tool_uses(content)
+            kept_ids = {b.get("id") for b in kept if b.get("type") == "tool_use"}
+            # Only tool_uses that never got a result are hidden; an answered one stays with its result.
+            out = [
+                b
+                for b in content
+                if not (b.get("type") == "tool_use" and b.get("id") not in kept_ids and b.get("id") not in answered)
+            ]
+        changed = out != content
+        served.append(
+            ServedMessage(
+                seq=seq,
+                role=role,
+                content=out,
+                tokens=core_tokens.count_content(out, tokenizer) if changed else stored_tokens,
+                stored_tokens=stored_tokens,
+                pruned=changed and role == "user",
+            )
+        )
+    return ContextView(
+        system=session.system_prompt,
+        system_tokens=session.system_prompt_tokens,
+        summary_text=summary_text,
+        summary_tokens=core_tokens.count_content(summary_text, tokenizer) if summary_text else 0,
+        messages=served,
+    )
+
+
+def context_messages(session: Session, *, served: bool = False) -> list[Msg]:
+    """The messages currently in context (from the active compaction's first_kept_seq on).
+
+    Default: as stored, with stored token counts (what the engine cuts and summarizes).
+    `served=True`: as served, after the prune overlay and max_tokens truncation.
+    """
+    if served:
+        return [Msg(m.seq, m.role, m.content, m.tokens) for m in _context_view(session).messages]
+    active = session.active_compaction
+    first_kept = (active.first_kept_seq if active else None) or 1
+    rows = (
+        Message.objects.filter(session=session, seq__gte=first_kept)
+        .order_by("seq")
+        .values_list("seq", "role", "content", "token_count")
+    )
+    return [Msg(seq, role, content, tokens) for seq, role, content, tokens in rows]
+
+
+def _active_compaction_dict(session: Session) -> dict[str, Any] | None:
+    active = session.active_compaction
+    if active is None:
+        return None
+    return {
+        "id": str(active.id),
+        "reason": active.reason,
+        "strategy": active.strategy,
+        "summary_tokens": active.summary_tokens,
+        "first_kept_seq": active.first_kept_seq,
+        "prune_before_seq": active.prune_before_seq,
+        "messages_summarized": active.messages_summarized,
+        "tokens_before": active.tokens_before,
+        "tokens_after": active.tokens_after,
+        "activated_at": active.activated_at.isoformat() if active.activated_at else None,
+    }
+
+
+def context_build(*, session: Session) -> dict[str, Any]:
+    """The LLM-ready history: `system` and `messages` ({role, content} only, so they can be sent
+    to the provider as is), the active summary first as a user message, then the kept messages."""
+    view = _context_view(session)
+    usage = session_usage(session)
+    messages: list[dict[str, Any]] = []
+    seqs: list[int | None] = []
+    if view.summary_text:
+        messages.append({"role": "user", "content": view.summary_text})
+        seqs.append(None)
+    for m in view.messages:
+        messages.append({"role": m.role, "content": m.content})
+        seqs.append(m.seq)
+    return {
+        "system": view.system,
+        "messages": messages,
+        "seqs": seqs,
+        "tokens": usage["tokens"],
+        "estimated_tokens": view.tokens,
+        "breakdown": {
+            "system": view.system_tokens,
+            "summary": view.summary_tokens,
+            "messages": sum(m.tokens for m in view.messages),
+            "pruned_tool_results_saved": sum(m.stored_tokens - m.tokens for m in view.messages if m.pruned),
+        },
+        "context_window": usage["context_window"],
+        "usage_ratio": usage["usage_ratio"],
+        "trigger_tokens": usage["trigger_tokens"],
+        "active_compaction": _active_compaction_dict(session),
+        "usage": usage,
+    }
+
+
+def _recompute(session: Session, *, reset_reported: bool) -> None:
+    view = _context_view(session)
+    totals = Message.objects.filter(session=session).aggregate(total=Sum("token_count"))
+    session.context_tokens = view.tokens
+    session.total_message_tokens = totals["total"] or 0
+    fields = ["context_tokens", "total_message_tokens", "updated_at"]
+    if reset_reported:
+        # The provider's last figure described a context that is no longer served.
+        session.reported_input_tokens = None
+        session.reported_at_seq = None
+        fields += ["reported_input_tokens", "reported_at_seq"]
+    session.save(update_fields=fields)
+
+
+def session_recompute_usage(*, session: Session, reset_reported: bool = True) -> Session:
+    """Full recompute of the cached usage, after a compaction is activated or undone.
+
+    Locks the session row so a concurrent append cannot interleave its incremental update.
+    Returns the locked, updated instance (the caller's `session` is refreshed too).
+    """
+    with transaction.atomic():
+        locked = Session.objects.select_for_update().get(pk=session.pk)
+        _recompute(locked, reset_reported=reset_reported)
+    for name in ("context_tokens", "total_message_tokens", "reported_input_tokens", "reported_at_seq"):
+        setattr(session, name, getattr(locked, name))
+    return locked

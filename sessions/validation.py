@@ -1,0 +1,164 @@
+"""Shape checks for appended messages (Anthropic Messages API content blocks).
+
+Everything here looks at the request alone; checks against stored history (orphan results,
+duplicate tool_use ids) happen in `services.messages_append` under the session lock.
+Errors are collected as {field path: problem}, e.g.
+`{"messages[2].content[1].tool_use_id": "must be a non-empty string"}`, so the API can name
+exactly what is wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ROLES = ("user", "assistant")
+MESSAGE_KEYS = ("role", "content", "usage")
+BLOCK_TYPES = ("text", "thinking", "redacted_thinking", "tool_use", "tool_result", "image", "document")
+# Blocks allowed inside a tool_result's content list (Anthropic accepts these there).
+TOOL_RESULT_INNER_TYPES = ("text", "image", "document")
+# Only user messages may carry tool results, only assistant messages tool uses and thinking.
+ROLE_ONLY = {"tool_result": "user", "tool_use": "assistant", "thinking": "assistant", "redacted_thinking": "assistant"}
+SOURCE_TYPES = ("base64", "url", "file", "text", "content")
+MAX_ERRORS = 50
+
+
+@dataclass
+class Errors:
+    items: dict[str, str] = field(default_factory=dict)
+
+    def add(self, path: str, problem: str) -> None:
+        if len(self.items) < MAX_ERRORS and path not in self.items:
+            self.items[path] = problem
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+
+def _join(prefix: str, name: str) -> str:
+    if not prefix:
+        return name
+    return f"{prefix}{name}" if name.startswith("[") else f"{prefix}.{name}"
+
+
+def _nonempty_str(value: Any) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _check_source(block: dict[str, Any], path: str, errors: Errors) -> None:
+    source = block.get("source")
+    if not isinstance(source, dict):
+        errors.add(_join(path, "source"), "required: an object with a 'type' (base64, url or file)")
+    elif source.get("type") not in SOURCE_TYPES:
+        errors.add(_join(path, "source.type"), f"must be one of {', '.join(SOURCE_TYPES)}")
+
+
+def _check_text(value: Any, path: str, errors: Errors) -> None:
+    if not isinstance(value, str):
+        errors.add(path, f"required: a string, got {_kind(value)}")
+    elif not value.strip():
+        # The provider rejects empty text blocks, which would make the served context invalid.
+        errors.add(path, "must contain non-whitespace text")
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def check_block(block: Any, path: str, role: str | None, errors: Errors, *, inner: bool = False) -> None:
+    if not isinstance(block, dict):
+        errors.add(path, f"must be a content block object, got {_kind(block)}")
+        return
+    kind = block.get("type")
+    allowed = TOOL_RESULT_INNER_TYPES if inner else BLOCK_TYPES
+    if kind not in allowed:
+        shown = repr(kind) if isinstance(kind, str) else _kind(kind)
+        errors.add(_join(path, "type"), f"unknown block type {shown}; allowed: {', '.join(allowed)}")
+        return
+    owner = ROLE_ONLY.get(kind)
+    if owner and role and role != owner:
+        errors.add(_join(path, "type"), f"{kind} blocks are only allowed in {owner} messages, not in {role} messages")
+    if kind == "text":
+        _check_text(block.get("text"), _join(path, "text"), errors)
+    elif kind == "thinking":
+        if not isinstance(block.get("thinking"), str):
+            errors.add(_join(path, "thinking"), "required: a string")
+        if "signature" in block and not isinstance(block["signature"], str):
+            errors.add(_join(path, "signature"), "must be a string")
+    elif kind == "redacted_thinking":
+        if not _nonempty_str(block.get("data")):
+            errors.add(_join(path, "data"), "required: a non-empty string")
+    elif kind == "tool_use":
+        if not _nonempty_str(block.get("id")):
+            errors.add(_join(path, "id"), "required: a non-empty string")
+        elif len(block["id"]) > 255:
+            errors.add(_join(path, "id"), "must be at most 255 characters")
+        if not _nonempty_str(block.get("name")):
+            errors.add(_join(path, "name"), "required: a non-empty string")
+        elif len(block["name"]) > 255:
+            errors.add(_join(path, "name"), "must be at most 255 characters")
+        if "input" not in block:
+            errors.add(_join(path, "input"), "required: an object (the tool's arguments)")
+        elif not isinstance(block["input"], dict):
+            errors.add(_join(path, "input"), f"must be an object, got {_kind(block['input'])}")
+    elif kind == "tool_result":
+        if not _nonempty_str(block.get("tool_use_id")):
+            errors.add(_join(path, "tool_use_id"), "required: a non-empty string")
+        if "is_error" in block and not isinstance(block["is_error"], bool):
+            errors.add(_join(path, "is_error"), "must be a boolean")
+        content = block.get("content")
+        if isinstance(content, list):
+            for index, inner_block in enumerate(content):
+                check_block(inner_block, _join(path, f"content[{index}]"), None, errors, inner=True)
+        elif content is not None and not isinstance(content, str):
+            errors.add(_join(path, "content"), f"must be a string or a list of blocks, got {_kind(content)}")
+    elif kind in ("image", "document"):
+        _check_source(block, path, errors)
+
+
+def check_message(message: Any, path: str, errors: Errors) -> None:
+    if not isinstance(message, dict):
+        errors.add(path or "body", f"must be an object with 'role' and 'content', got {_kind(message)}")
+        return
+    for key in message:
+        if key not in MESSAGE_KEYS:
+            errors.add(_join(path, key), f"unknown field; allowed: {', '.join(MESSAGE_KEYS)}")
+    role = message.get("role")
+    if role not in ROLES:
+        shown = repr(role) if isinstance(role, str) else _kind(role)
+        errors.add(_join(path, "role"), f"unknown role {shown}; must be 'user' or 'assistant'")
+        role = None
+    if "content" not in message:
+        errors.add(_join(path, "content"), "required: a string or a list of content blocks")
+    else:
+        content = message["content"]
+        if isinstance(content, str):
+            if not content.strip():
+                errors.add(_join(path, "content"), "must not be empty")
+        elif isinstance(content, list):
+            if not content:
+                errors.add(_join(path, "content"), "must not be empty")
+            for index, block in enumerate(content):
+                check_block(block, _join(path, f"content[{index}]"), role, errors)
+        else:
+            errors.add(_join(path, "content"), f"must be a string or a list of content blocks, got {_kind(content)}")
+    usage = message.get("usage")
+    if usage is not None and not isinstance(usage, dict):
+        errors.add(_join(path, "usage"), f"must be an object, got {_kind(usage)}")
+
+
+def tool_uses(content: Any) -> list[tuple[int, dict[str, Any]]]:
+    """(block index, block) of each tool_use block."""
+    if not isinstance(content, list):
+        return []
+    return [(i, b) for i, b in enumerate(content) if b.get("type") == "tool_use"]
+
+
+def tool_results(content: Any) -> list[tuple[int, dict[str, Any]]]:
+    if not isinstance(content, list):
+        return []
+    return [(i, b) for i, b in enumerate(content) if b.get("type") == "tool_result"]
