@@ -342,7 +342,9 @@ def _compute(
         and config.prune_tool_outputs
     )
     if prune_tier:
-        plan = plan_prune(snap.messages)
+        # Planned over the context as served (current prune overlay applied), so results that
+        # are already placeholders are not counted as savings again.
+        plan = plan_prune(_session_services().context_messages(snap.session, served=True))
         old_boundary = based_on.prune_before_seq if based_on and based_on.prune_before_seq else 0
         if (
             plan.prune_before_seq is not None
@@ -372,6 +374,7 @@ def _compute(
     if cut.nothing_to_compact:
         return outcome("skip", detail=cut.reason)
 
+    chain = build_summarizer_chain(config=config, strategy=strategy, timeout=llm_timeout, max_retries=max_retries)
     from compaction.core.summarizers import SummaryInput, summarize
 
     inp = SummaryInput(
@@ -386,7 +389,6 @@ def _compute(
         output_budget=config.summary_budget,
         model=config.summarizer_model,
     )
-    chain = build_summarizer_chain(config=config, strategy=strategy, timeout=llm_timeout, max_retries=max_retries)
     result = summarize(inp, chain)
     summarized = list(cut.to_summarize) + list(cut.turn_prefix)
     old_prune = based_on.prune_before_seq if based_on else None
@@ -628,7 +630,7 @@ def compaction_dry_run(
         "based_on": str(snap.based_on.pk) if snap.based_on else None,
     }
     if strategy == "prune":
-        plan = plan_prune(snap.messages)
+        plan = plan_prune(_session_services().context_messages(snap.session, served=True))
         if plan.prune_before_seq is None:
             return {**base, "would_compact": False, "reason": f"nothing to prune: {plan.reason}"}
         return {

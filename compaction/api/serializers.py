@@ -9,6 +9,15 @@ from compaction.models import Compaction, Event
 from compaction.services import STRATEGIES, describe
 
 
+class StrictCharField(serializers.CharField):
+    """A string, not a number coerced into one."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class StrictSerializer(serializers.Serializer):
     """Unknown keys are a 400 naming them, not silently ignored (a typo must not be lost)."""
 
@@ -24,7 +33,7 @@ class StrictSerializer(serializers.Serializer):
 
 
 class CompactionRequestSerializer(StrictSerializer):
-    instructions = serializers.CharField(
+    instructions = StrictCharField(
         required=False,
         allow_blank=True,
         max_length=10_000,
@@ -58,7 +67,7 @@ class CompactionRequestSerializer(StrictSerializer):
 
 
 class OverflowSerializer(StrictSerializer):
-    error_text = serializers.CharField(
+    error_text = StrictCharField(
         required=False,
         allow_blank=True,
         allow_null=True,

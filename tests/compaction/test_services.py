@@ -1,0 +1,286 @@
+"""Engine services against the database (SQLite by default, PostgreSQL with DATABASE_URL)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from compaction import services
+from compaction.models import Compaction, Event, EventKind, Status
+from compaction.selectors import compaction_active_chain
+from sessions import services as session_services
+from sessions.models import Message
+
+from .factories import append, conversation, make_session, orphan_tool_results, served_seqs
+
+pytestmark = pytest.mark.django_db
+
+COMPACTED_RE = re.compile(r"^Conversation compacted: [\d,]+ messages? → summary, [\d,]+ → [\d,]+ tokens$")
+
+
+def request_and_run(session, **kwargs) -> Compaction:
+    kwargs.setdefault("reason", "manual")
+    job = services.compaction_request(session=session, **kwargs)
+    assert job.created
+    return services.compaction_run(compaction_id=job.pk)
+
+
+def test_request_queues_one_job_and_returns_the_in_flight_one(user, django_capture_on_commit_callbacks):
+    session = make_session(user)
+    append(session, conversation(3))
+    with django_capture_on_commit_callbacks() as callbacks:
+        first = services.compaction_request(session=session, reason="manual")
+        second = services.compaction_request(session=session, reason="manual", instructions="other")
+    assert first.created and not second.created
+    assert second.pk == first.pk
+    assert first.status == Status.QUEUED
+    assert Compaction.objects.filter(session=session).count() == 1
+    assert len(callbacks) == 1  # enqueued once, after commit
+    assert Event.objects.filter(session=session, kind=EventKind.COMPACTION_QUEUED).count() == 1
+
+
+def test_run_activates_a_summary_and_records_the_outcome(user):
+    session = make_session(user)
+    append(session, conversation(8))
+    before = session_services.session_usage(session)["tokens"]
+    job = request_and_run(session)
+    session.refresh_from_db()
+    assert job.status == Status.SUCCEEDED, job.error
+    assert session.active_compaction_id == job.pk
+    assert job.attempts == 1 and job.started_at and job.finished_at and job.activated_at
+    assert job.duration_ms is not None
+    assert job.tokens_before == before
+    assert job.tokens_after == session_services.session_usage(session)["tokens"] < before
+    assert job.first_summarized_seq == 1
+    assert job.last_summarized_seq == job.first_kept_seq - 1
+    assert job.messages_summarized == job.first_kept_seq - 1
+    assert "## Goal" in job.summary
+    assert job.strategy in {"extractive", "truncate"}  # no API key in tests
+    finished = Event.objects.get(session=session, kind=EventKind.COMPACTION_FINISHED)
+    assert COMPACTED_RE.match(finished.message), finished.message
+    assert finished.data["tokens_after"] == job.tokens_after
+    # The served context: summary first, then every message from first_kept_seq on, valid pairs.
+    context = session_services.context_build(session=session)
+    assert context["messages"][0]["role"] == "user" and "<summary>" in context["messages"][0]["content"]
+    assert served_seqs(session) == list(range(job.first_kept_seq, session.last_seq + 1))
+    assert orphan_tool_results(context["messages"]) == []
+    # Full history is untouched.
+    assert Message.objects.filter(session=session).count() == session.last_seq
+
+
+def test_a_redelivered_task_is_a_no_op(user):
+    session = make_session(user)
+    append(session, conversation(6))
+    job = request_and_run(session)
+    assert services.compaction_run(compaction_id=job.pk) is None
+    job.refresh_from_db()
+    assert job.attempts == 1
+    assert Event.objects.filter(compaction=job, kind=EventKind.COMPACTION_FINISHED).count() == 1
+
+
+def test_nothing_to_compact_is_skipped_with_a_reason(user):
+    session = make_session(user, window=200_000, keep_recent_tokens=20_000)
+    append(session, conversation(1))
+    job = request_and_run(session)
+    session.refresh_from_db()
+    assert job.status == Status.SKIPPED
+    assert job.detail.startswith("nothing to compact")
+    assert session.active_compaction_id is None
+    assert Event.objects.filter(compaction=job, kind=EventKind.COMPACTION_SKIPPED).exists()
+
+
+def test_a_failing_step_is_recorded_never_left_running(user, monkeypatch):
+    session = make_session(user)
+    append(session, conversation(6))
+
+    def broken(**kwargs):
+        raise RuntimeError("summarizer exploded")
+
+    monkeypatch.setattr(services, "build_summarizer_chain", broken)
+    job = request_and_run(session)
+    assert job.status == Status.FAILED
+    assert "summarizer exploded" in job.error
+    assert job.finished_at is not None
+    assert Event.objects.filter(compaction=job, kind=EventKind.COMPACTION_FAILED).count() == 1
+    # The slot is free again.
+    assert services.compaction_request(session=session, reason="manual").created
+
+
+def test_dry_run_changes_nothing(user):
+    session = make_session(user)
+    append(session, conversation(8))
+    session.refresh_from_db()
+    before = (session.context_tokens, session.active_compaction_id, Compaction.objects.count(), Event.objects.count())
+    preview = services.compaction_dry_run(session=session)
+    session.refresh_from_db()
+    assert (session.context_tokens, session.active_compaction_id, Compaction.objects.count(), Event.objects.count()) == before
+    assert preview["would_compact"] is True
+    assert preview["first_summarized_seq"] == 1
+    assert preview["messages_summarized"] == preview["first_kept_seq"] - 1
+    assert 0 < preview["estimated_tokens_after"] < preview["tokens_before"]
+    # The real run cuts where the preview said.
+    job = request_and_run(session)
+    assert job.first_kept_seq == preview["first_kept_seq"]
+
+
+def test_three_successive_compactions_merge_summaries_and_lose_no_message(user):
+    session = make_session(user)
+    append(session, conversation(6, start=0))
+    first = request_and_run(session)
+    assert first.status == Status.SUCCEEDED
+    # The first request's file survives every later summary (update prompt merges).
+    assert "src/module_0.py" in first.summary
+    append(session, conversation(6, start=6))
+    second = request_and_run(session)
+    append(session, conversation(6, start=12))
+    third = request_and_run(session)
+    for job in (second, third):
+        assert job.status == Status.SUCCEEDED, job.error
+        assert "src/module_0.py" in job.summary, "an item of the first summary was dropped"
+    assert third.based_on_id == second.pk and second.based_on_id == first.pk
+    assert second.first_summarized_seq == first.first_kept_seq
+    assert third.first_summarized_seq == second.first_kept_seq
+    session.refresh_from_db()
+    chain = compaction_active_chain(session=session)
+    assert [c.pk for c in chain] == [third.pk, second.pk, first.pk]
+    covered: set[int] = set()
+    for job in chain:
+        covered |= set(range(job.first_summarized_seq, job.last_summarized_seq + 1))
+    covered |= set(served_seqs(session))
+    assert covered == set(range(1, session.last_seq + 1)), "a message is neither summarized nor served"
+
+
+def test_revert_reactivates_the_previous_compaction(user):
+    session = make_session(user)
+    append(session, conversation(6))
+    first = request_and_run(session)
+    append(session, conversation(6, start=6))
+    second = request_and_run(session)
+    session.refresh_from_db()
+    after_second = session.context_tokens
+
+    active = services.compaction_revert(compaction=second, user=user)
+    session.refresh_from_db()
+    assert active == first and session.active_compaction_id == first.pk
+    assert session.context_tokens > after_second
+    assert served_seqs(session)[0] == first.first_kept_seq
+    assert Event.objects.filter(compaction=second, kind=EventKind.COMPACTION_REVERTED).count() == 1
+
+    with pytest.raises(services.CompactionError):
+        services.compaction_revert(compaction=second)  # no longer active
+    services.compaction_revert(compaction=first)
+    session.refresh_from_db()
+    assert session.active_compaction_id is None
+    assert served_seqs(session) == list(range(1, session.last_seq + 1))
+
+
+def test_a_job_whose_base_was_replaced_meanwhile_is_superseded(user, monkeypatch):
+    """No lost update: the active compaction changes between snapshot and activation."""
+    session = make_session(user)
+    append(session, conversation(6))
+    first = request_and_run(session)
+    append(session, conversation(6, start=6))
+    job = services.compaction_request(session=session, reason="manual")
+    real_chain = services.build_summarizer_chain
+
+    def chain_then_undo(**kwargs):
+        # While this job is summarizing, someone undoes the compaction it is based on.
+        services.compaction_revert(compaction=first)
+        return real_chain(**kwargs)
+
+    monkeypatch.setattr(services, "build_summarizer_chain", chain_then_undo)
+    job = services.compaction_run(compaction_id=job.pk)
+    session.refresh_from_db()
+    assert job.status == Status.FAILED and job.error.startswith("superseded")
+    assert session.active_compaction_id is None
+
+
+def test_auto_compaction_fires_past_the_trigger(user, django_capture_on_commit_callbacks, eager_celery):
+    session = make_session(user, auto_compact=True)
+    trigger = session_services.session_config(session).trigger_tokens
+    with django_capture_on_commit_callbacks(execute=True):
+        for index in range(40):
+            result = append(session, conversation(1, start=index))
+            if result.compaction is not None:
+                break
+    assert result.compaction is not None, "usage crossed the trigger but nothing was queued"
+    job = Compaction.objects.get(pk=result.compaction.pk)
+    assert job.reason == "threshold"
+    assert job.status == Status.SUCCEEDED, job.error or job.detail
+    assert job.tokens_before > trigger >= job.tokens_after
+
+
+def test_loop_guard_holds_auto_compaction_until_new_messages(user):
+    # A window so small that even the kept part is over the trigger: compaction cannot help.
+    session = make_session(user, window=4_000, keep_recent_tokens=3_000, reserve_tokens=1_000)
+    append(session, conversation(8))
+    job = request_and_run(session, reason="threshold")
+    assert job.status in {Status.SUCCEEDED, Status.SKIPPED}
+    session.refresh_from_db()
+    session_services.session_update(session=session, compaction_settings={"auto_compact": True})
+    session.refresh_from_db()
+    assert session_services.session_usage(session)["tokens"] > session_services.session_config(session).trigger_tokens
+    assert services.compaction_maybe_auto(session=session) is None
+    assert services.compaction_maybe_auto(session=session) is None
+    held = Event.objects.filter(session=session, data__loop_guard=True)
+    assert held.count() == 1  # recorded once, not on every call
+    assert "held back" in held.get().message
+    # Enough new conversation: auto-compaction may run again.
+    append(session, conversation(2, start=10))
+    session.refresh_from_db()
+    again = services.compaction_maybe_auto(session=session)
+    assert again is not None and again.reason == "threshold"
+
+
+def test_sweeper_requeues_a_lost_job_then_gives_up(user, django_capture_on_commit_callbacks):
+    session = make_session(user)
+    append(session, conversation(6))
+    job = services.compaction_request(session=session, reason="manual")
+    # A worker claimed it and died.
+    Compaction.objects.filter(pk=job.pk).update(
+        status=Status.RUNNING, attempts=1, started_at=timezone.now(), deadline_at=timezone.now() + timedelta(minutes=5)
+    )
+    assert services.compaction_sweep_stuck()["requeued"] == 0  # not past its deadline yet
+    later = timezone.now() + timedelta(minutes=10)
+    with django_capture_on_commit_callbacks() as callbacks:
+        assert services.compaction_sweep_stuck(now=later)["requeued"] == 1
+    assert len(callbacks) == 1  # re-enqueued
+    job.refresh_from_db()
+    assert job.status == Status.QUEUED
+    done = services.compaction_run(compaction_id=job.pk)
+    assert done.status == Status.SUCCEEDED and done.attempts == 2
+
+    stuck = services.compaction_request(session=session, reason="manual")
+    Compaction.objects.filter(pk=stuck.pk).update(
+        status=Status.RUNNING, attempts=services.DEFAULT_MAX_ATTEMPTS, deadline_at=timezone.now()
+    )
+    assert services.compaction_sweep_stuck(now=later)["failed"] == 1
+    stuck.refresh_from_db()
+    assert stuck.status == Status.FAILED and "gave up" in stuck.error
+
+
+def test_prune_tier_activates_without_a_summary(user, monkeypatch):
+    # Big tool outputs: pruning old ones alone brings usage under the trigger.
+    session = make_session(user, window=200_000, auto_compact_token_limit=60_000, keep_recent_tokens=20_000)
+    append(session, conversation(12, tools=2, size=150))
+    session.refresh_from_db()
+    tokens = session_services.session_usage(session)["tokens"]
+    assert tokens > 60_000
+
+    def no_llm(**kwargs):
+        raise AssertionError("the prune tier must not call a summarizer")
+
+    monkeypatch.setattr(services, "build_summarizer_chain", no_llm)
+    job = request_and_run(session, reason="threshold")
+    session.refresh_from_db()
+    assert job.status == Status.SUCCEEDED, job.error or job.detail
+    assert job.strategy == "prune" and job.prune_before_seq and job.summary == ""
+    assert job.tokens_after < 60_000
+    assert session.active_compaction_id == job.pk
+    context = session_services.context_build(session=session)
+    assert "tool output pruned" in str(context["messages"][1]["content"]) or context["breakdown"]["pruned_tool_results_saved"] > 0
+    assert orphan_tool_results(context["messages"]) == []
+    assert served_seqs(session)[0] == 1  # nothing summarized, nothing dropped
