@@ -465,23 +465,39 @@ def _in_context(session: Session, seq: int) -> bool:
     return not (active and active.first_kept_seq and seq < active.first_kept_seq)
 
 
-def _truncated_view(session: Session, message: Message) -> tuple[list[dict[str, Any]], list[str]]:
-    """Content served for a max_tokens reply and the tool_use ids it hides (those without a result)."""
-    kept = _discard_truncated_tool_uses(message.content)
+TRUNCATED_NOTE = "[reply cut off at max_tokens; its incomplete tool calls were dropped]"
+
+
+def truncated_content(content: list[dict[str, Any]], answered: set[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Content served for a max_tokens reply, and the tool_use ids it hides.
+
+    Only tool_uses that never got a result are hidden (one that was answered stays with its
+    result). A reply left with no block is served as a short note: the provider rejects an
+    empty assistant message in the middle of a conversation.
+    """
+    kept = _discard_truncated_tool_uses(content)
     kept_ids = {b.get("id") for b in kept if b.get("type") == "tool_use"}
-    candidates = [b["id"] for b in message.content if b.get("type") == "tool_use" and b.get("id") not in kept_ids]
-    if not candidates:
-        return message.content, []
+    hidden = [
+        b.get("id")
+        for b in content
+        if b.get("type") == "tool_use" and b.get("id") not in kept_ids and b.get("id") not in answered
+    ]
+    if not hidden:
+        return content, []
+    served = [b for b in content if not (b.get("type") == "tool_use" and b.get("id") in hidden)]
+    if not served:
+        served = [{"type": "text", "text": TRUNCATED_NOTE}]
+    return served, hidden
+
+
+def _truncated_view(session: Session, message: Message) -> tuple[list[dict[str, Any]], list[str]]:
+    ids = [b.get("id") for b in message.content if b.get("type") == "tool_use"]
     answered = set(
-        ToolCall.objects.filter(session=session, tool_use_id__in=candidates, result_seq__isnull=False).values_list(
+        ToolCall.objects.filter(session=session, tool_use_id__in=ids, result_seq__isnull=False).values_list(
             "tool_use_id", flat=True
         )
     )
-    hidden = [tid for tid in candidates if tid not in answered]
-    if not hidden:
-        return message.content, []
-    served = [b for b in message.content if not (b.get("type") == "tool_use" and b.get("id") in hidden)]
-    return served, hidden
+    return truncated_content(message.content, answered)
 
 
 def _served_assistant(session: Session, message: Message) -> tuple[int, list[str]]:
@@ -587,14 +603,7 @@ def _context_view(session: Session) -> ContextView:
         if prune_before and seq < prune_before and role == "user" and isinstance(content, list):
             out = prune_content(content, tool_names=names, tokenizer=tokenizer)
         elif role == "assistant" and (usage or {}).get("stop_reason") == STOP_MAX_TOKENS and isinstance(content, list):
-            kept = _discard_truncated_tool_uses(content)
-            kept_ids = {b.get("id") for b in kept if b.get("type") == "tool_use"}
-            # Only tool_uses that never got a result are hidden; an answered one stays with its result.
-            out = [
-                b
-                for b in content
-                if not (b.get("type") == "tool_use" and b.get("id") not in kept_ids and b.get("id") not in answered)
-            ]
+            out, _ = truncated_content(content, answered)
         changed = out != content
         served.append(
             ServedMessage(

@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import pytest
+
+from compaction.core import registry
+from compaction.core.tokens import count_text
+from sessions import services
+from sessions.models import Session
+
+from .helpers import url
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_creates_a_session(api, user):
+    response = api.post(
+        "/api/v1/sessions/",
+        {
+            "title": "Refactor",
+            "agent": "pi",
+            "model": "claude-opus-4-5",
+            "system_prompt": "You are a careful coding agent.",
+            "compaction_settings": {"keep_recent_tokens": 30000, "auto_compact_ratio": 0.7},
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    session = Session.objects.get(pk=body["id"])
+    assert session.owner == user
+    assert body["context_window"] == registry.lookup("claude-opus-4-5").context_window == 200_000
+    assert body["context_window_override"] is None
+    assert body["compaction_settings"] == {"keep_recent_tokens": 30000, "auto_compact_ratio": 0.7}
+    assert body["active_compaction"] is None
+    assert body["message_count"] == 0
+    system_tokens = count_text("You are a careful coding agent.")
+    assert session.system_prompt_tokens == system_tokens
+    assert body["usage"]["tokens"] == body["usage"]["estimated_tokens"] == system_tokens
+    # Trigger = min(window - reserve, ratio × window)
+    assert body["usage"]["trigger_tokens"] == min(200_000 - 16_384, 140_000)
+
+
+def test_an_unknown_model_gets_the_default_window_and_can_be_overridden(api):
+    body = api.post("/api/v1/sessions/", {"model": "my-local-llama"}, format="json").json()
+    assert body["context_window"] == 128_000
+    body = api.patch(f"/api/v1/sessions/{body['id']}/", {"context_window": 32_768}, format="json").json()
+    assert body["context_window"] == 32_768
+    assert body["context_window_override"] == 32_768
+    # Small windows scale the reserve down (≤ 25 %): trigger = 32768 - 8192.
+    assert body["usage"]["trigger_tokens"] == 32_768 - 8_192
+    body = api.patch(f"/api/v1/sessions/{body['id']}/", {"context_window": None}, format="json").json()
+    assert body["context_window"] == 128_000
+
+
+@pytest.mark.parametrize(
+    ("settings", "error"),
+    [
+        ({"keep_recent": 5}, "compaction_settings: keep_recent: unknown setting"),
+        ({"reserve_tokens": "lots"}, "compaction_settings: reserve_tokens: must be int, got str"),
+        ({"auto_compact_ratio": 2}, "compaction_settings: auto_compact_ratio: must be at most 1.0"),
+        ({"auto_compact": "yes"}, "compaction_settings: auto_compact: must be bool"),
+        ({"summary_max_tokens": 10}, "compaction_settings: summary_max_tokens: must be at least 256"),
+    ],
+)
+def test_it_rejects_bad_compaction_settings(api, settings, error):
+    response = api.post("/api/v1/sessions/", {"title": "x", "compaction_settings": settings}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"].startswith(error), response.json()
+    assert not Session.objects.exists()
+
+
+def test_it_rejects_unknown_fields_and_bad_values(api):
+    response = api.post("/api/v1/sessions/", {"titel": "typo"}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"] == "titel: unknown field"
+    response = api.post("/api/v1/sessions/", {"context_window": 100}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("context_window: ")
+    assert not Session.objects.exists()
+
+
+def test_patch_accepts_a_get_body_round_trip(api, session):
+    body = api.get(url(session)).json()
+    body["title"] = "Renamed"
+    response = api.patch(url(session), body, format="json")
+    assert response.status_code == 200, response.json()
+    session.refresh_from_db()
+    assert session.title == "Renamed"
+
+
+def test_patch_merges_compaction_settings_and_null_removes(api, session):
+    api.patch(url(session), {"compaction_settings": {"auto_compact": False, "reserve_tokens": 8000}}, format="json")
+    body = api.patch(url(session), {"compaction_settings": {"reserve_tokens": None}}, format="json").json()
+    assert body["compaction_settings"] == {"auto_compact": False}
+    assert body["usage"]["auto_compact"] is False
+    session.refresh_from_db()
+    assert session.compaction_settings == {"auto_compact": False}
+
+
+def test_patch_system_prompt_updates_usage(api, session):
+    api.post(url(session, "messages/"), {"role": "user", "content": "hello there"}, format="json")
+    session.refresh_from_db()
+    before = session.context_tokens
+    prompt = "You are Compactor's test agent. Be brief."
+    body = api.patch(url(session), {"system_prompt": prompt}, format="json").json()
+    assert body["usage"]["estimated_tokens"] == before + count_text(prompt)
+    context = api.get(url(session, "context/")).json()
+    assert context["system"] == prompt
+    assert context["estimated_tokens"] == body["usage"]["estimated_tokens"]
+
+
+def test_list_is_scoped_filtered_searched_and_paginated(api, user, other_user):
+    for i in range(3):
+        services.session_create(owner=user, title=f"Parser fix {i}", agent="claude-code", model="claude-sonnet-4-5")
+    services.session_create(owner=user, title="Docs", agent="pi", model="gpt-5")
+    services.session_create(owner=other_user, title="Parser fix (mallory)", agent="claude-code")
+    body = api.get("/api/v1/sessions/").json()
+    assert body["count"] == 4
+    assert {s["title"] for s in body["results"]} == {"Parser fix 0", "Parser fix 1", "Parser fix 2", "Docs"}
+    assert api.get("/api/v1/sessions/?agent=pi").json()["count"] == 1
+    assert api.get("/api/v1/sessions/?model=claude-sonnet-4-5").json()["count"] == 3
+    assert api.get("/api/v1/sessions/?search=parser").json()["count"] == 3
+    page = api.get("/api/v1/sessions/?page_size=2").json()
+    assert len(page["results"]) == 2 and page["next"]
+
+
+def test_get_and_delete(api, session):
+    body = api.get(url(session)).json()
+    assert body["id"] == str(session.pk)
+    assert body["title"] == "Fix the parser"
+    api.post(url(session, "messages/"), {"role": "user", "content": "x"}, format="json")
+    assert api.delete(url(session)).status_code == 204
+    assert not Session.objects.filter(pk=session.pk).exists()
+    assert api.get(url(session)).status_code == 404

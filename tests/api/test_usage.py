@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import pytest
+
+from compaction.core.tokens import count_content
+from compaction.models import Compaction
+from sessions import services
+from sessions.models import Message
+
+from .helpers import snapshot, tool_result, tool_use, url
+
+pytestmark = pytest.mark.django_db
+
+
+def append(api, session, *messages):
+    response = api.post(url(session, "messages/"), {"messages": list(messages)}, format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def test_hybrid_estimate_after_a_usage_report(api, session):
+    append(api, session, {"role": "user", "content": "Fix the parser"}, tool_use("t1"), tool_result("t1", "a.py"))
+    response = api.post(
+        url(session, "usage/"),
+        {
+            "input_tokens": 900,
+            "output_tokens": 120,
+            "cache_read_input_tokens": 40_000,
+            "cache_creation_input_tokens": 1_100,
+            "stop_reason": "tool_use",
+            "model": "claude-sonnet-4-5-20250929",
+        },
+        format="json",
+    )
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    # The newest message is a user message: the provider had seen everything stored.
+    assert body["message_seq"] is None
+    usage = body["usage"]
+    assert usage["source"] == "provider+estimate"
+    assert usage["reported_tokens"] == 42_000
+    assert usage["reported_at_seq"] == 3
+    assert usage["trailing_tokens"] == 0
+    assert usage["tokens"] == 42_000
+    estimate = usage["estimated_tokens"]
+    assert estimate < 42_000  # tool definitions etc. are only in the provider's figure
+
+    # The reply and the next result are added as estimates on top of the report.
+    added = append(api, session, tool_use("t2", text="Next"), tool_result("t2", "b.py"))
+    trailing = sum(m["token_count"] for m in added["messages"])
+    usage = added["usage"]
+    assert usage["trailing_tokens"] == trailing
+    assert usage["tokens"] == 42_000 + trailing
+    assert usage["estimated_tokens"] == estimate + trailing
+    context = api.get(url(session, "context/")).json()
+    assert context["tokens"] == 42_000 + trailing
+    assert context["usage_ratio"] == round((42_000 + trailing) / 200_000, 4)
+    session.refresh_from_db()
+    assert session.last_usage["stop_reason"] == "tool_use"
+    assert session.last_usage["prompt_tokens"] == 42_000
+
+
+def test_a_report_after_the_reply_attaches_to_it(api, session):
+    append(api, session, {"role": "user", "content": "hi"})
+    reply = append(api, session, {"role": "assistant", "content": "Hello! How can I help?"})["messages"][0]
+    body = api.post(url(session, "usage/"), {"input_tokens": 3000, "output_tokens": 9}, format="json").json()
+    assert body["message_seq"] == 2
+    # The provider saw message 1 only; the reply is estimated on top.
+    assert body["usage"]["reported_at_seq"] == 1
+    assert body["usage"]["tokens"] == 3000 + reply["token_count"]
+    stored = Message.objects.get(session=session, seq=2)
+    assert stored.provider_usage["input_tokens"] == 3000
+    assert stored.provider_usage["output_tokens"] == 9
+
+
+def test_max_tokens_drops_the_truncated_tool_use_from_the_context(api, session):
+    append(api, session, {"role": "user", "content": "Write the file"})
+    reply = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Writing it now."},
+            {"type": "tool_use", "id": "t_cut", "name": "Write", "input": {"path": "a.py", "content": "def f("}},
+        ],
+    }
+    append(api, session, reply)
+    session.refresh_from_db()
+    before = session.context_tokens
+    body = api.post(
+        url(session, "usage/"), {"input_tokens": 500, "output_tokens": 4096, "stop_reason": "max_tokens"}, format="json"
+    ).json()
+    assert body["dropped_tool_use_ids"] == ["t_cut"]
+    assert body["message_seq"] == 2
+    context = api.get(url(session, "context/")).json()
+    assert context["messages"][-1] == {"role": "assistant", "content": [{"type": "text", "text": "Writing it now."}]}
+    served = count_content([{"type": "text", "text": "Writing it now."}])
+    stored = Message.objects.get(session=session, seq=2)
+    assert stored.content == reply["content"]  # stored as sent
+    session.refresh_from_db()
+    assert session.context_tokens == before - stored.token_count + served == context["estimated_tokens"]
+
+
+def test_max_tokens_with_only_a_tool_use_serves_a_note(api, session):
+    append(api, session, {"role": "user", "content": "Go"}, tool_use("t_cut"))
+    body = api.post(url(session, "usage/"), {"input_tokens": 10, "stop_reason": "max_tokens"}, format="json").json()
+    assert body["dropped_tool_use_ids"] == ["t_cut"]
+    content = api.get(url(session, "context/")).json()["messages"][-1]["content"]
+    assert content == [{"type": "text", "text": services.TRUNCATED_NOTE}]
+
+
+def test_an_answered_tool_use_is_served_again_with_its_result(api, session):
+    append(api, session, {"role": "user", "content": "Go"}, tool_use("t_cut"))
+    api.post(url(session, "usage/"), {"input_tokens": 10, "stop_reason": "max_tokens"}, format="json")
+    append(api, session, tool_result("t_cut", "it ran anyway"))
+    context = api.get(url(session, "context/")).json()
+    assert context["messages"][1] == tool_use("t_cut")
+    session.refresh_from_db()
+    assert session.context_tokens == context["estimated_tokens"]
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ({}, "input_tokens: This field is required."),
+        ({"input_tokens": -1}, "input_tokens: Ensure this value is greater than or equal to 0."),
+        ({"input_tokens": "many"}, "input_tokens: A valid integer is required."),
+        ({"input_tokens": 1, "prompt_tokens": 2}, "prompt_tokens: unknown field"),
+        ({"input_tokens": 1, "message_seq": 99}, "message_seq: no message with seq 99 in this session"),
+        ({"input_tokens": 1, "message_seq": 1}, "message_seq: message 1 is a user message"),
+    ],
+)
+def test_it_rejects_bad_usage_reports(api, session, body, error):
+    append(api, session, {"role": "user", "content": "hi"})
+    before = snapshot(session)
+    response = api.post(url(session, "usage/"), body, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"].startswith(error), response.json()
+    assert snapshot(session) == before
+
+
+def test_crossing_the_trigger_returns_the_auto_compaction_job(api, user):
+    session = services.session_create(
+        owner=user, model="claude-sonnet-4-5", compaction_settings={"auto_compact_token_limit": 2_000}
+    )
+    small = append(api, session, {"role": "user", "content": "short"})
+    assert small["compaction"] is None
+    body = api.post(url(session, "usage/"), {"input_tokens": 2_500}, format="json").json()
+    job = body["compaction"]
+    assert job is not None
+    assert job["status"] == "queued"
+    assert job["reason"] == "threshold"
+    assert Compaction.objects.filter(session=session, pk=job["id"]).exists()
+    # A later append reports the same in-flight job rather than a second one.
+    again = append(api, session, {"role": "user", "content": "more"})
+    assert again["compaction"]["id"] == job["id"]
+    assert Compaction.objects.filter(session=session).count() == 1
