@@ -873,3 +873,81 @@ __all__ = [
     "compaction_sweep_stuck",
     "describe",
 ]
+
+
+# --- transcript replay (import_transcript --replay, the replay tests' twin, the bench) ----
+
+
+@dataclass
+class ReplayStep:
+    index: int
+    seq: int
+    role: str
+    reported_tokens: int | None
+    usage_tokens: int
+    compaction: Compaction | None
+
+
+@dataclass
+class ReplayResult:
+    steps: int = 0
+    reports: int = 0
+    compactions: list[Compaction] = field(default_factory=list)
+    first_compaction_index: int | None = None
+    usage_before_first: int | None = None
+
+
+def _reported_prompt_tokens(usage: dict[str, Any] | None) -> int | None:
+    if not usage or usage.get("input_tokens") is None:
+        return None
+    return (
+        int(usage.get("input_tokens") or 0)
+        + int(usage.get("cache_read_input_tokens") or 0)
+        + int(usage.get("cache_creation_input_tokens") or 0)
+    )
+
+
+def transcript_replay(*, session: Session, messages: list[dict[str, Any]], on_step=None) -> ReplayResult:
+    """Append a recorded conversation one message at a time through the services the API uses.
+
+    After each assistant message its recorded usage is reported (calibrating the hybrid
+    estimate, so auto-compaction fires where the recorded agent's context really was) until
+    the service has compacted once: after that the recorded figures describe a context the
+    service no longer serves, and reporting them would make it compact again and again.
+    Compaction jobs run wherever Celery runs them (callers that want them inline set eager mode).
+    """
+    ss = _session_services()
+    result = ReplayResult()
+    for index, message in enumerate(messages):
+        appended = ss.messages_append(
+            session=session, messages=[{"role": message["role"], "content": message["content"]}]
+        )
+        seq = appended.messages[-1].seq
+        job = appended.compaction
+        reported = None
+        if message["role"] == "assistant" and not result.compactions:
+            reported = _reported_prompt_tokens(message.get("usage"))
+            if reported is not None:
+                usage = message["usage"]
+                report = ss.usage_report(
+                    session=session,
+                    input_tokens=int(usage.get("input_tokens") or 0),
+                    output_tokens=int(usage.get("output_tokens") or 0),
+                    cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
+                    cache_creation_input_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+                    message_seq=seq,
+                )
+                result.reports += 1
+                job = report.compaction or job
+        session.refresh_from_db()
+        # A compaction may also activate later, in a worker: the active one is what counts.
+        if session.active_compaction_id and all(c.pk != session.active_compaction_id for c in result.compactions):
+            activated = Compaction.objects.get(pk=session.active_compaction_id)
+            result.compactions.append(activated)
+            if result.first_compaction_index is None:
+                result.first_compaction_index = index
+                result.usage_before_first = activated.tokens_before
+        result.steps += 1
+        if on_step is not None:
+            on_step(ReplayStep(index, seq, message["role"], reported, int(ss.session_usage(session)["tokens"]), job))
+    return result

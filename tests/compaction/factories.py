@@ -15,7 +15,10 @@ FILLER = (
 def turn(index: int, *, tools: int = 2, size: int = 6) -> list[dict[str, Any]]:
     """One user request followed by `tools` tool_use/tool_result pairs and a final answer."""
     messages: list[dict[str, Any]] = [
-        {"role": "user", "content": f"Request {index}: update src/module_{index}.py so step {index} passes. {FILLER * 2}"}
+        {
+            "role": "user",
+            "content": f"Request {index}: update src/module_{index}.py so step {index} passes. {FILLER * 2}",
+        }
     ]
     for t in range(tools):
         tool_id = f"toolu_{index}_{t}"
@@ -24,7 +27,12 @@ def turn(index: int, *, tools: int = 2, size: int = 6) -> list[dict[str, Any]]:
                 "role": "assistant",
                 "content": [
                     {"type": "text", "text": f"Reading the file for step {index}.{t}. {FILLER}"},
-                    {"type": "tool_use", "id": tool_id, "name": "Read", "input": {"file_path": f"/repo/src/module_{index}_{t}.py"}},
+                    {
+                        "type": "tool_use",
+                        "id": tool_id,
+                        "name": "Read",
+                        "input": {"file_path": f"/repo/src/module_{index}_{t}.py"},
+                    },
                 ],
             }
         )
@@ -49,7 +57,12 @@ def make_session(owner, *, window: int = 20_000, **settings: Any):
     compaction_settings = {"keep_recent_tokens": 2_000, "reserve_tokens": 2_000, "auto_compact": False}
     compaction_settings.update(settings)
     return session_services.session_create(
-        owner=owner, title="engine test", agent="test", model="", context_window=window, compaction_settings=compaction_settings
+        owner=owner,
+        title="engine test",
+        agent="test",
+        model="",
+        context_window=window,
+        compaction_settings=compaction_settings,
     )
 
 

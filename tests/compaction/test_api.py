@@ -89,7 +89,10 @@ def test_wait_returns_the_finished_job_then_history_detail_revert_and_events(api
     again = api.post(url(session, f"compactions/{job['id']}/revert/"))
     assert again.status_code == 409
     assert "only the active compaction" in again.json()["error"]
-    assert api.get(url(session, "events/"), {"after": events["last_id"]}).json()["events"][0]["kind"] == "compaction_reverted"
+    assert (
+        api.get(url(session, "events/"), {"after": events["last_id"]}).json()["events"][0]["kind"]
+        == "compaction_reverted"
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -149,7 +152,9 @@ def test_events_after_must_be_a_number(api, session):
 
 
 def test_overflow_that_is_not_one_says_so(api, session):
-    response = api.post(url(session, "overflow/"), {"error_text": "invalid x-api-key", "status_code": 401}, format="json")
+    response = api.post(
+        url(session, "overflow/"), {"error_text": "invalid x-api-key", "status_code": 401}, format="json"
+    )
     assert response.status_code == 200
     assert response.json()["overflow"] is False and response.json()["reason"]
     assert not Compaction.objects.exists()

@@ -116,7 +116,12 @@ def test_dry_run_changes_nothing(user):
     before = (session.context_tokens, session.active_compaction_id, Compaction.objects.count(), Event.objects.count())
     preview = services.compaction_dry_run(session=session)
     session.refresh_from_db()
-    assert (session.context_tokens, session.active_compaction_id, Compaction.objects.count(), Event.objects.count()) == before
+    assert (
+        session.context_tokens,
+        session.active_compaction_id,
+        Compaction.objects.count(),
+        Event.objects.count(),
+    ) == before
     assert preview["would_compact"] is True
     assert preview["first_summarized_seq"] == 1
     assert preview["messages_summarized"] == preview["first_kept_seq"] - 1
@@ -281,6 +286,9 @@ def test_prune_tier_activates_without_a_summary(user, monkeypatch):
     assert job.tokens_after < 60_000
     assert session.active_compaction_id == job.pk
     context = session_services.context_build(session=session)
-    assert "tool output pruned" in str(context["messages"][1]["content"]) or context["breakdown"]["pruned_tool_results_saved"] > 0
+    assert (
+        "tool output pruned" in str(context["messages"][1]["content"])
+        or context["breakdown"]["pruned_tool_results_saved"] > 0
+    )
     assert orphan_tool_results(context["messages"]) == []
     assert served_seqs(session)[0] == 1  # nothing summarized, nothing dropped
