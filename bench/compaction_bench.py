@@ -1,0 +1,140 @@
+"""Compaction benchmark on a real Claude Code transcript.
+
+    DEBUG=1 .venv/bin/python bench/compaction_bench.py [--transcript PATH] [--window N] [--trigger N]
+
+Replays the transcript message by message through the services the API uses (usage reported
+after each assistant message until the first compaction, compactions run inline), in a fresh
+SQLite database under a temporary COMPACTOR_VAR_DIR (or DATABASE_URL if set), then prints:
+append throughput, context build time against a baseline of just reading the messages,
+cut and summarize times, tokens before/after, compression ratio and summary fidelity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DEFAULT_TRANSCRIPT = Path("/work/shared/data/transcripts/claude-code/258c7280-ae70-4798-800f-63464d01a85d.jsonl")
+
+
+def timed(fn, repeat: int = 1) -> tuple[float, object]:
+    """Median wall time in ms over `repeat` runs, and the last result."""
+    times = []
+    result = None
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = fn()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times), result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--transcript", type=Path, default=DEFAULT_TRANSCRIPT)
+    parser.add_argument("--window", type=int, default=200_000)
+    parser.add_argument("--trigger", type=int, default=167_000, help="auto_compact_token_limit")
+    args = parser.parse_args()
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    os.environ.setdefault("COMPACTOR_VAR_DIR", tempfile.mkdtemp(prefix="compactor-bench-"))
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from compaction import services
+    from compaction.core.cutpoint import plan_cut
+    from compaction.core.summarizers import SummaryInput, build_chain, summarize
+    from compaction.core.transcripts.claude_code import read_claude_code
+    from project.celery import app as celery_app
+    from sessions import services as session_services
+    from sessions.models import Message
+
+    call_command("migrate", verbosity=0)
+    celery_app.conf.task_always_eager = True  # compactions run inline, timed by the job itself
+    user, _ = get_user_model().objects.get_or_create(username="bench")
+
+    read_ms, transcript = timed(lambda: read_claude_code(args.transcript))
+    session = session_services.session_create(
+        owner=user,
+        title=f"bench {args.transcript.stem[:8]}",
+        agent="claude-code",
+        model=transcript.model or "",
+        context_window=args.window,
+        compaction_settings={"auto_compact_token_limit": args.trigger},
+    )
+    started = time.perf_counter()
+    result = services.transcript_replay(
+        session=session,
+        messages=[{"role": m["role"], "content": m["content"], "usage": m.get("usage")} for m in transcript.messages],
+    )
+    replay_s = time.perf_counter() - started
+    compaction_ms = sum(job.duration_ms or 0 for job in result.compactions)
+    session.refresh_from_db()
+
+    context_ms, context = timed(lambda: session_services.context_build(session=session), repeat=15)
+    baseline_ms, _ = timed(
+        lambda: list(Message.objects.filter(session=session).order_by("seq").values_list("seq", "role", "content")),
+        repeat=15,
+    )
+
+    # Cut and summarize on the full history, as a first compaction would see it.
+    config = session_services.session_config(session)
+    history = [m for m in session_services.context_messages(session)] if session.active_compaction is None else None
+    if history is None:
+        from compaction.core.types import Msg
+
+        rows = Message.objects.filter(session=session).order_by("seq").values_list("seq", "role", "content", "token_count")
+        history = [Msg(*row) for row in rows]
+    cut_ms, cut = timed(lambda: plan_cut(history, keep_recent_tokens=config.keep_recent_tokens), repeat=5)
+    chain = build_chain(api_key=None, base_url=None, model=config.summarizer_model, timeout=30, max_retries=0, strategy="extractive")
+    inp = SummaryInput(
+        messages=list(cut.to_summarize), turn_prefix=list(cut.turn_prefix), output_budget=config.summary_budget,
+        model=config.summarizer_model,
+    )
+    summarize_ms, summary = timed(lambda: summarize(inp, chain))
+    summarized_tokens = sum(m.tokens for m in cut.to_summarize) + sum(m.tokens for m in cut.turn_prefix)
+    from compaction.core.tokens import count_text
+
+    summary_tokens = count_text(summary.summary) + count_text(summary.turn_prefix_summary)
+
+    rows = [
+        ("transcript", f"{args.transcript.name} ({len(transcript.messages)} messages, read in {read_ms:.0f} ms)"),
+        ("append + usage report", f"{result.steps / replay_s:,.0f} messages/s ({replay_s:.1f} s incl. {compaction_ms / 1000:.1f} s compacting)"),
+        ("auto-compactions", ", ".join(f"{j.strategy}: {j.tokens_before:,} → {j.tokens_after:,}" for j in result.compactions) or "none"),
+        ("first fired at", f"message {result.first_compaction_index} (Claude Code: {transcript.compactions[0]['before_message_index'] if transcript.compactions else '-'})"),
+        ("context build", f"{context_ms:.1f} ms median ({len(context['messages'])} messages, {context['tokens']:,} tokens)"),
+        ("baseline: read messages", f"{baseline_ms:.1f} ms median ({session.message_count} rows)"),
+        ("plan_cut (full history)", f"{cut_ms:.1f} ms median ({len(history)} messages, first kept #{cut.first_kept_seq})"),
+        ("extractive summarize", f"{summarize_ms:.0f} ms ({summarized_tokens:,} → {summary_tokens:,} tokens, ratio {summarized_tokens / max(1, summary_tokens):.1f}×)"),
+        ("fallbacks", ", ".join(f"{f['strategy']}: {f['reason']}" for f in summary.fallbacks) or "none"),
+        ("fidelity", _fidelity(summary.fidelity)),
+    ]
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    return 0
+
+
+def _fidelity(fidelity: dict) -> str:
+    if not fidelity:
+        return "not reported"
+    parts = []
+    for key, value in fidelity.items():
+        if isinstance(value, dict) and "kept" in value and "total" in value:
+            parts.append(f"{key} {value['kept']}/{value['total']}")
+        elif isinstance(value, (int, float, str)):
+            parts.append(f"{key} {value}")
+    return ", ".join(parts) or str(fidelity)[:200]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

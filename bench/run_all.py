@@ -1,0 +1,16 @@
+"""`make bench`: every benchmark in this folder, one after the other."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+if __name__ == "__main__":
+    status = 0
+    for script in sorted(HERE.glob("*_bench.py")):
+        print(f"=== {script.name}", flush=True)
+        status |= subprocess.call([sys.executable, str(script)])
+    raise SystemExit(status)
