@@ -159,7 +159,8 @@ def plan_cut(
     """Choose what to summarize and what to keep verbatim. Never raises for any history.
 
     - Token mode: keep at least `keep_recent_tokens` (unless the whole history is kept).
-    - `preserve_messages` (seed 003): keep at least the last N messages instead.
+    - `preserve_messages` (seed 003): keep at least the last N messages instead (ignored when
+      forced: overflow recovery must bound the kept tokens).
     - `force` (overflow, seed 002): keep about `context_window` / 5 tokens (at least the last
       user turn when it fits in `FORCE_MAX_KEEP_SHARE` of the window, otherwise the smallest
       valid tail that meets the budget) and compact even when everything is within budget.
@@ -192,11 +193,11 @@ def plan_cut(
         max_keep = budget + int(max(0, budget) * TURN_START_SLACK)
 
     mode = ""
-    if preserve_messages is not None and preserve_messages > 0:
+    # Force (overflow) always cuts by tokens: a preserved message count can be arbitrarily large.
+    if preserve_messages is not None and preserve_messages > 0 and not force:
         target = n - preserve_messages
-        if target <= 0 and not force:
+        if target <= 0:
             return _nothing(f"only {n} messages and preserve_messages={preserve_messages}", messages)
-        target = max(target, 1)
         mode = f"preserve_messages={preserve_messages}"
         # Moving back to the turn start may keep up to twice the requested messages.
         max_extra_messages = preserve_messages

@@ -459,3 +459,14 @@ def test_large_history_is_fast() -> None:
     elapsed = time.perf_counter() - start
     assert_plan_invariants(plan, h.messages)
     assert elapsed < 1.0
+
+
+def test_force_ignores_preserve_messages() -> None:
+    h = History()
+    for _ in range(10):
+        h.user(10_000)
+        h.assistant(10_000)
+    plan = plan_cut(h.messages, keep_recent_tokens=0, preserve_messages=15, force=True, context_window=100_000)
+    assert_plan_invariants(plan, h.messages)
+    assert plan.kept_tokens <= 35_000
+    assert len(plan.kept) < 15
