@@ -200,10 +200,7 @@ def serialize_message(msg: Msg) -> list[str]:
         elif kind == "thinking":
             thinking = block.get("thinking", "")
             if thinking.strip():
-                entries.append(
-                    "[Assistant thinking]: "
-                    + _truncate_middle(thinking, MAX_THINKING_CHARS, 1_200, 600)
-                )
+                entries.append("[Assistant thinking]: " + _truncate_middle(thinking, MAX_THINKING_CHARS, 1_200, 600))
         elif kind == "redacted_thinking":
             continue
         elif kind == "tool_use":
@@ -213,9 +210,7 @@ def serialize_message(msg: Msg) -> list[str]:
         elif kind == "tool_result":
             label = "[Tool result] (error)" if block.get("is_error") else "[Tool result]"
             text = _tool_result_text(block.get("content"))
-            text = _truncate_middle(
-                text, MAX_TOOL_OUTPUT_CHARS, TOOL_OUTPUT_HEAD, TOOL_OUTPUT_TAIL, rescue_errors=True
-            )
+            text = _truncate_middle(text, MAX_TOOL_OUTPUT_CHARS, TOOL_OUTPUT_HEAD, TOOL_OUTPUT_TAIL, rescue_errors=True)
             entries.append(f"{label}: {text}")
         elif kind == "image":
             entries.append(f"{speaker}: [image]")

@@ -76,7 +76,9 @@ def test_content_cannot_close_the_conversation_block():
 
 def test_long_tool_output_is_cut_to_head_and_tail_keeping_error_lines():
     middle = "\n".join(f"line {i} ok" for i in range(3000))
-    output = "HEAD-MARK\n" + middle[:5000] + "\nerror: connection refused on port 5432\n" + middle[5000:] + "\nTAIL-MARK"
+    output = (
+        "HEAD-MARK\n" + middle[:5000] + "\nerror: connection refused on port 5432\n" + middle[5000:] + "\nTAIL-MARK"
+    )
     msg = Msg(1, "user", [{"type": "tool_result", "tool_use_id": "t", "content": output}], 9000)
     text = serialize_conversation([msg])
     assert len(text) < MAX_TOOL_OUTPUT_CHARS + 1500
@@ -127,7 +129,9 @@ def test_system_prompt_restricts_to_summarizer_role():
 
 
 def test_custom_prompt_template_is_filled():
-    template = "Summarize for a reviewer.\n{conversation}\nEarlier: {previous_summary}\nFocus: {instructions}\n{{literal}}"
+    template = (
+        "Summarize for a reviewer.\n{conversation}\nEarlier: {previous_summary}\nFocus: {instructions}\n{{literal}}"
+    )
     assert validate_custom_prompt(template) == []
     prompt = build_prompt(
         messages=_msgs(), custom_prompt=template, previous_summary="## Goal\nold goal", instructions="tests"
@@ -138,7 +142,9 @@ def test_custom_prompt_template_is_filled():
 
 
 def test_custom_prompt_without_previous_summary_placeholder_still_merges():
-    prompt = build_prompt(messages=_msgs(), custom_prompt="Short notes please.\n{conversation}", previous_summary="## Goal\nG1")
+    prompt = build_prompt(
+        messages=_msgs(), custom_prompt="Short notes please.\n{conversation}", previous_summary="## Goal\nG1"
+    )
     assert "<previous-summary>" in prompt and "G1" in prompt
 
 

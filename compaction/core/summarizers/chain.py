@@ -1,0 +1,159 @@
+"""The fallback chain: try each summarizer, check its output, repair it, never raise."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from compaction.core.fileops import extract_file_ops, merge_file_ops, render_file_tags
+from compaction.core.ledger import build_ledger, fidelity_report
+from compaction.core.prompts import TURN_PREFIX_HEADINGS
+from compaction.core.summarizers.base import (
+    Draft,
+    Summarizer,
+    SummaryInput,
+    SummaryResult,
+    check_summary_text,
+    normalize_output,
+)
+from compaction.core.summarizers.extractive import ExtractiveSummarizer
+from compaction.core.summarizers.truncate import TruncateSummarizer, truncate_summary
+
+logger = logging.getLogger(__name__)
+
+STRATEGIES = ("auto", "anthropic", "extractive", "truncate")
+
+
+def build_chain(
+    *,
+    api_key: str | None,
+    base_url: str | None,
+    model: str,
+    timeout: float,
+    max_retries: int,
+    strategy: str = "auto",
+    context_window: int | None = None,
+) -> list[Summarizer]:
+    """Summarizers to try in order. `context_window` overrides the summarizer model's window."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}")
+    chain: list[Summarizer] = []
+    if strategy == "anthropic" or (strategy == "auto" and api_key):
+        if api_key:
+            from compaction.core.summarizers.anthropic import AnthropicSummarizer
+
+            chain.append(
+                AnthropicSummarizer(
+                    api_key=api_key,
+                    base_url=base_url,
+                    model=model,
+                    timeout=timeout,
+                    max_retries=max_retries,
+                    context_window=context_window,
+                )
+            )
+        else:
+            chain.append(_Unavailable("anthropic", "no API key configured"))
+    if strategy in ("auto", "anthropic", "extractive"):
+        chain.append(ExtractiveSummarizer())
+    chain.append(TruncateSummarizer())
+    return chain
+
+
+class _Unavailable:
+    """Stands in for a requested summarizer that cannot run, so the reason is recorded."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        self.reason = reason
+
+    def summarize(self, inp: SummaryInput) -> Draft:
+        from compaction.core.summarizers.base import SummarizerError
+
+        raise SummarizerError(self.reason)
+
+
+def _check(draft: Draft, inp: SummaryInput) -> str | None:
+    reason = check_summary_text(draft.summary, input_tokens=inp.input_tokens, require_sections=not inp.custom_prompt)
+    if reason:
+        return reason
+    if inp.turn_prefix:
+        turn_reason = check_summary_text(
+            draft.turn_prefix_summary,
+            input_tokens=sum(m.tokens for m in inp.turn_prefix),
+            require_sections=False,
+            headings=TURN_PREFIX_HEADINGS,
+        )
+        if turn_reason:
+            return f"turn prefix: {turn_reason}"
+    return None
+
+
+def _error_reason(exc: BaseException) -> str:
+    status = getattr(exc, "status_code", None)
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    name = type(exc).__name__
+    reason = f"{name} (HTTP {status})" if status else name
+    return f"{reason}: {text[:300]}" if text else reason
+
+
+def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
+    """Run the chain; the first summary that passes the checks wins. Never raises."""
+    fallbacks: list[dict[str, str]] = []
+    accepted: Draft | None = None
+    strategy = "truncate"
+    timings: dict[str, int] = {}
+    for summarizer in chain:
+        started = time.monotonic()
+        try:
+            draft = summarizer.summarize(inp)
+            draft.summary = normalize_output(draft.summary)
+            draft.turn_prefix_summary = normalize_output(draft.turn_prefix_summary)
+            reason = _check(draft, inp)
+        except Exception as exc:  # noqa: BLE001 - any failure means "fall back", recorded below
+            logger.warning("Summarizer %s failed: %s", summarizer.name, type(exc).__name__)
+            reason = _error_reason(exc)
+            draft = None
+        timings[summarizer.name] = int((time.monotonic() - started) * 1000)
+        if reason is None and draft is not None:
+            accepted, strategy = draft, summarizer.name
+            break
+        fallbacks.append({"strategy": summarizer.name, "reason": reason or "unknown failure"})
+
+    if accepted is None:
+        # Every strategy failed its checks: the truncate text is still a valid summary to serve.
+        accepted = Draft(summary=truncate_summary(inp), model="truncate")
+        strategy = "truncate"
+        fallbacks.append({"strategy": "truncate", "reason": "all strategies failed; unchecked truncate output used"})
+
+    all_messages = [*inp.messages, *inp.turn_prefix]
+    ops = merge_file_ops(inp.previous_files, extract_file_ops(all_messages))
+    tags = render_file_tags(ops)
+    summary = accepted.summary.rstrip()
+    if tags.strip():
+        summary = f"{summary}\n\n{tags.strip()}"
+
+    fidelity: dict[str, Any]
+    try:
+        ledger = build_ledger(all_messages)
+        # The turn-prefix summary is served too, so items it kept count as kept.
+        repaired, fidelity = fidelity_report(summary, ledger, also_served=accepted.turn_prefix_summary)
+        summary = repaired
+    except Exception as exc:  # noqa: BLE001 - a ledger bug must not lose a valid summary
+        logger.exception("Fidelity check failed")
+        fidelity = {"error": _error_reason(exc)}
+
+    usage = dict(accepted.usage)
+    usage["duration_ms"] = timings
+    return SummaryResult(
+        summary=summary,
+        turn_prefix_summary=accepted.turn_prefix_summary,
+        strategy=strategy,
+        model=accepted.model or strategy,
+        usage=usage,
+        fallbacks=fallbacks,
+        read_files=list(ops.read),
+        modified_files=list(ops.modified),
+        fidelity=fidelity,
+    )

@@ -1,0 +1,91 @@
+"""Last-resort summarizer (seeds 002/004): counts, tool activity and the previous summary.
+
+No model, no parsing that can fail: it always produces the section format, so the chain
+always ends in a summary the service can serve.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from compaction.core.ledger import user_texts
+from compaction.core.prompts import strip_file_tags
+from compaction.core.summarizers.base import Draft, SummaryInput
+from compaction.core.types import Msg
+
+MAX_GOAL_CHARS = 400
+
+
+def compacted_line(messages: list[Msg]) -> str:
+    users = sum(1 for m in messages if m.is_user_turn_start)
+    assistants = sum(1 for m in messages if m.role == "assistant")
+    tools: Counter[str] = Counter()
+    errors = 0
+    for m in messages:
+        for b in m.blocks:
+            if b.get("type") == "tool_use":
+                tools[str(b.get("name", "tool"))] += 1
+            elif b.get("type") == "tool_result" and b.get("is_error"):
+                errors += 1
+    line = (
+        f"[Compacted {len(messages)} messages: {users} user, {assistants} assistant, {sum(tools.values())} tool calls"
+    )
+    if tools:
+        line += " (" + ", ".join(f"{name} ×{n}" for name, n in tools.most_common(8)) + ")"
+    if errors:
+        line += f", {errors} failed tool calls"
+    return line + "]"
+
+
+def _first_request(messages: list[Msg]) -> str:
+    for m in messages:
+        for text in user_texts(m):
+            return text if len(text) <= MAX_GOAL_CHARS else text[:MAX_GOAL_CHARS].rstrip() + "…"
+    return ""
+
+
+def truncate_summary(inp: SummaryInput) -> str:
+    # The turn prefix gets its own line (TruncateSummarizer.turn_prefix_summary).
+    line = compacted_line(inp.messages)
+    previous = strip_file_tags(inp.previous_summary or "")
+    if previous and "## Critical Context" in previous:
+        # Carry the previous summary over whole; the new range is only counted.
+        return previous.rstrip() + f"\n- {line}"
+    goal = _first_request([*inp.messages, *inp.turn_prefix])
+    parts = [
+        "## Goal",
+        f"- {goal}" if goal else "- (not recorded: summarized by the truncate fallback)",
+        "",
+        "## Constraints & Preferences",
+        "- (none recorded)",
+        "",
+        "## Progress",
+        "### Done",
+        f"- [x] {line}",
+        "",
+        "### In Progress",
+        "- (none)",
+        "",
+        "### Blocked",
+        "- (none)",
+        "",
+        "## Key Decisions",
+        "- (none recorded)",
+        "",
+        "## Next Steps",
+        "1. Re-read the files listed below before continuing.",
+        "",
+        "## Critical Context",
+        f"- {line}",
+    ]
+    if previous:
+        parts += ["", "Previous summary (carried over):", "", previous]
+    return "\n".join(parts)
+
+
+class TruncateSummarizer:
+    name = "truncate"
+
+    def summarize(self, inp: SummaryInput) -> Draft:
+        turn = compacted_line(inp.turn_prefix) if inp.turn_prefix else ""
+        return Draft(summary=truncate_summary(inp), turn_prefix_summary=turn, model="truncate")

@@ -1,0 +1,307 @@
+"""The real `anthropic` SDK against a local server speaking the Messages API."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from compaction.core.prompts import SYSTEM_PROMPT
+from compaction.core.summarizers import SummaryInput, build_chain, summarize
+from compaction.core.summarizers.anthropic import AnthropicSummarizer, cost_usd
+from compaction.core.summarizers.extractive import ExtractiveSummarizer
+from compaction.core.summarizers.truncate import TruncateSummarizer
+from compaction.core.tokens import count_content, count_text
+from compaction.core.types import FileOps, Msg
+from tests.fake_anthropic import FakeAnthropic, Recorded, Step
+
+VALID = """## Goal
+Fix the failing slug test in app/models.py.
+
+## Constraints & Preferences
+- Never touch migrations.
+
+## Progress
+### Done
+- [x] Ran `pytest -q` and found the failure.
+
+### In Progress
+- [ ] Fixing the slug field.
+
+### Blocked
+- (none)
+
+## Key Decisions
+- **Fix in the model**: the migration must not change.
+
+## Next Steps
+1. Re-run `pytest -q`.
+
+## Critical Context
+- E   AssertionError: slug mismatch"""
+
+
+def _msg(seq: int, role: str, content) -> Msg:
+    return Msg(seq, role, content, count_content(content))
+
+
+def _history(turns: int = 6, pad: int = 300) -> list[Msg]:
+    msgs = [_msg(1, "user", "Fix the failing test in app/models.py. Never touch migrations.")]
+    seq = 2
+    for i in range(turns):
+        msgs.append(
+            _msg(
+                seq,
+                "assistant",
+                [
+                    {"type": "text", "text": f"Step {i}: running the tests again. " + "detail " * pad},
+                    {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": f"pytest -q -k case{i}"}},
+                ],
+            )
+        )
+        msgs.append(
+            _msg(
+                seq + 1,
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"t{i}",
+                        "content": f"E   AssertionError: slug mismatch in case{i}\n1 failed",
+                        "is_error": True,
+                    }
+                ],
+            )
+        )
+        seq += 2
+    return msgs
+
+
+def _input(**kwargs) -> SummaryInput:
+    defaults = dict(
+        messages=_history(),
+        turn_prefix=[],
+        previous_summary=None,
+        previous_files=FileOps(),
+        instructions=None,
+        custom_prompt=None,
+        output_budget=2048,
+        model="claude-haiku-4-5",
+    )
+    defaults.update(kwargs)
+    return SummaryInput(**defaults)
+
+
+@pytest.fixture
+def server():
+    fake = FakeAnthropic().start()
+    yield fake
+    fake.stop()
+
+
+def _chain(server: FakeAnthropic, **kwargs):
+    options = dict(
+        api_key="sk-ant-test-key",
+        base_url=server.base_url,
+        model="claude-haiku-4-5",
+        timeout=5.0,
+        max_retries=2,
+    )
+    options.update(kwargs)
+    return build_chain(**options)
+
+
+def test_success_uses_the_sdk_and_records_usage(server):
+    server.push(Step.success(VALID))
+    inp = _input()
+    result = summarize(inp, _chain(server))
+
+    assert result.strategy == "anthropic"
+    assert result.fallbacks == []
+    assert len(server.requests) == 1
+    request = server.requests[0]
+    assert request.path == "/v1/messages"
+    assert request.api_key == "sk-ant-test-key"
+    assert request.headers["anthropic-version"]
+    assert request.body["system"] == SYSTEM_PROMPT
+    assert request.body["max_tokens"] == inp.output_budget
+    assert request.body["model"] == "claude-haiku-4-5"
+    assert request.prompt.startswith("<conversation>\n[User]: Fix the failing test")
+    assert result.summary.startswith(VALID)
+    assert result.model == "claude-haiku-4-5"
+    assert result.usage["calls"] == 1
+    assert result.usage["input_tokens"] > 0 and result.usage["output_tokens"] > 0
+    assert result.usage["cost_usd"] == cost_usd(
+        "claude-haiku-4-5", result.usage["input_tokens"], result.usage["output_tokens"]
+    )
+    assert result.usage["request_ids"][0].startswith("req_")
+    # The ledger kept the user's instruction; the repair added what the model dropped.
+    assert result.fidelity["after_repair"]["categories"]["instructions"]["kept"] == 1
+    assert "E   AssertionError: slug mismatch in case5" in result.summary
+
+
+def test_429_is_retried_then_succeeds(server):
+    server.push(Step.error(429, "rate limited"), Step.success(VALID))
+    result = summarize(_input(), _chain(server))
+    assert len(server.requests) == 2
+    assert result.strategy == "anthropic"
+    assert result.fallbacks == []
+
+
+def test_persistent_529_is_retried_then_falls_back_to_extractive(server):
+    server.default = Step.overloaded()
+    result = summarize(_input(), _chain(server, max_retries=2))
+    # The SDK retried 529 twice before giving up.
+    assert len(server.requests) == 3
+    assert result.strategy == "extractive"
+    assert result.fallbacks[0]["strategy"] == "anthropic"
+    assert "529" in result.fallbacks[0]["reason"] and "Overloaded" in result.fallbacks[0]["reason"]
+    assert "## Critical Context" in result.summary
+    assert "Never touch migrations." in result.summary
+
+
+def test_timeout_falls_back_with_the_reason(server):
+    server.push(Step.slow(3.0, VALID))
+    result = summarize(_input(), _chain(server, timeout=0.3, max_retries=0))
+    assert result.strategy == "extractive"
+    assert result.fallbacks[0]["strategy"] == "anthropic"
+    assert "Timeout" in result.fallbacks[0]["reason"]
+    assert "## Goal" in result.summary
+
+
+def test_persistent_500_falls_back(server):
+    server.default = Step.error(500, "boom")
+    result = summarize(_input(), _chain(server, max_retries=1))
+    assert len(server.requests) == 2
+    assert result.strategy == "extractive"
+    assert "500" in result.fallbacks[0]["reason"]
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("Sure! I'll keep fixing the slug test now. Running pytest again.", "continuation"),
+        ("The tests failed a few times and then the assistant kept going.", "missing required sections"),
+        ("", "empty"),
+        (
+            "## Goal\n\n## Constraints & Preferences\n## Progress\n## Key Decisions\n## Next Steps\n## Critical Context",
+            "no content",
+        ),
+    ],
+)
+def test_garbage_output_fails_the_check_and_falls_back(server, text, reason):
+    server.push(Step.success(text))
+    result = summarize(_input(), _chain(server))
+    assert result.strategy == "extractive"
+    assert result.fallbacks[0]["strategy"] == "anthropic"
+    assert reason in result.fallbacks[0]["reason"]
+    assert "## Progress" in result.summary
+
+
+def test_summary_larger_than_its_input_is_rejected(server):
+    small = [_msg(1, "user", "hi"), _msg(2, "assistant", "hello")]
+    server.push(Step.success(VALID + "\n- filler" * 800))
+    result = summarize(_input(messages=small), _chain(server))
+    assert result.strategy != "anthropic"
+    assert "not smaller than its input" in result.fallbacks[0]["reason"]
+
+
+def test_markdown_fence_and_short_preamble_are_stripped(server):
+    server.push(Step.success("Here is the summary:\n\n```markdown\n" + VALID + "\n```"))
+    result = summarize(_input(), _chain(server))
+    assert result.strategy == "anthropic"
+    assert result.summary.startswith("## Goal")
+
+
+def test_split_turn_makes_a_separate_turn_prefix_call(server):
+    prefix = [
+        _msg(20, "user", "Now port the importer to the new API."),
+        *[_msg(21 + i, "assistant", f"Working on part {i} of the importer port.") for i in range(5)],
+    ]
+    turn_text = "## Turn Request\nPort the importer.\n\n## Attempted So Far\n- Parts 0-4"
+    server.push(Step.success(VALID), Step.success(turn_text))
+    result = summarize(_input(turn_prefix=prefix), _chain(server))
+    assert result.strategy == "anthropic"
+    assert len(server.requests) == 2
+    assert "EARLIER PART of a single turn" in server.requests[1].prompt
+    assert "Now port the importer" in server.requests[1].prompt
+    assert "Now port the importer" not in server.requests[0].prompt
+    assert result.turn_prefix_summary == turn_text
+
+
+def _merging_responder(record: Recorded) -> Step:
+    """Acts like a model that merges: lists every step seen, previous summary included."""
+    steps = set(re.findall(r"Step (\d+):", record.prompt.split("<previous-summary>")[0]))
+    previous = re.search(r"<previous-summary>(.*?)</previous-summary>", record.prompt, re.DOTALL)
+    if previous:
+        steps |= set(re.findall(r"- step (\d+) seen", previous.group(1)))
+    done = "\n".join(f"- step {n} seen" for n in sorted(steps, key=int))
+    return Step.success(VALID.replace("### Done\n", f"### Done\n{done}\n"))
+
+
+def test_history_larger_than_the_summarizer_window_is_chunked_and_merged(server):
+    server.default = _merging_responder
+    history = _history(turns=40, pad=300)  # ~40 × 330 tokens
+    window = 12_000
+    inp = _input(messages=history, output_budget=1024)
+    chain = _chain(server, context_window=window)
+    result = summarize(inp, chain)
+
+    assert result.strategy == "anthropic"
+    calls = len(server.requests)
+    assert calls >= 3
+    assert result.usage["calls"] == calls and result.usage["chunks"] == calls
+    for index, request in enumerate(server.requests):
+        assert count_text(SYSTEM_PROMPT) + count_text(request.prompt) + 1024 < window
+        assert ("<previous-summary>" in request.prompt) == (index > 0)
+    # Every step of every chunk survived the merges.
+    for n in range(40):
+        assert f"- step {n} seen" in result.summary
+
+
+def test_chunking_also_merges_an_existing_previous_summary(server):
+    server.default = _merging_responder
+    previous = VALID.replace("### Done\n", "### Done\n- step 99 seen\n")
+    result = summarize(
+        _input(messages=_history(turns=20), previous_summary=previous, output_budget=1024),
+        _chain(server, context_window=12_000),
+    )
+    assert result.strategy == "anthropic"
+    assert "<previous-summary>" in server.requests[0].prompt
+    assert "- step 99 seen" in result.summary
+
+
+def test_build_chain_orders_strategies():
+    def names(chain):
+        return [s.name for s in chain]
+
+    auto_key = build_chain(api_key="k", base_url=None, model="claude-haiku-4-5", timeout=5, max_retries=1)
+    assert names(auto_key) == ["anthropic", "extractive", "truncate"]
+    assert isinstance(auto_key[0], AnthropicSummarizer)
+    no_key = build_chain(api_key=None, base_url=None, model="m", timeout=5, max_retries=1)
+    assert names(no_key) == ["extractive", "truncate"]
+    assert isinstance(no_key[0], ExtractiveSummarizer) and isinstance(no_key[1], TruncateSummarizer)
+    assert names(
+        build_chain(api_key="k", base_url=None, model="m", timeout=5, max_retries=1, strategy="extractive")
+    ) == [
+        "extractive",
+        "truncate",
+    ]
+    assert names(build_chain(api_key="k", base_url=None, model="m", timeout=5, max_retries=1, strategy="truncate")) == [
+        "truncate"
+    ]
+    with pytest.raises(ValueError):
+        build_chain(api_key=None, base_url=None, model="m", timeout=5, max_retries=1, strategy="magic")
+
+
+def test_anthropic_requested_without_key_records_why():
+    chain = build_chain(api_key=None, base_url=None, model="m", timeout=5, max_retries=1, strategy="anthropic")
+    result = summarize(_input(), chain)
+    assert result.strategy == "extractive"
+    assert result.fallbacks == [{"strategy": "anthropic", "reason": "SummarizerError: no API key configured"}]
+
+
+def test_cost_table():
+    assert cost_usd("claude-haiku-4-5-20251001", 1_000_000, 1_000_000) == 6.0
+    assert cost_usd("claude-sonnet-4-5", 1_000_000, 0) == 3.0
+    assert cost_usd("gpt-4o", 10, 10) is None

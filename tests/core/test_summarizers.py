@@ -1,0 +1,194 @@
+"""The fallback chain, the acceptance checks and the truncate fallback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from compaction.core.summarizers import Draft, SummaryInput, build_chain, check_summary_text, summarize
+from compaction.core.summarizers.base import normalize_output
+from compaction.core.summarizers.extractive import ExtractiveSummarizer
+from compaction.core.summarizers.truncate import TruncateSummarizer, compacted_line
+from compaction.core.tokens import count_content
+from compaction.core.types import FileOps, Msg
+
+
+def _msg(seq: int, role: str, content) -> Msg:
+    return Msg(seq, role, content, count_content(content))
+
+
+def _history() -> list[Msg]:
+    return [
+        _msg(1, "user", "Rename the `fetch` helper to `load` everywhere. Never edit vendored code."),
+        _msg(2, "assistant", [{"type": "tool_use", "id": "a", "name": "Edit", "input": {"file_path": "src/api.py"}}]),
+        _msg(3, "user", [{"type": "tool_result", "tool_use_id": "a", "content": "ok"}]),
+        _msg(4, "assistant", [{"type": "tool_use", "id": "b", "name": "Bash", "input": {"command": "make test"}}]),
+        _msg(
+            5,
+            "user",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "b",
+                    "content": "NameError: name 'fetch' is not defined",
+                    "is_error": True,
+                }
+            ],
+        ),
+        _msg(6, "assistant", "Renamed the helper; one test still calls the old name." + " More detail." * 200),
+    ]
+
+
+def _input(**kwargs) -> SummaryInput:
+    values = dict(messages=_history(), output_budget=2000, model="m")
+    values.update(kwargs)
+    return SummaryInput(**values)
+
+
+class Exploding:
+    name = "exploding"
+
+    def summarize(self, inp):
+        raise RuntimeError("kaboom")
+
+
+class Returns:
+    def __init__(self, name: str, text: str, turn: str = "") -> None:
+        self.name = name
+        self.text = text
+        self.turn = turn
+
+    def summarize(self, inp):
+        return Draft(summary=self.text, turn_prefix_summary=self.turn, model=self.name)
+
+
+def test_exceptions_and_failed_checks_fall_through_in_order_and_are_recorded():
+    chain = [
+        Exploding(),
+        Returns("chatty", "Sure, I'll continue with the rename."),
+        ExtractiveSummarizer(),
+        TruncateSummarizer(),
+    ]
+    result = summarize(_input(), chain)
+    assert result.strategy == "extractive"
+    assert [f["strategy"] for f in result.fallbacks] == ["exploding", "chatty"]
+    assert result.fallbacks[0]["reason"] == "RuntimeError: kaboom"
+    assert "continuation" in result.fallbacks[1]["reason"]
+
+
+def test_when_everything_fails_the_truncate_text_is_still_served():
+    result = summarize(_input(), [Exploding(), Returns("bad", "")])
+    assert result.strategy == "truncate"
+    assert result.fallbacks[-1]["reason"].startswith("all strategies failed")
+    assert (
+        "[Compacted 6 messages: 1 user, 3 assistant, 2 tool calls (Edit ×1, Bash ×1), 1 failed tool calls]"
+        in result.summary
+    )
+
+
+def test_empty_chain_never_raises():
+    result = summarize(_input(), [])
+    assert result.strategy == "truncate" and result.summary
+
+
+def test_truncate_summary_has_the_sections_counts_and_file_tags():
+    result = summarize(
+        _input(), build_chain(api_key=None, base_url=None, model="m", timeout=1, max_retries=0, strategy="truncate")
+    )
+    assert result.strategy == "truncate" and result.fallbacks == []
+    assert check_summary_text(result.summary, input_tokens=10_000) is None
+    assert "## Goal\n- Rename the `fetch` helper" in result.summary
+    assert "<modified-files>\nsrc/api.py\n</modified-files>" in result.summary
+    # The ledger repair puts the user's words and the exact error back even here.
+    assert "Never edit vendored code." in result.summary
+    assert "NameError: name 'fetch' is not defined" in result.summary
+
+
+def test_truncate_carries_the_previous_summary_over():
+    previous = extractive_summary_text()
+    result = summarize(
+        _input(
+            previous_summary=previous + "\n\n<read-files>\nold.py\n</read-files>",
+            previous_files=FileOps(read=["old.py"]),
+        ),
+        [TruncateSummarizer()],
+    )
+    assert "Keep the CLI flags unchanged" in result.summary
+    assert compacted_line(_history()) in result.summary
+    assert "old.py" in result.read_files
+
+
+def extractive_summary_text() -> str:
+    return "\n".join(
+        [
+            "## Goal",
+            "Port the CLI",
+            "## Constraints & Preferences",
+            '- User: "Keep the CLI flags unchanged"',
+            "## Progress",
+            "### Done",
+            "- [x] Parsed args",
+            "### In Progress",
+            "- (none)",
+            "### Blocked",
+            "- (none)",
+            "## Key Decisions",
+            "- (none)",
+            "## Next Steps",
+            "1. Port subcommands",
+            "## Critical Context",
+            "- (none)",
+        ]
+    )
+
+
+def test_turn_prefix_is_checked_too():
+    prefix = [
+        _msg(10, "user", "Now migrate the docs."),
+        *[_msg(11 + i, "assistant", f"Doc page {i} migrated.") for i in range(5)],
+    ]
+    good = extractive_summary_text()
+    result = summarize(_input(turn_prefix=prefix), [Returns("model", good, turn=""), ExtractiveSummarizer()])
+    assert result.fallbacks[0] == {"strategy": "model", "reason": "turn prefix: empty summary"}
+    assert result.strategy == "extractive"
+    assert result.turn_prefix_summary.startswith('## Turn Request\nUser: "Now migrate the docs."')
+
+
+def test_custom_prompt_output_need_not_have_the_default_sections():
+    free_form = "Renamed fetch→load in src/api.py; make test fails with NameError in one test."
+    result = summarize(_input(custom_prompt="Terse notes:\n{conversation}"), [Returns("model", free_form)])
+    assert result.strategy == "model"
+    assert result.summary.startswith(free_form)
+    # The missing critical items are still appended, in sections created for them.
+    assert "## Constraints & Preferences" in result.summary and "Never edit vendored code." in result.summary
+
+
+def test_check_rejects_bad_summaries():
+    good = extractive_summary_text()
+    assert check_summary_text(good, input_tokens=5000) is None
+    assert check_summary_text("", input_tokens=5000) == "empty summary"
+    assert "missing required sections: ## Key Decisions" in check_summary_text(
+        good.replace("## Key Decisions", "## Decisions"), input_tokens=5000
+    )
+    assert "continuation" in check_summary_text("[Assistant]: I'll now run the tests\n" + good, input_tokens=5000)
+    assert "continuation" in check_summary_text("Let me look at that file.\n" + good, input_tokens=5000)
+    big = good + "\n- more" * 2000
+    assert "not smaller than its input" in check_summary_text(big, input_tokens=1000)
+
+
+def test_normalize_output_strips_fences_and_preamble():
+    good = extractive_summary_text()
+    assert normalize_output("```markdown\n" + good + "\n```") == good
+    assert normalize_output("Here is the updated summary:\n\n" + good) == good
+    assert normalize_output(good) == good
+
+
+def test_core_summarizer_modules_do_not_import_django():
+    code = (
+        "import sys\n"
+        "import compaction.core.prompts, compaction.core.ledger, compaction.core.summarizers\n"
+        "import compaction.core.summarizers.anthropic\n"
+        "assert not any(m == 'django' or m.startswith('django.') for m in sys.modules), 'django imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=".")
+    assert done.returncode == 0, done.stderr
