@@ -1,0 +1,233 @@
+"""Compaction review in the Django admin. Actions and views parse input and call compaction.review."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from sessions.dashboard.present import message_blocks, render_markdown
+from sessions.models import Message
+
+from . import review
+from .models import Compaction, Event, ReviewStatus, SummaryVersion
+from .services import STRATEGIES
+
+# The review page shows the summarized source beside the summary; past this many messages
+# it links to the dashboard timeline instead of rendering thousands of rows at once.
+REVIEW_SOURCE_LIMIT = 300
+
+
+class ReviewForm(forms.Form):
+    review_status = forms.ChoiceField(choices=ReviewStatus.choices, label="Review status")
+    review_notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Notes")
+
+
+class EditSummaryForm(forms.Form):
+    summary = forms.CharField(widget=forms.Textarea(attrs={"rows": 18, "class": "vLargeTextField"}), label="Summary")
+    note = forms.CharField(required=False, max_length=150, label="Why (kept with the version)")
+    activate = forms.BooleanField(
+        required=False, initial=True, label="Serve the edited summary now (the current text is kept as a version)"
+    )
+
+
+class RerunForm(forms.Form):
+    strategy = forms.ChoiceField(choices=[(s, s) for s in STRATEGIES], initial="auto", label="Strategy")
+    instructions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), label="Focus instructions")
+    prompt = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 4}), label="Custom summary prompt (optional)"
+    )
+
+
+class SummaryVersionInline(admin.TabularInline):
+    model = SummaryVersion
+    extra = 0
+    fields = ["created_at", "created_by", "note", "excerpt"]
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="Text")
+    def excerpt(self, obj: SummaryVersion) -> str:
+        return obj.summary[:200] + ("…" if len(obj.summary) > 200 else "")
+
+
+@admin.register(Compaction)
+class CompactionAdmin(admin.ModelAdmin):
+    list_display = ["session", "reason", "strategy", "status", "tokens", "review_status", "created_at", "review_link"]
+    list_filter = ["status", "reason", "strategy", "review_status", "created_at"]
+    search_fields = ["session__title", "=session__id", "=id", "summary", "instructions"]
+    list_select_related = ["session"]
+    date_hierarchy = "created_at"
+    actions = ["approve", "reject", "needs_changes"]
+    inlines = [SummaryVersionInline]
+    # The record of what happened is read-only; changes go through the review page.
+    readonly_fields = [f.name for f in Compaction._meta.fields] + ["review_link"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.display(description="Tokens before → after")
+    def tokens(self, obj: Compaction) -> str:
+        if obj.tokens_before is None:
+            return "—"
+        after = f"{obj.tokens_after:,}" if obj.tokens_after is not None else "?"
+        return f"{obj.tokens_before:,} → {after}"
+
+    @admin.display(description="Review")
+    def review_link(self, obj: Compaction) -> str:
+        return format_html('<a href="{}">review</a>', reverse("admin:compaction_compaction_review", args=[obj.pk]))
+
+    # --- actions ---------------------------------------------------------------------
+
+    def _bulk(self, request: HttpRequest, queryset, status: str) -> None:
+        updated, problems = review.review_bulk_set(compactions=queryset, status=status, reviewer=request.user)
+        label = ReviewStatus(status).label.lower()
+        self.message_user(request, f"{updated} compaction(s) marked {label}.", messages.SUCCESS)
+        for problem in problems:
+            self.message_user(request, f"Skipped {problem}", messages.WARNING)
+
+    @admin.action(description="Approve selected summaries", permissions=["change"])
+    def approve(self, request, queryset) -> None:
+        self._bulk(request, queryset, ReviewStatus.APPROVED)
+
+    @admin.action(description="Reject selected summaries", permissions=["change"])
+    def reject(self, request, queryset) -> None:
+        self._bulk(request, queryset, ReviewStatus.REJECTED)
+
+    @admin.action(description="Mark selected summaries as needing changes", permissions=["change"])
+    def needs_changes(self, request, queryset) -> None:
+        self._bulk(request, queryset, ReviewStatus.NEEDS_CHANGES)
+
+    # --- review page -------------------------------------------------------------------
+
+    def get_urls(self):
+        return [
+            path(
+                "<uuid:object_id>/review/",
+                self.admin_site.admin_view(self.review_view),
+                name="compaction_compaction_review",
+            ),
+        ] + super().get_urls()
+
+    def review_view(self, request: HttpRequest, object_id) -> HttpResponse:
+        compaction = get_object_or_404(Compaction.objects.select_related("session", "reviewed_by"), pk=object_id)
+        if not self.has_view_permission(request, compaction):
+            raise PermissionDenied
+        can_change = self.has_change_permission(request, compaction)
+        here = reverse("admin:compaction_compaction_review", args=[compaction.pk])
+        review_form = ReviewForm(
+            initial={"review_status": compaction.review_status, "review_notes": compaction.review_notes}
+        )
+        edit_form = EditSummaryForm(initial={"summary": compaction.summary, "activate": True})
+        rerun_form = RerunForm(initial={"strategy": "auto", "instructions": compaction.instructions})
+
+        if request.method == "POST":
+            if not can_change:
+                raise PermissionDenied
+            action = request.POST.get("action")
+            try:
+                if action == "review":
+                    review_form = ReviewForm(request.POST)
+                    if review_form.is_valid():
+                        review.review_set(
+                            compaction=compaction,
+                            status=review_form.cleaned_data["review_status"],
+                            reviewer=request.user,
+                            notes=review_form.cleaned_data["review_notes"],
+                        )
+                        self.message_user(request, f"Review saved: {compaction.get_review_status_display()}.")
+                        return HttpResponseRedirect(here)
+                elif action == "edit":
+                    edit_form = EditSummaryForm(request.POST)
+                    if edit_form.is_valid():
+                        draft = review.summary_edit(
+                            compaction=compaction,
+                            summary=edit_form.cleaned_data["summary"],
+                            editor=request.user,
+                            note=edit_form.cleaned_data["note"],
+                            activate=edit_form.cleaned_data["activate"],
+                        )
+                        self.message_user(
+                            request,
+                            "Edit saved as a draft version."
+                            if draft
+                            else "Edited summary is now served; the previous text is kept as a version.",
+                        )
+                        return HttpResponseRedirect(here)
+                elif action == "activate_version":
+                    version = get_object_or_404(SummaryVersion, pk=request.POST.get("version"), compaction=compaction)
+                    review.summary_version_activate(version=version, user=request.user)
+                    self.message_user(request, "That version is now the served summary.")
+                    return HttpResponseRedirect(here)
+                elif action == "rerun":
+                    rerun_form = RerunForm(request.POST)
+                    if rerun_form.is_valid():
+                        job = review.compaction_rerun(
+                            compaction=compaction,
+                            user=request.user,
+                            strategy=rerun_form.cleaned_data["strategy"],
+                            instructions=rerun_form.cleaned_data["instructions"],
+                            prompt=rerun_form.cleaned_data["prompt"],
+                        )
+                        self.message_user(request, f"New compaction queued ({job.strategy_requested}).")
+                        return HttpResponseRedirect(reverse("admin:compaction_compaction_review", args=[job.pk]))
+                else:
+                    self.message_user(request, f"Unknown action {action!r}.", messages.ERROR)
+            except review.ReviewError as exc:
+                self.message_user(request, f"{exc.field}: {exc}", messages.ERROR)
+
+        source, source_total = [], 0
+        if compaction.first_summarized_seq is not None:
+            qs = Message.objects.filter(
+                session_id=compaction.session_id,
+                seq__gte=compaction.first_summarized_seq,
+                seq__lte=compaction.last_summarized_seq,
+            ).order_by("seq")
+            source_total = compaction.last_summarized_seq - compaction.first_summarized_seq + 1
+            source = [{"m": m, "blocks": message_blocks(m.content)} for m in qs[:REVIEW_SOURCE_LIMIT]]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "original": compaction,
+            "title": f"Review compaction of “{compaction.session}”",
+            "c": compaction,
+            "summary_html": render_markdown(compaction.summary),
+            "turn_prefix_html": render_markdown(compaction.turn_prefix_summary)
+            if compaction.turn_prefix_summary
+            else "",
+            "source": source,
+            "source_total": source_total,
+            "source_truncated": source_total > len(source),
+            "versions": compaction.versions.select_related("created_by"),
+            "review_form": review_form,
+            "edit_form": edit_form,
+            "rerun_form": rerun_form,
+            "can_change": can_change,
+            "is_active": compaction.session.active_compaction_id == compaction.pk,
+            "dashboard_url": reverse("dashboard:compaction-detail", args=[compaction.session_id, compaction.pk]),
+            "timeline_url": reverse("dashboard:session-detail", args=[compaction.session_id]),
+        }
+        return TemplateResponse(request, "admin/compaction/compaction/review.html", context)
+
+
+@admin.register(Event)
+class EventAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "session", "kind", "message"]
+    list_filter = ["kind"]
+    search_fields = ["=session__id", "message"]
+    list_select_related = ["session"]
+    readonly_fields = ["session", "kind", "compaction", "message", "data", "created_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False

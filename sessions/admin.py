@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
+from rest_framework_api_key.admin import APIKeyModelAdmin
+
+from compaction.models import Compaction
+
+from .models import ApiKey, Message, Session, ToolCall
+
+
+class ReadOnlyMixin:
+    """Messages and tool calls are the agent's record: never edited by hand."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class CompactionInline(ReadOnlyMixin, admin.TabularInline):
+    model = Compaction
+    fk_name = "session"
+    extra = 0
+    show_change_link = True
+    ordering = ["-created_at"]
+    fields = ["created_at", "reason", "status", "strategy", "tokens", "review_status", "review_link"]
+    readonly_fields = fields
+
+    @admin.display(description="Tokens")
+    def tokens(self, obj: Compaction) -> str:
+        if obj.tokens_before is None:
+            return "—"
+        return f"{obj.tokens_before:,} → {obj.tokens_after or 0:,}"
+
+    @admin.display(description="Review")
+    def review_link(self, obj: Compaction) -> str:
+        if obj.status != "succeeded":
+            return "—"
+        return format_html('<a href="{}">review</a>', reverse("admin:compaction_compaction_review", args=[obj.pk]))
+
+
+@admin.register(Session)
+class SessionAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "owner", "agent", "model", "message_count", "context_tokens", "last_activity_at"]
+    list_filter = ["agent", "model"]
+    search_fields = ["title", "agent", "model", "owner__username", "=id"]
+    list_select_related = ["owner"]
+    raw_id_fields = ["owner"]
+    readonly_fields = [
+        "id", "active_compaction", "last_seq", "message_count", "total_message_tokens", "context_tokens",
+        "system_prompt_tokens", "reported_input_tokens", "reported_at_seq", "last_usage", "created_at",
+        "updated_at", "last_activity_at", "dashboard_link",
+    ]  # fmt: skip
+    inlines = [CompactionInline]
+
+    @admin.display(description="Dashboard")
+    def dashboard_link(self, obj: Session) -> str:
+        return format_html('<a href="{}">open in the dashboard</a>', reverse("dashboard:session-detail", args=[obj.pk]))
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["session", "seq", "role", "token_count", "created_at"]
+    list_filter = ["role"]
+    search_fields = ["=session__id", "session__title"]
+    list_select_related = ["session"]
+    ordering = ["session", "seq"]
+    show_full_result_count = False  # COUNT(*) over millions of messages is not worth a page load
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(ReadOnlyMixin, admin.ModelAdmin):
+    list_display = ["name", "tool_use_id", "session", "use_seq", "result_seq"]
+    list_filter = ["name"]
+    search_fields = ["tool_use_id", "name", "=session__id"]
+    list_select_related = ["session"]
+    show_full_result_count = False
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(APIKeyModelAdmin):
+    list_display = [*APIKeyModelAdmin.list_display, "owner", "last_used_at"]
+    list_filter = [*APIKeyModelAdmin.list_filter, "owner"]
+    search_fields = [*APIKeyModelAdmin.search_fields, "owner__username"]
+    raw_id_fields = ["owner"]
+    list_select_related = ["owner"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return (*super().get_readonly_fields(request, obj), "last_used_at")
