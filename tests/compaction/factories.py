@@ -67,7 +67,9 @@ def make_session(owner, *, window: int = 20_000, **settings: Any):
 
 
 def append(session, messages: list[dict[str, Any]]):
-    return session_services.messages_append(session=session, messages=messages)
+    result = session_services.messages_append(session=session, messages=messages)
+    session.refresh_from_db()
+    return result
 
 
 def served_seqs(session) -> list[int]:

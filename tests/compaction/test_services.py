@@ -234,7 +234,7 @@ def test_loop_guard_holds_auto_compaction_until_new_messages(user):
     assert held.count() == 1  # recorded once, not on every call
     assert "held back" in held.get().message
     # Enough new conversation: auto-compaction may run again.
-    append(session, conversation(2, start=10))
+    append(session, conversation(5, start=10))
     session.refresh_from_db()
     again = services.compaction_maybe_auto(session=session)
     assert again is not None and again.reason == "threshold"
