@@ -233,14 +233,36 @@ def _strip_heredocs(command: str) -> list[str]:
     return kept
 
 
-def _split_words(line: str) -> list[str]:
+def _unquoted_newlines_to_separators(text: str) -> str:
+    """Newlines end commands only outside quotes (a quoted argument may span lines)."""
+    out: list[str] = []
+    quote: str | None = None
+    escaped = False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif ch == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "\n":
+            out.append(" ; ")
+            continue
+        out.append(ch)
+    return "".join(out)
+
+
+def _split_words(text: str) -> list[str]:
     try:
-        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
         lexer.commenters = ""
         return list(lexer)
     except ValueError:
-        return line.split()
+        return []  # unbalanced quotes: guessing at words would invent paths
 
 
 def _simple_commands(line: str, recorder: _Recorder) -> list[list[str]]:
@@ -387,9 +409,9 @@ def extract_shell_file_ops(command: str) -> FileOps:
 
 
 def _shell(command: str, recorder: _Recorder) -> None:
-    for line in _strip_heredocs(command):
-        for words in _simple_commands(line, recorder):
-            _shell_command(words, recorder)
+    text = _unquoted_newlines_to_separators("\n".join(_strip_heredocs(command)))
+    for words in _simple_commands(text, recorder):
+        _shell_command(words, recorder)
 
 
 # --- patches ---------------------------------------------------------------------------

@@ -248,3 +248,10 @@ def test_real_swe_agent_function_calls() -> None:
             messages.append(call(function["name"], function["arguments"]))
     result = extract_file_ops(messages)
     assert result.modified == ["/SWE-agent__test-repo/tests/missing_colon.py"]
+
+
+def test_quoted_arguments_spanning_lines_are_not_commands() -> None:
+    command = 'bd create --title="x" --description="Deps:\n{:credo, \\"~> 1.7\\", only: [:dev]}\n> not_a_file.txt\n" && cat mix.exs\nhead -5 lib/a.ex'
+    result = extract_shell_file_ops(command)
+    assert result.read == ["mix.exs", "lib/a.ex"]
+    assert result.modified == []
