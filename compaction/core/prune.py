@@ -119,39 +119,42 @@ def plan_prune(
     """Where to put the prune boundary over `messages` (the messages currently in context).
 
     Walks from the newest message back, adding up tool output. The newest `protect_tokens`
-    of tool output stay verbatim; the message whose output crosses that budget, and every
-    message before it, are below the boundary. Worth it only if at least `min_savings`
+    of tool output stay verbatim, and so does the message whose output crosses that budget;
+    every message before it is below the boundary. Worth it only if at least `min_savings`
     tokens are saved (opencode: protect 40k, prune only when ≥ 20k is reclaimable).
     `names` adds tool names for tool_use blocks outside `messages` (before the cut).
     """
     tokenizer = tokenizer or get_tokenizer()
     all_names = {**(names or {}), **tool_names(messages)}
-    seen_output = 0
-    boundary_index: int | None = None
-    per_message: list[tuple[int, int]] = []  # (savings, pruned blocks), newest first
-    for index in range(len(messages) - 1, -1, -1):
-        msg = messages[index]
-        savings = pruned = 0
+    per_message: list[tuple[int, int, int]] = []  # (output tokens, savings, pruned blocks) per message
+    for msg in messages:
+        output = savings = pruned = 0
         if msg.role == "user" and not isinstance(msg.content, str):
             for block in msg.content:
                 if block.get("type") != "tool_result":
                     continue
                 tokens, saved = _block_savings(block, all_names, tokenizer, protected_tools)
-                seen_output += tokens + TOOL_RESULT_OVERHEAD
+                output += tokens + TOOL_RESULT_OVERHEAD
                 savings += saved
                 pruned += 1 if saved else 0
-        per_message.append((savings, pruned))
-        if boundary_index is None and seen_output > protect_tokens:
+        per_message.append((output, savings, pruned))
+    # The message whose output crosses the budget is itself kept: the newest result is never
+    # pruned, however large (the model has not even seen it yet).
+    seen_output = 0
+    boundary_index: int | None = None
+    for index in range(len(messages) - 1, -1, -1):
+        seen_output += per_message[index][0]
+        if seen_output > protect_tokens:
             boundary_index = index
-    if boundary_index is None:
+            break
+    if boundary_index is None or boundary_index == 0:
         return PrunePlan(
             None, 0, 0, f"all tool output ({seen_output:,} tokens) is within the protected {protect_tokens:,}"
         )
-    # per_message is newest first; messages[0..boundary_index] are the last len - boundary_index entries.
-    below = per_message[len(messages) - 1 - boundary_index :]
-    tokens_saved = sum(s for s, _ in below)
-    pruned = sum(p for _, p in below)
+    below = per_message[:boundary_index]
+    tokens_saved = sum(s for _, s, _ in below)
+    pruned = sum(p for _, _, p in below)
     if tokens_saved < min_savings or pruned == 0:
         return PrunePlan(None, 0, 0, f"pruning would save {tokens_saved:,} tokens, less than {min_savings:,}")
-    boundary = messages[boundary_index].seq + 1
+    boundary = messages[boundary_index].seq
     return PrunePlan(boundary, tokens_saved, pruned, f"{pruned} tool results before seq {boundary} pruned")

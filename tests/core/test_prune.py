@@ -1,0 +1,179 @@
+"""Tool-output pruning (pure): where the boundary goes, what is served, and that both agree."""
+
+from __future__ import annotations
+
+import copy
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compaction.core.prune import MIN_PRUNE_TOKENS, PrunePlan, placeholder, plan_prune, prune_content, tool_names
+from compaction.core.tokens import MESSAGE_OVERHEAD, Tokenizer, count_content
+from compaction.core.types import Msg
+
+# One token per word: sizes in these tests are exact and easy to reason about.
+WORDS = Tokenizer("words", True, lambda text: len(text.split()))
+
+
+def output(tokens: int) -> str:
+    return " ".join(["w"] * tokens)
+
+
+def exchange(seq: int, tool_id: str, name: str, tokens: int, **extra) -> list[Msg]:
+    use = [{"type": "tool_use", "id": tool_id, "name": name, "input": {}}]
+    result = [{"type": "tool_result", "tool_use_id": tool_id, "content": output(tokens), **extra}]
+    return [
+        Msg(seq, "assistant", use, count_content(use, WORDS)),
+        Msg(seq + 1, "user", result, count_content(result, WORDS)),
+    ]
+
+
+def conversation(*outputs: tuple[str, int]) -> list[Msg]:
+    msgs = [Msg(1, "user", "Do the work", 3)]
+    for index, (name, tokens) in enumerate(outputs):
+        msgs += exchange(2 + 2 * index, f"t{index}", name, tokens)
+    return msgs
+
+
+def served_savings(msgs: list[Msg], plan: PrunePlan) -> int:
+    names = tool_names(msgs)
+    total = 0
+    for m in msgs:
+        if plan.prune_before_seq and m.seq < plan.prune_before_seq and m.role == "user":
+            total += count_content(m.content, WORDS) - count_content(
+                prune_content(m.content, tool_names=names, tokenizer=WORDS), WORDS
+            )
+    return total
+
+
+def test_nothing_to_prune_when_all_output_is_protected():
+    plan = plan_prune(conversation(("Bash", 10_000), ("Read", 10_000)), tokenizer=WORDS)
+    assert plan.nothing_to_prune
+    assert (plan.prune_before_seq, plan.tokens_saved, plan.pruned) == (None, 0, 0)
+    assert "within the protected 40,000" in plan.reason
+
+
+def test_the_newest_40k_are_protected_and_older_output_is_pruned():
+    # seqs: results at 3, 5, 7, 9 (30k, 30k, 25k, 20k). From the newest: 20k, 45k → crosses at
+    # seq 7, which is kept with everything after it; 3 and 5 are pruned.
+    msgs = conversation(("Read", 30_000), ("Bash", 30_000), ("Grep", 25_000), ("Read", 20_000))
+    plan = plan_prune(msgs, tokenizer=WORDS)
+    assert plan.prune_before_seq == 7
+    assert plan.pruned == 2
+    assert plan.tokens_saved == served_savings(msgs, plan)
+    assert 59_900 < plan.tokens_saved < 60_000
+
+
+def test_the_newest_result_is_never_pruned_however_large():
+    plan = plan_prune(conversation(("Read", 90_000)), tokenizer=WORDS)
+    assert plan.nothing_to_prune
+
+
+def test_it_is_not_worth_it_below_min_savings():
+    msgs = conversation(("Bash", 15_000), ("Read", 30_000), ("Read", 20_000))
+    plan = plan_prune(msgs, tokenizer=WORDS)
+    assert plan.nothing_to_prune
+    assert "less than 20,000" in plan.reason
+    assert plan_prune(msgs, tokenizer=WORDS, min_savings=10_000).prune_before_seq == 5
+
+
+def test_protected_tools_errors_and_small_results_are_kept():
+    msgs = [Msg(1, "user", "go", 2)]
+    msgs += exchange(2, "t_skill", "skill", 30_000)
+    msgs += exchange(4, "t_err", "Bash", 30_000, is_error=True)
+    msgs += exchange(6, "t_small", "Bash", MIN_PRUNE_TOKENS - 1)
+    msgs += exchange(8, "t_big", "Read", 30_000)
+    msgs += exchange(10, "t_new", "Read", 45_000)
+    plan = plan_prune(msgs, tokenizer=WORDS)
+    assert plan.prune_before_seq == 11
+    assert plan.pruned == 1  # only t_big
+    names = tool_names(msgs)
+    for m in msgs[:-2]:
+        served = prune_content(m.content, tool_names=names, tokenizer=WORDS)
+        if m.seq == 9:
+            assert served[0]["content"] == placeholder("Read", 30_000)
+        else:
+            assert served == m.content
+
+
+def test_prune_content_serves_a_placeholder_and_leaves_the_input_alone():
+    content = [
+        {"type": "text", "text": "Here are the results"},
+        {
+            "type": "tool_result",
+            "tool_use_id": "t1",
+            "content": [{"type": "text", "text": output(500)}],
+            "cache_control": {"type": "ephemeral"},
+        },
+        {"type": "tool_result", "tool_use_id": "t2", "content": output(300)},
+    ]
+    original = copy.deepcopy(content)
+    served = prune_content(content, tool_names={"t1": "Bash"}, tokenizer=WORDS)
+    assert content == original
+    assert served[0] == content[0]
+    assert served[1] == {
+        "type": "tool_result",
+        "tool_use_id": "t1",
+        "content": "[tool output pruned: Bash, 503 tokens — re-run the tool if needed]",  # 500 + block framing
+        "cache_control": {"type": "ephemeral"},
+    }
+    assert served[2]["content"] == "[tool output pruned: unknown tool, 300 tokens — re-run the tool if needed]"
+    assert prune_content("plain text", tool_names={}, tokenizer=WORDS) == "plain text"
+
+
+def test_placeholder_formats_thousands():
+    assert placeholder("Bash", 12_345) == "[tool output pruned: Bash, 12,345 tokens — re-run the tool if needed]"
+
+
+def test_names_from_before_the_cut_can_be_supplied():
+    result = [{"type": "tool_result", "tool_use_id": "old", "content": output(60_000)}]
+    msgs = [Msg(5, "user", result, count_content(result, WORDS)), *exchange(6, "t_new", "Bash", 2_000)]
+    plan = plan_prune(msgs, tokenizer=WORDS, protect_tokens=1_000, names={"old": "WebFetch"})
+    assert plan.prune_before_seq == 7
+    assert plan.tokens_saved == 60_000 - len(placeholder("WebFetch", 60_000).split())
+
+
+def test_the_real_tokenizer_works_too():
+    big = "line of a file that is quite long\n" * 6_000
+    result = [{"type": "tool_result", "tool_use_id": "t0", "content": big}]
+    later = [{"type": "tool_result", "tool_use_id": "t1", "content": big}]
+    use = [{"type": "tool_use", "id": "t0", "name": "Read", "input": {}}]
+    use1 = [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]
+    msgs = [Msg(1, "assistant", use, 20), Msg(2, "user", result, count_content(result))]
+    msgs += [Msg(3, "assistant", use1, 20), Msg(4, "user", later, count_content(later))]
+    plan = plan_prune(msgs, protect_tokens=1_000, min_savings=1_000)
+    assert plan.prune_before_seq == 4
+    served = prune_content(result, tool_names=tool_names(msgs))
+    assert count_content(result) - count_content(served) == plan.tokens_saved
+
+
+SIZES = st.lists(
+    st.tuples(st.sampled_from(["Bash", "Read", "skill"]), st.integers(0, 30_000), st.booleans()),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=SIZES, protect=st.integers(0, 60_000), min_savings=st.integers(0, 40_000))
+def test_plan_and_served_overlay_always_agree(sizes, protect, min_savings):
+    msgs = [Msg(1, "user", "go", 2)]
+    for index, (name, tokens, is_error) in enumerate(sizes):
+        msgs += exchange(2 + 2 * index, f"t{index}", name, tokens, **({"is_error": True} if is_error else {}))
+    plan = plan_prune(msgs, tokenizer=WORDS, protect_tokens=protect, min_savings=min_savings)
+    if plan.prune_before_seq is None:
+        assert plan.tokens_saved == 0
+        return
+    assert plan.tokens_saved >= min_savings
+    assert plan.tokens_saved == served_savings(msgs, plan)
+
+    # Output after the crossing message (kept at the boundary) fits the protected budget,
+    # and adding the crossing message exceeds it.
+    def output_from(seq: int) -> int:
+        return sum(
+            count_content(m.content, WORDS) - MESSAGE_OVERHEAD
+            for m in msgs
+            if m.seq >= seq and m.role == "user" and not isinstance(m.content, str)
+        )
+
+    assert output_from(plan.prune_before_seq + 1) <= protect < output_from(plan.prune_before_seq)
