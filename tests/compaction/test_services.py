@@ -292,3 +292,54 @@ def test_prune_tier_activates_without_a_summary(user, monkeypatch):
     )
     assert orphan_tool_results(context["messages"]) == []
     assert served_seqs(session)[0] == 1  # nothing summarized, nothing dropped
+
+
+def test_a_transient_database_error_hands_the_job_back_for_the_retry(user, monkeypatch):
+    from django.db import OperationalError
+
+    session = make_session(user)
+    append(session, conversation(6))
+    job = services.compaction_request(session=session, reason="manual")
+
+    def flaky(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(services, "_compute", flaky)
+    with pytest.raises(OperationalError):  # the task's autoretry sees it
+        services.compaction_run(compaction_id=job.pk)
+    job.refresh_from_db()
+    assert job.status == Status.QUEUED and job.attempts == 1
+    monkeypatch.undo()
+    done = services.compaction_run(compaction_id=job.pk)
+    assert done.status == Status.SUCCEEDED and done.attempts == 2
+
+
+def test_the_task_is_configured_for_redelivery_and_retries():
+    from django.conf import settings
+    from django.db import OperationalError
+
+    from compaction.tasks import run_compaction, sweep_stuck_compactions
+
+    assert run_compaction.acks_late is True
+    assert OperationalError in run_compaction.autoretry_for
+    assert run_compaction.soft_time_limit == settings.COMPACTION_SOFT_TIME_LIMIT
+    assert run_compaction.time_limit == settings.COMPACTION_HARD_TIME_LIMIT
+    assert run_compaction.ignore_result is True
+    assert settings.CELERY_BEAT_SCHEDULE["sweep-stuck-compactions"]["task"] == sweep_stuck_compactions.name
+    # Redis must not re-deliver a job that is still within its time limits.
+    if settings.REDIS_URL:
+        assert settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] > settings.COMPACTION_HARD_TIME_LIMIT
+
+
+def test_the_task_body_is_one_service_call(user, eager_celery, django_capture_on_commit_callbacks):
+    session = make_session(user)
+    append(session, conversation(6))
+    with django_capture_on_commit_callbacks(execute=True):
+        job = services.compaction_request(session=session, reason="manual")
+    job.refresh_from_db()
+    assert job.status == Status.SUCCEEDED
+    from compaction.tasks import run_compaction
+
+    run_compaction.delay(compaction_id=str(job.pk))  # a re-delivery
+    job.refresh_from_db()
+    assert job.attempts == 1
