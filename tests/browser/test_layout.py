@@ -1,0 +1,54 @@
+"""Laptop and phone widths: no horizontal scrolling, controls reachable by keyboard."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import log_in, screenshot
+from tests.dashboard.factories import add_messages, conversation, make_compaction, make_session
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def sessions(user):
+    busy = make_session(user, title="Port the parser to Rust", agent="claude-code", model="claude-sonnet-4-5")
+    add_messages(busy, conversation(40), tokens=4_000)
+    make_compaction(busy, first_kept_seq=21, last_summarized_seq=20, messages_summarized=20)
+    add_messages(busy, conversation(30), tokens=5_500)
+    for i, (model, tokens) in enumerate([("gpt-5", 120_000), ("claude-haiku-4-5", 9_000), ("gemini-2.5-pro", 600_000)]):
+        s = make_session(user, title=f"Session {i}: refactor module {i}", agent="codex", model=model)
+        add_messages(s, conversation(10), tokens=tokens // 10)
+    return busy
+
+
+@pytest.mark.parametrize("width,height,label", [(1366, 900, "laptop"), (390, 844, "phone")])
+def test_pages_fit_the_screen(live_server, page_factory, sessions, width, height, label):
+    page = page_factory(width, height)
+    log_in(page, live_server.url, "alice", "alice-password")
+    for url, name in [
+        ("/", "list"),
+        (f"/sessions/{sessions.pk}/", "detail"),
+        ("/keys/", "keys"),
+    ]:
+        page.goto(live_server.url + url)
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1, f"{name} scrolls sideways by {overflow}px at {width}px"
+        screenshot(page, f"{label}-{name}")
+        screenshot(page, f"{label}-{name}-top", full_page=False)
+    assert page.errors == []
+
+
+def test_compact_controls_are_keyboard_reachable(live_server, page_factory, sessions):
+    page = page_factory()
+    log_in(page, live_server.url, "alice", "alice-password")
+    page.goto(f"{live_server.url}/sessions/{sessions.pk}/")
+    reached = set()
+    for _ in range(80):
+        page.keyboard.press("Tab")
+        reached.add(page.evaluate("document.activeElement.textContent.trim() || document.activeElement.id"))
+        if {"Preview", "Compact now", "Undo"} <= reached:
+            break
+    assert {"Preview", "Compact now", "Undo"} <= reached
+    assert page.get_by_label("Focus instructions (optional)").count() == 1
+    assert page.get_by_label("Keep recent tokens verbatim (optional)").count() == 1
