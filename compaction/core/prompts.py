@@ -56,9 +56,19 @@ _BLOCK_TAGS = (
 _TAG_RE = re.compile(r"<(/?)\s*(" + "|".join(_BLOCK_TAGS) + r")\b", re.IGNORECASE)
 _FILE_TAGS_RE = re.compile(r"\n*<(read-files|modified-files)>.*?</\1>\s*", re.DOTALL)
 
+# What an error line looks like in program output. Deliberately narrower than "contains the
+# word error": git logs, issue texts and source listings mention errors without being one.
 ERROR_LINE_RE = re.compile(
-    r"(?i)(\b(error|errors|exception|traceback|fatal|panic|failed|failure|failures|denied|"
-    r"undefined|cannot|unable to|not found|no such file)\b|\*\* \(|^\s*E\s{2,})"
+    r"(?i:\b(error|fatal|panic|exception|failed|failure)\s*[:!\]])"  # "error: …", "fatal: …", "[ERROR] …"
+    r"|\b[A-Z]\w*(Error|Exception)\b(?!\.)"  # NameError, CompileError, NullPointerException
+    r"|^\s*Traceback \(most recent call last\)"
+    r"|\*\* \(\w"  # Elixir: ** (CompileError) …
+    r"|^\s*E\s{2,}\S"  # pytest assertion detail
+    r"|\bFAILED\b|\bERROR\b"
+    r"|(?i:\b[1-9]\d* (failed|failures?|errors?)\b)"
+    r"|(?i:\b(no such file or directory|command not found|permission denied|segmentation fault|"
+    r"unknown revision|undefined (function|variable|method|module|reference)|cannot find|could not find|"
+    r"is not defined|not recognized|exit code [1-9]\d*|exit status [1-9]\d*|non-zero exit)\b)"
 )
 _SUCCESS_COUNT_RE = re.compile(r"(?i)\b0 (failures?|errors?)\b")
 

@@ -305,3 +305,21 @@ def test_cost_table():
     assert cost_usd("claude-haiku-4-5-20251001", 1_000_000, 1_000_000) == 6.0
     assert cost_usd("claude-sonnet-4-5", 1_000_000, 0) == 3.0
     assert cost_usd("gpt-4o", 10, 10) is None
+
+
+def test_split_turn_without_history_before_it(server):
+    prefix = [
+        _msg(20, "user", "Now port the importer to the new API."),
+        *[_msg(21 + i, "assistant", f"Working on part {i} of the importer port.") for i in range(5)],
+    ]
+    turn_text = "## Turn Request\nPort the importer.\n\n## Attempted So Far\n- Parts 0-4"
+    # With a previous summary, only the turn prefix is new: one call, the summary stands.
+    server.push(Step.success(turn_text))
+    result = summarize(_input(messages=[], turn_prefix=prefix, previous_summary=VALID), _chain(server))
+    assert result.strategy == "anthropic" and len(server.requests) == 1
+    assert result.summary.startswith(VALID) and result.turn_prefix_summary == turn_text
+    # Without one, the prefix is summarized as the history too.
+    server.push(Step.success(VALID), Step.success(turn_text))
+    result = summarize(_input(messages=[], turn_prefix=prefix), _chain(server))
+    assert result.strategy == "anthropic" and len(server.requests) == 3
+    assert "Now port the importer" in server.requests[1].prompt

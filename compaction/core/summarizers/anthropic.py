@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from compaction.core.prompts import SYSTEM_PROMPT, build_prompt, serialize_message
+from compaction.core.prompts import SYSTEM_PROMPT, build_prompt, serialize_message, strip_file_tags
 from compaction.core.registry import lookup
 from compaction.core.summarizers.base import Draft, SummarizerError, SummaryInput, has_sections, normalize_output
 from compaction.core.tokens import count_text
@@ -158,9 +158,13 @@ class AnthropicSummarizer:
             "request_ids": [],
             "stop_reasons": [],
         }
-        summary = self._summarize_range(
-            inp.messages, inp=inp, kind="history", max_tokens=inp.output_budget, usage=usage
-        )
+        if inp.messages or not inp.previous_summary:
+            # A split first turn has no history before it: its prefix is the history then.
+            history = inp.messages or inp.turn_prefix
+            summary = self._summarize_range(history, inp=inp, kind="history", max_tokens=inp.output_budget, usage=usage)
+        else:
+            # Only a turn prefix is new (a long turn cut again): the history summary stands as is.
+            summary = strip_file_tags(inp.previous_summary)
         turn = ""
         if inp.turn_prefix:
             turn = self._summarize_range(

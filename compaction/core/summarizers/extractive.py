@@ -510,8 +510,10 @@ class ExtractiveSummarizer:
 
     def summarize(self, inp: SummaryInput) -> Draft:
         budget = max(256, inp.output_budget)
+        # A split first turn has no history before it: its prefix is the history then.
+        history = inp.messages if inp.messages or inp.previous_summary else inp.turn_prefix
         summary = extractive_summary(
-            inp.messages, previous_summary=inp.previous_summary, instructions=inp.instructions, budget=budget
+            history, previous_summary=inp.previous_summary, instructions=inp.instructions, budget=budget
         )
         turn = extractive_turn_prefix(inp.turn_prefix, budget=max(256, budget // 2)) if inp.turn_prefix else ""
         return Draft(summary=summary, turn_prefix_summary=turn, model="extractive")
