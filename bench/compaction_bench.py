@@ -53,6 +53,8 @@ def main() -> int:
     from compaction import services
     from compaction.core.cutpoint import plan_cut
     from compaction.core.summarizers import SummaryInput, build_chain, summarize
+    from compaction.core.tokens import count_text
+    from compaction.core.types import Msg
     from compaction.core.transcripts.claude_code import read_claude_code
     from project.celery import app as celery_app
     from sessions import services as session_services
@@ -88,33 +90,49 @@ def main() -> int:
 
     # Cut and summarize on the full history, as a first compaction would see it.
     config = session_services.session_config(session)
-    history = [m for m in session_services.context_messages(session)] if session.active_compaction is None else None
-    if history is None:
-        from compaction.core.types import Msg
-
-        rows = Message.objects.filter(session=session).order_by("seq").values_list("seq", "role", "content", "token_count")
-        history = [Msg(*row) for row in rows]
+    rows = Message.objects.filter(session=session).order_by("seq").values_list("seq", "role", "content", "token_count")
+    history = [Msg(*row) for row in rows]
     cut_ms, cut = timed(lambda: plan_cut(history, keep_recent_tokens=config.keep_recent_tokens), repeat=5)
-    chain = build_chain(api_key=None, base_url=None, model=config.summarizer_model, timeout=30, max_retries=0, strategy="extractive")
+    chain = build_chain(
+        api_key=None, base_url=None, model=config.summarizer_model, timeout=30, max_retries=0, strategy="extractive"
+    )
     inp = SummaryInput(
-        messages=list(cut.to_summarize), turn_prefix=list(cut.turn_prefix), output_budget=config.summary_budget,
+        messages=list(cut.to_summarize),
+        turn_prefix=list(cut.turn_prefix),
+        output_budget=config.summary_budget,
         model=config.summarizer_model,
     )
     summarize_ms, summary = timed(lambda: summarize(inp, chain))
     summarized_tokens = sum(m.tokens for m in cut.to_summarize) + sum(m.tokens for m in cut.turn_prefix)
-    from compaction.core.tokens import count_text
-
     summary_tokens = count_text(summary.summary) + count_text(summary.turn_prefix_summary)
 
     rows = [
         ("transcript", f"{args.transcript.name} ({len(transcript.messages)} messages, read in {read_ms:.0f} ms)"),
-        ("append + usage report", f"{result.steps / replay_s:,.0f} messages/s ({replay_s:.1f} s incl. {compaction_ms / 1000:.1f} s compacting)"),
-        ("auto-compactions", ", ".join(f"{j.strategy}: {j.tokens_before:,} → {j.tokens_after:,}" for j in result.compactions) or "none"),
-        ("first fired at", f"message {result.first_compaction_index} (Claude Code: {transcript.compactions[0]['before_message_index'] if transcript.compactions else '-'})"),
-        ("context build", f"{context_ms:.1f} ms median ({len(context['messages'])} messages, {context['tokens']:,} tokens)"),
+        (
+            "append + usage report",
+            f"{result.steps / replay_s:,.0f} messages/s ({replay_s:.1f} s incl. {compaction_ms / 1000:.1f} s compacting)",
+        ),
+        (
+            "auto-compactions",
+            ", ".join(f"{j.strategy}: {j.tokens_before:,} → {j.tokens_after:,}" for j in result.compactions) or "none",
+        ),
+        (
+            "first fired at",
+            f"message {result.first_compaction_index} (Claude Code: {transcript.compactions[0]['before_message_index'] if transcript.compactions else '-'})",
+        ),
+        (
+            "context build",
+            f"{context_ms:.1f} ms median ({len(context['messages'])} messages, {context['tokens']:,} tokens)",
+        ),
         ("baseline: read messages", f"{baseline_ms:.1f} ms median ({session.message_count} rows)"),
-        ("plan_cut (full history)", f"{cut_ms:.1f} ms median ({len(history)} messages, first kept #{cut.first_kept_seq})"),
-        ("extractive summarize", f"{summarize_ms:.0f} ms ({summarized_tokens:,} → {summary_tokens:,} tokens, ratio {summarized_tokens / max(1, summary_tokens):.1f}×)"),
+        (
+            "plan_cut (full history)",
+            f"{cut_ms:.1f} ms median ({len(history)} messages, first kept #{cut.first_kept_seq})",
+        ),
+        (
+            "extractive summarize",
+            f"{summarize_ms:.0f} ms ({summarized_tokens:,} → {summary_tokens:,} tokens, ratio {summarized_tokens / max(1, summary_tokens):.1f}×)",
+        ),
         ("fallbacks", ", ".join(f"{f['strategy']}: {f['reason']}" for f in summary.fallbacks) or "none"),
         ("fidelity", _fidelity(summary.fidelity)),
     ]

@@ -1,0 +1,63 @@
+"""manage.py import_transcript: bulk load (with Claude Code's own compaction) and --replay."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from compaction.models import Compaction, Status
+from sessions import services as session_services
+from sessions.models import Message, Session
+
+from .factories import orphan_tool_results
+from .test_replay import TRANSCRIPTS
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command("import_transcript", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_bulk_import_records_claude_codes_compaction(user):
+    path = TRANSCRIPTS / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+    output = run(str(path), "--user", user.username, "--window", "200000")
+    session = Session.objects.get(owner=user)
+    assert f"into session {session.pk}" in output and "1 Claude Code compaction(s) recorded" in output
+    job = session.active_compaction
+    assert job is not None and job.reason == "import" and job.status == Status.SUCCEEDED
+    assert job.tokens_before == 167_094
+    assert len(job.summary) > 5_000
+    assert job.messages_summarized == job.first_kept_seq - 1
+    assert Message.objects.filter(session=session).count() == session.last_seq
+    context = session_services.context_build(session=session)
+    assert context["active_compaction"]["id"] == str(job.pk)
+    assert orphan_tool_results(context["messages"]) == []
+    assert session_services.session_config(session).auto_compact is True  # restored after the load
+
+
+@pytest.mark.slow
+def test_replay_compacts_as_it_goes_and_prints_a_summary_line(user):
+    path = TRANSCRIPTS / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+    output = run(str(path), "--user", user.username, "--replay", "--window", "200000", "--trigger", "167000")
+    session = Session.objects.get(owner=user)
+    assert (
+        output.strip()
+        .splitlines()[-1]
+        .startswith(f"Replayed {session.message_count} messages into session {session.pk}")
+    )
+    jobs = Compaction.objects.filter(session=session, status=Status.SUCCEEDED)
+    assert jobs.filter(reason="threshold").exists()
+    assert "Conversation compacted" in output or "Tool output pruned" in output
+
+
+def test_bad_arguments_are_errors(user, tmp_path):
+    with pytest.raises(CommandError, match="PATH: no such file"):
+        run(str(tmp_path / "missing.jsonl"), "--user", user.username)
+    with pytest.raises(CommandError, match="--user: no user named"):
+        run(str(TRANSCRIPTS / "short.jsonl"), "--user", "nobody")
+    assert not Session.objects.exists()
