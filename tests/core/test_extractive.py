@@ -253,6 +253,17 @@ def test_large_history_is_fast():
     assert count_text(result.summary) < 9000
 
 
+def test_hundreds_of_long_requests_are_shortened_not_dropped():
+    msgs = [
+        _msg(i + 1, "user", f"Request {i}: please refactor handler_{i} so that it " + "keeps the old behaviour " * 20)
+        for i in range(120)
+    ]
+    summary = extractive_summary(msgs, budget=6000)
+    assert count_text(summary) <= 6000
+    for i in range(120):
+        assert f"Request {i}: please refactor handler_{i}" in summary
+
+
 def test_focus_instructions_are_recorded_and_boost_matching_items():
     summary = extractive_summary(_session(), instructions="focus on the encoding work")
     assert "Compaction focus requested: focus on the encoding work" in summary

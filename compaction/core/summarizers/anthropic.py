@@ -85,7 +85,9 @@ class AnthropicSummarizer:
         import anthropic  # imported here so the core stays importable without the SDK
 
         self.model = model or DEFAULT_MODEL
-        self.context_window = context_window or lookup(self.model).context_window
+        info = lookup(self.model)
+        self.context_window = context_window or info.context_window
+        self.max_output_tokens = info.max_output_tokens
         self.client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
 
     def _input_budget(self, output_budget: int, previous_summary: str | None) -> int:
@@ -149,6 +151,8 @@ class AnthropicSummarizer:
         return running or ""
 
     def summarize(self, inp: SummaryInput) -> Draft:
+        # The API rejects max_tokens above the model's output limit; a bigger budget is moot.
+        budget = max(256, min(inp.output_budget, self.max_output_tokens))
         usage: dict[str, Any] = {
             "calls": 0,
             "chunks": 0,
@@ -161,7 +165,7 @@ class AnthropicSummarizer:
         if inp.messages or not inp.previous_summary:
             # A split first turn has no history before it: its prefix is the history then.
             history = inp.messages or inp.turn_prefix
-            summary = self._summarize_range(history, inp=inp, kind="history", max_tokens=inp.output_budget, usage=usage)
+            summary = self._summarize_range(history, inp=inp, kind="history", max_tokens=budget, usage=usage)
         else:
             # Only a turn prefix is new (a long turn cut again): the history summary stands as is.
             summary = strip_file_tags(inp.previous_summary)
@@ -171,7 +175,7 @@ class AnthropicSummarizer:
                 inp.turn_prefix,
                 inp=inp,
                 kind="turn_prefix",
-                max_tokens=max(512, inp.output_budget // 2),
+                max_tokens=max(256, budget // 2),
                 usage=usage,
             )
         usage["cost_usd"] = cost_usd(usage["model"], usage["input_tokens"], usage["output_tokens"])

@@ -448,7 +448,33 @@ def fit_budget(s: _Sections, budget: int) -> str:
         dropped.add(id(item))
         total -= item.tokens
     _apply_drops(s, dropped)
-    return _render(s)
+    text = _render(s)
+    if count_text(text) > budget:
+        text = _shorten_protected(s, budget)
+    return text
+
+
+SHORT_QUOTE_CHARS = 200
+
+
+def _shorten_protected(s: _Sections, budget: int) -> str:
+    """Last resort when the user's own words alone exceed the budget (hundreds of requests).
+
+    Quotes are cut, longest first, to their first SHORT_QUOTE_CHARS characters — the start of
+    a request carries its intent; nothing is removed outright.
+    """
+    protected = sorted(
+        (i for items in s.items.values() for i in items if i.protected and len(i.text) > SHORT_QUOTE_CHARS + 20),
+        key=lambda i: -len(i.text),
+    )
+    text = _render(s)
+    for item in protected:
+        quote = item.text.endswith('"')
+        item.text = item.text[:SHORT_QUOTE_CHARS].rstrip() + ('…"' if quote else "…")
+        text = _render(s)
+        if count_text(text) <= budget:
+            break
+    return text
 
 
 def _apply_drops(s: _Sections, dropped: set[int]) -> None:
