@@ -64,9 +64,9 @@ def compaction_settings_errors(overrides: Any) -> dict[str, str]:
     errors = validate_overrides(overrides)
     prompt = overrides.get("compact_prompt")
     if isinstance(prompt, str) and "compact_prompt" not in errors:
-        for problem in _custom_prompt_problems(prompt):
-            errors["compact_prompt"] = problem
-            break
+        problems = _custom_prompt_problems(prompt)
+        if problems:
+            errors["compact_prompt"] = "; ".join(problems)
     return errors
 
 

@@ -346,3 +346,28 @@ def test_history_is_not_affected_by_compaction(api, session):
     assert [m["content"] for m in history] == [f"m{i}" for i in range(6)]
     context = api.get(url(session, "context/")).json()
     assert len(context["messages"]) == 3  # summary + m4 + m5
+
+
+def test_an_append_costs_the_same_queries_on_a_long_history(api, session):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def one_append(tool_id: str) -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            response = api.post(
+                url(session, "messages/"), {"messages": [tool_use(tool_id), tool_result(tool_id, "x")]}, format="json"
+            )
+        assert response.status_code == 201
+        return len(ctx.captured_queries)
+
+    api.post(url(session, "usage/"), {"input_tokens": 100}, format="json")
+    short = one_append("t_first")
+    api.post(
+        url(session, "messages/"),
+        {"messages": [{"role": "user", "content": f"m{i}"} for i in range(600)]},
+        format="json",
+    )
+    api.post(url(session, "usage/"), {"input_tokens": 9000}, format="json")
+    long = one_append("t_second")
+    assert long == short
+    assert long <= 15

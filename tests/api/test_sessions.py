@@ -60,6 +60,14 @@ def test_an_unknown_model_gets_the_default_window_and_can_be_overridden(api):
         ({"auto_compact_ratio": 2}, "compaction_settings: auto_compact_ratio: must be at most 1.0"),
         ({"auto_compact": "yes"}, "compaction_settings: auto_compact: must be bool"),
         ({"summary_max_tokens": 10}, "compaction_settings: summary_max_tokens: must be at least 256"),
+        (
+            {"compact_prompt": "Summarize briefly."},
+            "compaction_settings: compact_prompt: custom prompt must contain the {conversation} placeholder",
+        ),
+        (
+            {"compact_prompt": "Use {conversaton}"},
+            "compaction_settings: compact_prompt: unknown placeholder(s): {conversaton}",
+        ),
     ],
 )
 def test_it_rejects_bad_compaction_settings(api, settings, error):
@@ -132,3 +140,15 @@ def test_get_and_delete(api, session):
     assert api.delete(url(session)).status_code == 204
     assert not Session.objects.filter(pk=session.pk).exists()
     assert api.get(url(session)).status_code == 404
+
+
+def test_a_valid_compact_prompt_is_stored(api, session):
+    prompt = "Summarize for a security reviewer.\n\n{conversation}"
+    response = api.patch(url(session), {"compaction_settings": {"compact_prompt": prompt}}, format="json")
+    assert response.status_code == 200, response.json()
+    session.refresh_from_db()
+    assert session.compaction_settings == {"compact_prompt": prompt}
+    response = api.patch(url(session), {"compaction_settings": {"compact_prompt": "no placeholder"}}, format="json")
+    assert response.status_code == 400
+    session.refresh_from_db()
+    assert session.compaction_settings == {"compact_prompt": prompt}
