@@ -1,0 +1,8 @@
+"""Readers for other agents' transcripts (Claude Code, pi, SWE-agent) → Anthropic messages."""
+
+from __future__ import annotations
+
+from compaction.core.transcripts.base import ImportedTranscript
+from compaction.core.transcripts.claude_code import parse_claude_code, read_claude_code
+
+__all__ = ["ImportedTranscript", "parse_claude_code", "read_claude_code"]

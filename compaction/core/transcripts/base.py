@@ -1,0 +1,175 @@
+"""What every transcript reader returns, and the tool-pair repair they share.
+
+Readers turn an agent's own log format into Anthropic-shaped messages
+(`{"role", "content", "usage"}`) that the service can store as they are. The provider's
+rules are enforced here once: every tool_use is answered by a tool_result in the user
+message right after its assistant message, and no tool_result lacks its tool_use.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+MISSING_RESULT_TEXT = "[no tool result was recorded in the transcript for this call]"
+
+
+@dataclass
+class ImportedTranscript:
+    messages: list[dict[str, Any]]  # {"role": "user"|"assistant", "content": str | blocks, "usage": dict | None}
+    title: str = ""
+    model: str | None = None
+    # {"trigger", "pre_tokens", "before_message_index", "summary"}: a compaction the agent itself
+    # made; the summary replaced every message before `before_message_index`.
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    # Aligned with `messages`: the context size the provider reported for that assistant
+    # message (input + cache read + cache creation tokens); None for user messages / unknown.
+    reported_context_tokens: list[int | None] = field(default_factory=list)
+    source: str = ""
+    session_id: str | None = None
+    stats: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def assistant_context_tokens(self) -> list[tuple[int, int]]:
+        """(message index, reported context tokens) for every assistant message that has one."""
+        return [(i, t) for i, t in enumerate(self.reported_context_tokens) if t is not None]
+
+
+def as_blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, dict)]
+    return []
+
+
+def _is_result(block: dict[str, Any]) -> bool:
+    return block.get("type") == "tool_result"
+
+
+@dataclass
+class _Item:
+    role: str  # "assistant" | "user" | "marker"
+    content: Any = None
+    usage: dict[str, Any] | None = None
+    reported: int | None = None
+    results: list[dict[str, Any]] = field(default_factory=list)  # assistant: its answers
+    extra: list[dict[str, Any]] = field(default_factory=list)  # blocks sent along with the answers
+    marker: dict[str, Any] | None = None
+
+
+def assemble(
+    raw: list[dict[str, Any]], stats: Counter[str]
+) -> tuple[list[dict[str, Any]], list[int | None], list[dict[str, Any]]]:
+    """Put raw chronological messages into provider order and repair tool pairs.
+
+    `raw` items: {"role": "assistant"|"user", "content", "usage"?, "reported"?} or
+    {"role": "marker", "marker": {...}} (a compaction point, mapped to a message index).
+
+    - each tool_result moves into the user message right after its tool_use's assistant
+      message (parallel results spread over several lines become one message);
+    - a tool_result with no earlier tool_use, or answering one already answered, is dropped;
+    - a tool_use never answered gets a synthetic error result, except in the final assistant
+      message (the agent was still waiting for it);
+    - consecutive plain user messages are merged; empty messages are dropped.
+    Returns (messages, reported context tokens aligned with them, markers with indexes).
+    """
+    items: list[_Item] = []
+    owner: dict[str, _Item] = {}  # tool_use id → assistant item
+    answered: set[str] = set()
+    for entry in raw:
+        role = entry.get("role")
+        if role == "marker":
+            items.append(_Item("marker", marker=dict(entry["marker"])))
+            continue
+        blocks = as_blocks(entry.get("content"))
+        if role == "assistant":
+            item = _Item("assistant", [], entry.get("usage"), entry.get("reported"))
+            for block in blocks:
+                if block.get("type") == "tool_use":
+                    tool_id = block.get("id")
+                    if not tool_id or tool_id in owner:
+                        stats["duplicate_or_idless_tool_uses_dropped"] += 1
+                        continue
+                    owner[tool_id] = item
+                item.content.append(block)
+            if item.content:
+                items.append(item)
+            else:
+                stats["empty_assistant_messages_dropped"] += 1
+            continue
+        if role != "user":
+            stats[f"role_{role}_skipped"] += 1
+            continue
+        results = [b for b in blocks if _is_result(b)]
+        others = [b for b in blocks if not _is_result(b)]
+        target: _Item | None = None
+        for block in results:
+            tool_id = block.get("tool_use_id")
+            answering = owner.get(tool_id) if isinstance(tool_id, str) else None
+            if answering is None or tool_id in answered:
+                stats["orphan_tool_results_dropped"] += 1
+                continue
+            answered.add(tool_id)
+            answering.results.append(block)
+            target = answering
+        if target is not None and others:
+            target.extra.extend(others)  # e.g. an image or note sent along with the results
+        elif others:
+            previous = items[-1] if items else None
+            if previous is not None and previous.role == "user":
+                previous.content = as_blocks(previous.content) + others
+                stats["user_messages_merged"] += 1
+            else:
+                content: Any = entry.get("content") if isinstance(entry.get("content"), str) else others
+                items.append(_Item("user", content))
+        elif not results:
+            stats["empty_user_messages_dropped"] += 1
+
+    last_assistant = next((i for i in reversed(items) if i.role == "assistant"), None)
+    messages: list[dict[str, Any]] = []
+    reported: list[int | None] = []
+    markers: list[dict[str, Any]] = []
+    for item in items:
+        if item.role == "marker":
+            marker = dict(item.marker or {})
+            marker["before_message_index"] = len(messages)
+            markers.append(marker)
+            continue
+        if item.role == "user":
+            messages.append({"role": "user", "content": item.content, "usage": None})
+            reported.append(None)
+            continue
+        messages.append({"role": "assistant", "content": item.content, "usage": item.usage})
+        reported.append(item.reported)
+        results = list(item.results)
+        unanswered = [b["id"] for b in item.content if b.get("type") == "tool_use" and b["id"] not in answered]
+        if unanswered and not (item is last_assistant and not item.results and item is items[-1]):
+            for tool_id in unanswered:
+                results.append(
+                    {"type": "tool_result", "tool_use_id": tool_id, "content": MISSING_RESULT_TEXT, "is_error": True}
+                )
+                stats["unanswered_tool_uses_repaired"] += 1
+        if results or item.extra:
+            if not results:
+                messages.append({"role": "user", "content": item.extra, "usage": None})
+            else:
+                messages.append({"role": "user", "content": results + item.extra, "usage": None})
+            reported.append(None)
+    return messages, reported, markers
+
+
+def context_tokens(usage: dict[str, Any] | None) -> int | None:
+    """Anthropic usage → the prompt size the provider saw (input + cache read + cache creation)."""
+    if not isinstance(usage, dict):
+        return None
+    keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    if not any(isinstance(usage.get(k), int) for k in keys):
+        return None
+    return sum(int(usage.get(k) or 0) for k in keys)
+
+
+def first_line(text: str, limit: int = 80) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
