@@ -87,3 +87,8 @@ def log_in(page, base_url: str, username: str, password: str) -> None:
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Log in").click()
     page.wait_for_url(f"{base_url}/")
+
+
+@pytest.fixture
+def staff_user(django_user_model):
+    return django_user_model.objects.create_user("root", password="root-password", is_staff=True, is_superuser=True)
