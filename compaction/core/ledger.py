@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.core.fileops import extract_file_ops
-from compaction.core.prompts import is_error_line
+from compaction.core.prompts import is_error_line, strip_file_tags
 from compaction.core.types import Msg
 
 CATEGORIES = ("instructions", "files", "commands", "errors", "decisions")
@@ -187,9 +187,69 @@ def paths_in(text: str) -> list[str]:
     return found
 
 
-def build_ledger(messages: list[Msg]) -> Ledger:
-    """List what a compacted range held: instructions, files, commands, error lines, decisions."""
+# ---------------------------------------------------------------------------- previous summary
+
+_H2_RE = re.compile(r"^##\s+(.+?)\s*$")
+_H3_RE = re.compile(r"^###\s+(.+?)\s*$")
+SECTION_KEYS = {
+    "goal": "goal",
+    "constraints & preferences": "constraints",
+    "constraints": "constraints",
+    "key decisions": "decisions",
+    "next steps": "next",
+    "critical context": "critical",
+    "progress": "done",
+}
+SUB_KEYS = {"done": "done", "in progress": "in_progress", "blocked": "blocked"}
+
+
+def parse_summary_sections(summary: str) -> dict[str, list[str]]:
+    """Bullet items of a structured summary, by section key (lines outside bullets kept too)."""
+    sections: dict[str, list[str]] = {}
+    current: str | None = None
+    for raw in strip_file_tags(summary).splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        h3 = _H3_RE.match(line)
+        h2 = _H2_RE.match(line) if not h3 else None
+        if h2:
+            current = SECTION_KEYS.get(h2.group(1).strip().lower(), "critical")
+            continue
+        if h3:
+            current = SUB_KEYS.get(h3.group(1).strip().lower(), current or "critical")
+            continue
+        item = re.sub(r"^(?:[-*•]\s+(?:\[[ xX]\]\s+)?|\d+[.)]\s+)", "", line).strip()
+        if not item or item.lower() in ("(none)", "(none recorded)", "none"):
+            continue
+        sections.setdefault(current or "critical", []).append(item)
+    return sections
+
+
+_QUOTE_PREFIX_RE = re.compile(r"^User(?: said)?(?: \(verbatim\))?:\s*")
+_PREVIOUS_ERROR_RE = re.compile(r"^Error(?: \(verbatim\))?:\s*(.+)$")
+
+
+def _add_previous(ledger: Ledger, previous_summary: str) -> None:
+    """What the previous summary carried forward must survive the next one (iterative merge)."""
+    sections = parse_summary_sections(previous_summary)
+    for item in sections.get("constraints", []):
+        ledger.add("instructions", _QUOTE_PREFIX_RE.sub("", item).strip().strip('"').strip())
+    for item in sections.get("critical", []):
+        match = _PREVIOUS_ERROR_RE.match(item)
+        if match:
+            ledger.add("errors", match.group(1))
+
+
+def build_ledger(messages: list[Msg], previous_summary: str | None = None) -> Ledger:
+    """List what a compacted range held: instructions, files, commands, error lines, decisions.
+
+    With `previous_summary`, its constraints and error lines are listed too: an update that
+    silently drops them is caught and repaired like any other loss.
+    """
     ledger = Ledger()
+    if previous_summary:
+        _add_previous(ledger, previous_summary)
     tool_names: dict[str, str] = {}
     for msg in messages:
         for block in msg.blocks:

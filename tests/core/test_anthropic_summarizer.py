@@ -323,3 +323,16 @@ def test_split_turn_without_history_before_it(server):
     result = summarize(_input(messages=[], turn_prefix=prefix), _chain(server))
     assert result.strategy == "anthropic" and len(server.requests) == 3
     assert "Now port the importer" in server.requests[1].prompt
+
+
+def test_an_update_that_drops_previous_rules_and_errors_is_repaired(server):
+    previous = VALID.replace(
+        "- Never touch migrations.", '- Never touch migrations.\n- User: "Always run ruff before committing."'
+    ).replace("- E   AssertionError: slug mismatch", "- Error (verbatim): KeyError: 'slug_field'")
+    server.push(Step.success(VALID))  # the model "forgot" both
+    result = summarize(_input(previous_summary=previous), _chain(server))
+    assert result.strategy == "anthropic"
+    assert "<previous-summary>" in server.requests[0].prompt
+    assert '- User said (verbatim): "Always run ruff before committing."' in result.summary
+    assert "KeyError: 'slug_field'" in result.summary.split("## Critical Context")[1]
+    assert result.fidelity["instructions"]["kept_before_repair"] < result.fidelity["instructions"]["kept"]

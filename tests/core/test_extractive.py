@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from compaction.core.ledger import build_ledger, check_summary, repair_summary
+from compaction.core.ledger import build_ledger, check_summary, parse_summary_sections, repair_summary
 from compaction.core.prompts import SECTION_HEADINGS
 from compaction.core.summarizers import SummaryInput, build_chain, summarize
 from compaction.core.summarizers.base import check_summary_text
-from compaction.core.summarizers.extractive import extractive_summary, extractive_turn_prefix, parse_summary_sections
+from compaction.core.summarizers.extractive import extractive_summary, extractive_turn_prefix
 from compaction.core.tokens import count_content, count_text
 from compaction.core.types import FileOps, Msg
 

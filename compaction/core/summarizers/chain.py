@@ -136,7 +136,7 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
 
     fidelity: dict[str, Any]
     try:
-        ledger = build_ledger(all_messages)
+        ledger = build_ledger(all_messages, previous_summary=inp.previous_summary)
         # The turn-prefix summary is served too, so items it kept count as kept.
         repaired, fidelity = fidelity_report(summary, ledger, also_served=accepted.turn_prefix_summary)
         summary = repaired

@@ -22,12 +22,13 @@ from compaction.core.ledger import (
     error_lines_of,
     normalize,
     output_is_program_output,
+    parse_summary_sections,
     paths_in,
     sentences,
     tool_result_text,
     user_texts,
 )
-from compaction.core.prompts import SECTION_HEADINGS, TURN_PREFIX_HEADINGS, strip_file_tags
+from compaction.core.prompts import SECTION_HEADINGS, TURN_PREFIX_HEADINGS
 from compaction.core.summarizers.base import Draft, SummaryInput
 from compaction.core.tokens import count_text
 from compaction.core.types import Msg
@@ -215,43 +216,6 @@ def analyze(messages: list[Msg]) -> Analysis:
 
 
 # ---------------------------------------------------------------------------- previous summary
-
-_H2_RE = re.compile(r"^##\s+(.+?)\s*$")
-_H3_RE = re.compile(r"^###\s+(.+?)\s*$")
-SECTION_KEYS = {
-    "goal": "goal",
-    "constraints & preferences": "constraints",
-    "constraints": "constraints",
-    "key decisions": "decisions",
-    "next steps": "next",
-    "critical context": "critical",
-    "progress": "done",
-}
-SUB_KEYS = {"done": "done", "in progress": "in_progress", "blocked": "blocked"}
-
-
-def parse_summary_sections(summary: str) -> dict[str, list[str]]:
-    """Bullet items of a structured summary, by section key (lines outside bullets kept too)."""
-    sections: dict[str, list[str]] = {}
-    current: str | None = None
-    for raw in strip_file_tags(summary).splitlines():
-        line = raw.strip()
-        if not line:
-            continue
-        h3 = _H3_RE.match(line)
-        h2 = _H2_RE.match(line) if not h3 else None
-        if h2:
-            current = SECTION_KEYS.get(h2.group(1).strip().lower(), "critical")
-            continue
-        if h3:
-            current = SUB_KEYS.get(h3.group(1).strip().lower(), current or "critical")
-            continue
-        item = re.sub(r"^(?:[-*•]\s+(?:\[[ xX]\]\s+)?|\d+[.)]\s+)", "", line).strip()
-        if not item or item.lower() in ("(none)", "(none recorded)", "none"):
-            continue
-        sections.setdefault(current or "critical", []).append(item)
-    return sections
-
 
 # ---------------------------------------------------------------------------- assembly
 
