@@ -56,9 +56,10 @@ def _check_source(block: dict[str, Any], path: str, errors: Errors) -> None:
 def _check_text(value: Any, path: str, errors: Errors) -> None:
     if not isinstance(value, str):
         errors.add(path, f"required: a string, got {_kind(value)}")
-    elif not value.strip():
+    elif not value:
         # The provider rejects empty text blocks, which would make the served context invalid.
-        errors.add(path, "must contain non-whitespace text")
+        # Whitespace-only blocks are accepted: real agents (Claude Code) send "\n\n" blocks.
+        errors.add(path, "must not be empty")
 
 
 def _kind(value: Any) -> str:
@@ -137,7 +138,7 @@ def check_message(message: Any, path: str, errors: Errors) -> None:
     else:
         content = message["content"]
         if isinstance(content, str):
-            if not content.strip():
+            if not content:
                 errors.add(_join(path, "content"), "must not be empty")
         elif isinstance(content, list):
             if not content:

@@ -135,7 +135,7 @@ BAD_SINGLE = [
     ({"role": "user", "content": [{"type": "video", "url": "x"}]}, "content[0].type", "unknown block type 'video'"),
     ({"role": "user", "content": [{"text": "no type"}]}, "content[0].type", "unknown block type"),
     ({"role": "user", "content": [{"type": "text"}]}, "content[0].text", "required"),
-    ({"role": "user", "content": [{"type": "text", "text": "  "}]}, "content[0].text", "non-whitespace"),
+    ({"role": "user", "content": [{"type": "text", "text": ""}]}, "content[0].text", "must not be empty"),
     (
         {"role": "assistant", "content": [{"type": "tool_use", "name": "Bash", "input": {}}]},
         "content[0].id",
@@ -371,3 +371,13 @@ def test_an_append_costs_the_same_queries_on_a_long_history(api, session):
     long = one_append("t_second")
     assert long == short
     assert long <= 15
+
+
+def test_whitespace_text_blocks_from_real_agents_are_accepted(api, session):
+    # Claude Code transcripts carry assistant text blocks that are only "\n\n".
+    reply = {"role": "assistant", "content": [{"type": "text", "text": "\n\n"}, {"type": "text", "text": "Done."}]}
+    response = api.post(
+        url(session, "messages/"), {"messages": [{"role": "user", "content": "go"}, reply]}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    assert Message.objects.get(session=session, seq=2).content == reply["content"]
