@@ -54,8 +54,8 @@ def main() -> int:
     from compaction.core.cutpoint import plan_cut
     from compaction.core.summarizers import SummaryInput, build_chain, summarize
     from compaction.core.tokens import count_text
-    from compaction.core.types import Msg
     from compaction.core.transcripts.claude_code import read_claude_code
+    from compaction.core.types import Msg
     from project.celery import app as celery_app
     from sessions import services as session_services
     from sessions.models import Message
@@ -65,6 +65,7 @@ def main() -> int:
     user, _ = get_user_model().objects.get_or_create(username="bench")
 
     read_ms, transcript = timed(lambda: read_claude_code(args.transcript))
+    transcript.messages = services.transcript_messages_for_api(transcript.messages)
     session = session_services.session_create(
         owner=user,
         title=f"bench {args.transcript.stem[:8]}",
@@ -76,6 +77,7 @@ def main() -> int:
     started = time.perf_counter()
     result = services.transcript_replay(
         session=session,
+        run_inline=True,
         messages=[{"role": m["role"], "content": m["content"], "usage": m.get("usage")} for m in transcript.messages],
     )
     replay_s = time.perf_counter() - started

@@ -897,6 +897,23 @@ class ReplayResult:
     usage_before_first: int | None = None
 
 
+def transcript_messages_for_api(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Recorded messages as an agent would send them: whitespace-only text blocks (Claude Code
+    logs "\n\n" blocks between thinking and text) are dropped, as the Messages API rejects them;
+    a message left with no content is skipped."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, list):
+            content = [b for b in content if not (b.get("type") == "text" and not str(b.get("text", "")).strip())]
+            if not content:
+                continue
+        elif isinstance(content, str) and not content.strip():
+            continue
+        out.append({**message, "content": content})
+    return out
+
+
 def _reported_prompt_tokens(usage: dict[str, Any] | None) -> int | None:
     if not usage or usage.get("input_tokens") is None:
         return None
@@ -907,14 +924,17 @@ def _reported_prompt_tokens(usage: dict[str, Any] | None) -> int | None:
     )
 
 
-def transcript_replay(*, session: Session, messages: list[dict[str, Any]], on_step=None) -> ReplayResult:
+def transcript_replay(
+    *, session: Session, messages: list[dict[str, Any]], run_inline: bool = False, on_step=None
+) -> ReplayResult:
     """Append a recorded conversation one message at a time through the services the API uses.
 
     After each assistant message its recorded usage is reported (calibrating the hybrid
     estimate, so auto-compaction fires where the recorded agent's context really was) until
     the service has compacted once: after that the recorded figures describe a context the
     service no longer serves, and reporting them would make it compact again and again.
-    Compaction jobs run wherever Celery runs them (callers that want them inline set eager mode).
+    Compaction jobs run wherever Celery runs them, or here right after the step that queued
+    them with `run_inline` (the queued task then finds the job claimed and does nothing).
     """
     ss = _session_services()
     result = ReplayResult()
@@ -939,6 +959,10 @@ def transcript_replay(*, session: Session, messages: list[dict[str, Any]], on_st
                 )
                 result.reports += 1
                 job = report.compaction or job
+        if run_inline:
+            queued = Compaction.objects.filter(session=session, status=Status.QUEUED).first()
+            if queued is not None:
+                compaction_run(compaction_id=queued.pk)
         session.refresh_from_db()
         # A compaction may also activate later, in a worker: the active one is what counts.
         if session.active_compaction_id and all(c.pk != session.active_compaction_id for c in result.compactions):

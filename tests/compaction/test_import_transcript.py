@@ -30,7 +30,7 @@ def test_bulk_import_records_claude_codes_compaction(user):
     assert f"into session {session.pk}" in output and "1 Claude Code compaction(s) recorded" in output
     job = session.active_compaction
     assert job is not None and job.reason == "import" and job.status == Status.SUCCEEDED
-    assert job.tokens_before == 167_094
+    assert job.tokens_before == 167_731
     assert len(job.summary) > 5_000
     assert job.messages_summarized == job.first_kept_seq - 1
     assert Message.objects.filter(session=session).count() == session.last_seq

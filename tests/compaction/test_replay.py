@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from compaction import services
 from compaction.models import Compaction, Status
 
 from .factories import orphan_tool_results
@@ -78,7 +79,7 @@ def replay(api, transcript, capture) -> dict:
 
 @pytest.mark.parametrize(
     ("name", "cc_pre_tokens"),
-    [("258c7280-ae70-4798-800f-63464d01a85d", 166_759), ("8463c716-a2ea-4c14-9efa-87158ebd9f20", 167_094)],
+    [("258c7280-ae70-4798-800f-63464d01a85d", 167_094), ("8463c716-a2ea-4c14-9efa-87158ebd9f20", 167_731)],
 )
 def test_replay_fires_near_claude_codes_own_compaction(
     api, eager_celery, django_capture_on_commit_callbacks, name, cc_pre_tokens
@@ -86,6 +87,7 @@ def test_replay_fires_near_claude_codes_own_compaction(
     from compaction.core.transcripts.claude_code import read_claude_code
 
     transcript = read_claude_code(TRANSCRIPTS / f"{name}.jsonl")
+    transcript.messages = services.transcript_messages_for_api(transcript.messages)
     assert transcript.compactions and transcript.compactions[0]["pre_tokens"] == cc_pre_tokens
     cc_index = transcript.compactions[0]["before_message_index"]
 
@@ -96,6 +98,9 @@ def test_replay_fires_near_claude_codes_own_compaction(
     # Fires where Claude Code's did: same usage level, within a few messages of its boundary.
     assert TRIGGER < job.tokens_before < TRIGGER + 10_000, job.tokens_before
     assert abs(result["first_index"] - cc_index) <= 12, (result["first_index"], cc_index)
+    print(
+        f"{name}: fired at message {result['first_index']} (Claude Code: {cc_index}), {job.strategy} {job.tokens_before:,} → {job.tokens_after:,}"
+    )
     assert job.tokens_after < TRIGGER
 
     # After the whole replay: usage under the trigger, a valid context, the full history readable.

@@ -18,7 +18,6 @@ from django.core.management.base import BaseCommand, CommandError
 
 from compaction import services
 from compaction.models import Compaction, Status
-from project.celery import app as celery_app
 from sessions import services as session_services
 
 BATCH = 500
@@ -55,6 +54,15 @@ class Command(BaseCommand):
             transcript = read_claude_code(path)
         except (OSError, ValueError) as exc:
             raise CommandError(f"PATH: cannot read {path} as a Claude Code session: {exc}") from exc
+        # Original index → index after cleaning, so Claude Code's boundary still lands right.
+        cleaned: list[dict[str, Any]] = []
+        self.index_map: dict[int, int] = {}
+        for index, message in enumerate(transcript.messages):
+            kept = services.transcript_messages_for_api([message])
+            if kept:
+                self.index_map[index] = len(cleaned)
+                cleaned.extend(kept)
+        transcript.messages = cleaned
         if not transcript.messages:
             raise CommandError(f"PATH: {path} holds no conversation messages")
 
@@ -77,7 +85,7 @@ class Command(BaseCommand):
             raise CommandError(f"invalid option: {exc}") from exc
 
         if options["replay"]:
-            self._replay(session, transcript, run_async=options["run_async"])
+            self._replay(session, transcript, run_async=options["run_async"], verbosity=int(options["verbosity"]))
         else:
             self._bulk(session, transcript)
 
@@ -104,7 +112,10 @@ class Command(BaseCommand):
             raise CommandError(f"transcript rejected at message {start + 1}..: {exc}") from exc
         imported = 0
         for compaction in transcript.compactions:
-            index = compaction.get("before_message_index")
+            original = compaction.get("before_message_index")
+            index = next(
+                (self.index_map[i] for i in sorted(self.index_map) if original is not None and i >= original), None
+            )
             if index is None or index >= len(seqs) or not compaction.get("summary"):
                 continue
             services.compaction_record_import(
@@ -124,28 +135,23 @@ class Command(BaseCommand):
             f"of {usage['context_window']:,}"
         )
 
-    def _replay(self, session, transcript, *, run_async: bool) -> None:
-        verbosity = int(self.verbosity)
-
+    def _replay(self, session, transcript, *, run_async: bool, verbosity: int) -> None:
         def on_step(step: services.ReplayStep) -> None:
             if step.reported_tokens is not None and verbosity >= 2:
                 self.stdout.write(f"  #{step.seq} reported {step.reported_tokens:,} → usage {step.usage_tokens:,}")
 
-        previous = celery_app.conf.task_always_eager
-        # Inline by default: a replay should show its compactions without a worker running.
-        celery_app.conf.task_always_eager = not run_async
         try:
             result = services.transcript_replay(
                 session=session,
                 messages=[
                     {"role": m["role"], "content": m["content"], "usage": m.get("usage")} for m in transcript.messages
                 ],
+                # Inline by default: a replay shows its compactions without a worker running.
+                run_inline=not run_async,
                 on_step=on_step,
             )
         except ValidationError as exc:
             raise CommandError(f"transcript rejected: {exc}") from exc
-        finally:
-            celery_app.conf.task_always_eager = previous
         session.refresh_from_db()
         usage = session_services.session_usage(session)
         for job in result.compactions:
