@@ -74,6 +74,7 @@ MAX_ITEM_CHARS = 300
 MAX_DONE_STATEMENTS = 25
 MAX_DECISIONS = 15
 MAX_ERRORS = 40
+MAX_COMMANDS = 40
 
 
 @dataclass
@@ -356,9 +357,10 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
         s.add("critical", f"Error: {line}", 50 + 20 * _recency(index, n_err) + boost(line))
     if analysis.user_paths:
         s.add("critical", "Paths named by the user: " + ", ".join(dict.fromkeys(analysis.user_paths)), 90)
-    recent_commands = list(dict.fromkeys(c.splitlines()[0] for c, _ok, _d in reversed(analysis.commands)))[:15]
+    recent_commands = list(dict.fromkeys(c.splitlines()[0] for c, _ok, _d in reversed(analysis.commands)))
+    recent_commands = recent_commands[:MAX_COMMANDS]
     for index, command in enumerate(recent_commands):
-        s.add("critical", f"Command run: `{_one_line(command, 200)}`", 30 - index + boost(command))
+        s.add("critical", f"Command run: `{_one_line(command, 200)}`", 30 - index / 2 + boost(command))
     idents = [i for i, n in analysis.identifiers.most_common(40) if n >= 2 and "/" not in i and " " not in i][:15]
     if idents:
         s.add("critical", "Identifiers: " + ", ".join(f"`{i}`" for i in idents), 40)
