@@ -152,3 +152,21 @@ def test_a_valid_compact_prompt_is_stored(api, session):
     assert response.status_code == 400
     session.refresh_from_db()
     assert session.compaction_settings == {"compact_prompt": prompt}
+
+
+def test_delete_removes_a_session_with_an_active_compaction(api, session):
+    from compaction.models import Compaction
+    from sessions.models import Message
+
+    api.post(
+        url(session, "messages/"), {"messages": [{"role": "user", "content": f"m{i}"} for i in range(4)]}, format="json"
+    )
+    compaction = Compaction.objects.create(
+        session=session, reason="manual", status="succeeded", summary="s", first_kept_seq=3
+    )
+    session.active_compaction = compaction
+    session.save()
+    assert api.delete(url(session)).status_code == 204
+    assert not Session.objects.filter(pk=session.pk).exists()
+    assert not Message.objects.filter(session_id=session.pk).exists()
+    assert not Compaction.objects.filter(pk=compaction.pk).exists()

@@ -153,3 +153,19 @@ def test_crossing_the_trigger_returns_the_auto_compaction_job(api, user):
     again = append(api, session, {"role": "user", "content": "more"})
     assert again["compaction"]["id"] == job["id"]
     assert Compaction.objects.filter(session=session).count() == 1
+
+
+def test_the_chars_per_4_fallback_is_reported(api, session, monkeypatch):
+    from compaction.core.tokens import MESSAGE_OVERHEAD, get_tokenizer
+
+    monkeypatch.setitem(__import__("sys").modules, "tiktoken", None)  # no tokenizer available
+    get_tokenizer.cache_clear()
+    try:
+        body = append(api, session, {"role": "user", "content": "abcdefgh" * 10})
+        assert body["messages"][0]["token_count"] == MESSAGE_OVERHEAD + 20
+        assert body["usage"]["tokenizer"] == "chars/4"
+        assert body["usage"]["exact"] is False
+        context = api.get(url(session, "context/")).json()
+        assert (context["usage"]["tokenizer"], context["usage"]["exact"]) == ("chars/4", False)
+    finally:
+        get_tokenizer.cache_clear()
