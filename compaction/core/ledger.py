@@ -156,9 +156,13 @@ def command_of(block: dict[str, Any]) -> str | None:
 
 
 def error_lines_of(text: str, *, is_error: bool) -> list[str]:
-    """Exact error lines of one tool output (the first line of a failed call counts too)."""
+    """Exact error lines of one tool output.
+
+    A failed call whose output has no recognizable error line contributes its first line
+    (tool-level failures such as "File content exceeds maximum allowed tokens").
+    """
     lines: list[str] = []
-    first = True
+    first: str | None = None
     for raw in text.splitlines():
         line = raw.strip()
         # A bare "Exit code 1" says nothing the next line doesn't; keep the line that explains it.
@@ -166,9 +170,12 @@ def error_lines_of(text: str, *, is_error: bool) -> list[str]:
             continue
         if len(line) > MAX_ERROR_LINE_CHARS:
             line = line[:MAX_ERROR_LINE_CHARS]
-        if (first and is_error) or (len(line) >= 8 and is_error_line(line)):
+        if first is None:
+            first = line
+        if len(line) >= 8 and is_error_line(line):
             lines.append(line)
-        first = False
+    if is_error and not lines and first:
+        lines.append(first)
     return lines
 
 
