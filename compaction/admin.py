@@ -11,7 +11,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from sessions.dashboard.present import message_blocks, render_markdown
+from sessions.dashboard.present import message_blocks, render_markdown, strip_file_tags
 from sessions.models import Message
 
 from . import review
@@ -199,7 +199,7 @@ class CompactionAdmin(admin.ModelAdmin):
             "original": compaction,
             "title": f"Review compaction of “{compaction.session}”",
             "c": compaction,
-            "summary_html": render_markdown(compaction.summary),
+            "summary_html": render_markdown(strip_file_tags(compaction.summary)),
             "turn_prefix_html": render_markdown(compaction.turn_prefix_summary)
             if compaction.turn_prefix_summary
             else "",

@@ -8,6 +8,7 @@ HTML, and that HTML has been through nh3's allow-list sanitizer.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -261,6 +262,14 @@ _ALLOWED_TAGS = {
     "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li", "strong", "em", "code",
     "pre", "blockquote", "a", "table", "thead", "tbody", "tr", "th", "td", "del",
 }  # fmt: skip
+
+
+_FILE_TAGS = re.compile(r"<(read-files|modified-files)>.*?</\1>\s*", re.DOTALL)
+
+
+def strip_file_tags(text: str) -> str:
+    """The summary's <read-files>/<modified-files> blocks, which pages list separately."""
+    return _FILE_TAGS.sub("", text or "").rstrip()
 
 
 def render_markdown(text: str) -> SafeString:

@@ -90,8 +90,20 @@ def fallbacks_text(compaction: Compaction) -> str:
     return "; ".join(parts)
 
 
+def _usage_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_usage_value(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(_usage_value(v) for v in value)
+    return str(value)
+
+
 def usage_items(usage: dict[str, Any]) -> list[tuple[str, str]]:
-    out = []
-    for key, value in (usage or {}).items():
-        out.append((str(key).replace("_", " "), f"{value:,}" if isinstance(value, int) else str(value)))
-    return out
+    """Summarizer usage as (label, value) pairs; nested figures (per strategy) flattened."""
+    return [(str(key).replace("_", " "), _usage_value(value)) for key, value in (usage or {}).items()]

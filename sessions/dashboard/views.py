@@ -21,7 +21,7 @@ from compaction.services import describe
 from . import keys, queries
 from .chart import build_chart
 from .forms import ApiKeyForm, SessionFilterForm
-from .present import fmt_duration, fmt_int, render_markdown
+from .present import fmt_duration, fmt_int, render_markdown, strip_file_tags
 from .timeline import build_timeline, fallbacks_text, usage_items
 
 
@@ -136,7 +136,7 @@ def compaction_detail(request: HttpRequest, session_id: UUID, compaction_id: UUI
     context = {
         "session": session,
         "c": compaction,
-        "summary_html": render_markdown(compaction.summary),
+        "summary_html": render_markdown(strip_file_tags(compaction.summary)),
         "turn_prefix_html": render_markdown(compaction.turn_prefix_summary) if compaction.turn_prefix_summary else "",
         "fallbacks": compaction.fallbacks or [],
         "usage_items": usage_items(compaction.usage),

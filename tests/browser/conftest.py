@@ -75,10 +75,17 @@ def eager_tasks():
 
 
 def screenshot(page, name: str, *, full_page: bool = True) -> Path:
+    """Writes NAME.png (the whole page, or the viewport); the flow also calls shot() for both."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=full_page)
     return path
+
+
+def shot(page, name: str) -> None:
+    """NAME.png: what the screen shows; NAME-full.png: the whole page."""
+    screenshot(page, name, full_page=False)
+    screenshot(page, f"{name}-full")
 
 
 def log_in(page, base_url: str, username: str, password: str) -> None:

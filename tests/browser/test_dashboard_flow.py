@@ -14,11 +14,18 @@ from django.core.management import call_command
 
 from compaction.models import Compaction, Status
 from sessions.models import Session
-from tests.browser.conftest import log_in, screenshot
+from tests.browser.conftest import log_in, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-TRANSCRIPT = Path(settings.BASE_DIR).parent / "shared" / "data" / "transcripts" / "claude-code" / "reliability-python-to-rust-port.jsonl"
+TRANSCRIPT = (
+    Path(settings.BASE_DIR).parent
+    / "shared"
+    / "data"
+    / "transcripts"
+    / "claude-code"
+    / "reliability-python-to-rust-port.jsonl"
+)
 # Small enough that the imported history is over the trigger, so compaction has work.
 WINDOW = "16000"
 
@@ -41,9 +48,7 @@ def imported(user):
     return Session.objects.get(owner=user, title="Port Python to Rust (Claude Code)")
 
 
-def test_compact_undo_and_review_in_a_real_browser(
-    live_server, page_factory, eager_tasks, imported, staff_user
-):
+def test_compact_undo_and_review_in_a_real_browser(live_server, page_factory, eager_tasks, imported, staff_user):
     session = imported
     base = live_server.url
     page = page_factory()
@@ -52,7 +57,7 @@ def test_compact_undo_and_review_in_a_real_browser(
     log_in(page, base, "alice", "alice-password")
     row = page.get_by_role("link", name="Port Python to Rust (Claude Code)")
     assert row.count() == 1
-    screenshot(page, "01-sessions-list")
+    shot(page, "01-sessions-list")
 
     # → session detail
     row.click()
@@ -62,7 +67,7 @@ def test_compact_undo_and_review_in_a_real_browser(
     before_text = gauge.inner_text()
     assert page.locator(".chart svg").count() == 1
     assert page.locator("details.tool").count() > 0  # tool calls collapsed to name + argument
-    screenshot(page, "02-session-detail")
+    shot(page, "02-session-detail")
 
     # Marker that survives only if the page is never reloaded.
     page.evaluate("window.__noReload = true")
@@ -93,14 +98,14 @@ def test_compact_undo_and_review_in_a_real_browser(
     )
     assert page.locator("tr.active-row").count() == 1
     assert page.evaluate("window.__noReload") is True
-    screenshot(page, "03-session-detail-compacted")
+    shot(page, "03-session-detail-compacted")
 
     # compaction detail: summary rendered, figures, range link
     page.get_by_role("link", name="View summary").click()
     page.wait_for_url(f"{base}/sessions/{session.pk}/compactions/{job.pk}/")
     assert page.locator(".markdown").first.inner_text().strip()
     assert page.get_by_text(f"{job.tokens_before:,} → {job.tokens_after:,}").count() >= 1
-    screenshot(page, "04-compaction-detail")
+    shot(page, "04-compaction-detail")
 
     # undo from the session page
     page.goto(f"{base}/sessions/{session.pk}/")
@@ -110,7 +115,7 @@ def test_compact_undo_and_review_in_a_real_browser(
     assert page.evaluate("window.__noReload") is True
     session.refresh_from_db()
     assert session.active_compaction_id == job.based_on_id  # back to what was active before
-    screenshot(page, "05-session-detail-undone")
+    shot(page, "05-session-detail-undone")
 
     # an admin approves the summary
     admin = page_factory()
@@ -127,7 +132,7 @@ def test_compact_undo_and_review_in_a_real_browser(
     assert job.review_status == "approved" and job.reviewed_by.get_username() == "root"
     admin.goto(f"{base}/admin/compaction/compaction/{job.pk}/review/")
     assert admin.locator(".review-status").inner_text() == "Approved"
-    screenshot(admin, "06-admin-review")
+    shot(admin, "06-admin-review")
 
     for p in (page, admin):
         assert p.dialogs == [] and p.errors == []

@@ -200,11 +200,11 @@ def test_compaction_detail_renders_markdown_files_range_and_fallbacks(logged_in,
     add_messages(session, conversation(12))
     c = make_compaction(
         session,
-        summary="## Goal\n\nFix **the** bug in `parser.py`.\n\n- item one",
+        summary="## Goal\n\nFix **the** bug in `parser.py`.\n\n- item one\n\n<read-files>\nsrc/a.py\n</read-files>",
         read_files=["src/a.py"],
         modified_files=["src/b.py"],
         fallbacks=[{"strategy": "anthropic", "reason": "no API key configured"}],
-        usage={"input_tokens": 1200, "output_tokens": 300},
+        usage={"input_tokens": 1200, "output_tokens": 300, "duration_ms": {"extractive": 3}},
         instructions="focus on the parser",
     )
     body = logged_in.get(reverse("dashboard:compaction-detail", args=[session.pk, c.pk])).content.decode()
@@ -212,7 +212,9 @@ def test_compaction_detail_renders_markdown_files_range_and_fallbacks(logged_in,
     assert "<code>src/a.py</code>" in body and "<code>src/b.py</code>" in body
     assert "<strong>anthropic</strong>: no API key configured" in body
     assert f"{detail_url(session)}?from=1#m-1" in body and "#1–#8" in body
-    assert "input tokens 1,200" in body and "3.2 s" in body and "focus on the parser" in body
+    assert "input tokens 1,200" in body and "duration ms extractive 3" in body
+    assert "3.2 s" in body and "focus on the parser" in body
+    assert "read-files" not in body  # listed under Files, not as tag text in the summary
     assert "167,094 → 21,380" in body
 
 
