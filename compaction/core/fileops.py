@@ -475,6 +475,10 @@ def _tool_call(name: str, inp: Any, recorder: _Recorder) -> None:
             _shell(f"{key} {inp}", recorder)  # SWE-agent action arguments as plain text
         return
     paths = _paths_in(inp)
+    command = inp.get("command")
+    if not paths and isinstance(command, str) and command.split(maxsplit=1)[:1] == [name]:
+        _shell(command, recorder)  # a text-format action stored whole (SWE-agent `create x.py`)
+        return
     if key in EDITOR_TOOLS:
         sub = str(inp.get("command", "")).lower()
         for path in paths:

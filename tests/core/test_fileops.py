@@ -255,3 +255,13 @@ def test_quoted_arguments_spanning_lines_are_not_commands() -> None:
     result = extract_shell_file_ops(command)
     assert result.read == ["mix.exs", "lib/a.ex"]
     assert result.modified == []
+
+
+def test_text_action_stored_whole_as_command() -> None:
+    result = ops(
+        call("create", {"command": "create reproduce_bug.py"}),
+        call("open", {"command": "open src/pkg/mod.py 120"}),
+        call("edit", {"command": "edit 3:4\n    return 1\nend_of_edit"}),
+    )
+    assert result.modified == ["reproduce_bug.py", "src/pkg/mod.py"]
+    assert result.read == []

@@ -29,6 +29,7 @@ class ImportedTranscript:
     source: str = ""
     session_id: str | None = None
     stats: Counter[str] = field(default_factory=Counter)
+    system_prompt: str = ""  # when the format records it (SWE-agent); Claude Code's is not in the file
 
     @property
     def assistant_context_tokens(self) -> list[tuple[int, int]]:

@@ -1,0 +1,141 @@
+"""SWE-agent trajectory (.traj) → Anthropic messages.
+
+`history[]` holds system/user/assistant/tool messages. Function-calling runs carry
+`tool_calls [{id, function {name, arguments}}]` on assistant messages and `tool_call_ids`
+on tool messages; older text-format runs put the command in the assistant's `action` and
+the observation in the next user message. Both become tool_use / tool_result pairs, so the
+service sees (and can cut around) the same structure either way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from compaction.core.transcripts.base import ImportedTranscript, as_blocks, assemble, first_line
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return {"raw": raw}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _model(traj: dict[str, Any]) -> str | None:
+    config = traj.get("replay_config")
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            config = None
+    if isinstance(config, dict):
+        name = ((config.get("agent") or {}).get("model") or {}).get("name")
+        if isinstance(name, str):
+            return name
+    return None
+
+
+def read_swe_agent(path: str | Path) -> ImportedTranscript:
+    """Read one .traj file. System messages become `system_prompt` (not messages)."""
+    stats: Counter[str] = Counter()
+    with open(path, encoding="utf-8") as handle:
+        traj = json.load(handle)
+    history = traj.get("history") if isinstance(traj, dict) else None
+    history = history if isinstance(history, list) else []
+    stats["history_items"] = len(history)
+
+    raw: list[dict[str, Any]] = []
+    system_parts: list[str] = []
+    pending_action_id: str | None = None  # text-format action waiting for its observation
+    for number, item in enumerate(history):
+        if not isinstance(item, dict):
+            continue
+        role = item.get("role")
+        text = _text(item.get("content"))
+        if role == "system":
+            system_parts.append(text)
+            continue
+        if role == "assistant":
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
+            tool_calls = item.get("tool_calls") or []
+            for call in tool_calls:
+                function = call.get("function") or {}
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": call.get("id") or f"swe_call_{number}",
+                        "name": function.get("name") or "unknown",
+                        "input": _arguments(function.get("arguments")),
+                    }
+                )
+            pending_action_id = None
+            action = item.get("action")
+            if not tool_calls and isinstance(action, str) and action.strip():
+                pending_action_id = f"swe_action_{number}"
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": pending_action_id,
+                        "name": action.strip().split()[0],
+                        "input": {"command": action.strip()},
+                    }
+                )
+                stats["text_actions_as_tool_calls"] += 1
+            raw.append({"role": "assistant", "content": blocks})
+        elif role == "tool":
+            ids = item.get("tool_call_ids") or []
+            for tool_id in ids:
+                raw.append(
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": text}]}
+                )
+            if not ids:
+                stats["tool_messages_without_ids"] += 1
+                raw.append({"role": "user", "content": text})
+        elif role == "user":
+            if pending_action_id is not None:
+                raw.append(
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": pending_action_id, "content": text}],
+                    }
+                )
+                pending_action_id = None
+            else:
+                raw.append({"role": "user", "content": text})
+        else:
+            stats[f"skipped_role_{role}"] += 1
+
+    messages, reported, _ = assemble(raw, stats)
+    texts = [
+        b.get("text", "")
+        for m in messages
+        if m["role"] == "user"
+        for b in as_blocks(m["content"])
+        if b.get("type") == "text"
+    ]
+    # Demonstrations (an example run shown to the model) carry an ISSUE of their own.
+    issue = next((t for t in texts if "ISSUE:" in t and not t.startswith("Here is a demonstration")), None)
+    title = first_line(issue.split("ISSUE:", 1)[1]) if issue else first_line(texts[0] if texts else "")
+    return ImportedTranscript(
+        messages=messages,
+        title=title,
+        model=_model(traj),
+        reported_context_tokens=reported,
+        source="swe-agent",
+        session_id=None,
+        stats=stats,
+        system_prompt="\n\n".join(p for p in system_parts if p.strip()),
+    )
