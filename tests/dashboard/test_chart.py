@@ -1,0 +1,80 @@
+"""The context chart's series, derived from stored message tokens and compactions (no DB)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sessions.dashboard.chart import MAX_POINTS, build_chart, context_series, drop_seq
+from sessions.dashboard.present import Usage, fmt_ago, fmt_duration, fmt_short
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class FakeCompaction:
+    reason: str
+    first_kept_seq: int | None
+    last_summarized_seq: int | None
+    tokens_before: int | None
+    tokens_after: int | None
+    activated_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    def get_reason_display(self) -> str:
+        return self.reason
+
+
+def msgs(n: int, tokens: int = 100) -> list[tuple[int, int, datetime]]:
+    return [(seq, tokens, T0 + timedelta(seconds=seq)) for seq in range(1, n + 1)]
+
+
+def test_series_accumulates_and_drops_at_activation():
+    messages = msgs(10)
+    c = FakeCompaction("threshold", 6, 5, 700, 350, activated_at=T0 + timedelta(seconds=7.5))
+    assert drop_seq(c, messages) == 7  # after the last message stored before activation
+    points, drops = context_series(messages=messages, compactions=[c], base_tokens=50)
+    assert points[0] == (0, 50) and points[7] == (7, 750)
+    assert points[8] == (7, 350)  # vertical step
+    assert points[-1] == (10, 650)  # later messages add on top of tokens_after
+    assert drops[0].before == 750 and drops[0].after == 350
+    assert "700 → 350 tokens after message 7" in drops[0].label
+
+
+def test_import_drops_right_before_first_kept():
+    messages = msgs(10)
+    c = FakeCompaction("import", 8, 7, 900, 120, activated_at=T0 + timedelta(days=1))
+    assert drop_seq(c, messages) == 7
+
+
+def test_chart_downsamples_but_keeps_every_drop():
+    messages = msgs(5000, tokens=40)
+    cs = [
+        FakeCompaction("threshold", k, k - 1, 1, 500, activated_at=T0 + timedelta(seconds=k + 0.5))
+        for k in (1000, 2500, 4000)
+    ]
+    chart = build_chart(messages=messages, compactions=cs, base_tokens=0, trigger_tokens=30_000, context_window=200_000)
+    assert len(chart.points.split()) <= MAX_POINTS + 20
+    assert len(chart.drops) == 3 and all(d["y2"] > d["y1"] for d in chart.drops)  # SVG y grows downwards
+    assert chart.window_y is None  # 200k is far above the data: not drawn, the data stays readable
+    assert "3 compactions" in chart.description
+
+
+def test_empty_session_has_no_chart():
+    chart = build_chart(messages=[], compactions=[], base_tokens=0, trigger_tokens=1, context_window=2)
+    assert chart.empty and chart.description == "No messages yet."
+
+
+def test_usage_levels_and_words():
+    assert Usage(143_201, 200_000, 183_616).words == "143,201 / 200,000 tokens (72%) · auto-compact at 183,616"
+    assert Usage(100, 200_000, 183_616).level == "ok"
+    assert Usage(170_000, 200_000, 183_616).level == "near"
+    assert Usage(183_616, 200_000, 183_616).level == "over"
+    assert Usage(400_000, 200_000, 183_616).bar_percent == 100.0
+
+
+def test_formatters():
+    assert fmt_short(167_094) == "167k" and fmt_short(21_380) == "21k" and fmt_short(1_048_576) == "1.05M"
+    assert fmt_duration(3200) == "3.2 s" and fmt_duration(64) == "64 ms" and fmt_duration(125_000) == "2 min 5 s"
+    assert fmt_ago(T0, T0 + timedelta(minutes=2)) == "2 min ago"
+    assert fmt_ago(T0, T0 + timedelta(days=3)) == "3 days ago"
