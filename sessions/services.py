@@ -186,6 +186,7 @@ class _Prepared:
     content: Any
     tokens: int
     usage: dict[str, Any] | None
+    served_tokens: int = 0  # as served in the context (differs only for a max_tokens reply)
     tool_uses: list[tuple[str, str, str]] = field(default_factory=list)  # (id, name, path)
     tool_results: list[tuple[str, str]] = field(default_factory=list)  # (tool_use_id, path)
 
@@ -225,8 +226,21 @@ def _prepare(messages: list[Any], single: bool) -> list[_Prepared]:
             item.tool_uses.append((block["id"], block["name"], _join(path, f"content[{block_index}].id")))
         for block_index, block in validation.tool_results(content):
             item.tool_results.append((block["tool_use_id"], _join(path, f"content[{block_index}].tool_use_id")))
+        item.served_tokens = item.tokens
         prepared.append(item)
+    # A reply appended with its own usage saying max_tokens is served truncated, like one
+    # reported through usage_report (its tool_uses answered later in this batch stay).
+    answered = {tid for item in prepared for tid, _ in item.tool_results}
+    for item in prepared:
+        if item.role == "assistant" and _is_max_tokens(item.usage) and isinstance(item.content, list):
+            served, hidden = truncated_content(item.content, answered)
+            if hidden:
+                item.served_tokens = core_tokens.count_content(served, tokenizer)
     return prepared
+
+
+def _is_max_tokens(usage: Any) -> bool:
+    return isinstance(usage, dict) and usage.get("stop_reason") == STOP_MAX_TOKENS
 
 
 def _check_tool_ids(prepared: list[_Prepared], known: dict[str, ToolCall]) -> dict[str, str]:
@@ -320,7 +334,7 @@ def messages_append(
         locked.last_seq = rows[-1].seq
         locked.message_count += len(rows)
         locked.total_message_tokens += added
-        locked.context_tokens += added
+        locked.context_tokens += sum(item.served_tokens for item in prepared)
         locked.last_activity_at = now
         locked.save(
             update_fields=[
@@ -338,7 +352,28 @@ def messages_append(
 
         job = _maybe_auto(locked)
         usage = session_usage(locked)
+    _copy_counters(locked, session)
     return AppendResult(messages=rows, usage=usage, compaction=job)
+
+
+COUNTER_FIELDS = (
+    "last_seq",
+    "message_count",
+    "total_message_tokens",
+    "context_tokens",
+    "reported_input_tokens",
+    "reported_at_seq",
+    "last_usage",
+    "last_activity_at",
+    "model",
+)
+
+
+def _copy_counters(source: Session, target: Session) -> None:
+    """Keep the caller's instance current, so it does not write back stale counters."""
+    if source is not target:
+        for name in COUNTER_FIELDS:
+            setattr(target, name, getattr(source, name))
 
 
 def _answers_truncated_tool_use(session: Session, use_seqs: list[int]) -> bool:
@@ -455,6 +490,7 @@ def usage_report(
         # A truncated reply or a calibrated (usually higher) figure can cross the trigger.
         job = _maybe_auto(locked)
         usage = session_usage(locked)
+    _copy_counters(locked, session)
     return UsageReportResult(
         usage=usage, message_seq=target.seq if target else None, dropped_tool_use_ids=dropped, compaction=job
     )
@@ -502,7 +538,7 @@ def _truncated_view(session: Session, message: Message) -> tuple[list[dict[str, 
 
 def _served_assistant(session: Session, message: Message) -> tuple[int, list[str]]:
     """(tokens served for an assistant message, tool_use ids hidden by a max_tokens report)."""
-    if (message.provider_usage or {}).get("stop_reason") == STOP_MAX_TOKENS and isinstance(message.content, list):
+    if _is_max_tokens(message.provider_usage) and isinstance(message.content, list):
         content, hidden = _truncated_view(session, message)
         if hidden:
             return core_tokens.count_content(content), hidden
@@ -602,7 +638,7 @@ def _context_view(session: Session) -> ContextView:
         out = content
         if prune_before and seq < prune_before and role == "user" and isinstance(content, list):
             out = prune_content(content, tool_names=names, tokenizer=tokenizer)
-        elif role == "assistant" and (usage or {}).get("stop_reason") == STOP_MAX_TOKENS and isinstance(content, list):
+        elif role == "assistant" and _is_max_tokens(usage) and isinstance(content, list):
             out, _ = truncated_content(content, answered)
         changed = out != content
         served.append(
@@ -716,6 +752,5 @@ def session_recompute_usage(*, session: Session, reset_reported: bool = True) ->
     with transaction.atomic():
         locked = Session.objects.select_for_update().get(pk=session.pk)
         _recompute(locked, reset_reported=reset_reported)
-    for name in ("context_tokens", "total_message_tokens", "reported_input_tokens", "reported_at_seq"):
-        setattr(session, name, getattr(locked, name))
+    _copy_counters(locked, session)
     return locked

@@ -169,3 +169,21 @@ def test_the_chars_per_4_fallback_is_reported(api, session, monkeypatch):
         assert (context["usage"]["tokenizer"], context["usage"]["exact"]) == ("chars/4", False)
     finally:
         get_tokenizer.cache_clear()
+
+
+def test_a_reply_appended_with_max_tokens_usage_is_served_truncated(api, session):
+    reply = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Editing."},
+            {"type": "tool_use", "id": "t_cut", "name": "Edit", "input": {"path": "a.py"}},
+        ],
+        "usage": {"input_tokens": 100, "output_tokens": 8192, "stop_reason": "max_tokens"},
+    }
+    body = append(api, session, {"role": "user", "content": "Edit a.py"}, reply)
+    assert body["messages"][1]["provider_usage"]["stop_reason"] == "max_tokens"
+    context = api.get(url(session, "context/")).json()
+    assert context["messages"][1]["content"] == [{"type": "text", "text": "Editing."}]
+    session.refresh_from_db()
+    assert session.context_tokens == context["estimated_tokens"]
+    assert session.total_message_tokens > session.context_tokens
