@@ -336,3 +336,22 @@ def test_an_update_that_drops_previous_rules_and_errors_is_repaired(server):
     assert '- User said (verbatim): "Always run ruff before committing."' in result.summary
     assert "KeyError: 'slug_field'" in result.summary.split("## Critical Context")[1]
     assert result.fidelity["instructions"]["kept_before_repair"] < result.fidelity["instructions"]["kept"]
+
+
+def test_provider_saying_prompt_too_long_splits_the_history_further(server):
+    limit_chars = 30_000  # the "real" window is smaller than our tokenizer believes
+
+    def responder(record: Recorded) -> Step:
+        if len(record.prompt) > limit_chars:
+            step = Step.error(400, f"prompt is too long: {len(record.prompt)} tokens > 5000 maximum")
+            return step
+        return _merging_responder(record)
+
+    server.default = responder
+    result = summarize(_input(messages=_history(turns=30), output_budget=1024), _chain(server, context_window=40_000))
+    assert result.strategy == "anthropic", result.fallbacks
+    assert result.usage["overflow_retries"] >= 1
+    rejected = [r for r in server.requests if len(r.prompt) > limit_chars]
+    assert rejected, "the first attempt was too long for the provider"
+    for n in range(30):
+        assert f"- step {n} seen" in result.summary

@@ -23,6 +23,19 @@ DEFAULT_MODEL = "claude-haiku-4-5"
 PROMPT_OVERHEAD_TOKENS = 2_000
 TOKENIZER_MARGIN = 0.85
 
+MAX_OVERFLOW_SPLITS = 3
+MIN_CHUNK_TOKENS = 1_000
+
+
+def _is_overflow(exc: BaseException) -> bool:
+    from compaction.core.overflow import detect_overflow
+
+    status = getattr(exc, "status_code", None)
+    if status not in (400, 413):
+        return False
+    return detect_overflow(error_text=str(exc), status_code=status).is_overflow
+
+
 # USD per million tokens (input, output), matched by longest model-name prefix.
 PRICES: dict[str, tuple[float, float]] = {
     "claude-opus-4-5": (5.0, 25.0),
@@ -95,7 +108,7 @@ class AnthropicSummarizer:
         # The running summary of earlier chunks can grow up to the output budget.
         reserved = output_budget + PROMPT_OVERHEAD_TOKENS + max(previous, output_budget)
         budget = int((self.context_window - reserved) * TOKENIZER_MARGIN)
-        if budget < 1_000:
+        if budget < MIN_CHUNK_TOKENS:
             raise SummarizerError(
                 f"summarizer window {self.context_window} too small for output budget {output_budget}"
             )
@@ -129,8 +142,34 @@ class AnthropicSummarizer:
         usage: dict[str, Any],
     ) -> str:
         previous = inp.previous_summary if kind == "history" else None
+        budget = self._input_budget(max_tokens, previous)
+        for _attempt in range(MAX_OVERFLOW_SPLITS + 1):
+            try:
+                return self._summarize_chunks(
+                    messages, inp=inp, kind=kind, max_tokens=max_tokens, usage=usage, budget=budget
+                )
+            except Exception as exc:
+                # Our offline tokenizer only approximates Claude's: when the provider still says
+                # the prompt is too long, halve the chunks and go again instead of failing.
+                if not _is_overflow(exc) or budget < 2 * MIN_CHUNK_TOKENS:
+                    raise
+                usage["overflow_retries"] = usage.get("overflow_retries", 0) + 1
+                budget //= 2
+        raise SummarizerError("summarizer prompt still too long after splitting the history")
+
+    def _summarize_chunks(
+        self,
+        messages: list[Msg],
+        *,
+        inp: SummaryInput,
+        kind: str,
+        max_tokens: int,
+        usage: dict[str, Any],
+        budget: int,
+    ) -> str:
+        previous = inp.previous_summary if kind == "history" else None
         custom = inp.custom_prompt if kind == "history" else None
-        chunks = chunk_messages(messages, self._input_budget(max_tokens, previous))
+        chunks = chunk_messages(messages, budget)
         running = previous
         for index, chunk in enumerate(chunks):
             prompt = build_prompt(
