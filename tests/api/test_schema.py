@@ -59,3 +59,13 @@ def test_swagger_ui_is_served_from_local_static_files(client):
     assert "cdn.jsdelivr" not in html and "unpkg.com" not in html
     for asset in ("swagger-ui-bundle.js", "swagger-ui.css", "swagger-ui-standalone-preset.js"):
         assert finders.find(f"drf_spectacular_sidecar/swagger-ui-dist/{asset}"), asset
+
+
+def test_schema_generation_has_no_warnings(tmp_path):
+    from django.core.management import call_command
+
+    # --fail-on-warn turns any drf-spectacular warning (an undocumented field, a guessed
+    # type) into an error; --validate checks the document against the OpenAPI 3 schema.
+    target = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(target))
+    assert "/api/v1/sessions/{session_id}/context/" in target.read_text()
