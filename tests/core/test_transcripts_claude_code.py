@@ -301,3 +301,29 @@ def test_malformed_lines_are_counted_not_fatal(tmp_path: Path) -> None:
 def test_empty_input() -> None:
     t = parse_claude_code([])
     assert t.messages == [] and t.compactions == [] and t.reported_context_tokens == []
+
+
+def test_whitespace_only_text_blocks_are_dropped() -> None:
+    t = parse_claude_code(
+        [
+            line("u1", None, "user", "hi"),
+            line("a1", "u1", "assistant", [{"type": "thinking", "thinking": "x"}], message_id="m1"),
+            line("a2", "a1", "assistant", [{"type": "text", "text": "\n\n"}], message_id="m1"),
+            line("a3", "a2", "assistant", [{"type": "text", "text": "answer"}], message_id="m1"),
+            line("u2", "a3", "user", "   "),
+            line("u3", "u2", "user", "next"),
+        ]
+    )
+    assert t.messages[1]["content"] == [{"type": "thinking", "thinking": "x"}, {"type": "text", "text": "answer"}]
+    assert [m["content"] for m in t.messages if m["role"] == "user"] == ["hi", "next"]
+    assert t.stats["blank_text_blocks_dropped"] == 2
+
+
+@pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: p.name)
+def test_real_files_have_no_blank_text(path: Path) -> None:
+    for message in read_claude_code(path).messages:
+        content = message["content"]
+        if isinstance(content, str):
+            assert content.strip()
+        else:
+            assert all(str(b.get("text", "")).strip() for b in content if b.get("type") == "text")

@@ -73,7 +73,8 @@ def assemble(
     - a tool_result with no earlier tool_use, or answering one already answered, is dropped;
     - a tool_use never answered gets a synthetic error result, except in the final assistant
       message (the agent was still waiting for it);
-    - consecutive plain user messages are merged; empty messages are dropped.
+    - consecutive plain user messages are merged; whitespace-only text blocks and empty
+      messages are dropped (the Messages API rejects both).
     Returns (messages, reported context tokens aligned with them, markers with indexes).
     """
     items: list[_Item] = []
@@ -85,6 +86,12 @@ def assemble(
             items.append(_Item("marker", marker=dict(entry["marker"])))
             continue
         blocks = as_blocks(entry.get("content"))
+        blank = [b for b in blocks if b.get("type") == "text" and not str(b.get("text", "")).strip()]
+        if blank:
+            # Claude Code logs "\n\n" text blocks between thinking and text; the Messages API
+            # rejects whitespace-only text, so they are not part of an API-valid history.
+            stats["blank_text_blocks_dropped"] += len(blank)
+            blocks = [b for b in blocks if b not in blank]
         if role == "assistant":
             item = _Item("assistant", [], entry.get("usage"), entry.get("reported"))
             for block in blocks:
@@ -123,7 +130,7 @@ def assemble(
                 previous.content = as_blocks(previous.content) + others
                 stats["user_messages_merged"] += 1
             else:
-                content: Any = entry.get("content") if isinstance(entry.get("content"), str) else others
+                content: Any = entry.get("content") if isinstance(entry.get("content"), str) and not blank else others
                 items.append(_Item("user", content))
         elif not results:
             stats["empty_user_messages_dropped"] += 1
