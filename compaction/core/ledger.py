@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.core.fileops import extract_file_ops
-from compaction.core.prompts import is_error_line, strip_file_tags
+from compaction.core.prompts import is_error_line, strip_file_tags, text_of
 from compaction.core.types import Msg
 
 CATEGORIES = ("instructions", "files", "commands", "errors", "decisions")
@@ -119,7 +119,7 @@ def user_texts(msg: Msg) -> list[str]:
     out = []
     for block in msg.blocks:
         if block.get("type") == "text":
-            cleaned = clean_user_text(block.get("text", ""))
+            cleaned = clean_user_text(text_of(block, "text"))
             if cleaned:
                 out.append(cleaned)
     return out
@@ -130,7 +130,7 @@ def tool_result_text(content: Any) -> str:
         return ""
     if isinstance(content, str):
         return content
-    return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return "\n".join(text_of(b, "text") for b in content if isinstance(b, dict) and b.get("type") == "text")
 
 
 def is_bash_tool(name: str) -> bool:
@@ -285,7 +285,7 @@ def build_ledger(messages: list[Msg], previous_summary: str | None = None) -> Le
                     for line in error_lines_of(tool_result_text(block.get("content")), is_error=is_error):
                         ledger.add("errors", line)
             elif kind == "text" and msg.role == "assistant":
-                for sentence in sentences(block.get("text", "")):
+                for sentence in sentences(text_of(block, "text")):
                     if DECISION_RE.search(sentence) and 20 <= len(sentence) <= 300:
                         ledger.add("decisions", sentence)
 

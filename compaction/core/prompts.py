@@ -145,6 +145,12 @@ _PLACEHOLDER_RE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 CUSTOM_PROMPT_PLACEHOLDERS = ("conversation", "previous_summary", "instructions", "summary_format")
 
 
+def text_of(block: dict[str, Any], key: str = "text") -> str:
+    """A block's text field, or "" when it is missing or not a string (content from the wild)."""
+    value = block.get(key) if isinstance(block, dict) else None
+    return value if isinstance(value, str) else ""
+
+
 def escape_block_tags(text: str) -> str:
     """Neutralize our block tags inside content so it cannot open or close a block."""
     return _TAG_RE.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}", text)
@@ -187,7 +193,7 @@ def _tool_result_text(content: Any) -> str:
     for block in content:
         kind = block.get("type")
         if kind == "text":
-            parts.append(block.get("text", ""))
+            parts.append(text_of(block, "text"))
         elif kind == "image":
             parts.append("[image]")
         elif kind == "document":
@@ -204,11 +210,11 @@ def serialize_message(msg: Msg) -> list[str]:
     for block in msg.blocks:
         kind = block.get("type")
         if kind == "text":
-            text = block.get("text", "")
+            text = text_of(block, "text")
             if text.strip():
                 entries.append(f"{speaker}: {_truncate_middle(text, MAX_TEXT_CHARS, 20_000, 8_000)}")
         elif kind == "thinking":
-            thinking = block.get("thinking", "")
+            thinking = text_of(block, "thinking")
             if thinking.strip():
                 entries.append("[Assistant thinking]: " + _truncate_middle(thinking, MAX_THINKING_CHARS, 1_200, 600))
         elif kind == "redacted_thinking":

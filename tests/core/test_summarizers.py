@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from compaction.core.summarizers import Draft, SummaryInput, build_chain, check_summary_text, summarize
 from compaction.core.summarizers.base import normalize_output
 from compaction.core.summarizers.extractive import ExtractiveSummarizer
@@ -192,3 +195,51 @@ def test_core_summarizer_modules_do_not_import_django():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=".")
     assert done.returncode == 0, done.stderr
+
+
+# Arbitrary (even malformed) content: the chain must still answer with a summary.
+_text = st.text(max_size=60)
+_block = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": st.one_of(_text, st.none())}),
+    st.fixed_dictionaries({"type": st.just("thinking"), "thinking": _text}),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("tool_use"),
+            "id": st.sampled_from(["a", "b"]),
+            "name": st.sampled_from(["Bash", "Edit", "Read", "weird"]),
+            "input": st.one_of(
+                st.fixed_dictionaries({"command": _text}),
+                st.fixed_dictionaries({"file_path": _text}),
+                st.none(),
+                _text,
+            ),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("tool_result"),
+            "tool_use_id": st.sampled_from(["a", "b", "zz"]),
+            "content": st.one_of(
+                _text, st.none(), st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": _text}), max_size=2)
+            ),
+            "is_error": st.booleans(),
+        }
+    ),
+    st.fixed_dictionaries({"type": st.sampled_from(["image", "document", "mystery"])}),
+)
+_content = st.one_of(_text, st.lists(_block, max_size=4))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    contents=st.lists(st.tuples(st.sampled_from(["user", "assistant"]), _content), max_size=8),
+    previous=st.one_of(st.none(), _text, st.just(extractive_summary_text())),
+    split=st.integers(min_value=0, max_value=8),
+)
+def test_summarize_never_raises_on_arbitrary_content(contents, previous, split):
+    msgs = [Msg(i + 1, role, content, 10) for i, (role, content) in enumerate(contents)]
+    inp = SummaryInput(messages=msgs[:split], turn_prefix=msgs[split:], previous_summary=previous, output_budget=500)
+    result = summarize(inp, build_chain(api_key=None, base_url=None, model="m", timeout=1, max_retries=0))
+    assert result.summary.strip()
+    assert result.strategy in ("extractive", "truncate")
+    assert "error" not in result.fidelity and "score" in result.fidelity

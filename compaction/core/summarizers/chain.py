@@ -128,7 +128,11 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
         fallbacks.append({"strategy": "truncate", "reason": "all strategies failed; unchecked truncate output used"})
 
     all_messages = [*inp.messages, *inp.turn_prefix]
-    ops = merge_file_ops(inp.previous_files, extract_file_ops(all_messages))
+    try:
+        ops = merge_file_ops(inp.previous_files, extract_file_ops(all_messages))
+    except Exception:  # noqa: BLE001 - odd content must not cost the summary; keep what was known
+        logger.exception("File-op extraction failed")
+        ops = inp.previous_files
     tags = render_file_tags(ops)
     summary = accepted.summary.rstrip()
     if tags.strip():

@@ -28,7 +28,7 @@ from compaction.core.ledger import (
     tool_result_text,
     user_texts,
 )
-from compaction.core.prompts import SECTION_HEADINGS, TURN_PREFIX_HEADINGS
+from compaction.core.prompts import SECTION_HEADINGS, TURN_PREFIX_HEADINGS, text_of
 from compaction.core.summarizers.base import Draft, SummaryInput
 from compaction.core.tokens import count_text
 from compaction.core.types import Msg
@@ -149,7 +149,7 @@ def analyze(messages: list[Msg]) -> Analysis:
         for block in msg.blocks:
             kind = block.get("type")
             if kind == "text" and msg.role == "assistant":
-                text = block.get("text", "")
+                text = text_of(block, "text")
                 last_assistant_texts.append(text)
                 for ident in IDENT_RE.findall(text):
                     a.identifiers[ident.strip()] += 1
@@ -169,7 +169,7 @@ def analyze(messages: list[Msg]) -> Analysis:
                         a.decisions.append(line)
             elif kind == "thinking" and msg.role == "assistant":
                 # Plans are often only spelled out in thinking; take its decisions, nothing else.
-                for sentence in sentences(block.get("thinking", "")):
+                for sentence in sentences(text_of(block, "thinking")):
                     if (
                         DECISION_RE.search(sentence)
                         and 40 <= len(sentence) <= 300
