@@ -9,6 +9,7 @@ exactly what is wrong.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +151,32 @@ def check_message(message: Any, path: str, errors: Errors) -> None:
     usage = message.get("usage")
     if usage is not None and not isinstance(usage, dict):
         errors.add(_join(path, "usage"), f"must be an object, got {_kind(usage)}")
+    nul = find_nul(message, path)
+    if nul is not None:
+        # PostgreSQL's jsonb cannot store U+0000; refuse it here rather than fail on insert.
+        errors.add(nul, "must not contain the NUL character (\\u0000)")
+
+
+def find_nul(value: Any, path: str) -> str | None:
+    """Path of the first string (or object key) holding U+0000, walking iteratively (deep JSON is fine)."""
+    # Fast path at C speed: json escapes U+0000 as \u0000 (a false positive only costs the walk).
+    if "\\u0000" not in json.dumps(value, ensure_ascii=False):
+        return None
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return where or "body"
+        elif isinstance(item, dict):
+            for key in reversed(list(item)):
+                if isinstance(key, str) and "\x00" in key:
+                    return _join(where, repr(key))
+                stack.append((item[key], _join(where, str(key))))
+        elif isinstance(item, list):
+            for index in range(len(item) - 1, -1, -1):
+                stack.append((item[index], _join(where, f"[{index}]")))
+    return None
 
 
 def tool_uses(content: Any) -> list[tuple[int, dict[str, Any]]]:

@@ -12,6 +12,8 @@ from rest_framework import serializers
 
 from sessions import services
 
+MAX_TOKENS = 500_000_000
+
 # ---- shared output pieces -------------------------------------------------------------------
 
 
@@ -208,14 +210,20 @@ class ContextOutSerializer(serializers.Serializer):
 
 
 class UsageInSerializer(serializers.Serializer):
-    input_tokens = serializers.IntegerField(min_value=0)
-    output_tokens = serializers.IntegerField(min_value=0, required=False, default=0)
-    cache_read_input_tokens = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=0)
-    cache_creation_input_tokens = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=0)
+    # Bounded so that the sum still fits the database's integer columns.
+    input_tokens = serializers.IntegerField(min_value=0, max_value=MAX_TOKENS)
+    output_tokens = serializers.IntegerField(min_value=0, max_value=MAX_TOKENS, required=False, default=0)
+    cache_read_input_tokens = serializers.IntegerField(
+        min_value=0, max_value=MAX_TOKENS, required=False, allow_null=True, default=0
+    )
+    cache_creation_input_tokens = serializers.IntegerField(
+        min_value=0, max_value=MAX_TOKENS, required=False, allow_null=True, default=0
+    )
     stop_reason = serializers.CharField(max_length=64, required=False, allow_null=True, allow_blank=True, default=None)
     model = serializers.CharField(max_length=100, required=False, allow_blank=True, allow_null=True, default=None)
     message_seq = serializers.IntegerField(
         min_value=1,
+        max_value=2**31 - 1,
         required=False,
         allow_null=True,
         default=None,

@@ -381,3 +381,28 @@ def test_whitespace_text_blocks_from_real_agents_are_accepted(api, session):
     )
     assert response.status_code == 201, response.json()
     assert Message.objects.get(session=session, seq=2).content == reply["content"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"role": "user", "content": "a\u0000b"}, "content"),
+        (
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"c": ["x", "\u0000"]}}],
+            },
+            "content[0].input.c[1]",
+        ),
+    ],
+)
+def test_it_rejects_nul_characters_which_postgresql_cannot_store(api, session, body, field):
+    response = api.post(url(session, "messages/"), body, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"] == f"{field}: must not contain the NUL character (\\u0000)"
+    assert not Message.objects.filter(session=session).exists()
+
+
+def test_a_literal_backslash_u0000_is_fine(api, session):
+    response = api.post(url(session, "messages/"), {"role": "user", "content": "printf '\\u0000'"}, format="json")
+    assert response.status_code == 201

@@ -187,3 +187,9 @@ def test_a_reply_appended_with_max_tokens_usage_is_served_truncated(api, session
     session.refresh_from_db()
     assert session.context_tokens == context["estimated_tokens"]
     assert session.total_message_tokens > session.context_tokens
+
+
+def test_it_rejects_token_counts_beyond_the_database_range(api, session):
+    response = api.post(url(session, "usage/"), {"input_tokens": 3_000_000_000}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("input_tokens: Ensure this value is less than or equal to")
