@@ -196,6 +196,9 @@ def test_garbage_output_fails_the_check_and_falls_back(server, text, reason):
     assert result.fallbacks[0]["strategy"] == "anthropic"
     assert reason in result.fallbacks[0]["reason"]
     assert "## Progress" in result.summary
+    # The rejected call was still paid for.
+    (spent,) = result.usage["failed_attempts"]
+    assert spent["strategy"] == "anthropic" and spent["calls"] == 1 and spent["input_tokens"] > 0
 
 
 def test_summary_larger_than_its_input_is_rejected(server):

@@ -101,6 +101,8 @@ class AnthropicSummarizer:
         info = lookup(self.model)
         self.context_window = context_window or info.context_window
         self.max_output_tokens = info.max_output_tokens
+        # Usage of the latest run, also when it failed part-way: calls already made cost money.
+        self.last_usage: dict[str, Any] = {}
         self.client = anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
 
     def _input_budget(self, output_budget: int, previous_summary: str | None) -> int:
@@ -201,6 +203,7 @@ class AnthropicSummarizer:
             "request_ids": [],
             "stop_reasons": [],
         }
+        self.last_usage = usage
         if inp.messages or not inp.previous_summary:
             # A split first turn has no history before it: its prefix is the history then.
             history = inp.messages or inp.turn_prefix

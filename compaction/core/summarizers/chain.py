@@ -90,6 +90,16 @@ def _check(draft: Draft, inp: SummaryInput) -> str | None:
     return None
 
 
+def _cost_fields(usage: dict[str, Any]) -> dict[str, Any]:
+    from compaction.core.summarizers.anthropic import cost_usd
+
+    fields = {k: usage.get(k) for k in ("calls", "input_tokens", "output_tokens", "model")}
+    fields["cost_usd"] = usage.get("cost_usd") or cost_usd(
+        str(usage.get("model") or ""), usage.get("input_tokens") or 0, usage.get("output_tokens") or 0
+    )
+    return fields
+
+
 def _error_reason(exc: BaseException) -> str:
     status = getattr(exc, "status_code", None)
     text = str(exc).splitlines()[0] if str(exc) else ""
@@ -101,6 +111,7 @@ def _error_reason(exc: BaseException) -> str:
 def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     """Run the chain; the first summary that passes the checks wins. Never raises."""
     fallbacks: list[dict[str, str]] = []
+    failed_usage: list[dict[str, Any]] = []
     accepted: Draft | None = None
     strategy = "truncate"
     timings: dict[str, int] = {}
@@ -120,6 +131,9 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
             accepted, strategy = draft, summarizer.name
             break
         fallbacks.append({"strategy": summarizer.name, "reason": reason or "unknown failure"})
+        spent = draft.usage if draft is not None else getattr(summarizer, "last_usage", None)
+        if spent and spent.get("calls"):
+            failed_usage.append({"strategy": summarizer.name, **_cost_fields(spent)})
 
     if accepted is None:
         # Every strategy failed its checks: the truncate text is still a valid summary to serve.
@@ -150,6 +164,9 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
 
     usage = dict(accepted.usage)
     usage["duration_ms"] = timings
+    if failed_usage:
+        # Tokens spent on attempts that were rejected or failed are still billed.
+        usage["failed_attempts"] = failed_usage
     return SummaryResult(
         summary=summary,
         turn_prefix_summary=accepted.turn_prefix_summary,
