@@ -144,6 +144,13 @@ NOT_OVERFLOW = [
     "The model `gpt-5-mini` does not exist or you do not have access to it.",
     "Token limit exceeded: 40000 tokens per minute rate limit",
     "Connection reset by peer",
+    "context deadline exceeded (Client.Timeout exceeded while awaiting headers)",
+    "max_tokens must be less than or equal to 8192",
+    "The response was truncated because the maximum number of output tokens was reached",
+    "Your prompt was flagged as potentially violating our usage policy.",
+    "messages: text content blocks must contain non-whitespace text",
+    "Request timed out.",
+    "429 Too Many Requests: retry after 30 seconds",
 ]
 
 
