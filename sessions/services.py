@@ -62,6 +62,9 @@ def compaction_settings_errors(overrides: Any) -> dict[str, str]:
     if not isinstance(overrides, dict):
         return {"": "must be an object of setting → value"}
     errors = validate_overrides(overrides)
+    for key, value in overrides.items():
+        if key not in errors and validation.find_nul(value, "") is not None:
+            errors[key] = "must not contain the NUL character (\\u0000)"
     prompt = overrides.get("compact_prompt")
     if isinstance(prompt, str) and "compact_prompt" not in errors:
         problems = _custom_prompt_problems(prompt)

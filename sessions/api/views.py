@@ -58,12 +58,11 @@ class SessionListView(APIView):
         responses={200: s.SessionOutSerializer(many=True)},
     )
     def get(self, request):
-        qs = selectors.session_list(
-            user=request.user,
-            agent=request.query_params.get("agent"),
-            model=request.query_params.get("model"),
-            search=request.query_params.get("search"),
-        )
+        filters = {name: request.query_params.get(name) for name in ("agent", "model", "search")}
+        for name, value in filters.items():
+            if value and "\x00" in value:
+                raise ValidationError({name: ["must not contain the NUL character"]})
+        qs = selectors.session_list(user=request.user, **filters)
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(s.SessionOutSerializer(page, many=True).data)

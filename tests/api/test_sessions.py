@@ -170,3 +170,15 @@ def test_delete_removes_a_session_with_an_active_compaction(api, session):
     assert not Session.objects.filter(pk=session.pk).exists()
     assert not Message.objects.filter(session_id=session.pk).exists()
     assert not Compaction.objects.filter(pk=compaction.pk).exists()
+
+
+def test_nul_characters_are_a_400_not_a_database_error(api, session):
+    response = api.post("/api/v1/sessions/", {"title": "a\u0000b"}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("title: ")
+    response = api.patch(
+        url(session), {"compaction_settings": {"compact_prompt": "x\u0000 {conversation}"}}, format="json"
+    )
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("compaction_settings: compact_prompt: must not contain the NUL")
+    assert api.get("/api/v1/sessions/?search=a%00b").status_code == 400
