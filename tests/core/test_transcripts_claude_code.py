@@ -45,6 +45,7 @@ def assert_tool_pairs_intact(t: ImportedTranscript) -> None:
                 assert index > 0 and messages[index - 1]["role"] == "assistant"
                 previous_uses = {b["id"] for b in messages[index - 1]["content"] if b.get("type") == "tool_use"}
                 assert set(results) <= previous_uses, f"orphan tool_result at {index}"
+                assert len(results) == len(set(results)), f"duplicate tool_result at {index}"
                 assert not (set(results) & seen_results)
                 seen_results.update(results)
                 # tool_result blocks come first in a user message, as the API requires.
