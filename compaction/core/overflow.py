@@ -311,6 +311,9 @@ def detect_overflow(
     context_window: int | None = None,
 ) -> OverflowCheck:
     """Classify one provider response. Pure and total: any input gives an answer."""
+    if error_text is not None and not isinstance(error_text, str):
+        # A parsed JSON body handed over as-is: match on its text form.
+        error_text = json.dumps(error_text) if isinstance(error_text, dict | list) else str(error_text)
     text = _normalize(error_text or "")
     if status_code is None and (match := _STATUS_IN_TEXT.match(text)):
         status_code = int(match.group(1))

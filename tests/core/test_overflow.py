@@ -281,3 +281,9 @@ def test_discard_edge_cases() -> None:
     only_tools = [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]
     assert discard_truncated_tool_uses(only_tools) == []
     assert discard_truncated_tool_uses("plain text") == "plain text"  # type: ignore[arg-type]
+
+
+def test_a_parsed_json_body_is_accepted() -> None:
+    body = {"error": {"type": "invalid_request_error", "message": "prompt is too long: 201000 tokens > 200000 maximum"}}
+    check = detect_overflow(error_text=body, status_code=400)  # type: ignore[arg-type]
+    assert check.is_overflow and check.provider == "anthropic"

@@ -328,3 +328,18 @@ def test_real_files_have_no_blank_text(path: Path) -> None:
             assert content.strip()
         else:
             assert all(str(b.get("text", "")).strip() for b in content if b.get("type") == "text")
+
+
+def test_summary_line_gives_the_title() -> None:
+    t = parse_claude_code(
+        [
+            {"type": "summary", "summary": "Fix the login redirect loop", "leafUuid": "a1"},
+            line("u1", None, "user", "<command-name>/clear</command-name>"),
+            line("a1", "u1", "assistant", [{"type": "text", "text": "ok"}]),
+        ]
+    )
+    assert t.title == "Fix the login redirect loop"
+    untitled = parse_claude_code(
+        [line("u1", None, "user", "<command-name>/clear</command-name>"), line("u2", "u1", "user", "make it fast")]
+    )
+    assert untitled.title == "make it fast"
