@@ -136,3 +136,23 @@ def test_compact_undo_and_review_in_a_real_browser(live_server, page_factory, ea
 
     for p in (page, admin):
         assert p.dialogs == [] and p.errors == []
+
+
+def test_progress_updates_by_itself_while_a_worker_runs_the_job(live_server, page_factory, imported):
+    """No eager tasks here: the job stays queued until "the worker" (this test) runs it; the
+    page, left alone, goes from queued to the figures by polling the fragment."""
+    from compaction import services
+
+    session = imported
+    page = page_factory()
+    log_in(page, live_server.url, "alice", "alice-password")
+    page.goto(f"{live_server.url}/sessions/{session.pk}/")
+    page.evaluate("window.__noReload = true")
+    page.get_by_role("button", name="Compact now").click()
+    page.get_by_text("Compaction queued").wait_for()
+    job = Compaction.objects.get(session=session, status=Status.QUEUED)
+    services.compaction_run(compaction_id=job.pk)
+    page.locator(".result-figures").wait_for(timeout=10_000)
+    assert "Conversation compacted:" in page.locator(".result-figures").inner_text()
+    assert page.locator(".progress [hx-trigger], .progress[hx-trigger]").count() == 0  # polling stopped
+    assert page.evaluate("window.__noReload") is True
