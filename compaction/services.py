@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
@@ -298,6 +300,25 @@ def build_summarizer_chain(*, config: CompactionConfig, strategy: str, timeout: 
     )
 
 
+def _summarize_within(inp, chain: list, *, config: CompactionConfig, budget: float):
+    from compaction.core.summarizers import summarize
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="overflow-summarizer")
+    try:
+        # Pure core code in the thread (no database), so abandoning it on timeout is safe; its
+        # HTTP call ends by itself within the (short) LLM timeout.
+        return pool.submit(summarize, inp, chain).result(timeout=budget)
+    except FuturesTimeout:
+        logger.warning("Overflow summarizer exceeded its %.0f s budget; using the extractive summarizer", budget)
+        offline = build_summarizer_chain(config=config, strategy="extractive", timeout=budget, max_retries=0)
+        result = summarize(inp, offline)
+        reason = f"no summary within the overflow time budget of {budget:g} s"
+        result.fallbacks = [{"strategy": getattr(chain[0], "name", "llm"), "reason": reason}, *result.fallbacks]
+        return result
+    finally:
+        pool.shutdown(wait=False)
+
+
 @dataclass
 class _Outcome:
     kind: str  # "skip" | "prune" | "summary"
@@ -317,8 +338,13 @@ def _compute(
     force: bool,
     llm_timeout: float,
     max_retries: int,
+    time_budget: float | None = None,
 ) -> _Outcome:
-    """Decide and produce the new overlay from a snapshot. No writes."""
+    """Decide and produce the new overlay from a snapshot. No writes.
+
+    `time_budget` (overflow recovery, an agent is waiting): if the LLM chain has not produced a
+    summary within it, the offline extractive summarizer does, and the fallback is recorded.
+    """
     based_on = snap.based_on
     config = snap.config
     trigger = config.trigger_tokens
@@ -389,7 +415,10 @@ def _compute(
         output_budget=config.summary_budget,
         model=config.summarizer_model,
     )
-    result = summarize(inp, chain)
+    if time_budget is not None and chain and getattr(chain[0], "name", "") not in ("extractive", "truncate"):
+        result = _summarize_within(inp, chain, config=config, budget=time_budget)
+    else:
+        result = summarize(inp, chain)
     summarized = list(cut.to_summarize) + list(cut.turn_prefix)
     old_prune = based_on.prune_before_seq if based_on else None
     return outcome(
@@ -782,6 +811,7 @@ def compaction_overflow(
             force=True,
             llm_timeout=float(getattr(settings, "COMPACTION_OVERFLOW_LLM_TIMEOUT", 20.0)),
             max_retries=0,
+            time_budget=float(getattr(settings, "COMPACTION_OVERFLOW_TIME_BUDGET", 30.0)),
         )
         applied = _apply(job, outcome, attempt=None, started=started)
     except (OperationalError, InterfaceError):
