@@ -209,10 +209,11 @@ def plan_cut(
             target -= 1
         if suffix[target] < budget or target == 0:
             if not force:
-                return _nothing(
-                    f"all {n} messages ({_fmt(total)} tokens) fit within keep_recent_tokens={_fmt(budget)}",
-                    messages,
-                )
+                if total <= budget:
+                    why = f"all {n} messages ({_fmt(total)} tokens) fit within keep_recent_tokens={_fmt(budget)}"
+                else:
+                    why = f"keeping keep_recent_tokens={_fmt(budget)} needs all {n} messages ({_fmt(total)} tokens)"
+                return _nothing(why, messages)
             # Forced with everything inside the budget: still compact, keeping the last turn.
             target = starts[-1] if starts and starts[-1] > 0 else n - 1
             mode = f"forced; all {_fmt(total)} tokens fit in the {_fmt(budget)}-token budget"
@@ -224,7 +225,7 @@ def plan_cut(
     if cut is None:
         if not force:
             return _nothing(
-                f"keeping {mode} requires every message once tool pairs are kept together",
+                f"meeting the {mode} requires every message once tool pairs are kept together",
                 messages,
             )
         # Forced: keep as little as possible beyond the target instead.

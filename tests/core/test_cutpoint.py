@@ -486,3 +486,12 @@ def test_core_cut_modules_import_without_django() -> None:
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=root)
     assert result.returncode == 0, result.stderr
+
+
+def test_reason_when_the_budget_needs_every_message() -> None:
+    h = History()
+    h.user(100)
+    h.assistant(10)
+    plan = plan_cut(h.messages, keep_recent_tokens=50)
+    assert plan.nothing_to_compact
+    assert plan.reason == "nothing to compact: keeping keep_recent_tokens=50 needs all 2 messages (110 tokens)"
