@@ -142,9 +142,12 @@ def test_three_successive_compactions_merge_summaries_and_lose_no_message(user):
     second = request_and_run(session)
     append(session, conversation(6, start=12))
     third = request_and_run(session)
+    first_items = ["src/module_0.py", "Request 1: update src/module_1.py"]  # a path and a user instruction
+    assert all(item in first.summary for item in first_items)
     for job in (second, third):
         assert job.status == Status.SUCCEEDED, job.error
-        assert "src/module_0.py" in job.summary, "an item of the first summary was dropped"
+        for item in first_items:
+            assert item in job.summary, f"{item!r} of the first summary was dropped"
     assert third.based_on_id == second.pk and second.based_on_id == first.pk
     assert second.first_summarized_seq == first.first_kept_seq
     assert third.first_summarized_seq == second.first_kept_seq
