@@ -12,6 +12,7 @@ from compaction.core.cutpoint import plan_cut
 from compaction.core.transcripts import ImportedTranscript, parse_claude_code, read_claude_code
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.types import Msg
+from tests.core.test_cutpoint import assert_plan_invariants
 
 CC = Path("/work/shared/data/transcripts/claude-code")
 BIG = {
@@ -148,6 +149,13 @@ def test_imported_history_cuts_cleanly() -> None:
         kept_uses = {i for m in plan.kept for i in m.tool_use_ids}
         assert all(i in kept_uses for m in plan.kept for i in m.tool_result_ids)
         assert plan.kept_tokens >= keep
+    # Every budget, forced or not, on the real history keeps the plan's invariants.
+    for keep in range(0, 200_000, 3_000):
+        for force in (False, True):
+            plan = plan_cut(messages, keep_recent_tokens=keep, force=force, context_window=keep * 5 or None)
+            assert_plan_invariants(plan, messages)
+            if not plan.nothing_to_compact and not force:
+                assert plan.kept_tokens >= keep
 
 
 def test_reader_is_fast_on_the_big_sessions() -> None:
