@@ -104,7 +104,9 @@ def session_messages(request: HttpRequest, session_id: UUID) -> HttpResponse:
     start = _int_param(request, "from", 1)
     page = queries.messages_page(session=session, start=start)
     return render(
-        request, "dashboard/_timeline_page.html", _timeline_context(session, compactions, page, start, full_page=False)
+        request,
+        "dashboard/_timeline_page.html",
+        _timeline_context(session, compactions, page, start, full_page=request.GET.get("full") == "1"),
     )
 
 

@@ -97,11 +97,14 @@ def test_compact_undo_and_review_in_a_real_browser(live_server, page_factory, ea
         "before => document.querySelector('.gauge-words').innerText !== before", arg=before_text, timeout=10_000
     )
     assert page.locator("tr.active-row").count() == 1
+    # the timeline re-rendered in place too: the new boundary and the compacted region
+    page.locator("li.boundary-active").wait_for()
+    assert page.locator("li.msg-compacted").count() == job.messages_summarized
     assert page.evaluate("window.__noReload") is True
     shot(page, "03-session-detail-compacted")
 
     # compaction detail: summary rendered, figures, range link
-    page.get_by_role("link", name="View summary").click()
+    page.locator("#compact-status").get_by_role("link", name="View summary").click()
     page.wait_for_url(f"{base}/sessions/{session.pk}/compactions/{job.pk}/")
     assert page.locator(".markdown").first.inner_text().strip()
     assert page.get_by_text(f"{job.tokens_before:,} → {job.tokens_after:,}").count() >= 1

@@ -275,3 +275,17 @@ def test_api_key_name_is_required(logged_in, user):
     response = logged_in.post(reverse("dashboard:api-keys"), {"name": ""})
     assert response.status_code == 200 and "This field is required" in response.content.decode()
     assert not ApiKey.objects.filter(owner=user).exists()
+
+
+def test_list_row_and_gauge_show_the_same_hybrid_figure(logged_in, user):
+    session = make_session(user, title="Reported")
+    add_messages(session, conversation(10), tokens=1000)
+    session.reported_input_tokens = 150_000  # the provider saw more than our estimate (10,000)
+    session.reported_at_seq = 8
+    session.save(update_fields=["reported_input_tokens", "reported_at_seq"])
+    list_body = logged_in.get(reverse("dashboard:session-list")).content.decode()
+    assert "152k / 200k · 76%" in list_body  # 150,000 reported + 2 messages since
+    detail = logged_in.get(detail_url(session)).content.decode()
+    assert "152,000 / 200,000 tokens (76%)" in detail
+    over = logged_in.get(reverse("dashboard:session-list"), {"status": "near"}).content.decode()
+    assert "Reported" not in over  # 152k is not within 20k of the 183,616 trigger
