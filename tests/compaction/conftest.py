@@ -16,3 +16,11 @@ def eager_celery():
     celery_app.conf.task_always_eager = True
     yield celery_app
     celery_app.conf.task_always_eager = previous
+
+
+@pytest.fixture(autouse=True)
+def no_real_llm(settings):
+    """Engine tests never reach the real Anthropic API, even if the developer's shell has a key:
+    the chain is extractive → truncate unless a test points it at tests/fake_anthropic.py."""
+    settings.ANTHROPIC_API_KEY = None
+    settings.ANTHROPIC_BASE_URL = None
