@@ -199,6 +199,7 @@ class CompactionAdmin(admin.ModelAdmin):
             "original": compaction,
             "title": f"Review compaction of “{compaction.session}”",
             "c": compaction,
+            "tokens_line": self.tokens(compaction),
             "summary_html": render_markdown(strip_file_tags(compaction.summary)),
             "turn_prefix_html": render_markdown(compaction.turn_prefix_summary)
             if compaction.turn_prefix_summary

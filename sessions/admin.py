@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 from rest_framework_api_key.admin import APIKeyModelAdmin
+from rest_framework_api_key.models import APIKey
 
 from compaction.models import Compaction
 
@@ -81,6 +82,12 @@ class ToolCallAdmin(ReadOnlyMixin, admin.ModelAdmin):
     search_fields = ["tool_use_id", "name", "=session__id"]
     list_select_related = ["session"]
     show_full_result_count = False
+
+
+# The package registers its own concrete APIKey model, which Compactor does not use (keys are
+# sessions.ApiKey, owned by a user); hide it so nobody creates keys that authenticate nothing.
+if admin.site.is_registered(APIKey):
+    admin.site.unregister(APIKey)
 
 
 @admin.register(ApiKey)

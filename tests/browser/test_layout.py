@@ -52,3 +52,28 @@ def test_compact_controls_are_keyboard_reachable(live_server, page_factory, sess
     assert {"Preview", "Compact now", "Undo"} <= reached
     assert page.get_by_label("Focus instructions (optional)").count() == 1
     assert page.get_by_label("Keep recent tokens verbatim (optional)").count() == 1
+
+
+def test_list_filters_and_timeline_load_more_without_reloading(live_server, page_factory, sessions, user):
+    long_session = make_session(user, title="Very long session", agent="pi")
+    add_messages(long_session, conversation(250), tokens=50)
+    page = page_factory()
+    log_in(page, live_server.url, "alice", "alice-password")
+    page.evaluate("window.__noReload = true")
+    page.get_by_label("Search title or agent").fill("very long")
+    page.wait_for_function("document.querySelectorAll('#session-table tbody tr').length === 1")
+    assert "q=very%20long" in page.url  # pushed, so the filtered list can be bookmarked
+    page.get_by_label("Status").select_option("over")
+    page.wait_for_function("document.querySelector('#session-table').innerText.includes('No sessions match')")
+    assert page.evaluate("window.__noReload") is True
+
+    page.goto(f"{live_server.url}/sessions/{long_session.pk}/")
+    page.evaluate("window.__noReload = true")
+    assert page.locator("li.msg").count() == 100
+    page.locator("#load-more-101").scroll_into_view_if_needed()  # "revealed" loads the next page
+    page.locator("#m-101").wait_for()
+    page.locator("#load-more-201").scroll_into_view_if_needed()
+    page.locator("#m-250").wait_for()
+    assert page.locator("li.msg").count() == 250
+    assert page.locator(".load-more").count() == 0
+    assert page.evaluate("window.__noReload") is True

@@ -133,7 +133,7 @@ def test_admin_review_page_shows_source_beside_summary_and_edits(client, compact
     client.force_login(staff_user)
     url = reverse("admin:compaction_compaction_review", args=[c.pk])
     body = client.get(url).content.decode()
-    assert "Summarized messages #1–#8 (8)" in body
+    assert "Summarized messages #1–#8 (8)" in body and "167,094 → 21,380 tokens" in body
     assert "Please look at step 1." in body and "<h2>Goal</h2>" in body
     response = client.post(url, {"action": "edit", "summary": "## Goal\nBetter.", "note": "clearer", "activate": "on"})
     assert response.status_code == 302
