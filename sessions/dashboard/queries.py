@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from django.shortcuts import get_object_or_404
 
 from compaction.core import tokens as core_tokens
-from compaction.models import IN_FLIGHT, Compaction, Status
+from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Status
 from sessions import services as session_services
 from sessions.models import Message, Session
 
@@ -175,6 +175,15 @@ def model_choices(*, user) -> list[str]:
 
 def compaction_history(*, session: Session) -> list[Compaction]:
     return list(Compaction.objects.filter(session=session).select_related("reviewed_by").order_by("-created_at"))
+
+
+def reverted_ids(*, session: Session) -> set:
+    """Compactions that were undone (their COMPACTION_REVERTED events)."""
+    return set(
+        Event.objects.filter(session=session, kind=EventKind.COMPACTION_REVERTED).values_list(
+            "compaction_id", flat=True
+        )
+    )
 
 
 def effective_compactions(*, session: Session, compactions: list[Compaction]) -> list[Compaction]:

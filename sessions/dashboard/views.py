@@ -47,6 +47,7 @@ def _overview_context(request: HttpRequest, session, compactions) -> dict:
         trigger_tokens=usage.trigger_tokens,
         context_window=usage.context_window,
     )
+    undone = queries.reverted_ids(session=session) if compactions else set()
     history = [
         {
             "c": c,
@@ -55,6 +56,7 @@ def _overview_context(request: HttpRequest, session, compactions) -> dict:
             "before": fmt_int(c.tokens_before),
             "after": fmt_int(c.tokens_after),
             "active": c.pk == session.active_compaction_id,
+            "undone": c.pk in undone and c.pk != session.active_compaction_id,
         }
         for c in compactions
     ]

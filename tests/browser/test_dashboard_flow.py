@@ -118,6 +118,7 @@ def test_compact_undo_and_review_in_a_real_browser(live_server, page_factory, ea
     assert page.evaluate("window.__noReload") is True
     session.refresh_from_db()
     assert session.active_compaction_id == job.based_on_id  # back to what was active before
+    page.locator("#overview .badge", has_text="undone").wait_for()  # history refreshed in place
     shot(page, "05-session-detail-undone")
 
     # an admin approves the summary

@@ -289,3 +289,11 @@ def test_list_row_and_gauge_show_the_same_hybrid_figure(logged_in, user):
     assert "152,000 / 200,000 tokens (76%)" in detail
     over = logged_in.get(reverse("dashboard:session-list"), {"status": "near"}).content.decode()
     assert "Reported" not in over  # 152k is not within 20k of the 183,616 trigger
+
+
+def test_logout_is_a_post_from_the_nav(logged_in):
+    body = logged_in.get(reverse("dashboard:session-list")).content.decode()
+    assert f'<form method="post" action="{reverse("logout")}"' in body
+    response = logged_in.post(reverse("logout"))
+    assert response.status_code == 302 and response["Location"] == reverse("login")
+    assert logged_in.get(reverse("dashboard:session-list")).status_code == 302

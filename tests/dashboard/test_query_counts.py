@@ -13,10 +13,10 @@ from tests.dashboard.factories import add_messages, conversation, make_compactio
 pytestmark = pytest.mark.django_db
 
 # Measured: list 5 (auth session, user, model choices, count or slim rows, page rows) and
-# detail 6 (auth ×2, session, compactions, message page, token series); +1 for the hybrid
+# detail 7 (auth ×2, session, compactions, undone ids, message page, token series); +1 for the hybrid
 # usage sum when the provider reported usage, +1 slack. Independent of the data size.
 LIST_QUERIES = 7
-DETAIL_QUERIES = 8
+DETAIL_QUERIES = 9
 
 
 @pytest.fixture
