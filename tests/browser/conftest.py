@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -22,11 +21,11 @@ CHROMIUM_ARGS = [
 
 
 @pytest.fixture
-def browser():
+def browser(monkeypatch):
     chromium = require_chromium()
     # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are
-    # still synchronous, so Django's async-safety guard must be told so.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    # still synchronous, so Django's async-safety guard must be told so (for this test only).
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
