@@ -14,6 +14,7 @@ from django.utils import timezone
 from compaction import services
 from compaction.models import Compaction, Event, EventKind, Status
 from sessions.models import Message
+from tests.services import require_postgres
 
 from .factories import append, conversation, make_session, orphan_tool_results, served_seqs
 
@@ -128,6 +129,9 @@ def test_a_zombie_worker_cannot_activate_after_its_job_was_taken_over(user, monk
 
 
 def test_concurrent_requests_queue_exactly_one_job(user):
+    # Truly concurrent writers: the in-memory SQLite test database answers "table is locked"
+    # instead of waiting, so this one needs PostgreSQL (the unique in-flight index does the work).
+    require_postgres()
     session = make_session(user)
     append(session, conversation(4))
     barrier = threading.Barrier(6)
