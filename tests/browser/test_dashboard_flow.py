@@ -160,3 +160,21 @@ def test_progress_updates_by_itself_while_a_worker_runs_the_job(live_server, pag
     assert "Conversation compacted:" in page.locator(".result-figures").inner_text()
     assert page.locator(".progress [hx-trigger], .progress[hx-trigger]").count() == 0  # polling stopped
     assert page.evaluate("window.__noReload") is True
+
+
+def test_nothing_to_compact_is_said_plainly(live_server, page_factory, eager_tasks, user):
+    from tests.dashboard.factories import add_messages, make_session
+
+    session = make_session(user, title="Tiny")
+    add_messages(session, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}], tokens=5)
+    page = page_factory()
+    log_in(page, live_server.url, "alice", "alice-password")
+    page.goto(f"{live_server.url}/sessions/{session.pk}/")
+    page.get_by_role("button", name="Preview").click()
+    page.locator("#compact-preview").get_by_text("Nothing to compact:").wait_for()
+    page.get_by_role("button", name="Compact now").click()
+    page.locator("#compact-status").get_by_text("Nothing to compact:").wait_for()
+    job = Compaction.objects.get(session=session)
+    assert job.status == Status.SKIPPED and job.detail in page.locator("#compact-status").inner_text()
+    session.refresh_from_db()
+    assert session.active_compaction_id is None

@@ -29,6 +29,7 @@ def test_pages_fit_the_screen(live_server, page_factory, sessions, width, height
     for url, name in [
         ("/", "list"),
         (f"/sessions/{sessions.pk}/", "detail"),
+        (f"/sessions/{sessions.pk}/compactions/{sessions.active_compaction_id}/", "compaction"),
         ("/keys/", "keys"),
     ]:
         page.goto(live_server.url + url)
