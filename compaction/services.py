@@ -202,6 +202,18 @@ def _loop_guard(*, session: Session, tokens: int, trigger: int) -> tuple[str, Co
     ), last
 
 
+def _report_predates_active(session: Session, usage: dict[str, Any]) -> bool:
+    if usage.get("reported_tokens") is None or not session.active_compaction_id:
+        return False
+    snapshot_seq = (
+        Compaction.objects.filter(pk=session.active_compaction_id)
+        .values_list("params__snapshot_seq", flat=True)
+        .first()
+    )
+    reported_at = usage.get("reported_at_seq")
+    return snapshot_seq is not None and reported_at is not None and reported_at < int(snapshot_seq)
+
+
 def compaction_maybe_auto(*, session: Session, now=None) -> Compaction | None:
     """After an append or a usage report: queue an auto compaction when usage crossed the trigger.
 
@@ -211,7 +223,14 @@ def compaction_maybe_auto(*, session: Session, now=None) -> Compaction | None:
     config = ss.session_config(session)
     if not config.auto_compact:
         return None
-    tokens = int(ss.session_usage(session)["tokens"])
+    usage = ss.session_usage(session)
+    tokens = int(usage["tokens"])
+    if _report_predates_active(session, usage):
+        # The agent's call that produced this report was made on the context from before the
+        # active compaction (its reply was already stored when the compaction took its
+        # snapshot): the figure describes a context no longer served. Judging by it would
+        # compact again right after compacting.
+        tokens = int(usage["estimated_tokens"])
     trigger = config.trigger_tokens
     if tokens <= trigger:
         return None
@@ -968,6 +987,8 @@ def transcript_replay(
     """
     ss = _session_services()
     result = ReplayResult()
+    earlier = set(Compaction.objects.filter(session=session).values_list("pk", flat=True))
+    new_succeeded = Compaction.objects.filter(session=session, status=Status.SUCCEEDED).exclude(pk__in=earlier)
     for index, message in enumerate(messages):
         appended = ss.messages_append(
             session=session, messages=[{"role": message["role"], "content": message["content"]}]
@@ -975,7 +996,12 @@ def transcript_replay(
         seq = appended.messages[-1].seq
         job = appended.compaction
         reported = None
-        if message["role"] == "assistant" and not result.compactions:
+        # Stop reporting as soon as the service has compacted (even if this very append did it).
+        compacted = bool(result.compactions) or new_succeeded.exists()
+        if run_inline and job is not None and not compacted:
+            compaction_run(compaction_id=job.pk)
+            compacted = new_succeeded.exists()
+        if message["role"] == "assistant" and not compacted:
             reported = _reported_prompt_tokens(message.get("usage"))
             if reported is not None:
                 usage = message["usage"]
@@ -995,7 +1021,11 @@ def transcript_replay(
                 compaction_run(compaction_id=queued.pk)
         session.refresh_from_db()
         # A compaction may also activate later, in a worker: the active one is what counts.
-        if session.active_compaction_id and all(c.pk != session.active_compaction_id for c in result.compactions):
+        if (
+            session.active_compaction_id
+            and session.active_compaction_id not in earlier
+            and all(c.pk != session.active_compaction_id for c in result.compactions)
+        ):
             activated = Compaction.objects.get(pk=session.active_compaction_id)
             result.compactions.append(activated)
             if result.first_compaction_index is None:

@@ -48,6 +48,9 @@ def replay(api, transcript, capture) -> dict:
             )
         assert response.status_code == 201, (index, response.json())
         seq = response.json()["messages"][0]["seq"]
+        if first_job is None:
+            first_job = Compaction.objects.filter(session_id=session_id, status=Status.SUCCEEDED).first()
+            first_index = index if first_job is not None else None
         usage = message.get("usage")
         if message["role"] == "assistant" and first_job is None and usage and usage.get("input_tokens") is not None:
             with capture(execute=True):
@@ -65,7 +68,9 @@ def replay(api, transcript, capture) -> dict:
             assert reported.status_code == 200, reported.json()
             usage_seen.append(reported.json()["usage"]["tokens"])
         if first_job is None:
-            job = Compaction.objects.filter(session_id=session_id, status=Status.SUCCEEDED).first()
+            job = (
+                Compaction.objects.filter(session_id=session_id, status=Status.SUCCEEDED).order_by("created_at").first()
+            )
             if job is not None:
                 first_index, first_job = index, job
     return {
@@ -102,6 +107,11 @@ def test_replay_fires_near_claude_codes_own_compaction(
         f"{name}: fired at message {result['first_index']} (Claude Code: {cc_index}), {job.strategy} {job.tokens_before:,} → {job.tokens_after:,}"
     )
     assert job.tokens_after < TRIGGER
+    # The usage report that follows (its call was made on the old context) must not trigger
+    # another compaction right away: no two compactions in a row without new conversation.
+    jobs = list(Compaction.objects.filter(session_id=result["session_id"]).order_by("created_at"))
+    if len(jobs) > 1:
+        assert jobs[1].params["snapshot_seq"] - jobs[0].params["snapshot_seq"] > 10, [j.params for j in jobs]
 
     # After the whole replay: usage under the trigger, a valid context, the full history readable.
     context = api.get(f"{result['base']}/context/").json()

@@ -346,3 +346,23 @@ def test_the_task_body_is_one_service_call(user, eager_celery, django_capture_on
     run_compaction.delay(compaction_id=str(job.pk))  # a re-delivery
     job.refresh_from_db()
     assert job.attempts == 1
+
+
+def test_a_usage_report_for_the_context_before_the_compaction_does_not_retrigger(user):
+    """The agent's call that produced message k ran on the old context; its report arrives after
+    the compaction (triggered by appending k) activated. It must not compact again at once."""
+    session = make_session(user, window=20_000, auto_compact=True)
+    append(session, conversation(8))
+    job = request_and_run(session, reason="manual")
+    assert job.status == Status.SUCCEEDED
+    last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
+    assert last.seq <= job.params["snapshot_seq"]
+    session_services.usage_report(session=session, input_tokens=19_000, message_seq=last.seq)
+    session.refresh_from_db()
+    assert session.active_compaction_id == job.pk
+    assert not Compaction.objects.filter(session=session, status__in=["queued", "running"]).exists()
+    # A report for a reply produced after the compaction is current: it does count.
+    append(session, [{"role": "user", "content": "next question"}, {"role": "assistant", "content": "answer"}])
+    newest = Message.objects.filter(session=session).order_by("-seq").first()
+    session_services.usage_report(session=session, input_tokens=19_000, message_seq=newest.seq)
+    assert Compaction.objects.filter(session=session, reason="threshold").exists()
