@@ -1,6 +1,6 @@
 """Compaction benchmark on a real Claude Code transcript.
 
-    DEBUG=1 .venv/bin/python bench/compaction_bench.py [--transcript PATH] [--window N] [--trigger N]
+    DEBUG=1 .venv/bin/python bench/compaction_bench.py [--transcript PATH] [--window N] [--trigger N] [--no-prune]
 
 Replays the transcript message by message through the services the API uses (usage reported
 after each assistant message until the first compaction, compactions run inline), in a fresh
@@ -40,6 +40,9 @@ def main() -> int:
     parser.add_argument("--transcript", type=Path, default=DEFAULT_TRANSCRIPT)
     parser.add_argument("--window", type=int, default=200_000)
     parser.add_argument("--trigger", type=int, default=167_000, help="auto_compact_token_limit")
+    parser.add_argument(
+        "--no-prune", action="store_true", help="Disable the tool-output pruning tier (always summarize)."
+    )
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
@@ -72,7 +75,7 @@ def main() -> int:
         agent="claude-code",
         model=transcript.model or "",
         context_window=args.window,
-        compaction_settings={"auto_compact_token_limit": args.trigger},
+        compaction_settings={"auto_compact_token_limit": args.trigger, "prune_tool_outputs": not args.no_prune},
     )
     started = time.perf_counter()
     result = services.transcript_replay(
@@ -112,7 +115,7 @@ def main() -> int:
         ("transcript", f"{args.transcript.name} ({len(transcript.messages)} messages, read in {read_ms:.0f} ms)"),
         (
             "append + usage report",
-            f"{result.steps / replay_s:,.0f} messages/s ({replay_s:.1f} s incl. {compaction_ms / 1000:.1f} s compacting)",
+            f"{result.steps / replay_s:,.0f} messages/s ({replay_s:.1f} s incl. {compaction_ms:,} ms compacting)",
         ),
         (
             "auto-compactions",
