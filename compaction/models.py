@@ -55,7 +55,9 @@ class Compaction(models.Model):
 
     # What happened.
     strategy = models.CharField(max_length=32, blank=True, help_text="Summarizer that produced the summary.")
-    fallbacks = models.JSONField(default=list, blank=True, help_text="[{strategy, reason}] for each summarizer that was skipped or failed.")
+    fallbacks = models.JSONField(
+        default=list, blank=True, help_text="[{strategy, reason}] for each summarizer that was skipped or failed."
+    )
     first_summarized_seq = models.PositiveIntegerField(null=True, blank=True)
     last_summarized_seq = models.PositiveIntegerField(null=True, blank=True)
     first_kept_seq = models.PositiveIntegerField(null=True, blank=True)
@@ -71,7 +73,9 @@ class Compaction(models.Model):
     messages_summarized = models.PositiveIntegerField(default=0)
     summarizer_model = models.CharField(max_length=100, blank=True)
     usage = models.JSONField(default=dict, blank=True, help_text="Summarizer usage: input/output tokens, cost, calls.")
-    fidelity = models.JSONField(default=dict, blank=True, help_text="Which ledger items of the source the summary kept.")
+    fidelity = models.JSONField(
+        default=dict, blank=True, help_text="Which ledger items of the source the summary kept."
+    )
     error = models.TextField(blank=True)
     detail = models.CharField(max_length=300, blank=True, help_text="Why nothing was compacted, or a short outcome.")
     attempts = models.PositiveSmallIntegerField(default=0)
@@ -79,14 +83,20 @@ class Compaction(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    deadline_at = models.DateTimeField(null=True, blank=True, help_text="A RUNNING job past this is re-queued by the sweeper.")
+    deadline_at = models.DateTimeField(
+        null=True, blank=True, help_text="A RUNNING job past this is re-queued by the sweeper."
+    )
     activated_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
 
     # Review (Django admin).
-    review_status = models.CharField(max_length=16, choices=ReviewStatus.choices, default=ReviewStatus.PENDING, db_index=True)
+    review_status = models.CharField(
+        max_length=16, choices=ReviewStatus.choices, default=ReviewStatus.PENDING, db_index=True
+    )
     review_notes = models.TextField(blank=True)
-    reviewed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     reviewed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -117,7 +127,9 @@ class SummaryVersion(models.Model):
     compaction = models.ForeignKey(Compaction, on_delete=models.CASCADE, related_name="versions")
     summary = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     note = models.CharField(max_length=200, blank=True)
 
     class Meta:

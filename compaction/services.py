@@ -40,7 +40,6 @@ from sessions.models import Message, Session
 logger = logging.getLogger(__name__)
 
 STRATEGIES = ("auto", "anthropic", "extractive", "truncate", "prune")
-DEFAULT_MAX_ATTEMPTS = 3
 # Extra time past the hard limit before the sweeper calls a RUNNING job lost.
 DEADLINE_GRACE_SECONDS = 30
 # A QUEUED job older than this is re-enqueued by the sweeper (its message may have been
@@ -94,7 +93,7 @@ def _deadline_seconds() -> int:
 
 
 def _max_attempts() -> int:
-    return int(getattr(settings, "COMPACTION_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS))
+    return settings.COMPACTION_MAX_ATTEMPTS
 
 
 def describe(job: Compaction) -> str:
@@ -828,9 +827,9 @@ def compaction_overflow(
             strategy="auto",
             instructions="",
             force=True,
-            llm_timeout=float(getattr(settings, "COMPACTION_OVERFLOW_LLM_TIMEOUT", 20.0)),
+            llm_timeout=settings.COMPACTION_OVERFLOW_LLM_TIMEOUT,
             max_retries=0,
-            time_budget=float(getattr(settings, "COMPACTION_OVERFLOW_TIME_BUDGET", 30.0)),
+            time_budget=settings.COMPACTION_OVERFLOW_TIME_BUDGET,
         )
         applied = _apply(job, outcome, attempt=None, started=started)
     except (OperationalError, InterfaceError):

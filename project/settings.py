@@ -20,8 +20,7 @@ SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
-            "SECRET_KEY is not set. Set SECRET_KEY in the environment (or DEBUG=1 for a "
-            "development key)."
+            "SECRET_KEY is not set. Set SECRET_KEY in the environment (or DEBUG=1 for a development key)."
         )
     SECRET_KEY = "django-insecure-development-key-do-not-use-in-production"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
@@ -143,6 +142,12 @@ if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(f"REDIS_URL must start with redis://, rediss:// or unix://, got {REDIS_URL!r}")
 COMPACTION_SOFT_TIME_LIMIT = env_int("COMPACTOR_SOFT_TIME_LIMIT", 300, minimum=5)
 COMPACTION_HARD_TIME_LIMIT = COMPACTION_SOFT_TIME_LIMIT + 60
+# A job that failed this many times (worker killed, time limit) is marked failed by the sweeper.
+COMPACTION_MAX_ATTEMPTS = env_int("COMPACTOR_MAX_ATTEMPTS", 3, minimum=1)
+# Overflow recovery runs inside the agent's request: the LLM gets this long per call and the
+# whole compaction this budget before the offline summarizer takes over.
+COMPACTION_OVERFLOW_LLM_TIMEOUT = env_float("COMPACTOR_OVERFLOW_LLM_TIMEOUT", 20.0, low=0, high=600)
+COMPACTION_OVERFLOW_TIME_BUDGET = env_float("COMPACTOR_OVERFLOW_TIME_BUDGET", 30.0, low=0, high=600)
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS = {

@@ -10,6 +10,7 @@ os.environ.setdefault("COMPACTOR_VAR_DIR", tempfile.mkdtemp(prefix="compactor-te
 
 from .settings import *  # noqa: E402,F403
 
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405 - silences WhiteNoise's missing-folder warning
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -8,6 +8,7 @@ HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8000}
 mkdir -p var
 $PY manage.py migrate --noinput
+$PY manage.py collectstatic --noinput -v 0
 $PY manage.py ensure_admin
 .venv/bin/celery -A project worker --beat --loglevel=INFO --concurrency=2 \
   --schedule var/celerybeat-schedule >var/worker.log 2>&1 &

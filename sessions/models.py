@@ -15,8 +15,12 @@ class Session(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_sessions")
     title = models.CharField(max_length=200, blank=True)
-    agent = models.CharField(max_length=100, blank=True, help_text="The agent pushing this conversation, e.g. claude-code.")
-    model = models.CharField(max_length=100, blank=True, help_text="Model the agent talks to; sets the default context window.")
+    agent = models.CharField(
+        max_length=100, blank=True, help_text="The agent pushing this conversation, e.g. claude-code."
+    )
+    model = models.CharField(
+        max_length=100, blank=True, help_text="Model the agent talks to; sets the default context window."
+    )
     system_prompt = models.TextField(blank=True)
     system_prompt_tokens = models.PositiveIntegerField(default=0)
     context_window_override = models.PositiveIntegerField(

@@ -14,7 +14,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _check(env_overrides: dict[str, str | None]) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL"))}
-    env.update({"DJANGO_SETTINGS_MODULE": "project.settings", "SECRET_KEY": "x", "COMPACTOR_VAR_DIR": "/tmp/compactor-settings-test"})
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "project.settings",
+            "SECRET_KEY": "x",
+            "COMPACTOR_VAR_DIR": "/tmp/compactor-settings-test",
+        }
+    )
     for key, value in env_overrides.items():
         if value is None:
             env.pop(key, None)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -111,9 +112,7 @@ def count_block(block: dict[str, Any], tokenizer: Tokenizer) -> int:
         return BLOCK_OVERHEAD + tokenizer.count(block.get("data", "")) // 4
     if kind == "tool_use":
         return (
-            TOOL_USE_OVERHEAD
-            + tokenizer.count(block.get("name", ""))
-            + tokenizer.count(_dump(block.get("input", {})))
+            TOOL_USE_OVERHEAD + tokenizer.count(block.get("name", "")) + tokenizer.count(_dump(block.get("input", {})))
         )
     if kind == "tool_result":
         return TOOL_RESULT_OVERHEAD + count_tool_result_content(block.get("content"), tokenizer)

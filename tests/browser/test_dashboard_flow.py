@@ -6,34 +6,24 @@ detail → Undo → an admin approves the summary. Screenshots go to test-artifa
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 
 from compaction.models import Compaction, Status
 from sessions.models import Session
+from tests import services
 from tests.browser.conftest import log_in, shot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-TRANSCRIPT = (
-    Path(settings.BASE_DIR).parent
-    / "shared"
-    / "data"
-    / "transcripts"
-    / "claude-code"
-    / "reliability-python-to-rust-port.jsonl"
-)
+TRANSCRIPT = services.TRANSCRIPTS / "claude-code" / "reliability-python-to-rust-port.jsonl"
 # Small enough that the imported history is over the trigger, so compaction has work.
 WINDOW = "16000"
 
 
 @pytest.fixture
 def imported(user):
-    if not TRANSCRIPT.is_file():
-        pytest.skip(f"transcript missing: {TRANSCRIPT}")
     call_command(
         "import_transcript",
         str(TRANSCRIPT),

@@ -4,20 +4,17 @@ the service has compacted once: auto-compaction must fire near where Claude Code
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from compaction import services
 from compaction.models import Compaction, Status
+from tests.services import TRANSCRIPTS as SHARED_TRANSCRIPTS
 
 from .factories import orphan_tool_results
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
-TRANSCRIPTS = Path("/work/shared/data/transcripts/claude-code")
-if not TRANSCRIPTS.is_dir():  # the repository's copy, wherever the shared data lives
-    TRANSCRIPTS = Path(__file__).resolve().parents[3] / "shared/data/transcripts/claude-code"
+TRANSCRIPTS = SHARED_TRANSCRIPTS / "claude-code"
 WINDOW = 200_000
 # Claude Code: window − min(max_output, 20k) − 13k ≈ 167k on a 200k window.
 TRIGGER = 167_000

@@ -6,6 +6,7 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from compaction import services
@@ -263,7 +264,7 @@ def test_sweeper_requeues_a_lost_job_then_gives_up(user, django_capture_on_commi
 
     stuck = services.compaction_request(session=session, reason="manual")
     Compaction.objects.filter(pk=stuck.pk).update(
-        status=Status.RUNNING, attempts=services.DEFAULT_MAX_ATTEMPTS, deadline_at=timezone.now()
+        status=Status.RUNNING, attempts=settings.COMPACTION_MAX_ATTEMPTS, deadline_at=timezone.now()
     )
     assert services.compaction_sweep_stuck(now=later)["failed"] == 1
     stuck.refresh_from_db()

@@ -15,8 +15,9 @@ from compaction.core.summarizers.base import check_summary_text
 from compaction.core.summarizers.extractive import extractive_summary, extractive_turn_prefix
 from compaction.core.tokens import count_content, count_text
 from compaction.core.types import FileOps, Msg
+from tests import services
 
-TRANSCRIPTS = Path("/work/shared/data/transcripts/claude-code")
+TRANSCRIPTS = services.TRANSCRIPTS / "claude-code"
 TRANSCRIPT = TRANSCRIPTS / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
 OTHER_TRANSCRIPT = TRANSCRIPTS / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 
@@ -366,8 +367,6 @@ def _read_pre_compaction(path: Path) -> tuple[list[Msg], str]:
 
 @pytest.fixture(scope="module", params=[TRANSCRIPT, OTHER_TRANSCRIPT], ids=["8463c716", "258c7280"])
 def real_session(request):
-    if not request.param.exists():
-        pytest.skip("shared transcripts not mounted")
     return request.param, *_read_pre_compaction(request.param)
 
 

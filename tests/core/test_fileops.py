@@ -15,8 +15,9 @@ from compaction.core.fileops import (
     render_file_tags,
 )
 from compaction.core.types import FileOps, Msg
+from tests import services
 
-DATA = Path("/work/shared/data/transcripts")
+DATA = services.TRANSCRIPTS
 
 
 def call(name: str, inp, *, block_type: str = "tool_use") -> Msg:

@@ -12,9 +12,10 @@ from compaction.core.cutpoint import plan_cut
 from compaction.core.transcripts import ImportedTranscript, parse_claude_code, read_claude_code
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.types import Msg
+from tests import services
 from tests.core.test_cutpoint import assert_plan_invariants
 
-CC = Path("/work/shared/data/transcripts/claude-code")
+CC = services.TRANSCRIPTS / "claude-code"
 BIG = {
     "258c7280-ae70-4798-800f-63464d01a85d.jsonl": 167_094,
     "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl": 167_731,

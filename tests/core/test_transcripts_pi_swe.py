@@ -10,9 +10,10 @@ import pytest
 from compaction.core.fileops import extract_file_ops
 from compaction.core.transcripts import read_pi, read_swe_agent
 from compaction.core.types import Msg
+from tests import services
 from tests.core.test_transcripts_claude_code import assert_tool_pairs_intact
 
-DATA = Path("/work/shared/data/transcripts")
+DATA = services.TRANSCRIPTS
 SWE_FILES = sorted((DATA / "swe-agent").glob("*.traj"))
 
 

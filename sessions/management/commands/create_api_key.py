@@ -20,5 +20,7 @@ class Command(BaseCommand):
         except User.DoesNotExist:
             raise CommandError(f"No user named {username!r}. Create one with `manage.py createsuperuser`.") from None
         api_key, key = ApiKey.objects.create_key(owner=user, name=name)
-        self.stdout.write(f"Created API key {api_key.prefix}… ({name}) for {username}. Store it now; it is not shown again:")
+        self.stdout.write(
+            f"Created API key {api_key.prefix}… ({name}) for {username}. Store it now; it is not shown again:"
+        )
         self.stdout.write(key)
