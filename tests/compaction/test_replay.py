@@ -20,7 +20,7 @@ WINDOW = 200_000
 TRIGGER = 167_000
 
 
-def replay(api, transcript, capture) -> dict:
+def replay(api, transcript, capture, *, prune: bool = True) -> dict:
     created = api.post(
         "/api/v1/sessions/",
         {
@@ -28,7 +28,7 @@ def replay(api, transcript, capture) -> dict:
             "agent": "claude-code",
             "model": transcript.model or "",
             "context_window": WINDOW,
-            "compaction_settings": {"auto_compact_token_limit": TRIGGER},
+            "compaction_settings": {"auto_compact_token_limit": TRIGGER, "prune_tool_outputs": prune},
         },
         format="json",
     )
@@ -79,12 +79,13 @@ def replay(api, transcript, capture) -> dict:
     }
 
 
+@pytest.mark.parametrize("prune", [True, False], ids=["prune-first", "summarize"])
 @pytest.mark.parametrize(
     ("name", "cc_pre_tokens"),
     [("258c7280-ae70-4798-800f-63464d01a85d", 167_094), ("8463c716-a2ea-4c14-9efa-87158ebd9f20", 167_731)],
 )
 def test_replay_fires_near_claude_codes_own_compaction(
-    api, eager_celery, django_capture_on_commit_callbacks, name, cc_pre_tokens
+    api, eager_celery, django_capture_on_commit_callbacks, name, cc_pre_tokens, prune
 ):
     from compaction.core.transcripts.claude_code import read_claude_code
 
@@ -93,7 +94,7 @@ def test_replay_fires_near_claude_codes_own_compaction(
     assert transcript.compactions and transcript.compactions[0]["pre_tokens"] == cc_pre_tokens
     cc_index = transcript.compactions[0]["before_message_index"]
 
-    result = replay(api, transcript, django_capture_on_commit_callbacks)
+    result = replay(api, transcript, django_capture_on_commit_callbacks, prune=prune)
     job = result["first_job"]
     assert job is not None, f"no auto-compaction (max usage {max(result['usage']):,})"
     assert job.reason == "threshold"
@@ -104,6 +105,14 @@ def test_replay_fires_near_claude_codes_own_compaction(
         f"{name}: fired at message {result['first_index']} (Claude Code: {cc_index}), {job.strategy} {job.tokens_before:,} → {job.tokens_after:,}"
     )
     assert job.tokens_after < TRIGGER
+    if prune:
+        # The cheap tier alone got usage under the trigger: no summarizer call was made.
+        assert job.strategy == "prune", job.strategy
+    else:
+        # No API key here: the offline summarizer wrote a real structured summary.
+        assert job.strategy == "extractive", (job.strategy, job.fallbacks)
+        assert job.messages_summarized > 50 and "## Goal" in job.summary and "## Next Steps" in job.summary
+        assert job.first_kept_seq is not None
     # The usage report that follows (its call was made on the old context) must not trigger
     # another compaction right away: no two compactions in a row without new conversation.
     jobs = list(Compaction.objects.filter(session_id=result["session_id"]).order_by("created_at"))
