@@ -474,9 +474,18 @@ def usage_report(
             if after != before and _in_context(locked, target.seq):
                 locked.context_tokens = max(0, locked.context_tokens + after - before)
 
-        locked.reported_input_tokens = prompt_tokens
-        locked.reported_at_seq = max(0, reported_at_seq)
-        locked.last_usage = {**record, "reported_at": now.isoformat(), "message_seq": target.seq if target else None}
+        # A report for a call made before the active compaction's snapshot describes the old,
+        # larger context: keep it on the message, but don't calibrate the served context with it.
+        stale = _reported_before_active_compaction(locked, reported_at_seq)
+        if not stale:
+            locked.reported_input_tokens = prompt_tokens
+            locked.reported_at_seq = max(0, reported_at_seq)
+        locked.last_usage = {
+            **record,
+            "reported_at": now.isoformat(),
+            "message_seq": target.seq if target else None,
+            "calibrated": not stale,
+        }
         update = [
             "reported_input_tokens",
             "reported_at_seq",
@@ -497,6 +506,20 @@ def usage_report(
     return UsageReportResult(
         usage=usage, message_seq=target.seq if target else None, dropped_tool_use_ids=dropped, compaction=job
     )
+
+
+def _reported_before_active_compaction(session: Session, reported_at_seq: int) -> bool:
+    """True when the provider saw fewer messages than the active compaction's snapshot held.
+
+    Such a call was made before the compaction existed, so its prompt size is the old one.
+    """
+    active = session.active_compaction
+    if active is None:
+        return False
+    snapshot = (active.params or {}).get("snapshot_seq")
+    if snapshot is None:
+        snapshot = (active.first_kept_seq or 1) - 1
+    return reported_at_seq < snapshot
 
 
 def _in_context(session: Session, seq: int) -> bool:

@@ -362,6 +362,10 @@ def test_a_usage_report_for_the_context_before_the_compaction_does_not_retrigger
     session.refresh_from_db()
     assert session.active_compaction_id == job.pk
     assert not Compaction.objects.filter(session=session, status__in=["queued", "running"]).exists()
+    # Nor does it calibrate the meter: the served context is the compacted one.
+    assert session.reported_input_tokens is None
+    assert session.last_usage["calibrated"] is False
+    assert session_services.session_usage(session)["tokens"] < 19_000
     # A report for a reply produced after the compaction is current: it does count.
     append(session, [{"role": "user", "content": "next question"}, {"role": "assistant", "content": "answer"}])
     newest = Message.objects.filter(session=session).order_by("-seq").first()
