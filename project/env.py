@@ -7,6 +7,7 @@ never later inside a request, so every reader raises ImproperlyConfigured.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -43,7 +44,7 @@ def env_int(name: str, default: int | None, *, minimum: int | None = None) -> in
     return value
 
 
-def env_float(name: str, default: float | None, *, low: float, high: float) -> float | None:
+def env_float(name: str, default: float | None, *, minimum: float, maximum: float) -> float | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -51,9 +52,30 @@ def env_float(name: str, default: float | None, *, low: float, high: float) -> f
         value = float(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}") from None
-    if not (low < value <= high):
-        raise ImproperlyConfigured(f"{name} must be in ({low}, {high}], got {value}")
+    if not (minimum <= value <= maximum):  # also rejects nan
+        raise ImproperlyConfigured(f"{name} must be between {minimum} and {maximum}, got {raw!r}")
     return value
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().upper()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return value
+
+
+def env_writable_dir(name: str, default: str) -> Path:
+    path = Path(os.environ.get(name) or default)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ImproperlyConfigured(f"{name}: cannot create directory {str(path)!r}: {exc.strerror}") from None
+    if not os.access(path, os.W_OK):
+        raise ImproperlyConfigured(f"{name}: directory {str(path)!r} is not writable")
+    return path
 
 
 def env_list(name: str, default: list[str]) -> list[str]:

@@ -10,10 +10,10 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_bool, env_float, env_int, env_list, env_str
+from .env import env_bool, env_choice, env_float, env_int, env_list, env_str, env_writable_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("COMPACTOR_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR = env_writable_dir("COMPACTOR_VAR_DIR", str(BASE_DIR / "var"))
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY")
@@ -146,8 +146,8 @@ COMPACTION_HARD_TIME_LIMIT = COMPACTION_SOFT_TIME_LIMIT + 60
 COMPACTION_MAX_ATTEMPTS = env_int("COMPACTOR_MAX_ATTEMPTS", 3, minimum=1)
 # Overflow recovery runs inside the agent's request: the LLM gets this long per call and the
 # whole compaction this budget before the offline summarizer takes over.
-COMPACTION_OVERFLOW_LLM_TIMEOUT = env_float("COMPACTOR_OVERFLOW_LLM_TIMEOUT", 20.0, low=0, high=600)
-COMPACTION_OVERFLOW_TIME_BUDGET = env_float("COMPACTOR_OVERFLOW_TIME_BUDGET", 30.0, low=0, high=600)
+COMPACTION_OVERFLOW_LLM_TIMEOUT = env_float("COMPACTOR_OVERFLOW_LLM_TIMEOUT", 20.0, minimum=0.1, maximum=600)
+COMPACTION_OVERFLOW_TIME_BUDGET = env_float("COMPACTOR_OVERFLOW_TIME_BUDGET", 30.0, minimum=0.1, maximum=600)
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -185,7 +185,7 @@ CELERY_BEAT_SCHEDULE = {
 # --- Summarizer -------------------------------------------------------------------------
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")
 ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL") or None
-ANTHROPIC_TIMEOUT = env_float("COMPACTOR_ANTHROPIC_TIMEOUT", 120.0, low=0, high=3600)
+ANTHROPIC_TIMEOUT = env_float("COMPACTOR_ANTHROPIC_TIMEOUT", 120.0, minimum=0.1, maximum=3600)
 ANTHROPIC_MAX_RETRIES = env_int("COMPACTOR_ANTHROPIC_MAX_RETRIES", 3, minimum=0)
 
 # --- Compaction defaults (overridable per session and per request) ----------------------
@@ -193,7 +193,7 @@ COMPACTOR = {
     "DEFAULT_CONTEXT_WINDOW": env_int("COMPACTOR_DEFAULT_CONTEXT_WINDOW", 128_000, minimum=1024),
     "RESERVE_TOKENS": env_int("COMPACTOR_RESERVE_TOKENS", 16_384, minimum=0),
     "KEEP_RECENT_TOKENS": env_int("COMPACTOR_KEEP_RECENT_TOKENS", 20_000, minimum=0),
-    "AUTO_COMPACT_RATIO": env_float("COMPACTOR_AUTO_COMPACT_RATIO", None, low=0, high=1),
+    "AUTO_COMPACT_RATIO": env_float("COMPACTOR_AUTO_COMPACT_RATIO", None, minimum=0.05, maximum=1),
     "AUTO_COMPACT_TOKEN_LIMIT": env_int("COMPACTOR_AUTO_COMPACT_TOKEN_LIMIT", None, minimum=1),
     "PRESERVE_MESSAGES": env_int("COMPACTOR_PRESERVE_MESSAGES", None, minimum=1),
     "AUTO_COMPACT": env_bool("COMPACTOR_AUTO_COMPACT", True),
@@ -208,6 +208,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
+    },
     "loggers": {"httpx": {"level": "WARNING"}, "anthropic": {"level": "WARNING"}},
 }

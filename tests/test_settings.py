@@ -46,6 +46,10 @@ def test_it_starts_with_the_embedded_defaults():
         ("COMPACTOR_RESERVE_TOKENS", "lots"),
         ("COMPACTOR_AUTO_COMPACT_RATIO", "1.5"),
         ("COMPACTOR_MAX_REQUEST_BYTES", "10"),
+        ("COMPACTOR_AUTO_COMPACT_RATIO", "0.001"),
+        ("COMPACTOR_ANTHROPIC_TIMEOUT", "nan"),
+        ("LOG_LEVEL", "LOUD"),
+        ("COMPACTOR_VAR_DIR", "/proc/nope"),
     ],
 )
 def test_it_names_the_bad_variable(variable, value):
