@@ -203,6 +203,13 @@ COMPACTOR = {
     "PRUNE_TOOL_OUTPUTS": env_bool("COMPACTOR_PRUNE_TOOL_OUTPUTS", True),
 }
 
+if COMPACTOR["COMPACT_PROMPT"]:
+    from compaction.core.prompts import validate_custom_prompt  # pure module: no Django import
+
+    _prompt_problems = validate_custom_prompt(COMPACTOR["COMPACT_PROMPT"])
+    if _prompt_problems:
+        raise ImproperlyConfigured(f"COMPACTOR_COMPACT_PROMPT is not a valid prompt: {'; '.join(_prompt_problems)}")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

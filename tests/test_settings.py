@@ -49,6 +49,7 @@ def test_it_starts_with_the_embedded_defaults():
         ("COMPACTOR_AUTO_COMPACT_RATIO", "0.001"),
         ("COMPACTOR_ANTHROPIC_TIMEOUT", "nan"),
         ("LOG_LEVEL", "LOUD"),
+        ("COMPACTOR_COMPACT_PROMPT", "Summarize {nonsense} without the transcript"),
         ("COMPACTOR_VAR_DIR", "/proc/nope"),
     ],
 )
