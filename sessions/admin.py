@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
@@ -8,7 +11,12 @@ from rest_framework_api_key.models import APIKey
 
 from compaction.models import Compaction
 
+from . import services
 from .models import ApiKey, Message, Session, ToolCall
+
+# Same bounds as the API's `context_window` (sessions/api/serializers.py SessionInSerializer).
+WINDOW_MIN = 1024
+WINDOW_MAX = 10_000_000
 
 
 class ReadOnlyMixin:
@@ -46,8 +54,75 @@ class CompactionInline(ReadOnlyMixin, admin.TabularInline):
         return format_html('<a href="{}">review</a>', reverse("admin:compaction_compaction_review", args=[obj.pk]))
 
 
+class SessionAdminForm(forms.ModelForm):
+    """The admin saves only what the API would accept: a bad setting here would make every
+    later preview, compaction and usage figure of the session fail."""
+
+    context_window_override = forms.IntegerField(
+        required=False,
+        min_value=WINDOW_MIN,
+        max_value=WINDOW_MAX,
+        label="Context window override",
+        help_text="Empty: the model registry's window.",
+    )
+
+    class Meta:
+        model = Session
+        fields = [
+            "owner", "title", "agent", "model", "system_prompt", "context_window_override", "compaction_settings",
+        ]  # fmt: skip
+
+    def clean_compaction_settings(self) -> dict[str, Any]:
+        value = self.cleaned_data.get("compaction_settings")
+        if value in (None, ""):
+            return {}
+        errors = services.compaction_settings_errors(value)
+        if errors:
+            raise forms.ValidationError(
+                [f"{key}: {problem}" if key else problem for key, problem in sorted(errors.items())]
+            )
+        # Nulls mean "not set" (as a PATCH removing the key): store the object without them.
+        return {key: v for key, v in value.items() if v is not None}
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        # Cross-field checks run on the session as it would be saved (window × settings).
+        candidate = Session(
+            model=data.get("model", self.instance.model),
+            context_window_override=data.get("context_window_override"),
+            compaction_settings=data.get("compaction_settings") or {},
+        )
+        for key, problem in _window_errors(candidate).items():
+            self.add_error("compaction_settings", f"{key}: {problem}")
+        return data
+
+
+def _window_errors(session: Session) -> dict[str, str]:
+    """Settings that cannot work with the session's effective window.
+
+    Prefers the API's own cross-field check (sessions.services) when it exposes one, so the
+    admin and the API never disagree; otherwise checks what makes the engine fail.
+    """
+    api_check = getattr(services, "compaction_settings_window_errors", None)
+    if api_check is not None:
+        return dict(api_check(session.compaction_settings or {}, session.context_window))
+    window = session.context_window
+    config = services.session_config(session)
+    errors: dict[str, str] = {}
+    if config.reserve_tokens >= window:
+        errors["reserve_tokens"] = f"must be below the context window ({window:,}), got {config.reserve_tokens:,}"
+    if config.keep_recent_tokens >= window:
+        errors["keep_recent_tokens"] = (
+            f"must be below the context window ({window:,}), got {config.keep_recent_tokens:,}"
+        )
+    return errors
+
+
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
+    form = SessionAdminForm
     list_display = ["__str__", "owner", "agent", "model", "message_count", "context_tokens", "last_activity_at"]
     list_filter = ["agent", "model"]
     search_fields = ["title", "agent", "model", "owner__username", "=id"]
