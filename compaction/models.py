@@ -87,6 +87,10 @@ class Compaction(models.Model):
         null=True, blank=True, help_text="A RUNNING job past this is re-queued by the sweeper."
     )
     activated_at = models.DateTimeField(null=True, blank=True)
+    # When the job's message was last handed to the broker (request, retry, sweeper). The
+    # sweeper re-sends a QUEUED job only when this is older than its stale period, so a job
+    # whose message is lost is re-sent once per period, not on every sweep.
+    enqueued_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
 
     # Review (Django admin).

@@ -26,7 +26,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
-from django.db.models import F, Sum
+from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from compaction.core.config import CompactionConfig
@@ -79,9 +79,15 @@ def _event(
     )
 
 
-def _enqueue(compaction_id) -> None:
+def _enqueue(compaction_id, *, mark: bool = True) -> None:
+    """Hand the job's message to the broker, recording when (`enqueued_at`, which the sweeper
+    measures staleness from). `mark=False`: the caller already recorded it (the sweeper does,
+    in the transaction that decides to re-send, so two sweeps cannot both send)."""
     from compaction.tasks import run_compaction
 
+    if mark:
+        # Recorded even when the broker is down: the sweeper then retries one stale period later.
+        Compaction.objects.filter(pk=compaction_id, status=Status.QUEUED).update(enqueued_at=timezone.now())
     try:
         run_compaction.delay(compaction_id=str(compaction_id))
     except Exception:  # noqa: BLE001 - broker down: the row stays QUEUED and the sweeper re-enqueues it
@@ -600,8 +606,9 @@ def compaction_run(*, compaction_id, now=None) -> Compaction | None:
         # Transient database trouble: hand the job back so the task's retry can claim it
         # again. If even that fails, the sweeper re-queues it after its deadline.
         try:
+            # The task's autoretry re-sends the message: that counts as an enqueue.
             Compaction.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=attempt).update(
-                status=Status.QUEUED, started_at=None, deadline_at=None
+                status=Status.QUEUED, started_at=None, deadline_at=None, enqueued_at=timezone.now()
             )
         except Exception:  # noqa: BLE001
             logger.exception("Compaction %s: could not hand the job back to the queue", job.pk)
@@ -614,7 +621,9 @@ def compaction_run(*, compaction_id, now=None) -> Compaction | None:
 
 def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
     """Re-queue RUNNING jobs past their deadline (their worker died), fail them after N attempts,
-    and re-enqueue long-QUEUED jobs whose message may have been lost."""
+    and re-enqueue QUEUED jobs whose message may have been lost: those last handed to the broker
+    (`enqueued_at`, else `created_at`) more than REQUEUE_QUEUED_AFTER ago. Each re-send records
+    `enqueued_at`, so a job is re-sent at most once per stale period however often this runs."""
     now = now or timezone.now()
     requeued: list = []
     failed = 0
@@ -633,7 +642,7 @@ def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
                         data={"attempt": job.attempts, "swept": True},
                     )
                     failed += 1
-            elif still_stuck.update(status=Status.QUEUED, started_at=None, deadline_at=None) == 1:
+            elif still_stuck.update(status=Status.QUEUED, started_at=None, deadline_at=None, enqueued_at=now) == 1:
                 _event(
                     job.session_id,
                     EventKind.COMPACTION_QUEUED,
@@ -642,13 +651,23 @@ def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
                     data={"attempt": job.attempts, "swept": True},
                 )
                 requeued.append(job.pk)
-    lost = list(
-        Compaction.objects.filter(status=Status.QUEUED, created_at__lt=now - REQUEUE_QUEUED_AFTER)
+    stale_before = now - REQUEUE_QUEUED_AFTER
+    candidates = (
+        Compaction.objects.filter(status=Status.QUEUED)
+        .filter(Q(enqueued_at__lt=stale_before) | Q(enqueued_at__isnull=True, created_at__lt=stale_before))
         .exclude(pk__in=requeued)
-        .values_list("pk", flat=True)
+        .values_list("pk", "enqueued_at")
     )
+    lost: list = []
+    for job_id, enqueued_at in candidates:
+        # Conditional on the value just read: of two overlapping sweeps, one re-sends.
+        if (
+            Compaction.objects.filter(pk=job_id, status=Status.QUEUED, enqueued_at=enqueued_at).update(enqueued_at=now)
+            == 1
+        ):
+            lost.append(job_id)
     for job_id in [*requeued, *lost]:
-        transaction.on_commit(partial(_enqueue, job_id))
+        transaction.on_commit(partial(_enqueue, job_id, mark=False))
     if requeued or failed or lost:
         logger.info("Sweeper: %d re-queued, %d failed, %d re-enqueued", len(requeued), failed, len(lost))
     return {"requeued": len(requeued), "failed": failed, "reenqueued": len(lost)}

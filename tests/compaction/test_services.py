@@ -271,6 +271,56 @@ def test_sweeper_requeues_a_lost_job_then_gives_up(user, django_capture_on_commi
     assert stuck.status == Status.FAILED and "gave up" in stuck.error
 
 
+def test_sweeper_resends_a_lost_queued_job_once_per_stale_period(user, monkeypatch, django_capture_on_commit_callbacks):
+    """A QUEUED job whose message was lost is re-sent once per REQUEUE_QUEUED_AFTER, not on
+    every (minutely) sweep: the sweeper measures from the last enqueue, not from creation."""
+    from compaction.tasks import run_compaction
+
+    sent: list[str] = []
+    monkeypatch.setattr(run_compaction, "delay", lambda **kwargs: sent.append(kwargs["compaction_id"]))
+    session = make_session(user)
+    append(session, conversation(4))
+    with django_capture_on_commit_callbacks(execute=True):
+        job = services.compaction_request(session=session, reason="manual")
+    assert sent == [str(job.pk)]  # the request's own enqueue (its message is then lost)
+    job.refresh_from_db()
+    assert job.enqueued_at is not None
+    start = job.enqueued_at
+    period = services.REQUEUE_QUEUED_AFTER
+
+    def sweep(at):
+        with django_capture_on_commit_callbacks(execute=True):
+            return services.compaction_sweep_stuck(now=at)["reenqueued"]
+
+    assert sweep(start + period - timedelta(minutes=1)) == 0  # not stale yet
+    first = start + period + timedelta(minutes=1)
+    assert sweep(first) == 1  # stale: re-sent once
+    assert sweep(first + timedelta(minutes=1)) == 0  # the next minutely sweep: just re-sent, wait
+    assert sweep(first + timedelta(minutes=2)) == 0
+    assert sweep(first + period + timedelta(minutes=1)) == 1  # a full period later: once more
+    assert sent == [str(job.pk)] * 3
+    job.refresh_from_db()
+    assert job.status == Status.QUEUED and job.enqueued_at == first + period + timedelta(minutes=1)
+
+
+def test_sweeper_resends_an_old_queued_job_that_never_recorded_an_enqueue(user, monkeypatch):
+    # Rows queued before enqueued_at existed (or whose commit hook never ran) fall back to created_at.
+    from compaction.tasks import run_compaction
+
+    sent: list[str] = []
+    monkeypatch.setattr(run_compaction, "delay", lambda **kwargs: sent.append(kwargs["compaction_id"]))
+    session = make_session(user)
+    append(session, conversation(4))
+    job = services.compaction_request(session=session, reason="manual")  # on_commit never runs here
+    job.refresh_from_db()
+    assert job.enqueued_at is None
+    later = job.created_at + services.REQUEUE_QUEUED_AFTER + timedelta(seconds=1)
+    assert services.compaction_sweep_stuck(now=later)["reenqueued"] == 1
+    assert services.compaction_sweep_stuck(now=later + timedelta(minutes=1))["reenqueued"] == 0
+    job.refresh_from_db()
+    assert job.enqueued_at == later
+
+
 def test_prune_tier_activates_without_a_summary(user, monkeypatch):
     # Big tool outputs: pruning old ones alone brings usage under the trigger.
     session = make_session(user, window=200_000, auto_compact_token_limit=60_000, keep_recent_tokens=20_000)
