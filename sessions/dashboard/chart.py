@@ -7,6 +7,8 @@ was activated. The output is numbers for `templates/dashboard/_chart.html` to dr
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -15,10 +17,10 @@ from .present import fmt_int, fmt_short
 
 WIDTH = 800
 HEIGHT = 220
-PAD_LEFT = 56
+PAD_LEFT = 84  # room for "1.25M" at the phone layout's larger axis text
 PAD_RIGHT = 12
 PAD_TOP = 12
-PAD_BOTTOM = 28
+PAD_BOTTOM = 34
 MAX_POINTS = 600
 
 
@@ -43,8 +45,10 @@ class Chart:
     window_label: str = ""
     empty: bool = True
     width: int = WIDTH
+    pad_left: int = PAD_LEFT
     height: int = HEIGHT
     description: str = ""
+    last_tokens: int | None = None  # the line's last value (the gauge's figure when given)
 
 
 def drop_seq(compaction: Any, messages: list[tuple[int, int, datetime]]) -> int:
@@ -67,32 +71,114 @@ def drop_seq(compaction: Any, messages: list[tuple[int, int, datetime]]) -> int:
     return last
 
 
+def _measured_seq(compaction: Any, drop_at: int) -> int:
+    """The last seq counted in `tokens_after`.
+
+    Live compactions measure it when activated, i.e. at the drop. An import is recorded after
+    the whole transcript was stored, so its `tokens_after` also counts the messages from the
+    cut to the end of the import (`params["snapshot_seq"]`).
+    """
+    if compaction.reason != "import":
+        return drop_at
+    snapshot = (getattr(compaction, "params", None) or {}).get("snapshot_seq")
+    try:
+        return max(drop_at, int(snapshot))
+    except (TypeError, ValueError):
+        return drop_at
+
+
+def _blend(segment: list[list[int]], target: int) -> None:
+    """Shift a segment so it ends at `target`, spreading the difference linearly over it.
+
+    Message token counts are local estimates; the figures at the segment's ends (a
+    compaction's `tokens_before`, the gauge's current usage) may be provider-calibrated.
+    Spreading the gap keeps the line continuous and its ends equal to the figures shown
+    elsewhere (tooltip, gauge, history) instead of drawing a jump where nothing happened.
+    """
+    if not segment:
+        return
+    delta = target - segment[-1][1]
+    if delta == 0:
+        return
+    first, last = segment[0][0], segment[-1][0]
+    count = len(segment)
+    for index, point in enumerate(segment):
+        if last > first:
+            share = (point[0] - first) / (last - first)
+        else:
+            share = 1.0 if index == count - 1 else 0.0
+        point[1] = max(0, round(point[1] + delta * share))
+
+
 def context_series(
-    *, messages: list[tuple[int, int, datetime]], compactions: list[Any], base_tokens: int = 0
+    *,
+    messages: list[tuple[int, int, datetime]],
+    compactions: list[Any],
+    base_tokens: int = 0,
+    current_tokens: int | None = None,
 ) -> tuple[list[tuple[int, int]], list[Drop]]:
-    """[(seq, context tokens)] including a vertical step at every compaction, and the drops."""
+    """[(seq, context tokens)] including a vertical step at every compaction, and the drops.
+
+    Each drop starts at the compaction's `tokens_before` and ends at its `tokens_after`
+    less the messages after the drop that figure already counts (imports); later messages
+    add on top. With `current_tokens` (the gauge's figure) the line ends exactly there.
+    """
     at: dict[int, list[Any]] = {}
     for compaction in compactions:
         at.setdefault(drop_seq(compaction, messages), []).append(compaction)
-    points: list[tuple[int, int]] = [(0, base_tokens)]
-    drops: list[Drop] = []
-    context = base_tokens
+    # Cumulative message tokens by seq, to take out what an import's tokens_after already counts.
+    seqs: list[int] = []
+    cumulative: list[int] = []
+    running = 0
     for seq, tokens, _created_at in messages:
-        context += tokens
-        points.append((seq, context))
+        running += tokens
+        seqs.append(seq)
+        cumulative.append(running)
+
+    def upto(seq: int) -> int:
+        index = bisect_right(seqs, seq) - 1
+        return cumulative[index] if index >= 0 else 0
+
+    points: list[tuple[int, int]] = []
+    drops: list[Drop] = []
+    segment: list[list[int]] = [[0, base_tokens]]
+    context = base_tokens
+
+    def apply(seq: int) -> None:
+        nonlocal segment, context
         for compaction in at.get(seq, []):
-            before = context
-            context = compaction.tokens_after if compaction.tokens_after is not None else context
-            points.append((seq, context))
+            if len(segment) == 1:
+                segment.append([seq, context])  # keep the segment's start when two drops share a seq
+            before = compaction.tokens_before if compaction.tokens_before is not None else context
+            _blend(segment, before)
+            points.extend((s, t) for s, t in segment)
+            if compaction.tokens_after is None:
+                after = before
+            else:
+                later = upto(_measured_seq(compaction, seq)) - upto(seq)
+                after = max(0, compaction.tokens_after - later)
             drops.append(
                 Drop(
                     seq=seq,
                     before=before,
-                    after=context,
+                    after=after,
                     label=f"{compaction.get_reason_display()}: {fmt_int(compaction.tokens_before)} → "
                     f"{fmt_int(compaction.tokens_after)} tokens after message {seq}",
                 )
             )
+            segment = [[seq, after]]
+            context = after
+
+    apply(0)
+    for seq, tokens, _created_at in messages:
+        context += tokens
+        segment.append([seq, context])
+        apply(seq)
+    if current_tokens is not None:
+        if len(segment) == 1 and points:
+            segment.append([segment[0][0], segment[0][1]])
+        _blend(segment, current_tokens)
+    points.extend((s, t) for s, t in segment)
     return points, drops
 
 
@@ -114,6 +200,37 @@ def _downsample(points: list[tuple[int, int]], keep: set[int]) -> list[tuple[int
     return out
 
 
+def nice_step(span: float, target_ticks: int = 4) -> float:
+    """A round step (1, 2, 2.5 or 5 × 10^k) giving about `target_ticks` intervals over `span`."""
+    if span <= 0:
+        return 1
+    raw = span / target_ticks
+    magnitude = 10 ** math.floor(math.log10(raw))
+    for factor in (1, 2, 2.5, 5, 10):
+        if raw <= factor * magnitude:
+            return factor * magnitude
+    return 10 * magnitude
+
+
+def tick_label(value: float) -> str:
+    """Axis figures: 25000 → "25k", 2500 → "2.5k", 1250000 → "1.25M" (never rounded to a wrong value)."""
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:g}M"
+    if value >= 1000:
+        return f"{value / 1000:g}k"
+    return f"{value:g}"
+
+
+def _x_tick_seqs(max_seq: int) -> list[int]:
+    """#1, round seqs in between and the last seq; inner ticks too close to an end are dropped."""
+    if max_seq <= 1:
+        return [1]
+    step = max(1, int(nice_step(max_seq - 1, 5)))
+    gap = max(1, (max_seq - 1) * 0.12)
+    inner = [s for s in range(step, max_seq, step) if s - 1 >= gap and max_seq - s >= gap]
+    return [1, *inner, max_seq]
+
+
 def build_chart(
     *,
     messages: list[tuple[int, int, datetime]],
@@ -121,12 +238,15 @@ def build_chart(
     base_tokens: int,
     trigger_tokens: int,
     context_window: int,
+    current_tokens: int | None = None,
 ) -> Chart:
     chart = Chart()
     if not messages:
         chart.description = "No messages yet."
         return chart
-    points, drops = context_series(messages=messages, compactions=compactions, base_tokens=base_tokens)
+    points, drops = context_series(
+        messages=messages, compactions=compactions, base_tokens=base_tokens, current_tokens=current_tokens
+    )
     keep: set[int] = set()
     for index in range(1, len(points)):
         if points[index][0] == points[index - 1][0]:
@@ -135,30 +255,45 @@ def build_chart(
 
     max_seq = max(points[-1][0], 1)
     peak = max(p[1] for p in points)
-    y_max = max(peak, trigger_tokens) * 1.08 or 1
+    step = nice_step(max(peak, trigger_tokens) * 1.05)
+    y_max = max(step, math.ceil(max(peak, trigger_tokens) * 1.05 / step) * step)
     plot_w = WIDTH - PAD_LEFT - PAD_RIGHT
     plot_h = HEIGHT - PAD_TOP - PAD_BOTTOM
 
     def x(seq: int) -> float:
-        return round(PAD_LEFT + plot_w * seq / max_seq, 1)
+        # The axis starts at message #1; the system prompt alone (seq 0) sits on the left edge.
+        if max_seq <= 1:
+            return float(PAD_LEFT)
+        return round(PAD_LEFT + plot_w * (max(seq, 1) - 1) / (max_seq - 1), 1)
 
     def y(tokens: float) -> float:
         return round(PAD_TOP + plot_h * (1 - tokens / y_max), 1)
 
     chart.empty = False
+    chart.last_tokens = points[-1][1]
     chart.points = " ".join(f"{x(s)},{y(t)}" for s, t in points)
     base_y = y(0)
     chart.area = f"{x(points[0][0])},{base_y} {chart.points} {x(points[-1][0])},{base_y}"
     chart.drops = [{"x": x(d.seq), "y1": y(d.before), "y2": y(d.after), "label": d.label} for d in drops]
-    chart.ticks = [{"y": y(y_max * i / 4), "label": fmt_short(int(y_max * i / 4))} for i in range(0, 5)]
-    chart.x_ticks = [{"x": x(int(max_seq * i / 4)), "label": f"#{int(max_seq * i / 4)}"} for i in range(0, 5)]
+    count = int(round(y_max / step))
+    chart.ticks = [{"y": y(step * i), "label": tick_label(step * i)} for i in range(count + 1)]
+    x_seqs = _x_tick_seqs(max_seq)
+    chart.x_ticks = [
+        {
+            "x": x(seq),
+            "label": f"#{seq:,}",
+            "anchor": "start" if index == 0 else "end" if index == len(x_seqs) - 1 else "middle",
+        }
+        for index, seq in enumerate(x_seqs)
+    ]
     chart.trigger_y = y(trigger_tokens)
     chart.trigger_label = f"auto-compact {fmt_short(trigger_tokens)}"
     if context_window <= y_max:
         chart.window_y = y(context_window)
         chart.window_label = f"window {fmt_short(context_window)}"
     chart.description = (
-        f"Context tokens over {max_seq:,} messages, peak {peak:,}; {len(drops)} compaction"
-        f"{'s' if len(drops) != 1 else ''} shown as drops."
+        f"Context tokens over {max_seq:,} messages, peak {peak:,}"
+        + (f", now {current_tokens:,}" if current_tokens is not None else "")
+        + f"; {len(drops)} compaction{'s' if len(drops) != 1 else ''} shown as drops."
     )
     return chart

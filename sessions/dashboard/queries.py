@@ -78,9 +78,24 @@ def _with_trailing_tokens(qs: QuerySet[Session]) -> QuerySet[Session]:
     )
 
 
+# Sessions that keep the tokens appended since the last report (and the calibration offset) as
+# counters on the row: sessions.services.session_usage then needs no query, so each list row
+# uses it directly and cannot disagree with the gauge.
+_ROW_USAGE_FIELDS = tuple(
+    name for name in ("tokens_since_report", "calibration_offset") if name in {f.name for f in Session._meta.fields}
+)
+
+
 def _cached_usage(session: Session) -> Usage:
     """A list row's usage: the same hybrid estimate as sessions.services.session_usage, from the
     cached `context_tokens` and the annotated `trailing_tokens` (no query per row)."""
+    if _ROW_USAGE_FIELDS:
+        usage = session_services.session_usage(session)
+        return Usage(
+            tokens=int(usage["tokens"]),
+            context_window=int(usage["context_window"]),
+            trigger_tokens=int(usage["trigger_tokens"]),
+        )
     config = session_services.session_config(session)
     estimate = core_tokens.hybrid_estimate(
         estimated_tokens=session.context_tokens,
@@ -135,6 +150,7 @@ def session_list_page(
             "reported_input_tokens",
             "reported_at_seq",
             "last_activity_at",
+            *_ROW_USAGE_FIELDS,
         )
         scored = []
         for session in slim.iterator(chunk_size=2000):

@@ -46,6 +46,7 @@ def _overview_context(request: HttpRequest, session, compactions) -> dict:
         base_tokens=session.system_prompt_tokens,
         trigger_tokens=usage.trigger_tokens,
         context_window=usage.context_window,
+        current_tokens=usage.tokens,  # the line ends where the gauge says the context is
     )
     undone = queries.reverted_ids(session=session) if compactions else set()
     history = [

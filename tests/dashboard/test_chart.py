@@ -20,6 +20,7 @@ class FakeCompaction:
     tokens_after: int | None
     activated_at: datetime | None = None
     finished_at: datetime | None = None
+    params: dict | None = None
 
     def get_reason_display(self) -> str:
         return self.reason
@@ -34,10 +35,11 @@ def test_series_accumulates_and_drops_at_activation():
     c = FakeCompaction("threshold", 6, 5, 700, 350, activated_at=T0 + timedelta(seconds=7.5))
     assert drop_seq(c, messages) == 7  # after the last message stored before activation
     points, drops = context_series(messages=messages, compactions=[c], base_tokens=50)
-    assert points[0] == (0, 50) and points[7] == (7, 750)
+    # The drop starts at the compaction's (calibrated) tokens_before, not the estimate sum (750).
+    assert points[0] == (0, 50) and points[7] == (7, 700)
     assert points[8] == (7, 350)  # vertical step
     assert points[-1] == (10, 650)  # later messages add on top of tokens_after
-    assert drops[0].before == 750 and drops[0].after == 350
+    assert drops[0].before == 700 and drops[0].after == 350
     assert "700 → 350 tokens after message 7" in drops[0].label
 
 
@@ -50,7 +52,7 @@ def test_import_drops_right_before_first_kept():
 def test_chart_downsamples_but_keeps_every_drop():
     messages = msgs(5000, tokens=40)
     cs = [
-        FakeCompaction("threshold", k, k - 1, 1, 500, activated_at=T0 + timedelta(seconds=k + 0.5))
+        FakeCompaction("threshold", k, k - 1, None, 500, activated_at=T0 + timedelta(seconds=k + 0.5))
         for k in (1000, 2500, 4000)
     ]
     chart = build_chart(messages=messages, compactions=cs, base_tokens=0, trigger_tokens=30_000, context_window=200_000)
@@ -78,3 +80,35 @@ def test_formatters():
     assert fmt_duration(3200) == "3.2 s" and fmt_duration(64) == "64 ms" and fmt_duration(125_000) == "2 min 5 s"
     assert fmt_ago(T0, T0 + timedelta(minutes=2)) == "2 min ago"
     assert fmt_ago(T0, T0 + timedelta(days=3)) == "3 days ago"
+
+
+def test_import_after_excludes_the_kept_messages_it_already_counts():
+    # Imported: 10 messages of 100 stored, then the agent's compaction (cut before #8) recorded
+    # with its provider figure 1,500 and tokens_after measured over the whole import (#1–#10).
+    messages = msgs(10)
+    c = FakeCompaction("import", 8, 7, 1500, 500, activated_at=T0 + timedelta(days=1), params={"snapshot_seq": 10})
+    points, drops = context_series(messages=messages, compactions=[c], base_tokens=0, current_tokens=500)
+    assert drops[0].seq == 7 and drops[0].before == 1500
+    assert drops[0].after == 200  # 500 less #8–#10 (300), which are drawn on top
+    assert points[-1] == (10, 500)  # equals the gauge, not 500 + 300
+
+
+def test_line_ends_at_the_current_usage_and_ticks_are_round():
+    messages = msgs(30, tokens=1100)
+    chart = build_chart(
+        messages=messages, compactions=[], base_tokens=0, trigger_tokens=60_000, context_window=64_000,
+        current_tokens=35_698,
+    )  # fmt: skip
+    last_x, last_y = chart.points.split()[-1].split(",")
+    assert chart.x_ticks[0]["label"] == "#1" and chart.x_ticks[-1]["label"] == "#30"
+    assert chart.x_ticks[-1]["anchor"] == "end" and chart.x_ticks[0]["anchor"] == "start"
+    labels = [t["label"] for t in chart.ticks]
+    assert labels == ["0", "20k", "40k", "60k", "80k"]
+    assert "now 35,698" in chart.description
+
+
+def test_nice_steps_and_labels():
+    from sessions.dashboard.chart import nice_step, tick_label
+
+    assert nice_step(67_000) == 20_000 and nice_step(9_000) == 2500 and nice_step(420_000) == 200_000
+    assert tick_label(2500) == "2.5k" and tick_label(1_250_000) == "1.25M" and tick_label(0) == "0"

@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 
 from compaction.models import Compaction, Status
+from sessions.dashboard.present import fmt_short
 from sessions.models import ApiKey
 from tests.dashboard.factories import add_messages, conversation, make_compaction, make_session, tool_pair
 
@@ -278,17 +279,21 @@ def test_api_key_name_is_required(logged_in, user):
 
 
 def test_list_row_and_gauge_show_the_same_hybrid_figure(logged_in, user):
-    session = make_session(user, title="Reported")
-    add_messages(session, conversation(10), tokens=1000)
-    session.reported_input_tokens = 150_000  # the provider saw more than our estimate (10,000)
-    session.reported_at_seq = 8
-    session.save(update_fields=["reported_input_tokens", "reported_at_seq"])
+    from sessions import services
+
+    session = services.session_create(owner=user, title="Reported", model="claude-sonnet-4-5")
+    services.messages_append(session=session, messages=conversation(10))
+    # The provider saw far more than the local estimate at #8 (tool definitions etc.).
+    services.usage_report(session=session, input_tokens=150_000, message_seq=8)
+    session.refresh_from_db()
+    tokens = services.session_usage(session)["tokens"]
+    assert tokens > 150_000  # the report plus what came after it
     list_body = logged_in.get(reverse("dashboard:session-list")).content.decode()
-    assert "152k / 200k · 76%" in list_body  # 150,000 reported + 2 messages since
+    assert f"{fmt_short(tokens)} / 200k · {round(100 * tokens / 200_000)}%" in list_body
     detail = logged_in.get(detail_url(session)).content.decode()
-    assert "152,000 / 200,000 tokens (76%)" in detail
+    assert f"{tokens:,} / 200,000 tokens ({round(100 * tokens / 200_000)}%)" in detail
     over = logged_in.get(reverse("dashboard:session-list"), {"status": "near"}).content.decode()
-    assert "Reported" not in over  # 152k is not within 20k of the 183,616 trigger
+    assert "Reported" not in over  # ~150k is not within 20k of the 183,616 trigger
 
 
 def test_logout_is_a_post_from_the_nav(logged_in):
