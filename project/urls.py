@@ -12,3 +12,7 @@ urlpatterns = [
     # People: login and the dashboard.
     path("", include("sessions.dashboard.urls")),
 ]
+
+# JSON errors for agents under /api/, Django's HTML pages elsewhere.
+handler404 = "sessions.api.errors.handler404"
+handler500 = "sessions.api.errors.handler500"

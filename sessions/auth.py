@@ -23,7 +23,8 @@ class BearerAPIKeyAuthentication(authentication.BaseAuthentication):
         if not header:
             return None
         parts = header.split()
-        if parts[0] != self.keyword:
+        # The scheme is case-insensitive (RFC 9110 §11.1): "bearer <key>" is the same credential.
+        if parts[0].lower() != self.keyword.lower():
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <api key>'.")

@@ -49,6 +49,13 @@ class Session(models.Model):
     reported_input_tokens = models.PositiveIntegerField(null=True, blank=True)
     reported_at_seq = models.PositiveIntegerField(null=True, blank=True)
     last_usage = models.JSONField(null=True, blank=True)
+    # Running estimate of what changed since that report (messages appended after it, as
+    # served, plus any system-prompt change), so usage never sums the history on append.
+    tokens_since_report = models.IntegerField(default=0)
+    # Provider's figure minus our estimate of the same context at the last calibrating report:
+    # what Compactor cannot see (tool definitions, the agent's own system prompt) plus tokenizer
+    # drift. Kept across compactions so the figure after one is on the provider's scale.
+    calibration_offset = models.IntegerField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

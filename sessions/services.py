@@ -9,8 +9,12 @@ Usage figures (seed 002):
 - `estimated_tokens` = system prompt + active summary + kept messages (after the prune
   overlay), cached in `Session.context_tokens`, updated incrementally on append and fully
   recomputed when a compaction is (de)activated (`session_recompute_usage`).
-- `tokens` = the hybrid: the last provider-reported prompt size plus estimates of messages
-  appended after it, or the estimate when nothing was reported since the last (de)activation.
+- `tokens` = the hybrid: the last provider-reported prompt size plus estimates of what changed
+  after it (`Session.tokens_since_report`, a running counter kept on append, so usage never
+  sums the history). After a (de)activation drops the report, `tokens` = estimate + the
+  calibration offset of the last report (what the provider counts and Compactor cannot see:
+  tool definitions, the agent's own system prompt, tokenizer drift), so figures before and
+  after a compaction are on the same scale. Without any report it is the pure estimate.
   This one figure is what the meter shows and what the auto-compaction trigger compares.
 """
 
@@ -29,7 +33,7 @@ from django.db.models import Case, IntegerField, Sum, Value, When
 from django.utils import timezone
 
 from compaction.core import tokens as core_tokens
-from compaction.core.config import CompactionConfig, resolve_config, validate_overrides
+from compaction.core.config import CompactionConfig, resolve_config, validate_overrides, window_errors
 from compaction.core.prune import prune_content, tool_names
 from compaction.core.summary_message import render_summary_message
 from compaction.core.types import Msg
@@ -40,6 +44,7 @@ from .models import Message, Session, ToolCall
 logger = logging.getLogger(__name__)
 
 MAX_BATCH = 1000
+SETTINGS_MAX_DEPTH = 8
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 STOP_MAX_TOKENS = "max_tokens"
 
@@ -63,8 +68,11 @@ def compaction_settings_errors(overrides: Any) -> dict[str, str]:
         return {"": "must be an object of setting → value"}
     errors = validate_overrides(overrides)
     for key, value in overrides.items():
-        if key not in errors and validation.find_nul(value, "") is not None:
-            errors[key] = "must not contain the NUL character (\\u0000)"
+        safe_key = validation.safe_text(str(key))
+        bad = validation.find_bad_json({key: value}, "", max_depth=SETTINGS_MAX_DEPTH)
+        if bad is not None:
+            errors.pop(key, None)
+            errors[safe_key] = bad[1]
     prompt = overrides.get("compact_prompt")
     if isinstance(prompt, str) and "compact_prompt" not in errors:
         problems = _custom_prompt_problems(prompt)
@@ -87,11 +95,24 @@ def _raise_settings_errors(overrides: Any, prefix: str = "compaction_settings") 
         raise ValidationError({(f"{prefix}.{k}" if k else prefix): [v] for k, v in errors.items()})
 
 
+def _raise_window_errors(session: Session, *, changed: str | None = None) -> None:
+    """The resolved settings must leave a meaningful trigger for the (possibly new) window."""
+    errors = window_errors(session_config(session))
+    if errors:
+        why = f" (after the change of {changed})" if changed else ""
+        raise ValidationError({f"compaction_settings.{k}": [f"{v}{why}"] for k, v in errors.items()})
+
+
 # --- sessions ------------------------------------------------------------------------------
 
 
-def _system_tokens(system_prompt: str) -> int:
-    return core_tokens.count_text(system_prompt) if system_prompt else 0
+def session_tokenizer(session: Session) -> core_tokens.Tokenizer:
+    """The tokenizer for this session's model (o200k for OpenAI's current models when cached)."""
+    return core_tokens.tokenizer_for_model(session.model)
+
+
+def _system_tokens(system_prompt: str, tokenizer: core_tokens.Tokenizer) -> int:
+    return core_tokens.count_text(system_prompt, tokenizer) if system_prompt else 0
 
 
 def session_create(
@@ -106,18 +127,19 @@ def session_create(
 ) -> Session:
     settings_dict = {k: v for k, v in (compaction_settings or {}).items() if v is not None}
     _raise_settings_errors(settings_dict)
-    system_tokens = _system_tokens(system_prompt)
-    return Session.objects.create(
+    session = Session(
         owner=owner,
         title=title,
         agent=agent,
         model=model,
         system_prompt=system_prompt,
-        system_prompt_tokens=system_tokens,
         context_window_override=context_window,
         compaction_settings=settings_dict,
-        context_tokens=system_tokens,
     )
+    _raise_window_errors(session)
+    session.system_prompt_tokens = session.context_tokens = _system_tokens(system_prompt, session_tokenizer(session))
+    session.save(force_insert=True)
+    return session
 
 
 _UNSET: Any = object()
@@ -157,13 +179,22 @@ def session_update(
             _raise_settings_errors(merged)
             locked.compaction_settings = merged
             changed.append("compaction_settings")
+        if {"model", "context_window_override", "compaction_settings"} & set(changed):
+            # Also when only the window or the model changed: explicit settings may no longer fit.
+            what = ", ".join(n.replace("_override", "") for n in changed if n in ("model", "context_window_override"))
+            _raise_window_errors(locked, changed=what if "compaction_settings" not in changed else None)
         if system_prompt is not _UNSET and system_prompt != locked.system_prompt:
-            new_tokens = _system_tokens(system_prompt)
+            new_tokens = _system_tokens(system_prompt, session_tokenizer(locked))
+            delta = new_tokens - locked.system_prompt_tokens
             # The system prompt is part of the served context: shift the cached usage by the delta.
-            locked.context_tokens = max(0, locked.context_tokens + new_tokens - locked.system_prompt_tokens)
+            locked.context_tokens = max(0, locked.context_tokens + delta)
             locked.system_prompt = system_prompt
             locked.system_prompt_tokens = new_tokens
             changed += ["system_prompt", "system_prompt_tokens", "context_tokens"]
+            if locked.reported_input_tokens is not None:
+                # The provider's last figure holds the old prompt: the change counts on top of it.
+                locked.tokens_since_report += delta
+                changed.append("tokens_since_report")
         if changed:
             locked.save(update_fields=[*changed, "updated_at"])
     return locked
@@ -202,7 +233,7 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
-def _prepare(messages: list[Any], single: bool) -> list[_Prepared]:
+def _prepare(messages: list[Any], single: bool, tokenizer: core_tokens.Tokenizer) -> list[_Prepared]:
     """Shape checks and token counts; all of it before any lock is taken."""
     errors = validation.Errors()
     if not isinstance(messages, list) or not messages:
@@ -214,7 +245,6 @@ def _prepare(messages: list[Any], single: bool) -> list[_Prepared]:
     if errors:
         raise ValidationError({path: [problem] for path, problem in errors.items.items()})
 
-    tokenizer = core_tokens.get_tokenizer()
     prepared: list[_Prepared] = []
     for index, message in enumerate(messages):
         path = _message_path(index, single)
@@ -283,7 +313,7 @@ def messages_append(
     malformed, a tool_result has no earlier tool_use, or a tool_use id is already taken.
     After storing, asks the engine whether the new usage crosses the auto-compaction trigger.
     """
-    prepared = _prepare(messages, single)
+    prepared = _prepare(messages, single, session_tokenizer(session))
     now = now or timezone.now()
     batch_ids = {tid for item in prepared for tid, _, _ in item.tool_uses} | {
         tid for item in prepared for tid, _ in item.tool_results
@@ -334,10 +364,14 @@ def messages_append(
             )
 
         added = sum(item.tokens for item in prepared)
+        served = sum(item.served_tokens for item in prepared)
         locked.last_seq = rows[-1].seq
         locked.message_count += len(rows)
         locked.total_message_tokens += added
-        locked.context_tokens += sum(item.served_tokens for item in prepared)
+        locked.context_tokens += served
+        if locked.reported_input_tokens is not None:
+            # New messages are always in context (after any first_kept_seq).
+            locked.tokens_since_report += served
         locked.last_activity_at = now
         locked.save(
             update_fields=[
@@ -345,6 +379,7 @@ def messages_append(
                 "message_count",
                 "total_message_tokens",
                 "context_tokens",
+                "tokens_since_report",
                 "last_activity_at",
                 "updated_at",
             ]
@@ -366,6 +401,8 @@ COUNTER_FIELDS = (
     "context_tokens",
     "reported_input_tokens",
     "reported_at_seq",
+    "tokens_since_report",
+    "calibration_offset",
     "last_usage",
     "last_activity_at",
     "model",
@@ -480,6 +517,10 @@ def usage_report(
         if not stale:
             locked.reported_input_tokens = prompt_tokens
             locked.reported_at_seq = max(0, reported_at_seq)
+            # Our estimate of the context the provider saw = the served estimate minus what came
+            # after the report point; the difference is what only the provider counts.
+            locked.tokens_since_report = _served_after(locked, locked.reported_at_seq, target)
+            locked.calibration_offset = prompt_tokens - max(0, locked.context_tokens - locked.tokens_since_report)
         locked.last_usage = {
             **record,
             "reported_at": now.isoformat(),
@@ -489,6 +530,8 @@ def usage_report(
         update = [
             "reported_input_tokens",
             "reported_at_seq",
+            "tokens_since_report",
+            "calibration_offset",
             "last_usage",
             "context_tokens",
             "last_activity_at",
@@ -506,6 +549,22 @@ def usage_report(
     return UsageReportResult(
         usage=usage, message_seq=target.seq if target else None, dropped_tool_use_ids=dropped, compaction=job
     )
+
+
+def _served_after(session: Session, seq: int, target: Message | None) -> int:
+    """Served tokens of the messages in context after `seq` (usually just the reported reply).
+
+    Bounded by the messages since the report point; only runs when a report arrives.
+    """
+    first_kept = (session.active_compaction.first_kept_seq if session.active_compaction else None) or 1
+    total = 0
+    for row_seq, tokens in Message.objects.filter(session=session, seq__gt=seq, seq__gte=first_kept).values_list(
+        "seq", "token_count"
+    ):
+        if target is not None and row_seq == target.seq:
+            tokens, _ = _served_assistant(session, target)
+        total += tokens
+    return total
 
 
 def _reported_before_active_compaction(session: Session, reported_at_seq: int) -> bool:
@@ -567,7 +626,7 @@ def _served_assistant(session: Session, message: Message) -> tuple[int, list[str
     if _is_max_tokens(message.provider_usage) and isinstance(message.content, list):
         content, hidden = _truncated_view(session, message)
         if hidden:
-            return core_tokens.count_content(content), hidden
+            return core_tokens.count_content(content, session_tokenizer(session)), hidden
     return message.token_count, []
 
 
@@ -575,24 +634,17 @@ def _served_assistant(session: Session, message: Message) -> tuple[int, list[str
 
 
 def session_usage(session: Session) -> dict[str, Any]:
-    """Both figures (pure estimate and hybrid provider+estimate) and what they are measured against."""
-    trailing = 0
-    if session.reported_input_tokens is not None:
-        reported_at = session.reported_at_seq or 0
-        if session.last_seq > reported_at:
-            # Bounded: only the messages since the last report (index on session + seq).
-            trailing = (
-                Message.objects.filter(session=session, seq__gt=reported_at).aggregate(total=Sum("token_count"))[
-                    "total"
-                ]
-                or 0
-            )
+    """Both figures (pure estimate and hybrid provider+estimate) and what they are measured against.
+
+    Reads only the session row (no query), so listing sessions costs no query per session.
+    """
     estimate = core_tokens.hybrid_estimate(
         estimated_tokens=session.context_tokens,
         reported_prompt_tokens=session.reported_input_tokens,
-        tokens_since_report=trailing,
+        tokens_since_report=session.tokens_since_report,
+        calibration_offset=session.calibration_offset,
     )
-    tokenizer = core_tokens.get_tokenizer()
+    tokenizer = session_tokenizer(session)
     window = session.context_window
     config = session_config(session)
     return {
@@ -601,6 +653,7 @@ def session_usage(session: Session) -> dict[str, Any]:
         "reported_tokens": estimate.reported_tokens,
         "reported_at_seq": session.reported_at_seq if estimate.reported_tokens is not None else None,
         "trailing_tokens": estimate.trailing_tokens,
+        "calibration_offset": session.calibration_offset,
         "source": estimate.source,
         "tokenizer": tokenizer.name,
         "exact": tokenizer.exact,
@@ -638,7 +691,7 @@ class ContextView:
 
 
 def _context_view(session: Session) -> ContextView:
-    tokenizer = core_tokens.get_tokenizer()
+    tokenizer = session_tokenizer(session)
     active = session.active_compaction
     first_kept = (active.first_kept_seq if active else None) or 1
     prune_before = active.prune_before_seq if active else None
@@ -760,12 +813,18 @@ def _recompute(session: Session, *, reset_reported: bool) -> None:
     totals = Message.objects.filter(session=session).aggregate(total=Sum("token_count"))
     session.context_tokens = view.tokens
     session.total_message_tokens = totals["total"] or 0
-    fields = ["context_tokens", "total_message_tokens", "updated_at"]
+    fields = ["context_tokens", "total_message_tokens", "tokens_since_report", "updated_at"]
     if reset_reported:
-        # The provider's last figure described a context that is no longer served.
+        # The provider's last figure described a context that is no longer served. Its
+        # calibration offset (what only the provider counts) stays: usage = estimate + offset.
         session.reported_input_tokens = None
         session.reported_at_seq = None
+        session.tokens_since_report = 0
         fields += ["reported_input_tokens", "reported_at_seq"]
+    elif session.reported_input_tokens is not None:
+        # Served sizes may have changed (a hidden tool_use answered): recount what is after the report.
+        reported_at = session.reported_at_seq or 0
+        session.tokens_since_report = sum(m.tokens for m in view.messages if m.seq > reported_at)
     session.save(update_fields=fields)
 
 

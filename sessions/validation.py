@@ -21,6 +21,29 @@ TOOL_RESULT_INNER_TYPES = ("text", "image", "document")
 # Only user messages may carry tool results, only assistant messages tool uses and thinking.
 ROLE_ONLY = {"tool_result": "user", "tool_use": "assistant", "thinking": "assistant", "redacted_thinking": "assistant"}
 SOURCE_TYPES = ("base64", "url", "file", "text", "content")
+# Keys each block type may carry (the Messages API's, plus `caller`, which Claude Code records
+# on tool_use blocks). Anything else is most likely a typo and is refused instead of stored.
+_COMMON_KEYS = ("type", "cache_control")
+BLOCK_KEYS: dict[str, frozenset[str]] = {
+    kind: frozenset(_COMMON_KEYS + extra)
+    for kind, extra in {
+        "text": ("text", "citations"),
+        "thinking": ("thinking", "signature"),
+        "redacted_thinking": ("data",),
+        "tool_use": ("id", "name", "input", "caller"),
+        "tool_result": ("tool_use_id", "content", "is_error"),
+        "image": ("source",),
+        "document": ("source", "title", "context", "citations"),
+    }.items()
+}
+# What each source type needs, and may carry.
+SOURCE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "base64": (("media_type", "data"), ()),
+    "url": (("url",), ()),
+    "file": (("file_id",), ()),
+    "text": (("data",), ("media_type",)),
+    "content": (("content",), ()),
+}
 MAX_ERRORS = 50
 
 
@@ -48,10 +71,34 @@ def _nonempty_str(value: Any) -> bool:
 
 def _check_source(block: dict[str, Any], path: str, errors: Errors) -> None:
     source = block.get("source")
+    where = _join(path, "source")
     if not isinstance(source, dict):
-        errors.add(_join(path, "source"), "required: an object with a 'type' (base64, url or file)")
-    elif source.get("type") not in SOURCE_TYPES:
-        errors.add(_join(path, "source.type"), f"must be one of {', '.join(SOURCE_TYPES)}")
+        errors.add(where, "required: an object with a 'type' (base64, url or file)")
+        return
+    kind = source.get("type")
+    if kind not in SOURCE_TYPES or (block.get("type") == "image" and kind in ("text", "content")):
+        allowed = SOURCE_TYPES if block.get("type") == "document" else ("base64", "url", "file")
+        errors.add(_join(where, "type"), f"must be one of {', '.join(allowed)}")
+        return
+    required, optional = SOURCE_KEYS[kind]
+    for key in required:
+        value = source.get(key)
+        if key == "content":
+            if isinstance(value, list):
+                if not value:
+                    errors.add(_join(where, key), "must not be empty")
+                for index, inner in enumerate(value):
+                    check_block(inner, _join(where, f"content[{index}]"), None, errors, inner=True)
+            elif not _nonempty_str(value):
+                errors.add(_join(where, key), f"required for a {kind} source: a string or a list of blocks")
+        elif not _nonempty_str(value):
+            errors.add(_join(where, key), f"required for a {kind} source: a non-empty string")
+    for key in source:
+        if key not in ("type", *required, *optional):
+            errors.add(
+                _join(where, safe_text(str(key))),
+                f"unknown field for a {kind} source; allowed: {', '.join(('type', *required, *optional))}",
+            )
 
 
 def _check_text(value: Any, path: str, errors: Errors) -> None:
@@ -81,6 +128,12 @@ def check_block(block: Any, path: str, role: str | None, errors: Errors, *, inne
         shown = repr(kind) if isinstance(kind, str) else _kind(kind)
         errors.add(_join(path, "type"), f"unknown block type {shown}; allowed: {', '.join(allowed)}")
         return
+    for key in block:
+        if key not in BLOCK_KEYS[kind]:
+            errors.add(
+                _join(path, safe_text(str(key))),
+                f"unknown field for a {kind} block; allowed: {', '.join(sorted(BLOCK_KEYS[kind]))}",
+            )
     owner = ROLE_ONLY.get(kind)
     if owner and role and role != owner:
         errors.add(_join(path, "type"), f"{kind} blocks are only allowed in {owner} messages, not in {role} messages")
@@ -126,9 +179,21 @@ def check_message(message: Any, path: str, errors: Errors) -> None:
     if not isinstance(message, dict):
         errors.add(path or "body", f"must be an object with 'role' and 'content', got {_kind(message)}")
         return
+    # First, and alone when it fails: PostgreSQL's jsonb cannot store U+0000, no database can
+    # store (and no error body can echo) an unpaired surrogate, and absurd nesting is refused
+    # before anything recurses into it. Content is one level below the message.
+    bad = None
+    if "content" in message:
+        bad = find_bad_json(
+            message["content"], _join(path, "content"), max_depth=MAX_CONTENT_DEPTH, check_strings=False
+        )
+    bad = bad or find_bad_json(message, path, max_depth=MAX_CONTENT_DEPTH + 2)
+    if bad is not None:
+        errors.add(*bad)
+        return
     for key in message:
         if key not in MESSAGE_KEYS:
-            errors.add(_join(path, key), f"unknown field; allowed: {', '.join(MESSAGE_KEYS)}")
+            errors.add(_join(path, safe_text(str(key))), f"unknown field; allowed: {', '.join(MESSAGE_KEYS)}")
     role = message.get("role")
     if role not in ROLES:
         shown = repr(role) if isinstance(role, str) else _kind(role)
@@ -151,32 +216,101 @@ def check_message(message: Any, path: str, errors: Errors) -> None:
     usage = message.get("usage")
     if usage is not None and not isinstance(usage, dict):
         errors.add(_join(path, "usage"), f"must be an object, got {_kind(usage)}")
-    nul = find_nul(message, path)
-    if nul is not None:
-        # PostgreSQL's jsonb cannot store U+0000; refuse it here rather than fail on insert.
-        errors.add(nul, "must not contain the NUL character (\\u0000)")
 
 
-def find_nul(value: Any, path: str) -> str | None:
-    """Path of the first string (or object key) holding U+0000, walking iteratively (deep JSON is fine)."""
-    # Fast path at C speed: json escapes U+0000 as \u0000 (a false positive only costs the walk).
-    if "\\u0000" not in json.dumps(value, ensure_ascii=False):
+NUL_PROBLEM = "must not contain the NUL character (\\u0000)"
+SURROGATE_PROBLEM = "must not contain an unpaired surrogate (e.g. \\ud800 without its pair); send valid UTF-16 pairs"
+# Message content deeper than this is not a conversation; bounding it also keeps every later
+# recursive step (json encoding, the database's JSON functions) far from Python's recursion limit.
+MAX_CONTENT_DEPTH = 64
+
+
+def safe_text(text: str) -> str:
+    """`text` with unpaired surrogates escaped (\\udc80), so it can be echoed in an error body."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def find_bad_json(
+    value: Any, path: str, *, max_depth: int | None = None, check_nul: bool = True, check_strings: bool = True
+) -> tuple[str, str] | None:
+    """(path, problem) of the first string or object key the database cannot store (U+0000 for
+    PostgreSQL's jsonb; an unpaired surrogate, which is not valid UTF-8 anywhere), or of the first
+    container nested deeper than `max_depth`. None when all is well.
+
+    Walks iteratively (deep JSON cannot overflow the stack). Strings are only inspected when a
+    C-speed scan of the whole value says one of them might be bad.
+    """
+    suspect = True
+    if max_depth is not None:
+        problem = _too_deep(value, path, max_depth)
+        if problem is not None:
+            return problem
+    if not check_strings:
+        return None
+    try:
+        dumped = json.dumps(value, ensure_ascii=False)
+    except (RecursionError, ValueError):  # deeper than the encoder goes, or NaN: walk it
+        pass
+    else:
+        # json escapes U+0000 as \u0000 and leaves a lone surrogate raw (so encoding fails).
+        suspect = (check_nul and "\\u0000" in dumped) or not _encodable(dumped)
+    if not suspect:
         return None
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:
         item, where = stack.pop()
         if isinstance(item, str):
-            if "\x00" in item:
-                return where or "body"
+            if check_nul and "\x00" in item:
+                return where or "body", NUL_PROBLEM
+            if not _encodable(item):
+                return where or "body", SURROGATE_PROBLEM
         elif isinstance(item, dict):
             for key in reversed(list(item)):
-                if isinstance(key, str) and "\x00" in key:
-                    return _join(where, repr(key))
+                if check_nul and isinstance(key, str) and "\x00" in key:
+                    return _join(where, repr(key)), NUL_PROBLEM
+                if isinstance(key, str) and not _encodable(key):
+                    return _join(where, safe_text(repr(key))), SURROGATE_PROBLEM
                 stack.append((item[key], _join(where, str(key))))
         elif isinstance(item, list):
             for index in range(len(item) - 1, -1, -1):
                 stack.append((item[index], _join(where, f"[{index}]")))
     return None
+
+
+def _too_deep(value: Any, path: str, max_depth: int) -> tuple[str, str] | None:
+    # Only containers are pushed; the path is built only for the one reported.
+    stack: list[tuple[Any, int, str]] = [(value, 0, path)]
+    while stack:
+        item, depth, where = stack.pop()
+        if depth > max_depth:
+            return where or "body", f"nested more than {max_depth} levels deep"
+        if isinstance(item, dict):
+            stack.extend(
+                (child, depth + 1, _join(where, safe_text(str(key))))
+                for key, child in item.items()
+                if isinstance(child, (dict, list))
+            )
+        elif isinstance(item, list):
+            stack.extend(
+                (child, depth + 1, _join(where, f"[{index}]"))
+                for index, child in enumerate(item)
+                if isinstance(child, (dict, list))
+            )
+    return None
+
+
+def find_nul(value: Any, path: str) -> str | None:
+    """Path of the first string or key the database cannot store (kept for callers of the old name)."""
+    found = find_bad_json(value, path)
+    return found[0] if found else None
 
 
 def tool_uses(content: Any) -> list[tuple[int, dict[str, Any]]]:

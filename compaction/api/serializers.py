@@ -7,6 +7,7 @@ from rest_framework import serializers
 from compaction.core.config import validate_overrides
 from compaction.models import Compaction, Event
 from compaction.services import STRATEGIES, describe
+from sessions.api.strict import RejectUnknownFieldsMixin
 
 
 class StrictCharField(serializers.CharField):
@@ -18,18 +19,8 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
-class StrictSerializer(serializers.Serializer):
+class StrictSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     """Unknown keys are a 400 naming them, not silently ignored (a typo must not be lost)."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, dict):
-            raise serializers.ValidationError({"non_field_errors": ["expected a JSON object"]})
-        unknown = sorted(set(data) - set(self.fields))
-        if unknown:
-            raise serializers.ValidationError(
-                {key: [f"unknown field; allowed: {', '.join(sorted(self.fields))}"] for key in unknown}
-            )
-        return super().to_internal_value(data)
 
 
 class CompactionRequestSerializer(StrictSerializer):

@@ -82,6 +82,25 @@ def validate_overrides(overrides: dict[str, Any]) -> dict[str, str]:
     return errors
 
 
+def window_errors(config: CompactionConfig) -> dict[str, str]:
+    """Settings that leave the trigger meaningless for this window, after resolution.
+
+    A reserve or a kept tail as large as the window would put the trigger at (or below) zero
+    tokens, so every append would compact, or a compaction could never get under it.
+    """
+    errors: dict[str, str] = {}
+    window = config.context_window
+    if config.reserve_tokens >= window:
+        errors["reserve_tokens"] = (
+            f"must be less than the context window ({window:,} tokens), got {config.reserve_tokens:,}"
+        )
+    if config.keep_recent_tokens >= window:
+        errors["keep_recent_tokens"] = (
+            f"must be less than the context window ({window:,} tokens), got {config.keep_recent_tokens:,}"
+        )
+    return errors
+
+
 def resolve_config(
     *,
     context_window: int,

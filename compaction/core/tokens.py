@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,7 +27,18 @@ BLOCK_OVERHEAD = 3
 TOOL_USE_OVERHEAD = 12
 TOOL_RESULT_OVERHEAD = 8
 IMAGE_TOKENS = 1200
+# Documents are counted by what the provider will read:
+# - a plain-text source (`source.type` "text") or a "content" source: its text, like any text;
+# - a base64 PDF: by its size. The Messages API turns every page into its text (about
+#   1,500-3,000 tokens for a typical page) plus a page image; we charge PDF_TOKENS_PER_PAGE per
+#   page and estimate pages from the decoded size at PDF_BYTES_PER_PAGE (text PDFs run at
+#   ~20-100 KB a page), so a 5 MB PDF counts ~100 pages ≈ 225k tokens, not a flat figure;
+# - other base64 data (not a PDF): decoded bytes / 4, like text;
+# - url and file sources, whose size Compactor cannot see: DOCUMENT_TOKENS, a one-to-two page guess.
 DOCUMENT_TOKENS = 1600
+DOCUMENT_OVERHEAD = 8
+PDF_TOKENS_PER_PAGE = 2_250
+PDF_BYTES_PER_PAGE = 50_000
 
 
 @dataclass(frozen=True)
@@ -85,6 +97,22 @@ def get_tokenizer(preferred: str = "cl100k_base") -> Tokenizer:
     return Tokenizer("chars/4", False, _chars_per_4)
 
 
+# OpenAI's current families use o200k_base; everything else (Claude, Gemini, unknown models)
+# is counted with cl100k_base, the closest offline approximation.
+_O200K_MODEL = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o[1-9])(\b|[-_.:]|$)")
+
+
+def encoding_for_model(model: str | None) -> str:
+    """The encoding a session's messages are counted with (before checking what is available)."""
+    name = (model or "").strip().lower().rsplit("/", 1)[-1]
+    return "o200k_base" if _O200K_MODEL.match(name) else "cl100k_base"
+
+
+def tokenizer_for_model(model: str | None) -> Tokenizer:
+    """The model's encoding when available offline (o200k only when cached), else cl100k, else chars/4."""
+    return get_tokenizer(encoding_for_model(model))
+
+
 def _dump(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -119,8 +147,44 @@ def count_block(block: dict[str, Any], tokenizer: Tokenizer) -> int:
     if kind == "image":
         return IMAGE_TOKENS
     if kind == "document":
-        return DOCUMENT_TOKENS
+        return count_document(block, tokenizer)
     return BLOCK_OVERHEAD + tokenizer.count(_dump(block))
+
+
+def _base64_size(data: str) -> int:
+    """Decoded size of base64 text, without decoding it."""
+    data = data.strip()
+    return max(0, len(data) * 3 // 4 - data[-2:].count("="))
+
+
+def pdf_pages(decoded_bytes: int) -> int:
+    return max(1, -(-decoded_bytes // PDF_BYTES_PER_PAGE))
+
+
+def count_document(block: dict[str, Any], tokenizer: Tokenizer) -> int:
+    """A document block, by its content (see the rule at the top of this module)."""
+    base = BLOCK_OVERHEAD + DOCUMENT_OVERHEAD
+    for extra in ("title", "context"):
+        if isinstance(block.get(extra), str):
+            base += tokenizer.count(block[extra])
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return base + DOCUMENT_TOKENS
+    kind = source.get("type")
+    if kind == "text" and isinstance(source.get("data"), str):
+        return base + tokenizer.count(source["data"])
+    if kind == "content":
+        inner = source.get("content")
+        if isinstance(inner, str):
+            return base + tokenizer.count(inner)
+        if isinstance(inner, list):
+            return base + sum(count_block(b, tokenizer) for b in inner if isinstance(b, dict))
+    if kind == "base64" and isinstance(source.get("data"), str):
+        size = _base64_size(source["data"])
+        if source.get("media_type") == "application/pdf":
+            return base + pdf_pages(size) * PDF_TOKENS_PER_PAGE
+        return base + (size + 3) // 4
+    return base + DOCUMENT_TOKENS
 
 
 def count_content(content: str | list[dict[str, Any]], tokenizer: Tokenizer | None = None) -> int:
@@ -141,7 +205,7 @@ class UsageEstimate:
 
     estimated_tokens: int
     tokens: int
-    source: str  # "estimate" or "provider+estimate"
+    source: str  # "estimate", "provider+estimate" or "estimate+calibration"
     reported_tokens: int | None
     trailing_tokens: int
 
@@ -151,18 +215,29 @@ def hybrid_estimate(
     estimated_tokens: int,
     reported_prompt_tokens: int | None,
     tokens_since_report: int,
+    calibration_offset: int | None = None,
 ) -> UsageEstimate:
     """Seed 002's hybrid: last provider-reported prompt size + estimates of what came after.
 
     The provider's figure already includes the system prompt, tool definitions and its own
     tokenizer's view of every message, so it is the better base whenever it is current.
+    Without a current report, a `calibration_offset` (reported − estimated at the last report)
+    keeps the figure on the provider's scale: estimate + offset.
     """
-    if reported_prompt_tokens is None:
-        return UsageEstimate(estimated_tokens, estimated_tokens, "estimate", None, estimated_tokens)
-    return UsageEstimate(
-        estimated_tokens,
-        reported_prompt_tokens + tokens_since_report,
-        "provider+estimate",
-        reported_prompt_tokens,
-        tokens_since_report,
-    )
+    if reported_prompt_tokens is not None:
+        return UsageEstimate(
+            estimated_tokens,
+            max(0, reported_prompt_tokens + tokens_since_report),
+            "provider+estimate",
+            reported_prompt_tokens,
+            tokens_since_report,
+        )
+    if calibration_offset is not None:
+        return UsageEstimate(
+            estimated_tokens,
+            max(0, estimated_tokens + calibration_offset),
+            "estimate+calibration",
+            None,
+            estimated_tokens,
+        )
+    return UsageEstimate(estimated_tokens, estimated_tokens, "estimate", None, estimated_tokens)

@@ -8,6 +8,8 @@ Services raise Django's ValidationError with {field path: [problem]}; it is answ
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views import defaults
 from rest_framework.exceptions import ValidationError
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -31,3 +33,29 @@ def exception_handler(exc, context):
     data = response.data
     response.data = {"error": _first_message(data), "detail": data}
     return response
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """project.urls.handler404: JSON under /api/ (agents parse it), Django's HTML page elsewhere."""
+    if _is_api(request):
+        return JsonResponse(
+            {
+                "error": f"not found: no API endpoint at {request.path} (session ids are UUIDs)",
+                "detail": {"path": request.path},
+            },
+            status=404,
+        )
+    return defaults.page_not_found(request, exception)
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    """project.urls.handler500: a JSON 500 under /api/ (no traceback or request data in it)."""
+    if _is_api(request):
+        return JsonResponse(
+            {"error": "internal server error; the failure was logged", "detail": {"status": 500}}, status=500
+        )
+    return defaults.server_error(request)

@@ -12,9 +12,21 @@ from rest_framework import serializers
 
 from sessions import services
 
+from .strict import RejectUnknownFieldsMixin
+
 MAX_TOKENS = 500_000_000
 
 # ---- shared output pieces -------------------------------------------------------------------
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every 4xx/5xx body of the API."""
+
+    error = serializers.CharField(help_text="The first problem, as '<field path>: <problem>' when a field is at fault.")
+    detail = serializers.JSONField(
+        required=False,
+        help_text="Field path → list of problems for a 400; other details (e.g. the size limit) otherwise.",
+    )
 
 
 class UsageOutSerializer(serializers.Serializer):
@@ -30,9 +42,24 @@ class UsageOutSerializer(serializers.Serializer):
     reported_at_seq = serializers.IntegerField(
         allow_null=True, help_text="Last seq the provider had seen when it reported."
     )
-    trailing_tokens = serializers.IntegerField(help_text="Estimated tokens of messages after reported_at_seq.")
-    source = serializers.ChoiceField(choices=["estimate", "provider+estimate"])
-    tokenizer = serializers.CharField(help_text="cl100k_base, o200k_base, or chars/4 when no tokenizer is available.")
+    trailing_tokens = serializers.IntegerField(
+        help_text="With a report: estimated change since it (messages after reported_at_seq, system-prompt "
+        "changes). Without one: the estimate."
+    )
+    calibration_offset = serializers.IntegerField(
+        allow_null=True,
+        help_text="Last calibrating report minus our estimate of the same context (tool definitions and "
+        "other prompt parts only the provider sees). Added to the estimate after a compaction drops the report.",
+    )
+    source = serializers.ChoiceField(
+        choices=["estimate", "provider+estimate", "estimate+calibration"],
+        help_text="provider+estimate: last report + estimated change since; estimate+calibration: estimate + "
+        "calibration_offset (no report since the last compaction); estimate: no report yet.",
+    )
+    tokenizer = serializers.CharField(
+        help_text="Encoding used for this session: o200k_base for OpenAI's gpt-4o/4.1/5 and o-series models "
+        "when cached offline, else cl100k_base; chars/4 when no tokenizer is available."
+    )
     exact = serializers.BooleanField(help_text="False when the chars/4 fallback is in use.")
     context_window = serializers.IntegerField()
     usage_ratio = serializers.FloatField(allow_null=True)
@@ -80,7 +107,7 @@ class SessionOutSerializer(serializers.Serializer):
         return services.session_usage(session)
 
 
-class SessionInSerializer(serializers.Serializer):
+class SessionInSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     title = serializers.CharField(max_length=200, allow_blank=True, required=False)
     agent = serializers.CharField(max_length=100, allow_blank=True, required=False)
     model = serializers.CharField(max_length=100, allow_blank=True, required=False)
@@ -101,7 +128,7 @@ class SessionInSerializer(serializers.Serializer):
     )
 
     # Round-tripping a GET body must not fail on read-only fields; anything else unknown is a typo.
-    READ_ONLY = set(SessionOutSerializer().fields) - {
+    tolerated_fields = frozenset(SessionOutSerializer().fields) - {
         "title",
         "agent",
         "model",
@@ -109,13 +136,6 @@ class SessionInSerializer(serializers.Serializer):
         "context_window",
         "compaction_settings",
     }
-
-    def to_internal_value(self, data):
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields) - self.READ_ONLY)
-            if unknown:
-                raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
-        return super().to_internal_value(data)
 
     def validate_compaction_settings(self, value: dict) -> dict:
         # Unknown keys are errors even when null; null for a known key means "remove".
@@ -209,7 +229,7 @@ class ContextOutSerializer(serializers.Serializer):
 # ---- usage reports ----------------------------------------------------------------------------
 
 
-class UsageInSerializer(serializers.Serializer):
+class UsageInSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     # Bounded so that the sum still fits the database's integer columns.
     input_tokens = serializers.IntegerField(min_value=0, max_value=MAX_TOKENS)
     output_tokens = serializers.IntegerField(min_value=0, max_value=MAX_TOKENS, required=False, default=0)
@@ -231,10 +251,6 @@ class UsageInSerializer(serializers.Serializer):
     )
 
     def to_internal_value(self, data):
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
         values = super().to_internal_value(data)
         for name in ("cache_read_input_tokens", "cache_creation_input_tokens"):
             values[name] = values.get(name) or 0

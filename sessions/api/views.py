@@ -22,8 +22,23 @@ from sessions import selectors, services
 
 from . import serializers as s
 
-ERROR = OpenApiResponse(description='{"error": "<field path>: <problem>", "detail": {...}}')
-NOT_FOUND = OpenApiResponse(description="No such session for this caller (another owner's session is also a 404).")
+ERROR_DESCRIPTIONS = {
+    400: "Bad input: `error` names the first field path and its problem; `detail` maps every bad field path "
+    "to its problems. Nothing was stored.",
+    401: "No API key, or an invalid, revoked or expired one.",
+    403: "Authenticated by the dashboard's login session without a valid CSRF token.",
+    404: "No such session for this caller (another owner's session is also a 404).",
+    413: "Body larger than COMPACTOR_MAX_REQUEST_BYTES; `detail` has the size and the limit.",
+}
+
+
+def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
+    """@extend_schema `responses` entries for these error codes (always with 401 and 403), all
+    with the {"error", "detail"} body."""
+    return {
+        code: OpenApiResponse(response=s.ErrorSerializer, description=ERROR_DESCRIPTIONS[code])
+        for code in sorted({*codes, 401, 403})
+    }
 
 
 def _job(job) -> dict | None:
@@ -55,7 +70,7 @@ class SessionListView(APIView):
             OpenApiParameter("model", str, description="Only sessions of this model."),
             OpenApiParameter("search", str, description="Title contains (case-insensitive)."),
         ],
-        responses={200: s.SessionOutSerializer(many=True)},
+        responses={200: s.SessionOutSerializer(many=True), **error_responses(400)},
     )
     def get(self, request):
         filters = {name: request.query_params.get(name) for name in ("agent", "model", "search")}
@@ -70,7 +85,7 @@ class SessionListView(APIView):
     @extend_schema(
         operation_id="sessions_create",
         request=s.SessionInSerializer,
-        responses={201: s.SessionOutSerializer, 400: ERROR},
+        responses={201: s.SessionOutSerializer, **error_responses(400, 413)},
     )
     def post(self, request):
         data = s.SessionInSerializer(data=request.data)
@@ -80,7 +95,7 @@ class SessionListView(APIView):
 
 
 class SessionDetailView(APIView):
-    @extend_schema(operation_id="sessions_retrieve", responses={200: s.SessionOutSerializer, 404: NOT_FOUND})
+    @extend_schema(operation_id="sessions_retrieve", responses={200: s.SessionOutSerializer, **error_responses(404)})
     def get(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
         return Response(s.SessionOutSerializer(session).data)
@@ -88,7 +103,7 @@ class SessionDetailView(APIView):
     @extend_schema(
         operation_id="sessions_partial_update",
         request=s.SessionInSerializer,
-        responses={200: s.SessionOutSerializer, 400: ERROR, 404: NOT_FOUND},
+        responses={200: s.SessionOutSerializer, **error_responses(400, 404, 413)},
     )
     def patch(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
@@ -97,7 +112,7 @@ class SessionDetailView(APIView):
         session = services.session_update(session=session, **data.validated_data)
         return Response(s.SessionOutSerializer(session).data)
 
-    @extend_schema(operation_id="sessions_destroy", responses={204: None, 404: NOT_FOUND})
+    @extend_schema(operation_id="sessions_destroy", responses={204: None, **error_responses(404)})
     def delete(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
         services.session_delete(session=session)
@@ -134,7 +149,7 @@ class MessageListView(APIView):
     @extend_schema(
         operation_id="messages_list",
         description="Full history in seq order, cursor-paginated (`?limit=`); compaction never changes it.",
-        responses={200: s.MessageOutSerializer(many=True), 404: NOT_FOUND},
+        responses={200: s.MessageOutSerializer(many=True), **error_responses(404)},
     )
     def get(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
@@ -156,12 +171,7 @@ class MessageListView(APIView):
             resource_type_field_name=None,
         ),
         examples=APPEND_EXAMPLES,
-        responses={
-            201: s.AppendOutSerializer,
-            400: ERROR,
-            404: NOT_FOUND,
-            413: OpenApiResponse(description="Body larger than COMPACTOR_MAX_REQUEST_BYTES."),
-        },
+        responses={201: s.AppendOutSerializer, **error_responses(400, 404, 413)},
     )
     def post(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
@@ -193,7 +203,7 @@ class ContextView(APIView):
             "message, then every message from the active compaction's first_kept_seq on, old tool outputs "
             "pruned when the compaction pruned them), with the token figures."
         ),
-        responses={200: s.ContextOutSerializer, 404: NOT_FOUND},
+        responses={200: s.ContextOutSerializer, **error_responses(404)},
     )
     def get(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
@@ -223,7 +233,7 @@ class UsageView(APIView):
                 },
             )
         ],
-        responses={200: s.UsageReportOutSerializer, 400: ERROR, 404: NOT_FOUND},
+        responses={200: s.UsageReportOutSerializer, **error_responses(400, 404, 413)},
     )
     def post(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)

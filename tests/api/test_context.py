@@ -131,17 +131,20 @@ def test_prune_overlay_serves_placeholders_and_keeps_stored_messages(api, sessio
     assert session.context_tokens == before - saved == body["estimated_tokens"]
 
 
-def test_recompute_resets_the_stale_provider_figure(api, session):
+def test_recompute_resets_the_stale_provider_figure_but_keeps_its_calibration(api, session):
     append(api, session, *[{"role": "user", "content": f"m{i}"} for i in range(4)])
     api.post(url(session, "usage/"), {"input_tokens": 5000}, format="json")
     session.refresh_from_db()
     assert session.reported_input_tokens == 5000
+    offset = 5000 - session.context_tokens  # the provider saw everything stored
+    assert session.calibration_offset == offset
     activate(session, summary="Summary", first_kept_seq=3)
     session.refresh_from_db()
     assert session.reported_input_tokens is None and session.reported_at_seq is None
     usage = api.get(url(session, "context/")).json()["usage"]
-    assert usage["source"] == "estimate"
-    assert usage["tokens"] == usage["estimated_tokens"]
+    assert usage["source"] == "estimate+calibration"
+    assert usage["calibration_offset"] == offset
+    assert usage["tokens"] == usage["estimated_tokens"] + offset
 
 
 def test_context_messages_for_the_engine(api, session):

