@@ -179,17 +179,23 @@ def compaction_progress(request: HttpRequest, session_id: UUID, compaction_id: U
     return response
 
 
+NEW_KEY_SESSION = "dashboard_new_api_key"
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 def api_keys(request: HttpRequest) -> HttpResponse:
-    new_key = None
+    """Post/redirect/get: a reload after creating a key must not create another one. The new
+    key travels to the next GET in the (server-side) session and is popped when shown."""
     if request.method == "POST":
         form = ApiKeyForm(request.POST)
         if form.is_valid():
-            _, new_key = keys.apikey_create(user=request.user, name=form.cleaned_data["name"])
-            form = ApiKeyForm()
+            key, secret = keys.apikey_create(user=request.user, name=form.cleaned_data["name"])
+            request.session[NEW_KEY_SESSION] = {"key": secret, "name": key.name, "prefix": key.prefix}
+            return redirect("dashboard:api-keys")
     else:
         form = ApiKeyForm()
+    new_key = request.session.pop(NEW_KEY_SESSION, None) if request.method == "GET" else None
     response = render(
         request,
         "dashboard/api_keys.html",

@@ -152,6 +152,35 @@
       .finally(function () { buttons.forEach(function (b) { b.disabled = false; }); });
   }
 
+  // Copy buttons: <button data-copy="#input-id">. Clipboard API where allowed, else select + execCommand.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("button[data-copy]");
+    if (!button) return;
+    var input = document.querySelector(button.dataset.copy);
+    if (!input) return;
+    var status = document.getElementById(button.getAttribute("aria-describedby") || "");
+    var done = function (text) { if (status) status.textContent = text; };
+    input.focus();
+    input.select();
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(input.value).then(
+        function () { done("Copied to the clipboard."); },
+        function () { done(document.execCommand("copy") ? "Copied to the clipboard." : "Selected: press Ctrl+C to copy."); }
+      );
+    } else {
+      done(document.execCommand("copy") ? "Copied to the clipboard." : "Selected: press Ctrl+C to copy.");
+    }
+  });
+
+  // Destructive forms ask first: <form data-confirm="question">.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (form instanceof HTMLFormElement && form.dataset.confirm && !window.confirm(form.dataset.confirm)) {
+      event.preventDefault();
+      event.stopImmediatePropagation();
+    }
+  }, true);
+
   document.addEventListener("submit", function (event) {
     var form = event.target;
     if (!(form instanceof HTMLFormElement) || !form.dataset.apiUrl) return;

@@ -251,15 +251,20 @@ def test_progress_fragment_polls_only_while_in_flight(logged_in, user):
 
 def test_api_keys_create_shows_once_then_revoke(logged_in, user, other_user):
     url = reverse("dashboard:api-keys")
-    response = logged_in.post(url, {"name": "laptop agent"})
-    body = response.content.decode()
+    posted = logged_in.post(url, {"name": "laptop agent"})
+    assert posted.status_code == 302 and posted["Location"] == url  # post/redirect/get
     key = ApiKey.objects.get(owner=user, name="laptop agent")
-    match = re.search(r'id="new-key" class="key" type="text" readonly value="([^"]+)"', body)
+    response = logged_in.get(url)
+    body = response.content.decode()
+    match = re.search(r'id="new-key" class="key" type="text" readonly [^>]*value="([^"]+)"', body)
     assert match and match.group(1).startswith(key.prefix + ".")
     assert ApiKey.objects.is_valid(match.group(1))
     assert response["Cache-Control"] == "no-store"
+    assert 'data-copy="#new-key"' in body and "data-confirm=" in body
+    # A reload shows the key no more and creates nothing.
     again = logged_in.get(url).content.decode()
     assert match.group(1) not in again and f"{key.prefix}…" in again and "never" in again
+    assert ApiKey.objects.filter(owner=user).count() == 1
 
     _, theirs = ApiKey.objects.create_key(owner=other_user, name="theirs")
     their_prefix = theirs.partition(".")[0]
