@@ -234,8 +234,9 @@ def compaction_maybe_auto(*, session: Session, now=None) -> Compaction | None:
         # The agent's call that produced this report was made on the context from before the
         # active compaction (its reply was already stored when the compaction took its
         # snapshot): the figure describes a context no longer served. Judging by it would
-        # compact again right after compacting.
-        tokens = int(usage["estimated_tokens"])
+        # compact again right after compacting. Our estimate of the served context stands in,
+        # on the provider's scale (+ the calibration offset) like the trigger it is compared to.
+        tokens = int(usage["estimated_tokens"]) + _calibration(usage)
     trigger = config.trigger_tokens
     if tokens <= trigger:
         return None
@@ -262,24 +263,64 @@ def compaction_maybe_auto(*, session: Session, now=None) -> Compaction | None:
 # --- planning (shared by dry run, background run and overflow) --------------------------
 
 
+# One measure everywhere (field notes: "same token figure for the trigger and for the meter"):
+# every token figure the engine compares with the trigger, stores as tokens_before/after or
+# predicts in a dry run is session_usage()["tokens"] — what the provider will see. It is the
+# provider's last report plus estimates since, or, after a (de)activation dropped the report,
+# our estimate of the served context + the session's calibration offset (what only the
+# provider counts: tool definitions, the agent's own system prompt, tokenizer drift). A
+# figure we compute ourselves (served-context estimates, prune savings) is brought onto that
+# scale by adding the same offset, never compared raw; stored (unpruned) message counts are
+# never mixed with served ones.
+
+
+def _calibration(usage: dict[str, Any]) -> int:
+    """What session_usage adds to our estimate once no current report covers the context."""
+    return int(usage.get("calibration_offset") or 0)
+
+
+def _tokenizer(session: Session):
+    ss = _session_services()
+    if hasattr(ss, "session_tokenizer"):  # per-model tokenizer: count like the meter does
+        return ss.session_tokenizer(session)
+    from compaction.core.tokens import get_tokenizer
+
+    return get_tokenizer()
+
+
 @dataclass
 class _Snapshot:
     session: Session
     based_on: Compaction | None
     config: CompactionConfig
-    tokens_before: int
-    messages: list[Msg]
+    tokens_before: int  # session_usage()["tokens"]: the provider's scale
+    messages: list[Msg]  # in context, as stored (what is cut and summarized)
     snapshot_seq: int
+    estimated_before: int = 0  # our estimate of the served context, uncalibrated
+    calibration: int = 0  # added to an estimate of the served context after (de)activation
+
+    def on_provider_scale(self, estimated: int) -> int:
+        """A served-context estimate as the meter will show it once this overlay is active."""
+        return max(0, estimated + self.calibration)
 
 
 def _snapshot(session_id, overrides: dict[str, Any] | None) -> _Snapshot:
     ss = _session_services()
     session = Session.objects.select_related("active_compaction").get(pk=session_id)
     config = ss.session_config(session, overrides or None)
-    tokens_before = int(ss.session_usage(session)["tokens"])
+    usage = ss.session_usage(session)
     messages = ss.context_messages(session)
     snapshot_seq = max([m.seq for m in messages], default=session.last_seq)
-    return _Snapshot(session, session.active_compaction, config, tokens_before, messages, snapshot_seq)
+    return _Snapshot(
+        session,
+        session.active_compaction,
+        config,
+        int(usage["tokens"]),
+        messages,
+        snapshot_seq,
+        estimated_before=int(usage["estimated_tokens"]),
+        calibration=_calibration(usage),
+    )
 
 
 def _cut(snap: _Snapshot, *, force: bool):
@@ -305,9 +346,18 @@ def _previous_summary(based_on: Compaction | None) -> str | None:
     return text
 
 
+# Dry-run guess of a new summary's size: the previous summary (the update prompt keeps what it
+# held) plus this share of the served tokens summarized now, at least SUMMARY_MIN_TOKENS, at
+# most the summary budget (the summarizer's output limit). Observed on the real Claude Code
+# sessions: the offline extractive summary of 100k-150k served tokens is 2k-4k tokens, an LLM
+# summary rarely more than a few thousand; the budget caps the worst case.
+SUMMARY_SHARE = 0.02
+SUMMARY_MIN_TOKENS = 400
+
+
 def _estimate_summary_tokens(config: CompactionConfig, based_on: Compaction | None, tokens_summarized: int) -> int:
     previous = based_on.summary_tokens if based_on else 0
-    return min(config.summary_budget, previous + max(400, tokens_summarized // 10))
+    return min(config.summary_budget, previous + max(SUMMARY_MIN_TOKENS, int(tokens_summarized * SUMMARY_SHARE)))
 
 
 def build_summarizer_chain(*, config: CompactionConfig, strategy: str, timeout: float, max_retries: int) -> list:
@@ -396,10 +446,13 @@ def _compute(
         # are already placeholders are not counted as savings again.
         plan = plan_prune(_session_services().context_messages(snap.session, served=True))
         old_boundary = based_on.prune_before_seq if based_on and based_on.prune_before_seq else 0
+        # Pruning alone is enough only if the figure the meter will show afterwards (served
+        # estimate minus the savings, + the calibration offset) is under the trigger.
+        after_prune = snap.on_provider_scale(snap.estimated_before - plan.tokens_saved)
         if (
             plan.prune_before_seq is not None
             and plan.prune_before_seq > old_boundary
-            and (strategy == "prune" or snap.tokens_before - plan.tokens_saved <= trigger)
+            and (strategy == "prune" or after_prune <= trigger)
         ):
             return outcome(
                 "prune",
@@ -453,7 +506,8 @@ def _compute(
             "fallbacks": result.fallbacks,
             "summary": result.summary,
             "turn_prefix_summary": result.turn_prefix_summary,
-            "summary_tokens": count_text(result.summary) + count_text(result.turn_prefix_summary),
+            "summary_tokens": count_text(result.summary, _tokenizer(snap.session))
+            + count_text(result.turn_prefix_summary, _tokenizer(snap.session)),
             "read_files": result.read_files,
             "modified_files": result.modified_files,
             "first_summarized_seq": min(m.seq for m in summarized),
@@ -684,7 +738,19 @@ def compaction_dry_run(
     overrides: dict[str, Any] | None = None,
     force: bool = False,
 ) -> dict[str, Any]:
-    """What a compaction would summarize now, and the estimated tokens after. Changes nothing."""
+    """What a compaction would summarize now, and the estimated tokens after. Changes nothing.
+
+    `estimated_tokens_after` is on the same scale as `tokens_before` and as the real run's
+    `tokens_after` (session_usage()["tokens"], see the note above _calibration): it is built
+    from what will be served — system prompt + the summary message (its size estimated, see
+    _estimate_summary_tokens) + the kept messages as served (prune overlay applied) — plus the
+    session's calibration offset. `tokens_summarized` is what the summarizer reads (messages
+    as stored); `tokens_kept` is what stays in context (as served).
+    """
+    from compaction.core.summary_message import render_summary_message
+    from compaction.core.tokens import count_content
+
+    ss = _session_services()
     snap = _snapshot(session.pk, overrides)
     config = snap.config
     base = {
@@ -694,10 +760,13 @@ def compaction_dry_run(
         "context_window": config.context_window,
         "messages_in_context": len(snap.messages),
         "based_on": str(snap.based_on.pk) if snap.based_on else None,
+        "calibration_offset": snap.calibration,
     }
+    served = ss.context_messages(snap.session, served=True)
     if strategy == "prune":
-        plan = plan_prune(_session_services().context_messages(snap.session, served=True))
-        if plan.prune_before_seq is None:
+        plan = plan_prune(served)
+        old_boundary = snap.based_on.prune_before_seq if snap.based_on and snap.based_on.prune_before_seq else 0
+        if plan.prune_before_seq is None or plan.prune_before_seq <= old_boundary:
             return {**base, "would_compact": False, "reason": f"nothing to prune: {plan.reason}"}
         return {
             **base,
@@ -706,32 +775,37 @@ def compaction_dry_run(
             "reason": plan.reason,
             "prune_before_seq": plan.prune_before_seq,
             "tool_results_pruned": plan.pruned,
-            "estimated_tokens_after": max(0, snap.tokens_before - plan.tokens_saved),
+            "estimated_tokens_after": snap.on_provider_scale(snap.estimated_before - plan.tokens_saved),
         }
     cut = _cut(snap, force=force)
     if cut.nothing_to_compact:
         return {**base, "would_compact": False, "reason": cut.reason}
     summarized = list(cut.to_summarize) + list(cut.turn_prefix)
+    summarized_seqs = {m.seq for m in summarized}
     tokens_summarized = sum(m.tokens for m in summarized)
-    previous_summary_tokens = snap.based_on.summary_tokens if snap.based_on else 0
-    estimated_summary = _estimate_summary_tokens(config, snap.based_on, tokens_summarized)
+    served_summarized = sum(m.tokens for m in served if m.seq in summarized_seqs)
+    kept_served = sum(m.tokens for m in served if m.seq >= cut.first_kept_seq)
+    estimated_summary = _estimate_summary_tokens(config, snap.based_on, served_summarized)
+    tokenizer = _tokenizer(snap.session)
+    # The summary is served as one user message with a fixed preamble (and a heading for a
+    # split turn's prefix summary): count that framing exactly, estimate only the summary text.
+    framing = count_content(render_summary_message("", "x" if cut.split_turn else ""), tokenizer)
+    estimated_after = snap.session.system_prompt_tokens + framing + estimated_summary + kept_served
     return {
         **base,
         "would_compact": True,
         "strategy": strategy,
         "reason": cut.reason,
-        "first_summarized_seq": min(m.seq for m in summarized),
-        "last_summarized_seq": max(m.seq for m in summarized),
+        "first_summarized_seq": min(summarized_seqs),
+        "last_summarized_seq": max(summarized_seqs),
         "first_kept_seq": cut.first_kept_seq,
         "split_turn": cut.split_turn,
         "messages_summarized": len(summarized),
         "tokens_summarized": tokens_summarized,
         "messages_kept": len(cut.kept),
-        "tokens_kept": sum(m.tokens for m in cut.kept),
+        "tokens_kept": kept_served,
         "estimated_summary_tokens": estimated_summary,
-        "estimated_tokens_after": max(
-            0, snap.tokens_before - tokens_summarized - previous_summary_tokens + estimated_summary
-        ),
+        "estimated_tokens_after": snap.on_provider_scale(estimated_after),
     }
 
 
@@ -907,13 +981,16 @@ def compaction_record_import(
         outcome = _Outcome(
             "summary",
             based_on_id=based_on.pk if based_on else None,
-            tokens_before=tokens_before if tokens_before is not None else session.context_tokens,
+            # The agent's own figure (provider's scale), else the meter's: never the raw estimate.
+            tokens_before=tokens_before
+            if tokens_before is not None
+            else int(_session_services().session_usage(session)["tokens"]),
             snapshot_seq=session.last_seq,
             detail=detail or "imported from the agent's own compaction",
             values={
                 "strategy": "import",
                 "summary": summary,
-                "summary_tokens": count_text(summary),
+                "summary_tokens": count_text(summary, _tokenizer(session)),
                 "first_summarized_seq": min(seqs) if seqs else None,
                 "last_summarized_seq": max(seqs) if seqs else None,
                 "first_kept_seq": first_kept_seq,

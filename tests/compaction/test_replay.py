@@ -105,9 +105,19 @@ def test_replay_fires_near_claude_codes_own_compaction(
         f"{name}: fired at message {result['first_index']} (Claude Code: {cc_index}), {job.strategy} {job.tokens_before:,} → {job.tokens_after:,}"
     )
     assert job.tokens_after < TRIGGER
+    # tokens_after is on the provider's scale like tokens_before: it carries the calibration
+    # offset (what only Claude Code's prompt holds — its ~26k of system prompt and tool
+    # definitions at the first report, plus tokenizer drift since), not just our estimate.
+    from sessions.models import Session
+
+    offset = Session.objects.get(pk=result["session_id"]).calibration_offset
+    assert offset is not None and offset > 20_000, offset
+    assert job.tokens_after > offset
     if prune:
-        # The cheap tier alone got usage under the trigger: no summarizer call was made.
+        # The cheap tier alone got the calibrated figure under the trigger: no summarizer call.
         assert job.strategy == "prune", job.strategy
+        saved = job.usage["tokens_saved_estimate"]
+        assert abs(job.tokens_after - (job.tokens_before - saved)) <= 100, (job.tokens_after, job.tokens_before, saved)
     else:
         # No API key here: the offline summarizer wrote a real structured summary.
         assert job.strategy == "extractive", (job.strategy, job.fallbacks)
@@ -132,3 +142,46 @@ def test_replay_fires_near_claude_codes_own_compaction(
     assert stored == len(transcript.messages)
     for compaction in Compaction.objects.filter(session_id=result["session_id"]):
         assert compaction.status in {Status.SUCCEEDED, Status.SKIPPED}, (compaction.status, compaction.error)
+
+
+# Dry run vs real run on a pruned real session: the estimate must be on the same scale as the
+# real run's tokens_after (served tokens + calibration offset), not served-before minus stored.
+DRY_RUN_TOLERANCE = 0.15  # of the real figure; the summary's size is the only guessed part
+
+
+@pytest.mark.parametrize("name", ["8463c716-a2ea-4c14-9efa-87158ebd9f20", "258c7280-ae70-4798-800f-63464d01a85d"])
+def test_dry_run_estimate_matches_the_real_run_after_an_auto_prune(user, name):
+    from compaction.core.transcripts.claude_code import read_claude_code
+    from sessions import services as session_services
+
+    transcript = read_claude_code(TRANSCRIPTS / f"{name}.jsonl")
+    messages = services.transcript_messages_for_api(transcript.messages)
+    session = session_services.session_create(
+        owner=user,
+        title=name,
+        agent="claude-code",
+        model=transcript.model or "",
+        context_window=WINDOW,
+        compaction_settings={"auto_compact_token_limit": TRIGGER},
+    )
+    cc_index = transcript.compactions[0]["before_message_index"]
+    result = services.transcript_replay(session=session, messages=messages[: cc_index + 20], run_inline=True)
+    assert result.compactions and result.compactions[0].strategy == "prune", result.compactions
+    session.refresh_from_db()
+
+    preview = services.compaction_dry_run(session=session)
+    assert preview["would_compact"] is True
+    job = services.compaction_request(session=session, reason="manual")
+    done = services.compaction_run(compaction_id=job.pk)
+    assert done.status == Status.SUCCEEDED, done.error
+    assert done.first_kept_seq == preview["first_kept_seq"]
+    assert done.tokens_before == preview["tokens_before"]
+    estimate, real = preview["estimated_tokens_after"], done.tokens_after
+    session.refresh_from_db()
+    offset = session_services.session_usage(session).get("calibration_offset") or 0
+    print(f"{name}: before {done.tokens_before:,}, dry run {estimate:,}, real {real:,} (offset {offset:,})")
+    # Both on the provider's scale: the same calibration offset is in both figures ...
+    assert preview["calibration_offset"] == offset
+    assert real == session_services.context_build(session=session)["estimated_tokens"] + offset
+    # ... and the part we estimate ourselves (system + summary + kept as served) is close too.
+    assert abs(estimate - real) <= DRY_RUN_TOLERANCE * (real - offset), (estimate, real, offset)

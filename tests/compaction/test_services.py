@@ -348,6 +348,47 @@ def test_prune_tier_activates_without_a_summary(user, monkeypatch):
     assert served_seqs(session)[0] == 1  # nothing summarized, nothing dropped
 
 
+@pytest.mark.parametrize("overhead", [0, 30_000])
+def test_prune_tier_decides_and_reports_on_the_calibrated_figure(user, overhead):
+    """tokens_before/after and the prune-or-summarize decision are on the provider's scale:
+    with an overhead only the provider counts (tool definitions...), pruning must get the
+    calibrated figure under the trigger, not just our estimate; else the engine summarizes."""
+    session = make_session(user, window=300_000, keep_recent_tokens=20_000, auto_compact=False)
+    append(session, conversation(12, tools=2, size=150))
+    session.refresh_from_db()
+    estimate = session_services.session_usage(session)["estimated_tokens"]
+    last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
+    # The provider saw our estimate + the overhead (the reply itself is not in its prompt).
+    session_services.usage_report(
+        session=session, input_tokens=estimate - last.token_count + overhead, message_seq=last.seq
+    )
+    session.refresh_from_db()
+    usage = session_services.session_usage(session)
+    assert usage["tokens"] == estimate + overhead
+    from compaction.core.prune import plan_prune
+
+    saved = plan_prune(session_services.context_messages(session, served=True)).tokens_saved
+    assert saved > 20_000
+    # Pruning gets our estimate under this trigger, and the calibrated figure only without overhead.
+    trigger = estimate - saved + 20_000
+    session_services.session_update(session=session, compaction_settings={"auto_compact_token_limit": trigger})
+    session.refresh_from_db()
+    job = request_and_run(session, reason="threshold")
+    session.refresh_from_db()
+    assert job.status == Status.SUCCEEDED, job.error or job.detail
+    assert job.tokens_before == estimate + overhead
+    after = session_services.session_usage(session)
+    assert job.tokens_after == after["tokens"] == after["estimated_tokens"] + overhead
+    if overhead:
+        assert job.strategy == "extractive", job.strategy  # prune alone would leave ~estimate-saved+30k
+    else:
+        assert job.strategy == "prune"
+        assert job.tokens_after == job.tokens_before - saved
+    assert job.tokens_after <= trigger  # so the loop guard lets the next crossing compact
+    event = Event.objects.get(compaction=job, kind=EventKind.COMPACTION_FINISHED)
+    assert f"{job.tokens_before:,} → {job.tokens_after:,} tokens" in event.message
+
+
 def test_a_transient_database_error_hands_the_job_back_for_the_retry(user, monkeypatch):
     from django.db import OperationalError
 
