@@ -1039,6 +1039,10 @@ class ReplayResult:
     compactions: list[Compaction] = field(default_factory=list)
     first_compaction_index: int | None = None
     usage_before_first: int | None = None
+    # The highest usage (session_usage()["tokens"], the figure the trigger compares) after
+    # any step, and the step: tells why a replay that never compacted did not.
+    peak_usage: int = 0
+    peak_index: int | None = None
 
 
 def transcript_messages_for_api(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1127,6 +1131,9 @@ def transcript_replay(
                 result.first_compaction_index = index
                 result.usage_before_first = activated.tokens_before
         result.steps += 1
+        usage_tokens = int(ss.session_usage(session)["tokens"])
+        if result.peak_index is None or usage_tokens > result.peak_usage:
+            result.peak_usage, result.peak_index = usage_tokens, index
         if on_step is not None:
-            on_step(ReplayStep(index, seq, message["role"], reported, int(ss.session_usage(session)["tokens"]), job))
+            on_step(ReplayStep(index, seq, message["role"], reported, usage_tokens, job))
     return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from io import StringIO
 
 import pytest
@@ -61,3 +62,31 @@ def test_bad_arguments_are_errors(user, tmp_path):
     with pytest.raises(CommandError, match="--user: no user named"):
         run(str(TRANSCRIPTS / "short.jsonl"), "--user", "nobody")
     assert not Session.objects.exists()
+
+
+@pytest.mark.slow
+def test_a_replay_that_never_compacts_says_why(user):
+    # On a 200k window the default trigger (window − 16,384 = 183,616) is above anything this
+    # session reached: no compaction, and the output names the trigger and the peak usage.
+    path = TRANSCRIPTS / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+    output = run(str(path), "--user", user.username, "--replay", "--window", "200000")
+    session = Session.objects.get(owner=user)
+    assert not Compaction.objects.filter(session=session).exists()
+    trigger = session_services.session_usage(session)["trigger_tokens"]
+    assert trigger == 183_616
+    last = output.strip().splitlines()[-1]
+    assert "0 compaction(s), none" in last and f"trigger {trigger:,}" in last
+    match = re.search(r"peak usage ([\d,]+) tokens at message (\d+)", last)
+    assert match, last
+    peak = int(match.group(1).replace(",", ""))
+    assert 167_000 < peak <= trigger  # above Claude Code's own compaction point, under ours
+    assert f"usage peaked at {peak:,} tokens, never above the trigger {trigger:,}" in output
+    assert "--trigger" in output
+
+
+def test_trigger_option_is_documented():
+    from compaction.management.commands.import_transcript import Command
+
+    parser = Command().create_parser("manage.py", "import_transcript")
+    text = " ".join(parser.format_help().split())
+    assert "--trigger" in text and "183,616" in text and "167000" in text

@@ -1,10 +1,17 @@
-"""python manage.py import_transcript PATH [--user U] [--replay] [--window N] [--model M] [--title T]
+"""python manage.py import_transcript PATH [--user U] [--replay] [--window N] [--trigger N] [--model M] [--title T]
 
 Without --replay the transcript is loaded in bulk, and a compaction the agent made itself
 (Claude Code's compact_boundary) is recorded as an `import` compaction with its own summary.
 With --replay it is appended message by message through the services the API uses, with the
 recorded usage reported after each assistant message until the service has compacted once
 (see shared/data/transcripts/README.md), so auto-compaction fires as it would have live.
+
+--trigger N sets the session's auto_compact_token_limit: auto-compaction fires when usage
+crosses N. Without it the trigger is the default, window − reserve_tokens (183,616 on a 200k
+window), which sits above where Claude Code compacted (its preTokens ≈ 167k): replaying one of
+its sessions then may never compact. Pass --trigger 167000 to compact where Claude Code did.
+The replay's last line names the trigger and the peak usage, so a replay that never compacted
+says why.
 """
 
 from __future__ import annotations
@@ -34,7 +41,14 @@ class Command(BaseCommand):
         parser.add_argument("--model", default=None, help="Model (default: the transcript's).")
         parser.add_argument("--title", default=None, help="Session title (default: the transcript's).")
         parser.add_argument(
-            "--trigger", type=int, default=None, help="auto_compact_token_limit for the session (replay)."
+            "--trigger",
+            type=int,
+            default=None,
+            help=(
+                "auto_compact_token_limit for the session: auto-compaction fires when usage crosses it. "
+                "Default: window − reserve_tokens (183,616 on a 200k window); Claude Code compacts near "
+                "167,000, so pass --trigger 167000 to replay one of its sessions the way it compacted."
+            ),
         )
         parser.add_argument(
             "--async",
@@ -157,13 +171,25 @@ class Command(BaseCommand):
         for job in result.compactions:
             self.stdout.write(f"  {services.describe(job)} (reason {job.reason}, strategy {job.strategy})")
         failed = Compaction.objects.filter(session=session, status=Status.FAILED).count()
+        trigger = usage["trigger_tokens"]
         where = (
             f"first at message {result.first_compaction_index + 1} (usage {result.usage_before_first:,})"
             if result.first_compaction_index is not None
             else "none"
         )
+        peak = (
+            f"peak usage {result.peak_usage:,} tokens at message {result.peak_index + 1}"
+            if result.peak_index is not None
+            else "no usage"
+        )
+        if not result.compactions and result.peak_usage <= trigger:
+            self.stdout.write(
+                f"  No auto-compaction: usage peaked at {result.peak_usage:,} tokens, never above the trigger "
+                f"{trigger:,} (window {usage['context_window']:,}); pass --trigger N to compact earlier, "
+                f"e.g. --trigger 167000 where Claude Code compacts on a 200k window"
+            )
         self.stdout.write(
             f"Replayed {result.steps} messages into session {session.pk} ({session.title}); "
             f"{result.reports} usage reports; {len(result.compactions)} compaction(s), {where}; "
-            f"{failed} failed; context now {usage['tokens']:,} tokens (trigger {usage['trigger_tokens']:,})"
+            f"{failed} failed; {peak}; trigger {trigger:,}; context now {usage['tokens']:,} tokens"
         )
