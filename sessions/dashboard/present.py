@@ -137,20 +137,42 @@ def compaction_line(compaction: Any, now: datetime | None = None) -> str:
     )
 
 
+REASON_WORDS = {"threshold": "auto", "manual": "manual", "overflow": "overflow", "import": "import"}
+
+
+def is_prune(compaction: Any) -> bool:
+    """A prune-only compaction: old tool output served as placeholders, no new summary."""
+    return compaction.strategy == "prune" and compaction.prune_before_seq is not None
+
+
+def boundary_seq(compaction: Any) -> int | None:
+    """The message the timeline shows this compaction's boundary above."""
+    return compaction.prune_before_seq if is_prune(compaction) else compaction.first_kept_seq
+
+
 def boundary_line(compaction: Any) -> str:
-    """ "Compacted · auto · 412 messages → summary · 167,094 → 21,380 tokens · 3.2 s" """
-    reason = {"threshold": "auto", "manual": "manual", "overflow": "overflow", "import": "import"}.get(
-        compaction.reason, compaction.reason
-    )
-    parts = [
-        "Compacted",
-        reason,
-        f"{compaction.messages_summarized:,} messages → summary",
-        f"{fmt_int(compaction.tokens_before)} → {fmt_int(compaction.tokens_after)} tokens",
-    ]
+    """ "Compacted · auto · 412 messages → summary · 167,094 → 21,380 tokens · 3.2 s", or for a
+    prune: "Tool output pruned · auto · 37 tool results before #4,431 · 408,104 → 207,737 tokens"."""
+    reason = REASON_WORDS.get(compaction.reason, compaction.reason)
+    if is_prune(compaction):
+        pruned = (compaction.usage or {}).get("tool_results_pruned")
+        what = f"{pruned:,} tool result{'s' if pruned != 1 else ''}" if isinstance(pruned, int) else "tool results"
+        parts = ["Tool output pruned", reason, f"{what} before #{compaction.prune_before_seq:,}"]
+    else:
+        parts = ["Compacted", reason, f"{compaction.messages_summarized:,} messages → summary"]
+    parts.append(f"{fmt_int(compaction.tokens_before)} → {fmt_int(compaction.tokens_after)} tokens")
     if compaction.duration_ms is not None:
         parts.append(fmt_duration(compaction.duration_ms))
     return " · ".join(parts)
+
+
+_NOTHING_PREFIX = re.compile(r"^\s*nothing to compact\s*[:\-—]\s*", re.IGNORECASE)
+
+
+def skip_reason(detail: str | None) -> str:
+    """The engine's skip detail without its own "nothing to compact:" prefix (the page has one)."""
+    text = _NOTHING_PREFIX.sub("", detail or "").strip()
+    return text[:1].upper() + text[1:] if text else "the conversation is already short enough."
 
 
 # --- message content -------------------------------------------------------------------

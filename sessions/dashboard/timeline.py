@@ -8,7 +8,7 @@ from typing import Any
 from compaction.models import Compaction, Status
 from sessions.models import Message
 
-from .present import Block, boundary_line, message_blocks
+from .present import Block, boundary_line, boundary_seq, is_prune, message_blocks
 
 
 @dataclass
@@ -20,6 +20,7 @@ class TimelineItem:
     compaction: Compaction | None = None
     line: str = ""
     active: bool = False
+    prune: bool = False  # a prune-only boundary: no summary to link to
 
 
 def message_state(message: Message, active: Compaction | None) -> str:
@@ -38,8 +39,9 @@ def build_timeline(
 ) -> list[TimelineItem]:
     boundaries: dict[int, list[Compaction]] = {}
     for compaction in compactions:
-        if compaction.status == Status.SUCCEEDED and compaction.first_kept_seq is not None:
-            boundaries.setdefault(compaction.first_kept_seq, []).append(compaction)
+        at = boundary_seq(compaction)
+        if compaction.status == Status.SUCCEEDED and at is not None:
+            boundaries.setdefault(at, []).append(compaction)
     items: list[TimelineItem] = []
     if (
         first_page
@@ -67,6 +69,7 @@ def build_timeline(
                     compaction=compaction,
                     line=boundary_line(compaction),
                     active=active is not None and compaction.pk == active.pk,
+                    prune=is_prune(compaction),
                 )
             )
         items.append(

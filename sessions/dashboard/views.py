@@ -21,7 +21,7 @@ from compaction.services import describe
 from . import keys, queries
 from .chart import build_chart
 from .forms import ApiKeyForm, SessionFilterForm
-from .present import fmt_duration, fmt_int, render_markdown, strip_file_tags
+from .present import fmt_duration, fmt_int, render_markdown, skip_reason, strip_file_tags
 from .timeline import build_timeline, fallbacks_text, usage_items
 
 
@@ -167,6 +167,7 @@ def compaction_progress(request: HttpRequest, session_id: UUID, compaction_id: U
         "active": compaction.pk == session.active_compaction_id,
         "reverted": reverted,
         "outcome": describe(compaction),
+        "skip_reason": skip_reason(compaction.detail),
         "before": fmt_int(compaction.tokens_before),
         "after": fmt_int(compaction.tokens_after),
         "duration": fmt_duration(compaction.duration_ms),

@@ -53,18 +53,30 @@
   function errorText(body, status) {
     if (!body) return "Request failed (HTTP " + status + ").";
     var parts = [];
-    if (body.error) parts.push(String(body.error));
+    var seen = {};
+    function add(text) {
+      // The API may repeat the error line as detail.detail: say it once.
+      text = String(text).trim();
+      if (text && !seen[text.toLowerCase()]) { seen[text.toLowerCase()] = true; parts.push(text); }
+    }
+    if (body.error) add(body.error);
     var detail = body.detail;
     if (detail && typeof detail === "object") {
       Object.keys(detail).forEach(function (key) {
         var value = detail[key];
         value = Array.isArray(value) ? value.join(" ") : (typeof value === "object" ? JSON.stringify(value) : value);
-        parts.push(key === "detail" || key === "non_field_errors" ? value : key + ": " + value);
+        add(key === "detail" || key === "non_field_errors" ? value : key + ": " + value);
       });
     } else if (detail) {
-      parts.push(String(detail));
+      add(detail);
     }
     return parts.join(" — ") || "Request failed (HTTP " + status + ").";
+  }
+
+  // Same as sessions.dashboard.present.skip_reason: the engine's text may carry the prefix already.
+  function skipReason(text) {
+    text = String(text || "").replace(/^\s*nothing to compact\s*[:\-\u2014]\s*/i, "").trim();
+    return text ? text.charAt(0).toUpperCase() + text.slice(1) : "the conversation is already short enough.";
   }
 
   function show(target, node) {
@@ -81,7 +93,7 @@
   function renderPreview(target, body) {
     var box = el("div", "preview");
     if (!body.would_compact) {
-      box.appendChild(el("p", "warn", "Nothing to compact: " + (body.reason || "")));
+      box.appendChild(el("p", "warn", "Nothing to compact: " + skipReason(body.reason)));
       box.appendChild(el("p", "small muted", "Context now: " + fmt(body.tokens_before) + " tokens (auto-compact at " + fmt(body.trigger_tokens) + ")."));
       show(target, box);
       return;
@@ -140,7 +152,13 @@
         return resp.json().catch(function () { return null; }).then(function (body) { return { resp: resp, body: body }; });
       })
       .then(function (r) {
-        if (!r.resp.ok) { showError(target, errorText(r.body, r.resp.status)); return; }
+        if (!r.resp.ok) {
+          showError(target, errorText(r.body, r.resp.status));
+          // 409: the page is stale (e.g. the compaction was already undone elsewhere): refresh
+          // gauge, chart, history and timeline in place; the error stays visible.
+          if (r.resp.status === 409 && window.htmx) htmx.trigger(document.body, "compactor:changed");
+          return;
+        }
         if (mode === "preview") { renderPreview(target, r.body); return; }
         var id = jobId(r.body);
         if (!id || !form.dataset.then) { show(target, el("p", "ok", (r.body && r.body.message) || "Done.")); return; }

@@ -188,6 +188,33 @@ def test_pruned_tool_output_is_marked(logged_in, user):
     assert body.count("tool output pruned") == 1  # only #2 (#4 is the boundary, not before it)
 
 
+def test_prune_only_boundary_sits_at_the_prune_point_without_a_summary_link(logged_in, user):
+    session = make_session(user)
+    add_messages(session, tool_pair(1) + tool_pair(2) + conversation(8))
+    # As the engine stores a prune of an uncompacted session: first_kept_seq is the first message.
+    make_compaction(
+        session,
+        reason="manual",
+        first_kept_seq=1,
+        first_summarized_seq=None,
+        last_summarized_seq=None,
+        prune_before_seq=4,
+        strategy="prune",
+        messages_summarized=0,
+        summary="",
+        tokens_before=408_104,
+        tokens_after=207_737,
+        duration_ms=None,
+        usage={"tokens_saved_estimate": 200_000, "tool_results_pruned": 1},
+    )
+    body = logged_in.get(detail_url(session)).content.decode()
+    line = "Tool output pruned · manual · 1 tool result before #4 · 408,104 → 207,737 tokens"
+    assert line in body
+    assert "0 messages → summary" not in body and "view summary" not in body
+    # Right above message #4, after #3.
+    assert body.index('id="m-3"') < body.index(line) < body.index('id="m-4"')
+
+
 def test_staff_viewing_someone_else_gets_no_compact_buttons(client, other_user, staff_user):
     session = make_session(other_user)
     make_compaction(session)
@@ -240,9 +267,10 @@ def test_progress_fragment_polls_only_while_in_flight(logged_in, user):
     assert "Conversation compacted: 8 messages → summary, 5,000 → 900 tokens" in body
     assert response["HX-Trigger"] == "compactor:changed"
 
-    Compaction.objects.filter(pk=job.pk).update(status=Status.SKIPPED, detail="only 3 messages")
+    Compaction.objects.filter(pk=job.pk).update(status=Status.SKIPPED, detail="nothing to compact: only 3 messages")
     body = logged_in.get(url, HTTP_HX_REQUEST="true").content.decode()
-    assert "Nothing to compact:" in body and "only 3 messages" in body
+    assert "Nothing to compact:</strong> Only 3 messages" in body  # the engine's own prefix said once
+    assert body.lower().count("nothing to compact") == 1
 
     Compaction.objects.filter(pk=job.pk).update(status=Status.FAILED, error="summarizer exploded")
     body = logged_in.get(url, HTTP_HX_REQUEST="true").content.decode()
