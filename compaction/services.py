@@ -298,6 +298,7 @@ class _Snapshot:
     snapshot_seq: int
     estimated_before: int = 0  # our estimate of the served context, uncalibrated
     calibration: int = 0  # added to an estimate of the served context after (de)activation
+    served_tokens: dict[int, int] = field(default_factory=dict)  # seq → tokens as served now
 
     def on_provider_scale(self, estimated: int) -> int:
         """A served-context estimate as the meter will show it once this overlay is active."""
@@ -310,6 +311,9 @@ def _snapshot(session_id, overrides: dict[str, Any] | None) -> _Snapshot:
     config = ss.session_config(session, overrides or None)
     usage = ss.session_usage(session)
     messages = ss.context_messages(session)
+    # Pruned tool results and truncated replies are served smaller than stored: budgets about
+    # what stays in context (keep_recent_tokens, the overflow cut) are measured as served.
+    served = {m.seq: m.tokens for m in ss.context_messages(session, served=True)}
     snapshot_seq = max([m.seq for m in messages], default=session.last_seq)
     return _Snapshot(
         session,
@@ -320,18 +324,34 @@ def _snapshot(session_id, overrides: dict[str, Any] | None) -> _Snapshot:
         snapshot_seq,
         estimated_before=int(usage["estimated_tokens"]),
         calibration=_calibration(usage),
+        served_tokens=served,
     )
 
 
 def _cut(snap: _Snapshot, *, force: bool):
+    """Plan the cut with each message weighed as served (the keep budget is about what stays
+    in the context), then hand back the stored messages: the summarizer reads them in full."""
+    from dataclasses import replace
+
     from compaction.core.cutpoint import plan_cut
 
-    return plan_cut(
-        snap.messages,
+    measured = [
+        m if snap.served_tokens.get(m.seq, m.tokens) == m.tokens else replace(m, tokens=snap.served_tokens[m.seq])
+        for m in snap.messages
+    ]
+    plan = plan_cut(
+        measured,
         keep_recent_tokens=snap.config.keep_recent_tokens,
         preserve_messages=snap.config.preserve_messages,
         force=force,
         context_window=snap.config.context_window,
+    )
+    stored = {m.seq: m for m in snap.messages}
+    return replace(
+        plan,
+        to_summarize=[stored[m.seq] for m in plan.to_summarize],
+        turn_prefix=[stored[m.seq] for m in plan.turn_prefix],
+        kept=[stored[m.seq] for m in plan.kept],
     )
 
 
@@ -762,9 +782,8 @@ def compaction_dry_run(
         "based_on": str(snap.based_on.pk) if snap.based_on else None,
         "calibration_offset": snap.calibration,
     }
-    served = ss.context_messages(snap.session, served=True)
     if strategy == "prune":
-        plan = plan_prune(served)
+        plan = plan_prune(ss.context_messages(snap.session, served=True))
         old_boundary = snap.based_on.prune_before_seq if snap.based_on and snap.based_on.prune_before_seq else 0
         if plan.prune_before_seq is None or plan.prune_before_seq <= old_boundary:
             return {**base, "would_compact": False, "reason": f"nothing to prune: {plan.reason}"}
@@ -783,8 +802,8 @@ def compaction_dry_run(
     summarized = list(cut.to_summarize) + list(cut.turn_prefix)
     summarized_seqs = {m.seq for m in summarized}
     tokens_summarized = sum(m.tokens for m in summarized)
-    served_summarized = sum(m.tokens for m in served if m.seq in summarized_seqs)
-    kept_served = sum(m.tokens for m in served if m.seq >= cut.first_kept_seq)
+    served_summarized = sum(snap.served_tokens.get(seq, 0) for seq in summarized_seqs)
+    kept_served = sum(tokens for seq, tokens in snap.served_tokens.items() if seq >= cut.first_kept_seq)
     estimated_summary = _estimate_summary_tokens(config, snap.based_on, served_summarized)
     tokenizer = _tokenizer(snap.session)
     # The summary is served as one user message with a fixed preamble (and a heading for a

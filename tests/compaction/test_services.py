@@ -389,6 +389,34 @@ def test_prune_tier_decides_and_reports_on_the_calibrated_figure(user, overhead)
     assert f"{job.tokens_before:,} → {job.tokens_after:,} tokens" in event.message
 
 
+def test_keep_budget_is_measured_as_served_under_a_prune_overlay(user):
+    """keep_recent_tokens is what stays in the context: a kept message whose tool output is
+    served pruned counts by its placeholder, not by its stored size (else the cut keeps far
+    fewer tokens than the budget says)."""
+    session = make_session(user, window=400_000, keep_recent_tokens=20_000)
+    append(session, conversation(14, tools=2, size=150))
+    session.refresh_from_db()
+    pruned = request_and_run(session, strategy="prune")
+    assert pruned.status == Status.SUCCEEDED and pruned.prune_before_seq
+    session.refresh_from_db()
+    served = {m.seq: m.tokens for m in session_services.context_messages(session, served=True)}
+    stored = {m.seq: m.tokens for m in session_services.context_messages(session)}
+    protected = sum(t for seq, t in served.items() if seq >= pruned.prune_before_seq)
+    under_overlay = sum(t for seq, t in served.items() if seq < pruned.prune_before_seq)
+    # A budget that reaches into the pruned part, as served.
+    keep = protected + under_overlay // 2
+    assert sum(t for seq, t in stored.items() if seq < pruned.prune_before_seq) > keep  # stored: far more
+
+    preview = services.compaction_dry_run(session=session, overrides={"keep_recent_tokens": keep})
+    job = request_and_run(session, overrides={"keep_recent_tokens": keep})
+    assert job.status == Status.SUCCEEDED, job.error or job.detail
+    assert job.first_kept_seq == preview["first_kept_seq"] < pruned.prune_before_seq
+    assert job.prune_before_seq == pruned.prune_before_seq  # still pruned in the kept part
+    kept_served = sum(t for seq, t in served.items() if seq >= job.first_kept_seq)
+    assert kept_served >= keep
+    assert preview["tokens_kept"] == kept_served
+
+
 def test_a_transient_database_error_hands_the_job_back_for_the_retry(user, monkeypatch):
     from django.db import OperationalError
 
