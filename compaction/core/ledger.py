@@ -62,6 +62,27 @@ DECISION_RE = re.compile(
     r"(?i)\b(decided|decision|chose|choose|chosen|instead of|rather than|going with|go with|"
     r"approach|trade-?off|opted|we'll use|i'll use|let's use|strategy)\b"
 )
+# Short acknowledgements and chatter: the user's words, but no rule an agent must keep.
+_ACK_RE = re.compile(
+    r"(?i)^(ok(ay)?|k|kk|thanks?( you)?( so much)?|thx|ty|yes|yep|yeah|yup|no|nope|sure|great|cool|nice|good|"
+    r"perfect|awesome|excellent|lgtm|looks good|got it|sounds good|go( ahead| on)?|continue|proceed|carry on|"
+    r"done|right|alright|fine|ok,? thanks|ok,? go( ahead)?|ok,? continue|yes,? please|please continue|"
+    r"keep going|next)[\s.!,]*(thanks?|please|:\)|!)*[\s.!]*$"
+)
+# Corrections: the user telling the agent it went wrong. They bind what follows.
+CORRECTION_RE = re.compile(
+    r"(?i)^(no[,.!:]|nope\b|actually\b|wait\b|stop\b|instead\b|that'?s (wrong|not|incorrect)|this is (wrong|not)|"
+    r"not (like )?th(at|is)\b|wrong\b|you (should|must|forgot|missed|broke|didn'?t)|why did you|undo\b|revert\b|"
+    r"don'?t\b|do not\b|never\b|always\b|please (don'?t|do not|never|always|use|stop|keep)\b)"
+)
+# A rule or preference inside a message: imperatives the agent must keep obeying.
+INSTRUCTION_RE = re.compile(
+    r"(?i)\b(always|never|must|mustn't|must not|don't|do not|dont|shouldn't|should not|prefer|make sure|ensure|"
+    r"avoid|instead of|only use|no need to|not allowed|please use|use only|stick to|from now on|going forward|"
+    r"remember to|remember that|keep (the|it|all|every|them|using)|without (changing|touching|breaking)|"
+    r"do(n'?t| not) (touch|change|edit|modify|delete|remove|add|use|commit|push))\b"
+)
+
 _WORD_RE = re.compile(r"[a-z0-9_][a-z0-9_.\-/]{3,}")
 _STOPWORDS = frozenset(
     "this that with from have will would could should there their they them then than what when where which "
@@ -123,6 +144,42 @@ def user_texts(msg: Msg) -> list[str]:
             if cleaned:
                 out.append(cleaned)
     return out
+
+
+def classify_user_text(text: str) -> str:
+    """ "chatter" (ok, thanks), "instruction" (a rule, preference or correction) or "request"."""
+    stripped = text.strip()
+    if not stripped or _ACK_RE.match(stripped):
+        return "chatter"
+    if CORRECTION_RE.match(stripped):
+        return "instruction"
+    if any(INSTRUCTION_RE.search(sentence) for sentence in sentences(stripped)):
+        return "instruction"
+    return "request"
+
+
+def instruction_texts(texts: list[str]) -> list[str]:
+    """The user messages a summary must quote: the first and latest request and every rule.
+
+    Requests in between ("did you push?", "now the tests") are progress, not standing orders;
+    acknowledgements are neither.
+    """
+    wanted = [t for t in texts if classify_user_text(t) != "chatter"]
+    if not wanted:
+        return []
+    out = [t for i, t in enumerate(wanted) if i in (0, len(wanted) - 1) or classify_user_text(t) == "instruction"]
+    return list(dict.fromkeys(out))
+
+
+_REJECTION_RE = re.compile(
+    r"(?i)(the user doesn't want to proceed with this tool use|the tool use was rejected|"
+    r"user rejected (the|this) tool|sibling tool call errored)"
+)
+
+
+def is_tool_rejection(text: str) -> bool:
+    """Harness text of a rejected/cancelled tool call: a past event, not an error to fix or an order."""
+    return bool(_REJECTION_RE.search(text[:400]))
 
 
 def tool_result_text(content: Any) -> str:
@@ -241,7 +298,9 @@ def _add_previous(ledger: Ledger, previous_summary: str) -> None:
     """What the previous summary carried forward must survive the next one (iterative merge)."""
     sections = parse_summary_sections(previous_summary)
     for item in sections.get("constraints", []):
-        ledger.add("instructions", _QUOTE_PREFIX_RE.sub("", item).strip().strip('"').strip())
+        quoted = _QUOTE_PREFIX_RE.sub("", item).strip().strip('"').strip()
+        if classify_user_text(quoted) != "chatter":
+            ledger.add("instructions", quoted)
     for item in sections.get("critical", []):
         match = _PREVIOUS_ERROR_RE.match(item)
         if match:
@@ -263,10 +322,12 @@ def build_ledger(messages: list[Msg], previous_summary: str | None = None) -> Le
             if block.get("type") == "tool_use" and "id" in block:
                 tool_names[block["id"]] = str(block.get("name", ""))
 
+    all_user_texts = [text for msg in messages for text in user_texts(msg)]
+    for text in instruction_texts(all_user_texts):
+        instruction = text if len(text) <= MAX_INSTRUCTION_CHARS else text[:MAX_INSTRUCTION_CHARS].rstrip() + "…"
+        ledger.add("instructions", instruction)
     for msg in messages:
         for text in user_texts(msg):
-            instruction = text if len(text) <= MAX_INSTRUCTION_CHARS else text[:MAX_INSTRUCTION_CHARS].rstrip() + "…"
-            ledger.add("instructions", instruction)
             for sentence in sentences(text):
                 if CONSTRAINT_RE.search(sentence) and 12 <= len(sentence) <= 400:
                     ledger.add("decisions", sentence)
@@ -281,8 +342,9 @@ def build_ledger(messages: list[Msg], previous_summary: str | None = None) -> Le
             elif kind == "tool_result":
                 name = tool_names.get(block.get("tool_use_id", ""), "")
                 is_error = bool(block.get("is_error"))
-                if output_is_program_output(name, is_error):
-                    for line in error_lines_of(tool_result_text(block.get("content")), is_error=is_error):
+                output = tool_result_text(block.get("content"))
+                if output_is_program_output(name, is_error) and not is_tool_rejection(output):
+                    for line in error_lines_of(output, is_error=is_error):
                         ledger.add("errors", line)
             elif kind == "text" and msg.role == "assistant":
                 for sentence in sentences(text_of(block, "text")):
@@ -393,39 +455,66 @@ def insert_into_section(summary: str, heading: str, lines: list[str]) -> str:
     return summary[: match.end()] + body + "\n" + addition + ("\n\n" + rest.lstrip("\n") if rest.strip() else "\n")
 
 
-def repair_summary(summary: str, ledger: Ledger, *, also_served: str = "") -> tuple[str, dict[str, int]]:
+def repair_summary(
+    summary: str, ledger: Ledger, *, also_served: str = "", budget: int | None = None
+) -> tuple[str, dict[str, int]]:
     """Append missed critical items verbatim; returns the repaired summary and counts added.
 
     `also_served` is text served alongside the summary (the turn-prefix summary): what it
-    kept is not repeated.
+    kept is not repeated. With `budget`, the repaired summary stays within that many tokens:
+    the user's instructions are added first, then the newest errors, then file paths; what
+    does not fit is counted in "skipped_for_budget".
     """
+    from compaction.core.tokens import count_text
+
     hay = _Haystack.of(summary + "\n\n" + also_served)
     missed = {c: [i for i in ledger.items[c] if not item_kept(c, i, hay)] for c in CRITICAL_CATEGORIES}
-    added = {"instructions": 0, "errors": 0, "files": 0}
+    added = {"instructions": 0, "errors": 0, "files": 0, "skipped_for_budget": 0}
+    room = None if budget is None else budget - count_text(summary)
 
-    instructions = [f'- User said (verbatim): "{item}"' for item in missed["instructions"]]
-    if instructions:
-        summary = insert_into_section(summary, "Constraints & Preferences", instructions)
-        added["instructions"] = len(instructions)
+    def fits(line: str) -> bool:
+        nonlocal room
+        if room is None:
+            return True
+        cost = count_text(line) + 1
+        if cost > room:
+            added["skipped_for_budget"] += 1
+            return False
+        room -= cost
+        return True
 
+    instructions = [
+        line for line in (f'- User said (verbatim): "{item}"' for item in missed["instructions"]) if fits(line)
+    ]
     critical: list[str] = []
     # The newest errors matter most for continuing; keep order but cap from the end.
     errors = missed["errors"][-MAX_REPAIR_ERRORS:]
+    kept_errors = [line for line in reversed(errors) if fits(f"- Error (verbatim): {line}")]
     for line in errors:
-        critical.append(f"- Error (verbatim): {line}")
-    added["errors"] = len(errors)
-    if missed["files"]:
-        critical.append("- Files involved: " + ", ".join(missed["files"]))
-        added["files"] = len(missed["files"])
+        if line in kept_errors:
+            critical.append(f"- Error (verbatim): {line}")
+    files: list[str] = []
+    for path in missed["files"]:
+        if fits(path + ", "):
+            files.append(path)
+    if files:
+        critical.append("- Files involved: " + ", ".join(files))
+    if instructions:
+        summary = insert_into_section(summary, "Constraints & Preferences", instructions)
+        added["instructions"] = len(instructions)
+    added["errors"] = len(kept_errors)
+    added["files"] = len(files)
     if critical:
         summary = insert_into_section(summary, "Critical Context", critical)
     return summary, added
 
 
-def fidelity_report(summary: str, ledger: Ledger, *, also_served: str = "") -> tuple[str, dict[str, Any]]:
-    """Check, repair, check again: the repaired summary and the report stored with it."""
+def fidelity_report(
+    summary: str, ledger: Ledger, *, also_served: str = "", budget: int | None = None
+) -> tuple[str, dict[str, Any]]:
+    """Check, repair (within `budget` tokens when given), check again: the summary and its report."""
     before = check_summary(summary + "\n\n" + also_served, ledger)
-    repaired, added = repair_summary(summary, ledger, also_served=also_served)
+    repaired, added = repair_summary(summary, ledger, also_served=also_served, budget=budget)
     after = check_summary(repaired + "\n\n" + also_served, ledger)
     report: dict[str, Any] = {
         "score": after["score"],

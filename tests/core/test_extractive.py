@@ -192,8 +192,8 @@ def test_budget_trims_least_important_items_but_never_the_users_instructions():
             )
         )
     big = extractive_summary(msgs, budget=50_000)
-    small = extractive_summary(msgs, budget=800)
-    assert count_text(small) <= 800 < count_text(big)
+    small = extractive_summary(msgs, budget=400)
+    assert count_text(small) <= 400 < count_text(big)
     assert '"Keep every public name stable. Never delete data files."' in small
     for heading in SECTION_HEADINGS:
         assert heading in small
@@ -254,15 +254,322 @@ def test_large_history_is_fast():
     assert count_text(result.summary) < 9000
 
 
-def test_hundreds_of_long_requests_are_shortened_not_dropped():
+def test_hundreds_of_long_requests_fit_and_become_a_short_list():
     msgs = [
         _msg(i + 1, "user", f"Request {i}: please refactor handler_{i} so that it " + "keeps the old behaviour " * 20)
         for i in range(120)
     ]
     summary = extractive_summary(msgs, budget=6000)
     assert count_text(summary) <= 6000
-    for i in range(120):
-        assert f"Request {i}: please refactor handler_{i}" in summary
+    goal = summary.split("## Constraints")[0]
+    # The first request is the goal, the latest is named, the ones between are a short list.
+    assert goal.split("## Goal\n")[1].startswith("Request 0: please refactor handler_0")
+    assert "Latest request: Request 119: please refactor handler_119" in goal
+    assert "Earlier requests (+108 older):" in goal and "Request 118: please refactor handler_118" in goal
+    # Requests are not standing rules.
+    constraints = summary.split("## Constraints & Preferences")[1].split("## Progress")[0]
+    assert constraints.strip() == "- (none)"
+
+
+def _chatty_exchanges(n: int, *, start: int = 1, rule_every: int = 0, tag: str = "") -> list[Msg]:
+    """n user/assistant exchanges as people really type them: mostly short replies."""
+    chatter = ["ok", "thanks", "did you push?", "ok, continue", "yes please", "looks good", "now the tests"]
+    msgs: list[Msg] = []
+    seq = start
+    for i in range(n):
+        if i == 0:
+            text = f"Port the billing service{' ' + tag if tag else ''} to the new queue API."
+        elif rule_every and i % rule_every == 0:
+            text = f"Never touch the legacy_{tag}{i} module; always run make check_{tag}{i} before committing."
+        else:
+            text = chatter[i % len(chatter)]
+        msgs.append(_msg(seq, "user", text))
+        msgs.append(
+            _msg(
+                seq + 1,
+                "assistant",
+                f"Done with step {tag}{i}: updated `billing/queue_{tag}{i}.py` and ran the suite again. " * 3,
+            )
+        )
+        seq += 2
+    return msgs
+
+
+def _constraints(summary: str) -> str:
+    return summary.split("## Constraints & Preferences")[1].split("## Progress")[0]
+
+
+def test_thousands_of_exchanges_stay_within_the_budget_through_the_chain():
+    msgs = _chatty_exchanges(1500, rule_every=100)
+    result = summarize(
+        SummaryInput(messages=msgs, output_budget=13_107),
+        build_chain(api_key=None, base_url=None, model="m", timeout=1, max_retries=0),
+    )
+    assert result.strategy == "extractive", result.fallbacks
+    # The stored summary (file tags and fidelity repair included) fits the budget.
+    assert count_text(result.summary) <= 13_107
+    constraints = _constraints(result.summary)
+    assert 'User: "ok"' not in result.summary and '"thanks"' not in constraints
+    assert "did you push?" not in constraints
+    # Every rule the user gave is still there, verbatim.
+    for i in range(100, 1500, 100):
+        assert f"Never touch the legacy_{i} module; always run make check_{i} before committing." in constraints
+
+
+def test_acknowledgements_never_become_constraints():
+    summary = extractive_summary(_chatty_exchanges(400), budget=13_107)
+    constraints = _constraints(summary)
+    assert constraints.strip() == "- (none)"
+    assert summary.count('"ok"') <= 1  # at most once, in the short list of requests
+    assert "Port the billing service to the new queue API." in summary.split("## Goal\n")[1].split("\n")[0]
+
+
+def test_a_chain_of_compactions_stays_within_budget_and_keeps_the_newest_rules():
+    budget = 2500
+    chain = build_chain(api_key=None, base_url=None, model="m", timeout=1, max_retries=0)
+    previous = None
+    seq = 1
+    sizes = []
+    for round_ in range(12):
+        msgs = _chatty_exchanges(150, start=seq, rule_every=10, tag=f"r{round_}_")
+        seq += 300
+        result = summarize(SummaryInput(messages=msgs, previous_summary=previous, output_budget=budget), chain)
+        assert result.strategy == "extractive", result.fallbacks
+        sizes.append(count_text(result.summary))
+        previous = result.summary
+    assert max(sizes) <= budget, sizes
+    constraints = _constraints(previous)
+    # The goal of the very first range survives every merge.
+    assert previous.split("## Goal\n")[1].startswith("Port the billing service r0_")
+    # Newest rules are kept; under pressure the oldest carried-forward ones went first.
+    assert "Never touch the legacy_r11_140 module" in constraints
+    assert "Never touch the legacy_r10_10 module" in constraints
+    assert "Never touch the legacy_r0_10 module" not in constraints
+    assert 'User: "ok"' not in previous
+    sections = parse_summary_sections(previous)
+    assert len(sections["constraints"]) == len(set(sections["constraints"]))
+
+
+def _tool_session() -> list[Msg]:
+    """A turn with chatter, thinking, a todo list, a rejection and background noise."""
+    return [
+        _msg(1, "user", "Add rate limiting to the /api/upload endpoint."),
+        _msg(
+            2,
+            "assistant",
+            [
+                {"type": "thinking", "thinking": "This is getting complicated, so I should reconsider the approach."},
+                {"type": "text", "text": "I've already done extensive exploration of the codebase."},
+                {
+                    "type": "tool_use",
+                    "id": "todo1",
+                    "name": "TodoWrite",
+                    "input": {
+                        "todos": [
+                            {"content": "Add limiter middleware", "status": "completed", "activeForm": "Adding"},
+                            {"content": "Wire limiter into upload view", "status": "in_progress", "activeForm": "W"},
+                            {"content": "Document RATE_LIMIT in README", "status": "pending", "activeForm": "D"},
+                        ]
+                    },
+                },
+            ],
+        ),
+        _msg(3, "user", [{"type": "tool_result", "tool_use_id": "todo1", "content": "Todos have been modified"}]),
+        _msg(
+            4,
+            "assistant",
+            [
+                {"type": "text", "text": "That line is already fixed."},
+                {
+                    "type": "text",
+                    "text": "I'll use a token bucket instead of a fixed window because bursts must be allowed.",
+                },
+                {
+                    "type": "tool_use",
+                    "id": "e1",
+                    "name": "Edit",
+                    "input": {
+                        "file_path": "/srv/app/api/middleware.py",
+                        "old_string": "MIDDLEWARE = []",
+                        "new_string": "MIDDLEWARE = [RateLimitMiddleware]\nRATE_LIMIT_PER_MIN = 60",
+                    },
+                },
+            ],
+        ),
+        _msg(5, "user", [{"type": "tool_result", "tool_use_id": "e1", "content": "The file was updated."}]),
+        _msg(
+            6,
+            "assistant",
+            [
+                {
+                    "type": "tool_use",
+                    "id": "e2",
+                    "name": "Edit",
+                    "input": {"file_path": "/srv/app/api/views.py", "old_string": "a", "new_string": "b"},
+                }
+            ],
+        ),
+        _msg(
+            7,
+            "user",
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "e2",
+                    "is_error": True,
+                    "content": "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. "
+                    "if it was a file edit, the new_string was NOT written to the file). STOP what you are doing "
+                    "and wait for the user to tell you how to proceed.",
+                }
+            ],
+        ),
+        _msg(8, "user", "ok"),
+        _msg(
+            9,
+            "assistant",
+            [
+                {
+                    "type": "text",
+                    "text": "Actually I'll keep the fixed window rather than a token bucket because the proxy "
+                    "already smooths bursts.",
+                },
+                {
+                    "type": "tool_use",
+                    "id": "b1",
+                    "name": "Bash",
+                    "input": {"command": "pytest tests/api -q 2>&1 | tail -5", "description": "Run API tests"},
+                },
+            ],
+        ),
+        _msg(10, "user", [{"type": "tool_result", "tool_use_id": "b1", "content": "12 passed in 1.1s"}]),
+        _msg(
+            11,
+            "assistant",
+            [
+                {
+                    "type": "tool_use",
+                    "id": "b2",
+                    "name": "Bash",
+                    "input": {"command": "git commit -am 'Rate limit uploads'"},
+                }
+            ],
+        ),
+        _msg(
+            12, "user", [{"type": "tool_result", "tool_use_id": "b2", "content": "[main 1a2b3c4] Rate limit uploads"}]
+        ),
+        _msg(13, "assistant", "Now run tests. Let me wait for it to finish. Let me wait more."),
+    ]
+
+
+def test_done_lists_concrete_work_with_evidence_not_chatter():
+    summary = extractive_summary(_tool_session())
+    done = summary.split("### Done")[1].split("### In Progress")[0]
+    assert "already" not in done
+    assert "extensive exploration" not in summary
+    # Which file changed and what it gained, tests with outcome, the commit with its message.
+    assert "Modified `api/middleware.py` (1 edit; added `RateLimitMiddleware`, `RATE_LIMIT_PER_MIN`)" in done
+    assert "`pytest tests/api -q` → ok: 12 passed in 1.1s" in done
+    assert '"Rate limit uploads"' in done
+    assert "Todo completed: Add limiter middleware" in done
+
+
+def test_decisions_come_from_stated_replies_and_the_latest_wins():
+    summary = extractive_summary(_tool_session())
+    decisions = summary.split("## Key Decisions")[1].split("## Next Steps")[0]
+    assert "reconsider the approach" not in summary  # thinking is not a decision
+    assert "keep the fixed window rather than a token bucket" in decisions
+    assert "I'll use a token bucket instead of a fixed window" not in decisions
+
+
+def test_next_steps_come_from_the_todo_list_not_narration():
+    summary = extractive_summary(_tool_session())
+    in_progress = summary.split("### In Progress")[1].split("### Blocked")[0]
+    next_steps = summary.split("## Next Steps")[1].split("## Critical Context")[0]
+    assert "Todo in progress: Wire limiter into upload view" in in_progress
+    assert "1. Document RATE_LIMIT in README" in next_steps
+    for junk in ("Now run tests.", "Let me wait for it to finish.", "Let me wait more."):
+        assert junk not in summary
+
+
+def test_a_tool_rejection_is_a_past_event_not_a_standing_order():
+    summary = extractive_summary(_tool_session())
+    critical = summary.split("## Critical Context")[1]
+    assert "STOP what you are doing" not in summary
+    assert "Past event: the user rejected the Edit of `api/views.py` (that call did not run)" in critical
+    assert "rejected" not in summary.split("## Constraints & Preferences")[1].split("## Progress")[0]
+    ledger = build_ledger(_tool_session())
+    assert not any("STOP what you are doing" in e for e in ledger.items["errors"])
+
+
+def test_commands_are_listed_once():
+    msgs = []
+    for i in range(30):
+        msgs += [
+            _msg(
+                2 * i + 1,
+                "assistant",
+                [
+                    {
+                        "type": "tool_use",
+                        "id": f"c{i}",
+                        "name": "Bash",
+                        "input": {"command": f"mix test 2>&1 | tail -{i}"},
+                    }
+                ],
+            ),
+            _msg(
+                2 * i + 2, "user", [{"type": "tool_result", "tool_use_id": f"c{i}", "content": "5 tests, 0 failures"}]
+            ),
+            _msg(
+                2 * i + 61,
+                "assistant",
+                [{"type": "tool_use", "id": f"g{i}", "name": "Bash", "input": {"command": f"git show HEAD~{i}"}}],
+            ),
+            _msg(2 * i + 62, "user", [{"type": "tool_result", "tool_use_id": f"g{i}", "content": "commit"}]),
+        ]
+    msgs.sort(key=lambda m: m.seq)
+    summary = extractive_summary([_msg(0, "user", "Fix the tests."), *msgs])
+    assert summary.count("`mix test`") == 1
+    assert "Command run:" not in summary
+    others = next(line for line in summary.splitlines() if line.startswith("- Other commands run"))
+    assert others.count("git show") == 15 and others.endswith("(+15 more)")
+
+
+def test_focus_instructions_decide_what_survives_trimming():
+    msgs = [_msg(1, "user", "Clean up the service.")]
+    for i in range(60):
+        topic = "encoding" if i % 10 == 0 else "logging"
+        msgs += [
+            _msg(
+                2 * i + 2,
+                "assistant",
+                [{"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": f"run_{topic}_{i}"}}],
+            ),
+            _msg(
+                2 * i + 3,
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"t{i}",
+                        "is_error": True,
+                        "content": f"error: {topic} mismatch #{i} in module_{i} " + "x" * 80,
+                    }
+                ],
+            ),
+        ]
+    plain = extractive_summary(msgs, budget=700)
+    focused = extractive_summary(msgs, budget=700, instructions="focus on the encoding errors")
+    assert count_text(focused) <= 700
+    assert "error: encoding mismatch #0 in" not in plain
+    for i in range(0, 60, 10):
+        assert f"error: encoding mismatch #{i} in module_{i}" in focused
+    critical = focused.split("## Critical Context")[1]
+    assert "Compaction focus requested: focus on the encoding errors (items about it are listed first" in critical
+    # Focus items come first in their section.
+    blocked = focused.split("### Blocked")[1].split("## Key Decisions")[0]
+    first_error = next(line for line in blocked.splitlines() if "mismatch" in line)
+    assert "encoding" in first_error
 
 
 def test_focus_instructions_are_recorded_and_boost_matching_items():
@@ -275,6 +582,49 @@ def test_turn_prefix_summary_lists_attempts_and_results():
     assert text.startswith("## Turn Request\nUser: \"Don't use the ascii codec anywhere.")
     assert "`pytest tests/test_export.py` → ok: 4 passed in 0.3s" in text
     assert "## Context for the Kept Part" in text
+
+
+def test_turn_prefix_says_what_the_part_really_began_with():
+    notification = (
+        "<task-notification>\n<task-id>b0be39e</task-id>\n<status>completed</status>\n"
+        '<summary>Background command "Force recompile deps" completed (exit code 0)</summary>\n</task-notification>'
+    )
+    prefix = [_msg(20, "user", notification), *_session()[1:7]]
+    text = extractive_turn_prefix(prefix, budget=1000)
+    request = text.split("## Attempted So Far")[0]
+    assert "background-task notification" in request and "Force recompile deps" in request
+    assert "the request precedes this part" not in request
+    interrupted = [_msg(20, "user", "[Request interrupted by user for tool use]"), *_session()[1:7]]
+    assert "interrupted" in extractive_turn_prefix(interrupted, budget=1000).split("## Attempted So Far")[0]
+
+
+def test_ledger_instructions_are_rules_and_requests_not_chatter():
+    msgs = [
+        _msg(1, "user", "Migrate the cron jobs to Celery beat."),
+        _msg(2, "assistant", "Working on it."),
+        _msg(3, "user", "ok"),
+        _msg(4, "user", "thanks"),
+        _msg(5, "user", "did you push?"),
+        _msg(6, "user", "No, don't push to main; use a feature branch."),
+        _msg(7, "user", "Make sure the beat schedule stays in settings.py."),
+        _msg(8, "user", "what's next?"),
+    ]
+    items = build_ledger(msgs).items["instructions"]
+    assert items == [
+        "Migrate the cron jobs to Celery beat.",
+        "No, don't push to main; use a feature branch.",
+        "Make sure the beat schedule stays in settings.py.",
+        "what's next?",
+    ]
+
+
+def test_repair_never_exceeds_its_budget():
+    ledger = build_ledger(_session())
+    poor = "## Goal\nCSV export\n\n## Constraints & Preferences\n- (none)\n\n## Critical Context\n- (none)\n"
+    budget = count_text(poor) + 40
+    repaired, added = repair_summary(poor, ledger, budget=budget)
+    assert count_text(repaired) <= budget
+    assert added["instructions"] >= 1 and added["skipped_for_budget"] >= 1
 
 
 def test_ledger_lists_what_the_range_held():

@@ -12,7 +12,7 @@ from compaction.core.summarizers import Draft, SummaryInput, build_chain, check_
 from compaction.core.summarizers.base import normalize_output
 from compaction.core.summarizers.extractive import ExtractiveSummarizer
 from compaction.core.summarizers.truncate import TruncateSummarizer, compacted_line
-from compaction.core.tokens import count_content
+from compaction.core.tokens import count_content, count_text
 from compaction.core.types import FileOps, Msg
 
 
@@ -177,6 +177,92 @@ def test_check_rejects_bad_summaries():
     assert "continuation" in check_summary_text("Let me look at that file.\n" + good, input_tokens=5000)
     big = good + "\n- more" * 2000
     assert "not smaller than its input" in check_summary_text(big, input_tokens=1000)
+
+
+def test_check_rejects_a_summary_over_its_output_budget():
+    good = extractive_summary_text()
+    tokens = count_text(good)
+    assert check_summary_text(good, input_tokens=50_000, output_budget=tokens) is None
+    reason = check_summary_text(good, input_tokens=50_000, output_budget=tokens - 1)
+    assert reason == f"summary ({tokens} tokens) exceeds its output budget ({tokens - 1} tokens)"
+
+
+def _long_llm_summary(lines: int) -> str:
+    return "\n".join(
+        [
+            "## Goal",
+            "Rename fetch to load.",
+            "## Constraints & Preferences",
+            '- User: "Never edit vendored code."',
+            "## Progress",
+            "### Done",
+            *[f"- [x] Renamed call site {i} in src/module_{i}.py" for i in range(lines)],
+            "### In Progress",
+            "- [ ] Fixing the last test",
+            "### Blocked",
+            "- (none)",
+            "## Key Decisions",
+            "- Keep the old name as a deprecated alias",
+            "## Next Steps",
+            "1. Run make test",
+            "## Critical Context",
+            *[f"- Error: NameError in test_{i}" for i in range(lines)],
+        ]
+    )
+
+
+def test_an_over_budget_summary_is_trimmed_oldest_bullets_first_and_the_result_fits():
+    long = _long_llm_summary(300)
+    inp = _input(output_budget=1500, messages=_history() * 20)
+    result = summarize(inp, [Returns("model", long), TruncateSummarizer()])
+    assert result.strategy == "model", result.fallbacks
+    assert count_text(result.summary) <= 1500
+    assert result.usage["trimmed_to_budget_lines"] > 0
+    # The user's rule, the goal and the newest items survive; the oldest went first.
+    assert "Never edit vendored code." in result.summary and "Rename fetch to load." in result.summary
+    assert "Run make test" in result.summary and "Renamed call site 299 in" in result.summary
+    assert "- Error: NameError in test_0\n" not in result.summary
+
+
+def test_a_summary_that_cannot_be_trimmed_into_its_budget_is_rejected_and_recorded():
+    # Prose has no bullets to drop: a 300-token budget cannot hold it.
+    prose = "\n".join(
+        ["## Goal", "The user wants the helper renamed everywhere. " * 60, "## Constraints & Preferences"]
+        + ["## Progress", "## Key Decisions", "## Next Steps", "## Critical Context", "- (none)"]
+    )
+    inp = _input(output_budget=300)
+    result = summarize(inp, [Returns("model", prose), ExtractiveSummarizer(), TruncateSummarizer()])
+    assert "exceeds its output budget (" in result.fallbacks[0]["reason"]
+    assert result.strategy == "extractive"
+    assert result.fallbacks[0]["strategy"] == "model"
+    assert count_text(result.summary) <= 300
+
+
+def test_the_stored_summary_with_file_tags_fits_the_budget():
+    msgs = []
+    for i in range(400):
+        msgs += [
+            _msg(
+                2 * i + 1,
+                "assistant",
+                [
+                    {
+                        "type": "tool_use",
+                        "id": f"r{i}",
+                        "name": "Read",
+                        "input": {"file_path": f"/repo/src/pkg_{i}/mod.py"},
+                    }
+                ],
+            ),
+            _msg(2 * i + 2, "user", [{"type": "tool_result", "tool_use_id": f"r{i}", "content": "x = 1\n" * 50}]),
+        ]
+    inp = SummaryInput(messages=[_msg(0, "user", "Audit every module."), *msgs], output_budget=2000)
+    result = summarize(inp, build_chain(api_key=None, base_url=None, model="m", timeout=1, max_retries=0))
+    assert result.strategy == "extractive", result.fallbacks
+    assert count_text(result.summary) <= 2000
+    # The full list is kept with the compaction; the text lists the newest reads.
+    assert len(result.read_files) == 400
+    assert "/repo/src/pkg_399/mod.py" in result.summary
 
 
 def test_normalize_output_strips_fences_and_preamble():

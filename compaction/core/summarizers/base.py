@@ -97,14 +97,62 @@ def has_sections(text: str, headings: tuple[str, ...] = SECTION_HEADINGS) -> lis
     return [h for h in headings if h.lower() not in lines]
 
 
+_BULLET_RE = re.compile(r"^\s*([-*•]|\d+[.)])\s+")
+# Sections whose bullets go first when a summary is over its budget; Goal and the user's
+# Constraints go last (only if nothing else is left to drop).
+_TRIM_ORDER = ("critical context", "done", "key decisions", "next steps", "in progress", "blocked", "progress")
+_TRIM_LAST = ("constraints & preferences", "goal")
+
+
+def trim_to_budget(text: str, budget: int) -> tuple[str, int]:
+    """Drop bullet lines until `text` fits `budget` tokens: (text, lines dropped).
+
+    Works on any structured summary (an LLM's too): the bullets of Critical Context go
+    first, then Done, Decisions, Next Steps, In Progress, Blocked — each from the top (the
+    oldest) — and the Goal and Constraints bullets only when nothing else is left.
+    Placeholder "(none)" lines are never produced or dropped; headings always stay.
+    """
+    if count_text(text) <= budget:
+        return text, 0
+    lines = text.splitlines()
+    section: list[str] = []
+    current = ""
+    for line in lines:
+        heading = re.match(r"^#{2,3}\s+(.+?)\s*$", line)
+        if heading:
+            current = heading.group(1).strip().lower()
+        section.append(current)
+    order = {name: rank for rank, name in enumerate(_TRIM_ORDER + _TRIM_LAST)}
+    candidates = sorted(
+        (i for i, line in enumerate(lines) if _BULLET_RE.match(line) and "(none" not in line),
+        key=lambda i: (order.get(section[i], len(_TRIM_ORDER) - 1), i),
+    )
+    dropped: set[int] = set()
+    total = count_text(text)
+    for index in candidates:
+        if total <= budget:
+            total = count_text("\n".join(line for i, line in enumerate(lines) if i not in dropped))
+            if total <= budget:
+                break
+        dropped.add(index)
+        total -= count_text(lines[index]) + 1
+    trimmed = "\n".join(line for i, line in enumerate(lines) if i not in dropped)
+    return trimmed, len(dropped)
+
+
 def check_summary_text(
     text: str,
     *,
     input_tokens: int,
     require_sections: bool = True,
     headings: tuple[str, ...] = SECTION_HEADINGS,
+    output_budget: int | None = None,
 ) -> str | None:
-    """Why `text` is not an acceptable summary, or None when it is."""
+    """Why `text` is not an acceptable summary, or None when it is.
+
+    With `output_budget`, a summary over it is rejected (the chain trims first): a summary
+    that does not fit its budget costs the context it was meant to free.
+    """
     if not text or not text.strip():
         return "empty summary"
     if _CHATTY_START_RE.match(text) or _CONTINUATION_RE.search(text):
@@ -117,6 +165,8 @@ def check_summary_text(
     if not re.sub(r"[-*\s\[\]x]|\(none\)", "", body):
         return "summary has headings but no content"
     tokens = count_text(text)
+    if output_budget is not None and tokens > output_budget:
+        return f"summary ({tokens} tokens) exceeds its output budget ({output_budget} tokens)"
     if tokens >= input_tokens and tokens > SIZE_CHECK_FLOOR_TOKENS:
         return f"summary ({tokens} tokens) is not smaller than its input ({input_tokens} tokens)"
     return None

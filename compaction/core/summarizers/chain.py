@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from compaction.core.fileops import extract_file_ops, merge_file_ops, render_file_tags
@@ -16,9 +17,12 @@ from compaction.core.summarizers.base import (
     SummaryResult,
     check_summary_text,
     normalize_output,
+    trim_to_budget,
 )
 from compaction.core.summarizers.extractive import ExtractiveSummarizer
 from compaction.core.summarizers.truncate import TruncateSummarizer, truncate_summary
+from compaction.core.tokens import count_text
+from compaction.core.types import FileOps
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +78,35 @@ class _Unavailable:
         raise SummarizerError(self.reason)
 
 
-def _check(draft: Draft, inp: SummaryInput) -> str | None:
-    reason = check_summary_text(draft.summary, input_tokens=inp.input_tokens, require_sections=not inp.custom_prompt)
+# File tags may take at most this share of the output budget in the stored text; the full
+# lists are stored with the compaction (read_files/modified_files) either way.
+MAX_TAG_SHARE = 0.25
+# Below this the summary body gets no smaller, whatever the tags cost.
+MIN_BODY_BUDGET = 256
+
+
+def _capped_tags(ops: FileOps, limit: int) -> str:
+    """File tags within `limit` tokens: the oldest read files go first, then the oldest modified."""
+    tags = render_file_tags(ops)
+    if count_text(tags) <= limit:
+        return tags
+    read, modified = list(ops.read), list(ops.modified)
+    while read and count_text(tags) > limit:
+        read = read[len(read) // 4 or 1 :]
+        tags = render_file_tags(FileOps(read=read, modified=modified))
+    while modified and count_text(tags) > limit:
+        modified = modified[len(modified) // 4 or 1 :]
+        tags = render_file_tags(FileOps(read=read, modified=modified))
+    return tags
+
+
+def _check(draft: Draft, inp: SummaryInput, body_budget: int | None = None) -> str | None:
+    reason = check_summary_text(
+        draft.summary,
+        input_tokens=inp.input_tokens,
+        require_sections=not inp.custom_prompt,
+        output_budget=body_budget,
+    )
     if reason:
         return reason
     if inp.turn_prefix:
@@ -115,20 +146,38 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     accepted: Draft | None = None
     strategy = "truncate"
     timings: dict[str, int] = {}
+    trimmed_lines = 0
+
+    # File tags are part of the stored summary: the body gets what they leave of the budget.
+    all_messages = [*inp.messages, *inp.turn_prefix]
+    try:
+        ops = merge_file_ops(inp.previous_files, extract_file_ops(all_messages))
+    except Exception:  # noqa: BLE001 - odd content must not cost the summary; keep what was known
+        logger.exception("File-op extraction failed")
+        ops = inp.previous_files
+    tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE)).strip()
+    body_budget = max(MIN_BODY_BUDGET, inp.output_budget - (count_text(tags) + 2 if tags else 0))
+
     for summarizer in chain:
         started = time.monotonic()
         try:
-            draft = summarizer.summarize(inp)
+            # Summarizers that size their output exactly are given the body's budget.
+            run_inp = replace(inp, output_budget=body_budget) if getattr(summarizer, "exact_budget", False) else inp
+            draft = summarizer.summarize(run_inp)
             draft.summary = normalize_output(draft.summary)
             draft.turn_prefix_summary = normalize_output(draft.turn_prefix_summary)
-            reason = _check(draft, inp)
+            # An over-budget summary is trimmed (least important bullets first) before the
+            # checks; one that still does not fit is rejected like any other bad summary.
+            draft.summary, dropped = trim_to_budget(draft.summary, body_budget)
+            reason = _check(draft, inp, body_budget)
         except Exception as exc:  # noqa: BLE001 - any failure means "fall back", recorded below
             logger.warning("Summarizer %s failed: %s", summarizer.name, type(exc).__name__)
             reason = _error_reason(exc)
             draft = None
+            dropped = 0
         timings[summarizer.name] = int((time.monotonic() - started) * 1000)
         if reason is None and draft is not None:
-            accepted, strategy = draft, summarizer.name
+            accepted, strategy, trimmed_lines = draft, summarizer.name, dropped
             break
         fallbacks.append({"strategy": summarizer.name, "reason": reason or "unknown failure"})
         spent = draft.usage if draft is not None else getattr(summarizer, "last_usage", None)
@@ -137,26 +186,26 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
 
     if accepted is None:
         # Every strategy failed its checks: the truncate text is still a valid summary to serve.
-        accepted = Draft(summary=truncate_summary(inp), model="truncate")
+        text, trimmed_lines = trim_to_budget(truncate_summary(inp), body_budget)
+        accepted = Draft(summary=text, model="truncate")
         strategy = "truncate"
         fallbacks.append({"strategy": "truncate", "reason": "all strategies failed; unchecked truncate output used"})
 
-    all_messages = [*inp.messages, *inp.turn_prefix]
-    try:
-        ops = merge_file_ops(inp.previous_files, extract_file_ops(all_messages))
-    except Exception:  # noqa: BLE001 - odd content must not cost the summary; keep what was known
-        logger.exception("File-op extraction failed")
-        ops = inp.previous_files
-    tags = render_file_tags(ops)
     summary = accepted.summary.rstrip()
-    if tags.strip():
-        summary = f"{summary}\n\n{tags.strip()}"
+    if tags:
+        summary = f"{summary}\n\n{tags}"
 
     fidelity: dict[str, Any]
     try:
         ledger = build_ledger(all_messages, previous_summary=inp.previous_summary)
         # The turn-prefix summary is served too, so items it kept count as kept.
-        repaired, fidelity = fidelity_report(summary, ledger, also_served=accepted.turn_prefix_summary)
+        # Repair adds what the summary missed, but never past the output budget.
+        repaired, fidelity = fidelity_report(
+            summary,
+            ledger,
+            also_served=accepted.turn_prefix_summary,
+            budget=max(inp.output_budget, count_text(summary)),
+        )
         summary = repaired
     except Exception as exc:  # noqa: BLE001 - a ledger bug must not lose a valid summary
         logger.exception("Fidelity check failed")
@@ -164,6 +213,8 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
 
     usage = dict(accepted.usage)
     usage["duration_ms"] = timings
+    if trimmed_lines:
+        usage["trimmed_to_budget_lines"] = trimmed_lines
     if failed_usage:
         # Tokens spent on attempts that were rejected or failed are still billed.
         usage["failed_attempts"] = failed_usage
