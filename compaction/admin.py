@@ -21,6 +21,8 @@ from .services import STRATEGIES
 # The review page shows the summarized source beside the summary; past this many messages
 # it links to the dashboard timeline instead of rendering thousands of rows at once.
 REVIEW_SOURCE_LIMIT = 300
+# The changelist's session column: enough to recognise a session, short enough for 1280px.
+SESSION_TITLE_CHARS = 40
 
 
 class ReviewForm(forms.Form):
@@ -61,7 +63,10 @@ class SummaryVersionInline(admin.TabularInline):
 
 @admin.register(Compaction)
 class CompactionAdmin(admin.ModelAdmin):
-    list_display = ["session", "reason", "strategy", "status", "tokens", "review_status", "created_at", "review_link"]
+    list_display = [
+        "session_short", "reason", "strategy", "status", "tokens", "review_status", "created_at", "rerun_link",
+        "review_link",
+    ]  # fmt: skip
     list_filter = ["status", "reason", "strategy", "review_status", "created_at"]
     search_fields = ["session__title", "=session__id", "=id", "summary", "instructions"]
     list_select_related = ["session"]
@@ -69,7 +74,7 @@ class CompactionAdmin(admin.ModelAdmin):
     actions = ["approve", "reject", "needs_changes"]
     inlines = [SummaryVersionInline]
     # The record of what happened is read-only; changes go through the review page.
-    readonly_fields = [f.name for f in Compaction._meta.fields] + ["review_link"]
+    readonly_fields = [f.name for f in Compaction._meta.fields] + ["rerun_link", "review_link"]
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -84,6 +89,22 @@ class CompactionAdmin(admin.ModelAdmin):
     @admin.display(description="Review")
     def review_link(self, obj: Compaction) -> str:
         return format_html('<a href="{}">review</a>', reverse("admin:compaction_compaction_review", args=[obj.pk]))
+
+    @admin.display(description="Session", ordering="session__title")
+    def session_short(self, obj: Compaction) -> str:
+        # Long titles would squeeze strategy/status/tokens/review off a laptop screen.
+        title = str(obj.session)
+        short = title if len(title) <= SESSION_TITLE_CHARS else title[: SESSION_TITLE_CHARS - 1] + "…"
+        return format_html('<span title="{}">{}</span>', title, short)
+
+    @admin.display(description="Re-run of")
+    def rerun_link(self, obj: Compaction) -> str:
+        original = review.rerun_of(obj)
+        if not original:
+            return "—"
+        return format_html(
+            '<a href="{}">{}…</a>', reverse("admin:compaction_compaction_review", args=[original]), original[:8]
+        )
 
     # --- actions ---------------------------------------------------------------------
 
@@ -213,6 +234,7 @@ class CompactionAdmin(admin.ModelAdmin):
             "rerun_form": rerun_form,
             "can_change": can_change,
             "is_active": compaction.session.active_compaction_id == compaction.pk,
+            "rerun_of": review.rerun_of(compaction),
             "dashboard_url": reverse("dashboard:compaction-detail", args=[compaction.session_id, compaction.pk]),
             "timeline_url": reverse("dashboard:session-detail", args=[compaction.session_id]),
         }

@@ -177,4 +177,14 @@ def compaction_rerun(
         if not getattr(job, "created", True):
             # Raising inside the block rolls the undo back: nothing changes.
             raise ReviewError(f"a compaction is already in flight for this session ({job.pk})", field="compaction")
+        # Link the new job to the compaction it re-runs (admin list, review page, dashboard).
+        # Same transaction as the insert: the worker never sees the job without the link.
+        job.params = {**(job.params or {}), "rerun_of": str(compaction.pk)}
+        Compaction.objects.filter(pk=job.pk).update(params=job.params)
     return job
+
+
+def rerun_of(compaction: Compaction) -> str | None:
+    """The id of the compaction this one re-ran (compaction_rerun), if any."""
+    value = (compaction.params or {}).get("rerun_of")
+    return str(value) if value else None

@@ -213,6 +213,19 @@ def effective_compactions(*, session: Session, compactions: list[Compaction]) ->
     return list(reversed(chain))
 
 
+def compaction_rerun_source(*, session: Session, compaction: Compaction) -> Compaction | None:
+    """The compaction this one re-ran from the admin (params["rerun_of"]), in the same session."""
+    original = (compaction.params or {}).get("rerun_of")
+    if not original:
+        return None
+    return Compaction.objects.filter(session=session, pk=original).first()
+
+
+def compaction_reruns(*, session: Session, compaction: Compaction) -> list[Compaction]:
+    """Compactions that re-ran this one (newest first)."""
+    return list(Compaction.objects.filter(session=session, params__rerun_of=str(compaction.pk)).order_by("-created_at"))
+
+
 def message_token_series(*, session: Session) -> list[tuple[int, int, Any]]:
     return list(Message.objects.filter(session=session).order_by("seq").values_list("seq", "token_count", "created_at"))
 

@@ -95,18 +95,33 @@ def fallbacks_text(compaction: Compaction) -> str:
 
 def _usage_value(value: Any) -> str:
     if isinstance(value, bool):
-        return str(value).lower()
+        return "yes" if value else "no"
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
         return f"{value:,.4g}"
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {_usage_value(v)}" for k, v in value.items())
     if isinstance(value, list):
         return ", ".join(_usage_value(v) for v in value)
     return str(value)
 
 
-def usage_items(usage: dict[str, Any]) -> list[tuple[str, str]]:
-    """Summarizer usage as (label, value) pairs; nested figures (per strategy) flattened."""
-    return [(str(key).replace("_", " "), _usage_value(value)) for key, value in (usage or {}).items()]
+def _usage_label(key: Any) -> str:
+    """ "duration_ms" → "Duration (ms)", "input_tokens" → "Input tokens"."""
+    text = str(key).replace("_", " ").strip()
+    if text.endswith(" ms"):
+        text = text[:-3] + " (ms)"
+    return text[:1].upper() + text[1:]
+
+
+def usage_items(usage: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Summarizer usage as table rows (figure, part, value): nested figures (e.g. the duration
+    of each strategy tried) get one row per part instead of "duration ms anthropic 0, …"."""
+    rows: list[tuple[str, str, str]] = []
+    for key, value in (usage or {}).items():
+        label = _usage_label(key)
+        if isinstance(value, dict) and value:
+            for index, (part, inner) in enumerate(value.items()):
+                rows.append((label if index == 0 else "", str(part), _usage_value(inner)))
+        else:
+            rows.append((label, "", _usage_value(value) if not isinstance(value, dict) else "—"))
+    return rows

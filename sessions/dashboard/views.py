@@ -133,6 +133,10 @@ def _int_param(request: HttpRequest, name: str, default: int) -> int:
         return default
 
 
+# Longer file lists start collapsed so the page's figures stay in view.
+FILES_OPEN_LIMIT = 12
+
+
 @login_required
 @require_GET
 def compaction_detail(request: HttpRequest, session_id: UUID, compaction_id: UUID) -> HttpResponse:
@@ -145,6 +149,10 @@ def compaction_detail(request: HttpRequest, session_id: UUID, compaction_id: UUI
         "turn_prefix_html": render_markdown(compaction.turn_prefix_summary) if compaction.turn_prefix_summary else "",
         "fallbacks": compaction.fallbacks or [],
         "usage_items": usage_items(compaction.usage),
+        "rerun_of": queries.compaction_rerun_source(session=session, compaction=compaction),
+        "reruns": queries.compaction_reruns(session=session, compaction=compaction),
+        "file_lists": [("Read", compaction.read_files or []), ("Modified", compaction.modified_files or [])],
+        "files_open_limit": FILES_OPEN_LIMIT,
         "duration": fmt_duration(compaction.duration_ms),
         "before": fmt_int(compaction.tokens_before),
         "after": fmt_int(compaction.tokens_after),

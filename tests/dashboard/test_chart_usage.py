@@ -9,6 +9,8 @@ from compaction import services as compaction_services
 from compaction.core.transcripts.claude_code import read_claude_code
 from compaction.models import Compaction, Status
 from sessions import services as session_services
+from sessions.dashboard import queries
+from sessions.dashboard.chart import context_series
 from tests.dashboard.factories import add_messages, conversation
 from tests.services import TRANSCRIPTS
 
@@ -34,18 +36,26 @@ def test_imported_compaction_is_not_counted_twice(logged_in, user):
     session = session_services.session_create(owner=user, title="imported", context_window=64_000)
     add_messages(session, conversation(40), tokens=700)
     # The agent compacted before #31 when its provider said 30,353 tokens (above the 21,000 the
-    # estimates add up to); tokens_after counts the summary plus #31–#40.
+    # estimates add up to).
     compaction = compaction_services.compaction_record_import(
         session=session, summary="## Goal\nImported summary.", first_kept_seq=31, tokens_before=30_353
     )
-    assert compaction.params["snapshot_seq"] == 40
     chart, tokens = _chart_and_usage(logged_in, session)
-    assert chart.last_tokens == tokens == compaction.tokens_after
-    drop = chart.drops[0]
-    assert "30,353" in drop["label"]
-    # The drop's top is the calibrated 30,353, its bottom leaves room for #31–#40 (7,000) on top.
-    points = [tuple(map(float, p.split(","))) for p in chart.points.split()]
-    assert any(abs(py - drop["y1"]) < 0.2 for _, py in points)
+    assert chart.last_tokens == tokens
+    assert len(chart.drops) == 1 and "30,353" in chart.drops[0]["label"]
+    # The drop runs from tokens_before to tokens_after less the kept messages that figure
+    # already counts (those up to params["snapshot_seq"]), which are then drawn on top.
+    points, drops = context_series(
+        messages=queries.message_token_series(session=session),
+        compactions=[compaction],
+        base_tokens=session.system_prompt_tokens,
+        current_tokens=tokens,
+    )
+    snapshot = compaction.params["snapshot_seq"]
+    counted_after_cut = 700 * max(0, snapshot - 30)
+    assert drops[0].seq == 30 and drops[0].before == 30_353
+    assert drops[0].after == compaction.tokens_after - counted_after_cut
+    assert points[-1] == (40, tokens)
 
 
 @pytest.mark.slow

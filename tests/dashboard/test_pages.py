@@ -240,7 +240,12 @@ def test_compaction_detail_renders_markdown_files_range_and_fallbacks(logged_in,
     assert "<code>src/a.py</code>" in body and "<code>src/b.py</code>" in body
     assert "<strong>anthropic</strong>: no API key configured" in body
     assert f"{detail_url(session)}?from=1#m-1" in body and "#1–#8" in body
-    assert "input tokens 1,200" in body and "duration ms extractive 3" in body
+    usage_table = body[
+        body.index('<table class="usage">') : body.index("</table>", body.index('<table class="usage">'))
+    ]
+    assert '<th scope="row">Input tokens</th><td></td><td class="num">1,200</td>' in usage_table
+    assert '<th scope="row">Duration (ms)</th><td>extractive</td><td class="num">3</td>' in usage_table
+    assert body.index('id="summary-h"') < body.index('id="files-h"')  # the summary comes first
     assert "3.2 s" in body and "focus on the parser" in body
     assert "read-files" not in body  # listed under Files, not as tag text in the summary
     assert "167,094 → 21,380" in body
@@ -335,3 +340,13 @@ def test_logout_is_a_post_from_the_nav(logged_in):
     response = logged_in.post(reverse("logout"))
     assert response.status_code == 302 and response["Location"] == reverse("login")
     assert logged_in.get(reverse("dashboard:session-list")).status_code == 302
+
+
+def test_long_file_lists_are_collapsed(logged_in, user):
+    session = make_session(user)
+    add_messages(session, conversation(12))
+    many = [f"src/module_{i}.py" for i in range(20)]
+    c = make_compaction(session, read_files=many, modified_files=["src/b.py"])
+    body = logged_in.get(reverse("dashboard:compaction-detail", args=[session.pk, c.pk])).content.decode()
+    assert '<details class="files-list"><summary><h3>Read <span class="muted small">(20 files)</span>' in body
+    assert "<h3>Modified</h3>" in body and "<code>src/module_19.py</code>" in body

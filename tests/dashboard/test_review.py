@@ -86,6 +86,18 @@ def test_rerun_undoes_the_active_one_and_queues_a_new_job(compacted, staff_user)
     session.refresh_from_db()
     assert session.active_compaction_id is None  # undone: the new job summarizes the same history
     assert job.status == Status.QUEUED and job.strategy_requested == "truncate" and job.instructions == "keep errors"
+    job.refresh_from_db()
+    assert job.params["rerun_of"] == str(c.pk) and job.params["overrides"] == {}
+
+
+def test_changelist_shortens_long_session_titles(client, user, staff_user):
+    session = make_session(user, title="Implement the spotter-gqc pipeline with retries, metrics and a dashboard")
+    add_messages(session, conversation(12))
+    make_compaction(session)
+    client.force_login(staff_user)
+    body = client.get(reverse("admin:compaction_compaction_changelist")).content.decode()
+    assert "Implement the spotter-gqc pipeline with…" in body  # 40 characters shown
+    assert 'title="Implement the spotter-gqc pipeline with retries, metrics and a dashboard"' in body
 
 
 def test_rerun_with_bad_strategy_or_prompt_changes_nothing(compacted, staff_user):
@@ -144,7 +156,19 @@ def test_admin_review_page_shows_source_beside_summary_and_edits(client, compact
     assert c.review_status == "approved" and c.review_notes == "good now"
     response = client.post(url, {"action": "rerun", "strategy": "extractive", "instructions": "", "prompt": ""})
     assert response.status_code == 302
-    assert Compaction.objects.filter(session=session, status=Status.QUEUED, strategy_requested="extractive").exists()
+    job = Compaction.objects.get(session=session, status=Status.QUEUED, strategy_requested="extractive")
+    assert job.params["rerun_of"] == str(c.pk)
+    # The re-run links back to what it re-ran: review page, changelist and dashboard detail.
+    body = client.get(response["Location"]).content.decode()
+    assert "re-run of" in body and reverse("admin:compaction_compaction_review", args=[c.pk]) in body
+    body = client.get(reverse("admin:compaction_compaction_changelist")).content.decode()
+    assert f'{reverse("admin:compaction_compaction_review", args=[c.pk])}">{str(c.pk)[:8]}…</a>' in body
+    session.owner = staff_user
+    session.save(update_fields=["owner"])
+    detail = client.get(reverse("dashboard:compaction-detail", args=[session.pk, job.pk])).content.decode()
+    assert "re-run of" in detail and reverse("dashboard:compaction-detail", args=[session.pk, c.pk]) in detail
+    original = client.get(reverse("dashboard:compaction-detail", args=[session.pk, c.pk])).content.decode()
+    assert reverse("dashboard:compaction-detail", args=[session.pk, job.pk]) in original  # "re-run …"
 
 
 def test_admin_message_pages_are_read_only_and_filter_by_role(client, compacted, staff_user):
