@@ -421,6 +421,9 @@ class _Outcome:
     snapshot_seq: int
     detail: str = ""
     values: dict[str, Any] = field(default_factory=dict)
+    # The usage right after this compaction when the meter at activation is not it (an import
+    # activated after messages that came later are already stored); else measured in _apply.
+    tokens_after: int | None = None
 
 
 def _compute(
@@ -599,7 +602,9 @@ def _apply(job: Compaction, outcome: _Outcome, *, attempt: int | None, started: 
         session.save(update_fields=["active_compaction", "updated_at"])
         ss.session_recompute_usage(session=session)
         session.refresh_from_db()
-        job.tokens_after = int(ss.session_usage(session)["tokens"])
+        job.tokens_after = (
+            outcome.tokens_after if outcome.tokens_after is not None else int(ss.session_usage(session)["tokens"])
+        )
         job.save(update_fields=["tokens_after"])
         _event(
             session.pk,
@@ -981,10 +986,22 @@ def compaction_record_import(
 ) -> Compaction:
     """Record a compaction another agent already made (e.g. Claude Code's compact_boundary) and
     activate it, so the imported session serves the same context the agent had."""
+    from compaction.core.summary_message import render_summary_message
+    from compaction.core.tokens import count_content
+
     started = time.monotonic()
     with transaction.atomic():
         session = Session.objects.select_related("active_compaction").get(pk=session.pk)
         based_on = session.active_compaction
+        usage = _session_services().session_usage(session)
+        # Right after the agent compacted, its context was the system prompt and the summary
+        # (the messages after the boundary came later): on the provider's scale, like tokens_before.
+        tokens_after = max(
+            0,
+            session.system_prompt_tokens
+            + count_content(render_summary_message(summary), _tokenizer(session))
+            + _calibration(usage),
+        )
         summarized = Message.objects.filter(session=session, seq__lt=first_kept_seq)
         if based_on and based_on.first_kept_seq:
             summarized = summarized.filter(seq__gte=based_on.first_kept_seq)
@@ -1001,10 +1018,10 @@ def compaction_record_import(
             "summary",
             based_on_id=based_on.pk if based_on else None,
             # The agent's own figure (provider's scale), else the meter's: never the raw estimate.
-            tokens_before=tokens_before
-            if tokens_before is not None
-            else int(_session_services().session_usage(session)["tokens"]),
-            snapshot_seq=session.last_seq,
+            tokens_before=tokens_before if tokens_before is not None else int(usage["tokens"]),
+            # The agent compacted when the messages before the boundary were all it had: calls
+            # made after the boundary ran on the compacted context (their usage reports count).
+            snapshot_seq=max(0, first_kept_seq - 1),
             detail=detail or "imported from the agent's own compaction",
             values={
                 "strategy": "import",
@@ -1015,6 +1032,7 @@ def compaction_record_import(
                 "first_kept_seq": first_kept_seq,
                 "messages_summarized": len(seqs),
             },
+            tokens_after=tokens_after,
         )
         applied = _apply(job, outcome, attempt=None, started=started)
     assert applied is not None

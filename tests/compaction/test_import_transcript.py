@@ -39,6 +39,24 @@ def test_bulk_import_records_claude_codes_compaction(user):
     assert context["active_compaction"]["id"] == str(job.pk)
     assert orphan_tool_results(context["messages"]) == []
     assert session_services.session_config(session).auto_compact is True  # restored after the load
+    # Both figures on the provider's scale: the recorded usage just before Claude Code's
+    # boundary calibrated the meter, so tokens_after carries the same offset (the ~26k+ only
+    # the provider counts) as the preTokens figure in tokens_before.
+    usage = session_services.session_usage(session)
+    offset = usage["calibration_offset"]
+    assert offset is not None and offset > 20_000
+    # tokens_after = right after Claude Code compacted: its summary (+ the offset), not the
+    # messages that came after the boundary (already stored when a bulk load activates it).
+    # (The offset then was the one calibrated by the last call before the boundary.)
+    summary = session_services.context_build(session=session)["breakdown"]["summary"]
+    assert 20_000 < job.tokens_after - summary < job.tokens_before - summary
+    finished = job.events.get(kind="compaction_finished")
+    assert f"{job.tokens_before:,} → {job.tokens_after:,} tokens" in finished.message
+    assert job.params["snapshot_seq"] == job.first_kept_seq - 1
+    # The last recorded call (after the boundary, on the compacted context) calibrates the meter.
+    assert usage["source"] == "provider+estimate"
+    assert abs(usage["tokens"] - (usage["estimated_tokens"] + offset)) < 5_000
+    print(f"import: {job.tokens_before:,} → {job.tokens_after:,} (offset {offset:,}); meter {usage['tokens']:,}")
 
 
 @pytest.mark.slow

@@ -124,6 +124,30 @@ class Command(BaseCommand):
                 seqs.extend(row.seq for row in result.messages)
         except ValidationError as exc:
             raise CommandError(f"transcript rejected at message {start + 1}..: {exc}") from exc
+        # Recorded usage per assistant message: reported before each recorded compaction and at
+        # the end, so the meter and the compactions' tokens_before/after are on the provider's
+        # scale (the calibration offset), like a live session's, not our bare estimate.
+        reports = [
+            (seq, message["usage"])
+            for seq, message in zip(seqs, transcript.messages, strict=True)
+            if message["role"] == "assistant" and services._reported_prompt_tokens(message.get("usage")) is not None
+        ]
+        reported: set[int] = set()
+
+        def report_last_before(limit_seq: int | None) -> None:
+            last = [(seq, usage) for seq, usage in reports if limit_seq is None or seq < limit_seq]
+            if last and last[-1][0] not in reported:
+                seq, usage = last[-1]
+                session_services.usage_report(
+                    session=session,
+                    input_tokens=int(usage.get("input_tokens") or 0),
+                    output_tokens=int(usage.get("output_tokens") or 0),
+                    cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
+                    cache_creation_input_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+                    message_seq=seq,
+                )
+                reported.add(seq)
+
         imported = 0
         for compaction in transcript.compactions:
             original = compaction.get("before_message_index")
@@ -132,6 +156,7 @@ class Command(BaseCommand):
             )
             if index is None or index >= len(seqs) or not compaction.get("summary"):
                 continue
+            report_last_before(seqs[index])
             services.compaction_record_import(
                 session=session,
                 summary=compaction["summary"],
@@ -140,6 +165,7 @@ class Command(BaseCommand):
                 detail=f"Claude Code {compaction.get('trigger') or 'auto'} compaction (preTokens {compaction.get('pre_tokens')})",
             )
             imported += 1
+        report_last_before(None)
         session_services.session_update(session=session, compaction_settings={"auto_compact": None})
         session.refresh_from_db()
         usage = session_services.session_usage(session)
