@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -486,7 +487,7 @@ def test_next_steps_come_from_the_todo_list_not_narration():
     in_progress = summary.split("### In Progress")[1].split("### Blocked")[0]
     next_steps = summary.split("## Next Steps")[1].split("## Critical Context")[0]
     assert "Todo in progress: Wire limiter into upload view" in in_progress
-    assert "1. Document RATE_LIMIT in README" in next_steps
+    assert "1. Todo: Document RATE_LIMIT in README" in next_steps
     for junk in ("Now run tests.", "Let me wait for it to finish.", "Let me wait more."):
         assert junk not in summary
 
@@ -757,6 +758,18 @@ def test_real_session_extractive_beats_claude_codes_own_summary(real_session):
     for heading in SECTION_HEADINGS:
         assert heading in result.summary
     assert "<modified-files>" in result.summary
+    assert summary_tokens <= 13_107
+    # What an agent continues from: concrete progress, live state, no narration or boilerplate.
+    done = result.summary.split("### Done")[1].split("### In Progress")[0]
+    assert "already" not in done and "→ ok" in done and "Modified `lib/" in done
+    assert re.search(r'git commit .*→ ok: "feat: ', done), "commits are listed with their message"
+    assert "Command run:" not in result.summary
+    assert "STOP what you are doing" not in result.summary
+    assert "Let me wait" not in result.summary
+    in_progress = result.summary.split("### In Progress")[1].split("### Blocked")[0]
+    next_steps = result.summary.split("## Next Steps")[1].split("## Critical Context")[0]
+    open_issue = "spotter-fum.3" if path == TRANSCRIPT else "spotter-gqc.6"
+    assert f"Issue `{open_issue}`" in in_progress and f"Finish issue `{open_issue}`" in next_steps
     if path == TRANSCRIPT:
         # The work in progress at the cut (highlight.js integration) is visible.
         assert "highlight.js" in result.summary.split("### In Progress")[1].split("## Key Decisions")[0]
@@ -764,3 +777,38 @@ def test_real_session_extractive_beats_claude_codes_own_summary(real_session):
             "fatal: ambiguous argument 'main..HEAD': unknown revision or path not in the working tree."
             in result.summary
         )
+
+
+def test_real_session_successive_compactions_stay_bounded_and_current():
+    messages, _claude = _read_pre_compaction(OTHER_TRANSCRIPT)
+    chain = build_chain(api_key=None, base_url=None, model="m", timeout=1, max_retries=0)
+    previous, files = None, FileOps()
+    step = len(messages) // 3
+    for k in range(3):
+        part = messages[k * step : (k + 1) * step] if k < 2 else messages[2 * step :]
+        result = summarize(
+            SummaryInput(messages=part, previous_summary=previous, previous_files=files, output_budget=4000), chain
+        )
+        assert result.strategy == "extractive", result.fallbacks
+        assert count_text(result.summary) <= 4000
+        previous, files = result.summary, FileOps(read=result.read_files, modified=result.modified_files)
+    in_progress = previous.split("### In Progress")[1].split("### Blocked")[0]
+    # Issues closed in a later range are no longer "in progress"; the goal is the first request.
+    assert "`spotter-gqc.1`" not in in_progress and "`spotter-gqc.6`" in in_progress
+    assert previous.split("## Goal\n")[1].startswith("Implement spotter-gqc")
+    assert previous.count("Issue states:") == 1
+
+
+def test_real_session_split_turn_prefix_names_what_it_began_with():
+    from compaction.core.cutpoint import plan_cut
+
+    messages, _claude = _read_pre_compaction(OTHER_TRANSCRIPT)
+    plan = plan_cut(messages, keep_recent_tokens=20_000)
+    assert plan.split_turn and plan.turn_prefix
+    result = summarize(
+        SummaryInput(messages=plan.to_summarize, turn_prefix=plan.turn_prefix, output_budget=13_107),
+        build_chain(api_key=None, base_url=None, model="m", timeout=1, max_retries=0),
+    )
+    request = result.turn_prefix_summary.split("## Attempted So Far")[0]
+    assert "interrupted" in request or "notification" in request or 'User: "' in request
+    assert "(the user's request precedes this part of the turn)" not in request

@@ -105,6 +105,12 @@ DECISION_REASON_RE = re.compile(
     r"trade-?off|in favou?r of)\b"
 )
 IDENT_RE = re.compile(r"`([^`\n]{2,80})`")
+# Names a new file defines (module, class, function), to say what a written file is.
+DEFINES_RE = re.compile(
+    r"^\s*(?:export\s+)?(?:defmodule|class|def|defp|function|func|fn|interface|struct|trait|impl|type|"
+    r"create table|CREATE TABLE)\s+([\w.:]+)",
+    re.MULTILINE,
+)
 CODE_IDENT_RE = re.compile(r"[:@]?[A-Za-z_][\w]*(?:[.:][A-Za-z_]\w*)*[?!]?")
 URL_RE = re.compile(r"https?://[^\s`'\"<>)\]]+")
 ENV_RE = re.compile(r"(?<![\w-])([A-Z][A-Z0-9_]{2,})=(\"[^\"]*\"|'[^']*'|[^\s;&|]+)")
@@ -113,6 +119,11 @@ HEREDOC_RE = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?\s*\n(.*?)\n\s*\1\b", re.DOTAL
 STATUS_RE = re.compile(r"\bbd\s+update\s+([\w.-]+).*?--status[= ](\w+)")
 CLOSE_RE = re.compile(r"\b(?:bd|gh issue)\s+close\s+([^\n;&|>]*)")
 NOISE_TAIL_RE = re.compile(r"\s*(2>&1|2>/dev/null|\|\s*(tail|head)(\s+-n)?\s+-?\d+)\s*")
+# An issue header in a tracker's output: "○ spotter-gqc.4 · Add lifecycle state   [● P2 · OPEN]".
+ISSUE_TITLE_RE = re.compile(
+    r"^\W{0,3}\s*([A-Za-z][\w-]*[-.][\w.]+)\s+(?:\[[A-Z]+\]\s+)?·\s+(.+?)(?:\s{2,}\[.*)?$", re.MULTILINE
+)
+TRACKER_CMD_RE = re.compile(r"\b(bd|gh|glab|jira|linear)\s")
 TASK_NOTE_RE = re.compile(r"<summary>(.*?)</summary>", re.DOTALL)
 FOCUS_STOPWORDS = frozenset(
     "focus focusing keep keeping only mostly mainly about please the and with what that this from into "
@@ -179,6 +190,7 @@ class Analysis:
     rejections: list[str] = field(default_factory=list)
     interruptions: int = 0
     issue_status: dict[str, str] = field(default_factory=dict)
+    issue_titles: dict[str, str] = field(default_factory=dict)
     modified: list[str] = field(default_factory=list)
     read: list[str] = field(default_factory=list)
     root: str = ""
@@ -281,6 +293,8 @@ def _record_edit(a: Analysis, lname: str, path: str, args: dict[str, Any]) -> No
             added.extend(t for t in _added_identifiers(old, edit["new_string"]) if t not in added)
     if lname in ("write", "write_file", "create_file") or isinstance(args.get("content"), str):
         a.written.add(path)
+        content = args.get("content") if isinstance(args.get("content"), str) else ""
+        added.extend(n for n in DEFINES_RE.findall(content[:50_000]) if n not in added)
 
 
 def analyze(messages: list[Msg]) -> Analysis:
@@ -397,10 +411,13 @@ def analyze(messages: list[Msg]) -> Analysis:
                             _clean_command(command), command, ok, detail, len(a.commands), _one_line(description, 120)
                         )
                     )
-                    for status_match in STATUS_RE.finditer(command):
+                    if TRACKER_CMD_RE.search(command):
+                        for title_match in ISSUE_TITLE_RE.finditer(output[:20_000]):
+                            a.issue_titles.setdefault(title_match.group(1), _one_line(title_match.group(2), 100))
+                    for status_match in STATUS_RE.finditer(_clean_command(command)):
                         a.issue_status[status_match.group(1)] = status_match.group(2)
                     if ok:
-                        for close_match in CLOSE_RE.finditer(command):
+                        for close_match in CLOSE_RE.finditer(_clean_command(command)):
                             for issue in close_match.group(1).split():
                                 if issue.startswith("-") or "=" in issue or '"' in issue:
                                     break  # options follow the ids
@@ -505,6 +522,35 @@ def _previous_goal(items: list[str]) -> tuple[list[str], list[str]]:
     return goal, earlier
 
 
+_PREV_ISSUE_RE = re.compile(r"`([^`]+)` (\w+)(?: \(([^)]*)\))?")
+
+
+def _merge_previous_issues(a: Analysis, critical: list[str]) -> None:
+    """Issue states a previous summary recorded, updated by what this range did."""
+    merged: dict[str, str] = {}
+    for item in critical:
+        if item.startswith("Issue states: "):
+            for issue, status, title in _PREV_ISSUE_RE.findall(item):
+                merged[issue] = status
+                if title:
+                    a.issue_titles.setdefault(issue, title)
+    merged.update(a.issue_status)
+    a.issue_status = merged
+
+
+# Lines the summary derives from the state at the cut: a newer range re-derives them.
+_STATE_PREFIXES = (
+    "last tool activity",
+    "working on",
+    "handling the latest request",
+    "issue `",
+    "finish issue",
+    "fix what still fails",
+    "answer/handle the latest user request",
+    "continue with the user's latest request",
+)
+
+
 def build_sections(analysis: Analysis, *, previous_summary: str | None, instructions: str | None) -> _Sections:
     a = analysis
     s = _Sections(_focus_words(instructions))
@@ -513,6 +559,7 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
 
     # Goal: what the previous summary said it was, else the first request; then the latest
     # request and a short list of the ones between (progress, not standing rules).
+    _merge_previous_issues(a, previous.get("critical", []))
     prev_goal, prev_earlier = _previous_goal(previous.get("goal", []))
     for item in prev_goal[:2]:
         s.add("goal", item, 100, protected=True)
@@ -564,10 +611,13 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
     for item in previous.get("done", [])[-MAX_PREVIOUS_DONE:]:
         s.add("done", item, 50)
     for path, n in a.edits.items():
-        verb = "Wrote" if path in a.written and n == 1 else "Modified"
         added = a.edit_added.get(path, [])[:4]
-        what = f"; added {', '.join(f'`{t}`' for t in added)}" if added else ""
-        s.add("done", f"{verb} `{a.rel(path)}` ({n} edit{'s' if n != 1 else ''}{what})", 60)
+        names = ", ".join(f"`{t}`" for t in added)
+        if path in a.written and n == 1:
+            s.add("done", f"Wrote `{a.rel(path)}`" + (f" (defines {names})" if names else ""), 60)
+        else:
+            what = f"; added {names}" if names else ""
+            s.add("done", f"Modified `{a.rel(path)}` ({n} edit{'s' if n != 1 else ''}{what})", 60)
     for cmd in sorted(last_run.values(), key=lambda c: c.index):
         shown = _one_line(cmd.command, 160)
         recency = _recency(cmd.index, total_cmds)
@@ -595,7 +645,7 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
 
     # In progress: the todo list, open issues, the latest request and where work stopped.
     for item in previous.get("in_progress", []):
-        if item.lower().startswith(("last tool activity", "working on", "handling the latest request")):
+        if item.lower().startswith(_STATE_PREFIXES) or (a.todos and item.startswith("Todo in progress:")):
             continue  # describes the previous cut, not this one
         # Superseded: a new statement of completion says the same thing.
         if any(_similar(item, d) for d in a.done):
@@ -607,8 +657,9 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
             s.add("in_progress", f"Todo in progress: {content}", 86)
     for issue, status in a.issue_status.items():
         if status == "in_progress":
-            s.add("in_progress", f"Issue `{issue}` is marked in_progress (not closed yet)", 84)
-            s.add("next", f"Finish issue `{issue}` and close it", 81)
+            title = f" ({a.issue_titles[issue]})" if issue in a.issue_titles else ""
+            s.add("in_progress", f"Issue `{issue}`{title} is marked in_progress (not closed yet)", 84)
+            s.add("next", f"Finish issue `{issue}`{title} and close it", 81)
     current = next((t for t in reversed(a.last_intents) if not JUNK_INTENT_RE.search(t)), "")
     if current:
         s.add("in_progress", f"Working on: {current}", 78)
@@ -633,7 +684,7 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
     # Next steps: pending todos, unresolved failures, the latest request, the stated plan.
     for status, content in a.todos:
         if status not in ("completed", "in_progress"):
-            s.add("next", content, 85)
+            s.add("next", f"Todo: {content}", 85)
     failing = [i for i in s.items["blocked"] if i.text.startswith("`")]
     if failing:
         names = ", ".join(i.text.split(" failed:")[0] for i in failing[-3:])
@@ -645,8 +696,12 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
     plan = [t for t in a.last_intents if not JUNK_INTENT_RE.search(t) and len(t) >= 25]
     for text in plan[-3:]:
         s.add("next", text, 74)
+    # The previous plan still stands only where this range stated none of its own.
+    own_plan = bool(s.items["next"])
     for item in previous.get("next", []):
-        if not item.lower().startswith("answer/handle the latest user request"):
+        if item.lower().startswith(_STATE_PREFIXES) or (a.todos and item.startswith("Todo: ")):
+            continue
+        if not own_plan or item.startswith("Todo: "):
             s.add("next", item, 40)
     if not s.items["next"] and requests:
         s.add("next", f"Continue with the user's latest request: {_one_line(requests[-1], 200)}", 72)
@@ -656,13 +711,15 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
         note = " (items about it are listed first and kept first when trimming)" if s.focus else ""
         s.add("critical", f"Compaction focus requested: {_one_line(instructions, 300)}{note}", 100, protected=True)
     prev_critical = [
-        i for i in previous.get("critical", []) if not i.lower().startswith(("commands run", "other commands"))
+        i
+        for i in previous.get("critical", [])
+        if not i.lower().startswith(("commands run", "other commands", "issue states", "compaction focus requested"))
     ][-MAX_PREVIOUS_CRITICAL:]
     for index, item in enumerate(prev_critical):
         s.add("critical", item, 42 + 8 * _recency(index, len(prev_critical)))
     # Capped to the newest, except those about the requested focus.
     errors = [e for e in a.errors[:-MAX_ERRORS] if s.is_focus(e)] + a.errors[-MAX_ERRORS:]
-    blocked_text = "\n".join(i.text for i in s.items["blocked"])
+    blocked_text = "\n".join(i.text for i in [*s.items["blocked"], *s.items["critical"]])
     for index, line in enumerate(errors):
         if line in blocked_text:
             continue  # already quoted, with its command, under Blocked
@@ -686,7 +743,11 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
     if a.issue_status:
         s.add(
             "critical",
-            "Issue states: " + ", ".join(f"`{i}` {st}" for i, st in a.issue_status.items()),
+            "Issue states: "
+            + ", ".join(
+                f"`{i}` {st}" + (f" ({a.issue_titles[i]})" if i in a.issue_titles and st != "closed" else "")
+                for i, st in a.issue_status.items()
+            ),
             66 if open_issues else 50,
         )
     idents = [i for i, n in a.identifiers.most_common(40) if n >= 2 and "/" not in i and " " not in i][:15]
