@@ -126,6 +126,10 @@ def main() -> int:
             f"message {result.first_compaction_index} (Claude Code: {transcript.compactions[0]['before_message_index'] if transcript.compactions else '-'})",
         ),
         (
+            "usage scale",
+            _usage_scale(session_services.session_usage(session), result),
+        ),
+        (
             "context build",
             f"{context_ms:.1f} ms median ({len(context['messages'])} messages, {context['tokens']:,} tokens)",
         ),
@@ -145,6 +149,14 @@ def main() -> int:
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
     return 0
+
+
+def _usage_scale(usage: dict, result) -> str:
+    """The meter's figure and what it is made of: every before/after above is on this scale."""
+    offset = usage.get("calibration_offset")
+    parts = f"{usage['tokens']:,} tokens now ({usage['source']}: estimate {usage['estimated_tokens']:,}"
+    parts += f", calibration offset {offset:,})" if offset is not None else ")"
+    return f"{parts}; peak {result.peak_usage:,}; trigger {usage['trigger_tokens']:,}"
 
 
 def _fidelity(fidelity: dict) -> str:

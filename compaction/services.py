@@ -1077,7 +1077,8 @@ class ReplayResult:
     first_compaction_index: int | None = None
     usage_before_first: int | None = None
     # The highest usage (session_usage()["tokens"], the figure the trigger compares) after
-    # any step, and the step: tells why a replay that never compacted did not.
+    # any step or just before a compaction (its tokens_before), and the step: tells why a
+    # replay that never compacted did not.
     peak_usage: int = 0
     peak_index: int | None = None
 
@@ -1164,6 +1165,8 @@ def transcript_replay(
         ):
             activated = Compaction.objects.get(pk=session.active_compaction_id)
             result.compactions.append(activated)
+            if (activated.tokens_before or 0) > result.peak_usage:
+                result.peak_usage, result.peak_index = activated.tokens_before, index
             if result.first_compaction_index is None:
                 result.first_compaction_index = index
                 result.usage_before_first = activated.tokens_before
