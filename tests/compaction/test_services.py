@@ -244,6 +244,37 @@ def test_loop_guard_holds_auto_compaction_until_new_messages(user):
     assert again is not None and again.reason == "threshold"
 
 
+def test_loop_guard_judges_tokens_after_on_the_provider_scale(user):
+    """A compaction that gets our estimate under the trigger but not the calibrated figure (an
+    overhead only the provider counts) did not help: the next append must not compact again."""
+    session = make_session(user, window=40_000, keep_recent_tokens=3_000, reserve_tokens=2_000)
+    append(session, conversation(10))
+    session.refresh_from_db()
+    estimate = session_services.session_usage(session)["estimated_tokens"]
+    last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
+    overhead = 12_000
+    session_services.usage_report(
+        session=session, input_tokens=estimate - last.token_count + overhead, message_seq=last.seq
+    )
+    session.refresh_from_db()
+    # Trigger above what summarizing leaves as an estimate, below it with the overhead.
+    trigger = 3_000 + overhead - 2_000
+    session_services.session_update(
+        session=session, compaction_settings={"auto_compact_token_limit": trigger, "prune_tool_outputs": False}
+    )
+    session.refresh_from_db()
+    job = request_and_run(session, reason="threshold")
+    session.refresh_from_db()
+    assert job.status == Status.SUCCEEDED, job.error or job.detail
+    usage = session_services.session_usage(session)
+    assert usage["estimated_tokens"] <= trigger < job.tokens_after == usage["tokens"]
+    session_services.session_update(session=session, compaction_settings={"auto_compact": True})
+    session.refresh_from_db()
+    append(session, [{"role": "user", "content": "and now?"}])
+    assert Compaction.objects.filter(session=session).count() == 1  # held back, no second compaction
+    assert Event.objects.filter(session=session, data__loop_guard=True).count() == 1
+
+
 def test_sweeper_requeues_a_lost_job_then_gives_up(user, django_capture_on_commit_callbacks):
     session = make_session(user)
     append(session, conversation(6))
