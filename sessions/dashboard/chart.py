@@ -281,7 +281,7 @@ def build_chart(
     chart.x_ticks = [
         {
             "x": x(seq),
-            "label": f"#{seq:,}",
+            "label": f"#{seq}",
             "anchor": "start" if index == 0 else "end" if index == len(x_seqs) - 1 else "middle",
         }
         for index, seq in enumerate(x_seqs)

@@ -157,7 +157,7 @@ def boundary_line(compaction: Any) -> str:
     if is_prune(compaction):
         pruned = (compaction.usage or {}).get("tool_results_pruned")
         what = f"{pruned:,} tool result{'s' if pruned != 1 else ''}" if isinstance(pruned, int) else "tool results"
-        parts = ["Tool output pruned", reason, f"{what} before #{compaction.prune_before_seq:,}"]
+        parts = ["Tool output pruned", reason, f"{what} before #{compaction.prune_before_seq}"]
     else:
         parts = ["Compacted", reason, f"{compaction.messages_summarized:,} messages → summary"]
     parts.append(f"{fmt_int(compaction.tokens_before)} → {fmt_int(compaction.tokens_after)} tokens")

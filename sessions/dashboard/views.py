@@ -78,11 +78,17 @@ def _overview_context(request: HttpRequest, session, compactions) -> dict:
 def session_detail(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = queries.session_get_visible(user=request.user, session_id=session_id)
     compactions = queries.compaction_history(session=session)
-    start = _int_param(request, "from", 1)
+    # Without ?from= the timeline opens at the latest messages (what the agent works on now);
+    # "Load earlier messages" and "First messages" go back.
+    start = _int_param(request, "from", _latest_from(session))
     page = queries.messages_page(session=session, start=start)
     context = _overview_context(request, session, compactions)
     context.update(_timeline_context(session, compactions, page, start, full_page=True))
     return render(request, "dashboard/session_detail.html", context)
+
+
+def _latest_from(session) -> int:
+    return max(1, session.last_seq - queries.MESSAGES_PAGE_SIZE + 1)
 
 
 @login_required
@@ -97,7 +103,9 @@ def session_overview(request: HttpRequest, session_id: UUID) -> HttpResponse:
 @login_required
 @require_GET
 def session_messages(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    """The next page of the timeline (htmx "load more"); a full page when opened directly."""
+    """A page of the timeline for htmx: the next one ("load more", ?from=) or, with ?to=, the
+    messages before what is shown ("load earlier", ?from=…&to=first shown). A full page when
+    opened directly."""
     session = queries.session_get_visible(user=request.user, session_id=session_id)
     if not request.htmx:
         return redirect(
@@ -105,24 +113,34 @@ def session_messages(request: HttpRequest, session_id: UUID) -> HttpResponse:
         )
     compactions = queries.compaction_history(session=session)
     start = _int_param(request, "from", 1)
-    page = queries.messages_page(session=session, start=start)
-    return render(
-        request,
-        "dashboard/_timeline_page.html",
-        _timeline_context(session, compactions, page, start, full_page=request.GET.get("full") == "1"),
-    )
+    end = _int_param(request, "to", 0) if request.GET.get("to") else None
+    if end is not None and end > start:
+        page = queries.messages_page(session=session, start=start, limit=min(end - start, queries.MESSAGES_PAGE_SIZE))
+    else:
+        end = None
+        page = queries.messages_page(session=session, start=start)
+    context = _timeline_context(session, compactions, page, start, full_page=request.GET.get("full") == "1")
+    if end is not None:
+        context["next_from"] = None  # the messages from `end` on are already on the page
+    return render(request, "dashboard/_timeline_page.html", context)
 
 
 def _timeline_context(session, compactions, page, start: int, *, full_page: bool) -> dict:
     active = next((c for c in compactions if c.pk == session.active_compaction_id), None)
     items = build_timeline(messages=page, compactions=compactions, active=active, first_page=full_page)
-    next_from = page[-1].seq + 1 if len(page) == queries.MESSAGES_PAGE_SIZE else None
+    next_from = (
+        page[-1].seq + 1 if len(page) == queries.MESSAGES_PAGE_SIZE and page[-1].seq < session.last_seq else None
+    )
+    first_shown = page[0].seq if page else start
     return {
         "session": session,
         "items": items,
         "next_from": next_from,
         "start": start,
-        "latest_from": max(1, session.last_seq - queries.MESSAGES_PAGE_SIZE + 1),
+        # "Load earlier messages": the page before the first message shown.
+        "earlier_from": max(1, first_shown - queries.MESSAGES_PAGE_SIZE) if first_shown > 1 else None,
+        "earlier_to": first_shown,
+        "latest_from": _latest_from(session),
     }
 
 

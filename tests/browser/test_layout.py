@@ -68,7 +68,18 @@ def test_list_filters_and_timeline_load_more_without_reloading(live_server, page
     page.wait_for_function("document.querySelector('#session-table').innerText.includes('No sessions match')")
     assert page.evaluate("window.__noReload") is True
 
+    # Opened without ?from= a long session shows its latest messages; earlier ones load in place.
     page.goto(f"{live_server.url}/sessions/{long_session.pk}/")
+    page.evaluate("window.__noReload = true")
+    assert page.locator("li.msg").first.get_attribute("id") == "m-151"
+    assert page.locator("li.msg").last.get_attribute("id") == "m-250"
+    page.get_by_role("link", name="Load earlier messages (#51–#150)").click()
+    page.locator("#m-51").wait_for()
+    assert page.locator("li.msg").first.get_attribute("id") == "m-51"
+    assert page.locator("li.msg").count() == 200
+    assert page.evaluate("window.__noReload") is True
+
+    page.goto(f"{live_server.url}/sessions/{long_session.pk}/?from=1")
     page.evaluate("window.__noReload = true")
     assert page.locator("li.msg").count() == 100
     page.locator("#load-more-101").scroll_into_view_if_needed()  # "revealed" loads the next page

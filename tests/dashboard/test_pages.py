@@ -160,8 +160,9 @@ def test_long_text_truncated_with_expand_and_thinking_collapsed(logged_in, user)
 def test_timeline_is_paginated_with_htmx_load_more(logged_in, user):
     session = make_session(user)
     add_messages(session, conversation(250))
-    body = logged_in.get(detail_url(session)).content.decode()
+    body = logged_in.get(detail_url(session) + "?from=1").content.decode()
     assert 'id="m-100"' in body and 'id="m-101"' not in body
+    assert "load-earlier" not in body  # nothing before #1
     more = reverse("dashboard:session-messages", args=[session.pk]) + "?from=101"
     assert more in body
     fragment = logged_in.get(more, HTTP_HX_REQUEST="true").content.decode()
@@ -170,6 +171,27 @@ def test_timeline_is_paginated_with_htmx_load_more(logged_in, user):
         reverse("dashboard:session-messages", args=[session.pk]) + "?from=201", HTTP_HX_REQUEST="true"
     ).content.decode()
     assert 'id="m-250"' in last and "Load more" not in last
+
+
+def test_big_session_opens_at_the_latest_messages_and_loads_earlier(logged_in, user):
+    session = make_session(user)
+    add_messages(session, conversation(5200), tokens=10)
+    session.refresh_from_db()
+    body = logged_in.get(detail_url(session)).content.decode()
+    assert "5,200 messages" in body  # thousands separators
+    assert 'id="m-5101"' in body and 'id="m-5200"' in body and 'id="m-5100"' not in body
+    assert "Load more" not in body
+    assert 'href="?from=1#timeline-h">First messages</a>' in body
+    earlier = reverse("dashboard:session-messages", args=[session.pk]) + "?from=5001&amp;to=5101"
+    assert earlier in body and "Load earlier messages (#5001–#5100)" in body
+    fragment = logged_in.get(earlier.replace("&amp;", "&"), HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="m-5001"' in fragment and 'id="m-5100"' in fragment and 'id="m-5101"' not in fragment
+    assert "Load more" not in fragment  # the rest is already on the page
+    assert "?from=4901&amp;to=5001" in fragment  # and the page before that
+    # Small sessions still open at #1.
+    small = make_session(user, title="small")
+    add_messages(small, conversation(30))
+    assert 'id="m-1"' in logged_in.get(detail_url(small)).content.decode()
 
 
 def test_pruned_tool_output_is_marked(logged_in, user):

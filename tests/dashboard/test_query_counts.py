@@ -66,7 +66,7 @@ def test_session_list_queries_are_bounded(logged_in, ten_thousand, django_assert
 
 def test_session_list_with_10k_shows_the_right_total(logged_in, ten_thousand):
     body = logged_in.get(reverse("dashboard:session-list")).content.decode()
-    assert "9000 sessions" in body and "Page 1 of 360" in body
+    assert "9,000 sessions" in body and "Page 1 of 360" in body
     assert "compacting</span>" in body and "167k → 21k" in body
 
 
