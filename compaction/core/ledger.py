@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from compaction.core.fileops import extract_file_ops
@@ -146,6 +147,7 @@ def user_texts(msg: Msg) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=8192)
 def classify_user_text(text: str) -> str:
     """ "chatter" (ok, thanks), "instruction" (a rule, preference or correction) or "request"."""
     stripped = text.strip()
@@ -210,6 +212,15 @@ def command_of(block: dict[str, Any]) -> str | None:
     if isinstance(command, list):
         command = " ".join(str(c) for c in command)
     return command.strip() if isinstance(command, str) and command.strip() else None
+
+
+_COMMAND_NOISE_RE = re.compile(r"\s*(2>&1|2>/dev/null|\|\s*(tail|head)(\s+-n)?\s+-?\d+)\s*")
+
+
+def clean_command(command: str) -> str:
+    """A command's first line without output plumbing (2>&1, | tail -5): what was run."""
+    first = command.strip().splitlines()[0] if command.strip() else ""
+    return _COMMAND_NOISE_RE.sub(" ", first).strip()
 
 
 def error_lines_of(text: str, *, is_error: bool) -> list[str]:
@@ -338,7 +349,7 @@ def build_ledger(messages: list[Msg], previous_summary: str | None = None) -> Le
             if kind == "tool_use":
                 command = command_of(block)
                 if command:
-                    ledger.add("commands", command.splitlines()[0][:300])
+                    ledger.add("commands", clean_command(command)[:300])
             elif kind == "tool_result":
                 name = tool_names.get(block.get("tool_use_id", ""), "")
                 is_error = bool(block.get("is_error"))

@@ -282,6 +282,8 @@ def _chatty_exchanges(n: int, *, start: int = 1, rule_every: int = 0, tag: str =
             text = f"Port the billing service{' ' + tag if tag else ''} to the new queue API."
         elif rule_every and i % rule_every == 0:
             text = f"Never touch the legacy_{tag}{i} module; always run make check_{tag}{i} before committing."
+        elif i % 3 == 0:
+            text = f"now look at handler_{tag}{i} in the worker and tell me what it returns for an empty batch"
         else:
             text = chatter[i % len(chatter)]
         msgs.append(_msg(seq, "user", text))
@@ -533,7 +535,7 @@ def test_commands_are_listed_once():
     assert summary.count("`mix test`") == 1
     assert "Command run:" not in summary
     others = next(line for line in summary.splitlines() if line.startswith("- Other commands run"))
-    assert others.count("git show") == 15 and others.endswith("(+15 more)")
+    assert others.count("git show") == 25 and others.endswith("(+5 more)")
 
 
 def test_focus_instructions_decide_what_survives_trimming():

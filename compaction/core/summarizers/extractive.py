@@ -30,6 +30,7 @@ from compaction.core.ledger import (
     INSTRUCTION_RE,
     MAX_INSTRUCTION_CHARS,
     classify_user_text,
+    clean_command,
     clean_user_text,
     command_of,
     error_lines_of,
@@ -118,7 +119,6 @@ COMMIT_MSG_RE = re.compile(r"""(?:^|\s)-[a-z]*m\s+(?:"([^"$][^"]*)"|'([^']+)')""
 HEREDOC_RE = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?\s*\n(.*?)\n\s*\1\b", re.DOTALL)
 STATUS_RE = re.compile(r"\bbd\s+update\s+([\w.-]+).*?--status[= ](\w+)")
 CLOSE_RE = re.compile(r"\b(?:bd|gh issue)\s+close\s+([^\n;&|>]*)")
-NOISE_TAIL_RE = re.compile(r"\s*(2>&1|2>/dev/null|\|\s*(tail|head)(\s+-n)?\s+-?\d+)\s*")
 # An issue header in a tracker's output: "○ spotter-gqc.4 · Add lifecycle state   [● P2 · OPEN]".
 ISSUE_TITLE_RE = re.compile(
     r"^\W{0,3}\s*([A-Za-z][\w-]*[-.][\w.]+)\s+(?:\[[A-Z]+\]\s+)?·\s+(.+?)(?:\s{2,}\[.*)?$", re.MULTILINE
@@ -135,7 +135,9 @@ MAX_ITEM_CHARS = 300
 MAX_DONE_STATEMENTS = 8
 MAX_DECISIONS = 10
 MAX_ERRORS = 40
-MAX_COMMANDS = 15
+MAX_COMMANDS = 25
+# Shown length of a command: the fidelity check compares the first 160 characters.
+COMMAND_CHARS = 170
 MAX_EARLIER_REQUESTS = 10
 EARLIER_REQUEST_CHARS = 140
 MAX_PREVIOUS_DONE = 30
@@ -218,8 +220,7 @@ def _path_of(args: Any) -> str | None:
 
 
 def _clean_command(command: str) -> str:
-    first = command.strip().splitlines()[0] if command.strip() else ""
-    return NOISE_TAIL_RE.sub(" ", first).strip()
+    return clean_command(command)
 
 
 def _outcome(output: str, is_error: bool) -> tuple[bool, str]:
@@ -619,7 +620,7 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
             what = f"; added {names}" if names else ""
             s.add("done", f"Modified `{a.rel(path)}` ({n} edit{'s' if n != 1 else ''}{what})", 60)
     for cmd in sorted(last_run.values(), key=lambda c: c.index):
-        shown = _one_line(cmd.command, 160)
+        shown = _one_line(cmd.command, COMMAND_CHARS)
         recency = _recency(cmd.index, total_cmds)
         commit = COMMIT_RE.search(cmd.full)
         if cmd.ok and (TEST_RE.search(cmd.command) or commit or TRACKER_RE.search(cmd.command)):
@@ -760,7 +761,7 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
         more = f" (+{len(others) - len(shown)} more)" if len(others) > len(shown) else ""
         s.add(
             "critical",
-            "Other commands run (newest first): " + "; ".join(f"`{_one_line(c, 120)}`" for c in shown) + more,
+            "Other commands run (newest first): " + "; ".join(f"`{_one_line(c, COMMAND_CHARS)}`" for c in shown) + more,
             35,
         )
     return s
@@ -909,7 +910,7 @@ def extractive_turn_prefix(messages: list[Msg], *, budget: int) -> str:
     for c in significant[-25:]:
         message = _commit_message(c.full) if c.ok and COMMIT_RE.search(c.full) else ""
         evidence = f': "{message}"' if message else f": {c.detail}" if c.detail else ""
-        attempted.append(f"- `{_one_line(c.command, 160)}` → {'ok' if c.ok else 'failed'}{evidence}")
+        attempted.append(f"- `{_one_line(c.command, COMMAND_CHARS)}` → {'ok' if c.ok else 'failed'}{evidence}")
     others = [c.command for c in reversed(runs) if c not in significant][:MAX_COMMANDS]
     if others:
         attempted.append("- Other commands run (newest first): " + "; ".join(f"`{_one_line(c, 120)}`" for c in others))
