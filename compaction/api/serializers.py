@@ -165,15 +165,36 @@ class DryRunSerializer(serializers.Serializer):
     dry_run = serializers.BooleanField()
     would_compact = serializers.BooleanField()
     reason = serializers.CharField()
-    tokens_before = serializers.IntegerField()
+    tokens_before = serializers.IntegerField(help_text="Usage now, as the meter and the trigger see it.")
     trigger_tokens = serializers.IntegerField()
     context_window = serializers.IntegerField()
+    messages_in_context = serializers.IntegerField()
+    based_on = serializers.UUIDField(allow_null=True)
+    calibration_offset = serializers.IntegerField(
+        help_text="Tokens only the provider counts (tool definitions, the agent's own system prompt, tokenizer "
+        "drift), from the last usage report; in tokens_before and estimated_tokens_after alike."
+    )
+    strategy = serializers.CharField(required=False)
     first_summarized_seq = serializers.IntegerField(required=False)
     last_summarized_seq = serializers.IntegerField(required=False)
     first_kept_seq = serializers.IntegerField(required=False)
+    split_turn = serializers.BooleanField(required=False)
     messages_summarized = serializers.IntegerField(required=False)
-    tokens_summarized = serializers.IntegerField(required=False)
-    estimated_tokens_after = serializers.IntegerField(required=False)
+    tokens_summarized = serializers.IntegerField(
+        required=False, help_text="What the summarizer reads: the summarized messages as stored."
+    )
+    messages_kept = serializers.IntegerField(required=False)
+    tokens_kept = serializers.IntegerField(
+        required=False, help_text="What stays in context: the kept messages as served (prune overlay applied)."
+    )
+    estimated_summary_tokens = serializers.IntegerField(required=False)
+    prune_before_seq = serializers.IntegerField(required=False)
+    tool_results_pruned = serializers.IntegerField(required=False)
+    estimated_tokens_after = serializers.IntegerField(
+        required=False,
+        help_text="On the scale of tokens_before: system prompt + summary (estimated) + kept messages as served "
+        "+ calibration_offset; what the compaction's tokens_after will show.",
+    )
 
 
 class NotCompactedSerializer(serializers.Serializer):
