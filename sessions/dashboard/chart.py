@@ -17,9 +17,9 @@ from .present import fmt_int, fmt_short
 
 WIDTH = 800
 HEIGHT = 220
-PAD_LEFT = 84  # room for "1.25M" at the phone layout's larger axis text
+PAD_LEFT = 92  # room for "1.25M" at the phone layout's larger axis text
 PAD_RIGHT = 12
-PAD_TOP = 12
+PAD_TOP = 18
 PAD_BOTTOM = 34
 MAX_POINTS = 600
 
