@@ -93,6 +93,9 @@ INTENT_RE = re.compile(
     r"(?i)^(now,? |next,? |then,? |first,? |finally,? )?(let me|let's|i'll|i will|i need to|i'm going to|i am going to|"
     r"we need to|next step|the next step|remaining)\b"
 )
+FUTURE_RE = re.compile(
+    r"(?i)\b(next|then|after that|afterwards|finally|remaining|still need|still needs|later|follow-?up|once .* done)\b"
+)
 NEXT_RE = re.compile(r"(?i)^(now|next|then|after that|finally)\b|\bnext step\b")
 # Narration of waiting and looking around: true at the time, useless to continue from.
 JUNK_INTENT_RE = re.compile(
@@ -123,6 +126,7 @@ CLOSE_RE = re.compile(r"\b(?:bd|gh issue)\s+close\s+([^\n;&|>]*)")
 ISSUE_TITLE_RE = re.compile(
     r"^\W{0,3}\s*([A-Za-z][\w-]*[-.][\w.]+)\s+(?:\[[A-Z]+\]\s+)?·\s+(.+?)(?:\s{2,}\[.*)?$", re.MULTILINE
 )
+ISSUE_DESC_RE = re.compile(r"\nDESCRIPTION\n(.+?)(?:\n\s*\n|$)", re.DOTALL)
 TRACKER_CMD_RE = re.compile(r"\b(bd|gh|glab|jira|linear)\s")
 TASK_NOTE_RE = re.compile(r"<summary>(.*?)</summary>", re.DOTALL)
 FOCUS_STOPWORDS = frozenset(
@@ -131,6 +135,8 @@ FOCUS_STOPWORDS = frozenset(
 )
 
 MAX_ITEM_CHARS = 300
+# An intent followed by more tool calls than this was acted on: not "next" any more.
+STALE_INTENT_TOOL_CALLS = 4
 # Per-section caps (latest kept): a 200-tool-call turn must not become a 200-line summary.
 MAX_DONE_STATEMENTS = 8
 MAX_DECISIONS = 10
@@ -193,6 +199,9 @@ class Analysis:
     interruptions: int = 0
     issue_status: dict[str, str] = field(default_factory=dict)
     issue_titles: dict[str, str] = field(default_factory=dict)
+    issue_descriptions: dict[str, str] = field(default_factory=dict)
+    edits_since_test: list[str] = field(default_factory=list)  # paths edited after the last passing test/build
+    edits_since_commit: list[str] = field(default_factory=list)
     modified: list[str] = field(default_factory=list)
     read: list[str] = field(default_factory=list)
     root: str = ""
@@ -286,6 +295,9 @@ def _commit_message(command: str) -> str:
 
 def _record_edit(a: Analysis, lname: str, path: str, args: dict[str, Any]) -> None:
     a.edits[path] += 1
+    for pending_list in (a.edits_since_test, a.edits_since_commit):
+        if path not in pending_list:
+            pending_list.append(path)
     added = a.edit_added.setdefault(path, [])
     edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
     for edit in edits:
@@ -317,7 +329,7 @@ def analyze(messages: list[Msg]) -> Analysis:
     edit_inputs: dict[str, dict[str, Any]] = {}
     seen_sentences: set[str] = set()
     seen_errors: set[str] = set()
-    last_assistant_texts: list[str] = []
+    last_assistant_texts: list[tuple[str, int]] = []  # (text, tool calls made before it)
 
     for msg in messages:
         if msg.role == "user":
@@ -333,7 +345,7 @@ def analyze(messages: list[Msg]) -> Analysis:
             kind = block.get("type")
             if kind == "text" and msg.role == "assistant":
                 text = text_of(block, "text")
-                last_assistant_texts.append(text)
+                last_assistant_texts.append((text, len(a.last_tools)))
                 a.urls.extend(URL_RE.findall(text))
                 for ident in IDENT_RE.findall(text):
                     a.identifiers[ident.strip()] += 1
@@ -407,15 +419,26 @@ def analyze(messages: list[Msg]) -> Analysis:
                     continue
                 if command is not None:
                     ok, detail = _outcome(output, is_error)
+                    cmd_line = _clean_command(command)
                     a.commands.append(
                         Command(
                             _clean_command(command), command, ok, detail, len(a.commands), _one_line(description, 120)
                         )
                     )
                     if TRACKER_CMD_RE.search(command):
-                        for title_match in ISSUE_TITLE_RE.finditer(output[:20_000]):
+                        head = output[:20_000]
+                        for title_match in ISSUE_TITLE_RE.finditer(head):
                             a.issue_titles.setdefault(title_match.group(1), _one_line(title_match.group(2), 100))
-                    for status_match in STATUS_RE.finditer(_clean_command(command)):
+                            description = ISSUE_DESC_RE.search(head, title_match.end(), title_match.end() + 600)
+                            if description:
+                                a.issue_descriptions.setdefault(
+                                    title_match.group(1), _one_line(description.group(1), 300)
+                                )
+                    if ok and TEST_RE.search(cmd_line):
+                        a.edits_since_test = []
+                    if ok and re.search(r"\bgit commit\b", command):
+                        a.edits_since_commit = []
+                    for status_match in STATUS_RE.finditer(cmd_line):
                         a.issue_status[status_match.group(1)] = status_match.group(2)
                     if ok:
                         for close_match in CLOSE_RE.finditer(_clean_command(command)):
@@ -430,13 +453,17 @@ def analyze(messages: list[Msg]) -> Analysis:
                         if line not in seen_errors:
                             seen_errors.add(line)
                             a.errors.append(line)
-    # Stated next steps come from what the assistant said in the latest turn.
-    for text in last_assistant_texts[-3:]:
+    # What the assistant was doing at the cut: intents stated in the latest turn, and only
+    # in its final stretch — "now add X" followed by a dozen more tool calls is done already.
+    total_tools = len(a.last_tools)
+    for text, tools_before in last_assistant_texts[-3:]:
+        if total_tools - tools_before > STALE_INTENT_TOOL_CALLS:
+            continue
         for sentence in sentences(text):
             if (INTENT_RE.search(sentence) or NEXT_RE.search(sentence)) and 10 <= len(sentence) <= 400:
                 a.last_intents.append(_one_line(sentence))
     if last_assistant_texts:
-        tail = sentences(last_assistant_texts[-1])
+        tail = sentences(last_assistant_texts[-1][0])
         a.last_statement = _one_line(tail[-1]) if tail else ""
     return a
 
@@ -694,7 +721,22 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
     if len(requests) > 1 and classify_user_text(a.requests[-1]) != "chatter":
         # The latest user message starts the final turn: it is what the user waits for.
         s.add("next", f'Answer/handle the latest user request: "{_one_line(requests[-1], 200)}"', 83)
-    plan = [t for t in a.last_intents if not JUNK_INTENT_RE.search(t) and len(t) >= 25]
+    # Work not yet verified or committed, where this range shows the habit of doing so.
+    tests_run = [c for c in a.commands if TEST_RE.search(c.command)]
+    # Name the test command rather than a linter when there is one.
+    tests_run = [c for c in tests_run if re.search(r"\btest", c.command)] or tests_run
+    if a.edits_since_test and tests_run:
+        files = ", ".join(f"`{a.rel(p)}`" for p in a.edits_since_test[:6])
+        s.add(
+            "next",
+            f"Re-run the checks (last: `{_one_line(tests_run[-1].command, 120)}`): edited since the last passing run: {files}",
+            76,
+        )
+    if a.edits_since_commit and any(COMMIT_RE.search(c.full) for c in a.commands):
+        files = ", ".join(f"`{a.rel(p)}`" for p in a.edits_since_commit[:6])
+        s.add("next", f"Commit the changes made after the last commit: {files}", 73)
+    # Stated plans beyond the current action ("then", "after that", "remaining"...).
+    plan = [t for t in a.last_intents if not JUNK_INTENT_RE.search(t) and len(t) >= 25 and FUTURE_RE.search(t)]
     for text in plan[-3:]:
         s.add("next", text, 74)
     # The previous plan still stands only where this range stated none of its own.
@@ -741,6 +783,9 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
     if a.env:
         s.add("critical", "Env/config values used: " + ", ".join(f"`{k}={v}`" for k, v in list(a.env.items())[:10]), 60)
     open_issues = {i: st for i, st in a.issue_status.items() if st != "closed"}
+    for issue in open_issues:
+        if issue in a.issue_descriptions:
+            s.add("critical", f"Open issue `{issue}`: {a.issue_descriptions[issue]}", 74)
     if a.issue_status:
         s.add(
             "critical",
