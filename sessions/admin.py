@@ -9,6 +9,7 @@ from django.utils.html import format_html
 from rest_framework_api_key.admin import APIKeyModelAdmin
 from rest_framework_api_key.models import APIKey
 
+from compaction.core.config import window_errors
 from compaction.models import Compaction
 
 from . import services
@@ -100,24 +101,9 @@ class SessionAdminForm(forms.ModelForm):
 
 
 def _window_errors(session: Session) -> dict[str, str]:
-    """Settings that cannot work with the session's effective window.
-
-    Prefers the API's own cross-field check (sessions.services) when it exposes one, so the
-    admin and the API never disagree; otherwise checks what makes the engine fail.
-    """
-    api_check = getattr(services, "compaction_settings_window_errors", None)
-    if api_check is not None:
-        return dict(api_check(session.compaction_settings or {}, session.context_window))
-    window = session.context_window
-    config = services.session_config(session)
-    errors: dict[str, str] = {}
-    if config.reserve_tokens >= window:
-        errors["reserve_tokens"] = f"must be below the context window ({window:,}), got {config.reserve_tokens:,}"
-    if config.keep_recent_tokens >= window:
-        errors["keep_recent_tokens"] = (
-            f"must be below the context window ({window:,}), got {config.keep_recent_tokens:,}"
-        )
-    return errors
+    """Settings that cannot work with the session's effective window: the API's own check
+    (compaction.core.config.window_errors on the resolved config, as sessions.services uses)."""
+    return window_errors(services.session_config(session))
 
 
 @admin.register(Session)
