@@ -70,6 +70,8 @@ _ACK_RE = re.compile(
     r"done|right|alright|fine|ok,? thanks|ok,? go( ahead)?|ok,? continue|yes,? please|please continue|"
     r"keep going|next)[\s.!,]*(thanks?|please|:\)|!)*[\s.!]*$"
 )
+# "/mode", "/clear": a harness command without arguments, not a request.
+_BARE_SLASH_RE = re.compile(r"^/[\w:-]+$")
 # Corrections: the user telling the agent it went wrong. They bind what follows.
 CORRECTION_RE = re.compile(
     r"(?i)^(no[,.!:]|nope\b|actually\b|wait\b|stop\b|instead\b|that'?s (wrong|not|incorrect)|this is (wrong|not)|"
@@ -78,7 +80,9 @@ CORRECTION_RE = re.compile(
 )
 # A rule or preference inside a message: imperatives the agent must keep obeying.
 INSTRUCTION_RE = re.compile(
-    r"(?i)\b(always|never|must|mustn't|must not|don't|do not|dont|shouldn't|should not|prefer|make sure|ensure|"
+    # "don't"/"do not" as an order, not "I don't understand".
+    r"(?i)(?<!\bi )(?<!\bwe )\b(always|never|must|mustn't|must not|don't|do not|dont|shouldn't|should not|prefer|"
+    r"make sure|ensure|"
     r"avoid|instead of|only use|no need to|not allowed|please use|use only|stick to|from now on|going forward|"
     r"remember to|remember that|keep (the|it|all|every|them|using)|without (changing|touching|breaking)|"
     r"do(n'?t| not) (touch|change|edit|modify|delete|remove|add|use|commit|push))\b"
@@ -151,7 +155,7 @@ def user_texts(msg: Msg) -> list[str]:
 def classify_user_text(text: str) -> str:
     """ "chatter" (ok, thanks), "instruction" (a rule, preference or correction) or "request"."""
     stripped = text.strip()
-    if not stripped or _ACK_RE.match(stripped):
+    if not stripped or _ACK_RE.match(stripped) or _BARE_SLASH_RE.match(stripped):
         return "chatter"
     if CORRECTION_RE.match(stripped):
         return "instruction"
@@ -169,8 +173,27 @@ def instruction_texts(texts: list[str]) -> list[str]:
     wanted = [t for t in texts if classify_user_text(t) != "chatter"]
     if not wanted:
         return []
-    out = [t for i, t in enumerate(wanted) if i in (0, len(wanted) - 1) or classify_user_text(t) == "instruction"]
+    out = [
+        instruction_quote(t) if classify_user_text(t) == "instruction" else t
+        for i, t in enumerate(wanted)
+        if i in (0, len(wanted) - 1) or classify_user_text(t) == "instruction"
+    ]
     return list(dict.fromkeys(out))
+
+
+LONG_INSTRUCTION_CHARS = 300
+
+
+def instruction_quote(text: str) -> str:
+    """What to quote of a rule-bearing message: all of a short one; of a long one (a bug
+    report with a pasted log) the sentences that state rules or corrections."""
+    if len(text) <= LONG_INSTRUCTION_CHARS:
+        return text
+    rules = [s for s in sentences(text) if 8 <= len(s) <= 400 and (INSTRUCTION_RE.search(s) or CORRECTION_RE.match(s))]
+    if not rules:
+        return text
+    quote = " … ".join(dict.fromkeys(rules))
+    return quote if len(quote) <= MAX_INSTRUCTION_CHARS else quote[:MAX_INSTRUCTION_CHARS].rstrip() + "…"
 
 
 _REJECTION_RE = re.compile(
@@ -199,6 +222,28 @@ def is_bash_tool(name: str) -> bool:
 def output_is_program_output(tool_name: str, is_error: bool) -> bool:
     """Whether error-looking lines in this tool's result are real errors (not file text)."""
     return is_error or not tool_name or is_bash_tool(tool_name) or tool_name.lower() in OUTPUT_TOOLS
+
+
+# Commands that look at things: their exit status 1 is an answer ("no match", "differs"),
+# and their output is file content, where "error" is just a word.
+_PROBE_RE = re.compile(
+    r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:grep|rg|ag|ack|find|fd|ls|cat|head|tail|wc|which|type|test|\[|diff|sleep|echo|"
+    r"pwd|file|stat|tree|less|more|sed -n|awk|git (?:status|diff|log|show|ls-files|branch|rev-parse|remote))\b"
+)
+
+
+def is_probe_command(command: str) -> bool:
+    return bool(_PROBE_RE.match(command))
+
+
+def command_error_lines(tool_name: str, command: str | None, output: str, *, is_error: bool) -> list[str]:
+    """Exact error lines of one tool result, shared by the summarizer and the ledger."""
+    if not output_is_program_output(tool_name, is_error) or is_tool_rejection(output):
+        return []
+    if command and is_probe_command(command):
+        # Only real error lines of a failed probe ("No such file or directory"), never its content.
+        return error_lines_of(output, is_error=False) if is_error else []
+    return error_lines_of(output, is_error=is_error)
 
 
 def command_of(block: dict[str, Any]) -> str | None:
@@ -328,10 +373,12 @@ def build_ledger(messages: list[Msg], previous_summary: str | None = None) -> Le
     if previous_summary:
         _add_previous(ledger, previous_summary)
     tool_names: dict[str, str] = {}
+    tool_commands: dict[str, str | None] = {}
     for msg in messages:
         for block in msg.blocks:
             if block.get("type") == "tool_use" and "id" in block:
                 tool_names[block["id"]] = str(block.get("name", ""))
+                tool_commands[block["id"]] = command_of(block)
 
     all_user_texts = [text for msg in messages for text in user_texts(msg)]
     for text in instruction_texts(all_user_texts):
@@ -351,12 +398,12 @@ def build_ledger(messages: list[Msg], previous_summary: str | None = None) -> Le
                 if command:
                     ledger.add("commands", clean_command(command)[:300])
             elif kind == "tool_result":
-                name = tool_names.get(block.get("tool_use_id", ""), "")
-                is_error = bool(block.get("is_error"))
+                use_id = block.get("tool_use_id", "")
                 output = tool_result_text(block.get("content"))
-                if output_is_program_output(name, is_error) and not is_tool_rejection(output):
-                    for line in error_lines_of(output, is_error=is_error):
-                        ledger.add("errors", line)
+                for line in command_error_lines(
+                    tool_names.get(use_id, ""), tool_commands.get(use_id), output, is_error=bool(block.get("is_error"))
+                ):
+                    ledger.add("errors", line)
             elif kind == "text" and msg.role == "assistant":
                 for sentence in sentences(text_of(block, "text")):
                     if DECISION_RE.search(sentence) and 20 <= len(sentence) <= 300:

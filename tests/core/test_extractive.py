@@ -179,7 +179,7 @@ def test_budget_trims_least_important_items_but_never_the_users_instructions():
                 "assistant",
                 [
                     {"type": "text", "text": f"Updated module_{i} and fixed the import order in package_{i}."},
-                    {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": f"ls dir_{i}"}},
+                    {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": f"./build.sh dir_{i}"}},
                 ],
             )
         )
@@ -814,3 +814,58 @@ def test_real_session_split_turn_prefix_names_what_it_began_with():
     request = result.turn_prefix_summary.split("## Attempted So Far")[0]
     assert "interrupted" in request or "notification" in request or 'User: "' in request
     assert "(the user's request precedes this part of the turn)" not in request
+
+
+def test_probe_commands_are_answers_not_failures_and_their_output_is_not_errors():
+    msgs = [
+        _msg(1, "user", "Find where the retry limit is set."),
+        _msg(
+            2,
+            "assistant",
+            [
+                {"type": "tool_use", "id": "g", "name": "Bash", "input": {"command": "grep -n retry_limit src/*.py"}},
+                {"type": "tool_use", "id": "c", "name": "Bash", "input": {"command": "cat CHANGELOG.md"}},
+            ],
+        ),
+        _msg(
+            3,
+            "user",
+            [
+                {"type": "tool_result", "tool_use_id": "g", "is_error": True, "content": "Command exited with code 1"},
+                {"type": "tool_result", "tool_use_id": "c", "content": "- Fixed 400 errors when using the proxy\n"},
+            ],
+        ),
+    ]
+    summary = extractive_summary(msgs)
+    assert "(none)" in summary.split("### Blocked")[1].split("## Key Decisions")[0]
+    assert "Fixed 400 errors" not in summary and "exited with code 1" not in summary
+    assert build_ledger(msgs).items["errors"] == []
+
+
+def test_user_messages_are_classified_as_people_write_them():
+    from compaction.core.ledger import classify_user_text, instruction_quote
+
+    assert classify_user_text("/mode") == "chatter"
+    assert classify_user_text("yeah, do it all") == "request"
+    assert classify_user_text("i don't understand, does it capture the theme at creation time?") == "request"
+    assert classify_user_text("don't modify the theme, look into the footer sources") == "instruction"
+    assert classify_user_text("actually, it's the background color that doesn't change") == "instruction"
+    report = (
+        "my dude, this exploded when i restarted with -r. invalid themes must NEVER explode\n" + "at x (y.ts:1)\n" * 40
+    )
+    assert instruction_quote(report) == "invalid themes must NEVER explode"
+
+
+def test_a_short_reply_is_quoted_with_what_it_answers():
+    msgs = [
+        _msg(1, "user", "Prepare the 0.8.0 release."),
+        _msg(2, "assistant", "The changelog is updated. Should I proceed with committing and tagging?"),
+        _msg(3, "user", "yeah, do it all"),
+    ]
+    summary = extractive_summary(msgs)
+    expected = (
+        'Latest request: yeah, do it all (replying to the assistant: "The changelog is updated. '
+        'Should I proceed with committing and tagging?")'
+    )
+    assert expected in summary
+    assert 'Answer/handle the latest user request: "yeah, do it all"' in summary.split("## Next Steps")[1]

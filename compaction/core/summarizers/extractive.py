@@ -27,16 +27,17 @@ from typing import Any
 from compaction.core.fileops import extract_file_ops
 from compaction.core.ledger import (
     DECISION_RE,
-    INSTRUCTION_RE,
     MAX_INSTRUCTION_CHARS,
     classify_user_text,
     clean_command,
     clean_user_text,
+    command_error_lines,
     command_of,
     error_lines_of,
+    instruction_quote,
+    is_probe_command,
     is_tool_rejection,
     normalize,
-    output_is_program_output,
     parse_summary_sections,
     paths_in,
     sentences,
@@ -103,6 +104,9 @@ JUNK_INTENT_RE = re.compile(
     r"(wait|check|look|read|see|verify|view|examine|inspect|explore|search|find|try|run|re-?run|confirm|"
     r"understand|investigate|review|get|take a look|open|start by|think)\b"
 )
+SPECULATION_RE = re.compile(
+    r"(?i)^(i bet|i think|i guess|i suspect|maybe|perhaps|probably|hmm|wait|it seems|possibly)\b"
+)
 # A decision the assistant stated, with its reason or alternative.
 DECISION_REASON_RE = re.compile(
     r"(?i)\b(because|since|instead of|rather than|so that|decided|decision|going with|go with|opted|chose|"
@@ -135,6 +139,8 @@ FOCUS_STOPWORDS = frozenset(
 )
 
 MAX_ITEM_CHARS = 300
+# A user message this short is read together with the assistant message it answers.
+SHORT_REPLY_CHARS = 60
 # An intent followed by more tool calls than this was acted on: not "next" any more.
 STALE_INTENT_TOOL_CALLS = 4
 # Per-section caps (latest kept): a 200-tool-call turn must not become a 200-line summary.
@@ -199,6 +205,8 @@ class Analysis:
     interruptions: int = 0
     issue_status: dict[str, str] = field(default_factory=dict)
     issue_titles: dict[str, str] = field(default_factory=dict)
+    reply_context: dict[str, str] = field(default_factory=dict)  # short user reply -> what it answered
+    activity_after_latest: int = 0  # assistant texts and tool calls after the latest user message
     issue_descriptions: dict[str, str] = field(default_factory=dict)
     edits_since_test: list[str] = field(default_factory=list)  # paths edited after the last passing test/build
     edits_since_commit: list[str] = field(default_factory=list)
@@ -338,6 +346,11 @@ def analyze(messages: list[Msg]) -> Analysis:
                     a.interruptions += 1
         for text in user_texts(msg):
             a.requests.append(text)
+            # "yes, do it all" means nothing without what it answers.
+            if last_assistant_texts and len(text) <= SHORT_REPLY_CHARS:
+                said = sentences(last_assistant_texts[-1][0])
+                a.reply_context[text] = _one_line(" ".join(said[-2:]).replace("```", " "), 240) if said else ""
+            a.activity_after_latest = 0
             a.user_paths.extend(paths_in(text))
             a.urls.extend(URL_RE.findall(text))
             last_assistant_texts = []  # a new user turn: intents before it are stale
@@ -346,6 +359,7 @@ def analyze(messages: list[Msg]) -> Analysis:
             if kind == "text" and msg.role == "assistant":
                 text = text_of(block, "text")
                 last_assistant_texts.append((text, len(a.last_tools)))
+                a.activity_after_latest += 1
                 a.urls.extend(URL_RE.findall(text))
                 for ident in IDENT_RE.findall(text):
                     a.identifiers[ident.strip()] += 1
@@ -368,9 +382,16 @@ def analyze(messages: list[Msg]) -> Analysis:
                         a.done.append(line)
                     # Decisions only from what the assistant told the user, with a reason or
                     # an alternative; thinking is musing that often reverses itself.
-                    if DECISION_RE.search(sentence) and DECISION_REASON_RE.search(sentence) and len(sentence) >= 30:
+                    if (
+                        DECISION_RE.search(sentence)
+                        and DECISION_REASON_RE.search(sentence)
+                        and len(sentence) >= 30
+                        and not sentence.endswith((":", "?"))
+                        and not SPECULATION_RE.match(sentence)
+                    ):
                         a.decisions.append(line)
             elif kind == "tool_use":
+                a.activity_after_latest += 1
                 name = str(block.get("name", "tool"))
                 args = block.get("input") or {}
                 args = args if isinstance(args, dict) else {}
@@ -419,6 +440,9 @@ def analyze(messages: list[Msg]) -> Analysis:
                     continue
                 if command is not None:
                     ok, detail = _outcome(output, is_error)
+                    if is_probe_command(command):
+                        # A grep without matches "fails" with status 1: an answer, not a failure.
+                        ok, detail = True, ""
                     cmd_line = _clean_command(command)
                     a.commands.append(
                         Command(
@@ -446,13 +470,12 @@ def analyze(messages: list[Msg]) -> Analysis:
                                 if issue.startswith("-") or "=" in issue or '"' in issue:
                                     break  # options follow the ids
                                 a.issue_status[issue] = "closed"
-                if output_is_program_output(name, is_error):
-                    for line in error_lines_of(output, is_error=is_error):
-                        if command is not None:
-                            a.error_source[line] = len(a.commands) - 1
-                        if line not in seen_errors:
-                            seen_errors.add(line)
-                            a.errors.append(line)
+                for line in command_error_lines(name, command, output, is_error=is_error):
+                    if command is not None:
+                        a.error_source[line] = len(a.commands) - 1
+                    if line not in seen_errors:
+                        seen_errors.add(line)
+                        a.errors.append(line)
     # What the assistant was doing at the cut: intents stated in the latest turn, and only
     # in its final stretch — "now add X" followed by a dozen more tool calls is done already.
     total_tools = len(a.last_tools)
@@ -595,8 +618,10 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
     if first and not s.items["goal"]:
         s.add("goal", _one_line(first, 600), 100, protected=True)
     latest = requests[-1] if len(requests) > 1 or (requests and prev_goal) else ""
+    latest_context = a.reply_context.get(latest, "") if latest else ""
+    answering = f' (replying to the assistant: "{latest_context}")' if latest_context else ""
     if latest and normalize(latest) != normalize(first):
-        s.add("goal", f"Latest request: {_one_line(latest, 400)}", 97, protected=True)
+        s.add("goal", f"Latest request: {_one_line(latest, 400)}{answering}", 97, protected=True)
     between = [t for t in requests[1:-1] if classify_user_text(t) == "request"]
     earlier = list(dict.fromkeys(_one_line(t, EARLIER_REQUEST_CHARS) for t in [*prev_earlier, *between]))
     if earlier:
@@ -617,12 +642,8 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
     rules = [t for t in requests if classify_user_text(t) == "instruction"]
     # The first request is quoted when it carries rules; the goal line holds it otherwise.
     for index, text in enumerate(rules):
-        s.add("constraints", f'User: "{_quote(text)}"', 95 + 4 * _recency(index, len(rules)))
-        if len(text) > MAX_INSTRUCTION_CHARS:
-            # The rules inside a long message matter even when its quote is cut.
-            for sentence in sentences(text[MAX_INSTRUCTION_CHARS - 40 :]):
-                if INSTRUCTION_RE.search(sentence) and 12 <= len(sentence) <= 400:
-                    s.add("constraints", f'User: "{_one_line(sentence)}"', 95 + 4 * _recency(index, len(rules)))
+        # A long message (a bug report with a pasted log) is quoted by its rule sentences.
+        s.add("constraints", f'User: "{_quote(instruction_quote(text))}"', 95 + 4 * _recency(index, len(rules)))
 
     # Done: concrete accomplishments with evidence. Commands: last run of each.
     last_run: dict[str, Command] = {}
@@ -718,9 +739,9 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
         names = ", ".join(i.text.split(" failed:")[0] for i in failing[-3:])
         more = f" (+{len(failing) - 3} more, see Blocked)" if len(failing) > 3 else ""
         s.add("next", f"Fix what still fails: {names}{more}", 80)
-    if len(requests) > 1 and classify_user_text(a.requests[-1]) != "chatter":
-        # The latest user message starts the final turn: it is what the user waits for.
-        s.add("next", f'Answer/handle the latest user request: "{_one_line(requests[-1], 200)}"', 83)
+    if len(requests) > 1 and classify_user_text(a.requests[-1]) != "chatter" and not a.activity_after_latest:
+        # The range ends with the user's message: it is what the user waits for.
+        s.add("next", f'Answer/handle the latest user request: "{_one_line(requests[-1], 200)}"{answering}', 83)
     # Work not yet verified or committed, where this range shows the habit of doing so.
     tests_run = [c for c in a.commands if TEST_RE.search(c.command)]
     # Name the test command rather than a linter when there is one.
@@ -747,7 +768,9 @@ def build_sections(analysis: Analysis, *, previous_summary: str | None, instruct
         if not own_plan or item.startswith("Todo: "):
             s.add("next", item, 40)
     if not s.items["next"] and requests:
-        s.add("next", f"Continue with the user's latest request: {_one_line(requests[-1], 200)}", 72)
+        context = a.reply_context.get(requests[-1], "")
+        answering = f' (replying to the assistant: "{context}")' if context else ""
+        s.add("next", f"Continue with the user's latest request: {_one_line(requests[-1], 200)}{answering}", 72)
 
     # Critical context: exact error lines, past events, identifiers, URLs, env values.
     if instructions and instructions.strip():
