@@ -68,7 +68,8 @@ PATH_KEYS = ("file_path", "path", "filePath", "notebook_path", "filename")
 TEST_RE = re.compile(
     r"\b(pytest|mix test|npm (run )?test|yarn test|pnpm test|cargo test|go test|jest|vitest|rspec|"
     r"make test|phpunit|tox|unittest|mix credo|ruff|mypy|eslint|tsc|mix compile|cargo build|npm run build|"
-    r"make|mix ecto\.migrate|mix ash\.codegen|manage\.py (test|migrate|makemigrations)|docker build|go build)\b"
+    r"make|mix ecto\.migrate|mix ash\.codegen|manage\.py (test|migrate|makemigrations)|docker build|go build|go vet|"
+    r"just (test|check|lint|build|ci)|npm run (lint|check|typecheck)|cargo (clippy|check)|bun test|deno test|gradle|mvn)\b"
 )
 COMMIT_RE = re.compile(r"\bgit (commit|push|merge|tag|rebase)\b")
 TRACKER_RE = re.compile(
@@ -115,7 +116,8 @@ DECISION_REASON_RE = re.compile(
 IDENT_RE = re.compile(r"`([^`\n]{2,80})`")
 # Names a new file defines (module, class, function), to say what a written file is.
 DEFINES_RE = re.compile(
-    r"^\s*(?:export\s+)?(?:defmodule|class|def|defp|function|func|fn|interface|struct|trait|impl|type|"
+    r"^\s*(?:(?:pub(?:\([\w:]+\))?|export|default|async|public|private|protected|static|abstract|final)\s+)*"
+    r"(?:defmodule|class|def|defp|function|func|fn|interface|struct|enum|trait|type|"
     r"create table|CREATE TABLE)\s+([\w.:]+)",
     re.MULTILINE,
 )
@@ -315,7 +317,9 @@ def _record_edit(a: Analysis, lname: str, path: str, args: dict[str, Any]) -> No
     if lname in ("write", "write_file", "create_file") or isinstance(args.get("content"), str):
         a.written.add(path)
         content = args.get("content") if isinstance(args.get("content"), str) else ""
-        added.extend(n for n in DEFINES_RE.findall(content[:50_000]) if n not in added)
+        defined = [n for n in DEFINES_RE.findall(content[:50_000]) if n not in added]
+        # What the file offers first; its tests only when that is all it defines.
+        added.extend([n for n in defined if not n.lower().startswith("test")] or defined)
 
 
 def analyze(messages: list[Msg]) -> Analysis:
