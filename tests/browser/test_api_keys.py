@@ -35,7 +35,7 @@ def test_create_copy_reload_and_confirm_revoke(live_server, browser, user):
         page.get_by_role("button", name="Copy").click()
         page.locator("#copy-status").filter(has_text="Copied").wait_for()
         assert page.evaluate("navigator.clipboard.readText()") == secret
-        shot(page, "05-api-key-created")
+        shot(page, "07-api-key-created")
 
         page.reload()
         assert page.locator("#new-key").count() == 0  # shown once

@@ -14,7 +14,16 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def sessions(user):
     busy = make_session(user, title="Port the parser to Rust", agent="claude-code", model="claude-sonnet-4-5")
     add_messages(busy, conversation(40), tokens=4_000)
-    make_compaction(busy, first_kept_seq=21, last_summarized_seq=20, messages_summarized=20)
+    make_compaction(
+        busy,
+        first_kept_seq=21,
+        last_summarized_seq=20,
+        messages_summarized=20,
+        usage={"input_tokens": 48_210, "output_tokens": 1_730, "duration_ms": {"anthropic": 0, "extractive": 4}},
+        fallbacks=[{"strategy": "anthropic", "reason": "no API key configured"}],
+        read_files=[f"src/parser/module_{i:02d}.rs" for i in range(30)],
+        modified_files=["src/parser/lib.rs", "Cargo.toml"],
+    )
     add_messages(busy, conversation(30), tokens=5_500)
     for i, (model, tokens) in enumerate([("gpt-5", 120_000), ("claude-haiku-4-5", 9_000), ("gemini-2.5-pro", 600_000)]):
         s = make_session(user, title=f"Session {i}: refactor module {i}", agent="codex", model=model)
