@@ -98,6 +98,14 @@ def test_initial_prompt_has_format_rules_and_no_previous_summary():
     assert "<read-files>" not in prompt  # file lists are appended by code
 
 
+def test_prompt_asks_for_rules_not_chatter_and_past_rejections_as_history():
+    prompt = build_prompt(messages=_msgs())
+    assert 'not acknowledgements ("ok", "thanks")' in prompt
+    assert "A rejected or interrupted tool call" in prompt and "never as a standing order" in prompt
+    assert "commits with their message" in prompt and "keep only the later" in prompt
+    assert 'not from narration like "let me check"' in prompt
+
+
 def test_update_prompt_merges_the_previous_summary_without_its_file_tags():
     previous = "## Goal\nShip v2\n\n<read-files>\na.py\n</read-files>\n\n<modified-files>\nb.py\n</modified-files>"
     prompt = build_prompt(messages=_msgs(), previous_summary=previous)
