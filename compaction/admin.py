@@ -22,7 +22,7 @@ from .services import STRATEGIES
 # it links to the dashboard timeline instead of rendering thousands of rows at once.
 REVIEW_SOURCE_LIMIT = 300
 # The changelist's session column: enough to recognise a session, short enough for 1280px.
-SESSION_TITLE_CHARS = 40
+SESSION_TITLE_CHARS = 32
 
 
 class ReviewForm(forms.Form):
@@ -63,9 +63,11 @@ class SummaryVersionInline(admin.TabularInline):
 
 @admin.register(Compaction)
 class CompactionAdmin(admin.ModelAdmin):
+    # Narrowest first: at 1280px (admin nav + filters beside it) the review link, strategy,
+    # status, tokens and review status stay in view; creation time and re-run link come last.
     list_display = [
-        "session_short", "reason", "strategy", "status", "tokens", "review_status", "created_at", "rerun_link",
-        "review_link",
+        "session_short", "review_link", "reason", "strategy", "status", "tokens", "review_status", "created_at",
+        "rerun_link",
     ]  # fmt: skip
     list_filter = ["status", "reason", "strategy", "review_status", "created_at"]
     search_fields = ["session__title", "=session__id", "=id", "summary", "instructions"]
@@ -79,7 +81,7 @@ class CompactionAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False
 
-    @admin.display(description="Tokens before → after")
+    @admin.display(description="Tokens")
     def tokens(self, obj: Compaction) -> str:
         if obj.tokens_before is None:
             return "—"

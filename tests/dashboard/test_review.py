@@ -96,7 +96,7 @@ def test_changelist_shortens_long_session_titles(client, user, staff_user):
     make_compaction(session)
     client.force_login(staff_user)
     body = client.get(reverse("admin:compaction_compaction_changelist")).content.decode()
-    assert "Implement the spotter-gqc pipeline with…" in body  # 40 characters shown
+    assert "Implement the spotter-gqc pipel…" in body  # 32 characters shown
     assert 'title="Implement the spotter-gqc pipeline with retries, metrics and a dashboard"' in body
 
 
