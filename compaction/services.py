@@ -235,8 +235,8 @@ def compaction_maybe_auto(*, session: Session, now=None) -> Compaction | None:
         # active compaction (its reply was already stored when the compaction took its
         # snapshot): the figure describes a context no longer served. Judging by it would
         # compact again right after compacting. Our estimate of the served context stands in,
-        # on the provider's scale (+ the calibration offset) like the trigger it is compared to.
-        tokens = int(usage["estimated_tokens"]) + _calibration(usage)
+        # on the provider's scale (fixed + ratio × estimate) like the trigger it is compared to.
+        tokens = _on_provider_scale(usage, int(usage["estimated_tokens"]))
     trigger = config.trigger_tokens
     if tokens <= trigger:
         return None
@@ -267,16 +267,22 @@ def compaction_maybe_auto(*, session: Session, now=None) -> Compaction | None:
 # every token figure the engine compares with the trigger, stores as tokens_before/after or
 # predicts in a dry run is session_usage()["tokens"] — what the provider will see. It is the
 # provider's last report plus estimates since, or, after a (de)activation dropped the report,
-# our estimate of the served context + the session's calibration offset (what only the
-# provider counts: tool definitions, the agent's own system prompt, tokenizer drift). A
-# figure we compute ourselves (served-context estimates, prune savings) is brought onto that
-# scale by adding the same offset, never compared raw; stored (unpruned) message counts are
-# never mixed with served ones.
+# the session's affine calibration of our estimate of the served context, fixed + ratio ×
+# estimate (fixed: what only the provider counts — tool definitions, the agent's own system
+# prompt; ratio: the provider's tokenizer against ours; sessions.services._calibrate). A figure
+# we compute ourselves (served-context estimates, prune savings) is brought onto that scale
+# the same way, never compared raw; stored (unpruned) message counts are never mixed with
+# served ones.
 
 
-def _calibration(usage: dict[str, Any]) -> int:
-    """What session_usage adds to our estimate once no current report covers the context."""
-    return int(usage.get("calibration_offset") or 0)
+def _calibration(usage: dict[str, Any]) -> dict[str, Any] | None:
+    """session_usage()["calibration"]: {fixed, ratio, reports, fitted}, None before any report."""
+    return usage.get("calibration")
+
+
+def _on_provider_scale(usage: dict[str, Any], estimated: int) -> int:
+    """A served-context estimate as session_usage shows it once no current report covers it."""
+    return _session_services().calibrated_tokens(_calibration(usage), estimated)
 
 
 def _tokenizer(session: Session):
@@ -297,12 +303,15 @@ class _Snapshot:
     messages: list[Msg]  # in context, as stored (what is cut and summarized)
     snapshot_seq: int
     estimated_before: int = 0  # our estimate of the served context, uncalibrated
-    calibration: int = 0  # added to an estimate of the served context after (de)activation
+    # session_usage()["calibration"]: maps an estimate of the served context to the provider's
+    # scale after (de)activation (fixed + ratio × estimate); None before any report.
+    calibration: dict[str, Any] | None = None
+    calibration_offset: int = 0  # the last report's additive offset (informational, dry run)
     served_tokens: dict[int, int] = field(default_factory=dict)  # seq → tokens as served now
 
     def on_provider_scale(self, estimated: int) -> int:
         """A served-context estimate as the meter will show it once this overlay is active."""
-        return max(0, estimated + self.calibration)
+        return _session_services().calibrated_tokens(self.calibration, estimated)
 
 
 def _snapshot(session_id, overrides: dict[str, Any] | None) -> _Snapshot:
@@ -324,6 +333,7 @@ def _snapshot(session_id, overrides: dict[str, Any] | None) -> _Snapshot:
         snapshot_seq,
         estimated_before=int(usage["estimated_tokens"]),
         calibration=_calibration(usage),
+        calibration_offset=int(usage.get("calibration_offset") or 0),
         served_tokens=served,
     )
 
@@ -768,8 +778,8 @@ def compaction_dry_run(
     `estimated_tokens_after` is on the same scale as `tokens_before` and as the real run's
     `tokens_after` (session_usage()["tokens"], see the note above _calibration): it is built
     from what will be served — system prompt + the summary message (its size estimated, see
-    _estimate_summary_tokens) + the kept messages as served (prune overlay applied) — plus the
-    session's calibration offset. `tokens_summarized` is what the summarizer reads (messages
+    _estimate_summary_tokens) + the kept messages as served (prune overlay applied) — mapped by
+    the session's calibration (fixed + ratio × estimate). `tokens_summarized` is what the summarizer reads (messages
     as stored); `tokens_kept` is what stays in context (as served).
     """
     from compaction.core.summary_message import render_summary_message
@@ -785,7 +795,8 @@ def compaction_dry_run(
         "context_window": config.context_window,
         "messages_in_context": len(snap.messages),
         "based_on": str(snap.based_on.pk) if snap.based_on else None,
-        "calibration_offset": snap.calibration,
+        "calibration_offset": snap.calibration_offset,
+        "calibration": snap.calibration,
     }
     if strategy == "prune":
         plan = plan_prune(ss.context_messages(snap.session, served=True))
@@ -996,11 +1007,9 @@ def compaction_record_import(
         usage = _session_services().session_usage(session)
         # Right after the agent compacted, its context was the system prompt and the summary
         # (the messages after the boundary came later): on the provider's scale, like tokens_before.
-        tokens_after = max(
-            0,
-            session.system_prompt_tokens
-            + count_content(render_summary_message(summary), _tokenizer(session))
-            + _calibration(usage),
+        tokens_after = _on_provider_scale(
+            usage,
+            session.system_prompt_tokens + count_content(render_summary_message(summary), _tokenizer(session)),
         )
         summarized = Message.objects.filter(session=session, seq__lt=first_kept_seq)
         if based_on and based_on.first_kept_seq:

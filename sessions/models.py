@@ -56,6 +56,10 @@ class Session(models.Model):
     # what Compactor cannot see (tool definitions, the agent's own system prompt) plus tokenizer
     # drift. Kept across compactions so the figure after one is on the provider's scale.
     calibration_offset = models.IntegerField(null=True, blank=True)
+    # Affine calibration, reported ≈ fixed + ratio × estimate (sessions.services._calibrate):
+    # {"model": str, "pairs": [[estimate_at_report, reported], ...] (last 20 non-stale
+    # reports), "fixed": int, "ratio": float, "fitted": bool}. Only written on a usage report.
+    calibration = models.JSONField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -11,10 +11,12 @@ Usage figures (seed 002):
   recomputed when a compaction is (de)activated (`session_recompute_usage`).
 - `tokens` = the hybrid: the last provider-reported prompt size plus estimates of what changed
   after it (`Session.tokens_since_report`, a running counter kept on append, so usage never
-  sums the history). After a (de)activation drops the report, `tokens` = estimate + the
-  calibration offset of the last report (what the provider counts and Compactor cannot see:
-  tool definitions, the agent's own system prompt, tokenizer drift), so figures before and
-  after a compaction are on the same scale. Without any report it is the pure estimate.
+  sums the history), the trailing estimate scaled by the calibrated ratio. After a
+  (de)activation drops the report, `tokens` = fixed + ratio × estimate, the affine calibration
+  fitted on the session's recent reports (`_calibrate`): `fixed` is what the provider counts
+  and Compactor cannot see (tool definitions, the agent's own system prompt), `ratio` the
+  provider tokenizer's count per cl100k token. So figures before and after a compaction are on
+  the same scale. Without any report it is the pure estimate.
   This one figure is what the meter shows and what the auto-compaction trigger compares.
 """
 
@@ -160,10 +162,16 @@ def session_update(
     with transaction.atomic():
         locked = Session.objects.select_for_update().get(pk=session.pk)
         changed: list[str] = []
+        old_model = locked.model
         for name, value in (("title", title), ("agent", agent), ("model", model)):
             if value is not _UNSET:
                 setattr(locked, name, value)
                 changed.append(name)
+        if model is not _UNSET and model != old_model and _is_calibrated(locked):
+            # Another model counts with another tokenizer (and another hidden prompt): the
+            # calibration measured on the old one says nothing about it.
+            _reset_calibration(locked)
+            changed += ["calibration", "calibration_offset"]
         if context_window is not _UNSET:
             locked.context_window_override = context_window
             changed.append("context_window_override")
@@ -403,6 +411,7 @@ COUNTER_FIELDS = (
     "reported_at_seq",
     "tokens_since_report",
     "calibration_offset",
+    "calibration",
     "last_usage",
     "last_activity_at",
     "model",
@@ -520,7 +529,11 @@ def usage_report(
             # Our estimate of the context the provider saw = the served estimate minus what came
             # after the report point; the difference is what only the provider counts.
             locked.tokens_since_report = _served_after(locked, locked.reported_at_seq, target)
-            locked.calibration_offset = prompt_tokens - max(0, locked.context_tokens - locked.tokens_since_report)
+            seen = max(0, locked.context_tokens - locked.tokens_since_report)
+            locked.calibration_offset = prompt_tokens - seen
+            locked.calibration = _calibrate(
+                locked.calibration, estimate=seen, reported=prompt_tokens, model=model or locked.model or ""
+            )
         locked.last_usage = {
             **record,
             "reported_at": now.isoformat(),
@@ -532,6 +545,7 @@ def usage_report(
             "reported_at_seq",
             "tokens_since_report",
             "calibration_offset",
+            "calibration",
             "last_usage",
             "context_tokens",
             "last_activity_at",
@@ -644,24 +658,149 @@ def session_usage(session: Session) -> dict[str, Any]:
         tokens_since_report=session.tokens_since_report,
         calibration_offset=session.calibration_offset,
     )
+    calibration = session_calibration(session)
+    tokens = estimate.tokens
+    if estimate.reported_tokens is not None:
+        # The messages since the report are counted by the provider's tokenizer too: scale our
+        # estimate of them by the calibrated ratio (1 until the reports span enough range).
+        tokens = max(0, estimate.reported_tokens + _scaled(calibration, estimate.trailing_tokens))
+    elif calibration is not None:
+        tokens = calibrated_tokens(calibration, estimate.estimated_tokens)
     tokenizer = session_tokenizer(session)
     window = session.context_window
     config = session_config(session)
     return {
-        "tokens": estimate.tokens,
+        "tokens": tokens,
         "estimated_tokens": estimate.estimated_tokens,
         "reported_tokens": estimate.reported_tokens,
         "reported_at_seq": session.reported_at_seq if estimate.reported_tokens is not None else None,
         "trailing_tokens": estimate.trailing_tokens,
         "calibration_offset": session.calibration_offset,
+        "calibration": calibration,
         "source": estimate.source,
         "tokenizer": tokenizer.name,
         "exact": tokenizer.exact,
         "context_window": window,
-        "usage_ratio": round(estimate.tokens / window, 4) if window else None,
+        "usage_ratio": round(tokens / window, 4) if window else None,
         "trigger_tokens": config.trigger_tokens,
         "auto_compact": config.auto_compact,
     }
+
+
+# --- affine calibration ----------------------------------------------------------------------
+#
+# reported ≈ fixed + ratio × estimate. A single additive offset (reported − estimate) is wrong
+# as soon as the context shrinks: on the real Claude Code sessions the gap grows with size
+# (~31k at the first report, ~67k near 167k) because the provider's tokenizer counts ~25–35%
+# more than cl100k for the same text, on top of the ~26k of tool definitions and system prompt
+# Compactor never sees. After a compaction the additive offset overstated usage by 30–40k.
+#
+# History: the last CALIBRATION_REPORTS non-stale (estimate, reported) pairs in a JSON field,
+# not running least-squares sums over the whole session. A window forgets: the gap is not
+# linear over a whole session (on 8463c716 it jumps by 24k within 7k of estimate early on,
+# when dense JSON entered the context), and a fit over all reports, dominated by those early
+# points, predicted the later half 4% off against 0.4% for the last 20 (tests/api/
+# test_calibration_replay.py). After a compaction the new, small estimates join the window and
+# give it a wide spread. 20 pairs are a few hundred bytes, touched only on a usage report
+# (appends never read them).
+
+CALIBRATION_REPORTS = 20
+# A fit needs reports that span enough of the estimate scale, or the slope is noise.
+MIN_SPREAD_TOKENS = 2_000
+MIN_SPREAD_FRACTION = 0.05  # of the largest estimate in the window
+RATIO_BOUNDS = (0.8, 1.8)
+
+
+def _is_calibrated(session: Session) -> bool:
+    return session.calibration is not None or session.calibration_offset is not None
+
+
+def _reset_calibration(session: Session) -> None:
+    session.calibration = None
+    session.calibration_offset = None
+
+
+def _fit(pairs: list[list[int]]) -> tuple[float, float] | None:
+    """Least squares (fixed, ratio) of reported on estimate, clamped; None without enough spread."""
+    xs = [float(x) for x, _ in pairs]
+    ys = [float(y) for _, y in pairs]
+    n = len(pairs)
+    if n < 2:
+        return None
+    spread = max(xs) - min(xs)
+    if spread < max(MIN_SPREAD_TOKENS, MIN_SPREAD_FRACTION * max(xs)):
+        return None
+    mean_x, mean_y = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mean_x) ** 2 for x in xs)
+    sxy = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
+    low, high = RATIO_BOUNDS
+    ratio = min(high, max(low, sxy / sxx))
+    fixed = mean_y - ratio * mean_x
+    if fixed < 0:
+        # Nothing hidden can be negative: fit through the origin instead (clamped again).
+        ratio = min(high, max(low, sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)))
+        fixed = 0.0
+    return fixed, ratio
+
+
+def _calibrate(previous: dict[str, Any] | None, *, estimate: int, reported: int, model: str) -> dict[str, Any]:
+    """The calibration after a non-stale report of `reported` for a context we estimate at `estimate`.
+
+    A report from another model than the one calibrated starts over (another tokenizer).
+    Too little spread in the window: the last fitted ratio is kept (it changes slowly) and
+    `fixed` re-anchored on this report; without a fitted ratio, ratio 1 and the additive
+    offset of this report (which may be negative when we overestimate).
+    """
+    pairs: list[list[int]] = []
+    if previous and (not model or not previous.get("model") or previous.get("model") == model):
+        pairs = [list(p) for p in previous.get("pairs", [])]
+    pairs = [*pairs, [estimate, reported]][-CALIBRATION_REPORTS:]
+    fit = _fit(pairs)
+    if fit is not None:
+        fixed, ratio, fitted = fit[0], fit[1], True
+    else:
+        ratio = float(previous.get("ratio", 1.0)) if previous and previous.get("fitted") and len(pairs) > 1 else 1.0
+        fixed = reported - ratio * estimate
+        fitted = ratio != 1.0
+        if fitted and fixed < 0:
+            ratio, fixed, fitted = 1.0, float(reported - estimate), False
+    kept_model = model or (previous or {}).get("model") or ""
+    return {"model": kept_model, "pairs": pairs, "fixed": round(fixed), "ratio": round(ratio, 4), "fitted": fitted}
+
+
+def session_calibration(session: Session) -> dict[str, Any] | None:
+    """{fixed, ratio, reports, fitted} of the session's calibration, None before any report.
+
+    Sessions calibrated before the history existed fall back to their additive offset.
+    """
+    cal = session.calibration
+    if cal:
+        return {
+            "fixed": int(cal["fixed"]),
+            "ratio": float(cal["ratio"]),
+            "reports": len(cal.get("pairs", [])),
+            "fitted": bool(cal.get("fitted")),
+        }
+    if session.calibration_offset is not None:
+        return {"fixed": session.calibration_offset, "ratio": 1.0, "reports": 1, "fitted": False}
+    return None
+
+
+def calibrated_tokens(calibration: Mapping[str, Any] | None, estimated: int) -> int:
+    """An estimate of the served context on the provider's scale: fixed + ratio × estimate.
+
+    `calibration` is session_usage()["calibration"]; None (no report yet) leaves the estimate.
+    """
+    if not calibration:
+        return max(0, estimated)
+    return max(0, round(calibration["fixed"] + calibration["ratio"] * estimated))
+
+
+def _scaled(calibration: Mapping[str, Any] | None, estimated: int) -> int:
+    """A change we estimated (messages since the report) in the provider's tokens."""
+    if not calibration:
+        return estimated
+    return round(calibration["ratio"] * estimated)
 
 
 # --- the served context ---------------------------------------------------------------------
