@@ -707,7 +707,7 @@ def session_usage(session: Session) -> dict[str, Any]:
 CALIBRATION_REPORTS = 20
 # A fit needs reports that span enough of the estimate scale, or the slope is noise.
 MIN_SPREAD_TOKENS = 2_000
-MIN_SPREAD_FRACTION = 0.05  # of the largest estimate in the window
+MIN_SPREAD_FRACTION = 0.10  # of the largest estimate in the window
 RATIO_BOUNDS = (0.8, 1.8)
 
 
