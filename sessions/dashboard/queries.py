@@ -7,11 +7,9 @@ from typing import Any
 from uuid import UUID
 
 from django.core.paginator import Page, Paginator
-from django.db.models import BigIntegerField, Case, Exists, OuterRef, Q, QuerySet, Subquery, Sum, Value, When
-from django.db.models.functions import Coalesce
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
-from compaction.core import tokens as core_tokens
 from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Status
 from sessions import services as session_services
 from sessions.models import Message, Session
@@ -56,57 +54,10 @@ def session_usage_view(session: Session) -> Usage:
     )
 
 
-def _with_trailing_tokens(qs: QuerySet[Session]) -> QuerySet[Session]:
-    """Annotate the tokens appended since the provider's last usage report (one subquery in
-    the same SELECT), so list rows show the same hybrid figure as the gauge and the trigger."""
-    since_report = (
-        Message.objects.filter(
-            session=OuterRef("pk"),
-            seq__gt=Coalesce(OuterRef("reported_at_seq"), Value(0), output_field=BigIntegerField()),
-        )
-        .order_by()
-        .values("session")
-        .annotate(total=Sum("token_count"))
-        .values("total")
-    )
-    return qs.annotate(
-        trailing_tokens=Case(
-            When(reported_input_tokens__isnull=True, then=Value(0)),
-            default=Coalesce(Subquery(since_report, output_field=BigIntegerField()), Value(0)),
-            output_field=BigIntegerField(),
-        )
-    )
-
-
-# Sessions that keep the tokens appended since the last report (and the calibration offset) as
-# counters on the row: sessions.services.session_usage then needs no query, so each list row
-# uses it directly and cannot disagree with the gauge.
-_ROW_USAGE_FIELDS = tuple(
-    name for name in ("tokens_since_report", "calibration_offset") if name in {f.name for f in Session._meta.fields}
-)
-
-
 def _cached_usage(session: Session) -> Usage:
-    """A list row's usage: the same hybrid estimate as sessions.services.session_usage, from the
-    cached `context_tokens` and the annotated `trailing_tokens` (no query per row)."""
-    if _ROW_USAGE_FIELDS:
-        usage = session_services.session_usage(session)
-        return Usage(
-            tokens=int(usage["tokens"]),
-            context_window=int(usage["context_window"]),
-            trigger_tokens=int(usage["trigger_tokens"]),
-        )
-    config = session_services.session_config(session)
-    estimate = core_tokens.hybrid_estimate(
-        estimated_tokens=session.context_tokens,
-        reported_prompt_tokens=session.reported_input_tokens,
-        tokens_since_report=getattr(session, "trailing_tokens", 0) or 0,
-    )
-    return Usage(
-        tokens=estimate.tokens,
-        context_window=config.context_window,
-        trigger_tokens=config.trigger_tokens,
-    )
+    """A list row's usage: sessions.services.session_usage itself, which reads only the row
+    (running counters and calibration), so rows and gauge agree at no query per row."""
+    return session_usage_view(session)
 
 
 @dataclass
@@ -127,7 +78,7 @@ def session_list_page(
     rows (one query), then only the page's sessions are loaded in full.
     """
     in_flight = Compaction.objects.filter(session=OuterRef("pk"), status__in=IN_FLIGHT)
-    qs = _with_trailing_tokens(sessions_visible(user=user).annotate(running=Exists(in_flight)))
+    qs = sessions_visible(user=user).annotate(running=Exists(in_flight))
     if q:
         qs = qs.filter(Q(title__icontains=q) | Q(agent__icontains=q))
     if model:
@@ -141,17 +92,9 @@ def session_list_page(
         page_obj = Paginator(ordered, LIST_PAGE_SIZE).get_page(page)
         sessions = list(page_obj.object_list)
     else:
-        slim = qs.only(
-            "id",
-            "model",
-            "context_window_override",
-            "compaction_settings",
-            "context_tokens",
-            "reported_input_tokens",
-            "reported_at_seq",
-            "last_activity_at",
-            *_ROW_USAGE_FIELDS,
-        )
+        # Everything session_usage reads (counters, calibration, settings) but the large texts:
+        # deferring instead of listing keeps this one query when the usage inputs change.
+        slim = qs.defer("system_prompt", "last_usage")
         scored = []
         for session in slim.iterator(chunk_size=2000):
             usage = _cached_usage(session)
@@ -166,7 +109,7 @@ def session_list_page(
         ids = [row[0] for row in page_obj.object_list]
         by_id = {
             s.pk: s
-            for s in _with_trailing_tokens(Session.objects.filter(pk__in=ids))
+            for s in Session.objects.filter(pk__in=ids)
             .select_related("owner", "active_compaction")
             .annotate(running=Exists(in_flight))
         }
