@@ -34,6 +34,7 @@ from django.db import transaction
 from django.db.models import Case, IntegerField, Sum, Value, When
 from django.utils import timezone
 
+from compaction.core import registry
 from compaction.core import tokens as core_tokens
 from compaction.core.config import CompactionConfig, resolve_config, validate_overrides, window_errors
 from compaction.core.prune import prune_content, tool_names
@@ -167,7 +168,7 @@ def session_update(
             if value is not _UNSET:
                 setattr(locked, name, value)
                 changed.append(name)
-        if model is not _UNSET and model != old_model and _is_calibrated(locked):
+        if model is not _UNSET and _model_key(model) != _model_key(old_model) and _is_calibrated(locked):
             # Another model counts with another tokenizer (and another hidden prompt): the
             # calibration measured on the old one says nothing about it.
             _reset_calibration(locked)
@@ -715,6 +716,12 @@ def _is_calibrated(session: Session) -> bool:
     return session.calibration is not None or session.calibration_offset is not None
 
 
+def _model_key(model: str | None) -> str:
+    """The model a calibration belongs to: dated snapshots and routing prefixes of one model
+    ("claude-sonnet-4-5-20250929", "anthropic/claude-sonnet-4-5") count alike."""
+    return registry.lookup(model).name
+
+
 def _reset_calibration(session: Session) -> None:
     session.calibration = None
     session.calibration_offset = None
@@ -751,17 +758,23 @@ def _calibrate(previous: dict[str, Any] | None, *, estimate: int, reported: int,
     `fixed` re-anchored on this report; without a fitted ratio, ratio 1 and the additive
     offset of this report (which may be negative when we overestimate).
     """
+    model = _model_key(model)
     pairs: list[list[int]] = []
     if previous and (not model or not previous.get("model") or previous.get("model") == model):
         pairs = [list(p) for p in previous.get("pairs", [])]
+    else:
+        previous = None  # another model: its fitted ratio does not carry over either
     pairs = [*pairs, [estimate, reported]][-CALIBRATION_REPORTS:]
     fit = _fit(pairs)
     if fit is not None:
         fixed, ratio, fitted = fit[0], fit[1], True
     else:
-        ratio = float(previous.get("ratio", 1.0)) if previous and previous.get("fitted") and len(pairs) > 1 else 1.0
+        # Deliberately not back to ratio 1 once a ratio was fitted: near the trigger the reports
+        # come densely (one per call) and 20 of them can span < 10%; the additive offset would
+        # bring back the 30–40k overstatement exactly when a compaction is due.
+        fitted = bool(previous and previous.get("fitted") and len(pairs) > 1)
+        ratio = float(previous["ratio"]) if previous and fitted else 1.0
         fixed = reported - ratio * estimate
-        fitted = ratio != 1.0
         if fitted and fixed < 0:
             ratio, fixed, fitted = 1.0, float(reported - estimate), False
     kept_model = model or (previous or {}).get("model") or ""

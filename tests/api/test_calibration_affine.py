@@ -160,6 +160,9 @@ def test_calibration_survives_compaction_and_undo_but_not_a_change_of_model(api,
     assert undone["calibration"] == cal and undone["source"] == "estimate+calibration"
     assert abs(undone["tokens"] - provider(undone["estimated_tokens"])) <= 3
 
+    # Naming the same model differently keeps it; another model (another tokenizer) resets it.
+    response = api.patch(url(calibrated), {"model": "anthropic/claude-sonnet-4-5-20250929"}, format="json")
+    assert response.status_code == 200 and response.json()["usage"]["calibration"] == cal
     response = api.patch(url(calibrated), {"model": "gpt-4.1"}, format="json")
     assert response.status_code == 200, response.json()
     usage = response.json()["usage"]
@@ -168,8 +171,9 @@ def test_calibration_survives_compaction_and_undo_but_not_a_change_of_model(api,
 
 
 def test_a_report_from_another_model_restarts_the_history(api, calibrated):
-    usage = report(api, calibrated, provider(calibrated.context_tokens), model="claude-sonnet-4-5")
-    assert usage["calibration"]["reports"] == 9
+    # The API names the dated snapshot of the session's model: the same model, the same history.
+    usage = report(api, calibrated, provider(calibrated.context_tokens), model="claude-sonnet-4-5-20250929")
+    assert usage["calibration"]["reports"] == 9 and usage["calibration"]["fitted"]
     usage = report(api, calibrated, calibrated.context_tokens + 5_000, model="claude-opus-4-1")
     assert usage["calibration"] == {"fixed": 5_000, "ratio": 1.0, "reports": 1, "fitted": False}
 
