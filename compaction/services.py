@@ -29,6 +29,7 @@ from django.db import IntegrityError, InterfaceError, OperationalError, transact
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
+from compaction.core.calibration import calibrated_tokens
 from compaction.core.config import CompactionConfig
 from compaction.core.prune import plan_prune
 from compaction.core.tokens import count_text
@@ -269,7 +270,7 @@ def compaction_maybe_auto(*, session: Session, now=None) -> Compaction | None:
 # provider's last report plus estimates since, or, after a (de)activation dropped the report,
 # the session's affine calibration of our estimate of the served context, fixed + ratio ×
 # estimate (fixed: what only the provider counts — tool definitions, the agent's own system
-# prompt; ratio: the provider's tokenizer against ours; sessions.services._calibrate). A figure
+# prompt; ratio: the provider's tokenizer against ours; compaction.core.calibration). A figure
 # we compute ourselves (served-context estimates, prune savings) is brought onto that scale
 # the same way, never compared raw; stored (unpruned) message counts are never mixed with
 # served ones.
@@ -282,7 +283,7 @@ def _calibration(usage: dict[str, Any]) -> dict[str, Any] | None:
 
 def _on_provider_scale(usage: dict[str, Any], estimated: int) -> int:
     """A served-context estimate as session_usage shows it once no current report covers it."""
-    return _session_services().calibrated_tokens(_calibration(usage), estimated)
+    return calibrated_tokens(_calibration(usage), estimated)
 
 
 def _tokenizer(session: Session):
@@ -311,7 +312,7 @@ class _Snapshot:
 
     def on_provider_scale(self, estimated: int) -> int:
         """A served-context estimate as the meter will show it once this overlay is active."""
-        return _session_services().calibrated_tokens(self.calibration, estimated)
+        return calibrated_tokens(self.calibration, estimated)
 
 
 def _snapshot(session_id, overrides: dict[str, Any] | None) -> _Snapshot:

@@ -13,7 +13,7 @@ Usage figures (seed 002):
   after it (`Session.tokens_since_report`, a running counter kept on append, so usage never
   sums the history), the trailing estimate scaled by the calibrated ratio. After a
   (de)activation drops the report, `tokens` = fixed + ratio × estimate, the affine calibration
-  fitted on the session's recent reports (`_calibrate`): `fixed` is what the provider counts
+  fitted on the session's recent reports (`compaction.core.calibration`): `fixed` is what the provider counts
   and Compactor cannot see (tool definitions, the agent's own system prompt), `ratio` the
   provider tokenizer's count per cl100k token. So figures before and after a compaction are on
   the same scale. Without any report it is the pure estimate.
@@ -34,7 +34,7 @@ from django.db import transaction
 from django.db.models import Case, IntegerField, Sum, Value, When
 from django.utils import timezone
 
-from compaction.core import registry
+from compaction.core import calibration, registry
 from compaction.core import tokens as core_tokens
 from compaction.core.config import CompactionConfig, resolve_config, validate_overrides, window_errors
 from compaction.core.prune import prune_content, tool_names
@@ -532,8 +532,8 @@ def usage_report(
             locked.tokens_since_report = _served_after(locked, locked.reported_at_seq, target)
             seen = max(0, locked.context_tokens - locked.tokens_since_report)
             locked.calibration_offset = prompt_tokens - seen
-            locked.calibration = _calibrate(
-                locked.calibration, estimate=seen, reported=prompt_tokens, model=model or locked.model or ""
+            locked.calibration = calibration.update(
+                locked.calibration, estimate=seen, reported=prompt_tokens, model=_model_key(model or locked.model)
             )
         locked.last_usage = {
             **record,
@@ -653,20 +653,14 @@ def session_usage(session: Session) -> dict[str, Any]:
 
     Reads only the session row (no query), so listing sessions costs no query per session.
     """
-    estimate = core_tokens.hybrid_estimate(
+    cal = session_calibration(session)
+    estimate = calibration.usage_estimate(
         estimated_tokens=session.context_tokens,
         reported_prompt_tokens=session.reported_input_tokens,
         tokens_since_report=session.tokens_since_report,
-        calibration_offset=session.calibration_offset,
+        calibration=cal,
     )
-    calibration = session_calibration(session)
     tokens = estimate.tokens
-    if estimate.reported_tokens is not None:
-        # The messages since the report are counted by the provider's tokenizer too: scale our
-        # estimate of them by the calibrated ratio (1 until the reports span enough range).
-        tokens = max(0, estimate.reported_tokens + _scaled(calibration, estimate.trailing_tokens))
-    elif calibration is not None:
-        tokens = calibrated_tokens(calibration, estimate.estimated_tokens)
     tokenizer = session_tokenizer(session)
     window = session.context_window
     config = session_config(session)
@@ -677,7 +671,7 @@ def session_usage(session: Session) -> dict[str, Any]:
         "reported_at_seq": session.reported_at_seq if estimate.reported_tokens is not None else None,
         "trailing_tokens": estimate.trailing_tokens,
         "calibration_offset": session.calibration_offset,
-        "calibration": calibration,
+        "calibration": cal,
         "source": estimate.source,
         "tokenizer": tokenizer.name,
         "exact": tokenizer.exact,
@@ -688,28 +682,7 @@ def session_usage(session: Session) -> dict[str, Any]:
     }
 
 
-# --- affine calibration ----------------------------------------------------------------------
-#
-# reported ≈ fixed + ratio × estimate. A single additive offset (reported − estimate) is wrong
-# as soon as the context shrinks: on the real Claude Code sessions the gap grows with size
-# (~31k at the first report, ~67k near 167k) because the provider's tokenizer counts ~25–35%
-# more than cl100k for the same text, on top of the ~26k of tool definitions and system prompt
-# Compactor never sees. After a compaction the additive offset overstated usage by 30–40k.
-#
-# History: the last CALIBRATION_REPORTS non-stale (estimate, reported) pairs in a JSON field,
-# not running least-squares sums over the whole session. A window forgets: the gap is not
-# linear over a whole session (on 8463c716 it jumps by 24k within 7k of estimate early on,
-# when dense JSON entered the context), and a fit over all reports, dominated by those early
-# points, predicted the later half 4% off against 0.4% for the last 20 (tests/api/
-# test_calibration_replay.py). After a compaction the new, small estimates join the window and
-# give it a wide spread. 20 pairs are a few hundred bytes, touched only on a usage report
-# (appends never read them).
-
-CALIBRATION_REPORTS = 20
-# A fit needs reports that span enough of the estimate scale, or the slope is noise.
-MIN_SPREAD_TOKENS = 2_000
-MIN_SPREAD_FRACTION = 0.10  # of the largest estimate in the window
-RATIO_BOUNDS = (0.8, 1.8)
+# --- affine calibration (the math is in compaction.core.calibration) -----------------
 
 
 def _is_calibrated(session: Session) -> bool:
@@ -725,60 +698,6 @@ def _model_key(model: str | None) -> str:
 def _reset_calibration(session: Session) -> None:
     session.calibration = None
     session.calibration_offset = None
-
-
-def _fit(pairs: list[list[int]]) -> tuple[float, float] | None:
-    """Least squares (fixed, ratio) of reported on estimate, clamped; None without enough spread."""
-    xs = [float(x) for x, _ in pairs]
-    ys = [float(y) for _, y in pairs]
-    n = len(pairs)
-    if n < 2:
-        return None
-    spread = max(xs) - min(xs)
-    if spread < max(MIN_SPREAD_TOKENS, MIN_SPREAD_FRACTION * max(xs)):
-        return None
-    mean_x, mean_y = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mean_x) ** 2 for x in xs)
-    sxy = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
-    low, high = RATIO_BOUNDS
-    ratio = min(high, max(low, sxy / sxx))
-    fixed = mean_y - ratio * mean_x
-    if fixed < 0:
-        # Nothing hidden can be negative: fit through the origin instead (clamped again).
-        ratio = min(high, max(low, sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)))
-        fixed = 0.0
-    return fixed, ratio
-
-
-def _calibrate(previous: dict[str, Any] | None, *, estimate: int, reported: int, model: str) -> dict[str, Any]:
-    """The calibration after a non-stale report of `reported` for a context we estimate at `estimate`.
-
-    A report from another model than the one calibrated starts over (another tokenizer).
-    Too little spread in the window: the last fitted ratio is kept (it changes slowly) and
-    `fixed` re-anchored on this report; without a fitted ratio, ratio 1 and the additive
-    offset of this report (which may be negative when we overestimate).
-    """
-    model = _model_key(model)
-    pairs: list[list[int]] = []
-    if previous and (not model or not previous.get("model") or previous.get("model") == model):
-        pairs = [list(p) for p in previous.get("pairs", [])]
-    else:
-        previous = None  # another model: its fitted ratio does not carry over either
-    pairs = [*pairs, [estimate, reported]][-CALIBRATION_REPORTS:]
-    fit = _fit(pairs)
-    if fit is not None:
-        fixed, ratio, fitted = fit[0], fit[1], True
-    else:
-        # Deliberately not back to ratio 1 once a ratio was fitted: near the trigger the reports
-        # come densely (one per call) and 20 of them can span < 10%; the additive offset would
-        # bring back the 30–40k overstatement exactly when a compaction is due.
-        fitted = bool(previous and previous.get("fitted") and len(pairs) > 1)
-        ratio = float(previous["ratio"]) if previous and fitted else 1.0
-        fixed = reported - ratio * estimate
-        if fitted and fixed < 0:
-            ratio, fixed, fitted = 1.0, float(reported - estimate), False
-    kept_model = model or (previous or {}).get("model") or ""
-    return {"model": kept_model, "pairs": pairs, "fixed": round(fixed), "ratio": round(ratio, 4), "fitted": fitted}
 
 
 def session_calibration(session: Session) -> dict[str, Any] | None:
@@ -797,23 +716,6 @@ def session_calibration(session: Session) -> dict[str, Any] | None:
     if session.calibration_offset is not None:
         return {"fixed": session.calibration_offset, "ratio": 1.0, "reports": 1, "fitted": False}
     return None
-
-
-def calibrated_tokens(calibration: Mapping[str, Any] | None, estimated: int) -> int:
-    """An estimate of the served context on the provider's scale: fixed + ratio × estimate.
-
-    `calibration` is session_usage()["calibration"]; None (no report yet) leaves the estimate.
-    """
-    if not calibration:
-        return max(0, estimated)
-    return max(0, round(calibration["fixed"] + calibration["ratio"] * estimated))
-
-
-def _scaled(calibration: Mapping[str, Any] | None, estimated: int) -> int:
-    """A change we estimated (messages since the report) in the provider's tokens."""
-    if not calibration:
-        return estimated
-    return round(calibration["ratio"] * estimated)
 
 
 # --- the served context ---------------------------------------------------------------------

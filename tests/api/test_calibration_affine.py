@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from compaction import services as engine
+from compaction.core import calibration
 from sessions import services
 from sessions.models import Session
 
@@ -139,7 +140,7 @@ def test_without_spread_a_fitted_ratio_is_kept_and_fixed_reanchored(api, calibra
     ],
 )
 def test_the_fit_is_clamped_to_sane_bounds(pairs, expected):
-    fit = services._fit(pairs)
+    fit = calibration.fit(pairs)
     if expected is None:
         assert fit is None
         return

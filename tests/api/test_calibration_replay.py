@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from compaction import services as engine
+from compaction.core.calibration import calibrated_tokens
 from compaction.core.summary_message import render_summary_message
 from compaction.core.tokens import count_content
 from compaction.core.transcripts.claude_code import read_claude_code
@@ -100,14 +101,14 @@ def test_the_affine_calibration_predicts_held_out_reports(user, name):
     half = len(m.pairs) // 2
     cal, offset = m.calibrations[half - 1], m.offsets[half - 1]
     held_out = m.pairs[half:]
-    affine = mape(lambda x: services.calibrated_tokens(cal, x), held_out)
+    affine = mape(lambda x: calibrated_tokens(cal, x), held_out)
     additive = mape(lambda x: x + offset, held_out)
 
     final, final_offset = m.calibrations[-1], m.offsets[-1]
-    post_affine = mape(lambda x: services.calibrated_tokens(final, x), m.post)
+    post_affine = mape(lambda x: calibrated_tokens(final, x), m.post)
     post_additive = mape(lambda x: x + final_offset, m.post)
     first = m.post[:10]  # right after the compaction, where the meter is read
-    first_affine = mape(lambda x: services.calibrated_tokens(final, x), first)
+    first_affine = mape(lambda x: calibrated_tokens(final, x), first)
     first_additive = mape(lambda x: x + final_offset, first)
     print(
         f"\n{name[:8]}: {len(m.pairs)} reports; at half {cal}, offset {offset:,}: held-out MAPE affine "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from compaction import services
+from compaction.core.calibration import calibrated_tokens
 from compaction.models import Compaction, Status
 from tests.services import TRANSCRIPTS as SHARED_TRANSCRIPTS
 
@@ -192,6 +193,6 @@ def test_dry_run_estimate_matches_the_real_run_after_an_auto_prune(user, name):
     # Both on the provider's scale: the same calibration (fixed + ratio × estimate) maps both ...
     assert preview["calibration"] == cal and cal["fitted"]
     served = session_services.context_build(session=session)["estimated_tokens"]
-    assert real == session_services.calibrated_tokens(cal, served)
+    assert real == calibrated_tokens(cal, served)
     # ... and the part we estimate ourselves (system + summary + kept as served) is close too.
     assert abs(estimate - real) <= DRY_RUN_TOLERANCE * (real - cal["fixed"]), (estimate, real, cal)

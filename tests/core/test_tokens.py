@@ -11,6 +11,7 @@ import pytest
 import tiktoken
 
 from compaction.core import tokens
+from compaction.core.calibration import usage_estimate
 from compaction.core.tokens import (
     BLOCK_OVERHEAD,
     DOCUMENT_OVERHEAD,
@@ -25,7 +26,6 @@ from compaction.core.tokens import (
     count_text,
     encoding_for_model,
     get_tokenizer,
-    hybrid_estimate,
     tokenizer_for_model,
 )
 
@@ -210,10 +210,10 @@ def test_o200k_is_used_only_when_already_cached(monkeypatch, tmp_path):
     assert tokenizer.name == "cl100k_base"  # fell back; never downloaded
 
 
-def test_hybrid_estimate_without_and_with_a_report():
-    plain = hybrid_estimate(estimated_tokens=1000, reported_prompt_tokens=None, tokens_since_report=50)
+def test_usage_estimate_without_and_with_a_report():
+    plain = usage_estimate(estimated_tokens=1000, reported_prompt_tokens=None, tokens_since_report=50)
     assert (plain.tokens, plain.source, plain.reported_tokens) == (1000, "estimate", None)
-    hybrid = hybrid_estimate(estimated_tokens=1000, reported_prompt_tokens=4200, tokens_since_report=50)
+    hybrid = usage_estimate(estimated_tokens=1000, reported_prompt_tokens=4200, tokens_since_report=50)
     assert (hybrid.tokens, hybrid.source, hybrid.reported_tokens, hybrid.trailing_tokens) == (
         4250,
         "provider+estimate",
@@ -221,13 +221,27 @@ def test_hybrid_estimate_without_and_with_a_report():
         50,
     )
     assert hybrid.estimated_tokens == 1000
-    # No current report, but a calibration from the last one: estimate + offset.
-    calibrated = hybrid_estimate(
-        estimated_tokens=1000, reported_prompt_tokens=None, tokens_since_report=0, calibration_offset=26_000
+    # The trailing estimate is scaled by the calibrated ratio (the provider counts it too).
+    scaled = usage_estimate(
+        estimated_tokens=1000,
+        reported_prompt_tokens=4200,
+        tokens_since_report=100,
+        calibration={"fixed": 3000, "ratio": 1.25},
+    )
+    assert scaled.tokens == 4325
+    # No current report, but a calibration from the last ones: fixed + ratio × estimate.
+    calibrated = usage_estimate(
+        estimated_tokens=1000,
+        reported_prompt_tokens=None,
+        tokens_since_report=0,
+        calibration={"fixed": 26_000, "ratio": 1.0},
     )
     assert (calibrated.tokens, calibrated.source, calibrated.reported_tokens) == (27_000, "estimate+calibration", None)
-    below = hybrid_estimate(
-        estimated_tokens=1000, reported_prompt_tokens=None, tokens_since_report=0, calibration_offset=-5000
+    below = usage_estimate(
+        estimated_tokens=1000,
+        reported_prompt_tokens=None,
+        tokens_since_report=0,
+        calibration={"fixed": -5000, "ratio": 1.0},
     )
     assert below.tokens == 0
 
@@ -235,7 +249,7 @@ def test_hybrid_estimate_without_and_with_a_report():
 def test_core_modules_do_not_import_django():
     code = (
         "import sys\n"
-        "import compaction.core.tokens, compaction.core.prune, compaction.core.config, compaction.core.registry\n"
+        "import compaction.core.tokens, compaction.core.calibration, compaction.core.prune, compaction.core.config, compaction.core.registry\n"
         "assert not any(m == 'django' or m.startswith('django.') for m in sys.modules), 'django imported'\n"
     )
     done = subprocess.run(
