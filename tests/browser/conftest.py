@@ -34,6 +34,12 @@ def browser(monkeypatch):
             yield instance
         finally:
             instance.close()
+            # While Playwright's loop runs, asgiref sees another context, so the test's ORM calls
+            # opened connections of their own; close them here, or PostgreSQL refuses to drop
+            # the test database at the end ("being accessed by other users").
+            from django.db import connections
+
+            connections.close_all()
 
 
 @pytest.fixture
