@@ -287,12 +287,8 @@ def _on_provider_scale(usage: dict[str, Any], estimated: int) -> int:
 
 
 def _tokenizer(session: Session):
-    ss = _session_services()
-    if hasattr(ss, "session_tokenizer"):  # per-model tokenizer: count like the meter does
-        return ss.session_tokenizer(session)
-    from compaction.core.tokens import get_tokenizer
-
-    return get_tokenizer()
+    # The session's per-model tokenizer: count like the meter does.
+    return _session_services().session_tokenizer(session)
 
 
 @dataclass
@@ -1120,6 +1116,18 @@ def _reported_prompt_tokens(usage: dict[str, Any] | None) -> int | None:
     )
 
 
+def usage_report_recorded(*, session: Session, usage: dict[str, Any], message_seq: int):
+    """Report a transcript's recorded provider usage for the assistant message at `message_seq`."""
+    return _session_services().usage_report(
+        session=session,
+        input_tokens=int(usage.get("input_tokens") or 0),
+        output_tokens=int(usage.get("output_tokens") or 0),
+        cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
+        cache_creation_input_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+        message_seq=message_seq,
+    )
+
+
 def transcript_replay(
     *, session: Session, messages: list[dict[str, Any]], run_inline: bool = False, on_step=None
 ) -> ReplayResult:
@@ -1151,15 +1159,7 @@ def transcript_replay(
         if message["role"] == "assistant" and not compacted:
             reported = _reported_prompt_tokens(message.get("usage"))
             if reported is not None:
-                usage = message["usage"]
-                report = ss.usage_report(
-                    session=session,
-                    input_tokens=int(usage.get("input_tokens") or 0),
-                    output_tokens=int(usage.get("output_tokens") or 0),
-                    cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
-                    cache_creation_input_tokens=int(usage.get("cache_creation_input_tokens") or 0),
-                    message_seq=seq,
-                )
+                report = usage_report_recorded(session=session, usage=message["usage"], message_seq=seq)
                 result.reports += 1
                 job = report.compaction or job
         if run_inline:

@@ -138,14 +138,7 @@ class Command(BaseCommand):
             last = [(seq, usage) for seq, usage in reports if limit_seq is None or seq < limit_seq]
             if last and last[-1][0] not in reported:
                 seq, usage = last[-1]
-                session_services.usage_report(
-                    session=session,
-                    input_tokens=int(usage.get("input_tokens") or 0),
-                    output_tokens=int(usage.get("output_tokens") or 0),
-                    cache_read_input_tokens=int(usage.get("cache_read_input_tokens") or 0),
-                    cache_creation_input_tokens=int(usage.get("cache_creation_input_tokens") or 0),
-                    message_seq=seq,
-                )
+                services.usage_report_recorded(session=session, usage=usage, message_seq=seq)
                 reported.add(seq)
 
         imported = 0
