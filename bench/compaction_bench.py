@@ -153,9 +153,9 @@ def main() -> int:
 
 def _usage_scale(usage: dict, result) -> str:
     """The meter's figure and what it is made of: every before/after above is on this scale."""
-    offset = usage.get("calibration_offset")
+    cal = usage.get("calibration")
     parts = f"{usage['tokens']:,} tokens now ({usage['source']}: estimate {usage['estimated_tokens']:,}"
-    parts += f", calibration offset {offset:,})" if offset is not None else ")"
+    parts += f"; calibration {cal['fixed']:,} + {cal['ratio']} × estimate, {cal['reports']} reports)" if cal else ")"
     return f"{parts}; peak {result.peak_usage:,}; trigger {usage['trigger_tokens']:,}"
 
 
