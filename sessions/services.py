@@ -23,6 +23,8 @@ Usage figures (seed 002):
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,7 +39,7 @@ from django.utils import timezone
 from compaction.core import calibration, registry
 from compaction.core import tokens as core_tokens
 from compaction.core.config import CompactionConfig, resolve_config, validate_overrides, window_errors
-from compaction.core.prune import prune_content, tool_names
+from compaction.core.prune import prune_served, tool_names
 from compaction.core.summary_message import render_summary_message
 from compaction.core.types import Msg
 
@@ -744,11 +746,43 @@ class ContextView:
         return self.system_tokens + self.summary_tokens + sum(m.tokens for m in self.messages)
 
 
+class _LRU:
+    """A small bounded mapping, least recently used out first (process-local, thread-safe)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.data: OrderedDict[Any, Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        with self.lock:
+            value = self.data.get(key)
+            if value is not None:
+                self.data.move_to_end(key)
+            return value
+
+    def put(self, key: Any, value: Any) -> None:
+        with self.lock:
+            self.data[key] = value
+            self.data.move_to_end(key)
+            if len(self.data) > self.size:
+                self.data.popitem(last=False)
+
+
+# Output token counts of pruned messages with several tool results, by (session, seq,
+# tokenizer): stored messages are never rewritten, so a count never goes stale. A single
+# result's count is derived from the stored message count and needs no entry.
+_PRUNE_OUTPUTS = _LRU(100_000)
+
+
 def _context_view(session: Session) -> ContextView:
+    """The served context, without re-tokenizing it: stored counts are used as they are, a pruned
+    message's count is derived from its stored count (`prune_served`), the summary message's
+    count is cached by its text. Only a max_tokens reply with hidden tool calls is recounted."""
     tokenizer = session_tokenizer(session)
     active = session.active_compaction
     first_kept = (active.first_kept_seq if active else None) or 1
-    prune_before = active.prune_before_seq if active else None
+    prune_before = (active.prune_before_seq if active else None) or 0
     summary_text = None
     if active and active.summary.strip():
         summary_text = render_summary_message(active.summary, active.turn_prefix_summary or "")
@@ -757,29 +791,47 @@ def _context_view(session: Session) -> ContextView:
         .order_by("seq")
         .values_list("seq", "role", "content", "token_count", "provider_usage")
     )
-    msgs = [Msg(seq, role, content, tokens) for seq, role, content, tokens, _ in rows]
-    names = tool_names(msgs)
-    answered = {tid for m in msgs if m.role == "user" for tid in m.tool_result_ids}
+    names: dict[str, str] = {}
     if prune_before:
-        missing = {tid for m in msgs if m.seq < prune_before for tid in m.tool_result_ids} - names.keys()
+        # Tool names of the results below the boundary (their uses are before them, maybe before the cut).
+        below = [Msg(seq, role, content, tokens) for seq, role, content, tokens, _ in rows if seq < prune_before]
+        names = tool_names(below)
+        missing = {tid for m in below if m.role == "user" for tid in m.tool_result_ids} - names.keys()
         if missing:
             names.update(
                 ToolCall.objects.filter(session=session, tool_use_id__in=missing).values_list("tool_use_id", "name")
             )
+    # Stored counts are the current tokenizer's unless the session switched tokenizers since.
+    stored_exact = core_tokens.single_tokenizer()
+    answered: set[str] | None = None
     served: list[ServedMessage] = []
     for seq, role, content, stored_tokens, usage in rows:
-        out = content
-        if prune_before and seq < prune_before and role == "user" and isinstance(content, list):
-            out = prune_content(content, tool_names=names, tokenizer=tokenizer)
+        out, tokens, changed = content, stored_tokens, False
+        if seq < prune_before and role == "user" and isinstance(content, list):
+            key = (session.pk, seq, tokenizer.name)
+            pruned = prune_served(
+                content,
+                stored_tokens=stored_tokens if stored_exact else None,
+                tool_names=names,
+                tokenizer=tokenizer,
+                known_outputs=_PRUNE_OUTPUTS.get(key) if stored_exact else None,
+            )
+            out, tokens, changed = pruned.content, pruned.tokens, pruned.changed
+            if stored_exact and len(pruned.outputs) > 1:
+                _PRUNE_OUTPUTS.put(key, pruned.outputs)
         elif role == "assistant" and _is_max_tokens(usage) and isinstance(content, list):
-            out, _ = truncated_content(content, answered)
-        changed = out != content
+            if answered is None:
+                answered = {tid for _, r, c, _, _ in rows if r == "user" for tid in _tool_result_ids(c)}
+            out, hidden = truncated_content(content, answered)
+            changed = bool(hidden)  # only then is the reply served differently
+            if changed:
+                tokens = core_tokens.count_content(out, tokenizer)
         served.append(
             ServedMessage(
                 seq=seq,
                 role=role,
                 content=out,
-                tokens=core_tokens.count_content(out, tokenizer) if changed else stored_tokens,
+                tokens=tokens if changed else stored_tokens,
                 stored_tokens=stored_tokens,
                 pruned=changed and role == "user",
             )
@@ -788,9 +840,15 @@ def _context_view(session: Session) -> ContextView:
         system=session.system_prompt,
         system_tokens=session.system_prompt_tokens,
         summary_text=summary_text,
-        summary_tokens=core_tokens.count_content(summary_text, tokenizer) if summary_text else 0,
+        summary_tokens=core_tokens.count_content_cached(summary_text, tokenizer) if summary_text else 0,
         messages=served,
     )
+
+
+def _tool_result_ids(content: Any) -> list[str]:
+    if not isinstance(content, list):
+        return []
+    return [b["tool_use_id"] for b in content if b.get("type") == "tool_result" and "tool_use_id" in b]
 
 
 def context_messages(session: Session, *, served: bool = False) -> list[Msg]:

@@ -22,7 +22,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .tokens import TOOL_RESULT_OVERHEAD, Tokenizer, count_tool_result_content, get_tokenizer
+from .tokens import (
+    MESSAGE_OVERHEAD,
+    TOOL_RESULT_OVERHEAD,
+    Tokenizer,
+    count_block,
+    count_text_cached,
+    count_tool_result_content,
+    get_tokenizer,
+)
 from .types import Content, Msg
 
 PROTECT_TOKENS = 40_000
@@ -94,6 +102,117 @@ def prune_content(
         else:
             served.append(block)
     return served
+
+
+@dataclass(frozen=True)
+class PrunedMessage:
+    content: Content  # as served (the stored object itself when nothing was pruned)
+    tokens: int  # served tokens
+    changed: bool  # some output was replaced by a placeholder
+    outputs: dict[int, int]  # block index → output tokens of the blocks that could be pruned
+
+
+def _size_hint(block: dict[str, Any]) -> int:
+    """Characters of a block's text, to pick the block whose count is derived instead of counted."""
+    content = block.get("content") if block.get("type") == "tool_result" else block.get("text", block.get("input"))
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(b.get("text", "")) for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return 0
+
+
+def prune_served(
+    content: Content,
+    *,
+    stored_tokens: int | None,
+    tool_names: Mapping[str, str],
+    tokenizer: Tokenizer,
+    protected_tools: frozenset[str] = DEFAULT_PROTECTED_TOOLS,
+    known_outputs: Mapping[int, int] | None = None,
+) -> PrunedMessage:
+    """Content served for a message below the boundary, its token count, and whether it changed.
+
+    The same content and count as `prune_content` + `count_content`, without re-tokenizing the
+    message on every request. `stored_tokens` is the message's stored count, i.e.
+    `count_content(content, tokenizer)`, which is a sum over blocks: the largest block's count is
+    derived from it (stored minus the other blocks' counts), so a message with a single tool
+    result (the usual case) tokenizes nothing but its short placeholder (cached by text).
+    A pruned block costs `TOOL_RESULT_OVERHEAD + count(placeholder)` instead of
+    `TOOL_RESULT_OVERHEAD + output`, so the served count is stored minus the difference.
+    `stored_tokens=None` (a count made with another tokenizer) counts every block instead.
+    `known_outputs` (block index → output tokens, from an earlier call's `.outputs` for the same
+    stored message: messages are never rewritten) skips the counting altogether.
+    """
+    if isinstance(content, str):
+        tokens = stored_tokens if stored_tokens is not None else MESSAGE_OVERHEAD + tokenizer.count(content)
+        return PrunedMessage(content, tokens, False, {})
+    candidates = [
+        i
+        for i, block in enumerate(content)
+        if block.get("type") == "tool_result"
+        and not block.get("is_error")
+        and tool_names.get(block.get("tool_use_id", ""), "") not in protected_tools
+    ]
+    if not candidates:  # nothing here can be pruned: served as stored
+        if stored_tokens is None:
+            stored_tokens = MESSAGE_OVERHEAD + sum(count_block(b, tokenizer) for b in content)
+        return PrunedMessage(content, stored_tokens, False, {})
+    if stored_tokens is not None and known_outputs is not None and all(i in known_outputs for i in candidates):
+        return _serve(content, stored_tokens, {i: known_outputs[i] for i in candidates}, tool_names, tokenizer)
+    # Derive the largest candidate's count from the stored one when that tokenizes less than
+    # counting it would (the other blocks must then be counted: text and tool_use are short).
+    wanted = set(candidates)
+    sizes = [_size_hint(block) for block in content]
+    derived: int | None = None
+    if stored_tokens is not None:
+        largest = max(candidates, key=lambda i: sizes[i])
+        if sizes[largest] >= sum(size for i, size in enumerate(sizes) if i not in wanted):
+            derived = largest
+    outputs: dict[int, int] = {}
+    others = 0  # framed count of every block but the derived one
+    for i, block in enumerate(content):
+        if i == derived:
+            continue
+        if i in wanted:
+            outputs[i] = count_tool_result_content(block.get("content"), tokenizer)
+            others += TOOL_RESULT_OVERHEAD + outputs[i]
+        elif derived is not None:
+            others += count_block(block, tokenizer)
+    if derived is not None:
+        outputs[derived] = stored_tokens - MESSAGE_OVERHEAD - others - TOOL_RESULT_OVERHEAD
+        if outputs[derived] < 0:  # the stored count is not this tokenizer's: count it after all
+            outputs[derived] = count_tool_result_content(content[derived].get("content"), tokenizer)
+            stored_tokens = None
+    if stored_tokens is None:
+        stored_tokens = MESSAGE_OVERHEAD + sum(
+            TOOL_RESULT_OVERHEAD + outputs[i] if i in outputs else count_block(b, tokenizer)
+            for i, b in enumerate(content)
+        )
+    return _serve(content, stored_tokens, outputs, tool_names, tokenizer)
+
+
+def _serve(
+    content: list[dict[str, Any]],
+    stored_tokens: int,
+    outputs: dict[int, int],
+    tool_names: Mapping[str, str],
+    tokenizer: Tokenizer,
+) -> PrunedMessage:
+    """Placeholders for the candidates (`outputs`) large enough to prune; the count follows."""
+    served: list[dict[str, Any]] = []
+    tokens = stored_tokens
+    changed = False
+    for i, block in enumerate(content):
+        output = outputs.get(i)
+        if output is None or output < MIN_PRUNE_TOKENS:
+            served.append(block)
+            continue
+        text = placeholder(tool_names.get(block.get("tool_use_id", ""), ""), output)
+        served.append({**block, "content": text})
+        tokens -= output - count_text_cached(text, tokenizer)
+        changed = True
+    return PrunedMessage(served if changed else content, tokens, changed, outputs)
 
 
 def _block_savings(

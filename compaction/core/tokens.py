@@ -102,6 +102,12 @@ def get_tokenizer(preferred: str = "cl100k_base") -> Tokenizer:
 _O200K_MODEL = re.compile(r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o[1-9])(\b|[-_.:]|$)")
 
 
+def single_tokenizer() -> bool:
+    """True when every model is counted with the same tokenizer here (o200k not cached), so a
+    stored count was made with the tokenizer a session uses now, whatever its model was then."""
+    return get_tokenizer("cl100k_base").name == get_tokenizer("o200k_base").name
+
+
 def encoding_for_model(model: str | None) -> str:
     """The encoding a session's messages are counted with (before checking what is available)."""
     name = (model or "").strip().lower().rsplit("/", 1)[-1]
@@ -197,3 +203,16 @@ def count_content(content: str | list[dict[str, Any]], tokenizer: Tokenizer | No
 
 def count_text(text: str, tokenizer: Tokenizer | None = None) -> int:
     return (tokenizer or get_tokenizer()).count(text)
+
+
+@lru_cache(maxsize=16_384)
+def count_text_cached(text: str, tokenizer: Tokenizer) -> int:
+    """`tokenizer.count(text)` for short texts served over and over (prune placeholders):
+    the same text always has the same count, so the served context does not re-tokenize them."""
+    return tokenizer.count(text)
+
+
+@lru_cache(maxsize=64)
+def count_content_cached(text: str, tokenizer: Tokenizer) -> int:
+    """`count_content(text)` for a few large texts served on every request (active summaries)."""
+    return count_content(text, tokenizer)

@@ -7,7 +7,15 @@ import copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction.core.prune import MIN_PRUNE_TOKENS, PrunePlan, placeholder, plan_prune, prune_content, tool_names
+from compaction.core.prune import (
+    MIN_PRUNE_TOKENS,
+    PrunePlan,
+    placeholder,
+    plan_prune,
+    prune_content,
+    prune_served,
+    tool_names,
+)
 from compaction.core.tokens import MESSAGE_OVERHEAD, Tokenizer, count_content
 from compaction.core.types import Msg
 
@@ -177,3 +185,61 @@ def test_plan_and_served_overlay_always_agree(sizes, protect, min_savings):
         )
 
     assert output_from(plan.prune_before_seq + 1) <= protect < output_from(plan.prune_before_seq)
+
+
+# --- prune_served: the served context's fast path must equal prune_content + count_content ---
+
+_block = st.one_of(
+    st.builds(
+        lambda tid, n, err, listy: {
+            "type": "tool_result",
+            "tool_use_id": tid,
+            "content": [{"type": "text", "text": output(n)}] if listy else output(n),
+            **({"is_error": True} if err else {}),
+        },
+        st.sampled_from(["t1", "t2", "t3", "t4"]),
+        st.integers(0, 400),
+        st.booleans(),
+        st.booleans(),
+    ),
+    st.builds(lambda n: {"type": "text", "text": output(n)}, st.integers(1, 300)),
+    st.just({"type": "tool_result", "tool_use_id": "t1"}),  # no content at all
+)
+_NAMES = {"t1": "Read", "t2": "skill", "t3": "Bash"}  # t4: a use outside the names → "unknown tool"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_block, min_size=1, max_size=5))
+def test_prune_served_equals_prune_content_and_a_full_recount(content):
+    original = copy.deepcopy(content)
+    expected = prune_content(content, tool_names=_NAMES, tokenizer=WORDS)
+    stored = count_content(content, WORDS)
+    for stored_tokens in (stored, None):
+        served = prune_served(content, stored_tokens=stored_tokens, tool_names=_NAMES, tokenizer=WORDS)
+        assert served.content == expected
+        assert served.changed == (expected != content)
+        assert served.tokens == (count_content(expected, WORDS) if served.changed else stored)
+        again = prune_served(
+            content, stored_tokens=stored, tool_names=_NAMES, tokenizer=WORDS, known_outputs=served.outputs
+        )
+        assert (again.content, again.tokens, again.changed) == (served.content, served.tokens, served.changed)
+    assert content == original
+
+
+def test_prune_served_tokenizes_only_the_placeholder_of_a_single_result():
+    calls: list[str] = []
+    counting = Tokenizer("counting", True, lambda text: calls.append(text) or len(text.split()))
+    content = [{"type": "tool_result", "tool_use_id": "t1", "content": output(500)}]
+    served = prune_served(
+        content, stored_tokens=count_content(content, WORDS), tool_names={"t1": "Read"}, tokenizer=counting
+    )
+    assert served.content[0]["content"] == placeholder("Read", 500)
+    assert calls == [placeholder("Read", 500)]  # the 500-word output itself was not tokenized
+    assert served.tokens == count_content(served.content, WORDS)
+
+
+def test_prune_served_recounts_when_the_stored_count_is_another_tokenizers():
+    content = [{"type": "tool_result", "tool_use_id": "t1", "content": output(500)}]
+    served = prune_served(content, stored_tokens=10, tool_names={"t1": "Read"}, tokenizer=WORDS)
+    assert served.content == prune_content(content, tool_names={"t1": "Read"}, tokenizer=WORDS)
+    assert served.tokens == count_content(served.content, WORDS)
