@@ -153,7 +153,6 @@ def build_real(user):
 
 def measure(name: str, session, client, repeat: int, profile: bool) -> list[tuple[str, str]]:
     from django.db import connection
-    from django.test.utils import CaptureQueriesContext
 
     from sessions import selectors, services
     from sessions.models import Message
@@ -177,12 +176,19 @@ def measure(name: str, session, client, repeat: int, profile: bool) -> list[tupl
     build_ms, context = median_ms(build, repeat)
     http_ms, response = median_ms(request, repeat)
     base_ms, rows = median_ms(baseline, repeat)
-    connection.queries_log.clear()  # a full log (DEBUG, after the replay) would count nothing
-    with CaptureQueriesContext(connection) as queries:
+    queries: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        queries.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
         request()
-    connection.queries_log.clear()
-    with CaptureQueriesContext(connection) as build_queries:
+    per_request = len(queries)
+    queries.clear()
+    with connection.execute_wrapper(record):
         build()
+    per_build = len(queries)
     if profile:
         profiler = cProfile.Profile()
         profiler.enable()
@@ -204,7 +210,7 @@ def measure(name: str, session, client, repeat: int, profile: bool) -> list[tupl
         ("  baseline: read rows", f"{base_ms:.1f} ms median ({len(rows):,} rows)"),
         (
             "  queries",
-            f"{len(queries.captured_queries)} per request ({len(build_queries.captured_queries)} in the build)",
+            f"{per_request} per request ({per_build} in the build)",
         ),
     ]
 
