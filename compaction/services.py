@@ -47,9 +47,35 @@ DEADLINE_GRACE_SECONDS = 30
 # lost, e.g. the broker was down at commit time). A duplicate delivery is a no-op.
 REQUEUE_QUEUED_AFTER = timedelta(minutes=10)
 # Loop guard (codex #40213, 48 compactions in a row): after a compaction that could not bring
-# usage under the trigger, auto-compaction waits until at least this much was appended since
-# its snapshot — re-summarizing the same context would only give the same result again.
-LOOP_GUARD_MIN_NEW_TOKENS = 2_000
+# usage under the trigger, auto-compaction waits until a real share of the trigger was appended
+# since its snapshot — re-summarizing (nearly) the same context would only give the same
+# result again. A fixed 2,000 let a 60k trigger re-compact every couple of messages
+# (acceptance replay: 17 compactions of 2–25 messages each); proportional to the trigger it
+# scales with how much room a compaction is expected to make.
+LOOP_GUARD_TRIGGER_SHARE = 0.10
+LOOP_GUARD_MIN_NEW_TOKENS = 2_000  # floor for tiny triggers
+
+
+def loop_guard_new_tokens(trigger: int) -> int:
+    """Tokens that must be appended after a compaction left usage over the trigger."""
+    return max(LOOP_GUARD_MIN_NEW_TOKENS, int(trigger * LOOP_GUARD_TRIGGER_SHARE))
+
+
+# Keep-budget cap (planned compactions without an explicit keep setting). The default keep
+# budget (20,000 tokens, our estimate) is sized for Claude-Code-like triggers (~167k of 200k).
+# Under a low trigger it does not fit: after a compaction the provider sees
+#     fixed (tool definitions, the agent's own system prompt: only the provider counts them)
+#     + ratio × (system prompt + summary + kept)
+# and with fixed ≈ 26–31k, a 20k keep and the summary that is ≈ a 60k trigger already — every
+# compaction landed just under (or over) it and the next few messages triggered the next one.
+# So the kept tail is capped to land the result at about TARGET_AFTER_SHARE of the trigger,
+# leaving ~45% of the trigger of room for new work before the next compaction:
+#     keep ≤ (TARGET_AFTER_SHARE × trigger − fixed) / ratio − system − expected summary
+# but never below KEEP_FLOOR_TOKENS (the recent work must survive verbatim; plan_cut also
+# keeps at least one message and never splits a tool pair). Overflow (force) has its own
+# budget; an explicit keep_recent_tokens / preserve_messages (request or session) is honoured.
+TARGET_AFTER_SHARE = 0.55
+KEEP_FLOOR_TOKENS = 4_000
 
 
 class CompactionError(Exception):
@@ -198,13 +224,14 @@ def _loop_guard(*, session: Session, tokens: int, trigger: int) -> tuple[str, Co
     new_tokens = (
         Message.objects.filter(session=session, seq__gt=snapshot_seq).aggregate(total=Sum("token_count"))["total"] or 0
     )
-    if new_tokens >= LOOP_GUARD_MIN_NEW_TOKENS:
+    needed = loop_guard_new_tokens(trigger)
+    if new_tokens >= needed:
         return None
     left = last.tokens_after if last.status == Status.SUCCEEDED else last.tokens_before
     outcome = {Status.SUCCEEDED: "left", Status.SKIPPED: "could not reduce", Status.FAILED: "failed at"}[last.status]
     return (
         f"Auto-compaction held back: the last compaction {outcome} {left or tokens:,} tokens, above the trigger "
-        f"{trigger:,}, and only {new_tokens:,} tokens were appended since (needs {LOOP_GUARD_MIN_NEW_TOKENS:,})"
+        f"{trigger:,}, and only {new_tokens:,} tokens were appended since (needs {needed:,})"
     ), last
 
 
@@ -305,6 +332,9 @@ class _Snapshot:
     calibration: dict[str, Any] | None = None
     calibration_offset: int = 0  # the last report's additive offset (informational, dry run)
     served_tokens: dict[int, int] = field(default_factory=dict)  # seq → tokens as served now
+    # keep_recent_tokens / preserve_messages set by the request or the session (not a default):
+    # honoured as given, never capped (see TARGET_AFTER_SHARE).
+    keep_explicit: bool = False
 
     def on_provider_scale(self, estimated: int) -> int:
         """A served-context estimate as the meter will show it once this overlay is active."""
@@ -321,6 +351,10 @@ def _snapshot(session_id, overrides: dict[str, Any] | None) -> _Snapshot:
     # what stays in context (keep_recent_tokens, the overflow cut) are measured as served.
     served = {m.seq: m.tokens for m in ss.context_messages(session, served=True)}
     snapshot_seq = max([m.seq for m in messages], default=session.last_seq)
+    keep_keys = {"keep_recent_tokens", "preserve_messages"}
+    keep_explicit = any(
+        (layer or {}).get(key) is not None for layer in (overrides, session.compaction_settings) for key in keep_keys
+    )
     return _Snapshot(
         session,
         session.active_compaction,
@@ -332,7 +366,37 @@ def _snapshot(session_id, overrides: dict[str, Any] | None) -> _Snapshot:
         calibration=_calibration(usage),
         calibration_offset=int(usage.get("calibration_offset") or 0),
         served_tokens=served,
+        keep_explicit=keep_explicit,
     )
+
+
+def _keep_budget(snap: _Snapshot, *, force: bool) -> tuple[int, int | None]:
+    """(keep budget for plan_cut, expected tokens after at that budget on the provider's
+    scale or None when not predicted) — the configured budget capped as TARGET_AFTER_SHARE
+    explains, unless forced (overflow) or set explicitly."""
+    from compaction.core.summary_message import render_summary_message
+    from compaction.core.tokens import count_content
+
+    config = snap.config
+    keep = config.keep_recent_tokens
+    if force:
+        return keep, None
+    cal = snap.calibration or {}
+    fixed = int(cal.get("fixed") or 0)
+    ratio = float(cal.get("ratio") or 1.0) or 1.0
+    in_context = sum(snap.served_tokens.get(m.seq, m.tokens) for m in snap.messages)
+    framing = count_content(render_summary_message("", ""), _tokenizer(snap.session))
+    summary = _estimate_summary_tokens(config, snap.based_on, max(0, in_context - keep)) + framing
+    overhead = snap.session.system_prompt_tokens + summary
+
+    def expected(kept: int) -> int:
+        return snap.on_provider_scale(overhead + kept)
+
+    if snap.keep_explicit or snap.config.preserve_messages:
+        return keep, expected(keep)
+    room = int((TARGET_AFTER_SHARE * config.trigger_tokens - fixed) / ratio) - overhead
+    capped = max(min(keep, KEEP_FLOOR_TOKENS), min(keep, room))
+    return capped, expected(capped)
 
 
 def _cut(snap: _Snapshot, *, force: bool):
@@ -346,9 +410,10 @@ def _cut(snap: _Snapshot, *, force: bool):
         m if snap.served_tokens.get(m.seq, m.tokens) == m.tokens else replace(m, tokens=snap.served_tokens[m.seq])
         for m in snap.messages
     ]
+    keep, _expected = _keep_budget(snap, force=force)
     plan = plan_cut(
         measured,
-        keep_recent_tokens=snap.config.keep_recent_tokens,
+        keep_recent_tokens=keep,
         preserve_messages=snap.config.preserve_messages,
         force=force,
         context_window=snap.config.context_window,
@@ -431,6 +496,7 @@ class _Outcome:
     # The usage right after this compaction when the meter at activation is not it (an import
     # activated after messages that came later are already stored); else measured in _apply.
     tokens_after: int | None = None
+    trigger: int | None = None  # set for a summary: the job detail notes a result still over it
 
 
 def _compute(
@@ -506,6 +572,16 @@ def _compute(
     cut = _cut(snap, force=force)
     if cut.nothing_to_compact:
         return outcome("skip", detail=cut.reason)
+    detail = cut.reason
+    keep, expected = _keep_budget(snap, force=force)
+    if expected is not None and expected > trigger:
+        # Say so up front: an explicit keep setting (or the floor) leaves the result over the
+        # trigger, so auto-compaction will wait for the loop guard rather than re-fire.
+        source = "the explicit keep setting" if snap.keep_explicit or config.preserve_messages else "the minimum kept"
+        detail = (
+            f"expected ≈{expected:,} tokens after, above the trigger {trigger:,}: {source} "
+            f"({keep:,} tokens) does not fit; {detail}"
+        )
 
     chain = build_summarizer_chain(config=config, strategy=strategy, timeout=llm_timeout, max_retries=max_retries)
     from compaction.core.summarizers import SummaryInput, summarize
@@ -530,7 +606,8 @@ def _compute(
     old_prune = based_on.prune_before_seq if based_on else None
     return outcome(
         "summary",
-        detail=cut.reason,
+        detail=detail,
+        trigger=trigger,
         values={
             "strategy": result.strategy,
             "fallbacks": result.fallbacks,
@@ -612,7 +689,11 @@ def _apply(job: Compaction, outcome: _Outcome, *, attempt: int | None, started: 
         job.tokens_after = (
             outcome.tokens_after if outcome.tokens_after is not None else int(ss.session_usage(session)["tokens"])
         )
-        job.save(update_fields=["tokens_after"])
+        update = ["tokens_after"]
+        if outcome.trigger is not None and job.tokens_after > outcome.trigger and "above the trigger" not in job.detail:
+            job.detail = (f"still above the trigger {outcome.trigger:,} after compacting; " + job.detail)[:300]
+            update.append("detail")
+        job.save(update_fields=update)
         _event(
             session.pk,
             EventKind.COMPACTION_FINISHED,

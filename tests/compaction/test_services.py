@@ -521,3 +521,59 @@ def test_a_usage_report_for_the_context_before_the_compaction_does_not_retrigger
     newest = Message.objects.filter(session=session).order_by("-seq").first()
     session_services.usage_report(session=session, input_tokens=19_000, message_seq=newest.seq)
     assert Compaction.objects.filter(session=session, reason="threshold").exists()
+
+
+def test_loop_guard_waits_for_a_share_of_the_trigger_not_a_fixed_2000():
+    assert services.loop_guard_new_tokens(60_000) == 6_000
+    assert services.loop_guard_new_tokens(167_000) == 16_700
+    assert services.loop_guard_new_tokens(5_000) == services.LOOP_GUARD_MIN_NEW_TOKENS
+
+
+def _calibrated_low_trigger_session(user, *, overhead: int, **settings):
+    """A session whose calibration says the provider counts `overhead` tokens we never see."""
+    session = session_services.session_create(
+        owner=user,
+        title="low trigger",
+        context_window=200_000,
+        compaction_settings={"auto_compact": False, "prune_tool_outputs": False, **settings},
+    )
+    append(session, conversation(40, size=12))
+    session.refresh_from_db()
+    estimate = session_services.session_usage(session)["estimated_tokens"]
+    last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
+    session_services.usage_report(session=session, input_tokens=estimate + overhead, message_seq=last.seq)
+    session.refresh_from_db()
+    return session, estimate
+
+
+def test_default_keep_budget_is_capped_to_land_well_under_a_low_trigger(user):
+    # The default keep (20,000) + 20,000 only the provider counts + the summary ≈ a 45k trigger:
+    # uncapped, the compaction lands just under the trigger and the next messages re-trigger it.
+    session, estimate = _calibrated_low_trigger_session(user, overhead=20_000)
+    trigger = 45_000
+    assert estimate + 20_000 > trigger
+    session_services.session_update(session=session, compaction_settings={"auto_compact_token_limit": trigger})
+    session.refresh_from_db()
+    assert "keep_recent_tokens" not in session.compaction_settings
+    assert session_services.session_config(session).keep_recent_tokens == 20_000
+    preview = services.compaction_dry_run(session=session)
+    job = request_and_run(session, reason="threshold")
+    assert job.status == Status.SUCCEEDED, job.error or job.detail
+    assert job.tokens_after <= 0.65 * trigger, (job.tokens_after, job.detail)
+    assert "above the trigger" not in job.detail
+    assert preview["first_kept_seq"] == job.first_kept_seq  # the dry run plans the same cut
+
+
+def test_an_explicit_keep_budget_is_honoured_and_the_detail_says_it_stays_over(user):
+    session, estimate = _calibrated_low_trigger_session(user, overhead=20_000, keep_recent_tokens=20_000)
+    trigger = 40_000
+    session_services.session_update(session=session, compaction_settings={"auto_compact_token_limit": trigger})
+    session.refresh_from_db()
+    job = request_and_run(session, reason="threshold")
+    assert job.status == Status.SUCCEEDED, job.error or job.detail
+    kept = sum(
+        Message.objects.filter(session=session, seq__gte=job.first_kept_seq).values_list("token_count", flat=True)
+    )
+    assert kept >= 20_000  # honoured, not capped
+    assert job.tokens_after > trigger
+    assert "above the trigger" in job.detail and "explicit keep setting" in job.detail
