@@ -272,15 +272,42 @@ def _prepare(messages: list[Any], single: bool, tokenizer: core_tokens.Tokenizer
             item.tool_results.append((block["tool_use_id"], _join(path, f"content[{block_index}].tool_use_id")))
         item.served_tokens = item.tokens
         prepared.append(item)
-    # A reply appended with its own usage saying max_tokens is served truncated, like one
-    # reported through usage_report (its tool_uses answered later in this batch stay).
-    answered = {tid for item in prepared for tid, _ in item.tool_results}
+    # Served tokens per message, as _context_view serves it: a reply appended with its own usage
+    # saying max_tokens is served truncated, like one reported through usage_report (its
+    # tool_uses answered later in this batch stay); whitespace-only text is left out.
+    answered: set[str] | None = None
     for item in prepared:
-        if item.role == "assistant" and _is_max_tokens(item.usage) and isinstance(item.content, list):
-            served, hidden = truncated_content(item.content, answered)
-            if hidden:
-                item.served_tokens = core_tokens.count_content(served, tokenizer)
+        if _needs_serving(item.role, item.content, item.usage):
+            if answered is None:
+                answered = {tid for p in prepared for tid, _ in p.tool_results}
+            served, changed = served_content(item.role, item.content, item.usage, answered)
+            if changed:
+                item.served_tokens = 0 if served is None else core_tokens.count_content(served, tokenizer)
     return prepared
+
+
+def _needs_serving(role: str, content: Any, usage: Any) -> bool:
+    """Cheap test: may this message be served differently from how it is stored?"""
+    return (role == "assistant" and _is_max_tokens(usage) and isinstance(content, list)) or validation.has_blank_text(
+        content
+    )
+
+
+def served_content(role: str, content: Any, usage: Any, answered: set[str]) -> tuple[Any | None, bool]:
+    """(content as served, changed?) for a message outside the prune overlay; None = left out.
+
+    A max_tokens reply hides its unanswered tool_uses; whitespace-only text blocks (and a
+    whitespace-only string) are dropped, which the Anthropic API requires. A message left
+    with nothing is not served: it never holds a tool_use or tool_result (those are not
+    text), so no tool pair is broken, and the API merges the same-role turns around it.
+    """
+    out, changed = content, False
+    if role == "assistant" and _is_max_tokens(usage) and isinstance(content, list):
+        out, hidden = truncated_content(content, answered)
+        changed = bool(hidden)
+    if validation.has_blank_text(out):
+        out, changed = validation.without_blank_text(out), True
+    return out, changed
 
 
 def _is_max_tokens(usage: Any) -> bool:
@@ -575,11 +602,15 @@ def _served_after(session: Session, seq: int, target: Message | None) -> int:
     """
     first_kept = (session.active_compaction.first_kept_seq if session.active_compaction else None) or 1
     total = 0
-    for row_seq, tokens in Message.objects.filter(session=session, seq__gt=seq, seq__gte=first_kept).values_list(
-        "seq", "token_count"
-    ):
+    tokenizer = session_tokenizer(session)
+    for row_seq, content, tokens in Message.objects.filter(
+        session=session, seq__gt=seq, seq__gte=first_kept
+    ).values_list("seq", "content", "token_count"):
         if target is not None and row_seq == target.seq:
             tokens, _ = _served_assistant(session, target)
+        elif validation.has_blank_text(content):
+            served = validation.without_blank_text(content)
+            tokens = 0 if served is None else core_tokens.count_content(served, tokenizer)
         total += tokens
     return total
 
@@ -640,10 +671,15 @@ def _truncated_view(session: Session, message: Message) -> tuple[list[dict[str, 
 
 def _served_assistant(session: Session, message: Message) -> tuple[int, list[str]]:
     """(tokens served for an assistant message, tool_use ids hidden by a max_tokens report)."""
+    content: Any = message.content
+    hidden: list[str] = []
     if _is_max_tokens(message.provider_usage) and isinstance(message.content, list):
         content, hidden = _truncated_view(session, message)
-        if hidden:
-            return core_tokens.count_content(content, session_tokenizer(session)), hidden
+    changed = bool(hidden)
+    if validation.has_blank_text(content):
+        content, changed = validation.without_blank_text(content), True
+    if changed:
+        return (0 if content is None else core_tokens.count_content(content, session_tokenizer(session))), hidden
     return message.token_count, []
 
 
@@ -731,6 +767,7 @@ class ServedMessage:
     tokens: int  # tokens as served (after the prune overlay / truncation)
     stored_tokens: int
     pruned: bool = False
+    dropped: bool = False  # nothing left to serve (only whitespace-only text): content None, 0 tokens
 
 
 @dataclass
@@ -817,15 +854,21 @@ def _context_view(session: Session) -> ContextView:
                 known_outputs=_PRUNE_OUTPUTS.get(key) if stored_exact else None,
             )
             out, tokens, changed = pruned.content, pruned.tokens, pruned.changed
+            was_pruned = changed
             if stored_exact and len(pruned.outputs) > 1:
                 _PRUNE_OUTPUTS.put(key, pruned.outputs)
-        elif role == "assistant" and _is_max_tokens(usage) and isinstance(content, list):
+            if validation.has_blank_text(out):
+                out, changed = validation.without_blank_text(out), True
+                tokens = 0 if out is None else core_tokens.count_content(out, tokenizer)
+        elif _needs_serving(role, content, usage):  # rare: only these messages are recounted
+            was_pruned = False
             if answered is None:
                 answered = {tid for _, r, c, _, _ in rows if r == "user" for tid in _tool_result_ids(c)}
-            out, hidden = truncated_content(content, answered)
-            changed = bool(hidden)  # only then is the reply served differently
+            out, changed = served_content(role, content, usage, answered)
             if changed:
-                tokens = core_tokens.count_content(out, tokenizer)
+                tokens = 0 if out is None else core_tokens.count_content(out, tokenizer)
+        else:
+            was_pruned = False
         served.append(
             ServedMessage(
                 seq=seq,
@@ -833,7 +876,8 @@ def _context_view(session: Session) -> ContextView:
                 content=out,
                 tokens=tokens if changed else stored_tokens,
                 stored_tokens=stored_tokens,
-                pruned=changed and role == "user",
+                pruned=was_pruned,
+                dropped=out is None,
             )
         )
     return ContextView(
@@ -858,7 +902,11 @@ def context_messages(session: Session, *, served: bool = False) -> list[Msg]:
     `served=True`: as served, after the prune overlay and max_tokens truncation.
     """
     if served:
-        return [Msg(m.seq, m.role, m.content, m.tokens) for m in _context_view(session).messages]
+        # A message left out of the served context stays in the list, empty and with 0 tokens, so
+        # that per-seq lookups and cut points still find every stored message in context.
+        return [
+            Msg(m.seq, m.role, m.content if not m.dropped else [], m.tokens) for m in _context_view(session).messages
+        ]
     active = session.active_compaction
     first_kept = (active.first_kept_seq if active else None) or 1
     rows = (
@@ -898,6 +946,8 @@ def context_build(*, session: Session) -> dict[str, Any]:
         messages.append({"role": "user", "content": view.summary_text})
         seqs.append(None)
     for m in view.messages:
+        if m.dropped:  # only whitespace-only text: the provider rejects it
+            continue
         messages.append({"role": m.role, "content": m.content})
         seqs.append(m.seq)
     return {

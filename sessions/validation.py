@@ -324,3 +324,28 @@ def tool_results(content: Any) -> list[tuple[int, dict[str, Any]]]:
     if not isinstance(content, list):
         return []
     return [(i, b) for i, b in enumerate(content) if b.get("type") == "tool_result"]
+
+
+# --- serving: whitespace-only text ---------------------------------------------------------
+# Messages are stored as sent (real transcripts hold text blocks of only "\n\n"), but the
+# Anthropic Messages API rejects them ("text content blocks must contain non-whitespace
+# text"), so the served context leaves them out.
+
+
+def _blank_block(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "text" and not str(block.get("text", "")).strip()
+
+
+def has_blank_text(content: Any) -> bool:
+    """True when serving `content` as is would send whitespace-only text (cheap; most messages: False)."""
+    if isinstance(content, str):
+        return not content.strip()
+    return isinstance(content, list) and any(_blank_block(b) for b in content)
+
+
+def without_blank_text(content: Any) -> Any | None:
+    """`content` without its whitespace-only text blocks; None when nothing is left to serve."""
+    if isinstance(content, str):
+        return content if content.strip() else None
+    kept = [b for b in content if not _blank_block(b)]
+    return kept or None
