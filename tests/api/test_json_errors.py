@@ -1,0 +1,56 @@
+"""Every error under /api/ is JSON, with DEBUG on (`make run`) as with DEBUG off."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessions import services
+
+from .helpers import url
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(params=[True, False], ids=["debug", "no-debug"])
+def debug(request, settings):
+    settings.DEBUG = request.param
+    return request.param
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/v1/sessions/not-a-uuid/context/", "/api/v1/nothing-here/", "/api/v2/sessions/"],
+)
+def test_unknown_api_urls_are_a_json_404(api, debug, path):
+    response = api.get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert body["error"].startswith(f"not found: no API endpoint at {path}")
+    assert body["detail"] == {"path": path}
+
+
+def test_a_missing_session_is_a_json_404(api, debug):
+    response = api.get("/api/v1/sessions/00000000-0000-0000-0000-000000000000/context/")
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert "error" in response.json()
+
+
+def test_a_crash_is_a_json_500_without_traceback(api, debug, session, monkeypatch):
+    def crash(**kwargs):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(services, "context_build", crash)
+    api.raise_request_exception = False
+    response = api.get(url(session, "context/"))
+    assert response.status_code == 500
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {"error": "internal server error; the failure was logged", "detail": {"status": 500}}
+    assert b"secret internals" not in response.content and b"Traceback" not in response.content
+
+
+def test_html_pages_outside_the_api_stay_html(client, debug):
+    response = client.get("/no-such-page/")
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("text/html")
