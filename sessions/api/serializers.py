@@ -127,14 +127,16 @@ class SessionInSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         "PATCH merges key by key; null removes a key.",
     )
 
-    # Round-tripping a GET body must not fail on read-only fields; anything else unknown is a typo.
-    tolerated_fields = frozenset(SessionOutSerializer().fields) - {
-        "title",
-        "agent",
-        "model",
-        "system_prompt",
-        "context_window",
-        "compaction_settings",
+    # Output-only fields of a session, and what to send instead. A GET body can be PATCHed back
+    # as is when these are unchanged; a changed one is a 400 (it would otherwise be ignored).
+    read_only_fields = {
+        name: "maintained by Compactor; leave it out"
+        for name in SessionOutSerializer().fields
+        if name not in ("title", "agent", "model", "system_prompt", "context_window", "compaction_settings")
+    } | {
+        "context_window_override": "set context_window (null goes back to the model registry's window)",
+        "id": "assigned by Compactor; leave it out",
+        "created_at": "set by Compactor; leave it out",
     }
 
     def validate_compaction_settings(self, value: dict) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rest_framework import serializers
 
@@ -10,18 +10,29 @@ from sessions.validation import safe_text
 
 
 class RejectUnknownFieldsMixin:
-    """Mix in before `serializers.Serializer`. `tolerated_fields` are accepted and ignored
-    (e.g. read-only fields, so that a GET body can be sent back as is)."""
+    """Mix in before `serializers.Serializer`.
 
-    tolerated_fields: ClassVar[frozenset[str]] = frozenset()
+    `read_only_fields` (field → what to do instead) are the output-only fields of the same
+    resource. They may be sent back unchanged, so that a GET body can be PATCHed back as is
+    (pass the current object as GET renders it as `context["current"]`); a read-only field
+    with another value (or any, on create) is a 400 naming it and what to use instead,
+    because ignoring it would look like it took effect.
+    """
+
+    read_only_fields: ClassVar[dict[str, str]] = {}
 
     def to_internal_value(self, data):
         if not isinstance(data, dict):
             raise serializers.ValidationError({"non_field_errors": ["expected a JSON object"]})
-        unknown = sorted(set(data) - set(self.fields) - set(self.tolerated_fields))
+        errors: dict[str, list[str]] = {}
+        unknown = sorted(set(data) - set(self.fields) - set(self.read_only_fields))
         if unknown:
             allowed = ", ".join(sorted(self.fields))
-            raise serializers.ValidationError(
-                {safe_text(str(key)): [f"unknown field; allowed: {allowed}"] for key in unknown}
-            )
+            errors.update({safe_text(str(key)): [f"unknown field; allowed: {allowed}"] for key in unknown})
+        current: dict[str, Any] | None = self.context.get("current")
+        for key in sorted(set(data) & set(self.read_only_fields)):
+            if current is None or key not in current or current[key] != data[key]:
+                errors[key] = [f"read-only; {self.read_only_fields[key]}"]
+        if errors:
+            raise serializers.ValidationError(errors)
         return super().to_internal_value(data)

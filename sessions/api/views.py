@@ -107,7 +107,10 @@ class SessionDetailView(APIView):
     )
     def patch(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
-        data = s.SessionInSerializer(data=request.data, partial=True)
+        # The session as GET shows it: read-only fields may only be sent back unchanged.
+        data = s.SessionInSerializer(
+            data=request.data, partial=True, context={"current": s.SessionOutSerializer(session).data}
+        )
         data.is_valid(raise_exception=True)
         session = services.session_update(session=session, **data.validated_data)
         return Response(s.SessionOutSerializer(session).data)

@@ -182,3 +182,39 @@ def test_nul_characters_are_a_400_not_a_database_error(api, session):
     assert response.status_code == 400
     assert response.json()["error"].startswith("compaction_settings: compact_prompt: must not contain the NUL")
     assert api.get("/api/v1/sessions/?search=a%00b").status_code == 400
+
+
+def test_patch_rejects_a_read_only_field_and_names_what_to_set(api, session):
+    response = api.patch(url(session), {"context_window_override": 1000}, format="json")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"].startswith("context_window_override: read-only; set context_window"), body
+    session.refresh_from_db()
+    assert session.context_window_override is None
+    response = api.patch(url(session), {"title": "x", "message_count": 7, "id": "nope"}, format="json")
+    assert response.status_code == 400
+    assert set(response.json()["detail"]) == {"id", "message_count"}
+    assert response.json()["detail"]["message_count"] == ["read-only; maintained by Compactor; leave it out"]
+    session.refresh_from_db()
+    assert session.title == "Fix the parser"  # nothing stored
+
+
+def test_patch_accepts_read_only_fields_sent_back_unchanged(api, session):
+    body = api.patch(url(session), {"context_window": 50_000}, format="json").json()
+    assert body["context_window_override"] == 50_000
+    body["context_window"] = 60_000
+    response = api.patch(url(session), body, format="json")
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["context_window_override"] == 60_000
+    body["context_window_override"] = 70_000  # the wrong field: refused, not ignored
+    response = api.patch(url(session), body, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("context_window_override: read-only; set context_window")
+
+
+def test_create_rejects_read_only_fields(api):
+    response = api.post("/api/v1/sessions/", {"title": "x", "context_window_override": 1000}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("context_window_override: read-only; set context_window")
+    assert not Session.objects.exists()
