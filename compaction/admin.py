@@ -26,7 +26,10 @@ SESSION_TITLE_CHARS = 32
 
 
 class ReviewForm(forms.Form):
-    review_status = forms.ChoiceField(choices=ReviewStatus.choices, label="Review status")
+    # "No summary to review" is the engine's mark for skipped/failed jobs, not a reviewer's verdict.
+    review_status = forms.ChoiceField(
+        choices=[c for c in ReviewStatus.choices if c[0] != ReviewStatus.NOT_APPLICABLE], label="Review status"
+    )
     review_notes = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Notes")
 
 

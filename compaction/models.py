@@ -26,6 +26,9 @@ class ReviewStatus(models.TextChoices):
     APPROVED = "approved", "Approved"
     REJECTED = "rejected", "Rejected"
     NEEDS_CHANGES = "needs_changes", "Needs changes"
+    # A job that ended without a summary (nothing to compact, failed): nothing to review, so it
+    # stays out of the Pending queue. Set by the engine, never chosen by a reviewer.
+    NOT_APPLICABLE = "not_applicable", "No summary to review"
 
 
 IN_FLIGHT = (Status.QUEUED, Status.RUNNING)

@@ -40,10 +40,10 @@ class ReviewError(ValueError):
 def review_set(
     *, compaction: Compaction, status: str, reviewer, notes: str | None = None, now: datetime | None = None
 ) -> Compaction:
-    if status not in ReviewStatus.values:
-        raise ReviewError(
-            f"unknown review status {status!r}; allowed: {', '.join(ReviewStatus.values)}", field="status"
-        )
+    allowed = [v for v in ReviewStatus.values if v != ReviewStatus.NOT_APPLICABLE]
+    if status not in allowed:
+        # not_applicable is set by the engine on jobs without a summary, never by a reviewer.
+        raise ReviewError(f"unknown review status {status!r}; allowed: {', '.join(allowed)}", field="status")
     if compaction.status != Status.SUCCEEDED:
         raise ReviewError(
             f"only a succeeded compaction has a summary to review; this one is {compaction.status}", field="compaction"

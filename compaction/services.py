@@ -34,7 +34,7 @@ from compaction.core.config import CompactionConfig
 from compaction.core.prune import plan_prune
 from compaction.core.tokens import count_text
 from compaction.core.types import FileOps, Msg
-from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Reason, Status
+from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Reason, ReviewStatus, Status
 from compaction.selectors import compaction_in_flight
 from sessions.models import Message, Session
 
@@ -661,6 +661,7 @@ def _apply(job: Compaction, outcome: _Outcome, *, attempt: int | None, started: 
         job.detail = outcome.detail[:300]
         if outcome.kind == "skip":
             job.status = Status.SKIPPED
+            job.review_status = ReviewStatus.NOT_APPLICABLE
             job.save()
             _event(
                 session.pk,
@@ -672,6 +673,7 @@ def _apply(job: Compaction, outcome: _Outcome, *, attempt: int | None, started: 
             return job
         if session.active_compaction_id != outcome.based_on_id:
             job.status = Status.FAILED
+            job.review_status = ReviewStatus.NOT_APPLICABLE
             job.error = (
                 f"superseded: another compaction ({session.active_compaction_id or 'none'}) became active while "
                 f"this one was running from {outcome.based_on_id or 'the full history'}; not activated"
@@ -715,6 +717,7 @@ def _fail_claimed(job_id, *, attempt: int, error: str, started: float) -> None:
     with transaction.atomic():
         updated = Compaction.objects.filter(pk=job_id, status=Status.RUNNING, attempts=attempt).update(
             status=Status.FAILED,
+            review_status=ReviewStatus.NOT_APPLICABLE,
             error=error[:5000],
             finished_at=now,
             duration_ms=int((time.monotonic() - started) * 1000),
@@ -799,7 +802,10 @@ def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
             still_stuck = Compaction.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts)
             if job.attempts >= _max_attempts():
                 error = f"worker lost or timed out {job.attempts} times (deadline {job.deadline_at:%H:%M:%S}); gave up"
-                if still_stuck.update(status=Status.FAILED, error=error, finished_at=now) == 1:
+                gave_up = still_stuck.update(
+                    status=Status.FAILED, review_status=ReviewStatus.NOT_APPLICABLE, error=error, finished_at=now
+                )
+                if gave_up == 1:
                     job.refresh_from_db()
                     _event(
                         job.session_id,
@@ -1004,7 +1010,10 @@ def compaction_overflow(
     # left alone; whichever activates first wins and the other is recorded as superseded.
     for queued in Compaction.objects.filter(session_id=session.pk, status=Status.QUEUED):
         if Compaction.objects.filter(pk=queued.pk, status=Status.QUEUED).update(
-            status=Status.SKIPPED, detail="superseded by an overflow compaction", finished_at=timezone.now()
+            status=Status.SKIPPED,
+            review_status=ReviewStatus.NOT_APPLICABLE,
+            detail="superseded by an overflow compaction",
+            finished_at=timezone.now(),
         ):
             _event(
                 session.pk,
@@ -1043,6 +1052,7 @@ def compaction_overflow(
     except Exception as exc:  # noqa: BLE001 - record it; the agent still gets an answer
         logger.exception("Overflow compaction for session %s failed", session.pk)
         job.status = Status.FAILED
+        job.review_status = ReviewStatus.NOT_APPLICABLE
         job.error = f"{type(exc).__name__}: {exc}"[:5000]
         job.finished_at = timezone.now()
         job.duration_ms = int((time.monotonic() - started) * 1000)

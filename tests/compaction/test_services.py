@@ -577,3 +577,30 @@ def test_an_explicit_keep_budget_is_honoured_and_the_detail_says_it_stays_over(u
     assert kept >= 20_000  # honoured, not capped
     assert job.tokens_after > trigger
     assert "above the trigger" in job.detail and "explicit keep setting" in job.detail
+
+
+def test_only_a_job_with_a_summary_waits_for_review(user, monkeypatch):
+    from compaction.models import ReviewStatus
+
+    session = make_session(user, window=200_000, keep_recent_tokens=20_000)
+    append(session, conversation(1))
+    skipped = request_and_run(session)
+    assert skipped.status == Status.SKIPPED
+    append(session, conversation(8, start=2))
+    session_services.session_update(session=session, compaction_settings={"keep_recent_tokens": 2_000})
+    done = request_and_run(session)
+    assert done.status == Status.SUCCEEDED, done.detail
+
+    def broken(**kwargs):
+        raise RuntimeError("summarizer exploded")
+
+    monkeypatch.setattr(services, "build_summarizer_chain", broken)
+    append(session, conversation(8, start=20))
+    failed = request_and_run(session, force=True)
+    assert failed.status == Status.FAILED
+    for job in (skipped, done, failed):
+        job.refresh_from_db()
+    assert skipped.review_status == failed.review_status == ReviewStatus.NOT_APPLICABLE
+    assert done.review_status == ReviewStatus.PENDING
+    pending = Compaction.objects.filter(session=session, review_status=ReviewStatus.PENDING)
+    assert list(pending) == [done]

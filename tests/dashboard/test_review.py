@@ -186,3 +186,23 @@ def test_admin_review_needs_staff(client, compacted, user):
     client.force_login(user)
     response = client.get(reverse("admin:compaction_compaction_review", args=[c.pk]))
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_jobs_without_a_summary_stay_out_of_the_pending_review_queue(client, compacted, staff_user, user):
+    session, c = compacted
+    skipped = Compaction.objects.create(
+        session=session, reason="threshold", status=Status.SKIPPED, detail="nothing to compact: only 3 messages",
+        review_status=ReviewStatus.NOT_APPLICABLE,
+    )  # fmt: skip
+    with pytest.raises(review.ReviewError) as exc:  # the engine's mark, not a reviewer's verdict
+        review.review_set(compaction=c, status=ReviewStatus.NOT_APPLICABLE, reviewer=staff_user)
+    assert exc.value.field == "status"
+    client.force_login(staff_user)
+    url = reverse("admin:compaction_compaction_changelist")
+    pending = client.get(url, {"review_status__exact": "pending"}).content.decode()
+    assert str(c.pk) in pending and str(skipped.pk) not in pending
+    page = client.get(reverse("admin:compaction_compaction_review", args=[c.pk])).content.decode()
+    assert 'value="not_applicable"' not in page  # not offered in the review form
+    client.force_login(user)  # the session's owner
+    overview = client.get(reverse("dashboard:session-overview", args=[session.pk])).content.decode()
+    assert 'title="No summary to review">—</span>' in overview
