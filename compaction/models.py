@@ -4,6 +4,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Reason(models.TextChoices):
@@ -32,6 +33,9 @@ class ReviewStatus(models.TextChoices):
 
 
 IN_FLIGHT = (Status.QUEUED, Status.RUNNING)
+# A job normally leaves the queue within a second or two; still queued after this long, the
+# likeliest cause is that no Celery worker is running, and the API and dashboard say so.
+QUEUED_HINT_AFTER_SECONDS = 15
 
 
 class Compaction(models.Model):
@@ -126,6 +130,27 @@ class Compaction(models.Model):
     @property
     def in_flight(self) -> bool:
         return self.status in IN_FLIGHT
+
+    def queued_seconds(self, now=None) -> int | None:
+        """How long the job waited for a worker: so far while queued, until it started after."""
+        if self.created_at is None:
+            return None
+        if self.status == Status.QUEUED:
+            end = now or timezone.now()
+        elif self.started_at is not None:
+            end = self.started_at
+        else:
+            return None  # never started (e.g. retired by an overflow compaction while queued)
+        return max(0, int((end - self.created_at).total_seconds()))
+
+    def queued_hint(self, now=None, *, after: float = QUEUED_HINT_AFTER_SECONDS) -> str:
+        """Why a job may be stuck in the queue, once it has waited `after` seconds."""
+        waited = self.queued_seconds(now) if self.status == Status.QUEUED else None
+        if waited is None or waited < after:
+            return ""
+        return (
+            f"Still queued after {waited} s — is a Celery worker running? (`make run` starts one; see var/worker.log)"
+        )
 
 
 class SummaryVersion(models.Model):

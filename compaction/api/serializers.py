@@ -85,6 +85,12 @@ class CompactionSerializer(serializers.ModelSerializer):
     summarized = serializers.SerializerMethodField()
     active = serializers.SerializerMethodField()
     message = serializers.SerializerMethodField()
+    queued_seconds = serializers.SerializerMethodField(
+        help_text="Seconds the job waited for a worker: so far while queued, until it started after."
+    )
+    detail = serializers.SerializerMethodField(
+        help_text="The outcome's detail; while queued for long, a hint that no worker may be running."
+    )
     session = serializers.UUIDField(source="session_id", read_only=True)
     based_on = serializers.UUIDField(source="based_on_id", read_only=True, allow_null=True)
 
@@ -118,6 +124,7 @@ class CompactionSerializer(serializers.ModelSerializer):
             "fidelity",
             "duration_ms",
             "attempts",
+            "queued_seconds",
             "error",
             "detail",
             "message",
@@ -148,6 +155,12 @@ class CompactionSerializer(serializers.ModelSerializer):
 
     def get_message(self, obj: Compaction) -> str:
         return describe(obj)
+
+    def get_queued_seconds(self, obj: Compaction) -> int | None:
+        return obj.queued_seconds()
+
+    def get_detail(self, obj: Compaction) -> str:
+        return obj.queued_hint() or obj.detail
 
 
 class EventSerializer(serializers.ModelSerializer):

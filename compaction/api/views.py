@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from compaction import selectors, services
-from compaction.models import IN_FLIGHT, Compaction, Status
+from compaction.models import IN_FLIGHT, QUEUED_HINT_AFTER_SECONDS, Compaction, Status
 
 from .serializers import (
     CompactionRequestSerializer,
@@ -33,6 +33,8 @@ from .serializers import (
 )
 
 POLL_INTERVAL = 0.2
+# A wait at least this long that ends with the job still queued gets the no-worker hint.
+WAIT_HINT_MIN_SECONDS = 5
 
 
 class Conflict(APIException):
@@ -133,6 +135,10 @@ class CompactionListCreateView(APIView):
         session.refresh_from_db(fields=["active_compaction"])
         body = _job(job, session)
         body["already_in_flight"] = not created
+        if data["wait"] >= WAIT_HINT_MIN_SECONDS and job.status == Status.QUEUED:
+            # The caller waited and no worker even picked the job up: say why it may be stuck
+            # now rather than only once it is QUEUED_HINT_AFTER_SECONDS old.
+            body["detail"] = job.queued_hint(after=min(data["wait"], QUEUED_HINT_AFTER_SECONDS)) or body["detail"]
         headers = {"Location": f"{request.path}{job.pk}/"}
         if job.status in IN_FLIGHT:
             return Response(body, status=status.HTTP_202_ACCEPTED, headers=headers)

@@ -49,6 +49,37 @@ def test_request_without_a_worker_answers_202_and_a_second_request_gets_the_same
     assert Compaction.objects.get().instructions == "focus on the parser"
 
 
+def test_a_job_queued_for_long_says_a_worker_may_be_missing(api, session, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from compaction.api import views
+
+    first = api.post(url(session), {}, format="json").json()
+    assert first["queued_seconds"] == 0 and first["detail"] == ""
+    Compaction.objects.filter(pk=first["id"]).update(created_at=timezone.now() - timedelta(seconds=40))
+    polled = api.get(url(session, f"compactions/{first['id']}/")).json()
+    assert polled["status"] == "queued" and 40 <= polled["queued_seconds"] < 45
+    assert polled["detail"].startswith(f"Still queued after {polled['queued_seconds']} s — is a Celery worker running?")
+    assert "make run" in polled["detail"] and "var/worker.log" in polled["detail"]
+
+    # Younger than the threshold: no hint on a plain poll, but a caller that waited for the job
+    # and saw no worker pick it up is told at once.
+    Compaction.objects.filter(pk=first["id"]).update(created_at=timezone.now() - timedelta(seconds=8))
+    assert api.get(url(session, f"compactions/{first['id']}/")).json()["detail"] == ""
+    monkeypatch.setattr(views, "WAIT_HINT_MIN_SECONDS", 0.5)
+    waited = api.post(url(session), {"wait": 0.5}, format="json")
+    assert waited.status_code == 202 and waited.json()["id"] == first["id"]
+    assert waited.json()["detail"].startswith("Still queued after 8 s")
+
+    # Once a worker started it, queued_seconds is the time it waited; the hint is gone.
+    job = Compaction.objects.get(pk=first["id"])
+    Compaction.objects.filter(pk=job.pk).update(status=Status.RUNNING, started_at=job.created_at + timedelta(seconds=3))
+    running = api.get(url(session, f"compactions/{first['id']}/")).json()
+    assert running["queued_seconds"] == 3 and running["detail"] == ""
+
+
 @pytest.mark.django_db(transaction=True)
 def test_wait_returns_the_finished_job_then_history_detail_revert_and_events(api, user, eager_celery):
     session = make_session(user)

@@ -372,3 +372,22 @@ def test_long_file_lists_are_collapsed(logged_in, user):
     body = logged_in.get(reverse("dashboard:compaction-detail", args=[session.pk, c.pk])).content.decode()
     assert '<details class="files-list"><summary><h3>Read <span class="muted small">(20 files)</span>' in body
     assert "<h3>Modified</h3>" in body and "<code>src/module_19.py</code>" in body
+
+
+def test_progress_fragment_hints_at_a_missing_worker_when_queued_for_long(logged_in, user):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    session = make_session(user)
+    add_messages(session, conversation(12))
+    job = Compaction.objects.create(session=session, reason="manual", status=Status.QUEUED)
+    url = reverse("dashboard:compaction-progress", args=[session.pk, job.pk])
+    body = logged_in.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "waiting for a worker" in body and "Still queued" not in body
+    Compaction.objects.filter(pk=job.pk).update(created_at=timezone.now() - timedelta(seconds=40))
+    body = logged_in.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert 'hx-trigger="every 1s"' in body  # keeps polling: the hint goes away once a worker takes it
+    assert "Still queued after 40 s — is a Celery worker running?" in body
+    assert "<code>make run</code>" in body or "`make run`" in body
+    assert "var/worker.log" in body
