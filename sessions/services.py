@@ -880,6 +880,15 @@ def _context_view(session: Session) -> ContextView:
                 dropped=out is None,
             )
         )
+    for m in reversed(served):
+        if not m.dropped:
+            if m.role == "assistant":
+                # The final message: the API rejects an assistant reply ending in whitespace
+                # there (only there). Its count stays that of the reply as served once the
+                # conversation goes on (at most the stripped whitespace's token more): the
+                # cached usage then needs no update when an append makes it non-final.
+                m.content = validation.without_trailing_whitespace(m.content)
+            break
     return ContextView(
         system=session.system_prompt,
         system_tokens=session.system_prompt_tokens,

@@ -349,3 +349,18 @@ def without_blank_text(content: Any) -> Any | None:
         return content if content.strip() else None
     kept = [b for b in content if not _blank_block(b)]
     return kept or None
+
+
+def without_trailing_whitespace(content: Any) -> Any:
+    """Content of the final assistant message, its last text rstripped (the Anthropic API rejects
+    "final assistant content cannot end with trailing whitespace"). The same object when unchanged."""
+    if isinstance(content, str):
+        stripped = content.rstrip()
+        return stripped if stripped != content else content
+    if isinstance(content, list) and content:
+        last = content[-1]
+        if isinstance(last, dict) and last.get("type") == "text" and isinstance(last.get("text"), str):
+            stripped = last["text"].rstrip()
+            if stripped != last["text"]:
+                return [*content[:-1], {**last, "text": stripped}]
+    return content

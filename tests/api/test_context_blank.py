@@ -128,3 +128,85 @@ def test_blank_text_next_to_pruned_outputs_after_a_compaction(api, session):
     pruned = body["messages"][3]["content"]
     assert len(pruned) == 1 and pruned[0]["content"].startswith("[tool output pruned")
     assert body["estimated_tokens"] == served_reference(body) == session.context_tokens
+
+
+def assert_counts_match(api, session, system: str = "", final_unstripped=None) -> dict:
+    """Cached usage (incremental) == what is served == a full recompute. A final assistant reply
+    served without its trailing whitespace is counted as served once the conversation goes on
+    (`final_unstripped`), so that an append does not have to recount it."""
+    body = api.get(url(session, "context/")).json()
+    session.refresh_from_db()
+    counted = [dict(m) for m in body["messages"]]
+    if final_unstripped is not None:
+        assert counted[-1]["role"] == "assistant"
+        assert counted[-1]["content"] != final_unstripped
+        counted[-1]["content"] = final_unstripped
+    expected = served_reference({"messages": counted}, system)
+    assert body["estimated_tokens"] == expected == session.context_tokens
+    since = session.tokens_since_report
+    services.session_recompute_usage(session=session, reset_reported=False)
+    assert (session.context_tokens, session.tokens_since_report) == (expected, since)
+    return body
+
+
+def test_the_final_assistant_reply_is_served_without_trailing_whitespace(api, session):
+    append(api, session, {"role": "user", "content": "hello"}, {"role": "assistant", "content": "Hi there.\n\n"})
+    body = assert_counts_match(api, session, final_unstripped="Hi there.\n\n")
+    assert body["messages"][-1] == {"role": "assistant", "content": "Hi there."}
+    api.post(url(session, "usage/"), {"input_tokens": 500}, format="json")
+    # No longer final: served as sent (trailing whitespace is fine mid-conversation).
+    append(api, session, {"role": "user", "content": "and?"})
+    body = assert_counts_match(api, session)
+    assert body["messages"][1] == {"role": "assistant", "content": "Hi there.\n\n"}
+    assert session.tokens_since_report == count_content("Hi there.\n\n") + count_content("and?")
+    # A final reply whose last text block ends in whitespace, followed by left-out messages.
+    append(
+        api,
+        session,
+        {"role": "assistant", "content": [{"type": "text", "text": "Done. "}, {"type": "text", "text": "Bye \n"}]},
+        {"role": "user", "content": "\n"},
+        {"role": "assistant", "content": [{"type": "text", "text": " "}]},
+    )
+    body = assert_counts_match(
+        api, session, final_unstripped=[{"type": "text", "text": "Done. "}, {"type": "text", "text": "Bye \n"}]
+    )
+    assert body["messages"][-1]["content"] == [{"type": "text", "text": "Done. "}, {"type": "text", "text": "Bye"}]
+    assert_valid_for_anthropic(body["messages"])
+    append(api, session, {"role": "user", "content": "thanks"})
+    body = assert_counts_match(api, session)
+    assert body["messages"][-2]["content"][-1] == {"type": "text", "text": "Bye \n"}
+
+
+def test_a_max_tokens_report_on_a_final_reply_keeps_counts_consistent(api, session):
+    append(
+        api,
+        session,
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Running it \n"},
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}},
+            ],
+        },
+    )
+    assert_counts_match(api, session)
+    response = api.post(url(session, "usage/"), {"input_tokens": 500, "stop_reason": "max_tokens"}, format="json")
+    assert response.json()["dropped_tool_use_ids"] == ["t1"]
+    body = assert_counts_match(api, session, final_unstripped=[{"type": "text", "text": "Running it \n"}])
+    assert body["messages"][-1]["content"] == [{"type": "text", "text": "Running it"}]
+    assert session.tokens_since_report == count_content([{"type": "text", "text": "Running it \n"}])
+    # Cut off with only blank text before the tool call: the reply is left out entirely.
+    append(
+        api,
+        session,
+        {"role": "user", "content": "again, please \n"},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "\n"}, {"type": "tool_use", "id": "t2", "name": "Bash", "input": {}}],
+        },
+    )
+    api.post(url(session, "usage/"), {"input_tokens": 600, "stop_reason": "max_tokens"}, format="json")
+    body = assert_counts_match(api, session)
+    assert body["seqs"] == [1, 2, 3]
+    assert body["messages"][-1] == {"role": "user", "content": "again, please \n"}  # a user turn: as sent
