@@ -815,7 +815,8 @@ _PRUNE_OUTPUTS = _LRU(100_000)
 def _context_view(session: Session) -> ContextView:
     """The served context, without re-tokenizing it: stored counts are used as they are, a pruned
     message's count is derived from its stored count (`prune_served`), the summary message's
-    count is cached by its text. Only a max_tokens reply with hidden tool calls is recounted."""
+    count is cached by its text. Only a max_tokens reply with hidden tool calls and a message with
+    whitespace-only text (left out of what is served) are recounted."""
     tokenizer = session_tokenizer(session)
     active = session.active_compaction
     first_kept = (active.first_kept_seq if active else None) or 1
