@@ -45,6 +45,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # First: an oversized API request is refused before sessions, auth or parsing run.
+    "sessions.middleware.JsonApiErrorsMiddleware",
     "sessions.middleware.RequestSizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

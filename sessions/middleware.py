@@ -13,8 +13,7 @@ class RequestSizeLimitMiddleware:
     """Checks Content-Length on /api/ paths against settings.MAX_REQUEST_BYTES.
 
     Django itself would only notice while reading the body (and answer with an HTML 400);
-    agents need a JSON answer that says what the limit is. It also turns Django's HTML error
-    pages under /api/ into JSON (`json_errors`): it is the outermost middleware, so it sees them.
+    agents need a JSON answer that says what the limit is.
     """
 
     def __init__(self, get_response):
@@ -39,8 +38,24 @@ class RequestSizeLimitMiddleware:
                     },
                     status=413,
                 )
-            return json_errors(request, self.get_response(request))
         return self.get_response(request)
+
+
+class JsonApiErrorsMiddleware:
+    """Turns Django's HTML error pages under /api/ into the API's JSON errors (`json_errors`).
+
+    Listed first in MIDDLEWARE (outermost), so it sees the page Django rendered for an
+    exception anywhere inside.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if request.path.startswith("/api/"):
+            return json_errors(request, response)
+        return response
 
 
 def json_errors(request: HttpRequest, response: HttpResponse) -> HttpResponse:
