@@ -178,6 +178,19 @@ def context_tokens(usage: dict[str, Any] | None) -> int | None:
     return sum(int(usage.get(k) or 0) for k in keys)
 
 
+def compaction_records(markers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The agent's own compactions, as ImportedTranscript.compactions lists them."""
+    return [
+        {
+            "trigger": m.get("trigger"),
+            "pre_tokens": m.get("pre_tokens"),
+            "before_message_index": m["before_message_index"],
+            "summary": m.get("summary", ""),
+        }
+        for m in markers
+    ]
+
+
 def first_line(text: str, limit: int = 80) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"

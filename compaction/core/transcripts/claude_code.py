@@ -17,7 +17,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from compaction.core.transcripts.base import ImportedTranscript, as_blocks, assemble, context_tokens, first_line
+from compaction.core.transcripts.base import (
+    ImportedTranscript,
+    as_blocks,
+    assemble,
+    compaction_records,
+    context_tokens,
+    first_line,
+)
 
 CONVERSATION_TYPES = ("user", "assistant")
 SYNTHETIC_MODEL = "<synthetic>"
@@ -179,15 +186,7 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
         messages=messages,
         title=_title(entries, raw),
         model=model,
-        compactions=[
-            {
-                "trigger": m.get("trigger"),
-                "pre_tokens": m.get("pre_tokens"),
-                "before_message_index": m["before_message_index"],
-                "summary": m.get("summary", ""),
-            }
-            for m in markers
-        ],
+        compactions=compaction_records(markers),
         reported_context_tokens=reported,
         source="claude-code",
         session_id=session_id,

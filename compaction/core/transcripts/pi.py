@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from compaction.core.transcripts.base import ImportedTranscript, as_blocks, assemble, first_line
+from compaction.core.transcripts.base import ImportedTranscript, as_blocks, assemble, compaction_records, first_line
 
 
 def _convert_block(block: dict[str, Any]) -> dict[str, Any] | None:
@@ -166,15 +166,7 @@ def read_pi(path: str | Path) -> ImportedTranscript:
         messages=messages,
         title=title,
         model=models.most_common(1)[0][0] if models else None,
-        compactions=[
-            {
-                "trigger": m.get("trigger"),
-                "pre_tokens": m.get("pre_tokens"),
-                "before_message_index": m["before_message_index"],
-                "summary": m.get("summary", ""),
-            }
-            for m in markers
-        ],
+        compactions=compaction_records(markers),
         reported_context_tokens=reported,
         source="pi",
         session_id=session_id,
