@@ -50,7 +50,6 @@ logger = logging.getLogger(__name__)
 
 MAX_BATCH = 1000
 SETTINGS_MAX_DEPTH = 8
-USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 STOP_MAX_TOKENS = "max_tokens"
 
 

@@ -307,12 +307,6 @@ def _too_deep(value: Any, path: str, max_depth: int) -> tuple[str, str] | None:
     return None
 
 
-def find_nul(value: Any, path: str) -> str | None:
-    """Path of the first string or key the database cannot store (kept for callers of the old name)."""
-    found = find_bad_json(value, path)
-    return found[0] if found else None
-
-
 def tool_uses(content: Any) -> list[tuple[int, dict[str, Any]]]:
     """(block index, block) of each tool_use block."""
     if not isinstance(content, list):

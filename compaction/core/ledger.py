@@ -114,9 +114,6 @@ class Ledger:
     def total(self) -> int:
         return sum(len(v) for v in self.items.values())
 
-    def as_dict(self) -> dict[str, list[str]]:
-        return {c: list(v) for c, v in self.items.items()}
-
 
 # ---------------------------------------------------------------------------- extraction
 

@@ -545,9 +545,6 @@ class _Sections:
     def is_focus(self, text: str) -> bool:
         return self.focus_score(text) > 0
 
-    def has_similar(self, key: str, text: str) -> bool:
-        return any(_similar(text, i.text) for i in self.items[key])
-
 
 def _recency(index: int, total: int) -> float:
     return (index + 1) / max(total, 1)
