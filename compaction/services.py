@@ -159,7 +159,6 @@ def compaction_request(
     instructions: str = "",
     overrides: dict[str, Any] | None = None,
     force: bool = False,
-    now=None,
 ) -> Compaction:
     """Queue a compaction, or return the one already in flight for this session.
 
@@ -247,7 +246,7 @@ def _report_predates_active(session: Session, usage: dict[str, Any]) -> bool:
     return snapshot_seq is not None and reported_at is not None and reported_at < int(snapshot_seq)
 
 
-def compaction_maybe_auto(*, session: Session, now=None) -> Compaction | None:
+def compaction_maybe_auto(*, session: Session) -> Compaction | None:
     """After an append or a usage report: queue an auto compaction when usage crossed the trigger.
 
     Returns the queued (or already in-flight) job, or None.
@@ -285,7 +284,7 @@ def compaction_maybe_auto(*, session: Session, now=None) -> Compaction | None:
             )
         logger.info("Auto-compaction of session %s held back by the loop guard", session.pk)
         return None
-    return compaction_request(session=session, reason=Reason.THRESHOLD, now=now)
+    return compaction_request(session=session, reason=Reason.THRESHOLD)
 
 
 # --- planning (shared by dry run, background run and overflow) --------------------------
@@ -479,7 +478,7 @@ def _summarize_within(inp, chain: list, *, config: CompactionConfig, budget: flo
         offline = build_summarizer_chain(config=config, strategy="extractive", timeout=budget, max_retries=0)
         result = summarize(inp, offline)
         reason = f"no summary within the overflow time budget of {budget:g} s"
-        result.fallbacks = [{"strategy": getattr(chain[0], "name", "llm"), "reason": reason}, *result.fallbacks]
+        result.fallbacks = [{"strategy": chain[0].name, "reason": reason}, *result.fallbacks]
         return result
     finally:
         pool.shutdown(wait=False)
@@ -598,7 +597,7 @@ def _compute(
         output_budget=config.summary_budget,
         model=config.summarizer_model,
     )
-    if time_budget is not None and chain and getattr(chain[0], "name", "") not in ("extractive", "truncate"):
+    if time_budget is not None and chain and chain[0].name not in ("extractive", "truncate"):
         result = _summarize_within(inp, chain, config=config, budget=time_budget)
     else:
         result = summarize(inp, chain)
@@ -931,7 +930,7 @@ def compaction_dry_run(
 # --- undo --------------------------------------------------------------------------------
 
 
-def compaction_revert(*, compaction: Compaction, user=None, now=None) -> Compaction | None:
+def compaction_revert(*, compaction: Compaction, user=None) -> Compaction | None:
     """Undo: reactivate the compaction this one was based on (None = the full history).
 
     Only the active compaction can be undone, so undo steps back one overlay at a time and

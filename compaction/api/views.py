@@ -129,7 +129,7 @@ class CompactionListCreateView(APIView):
             )
         except services.CompactionError as exc:
             raise _conflict(exc) from None
-        created = getattr(job, "created", False)
+        created = job.created
         if data["wait"]:
             job = _wait_for(job, data["wait"])
         session.refresh_from_db(fields=["active_compaction"])

@@ -80,7 +80,7 @@ def _measured_seq(compaction: Any, drop_at: int) -> int:
     """
     if compaction.reason != "import":
         return drop_at
-    snapshot = (getattr(compaction, "params", None) or {}).get("snapshot_seq")
+    snapshot = (compaction.params or {}).get("snapshot_seq")
     try:
         return max(drop_at, int(snapshot))
     except (TypeError, ValueError):
