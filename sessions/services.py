@@ -39,6 +39,7 @@ from django.utils import timezone
 from compaction.core import calibration, registry
 from compaction.core import tokens as core_tokens
 from compaction.core.config import CompactionConfig, resolve_config, validate_overrides, window_errors
+from compaction.core.overflow import discard_truncated_tool_uses
 from compaction.core.prune import prune_served, tool_names
 from compaction.core.summary_message import render_summary_message
 from compaction.core.types import Msg
@@ -477,13 +478,6 @@ class UsageReportResult:
     compaction: Any = None
 
 
-def _discard_truncated_tool_uses(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    # Helper B1's overflow module owns the rule for what a max_tokens cut leaves behind.
-    from compaction.core.overflow import discard_truncated_tool_uses
-
-    return discard_truncated_tool_uses(content)
-
-
 def usage_report(
     *,
     session: Session,
@@ -643,7 +637,7 @@ def truncated_content(content: list[dict[str, Any]], answered: set[str]) -> tupl
     result). A reply left with no block is served as a short note: the provider rejects an
     empty assistant message in the middle of a conversation.
     """
-    kept = _discard_truncated_tool_uses(content)
+    kept = discard_truncated_tool_uses(content)
     kept_ids = {b.get("id") for b in kept if b.get("type") == "tool_use"}
     hidden = [
         b.get("id")
