@@ -234,18 +234,6 @@ def _loop_guard(*, session: Session, tokens: int, trigger: int) -> tuple[str, Co
     ), last
 
 
-def _report_predates_active(session: Session, usage: dict[str, Any]) -> bool:
-    if usage.get("reported_tokens") is None or not session.active_compaction_id:
-        return False
-    snapshot_seq = (
-        Compaction.objects.filter(pk=session.active_compaction_id)
-        .values_list("params__snapshot_seq", flat=True)
-        .first()
-    )
-    reported_at = usage.get("reported_at_seq")
-    return snapshot_seq is not None and reported_at is not None and reported_at < int(snapshot_seq)
-
-
 def compaction_maybe_auto(*, session: Session) -> Compaction | None:
     """After an append or a usage report: queue an auto compaction when usage crossed the trigger.
 
@@ -256,14 +244,10 @@ def compaction_maybe_auto(*, session: Session) -> Compaction | None:
     if not config.auto_compact:
         return None
     usage = ss.session_usage(session)
+    # A report made on the context from before the active compaction never reaches this
+    # figure: activation drops the report, and usage_report does not record a later-arriving
+    # one for a call made before the snapshot (sessions.services._reported_before_active_compaction).
     tokens = int(usage["tokens"])
-    if _report_predates_active(session, usage):
-        # The agent's call that produced this report was made on the context from before the
-        # active compaction (its reply was already stored when the compaction took its
-        # snapshot): the figure describes a context no longer served. Judging by it would
-        # compact again right after compacting. Our estimate of the served context stands in,
-        # on the provider's scale (fixed + ratio × estimate) like the trigger it is compared to.
-        tokens = _on_provider_scale(usage, int(usage["estimated_tokens"]))
     trigger = config.trigger_tokens
     if tokens <= trigger:
         return None
