@@ -45,19 +45,16 @@ def compaction_get_visible(*, session: Session, compaction_id: UUID) -> Compacti
 
 
 def session_usage_view(session: Session) -> Usage:
-    """The same figures the API and the trigger use (sessions.services), shaped for drawing."""
+    """The same figures the API and the trigger use (sessions.services), shaped for drawing.
+
+    session_usage reads only the row (running counters and calibration), so list rows and the
+    gauge agree at no query per row."""
     usage = session_services.session_usage(session)
     return Usage(
         tokens=int(usage["tokens"]),
         context_window=int(usage["context_window"]),
         trigger_tokens=int(usage["trigger_tokens"]),
     )
-
-
-def _cached_usage(session: Session) -> Usage:
-    """A list row's usage: sessions.services.session_usage itself, which reads only the row
-    (running counters and calibration), so rows and gauge agree at no query per row."""
-    return session_usage_view(session)
 
 
 @dataclass
@@ -97,7 +94,7 @@ def session_list_page(
         slim = qs.defer("system_prompt", "last_usage")
         scored = []
         for session in slim.iterator(chunk_size=2000):
-            usage = _cached_usage(session)
+            usage = session_usage_view(session)
             if status and status != "compacting" and usage.level != status:
                 continue
             scored.append((session.pk, usage.percent, session.last_activity_at))
@@ -117,7 +114,7 @@ def session_list_page(
     page_obj.object_list = [
         SessionRow(
             session=s,
-            usage=_cached_usage(s),
+            usage=session_usage_view(s),
             running=s.running,
             last_compaction=compaction_line(s.active_compaction) if s.active_compaction else "",
         )
