@@ -669,8 +669,7 @@ def _apply(job: Compaction, outcome: _Outcome, *, attempt: int | None, started: 
         job.save()
         session.active_compaction = job
         session.save(update_fields=["active_compaction", "updated_at"])
-        ss.session_recompute_usage(session=session)
-        session.refresh_from_db()
+        ss.session_recompute_usage(session=session)  # also brings `session`'s counters up to date
         job.tokens_after = (
             outcome.tokens_after if outcome.tokens_after is not None else int(ss.session_usage(session)["tokens"])
         )
@@ -938,8 +937,7 @@ def compaction_revert(*, compaction: Compaction, user=None) -> Compaction | None
             previous = None
         session.active_compaction = previous
         session.save(update_fields=["active_compaction", "updated_at"])
-        ss.session_recompute_usage(session=session)
-        session.refresh_from_db()
+        ss.session_recompute_usage(session=session)  # also brings `session`'s counters up to date
         usage_after = int(ss.session_usage(session)["tokens"])
         who = f" by {user.get_username()}" if user is not None else ""
         target = f"compaction {previous.pk}" if previous else "the full history"
