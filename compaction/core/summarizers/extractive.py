@@ -238,10 +238,6 @@ def _path_of(args: Any) -> str | None:
     return None
 
 
-def _clean_command(command: str) -> str:
-    return clean_command(command)
-
-
 def _outcome(output: str, is_error: bool) -> tuple[bool, str]:
     """(ok, detail) of one command from its output."""
     outcome_lines = [m.group(0).strip() for m in TEST_OUTCOME_RE.finditer(output)]
@@ -412,7 +408,7 @@ def analyze(messages: list[Msg]) -> Analysis:
                     a.env.update({k: v for k, v in ENV_RE.findall(command.splitlines()[0])})
                 shown = a.rel(path) if path else ""
                 a.last_tools.append(
-                    f"{name} `{_one_line(_clean_command(command), 120)}`"
+                    f"{name} `{_one_line(clean_command(command), 120)}`"
                     if command
                     else f"{name} `{shown}`"
                     if path
@@ -436,7 +432,7 @@ def analyze(messages: list[Msg]) -> Analysis:
                         what = (
                             f"{name} of `{a.rel(path)}`"
                             if path
-                            else f"`{_one_line(_clean_command(command), 100)}`"
+                            else f"`{_one_line(clean_command(command), 100)}`"
                             if command
                             else name or "a tool call"
                         )
@@ -447,11 +443,9 @@ def analyze(messages: list[Msg]) -> Analysis:
                     if is_probe_command(command):
                         # A grep without matches "fails" with status 1: an answer, not a failure.
                         ok, detail = True, ""
-                    cmd_line = _clean_command(command)
+                    cmd_line = clean_command(command)
                     a.commands.append(
-                        Command(
-                            _clean_command(command), command, ok, detail, len(a.commands), _one_line(description, 120)
-                        )
+                        Command(cmd_line, command, ok, detail, len(a.commands), _one_line(description, 120))
                     )
                     if TRACKER_CMD_RE.search(command):
                         head = output[:20_000]
@@ -469,7 +463,7 @@ def analyze(messages: list[Msg]) -> Analysis:
                     for status_match in STATUS_RE.finditer(cmd_line):
                         a.issue_status[status_match.group(1)] = status_match.group(2)
                     if ok:
-                        for close_match in CLOSE_RE.finditer(_clean_command(command)):
+                        for close_match in CLOSE_RE.finditer(cmd_line):
                             for issue in close_match.group(1).split():
                                 if issue.startswith("-") or "=" in issue or '"' in issue:
                                     break  # options follow the ids
