@@ -11,11 +11,6 @@ from sessions.models import Session
 EVENTS_PAGE_SIZE = 200
 
 
-def session_get_for_owner(*, user, session_id) -> Session:
-    """The caller's session, or a 404 (another owner's session is indistinguishable from none)."""
-    return get_object_or_404(Session, id=session_id, owner=user)
-
-
 def compaction_list(*, session: Session) -> QuerySet[Compaction]:
     return Compaction.objects.filter(session=session).order_by("-created_at")
 

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from compaction import selectors, services
 from compaction.models import IN_FLIGHT, QUEUED_HINT_AFTER_SECONDS, Compaction, Status
+from sessions import selectors as session_selectors
 
 from .serializers import (
     CompactionRequestSerializer,
@@ -78,7 +79,7 @@ class CompactionListCreateView(APIView):
         tags=["compactions"],
     )
     def get(self, request: Request, session_id) -> Response:
-        session = selectors.session_get_for_owner(user=request.user, session_id=session_id)
+        session = session_selectors.session_get(user=request.user, session_id=session_id)
         paginator = HistoryPagination()
         page = paginator.paginate_queryset(selectors.compaction_list(session=session), request, view=self)
         data = CompactionSerializer(
@@ -104,7 +105,7 @@ class CompactionListCreateView(APIView):
         tags=["compactions"],
     )
     def post(self, request: Request, session_id) -> Response:
-        session = selectors.session_get_for_owner(user=request.user, session_id=session_id)
+        session = session_selectors.session_get(user=request.user, session_id=session_id)
         params = CompactionRequestSerializer(data=request.data)
         params.is_valid(raise_exception=True)
         data = params.validated_data
@@ -152,7 +153,7 @@ class CompactionListCreateView(APIView):
 class CompactionDetailView(APIView):
     @extend_schema(summary="One compaction (poll it for status)", responses=CompactionSerializer, tags=["compactions"])
     def get(self, request: Request, session_id, compaction_id) -> Response:
-        session = selectors.session_get_for_owner(user=request.user, session_id=session_id)
+        session = session_selectors.session_get(user=request.user, session_id=session_id)
         job = selectors.compaction_get(session=session, compaction_id=compaction_id)
         return Response(_job(job, session))
 
@@ -175,7 +176,7 @@ class CompactionRevertView(APIView):
         tags=["compactions"],
     )
     def post(self, request: Request, session_id, compaction_id) -> Response:
-        session = selectors.session_get_for_owner(user=request.user, session_id=session_id)
+        session = session_selectors.session_get(user=request.user, session_id=session_id)
         job = selectors.compaction_get(session=session, compaction_id=compaction_id)
         try:
             previous = services.compaction_revert(compaction=job, user=request.user)
@@ -200,7 +201,7 @@ class OverflowView(APIView):
         tags=["compactions"],
     )
     def post(self, request: Request, session_id) -> Response:
-        session = selectors.session_get_for_owner(user=request.user, session_id=session_id)
+        session = session_selectors.session_get(user=request.user, session_id=session_id)
         params = OverflowSerializer(data=request.data)
         params.is_valid(raise_exception=True)
         data = params.validated_data
@@ -233,7 +234,7 @@ class EventListView(APIView):
         tags=["events"],
     )
     def get(self, request: Request, session_id) -> Response:
-        session = selectors.session_get_for_owner(user=request.user, session_id=session_id)
+        session = session_selectors.session_get(user=request.user, session_id=session_id)
         query = EventQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         after = query.validated_data["after"]
