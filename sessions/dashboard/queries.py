@@ -11,6 +11,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Status
+from compaction.review import rerun_of
 from sessions import services as session_services
 from sessions.models import Message, Session
 
@@ -155,7 +156,7 @@ def effective_compactions(*, session: Session, compactions: list[Compaction]) ->
 
 def compaction_rerun_source(*, session: Session, compaction: Compaction) -> Compaction | None:
     """The compaction this one re-ran from the admin (params["rerun_of"]), in the same session."""
-    original = (compaction.params or {}).get("rerun_of")
+    original = rerun_of(compaction)
     if not original:
         return None
     return Compaction.objects.filter(session=session, pk=original).first()
