@@ -239,16 +239,16 @@ def compaction_maybe_auto(*, session: Session) -> Compaction | None:
 
     Returns the queued (or already in-flight) job, or None.
     """
-    ss = _session_services()
-    config = ss.session_config(session)
-    if not config.auto_compact:
+    # session_usage resolves the session's config too: its auto_compact and trigger_tokens
+    # are the config's, so the config is not resolved a second time on every append.
+    usage = _session_services().session_usage(session)
+    if not usage["auto_compact"]:
         return None
-    usage = ss.session_usage(session)
     # A report made on the context from before the active compaction never reaches this
     # figure: activation drops the report, and usage_report does not record a later-arriving
     # one for a call made before the snapshot (sessions.services._reported_before_active_compaction).
     tokens = int(usage["tokens"])
-    trigger = config.trigger_tokens
+    trigger = int(usage["trigger_tokens"])
     if tokens <= trigger:
         return None
     in_flight = compaction_in_flight(session_id=session.pk)
