@@ -31,6 +31,7 @@ class Reply:
     text: str = "Done."
     tool_use: tuple[str, dict[str, Any]] | None = None  # (name, input): the reply calls a tool
     thinking: str | None = None
+    content: list[dict[str, Any]] | None = None  # exact blocks to answer with (a recorded reply)
 
 
 @dataclass
@@ -151,12 +152,12 @@ class FakeUpstream:
                 f"prompt is too long: {max(record.prompt_tokens, limit + 1)} tokens > {limit} maximum",
             )
         reply = self.reply(record)
-        blocks: list[dict[str, Any]] = []
+        blocks: list[dict[str, Any]] = list(reply.content or [])
         if reply.thinking:
             blocks.append({"type": "thinking", "thinking": reply.thinking, "signature": "sig-" + uuid.uuid4().hex})
-        if reply.text:
+        if reply.text and reply.content is None:
             blocks.append({"type": "text", "text": reply.text})
-        stop_reason = "end_turn"
+        stop_reason = "tool_use" if any(b.get("type") == "tool_use" for b in blocks) else "end_turn"
         if reply.tool_use:
             name, tool_input = reply.tool_use
             blocks.append(
