@@ -66,6 +66,9 @@ class FakeUpstream:
     window: int | None = None  # refuse prompts larger than this, like the real API
     stream_delay: float = 0.0  # seconds between SSE events (a slow stream)
     overflow_next: int = 0  # refuse this many next calls with an overflow error
+    # Set: a stream sends its start and first delta, then waits for this event before the rest
+    # (a reply still being written, for as long as a test needs it).
+    gate: threading.Event | None = None
     reply: Callable[[Recorded], Reply] = field(default=lambda rec: Reply())
     requests: list[Recorded] = field(default_factory=list)
 
@@ -215,6 +218,8 @@ class FakeUpstream:
                         "content_block_delta",
                         {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}},
                     )
+                    if self.gate is not None and i == 0:
+                        self.gate.wait(60)
             elif block["type"] == "thinking":
                 event(
                     "content_block_start",
