@@ -298,3 +298,49 @@ def test_unknown_gateway_paths_are_a_404_in_the_api_shape(api_key):
     response = Client().get("/anthropic/v1/models", HTTP_X_API_KEY=api_key)
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "not_found_error"
+
+
+# --- waiting for a summary --------------------------------------------------------------------
+
+
+def _stored_history(session: Session) -> list[dict]:
+    return [
+        {"role": role, "content": content}
+        for role, content in Message.objects.filter(session=session).order_by("seq").values_list("role", "content")
+    ]
+
+
+@pytest.mark.parametrize("over_the_window", [False, True])
+def test_a_call_waits_for_the_queued_summary_only_when_the_context_cannot_fit(
+    upstream, api_key, user, monkeypatch, over_the_window
+):
+    from compaction.services import compaction_run
+
+    session = session_services.session_create(
+        owner=user,
+        context_window=2048,
+        compaction_settings={"keep_recent_tokens": 300, "auto_compact_token_limit": 1000},
+    )
+    turns = _long_history(20 if over_the_window else 12)  # ~2.5k or ~1.5k tokens: over/under 2048
+    for i, text in enumerate(turns):
+        session_services.messages_append(
+            session=session, messages=[{"role": "user", "content": text}, {"role": "assistant", "content": f"ok {i}"}]
+        )
+    job = Compaction.objects.get(session=session, status="queued")  # no worker runs it in this test
+    polls: list[float] = []
+
+    def worker_runs_meanwhile(seconds: float) -> None:
+        polls.append(seconds)
+        compaction_run(compaction_id=job.pk)
+
+    monkeypatch.setattr("gateway.services.time.sleep", worker_runs_meanwhile)
+    history = _stored_history(session) + [{"role": "user", "content": "and now?"}]
+    response = call({"model": "m", "max_tokens": 100, "messages": history}, key=api_key, session=str(session.pk))
+    assert response.status_code == 200
+    sent = upstream.message_calls[-1].body["messages"]
+    if over_the_window:
+        assert len(polls) == 1  # waited for the worker, once
+        assert "<summary>" in json.dumps(sent[0]) and len(sent) < len(history)
+    else:
+        assert polls == []  # fits: the summary finishes in the background
+        assert sent == history
