@@ -55,8 +55,10 @@ def _block_fingerprint(block: Any, *, deep: bool) -> Any:
     if kind == "tool_result":
         # The id alone identifies it: clients may later clear old results' content (Claude Code
         # "microcompact") and the conversation is still the same one.
-        extra = [_short(_canon(_tool_result_content(block.get("content")))), bool(block.get("is_error"))]
-        return ["tool_result", block.get("tool_use_id")] + (extra if deep else [])
+        if not deep:
+            return ["tool_result", block.get("tool_use_id")]
+        content = _short(_canon(_tool_result_content(block.get("content"))))
+        return ["tool_result", block.get("tool_use_id"), content, bool(block.get("is_error"))]
     if kind == "thinking":
         return ["thinking", block.get("signature") or _short(str(block.get("thinking") or ""))]
     if kind == "redacted_thinking":
@@ -144,11 +146,18 @@ def merge_served(served: list[dict[str, Any]], client: list[dict[str, Any]]) -> 
     """
     out = [strip_transport(m) for m in served]
     s, c = len(served) - 1, len(client) - 1
-    while s >= 0 and c >= 0 and message_fingerprint(served[s], deep=True) == message_fingerprint(client[c], deep=True):
+    while s >= 0 and c >= 0 and _same_message(out[s], served[s], client[c]):
         out[s] = client[c]
         s -= 1
         c -= 1
     return out
+
+
+def _same_message(stripped: dict[str, Any], served: dict[str, Any], client: dict[str, Any]) -> bool:
+    # Plain equality first: usually the stored copy is the client's without its markers.
+    if stripped == client or stripped == strip_transport(client):
+        return True
+    return message_fingerprint(served, deep=True) == message_fingerprint(client, deep=True)
 
 
 def first_user_text(messages: list[Any], limit: int = 80) -> str:

@@ -126,15 +126,19 @@ def _matched_count(session: Session, conversation: Conversation | None, digests:
 def _find_conversation(*, user, digests: list[str]) -> Conversation | None:
     """The owner's conversation whose head is the longest prefix of the request (indexed lookup)."""
     by_digest = {d: i + 1 for i, d in enumerate(digests)}
-    best: Conversation | None = None
-    for start in range(0, len(digests), LOOKUP_CHUNK):
-        chunk = digests[start : start + LOOKUP_CHUNK]
+    # From the newest messages back: a continued conversation's head is near the end, so the
+    # first chunk with a hit (usually the first query) holds the longest match.
+    for end in range(len(digests), 0, -LOOKUP_CHUNK):
+        chunk = digests[max(0, end - LOOKUP_CHUNK) : end]
+        best: Conversation | None = None
         for conv in Conversation.objects.filter(owner=user, head_digest__in=chunk).order_by("-updated_at"):
             if by_digest.get(conv.head_digest) != conv.message_count:
                 continue
             if best is None or conv.message_count > best.message_count:
                 best = conv
-    return best
+        if best is not None:
+            return best
+    return None
 
 
 def _system_text(system: Any) -> str:

@@ -70,6 +70,7 @@ class FakeUpstream:
     # (a reply still being written, for as long as a test needs it).
     gate: threading.Event | None = None
     reply: Callable[[Recorded], Reply] = field(default=lambda rec: Reply())
+    counter: Callable[[dict[str, Any]], int] = prompt_tokens  # the fake provider's token count
     requests: list[Recorded] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -92,7 +93,7 @@ class FakeUpstream:
                 path, _, query = self.path.partition("?")
                 body = json.loads(raw or b"{}")
                 record = Recorded(path, query, {k.lower(): v for k, v in self.headers.items()}, body)
-                record.prompt_tokens = prompt_tokens(body)
+                record.prompt_tokens = fake.counter(body)
                 with fake._lock:
                     fake.requests.append(record)
                 try:
