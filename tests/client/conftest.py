@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from compactor_client import Compactor
-from tests.gateway.conftest import eager_celery, upstream  # noqa: F401 - shared fixtures
+from tests.gateway.conftest import eager_celery, server_threads_close_their_connections, upstream  # noqa: F401 - shared fixtures
 
 
 @pytest.fixture

@@ -39,3 +39,16 @@ def small_window(settings):
         "AUTO_COMPACT_TOKEN_LIMIT": 3000,
         "KEEP_RECENT_TOKENS": 1200,
     }
+
+
+@pytest.fixture(autouse=True)
+def server_threads_close_their_connections():
+    """Live-server request threads close their database connection when the request ends
+    (CONN_MAX_AGE=0), so PostgreSQL's test database can be dropped at teardown."""
+    from django.db import connections
+
+    settings_dict = connections["default"].settings_dict  # shared with connections made in other threads
+    previous = settings_dict.get("CONN_MAX_AGE")
+    settings_dict["CONN_MAX_AGE"] = 0
+    yield
+    settings_dict["CONN_MAX_AGE"] = previous
