@@ -239,7 +239,8 @@ def _send(path: str, query: str, headers: dict[str, str], payload: bytes) -> htt
     try:
         return upstream.send(path=path, query=query, headers=headers, body=payload)
     except httpx.HTTPError as exc:
-        logger.warning("Upstream %s unreachable: %s", settings.GATEWAY_UPSTREAM_URL, type(exc).__name__)
+        # The URL is not logged: it may carry a proxy's credentials.
+        logger.warning("Gateway: upstream unreachable (%s)", type(exc).__name__)
         raise GatewayError(502, "api_error", f"upstream Messages API unreachable: {type(exc).__name__}") from None
 
 
