@@ -105,6 +105,8 @@ def chain_digests(messages: Iterable[Any], start: str = "") -> list[str]:
 
 def strip_transport(message: dict[str, Any]) -> dict[str, Any]:
     """The message without cache_control markers (a copy; the input is not changed)."""
+    if not isinstance(message, dict):
+        return message  # not a message at all: validation names it
     content = message.get("content")
     if not isinstance(content, list) or not any(_has_transport(block) for block in content):
         return message

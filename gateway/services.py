@@ -145,7 +145,11 @@ def _system_text(system: Any) -> str:
     if isinstance(system, str):
         return system
     if isinstance(system, list):
-        return "\n\n".join(b.get("text", "") for b in system if isinstance(b, dict) and b.get("type") == "text")
+        return "\n\n".join(
+            b["text"]
+            for b in system
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
     return ""
 
 

@@ -147,12 +147,23 @@ def test_a_bad_message_is_a_400_naming_it_and_nothing_is_stored(upstream, api_ke
 
 @pytest.mark.parametrize(
     "raw, fragment",
-    [("not json", "not valid JSON"), ("[]", "JSON object"), ('{"model": "m"}', "messages: required")],
+    [
+        ("not json", "not valid JSON"),
+        ("[]", "JSON object"),
+        ('{"model": "m"}', "messages: required"),
+        ('{"model": "m", "messages": ["hi"]}', "messages[0]: must be an object"),
+        ('{"model": "m", "messages": [{"role": "robot", "content": "x"}]}', "messages[0].role: unknown role"),
+        (
+            '{"model": "m", "system": [{"type": "text", "text": 5}], "messages": [{"role": "user"}]}',
+            "messages[0].content",
+        ),
+    ],
 )
 def test_a_malformed_body_is_a_400(upstream, api_key, raw, fragment):
     response = Client().post(URL, data=raw, content_type="application/json", HTTP_X_API_KEY=api_key)
     assert response.status_code == 400
     assert fragment in response.json()["error"]["message"]
+    assert Session.objects.count() == 0  # the session made for it was rolled back with the append
 
 
 def test_an_oversized_body_is_a_413(upstream, api_key, settings):
