@@ -314,10 +314,14 @@ def _stream(turn: Turn, response: httpx.Response) -> Iterator[bytes]:
     message = assembler.assistant_message()
     if message is None:
         return  # interrupted or an error event: the client resends what it kept
+    _record_safely(turn, assembler.response_message() or {})
+
+
+def _record_safely(turn: Turn, reply: dict[str, Any]) -> None:
     try:
-        gateway_record_reply(turn=turn, reply=assembler.response_message() or {})
-    except Exception:  # the client already has its answer; the next call appends what is missing
-        logger.exception("Gateway: recording the streamed reply for session %s failed", turn.session.pk)
+        gateway_record_reply(turn=turn, reply=reply)
+    except Exception:  # noqa: BLE001 - the client gets its answer; its next call appends what is missing
+        logger.exception("Gateway: recording the reply for session %s failed", turn.session.pk)
 
 
 def gateway_call(
@@ -359,7 +363,7 @@ def gateway_call(
             except json.JSONDecodeError:
                 reply = None
             if isinstance(reply, dict):
-                gateway_record_reply(turn=turn, reply=reply)
+                _record_safely(turn, reply)
         return result
     return GatewayResult(
         status=200,

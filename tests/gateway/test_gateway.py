@@ -355,3 +355,18 @@ def test_a_call_waits_for_the_queued_summary_only_when_the_context_cannot_fit(
     else:
         assert polls == []  # fits: the summary finishes in the background
         assert sent == history
+
+
+def test_a_failure_to_record_the_reply_still_answers_and_the_next_call_catches_up(upstream, api_key, monkeypatch):
+    def broken(**kwargs):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr("gateway.services.gateway_record_reply", broken)
+    first = call(body("Write a parser"), key=api_key)
+    assert first.status_code == 200 and first.json()["content"][0]["text"] == "Done."
+    monkeypatch.undo()
+    # The client resends the reply it got: it is appended with the next question.
+    response = call(body("Write a parser", "Add tests"), key=api_key)
+    assert response.status_code == 200
+    session = Session.objects.get()
+    assert [m.role for m in Message.objects.filter(session=session).order_by("seq")] == ["user", "assistant"] * 2
