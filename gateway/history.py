@@ -44,6 +44,21 @@ def _blank(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") == "text" and not str(block.get("text") or "").strip()
 
 
+def _reminder(text: str) -> bool:
+    """An agent-injected reminder (Claude Code's <system-reminder>): clients may attach one to a
+    message for one call only, so it does not identify the conversation."""
+    text = text.strip()
+    return text.startswith("<system-reminder>") and text.endswith("</system-reminder>")
+
+
+def _identity_block(block: Any) -> bool:
+    if not isinstance(block, dict):
+        return True
+    if block.get("type") in _UNSTABLE_KINDS or _blank(block):
+        return False
+    return not (block.get("type") == "text" and _reminder(str(block.get("text") or "")))
+
+
 def _block_fingerprint(block: Any, *, deep: bool) -> Any:
     if not isinstance(block, dict):
         return ["?", _canon(block)]
@@ -74,19 +89,22 @@ _UNSTABLE_KINDS = ("thinking", "redacted_thinking")
 def message_fingerprint(message: Any, *, deep: bool = False) -> list[Any]:
     """Role + block identities of one message; equal for the re-serializations clients make.
 
-    `deep` also covers tool inputs, tool results' content and thinking blocks: equal deep
-    fingerprints mean the provider would see the same message.
+    Shallow (the default, for finding the conversation) leaves out what clients change from call
+    to call: thinking blocks, injected reminders, tool results' content. `deep` also covers tool
+    inputs, tool results' content, thinking blocks and reminders: equal deep fingerprints mean
+    the provider would see the same message.
     """
     if not isinstance(message, dict):
         return ["?", _short(_canon(message))]
     content = message.get("content")
     if isinstance(content, str):
-        blocks = [["text", _short(content.strip())]] if content.strip() else []
+        keep = content.strip() and (deep or not _reminder(content))
+        blocks = [["text", _short(content.strip())]] if keep else []
     elif isinstance(content, list):
         blocks = [
             _block_fingerprint(block, deep=deep)
             for block in content
-            if not _blank(block) and (deep or not (isinstance(block, dict) and block.get("type") in _UNSTABLE_KINDS))
+            if (not _blank(block) if deep else _identity_block(block))
         ]
     else:
         blocks = [["?", _short(_canon(content))]]

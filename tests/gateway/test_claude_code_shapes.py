@@ -63,14 +63,20 @@ TOOLS = [
 ]
 
 
-def claude_code_body(history: list[dict]) -> dict:
-    """The request body Claude Code builds: breakpoints on the two newest user messages."""
+REMINDER = {"type": "text", "text": "<system-reminder>\nThe file src/app.py was modified.\n</system-reminder>"}
+
+
+def claude_code_body(history: list[dict], *, reminder: bool = True) -> dict:
+    """The request body Claude Code builds: a reminder attached to the newest user message for
+    this call only, breakpoints on the two newest user messages."""
     messages = [
         {"role": m["role"], "content": copy.deepcopy(m["content"])}
         if isinstance(m["content"], list)
         else {"role": m["role"], "content": [{"type": "text", "text": m["content"]}]}
         for m in history
     ]
+    if reminder and messages[-1]["role"] == "user":
+        messages[-1]["content"].append(dict(REMINDER))
     marked = 0
     for message in reversed(messages):
         if message["role"] == "user" and marked < 2:
@@ -134,7 +140,11 @@ def test_a_claude_code_session_through_the_gateway(live_server, api_key, upstrea
         {"role": r, "content": c}
         for r, c in Message.objects.filter(session=session).order_by("seq").values_list("role", "content")
     ]
-    expected = [strip_transport(m) for m in claude_code_body(transcript)["messages"]]
+    # As first sent: each user message with the reminder it carried in its own call.
+    expected = [strip_transport(m) for m in claude_code_body(transcript, reminder=False)["messages"]]
+    for message in expected:
+        if message["role"] == "user":
+            message["content"].append(REMINDER)
     assert len(stored) == len(transcript) == 60
     assert stored == expected  # every message stored, without the request-scoped cache_control
     # The session compacted along the way, and what went upstream shrank accordingly.
@@ -143,7 +153,7 @@ def test_a_claude_code_session_through_the_gateway(live_server, api_key, upstrea
     assert any("<summary>" in json.dumps(c.body["messages"][0]) for c in calls)
     assert len(calls[-1].body["messages"]) < 59
     # count_tokens for the ongoing conversation is counted on what the gateway would send.
-    body = claude_code_body(transcript)
+    body = claude_code_body(transcript, reminder=False)
     body.pop("stream")
     counted = http.post("/v1/messages/count_tokens?beta=true", json=body)
     assert counted.status_code == 200

@@ -56,6 +56,22 @@ def test_cleared_tool_output_and_dropped_thinking_are_the_same_conversation_but_
     assert message_fingerprint(cleared[2], deep=True) != message_fingerprint(TOOL_TURN[2], deep=True)
 
 
+def test_a_reminder_attached_for_one_call_does_not_change_the_conversation():
+    sent = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "<system-reminder>\nThe todo list is empty.\n</system-reminder>"},
+            {"type": "text", "text": "Fix the parser"},
+        ],
+    }
+    resent = {"role": "user", "content": "Fix the parser"}
+    assert message_fingerprint(sent) == message_fingerprint(resent)
+    assert message_fingerprint(sent, deep=True) != message_fingerprint(resent, deep=True)
+    # A message that is only a reminder still counts as a message.
+    only = {"role": "user", "content": "<system-reminder>x</system-reminder>"}
+    assert chain_digests([resent, only]) != chain_digests([resent])
+
+
 def test_digests_name_every_prefix_and_continue_a_chain():
     digests = chain_digests(TOOL_TURN)
     assert len(set(digests)) == 3
