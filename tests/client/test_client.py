@@ -79,7 +79,7 @@ def test_the_anthropic_helper_goes_through_the_gateway(cx, upstream):
     sid = cx.create_session(title="via helper")["id"]
     claude = cx.anthropic(session_id=sid, max_retries=0)
     reply = claude.messages.create(
-        model="claude-sonnet-4-5", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
+        model="gateway-test-model", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
     )
     assert reply.content[0].text == "Done."
     assert [m["role"] for m in cx.messages(sid)] == ["user", "assistant"]
