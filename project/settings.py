@@ -6,6 +6,7 @@ See README.md for the table of variables.
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -41,6 +42,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "sessions.apps.AgentSessionsConfig",
     "compaction.apps.CompactionConfig",
+    "gateway.apps.GatewayConfig",
 ]
 
 MIDDLEWARE = [
@@ -189,6 +191,24 @@ ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL") or None
 ANTHROPIC_TIMEOUT = env_float("COMPACTOR_ANTHROPIC_TIMEOUT", 120.0, minimum=0.1, maximum=3600)
 ANTHROPIC_MAX_RETRIES = env_int("COMPACTOR_ANTHROPIC_MAX_RETRIES", 3, minimum=0)
 
+# --- Gateway: the Anthropic-compatible /anthropic/v1/messages (gateway/) --------------------
+# Requests go on to this Messages API with the server's own key; an agent's Compactor key
+# never leaves the service.
+GATEWAY_UPSTREAM_URL = env_str("COMPACTOR_UPSTREAM_URL", "https://api.anthropic.com").rstrip("/")
+_upstream = urlsplit(GATEWAY_UPSTREAM_URL)
+if _upstream.scheme not in ("http", "https") or not _upstream.netloc or _upstream.query or _upstream.fragment:
+    raise ImproperlyConfigured(
+        f"COMPACTOR_UPSTREAM_URL must be an http(s) URL without query, e.g. https://api.anthropic.com, "
+        f"got {GATEWAY_UPSTREAM_URL!r}"
+    )
+GATEWAY_UPSTREAM_API_KEY = env_str("COMPACTOR_UPSTREAM_API_KEY") or ANTHROPIC_API_KEY
+GATEWAY_UPSTREAM_TIMEOUT = env_float("COMPACTOR_UPSTREAM_TIMEOUT", 600.0, minimum=1, maximum=3600)
+# How long a call may wait for a running summary when its context would not fit the window
+# otherwise (below that the compaction simply finishes in the background).
+GATEWAY_SUMMARY_WAIT = env_float("COMPACTOR_GATEWAY_SUMMARY_WAIT", 60.0, minimum=0, maximum=600)
+# Agents resend their whole history (images included) on every call: the Messages API's own limit.
+GATEWAY_MAX_REQUEST_BYTES = env_int("COMPACTOR_GATEWAY_MAX_REQUEST_BYTES", 32 * 1024 * 1024, minimum=1024)
+
 # --- Compaction defaults (overridable per session and per request) ----------------------
 COMPACTOR = {
     "DEFAULT_CONTEXT_WINDOW": env_int("COMPACTOR_DEFAULT_CONTEXT_WINDOW", 128_000, minimum=1024),
@@ -220,5 +240,5 @@ LOGGING = {
         "handlers": ["console"],
         "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")),
     },
-    "loggers": {"httpx": {"level": "WARNING"}, "anthropic": {"level": "WARNING"}},
+    "loggers": {"httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}, "anthropic": {"level": "WARNING"}},
 }

@@ -9,6 +9,8 @@ urlpatterns = [
     # overflow and events (compaction app), schema and Swagger UI.
     path("api/v1/", include("sessions.api.urls")),
     path("api/v1/sessions/<uuid:session_id>/", include("compaction.api.urls")),
+    # Agents that only change their Anthropic base URL: the Messages API, compacted (gateway app).
+    path("anthropic/", include("gateway.urls")),
     # People: login and the dashboard.
     path("", include("sessions.dashboard.urls")),
 ]

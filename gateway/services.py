@@ -1,0 +1,409 @@
+"""The gateway's work for one Messages API call, through the public session and compaction services.
+
+gateway_call:
+  1. find the session (header, or the one whose history the request continues, or a new one)
+     and append the new tail of the client's messages (validated as the REST API validates);
+  2. build the served context (summary + kept + tail), waiting for a running summary only
+     when the context would not fit the window without it;
+  3. send the client's request upstream with only its messages replaced;
+  4. on a context overflow: emergency compaction, one retry; other errors go back as they are;
+  5. pass the response back (streamed as it arrives, or whole), then append the reply and
+     record its usage as a usage report — auto-compaction then runs in the workers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2 as httpx
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from compaction.models import IN_FLIGHT, Compaction
+from compaction.selectors import compaction_in_flight
+from compaction.services import compaction_overflow
+from sessions.models import Message, Session
+from sessions.services import MAX_BATCH, context_build, messages_append, session_create, session_usage, usage_report
+
+from . import upstream
+from .history import chain_digests, first_user_text, merge_served, strip_transport
+from .models import Conversation
+from .sse import StreamAssembler
+
+logger = logging.getLogger(__name__)
+
+SESSION_HEADER = "x-compactor-session"
+# Digests per IN (...) query: far below SQLite's variable limit.
+LOOKUP_CHUNK = 500
+SUMMARY_POLL_SECONDS = 0.25
+
+
+class GatewayError(Exception):
+    """Answered in the Messages API's error shape: {"type": "error", "error": {type, message}}."""
+
+    def __init__(self, status: int, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.message = message
+
+
+def error_body(error_type: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+@dataclass
+class Turn:
+    session: Session
+    conversation: Conversation
+    messages: list[dict[str, Any]]  # the client's, as sent
+    appended: int = 0
+    created: bool = False
+
+
+@dataclass
+class GatewayResult:
+    """What goes back to the client: a whole body, or chunks to stream as they arrive."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes | None = None
+    chunks: Iterator[bytes] | None = None
+    session_id: str | None = None
+    extra_headers: dict[str, str] = field(default_factory=dict)
+
+
+# --- 1. which session, and what is new -------------------------------------------------------
+
+
+def _validation_message(exc: ValidationError, offset: int) -> str:
+    """'messages.7.content.0.tool_use_id: problem' with indexes of the client's whole list."""
+    detail = exc.message_dict if hasattr(exc, "error_dict") else {"messages": exc.messages}
+    path, problems = next(iter(detail.items()))
+    if path.startswith("messages[") and "]" in path:
+        index, rest = path[len("messages[") :].split("]", 1)
+        if index.isdigit():
+            path = f"messages[{int(index) + offset}]{rest}"
+    elif path == "" or path == "messages":
+        path = "messages"
+    else:  # a single-message path ('content[0]...'): it is the tail's first message
+        path = f"messages[{offset}].{path}"
+    return f"{path}: {problems[0]}"
+
+
+def _stored_digests(session: Session) -> list[str]:
+    """Digests of a session's stored history: only for a session the gateway has not seen yet."""
+    rows = Message.objects.filter(session=session).order_by("seq").values_list("role", "content")
+    return chain_digests({"role": role, "content": content} for role, content in rows.iterator())
+
+
+def _matched_count(session: Session, conversation: Conversation | None, digests: list[str]) -> int:
+    """How many of the request's messages the session already holds; raises if it diverges."""
+    if conversation is not None:
+        n = conversation.message_count
+        if n == 0 or (n <= len(digests) and digests[n - 1] == conversation.head_digest):
+            return n
+    stored = _stored_digests(session)
+    if not stored:
+        return 0
+    n = len(stored)
+    if n <= len(digests) and digests[n - 1] == stored[-1]:
+        return n
+    raise GatewayError(
+        400,
+        "invalid_request_error",
+        f"messages do not continue the history of session {session.pk} ({n} stored messages); "
+        f"drop the {SESSION_HEADER} header to start a new session",
+    )
+
+
+def _find_conversation(*, user, digests: list[str]) -> Conversation | None:
+    """The owner's conversation whose head is the longest prefix of the request (indexed lookup)."""
+    by_digest = {d: i + 1 for i, d in enumerate(digests)}
+    # From the newest messages back: a continued conversation's head is near the end, so the
+    # first chunk with a hit (usually the first query) holds the longest match.
+    for end in range(len(digests), 0, -LOOKUP_CHUNK):
+        chunk = digests[max(0, end - LOOKUP_CHUNK) : end]
+        best: Conversation | None = None
+        for conv in Conversation.objects.filter(owner=user, head_digest__in=chunk).order_by("-updated_at"):
+            if by_digest.get(conv.head_digest) != conv.message_count:
+                continue
+            if best is None or conv.message_count > best.message_count:
+                best = conv
+        if best is not None:
+            return best
+    return None
+
+
+def _system_text(system: Any) -> str:
+    if isinstance(system, str):
+        return system
+    if isinstance(system, list):
+        return "\n\n".join(
+            b["text"]
+            for b in system
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
+    return ""
+
+
+def gateway_begin(
+    *,
+    user,
+    body: dict[str, Any],
+    session_id: str | None,
+    agent: str = "",
+) -> Turn:
+    """Find or create the session and append the request's new messages, all or nothing."""
+    messages = body["messages"]
+    digests = chain_digests(messages)
+    with transaction.atomic():
+        created = False
+        if session_id:
+            session = Session.objects.select_for_update().filter(pk=session_id, owner=user).first()
+            if session is None:
+                raise GatewayError(404, "not_found_error", f"{SESSION_HEADER}: no session {session_id} for this key")
+            conversation = Conversation.objects.select_for_update().filter(session=session).first()
+            matched = _matched_count(session, conversation, digests)
+            if conversation is None:
+                conversation = Conversation(session=session, owner=user, head_digest="", message_count=0)
+        else:
+            conversation = _find_conversation(user=user, digests=digests)
+            if conversation is not None:
+                conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+                session = Session.objects.get(pk=conversation.session_id)
+                matched = conversation.message_count
+                if matched and (matched > len(digests) or digests[matched - 1] != conversation.head_digest):
+                    conversation = None  # moved on meanwhile: this request starts its own session
+            if conversation is None:
+                try:
+                    session = session_create(
+                        owner=user,
+                        title=first_user_text(messages),
+                        agent=agent[:100],
+                        model=str(body.get("model") or "")[:100],
+                        system_prompt=_system_text(body.get("system")),
+                    )
+                except ValidationError as exc:
+                    raise GatewayError(400, "invalid_request_error", _validation_message(exc, 0)) from None
+                conversation = Conversation(session=session, owner=user, head_digest="", message_count=0)
+                matched, created = 0, True
+
+        tail = [strip_transport(m) for m in messages[matched:]]
+        for start in range(0, len(tail), MAX_BATCH):
+            try:
+                messages_append(session=session, messages=tail[start : start + MAX_BATCH])
+            except ValidationError as exc:
+                raise GatewayError(400, "invalid_request_error", _validation_message(exc, matched + start)) from None
+        conversation.head_digest = digests[-1]
+        conversation.message_count = len(messages)
+        conversation.save()
+    if tail:
+        session.refresh_from_db()
+    return Turn(session=session, conversation=conversation, messages=messages, appended=len(tail), created=created)
+
+
+# --- 2. the served context -------------------------------------------------------------------
+
+
+def _wait_if_it_cannot_fit(session: Session) -> None:
+    """Auto-compaction runs in the workers; a call waits for it only when the context is over
+    the window (the provider would refuse it), and at most GATEWAY_SUMMARY_WAIT seconds."""
+    usage = session_usage(session)
+    if usage["tokens"] <= usage["context_window"]:
+        return
+    job = compaction_in_flight(session_id=session.pk)
+    if job is None:
+        return
+    deadline = time.monotonic() + settings.GATEWAY_SUMMARY_WAIT
+    while job.status in IN_FLIGHT and time.monotonic() < deadline:
+        time.sleep(SUMMARY_POLL_SECONDS)
+        job = Compaction.objects.get(pk=job.pk)
+    session.refresh_from_db()
+
+
+def upstream_messages(*, session: Session, client_messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return merge_served(context_build(session=session)["messages"], client_messages)
+
+
+# --- 3-5. upstream, overflow, the reply -----------------------------------------------------
+
+
+def _encode(body: dict[str, Any], messages: list[dict[str, Any]]) -> bytes:
+    return json.dumps({**body, "messages": messages}, ensure_ascii=False).encode("utf-8")
+
+
+def _send(path: str, query: str, headers: dict[str, str], payload: bytes) -> httpx.Response:
+    try:
+        return upstream.send(path=path, query=query, headers=headers, body=payload)
+    except httpx.HTTPError as exc:
+        # The URL is not logged: it may carry a proxy's credentials.
+        logger.warning("Gateway: upstream unreachable (%s)", type(exc).__name__)
+        raise GatewayError(502, "api_error", f"upstream Messages API unreachable: {type(exc).__name__}") from None
+
+
+def _int(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def gateway_record_reply(*, turn: Turn, reply: dict[str, Any]) -> None:
+    """Append the assistant reply (as the client received it) and record the call's usage."""
+    session, conversation = turn.session, turn.conversation
+    content = reply.get("content")
+    message_seq = None
+    if isinstance(content, list) and content:
+        message = {"role": "assistant", "content": content}
+        try:
+            with transaction.atomic():
+                locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+                result = messages_append(session=session, messages=[message])
+                message_seq = result.messages[-1].seq
+                if locked.head_digest == conversation.head_digest:
+                    locked.head_digest = chain_digests([message], start=locked.head_digest)[-1]
+                    locked.message_count += 1
+                    locked.save(update_fields=["head_digest", "message_count", "updated_at"])
+        except ValidationError as exc:
+            # The client resends it with its next call, where a problem is answered as a 400.
+            logger.warning("Gateway: reply for session %s not stored: %s", session.pk, _validation_message(exc, 0))
+    usage = reply.get("usage") or {}
+    if isinstance(usage, dict) and usage:
+        try:
+            usage_report(
+                session=session,
+                input_tokens=_int(usage.get("input_tokens")),
+                output_tokens=_int(usage.get("output_tokens")),
+                cache_read_input_tokens=_int(usage.get("cache_read_input_tokens")),
+                cache_creation_input_tokens=_int(usage.get("cache_creation_input_tokens")),
+                stop_reason=reply.get("stop_reason") if isinstance(reply.get("stop_reason"), str) else None,
+                model=str(reply.get("model") or "")[:100] or None,
+                message_seq=message_seq,
+            )
+        except ValidationError as exc:
+            logger.warning("Gateway: usage for session %s not recorded: %s", session.pk, _validation_message(exc, 0))
+
+
+def _overflow_retry_messages(turn: Turn, status: int, text: str) -> list[dict[str, Any]] | None:
+    """Emergency compaction for a context overflow; the messages to retry with, or None."""
+    result = compaction_overflow(session=turn.session, error_text=text, status_code=status)
+    if not result.get("overflow") or not result.get("compacted"):
+        return None
+    logger.info("Gateway: session %s compacted after an upstream overflow; retrying once", turn.session.pk)
+    return merge_served(result["context"]["messages"], turn.messages)
+
+
+def _stream(turn: Turn, response: httpx.Response) -> Iterator[bytes]:
+    """Pass SSE bytes through as they arrive; afterwards store the reply assembled from them."""
+    assembler = StreamAssembler()
+    try:
+        for chunk in response.iter_raw():
+            assembler.feed(chunk)
+            yield chunk
+    except httpx.HTTPError as exc:
+        logger.warning("Gateway: upstream stream for session %s broke: %s", turn.session.pk, type(exc).__name__)
+    finally:
+        response.close()
+    message = assembler.assistant_message()
+    if message is None:
+        return  # interrupted or an error event: the client resends what it kept
+    _record_safely(turn, assembler.response_message() or {})
+
+
+def _record_safely(turn: Turn, reply: dict[str, Any]) -> None:
+    try:
+        gateway_record_reply(turn=turn, reply=reply)
+    except Exception:  # noqa: BLE001 - the client gets its answer; its next call appends what is missing
+        logger.exception("Gateway: recording the reply for session %s failed", turn.session.pk)
+
+
+def gateway_call(
+    *,
+    user,
+    body: dict[str, Any],
+    session_id: str | None,
+    headers: dict[str, str],
+    query: str = "",
+    agent: str = "",
+) -> GatewayResult:
+    """One POST /v1/messages through Compactor (see the module docstring)."""
+    turn = gateway_begin(user=user, body=body, session_id=session_id, agent=agent)
+    _wait_if_it_cannot_fit(turn.session)
+    messages = upstream_messages(session=turn.session, client_messages=turn.messages)
+    stream = bool(body.get("stream"))
+    session_header = {SESSION_HEADER: str(turn.session.pk)}
+
+    response = _send("/v1/messages", query, headers, _encode(body, messages))
+    if response.status_code != 200:
+        text = response.read().decode("utf-8", "replace")
+        response.close()
+        retry = _overflow_retry_messages(turn, response.status_code, text)
+        if retry is not None:
+            response = _send("/v1/messages", query, headers, _encode(body, retry))
+    if response.status_code != 200 or not stream:
+        payload = response.read()
+        response.close()
+        result = GatewayResult(
+            status=response.status_code,
+            headers=upstream.response_headers(response),
+            body=payload,
+            session_id=str(turn.session.pk),
+            extra_headers=session_header,
+        )
+        if response.status_code == 200:
+            try:
+                reply = json.loads(payload)
+            except json.JSONDecodeError:
+                reply = None
+            if isinstance(reply, dict):
+                _record_safely(turn, reply)
+        return result
+    return GatewayResult(
+        status=200,
+        headers=upstream.response_headers(response),
+        chunks=_stream(turn, response),
+        session_id=str(turn.session.pk),
+        extra_headers=session_header,
+    )
+
+
+def gateway_count_tokens(
+    *, user, body: dict[str, Any], session_id: str | None, headers: dict[str, str], query: str = ""
+) -> GatewayResult:
+    """POST /v1/messages/count_tokens: counts what the gateway would send (served context + the
+    not yet stored tail) when the request continues a session; stores and creates nothing."""
+    messages = body["messages"]
+    digests = chain_digests(messages)
+    session: Session | None = None
+    matched = 0
+    if session_id:
+        session = Session.objects.filter(pk=session_id, owner=user).first()
+        if session is None:
+            raise GatewayError(404, "not_found_error", f"{SESSION_HEADER}: no session {session_id} for this key")
+        conversation = Conversation.objects.filter(session=session).first()
+        matched = _matched_count(session, conversation, digests)
+    else:
+        conversation = _find_conversation(user=user, digests=digests)
+        if conversation is not None:
+            session = conversation.session
+            matched = conversation.message_count
+    if session is not None:
+        served = context_build(session=session)["messages"] + [strip_transport(m) for m in messages[matched:]]
+        messages = merge_served(served, messages)
+    response = _send("/v1/messages/count_tokens", query, headers, _encode(body, messages))
+    payload = response.read()
+    response.close()
+    return GatewayResult(
+        status=response.status_code,
+        headers=upstream.response_headers(response),
+        body=payload,
+        session_id=str(session.pk) if session else None,
+        extra_headers={SESSION_HEADER: str(session.pk)} if session else {},
+    )

@@ -1,0 +1,85 @@
+"""The `compactor` CLI against a live server (in-process main(); the installed command is run in
+tests/gateway/test_server.py against gunicorn)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compaction.models import Compaction
+from compaction.services import describe
+from compactor_client.cli import main
+from sessions.models import Session
+from sessions.services import messages_append, session_create
+from tests.client.conftest import conversation
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def env(monkeypatch, live_server, api_key):
+    monkeypatch.setenv("COMPACTOR_URL", live_server.url)
+    monkeypatch.setenv("COMPACTOR_API_KEY", api_key)
+
+
+@pytest.fixture
+def session(user):
+    s = session_create(
+        owner=user, title="CLI session", model="claude-sonnet-4-5", compaction_settings={"keep_recent_tokens": 300}
+    )
+    messages_append(session=s, messages=conversation(6))
+    return s
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_compact_with_a_focus_waits_for_the_summary(env, session, capsys, eager_celery):
+    code, out, err = run(capsys, "compact", str(session.pk), "focus", "on", "mod_2", "--wait", "10")
+    assert code == 0, err
+    job = Compaction.objects.get(session=session)
+    assert job.status == "succeeded" and job.instructions == "focus on mod_2"
+    assert out.strip() == describe(job)  # the job's own one-line description
+    session.refresh_from_db()
+    assert session.active_compaction_id == job.pk
+    # --json: the job as the API returns it.
+    code, out, _ = run(capsys, "--json", "compact", str(session.pk), "--dry-run")
+    assert code == 0 and json.loads(out)["dry_run"] is True
+
+
+def test_sessions_show_context_undo_tail(env, session, capsys, eager_celery):
+    code, out, _ = run(capsys, "sessions")
+    assert code == 0 and str(session.pk) in out and "CLI session" in out
+    code, out, _ = run(capsys, "sessions", "--json")
+    assert json.loads(out)[0]["id"] == str(session.pk)
+    run(capsys, "compact", str(session.pk), "--wait", "10")
+    code, out, _ = run(capsys, "show", str(session.pk))
+    assert "active compaction" in out and "succeeded" in out
+    code, out, _ = run(capsys, "context", str(session.pk))
+    assert "summary" in out.splitlines()[1]
+    context = json.loads(run(capsys, "context", str(session.pk), "--json")[1])
+    assert "<summary>" in context["messages"][0]["content"]
+    code, out, _ = run(capsys, "undo", str(session.pk))
+    assert code == 0 and "undone" in out
+    assert Session.objects.get(pk=session.pk).active_compaction_id is None
+    code, out, _ = run(capsys, "tail", str(session.pk), "--once")
+    assert "compaction_queued" in out and "compaction_reverted" in out
+    code, out, _ = run(capsys, "--json", "tail", str(session.pk), "--once")
+    assert all("kind" in json.loads(line) for line in out.splitlines())
+
+
+def test_import(env, capsys):
+    code, out, _ = run(capsys, "import", "/work/shared/data/transcripts/claude-code/tool_heavy.jsonl")
+    assert code == 0 and "Imported 11 messages" in out
+
+
+def test_errors_exit_1_with_the_servers_message(env, capsys, monkeypatch):
+    code, _, err = run(capsys, "show", "00000000-0000-0000-0000-000000000000")
+    assert code == 1 and "404" in err
+    monkeypatch.setenv("COMPACTOR_API_KEY", "wrong")
+    code, _, err = run(capsys, "sessions")
+    assert code == 1 and "401" in err

@@ -1,0 +1,118 @@
+"""gateway.sse: the reply is reassembled from SSE bytes however they are split."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gateway.sse import StreamAssembler
+
+
+def _events(*events: tuple[str, dict]) -> bytes:
+    return b"".join(f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode() for kind, data in events)
+
+
+STREAM = _events(
+    (
+        "message_start",
+        {
+            "type": "message_start",
+            "message": {
+                "id": "m",
+                "model": "x",
+                "content": [],
+                "usage": {"input_tokens": 120, "cache_read_input_tokens": 30, "output_tokens": 1},
+            },
+        },
+    ),
+    ("ping", {"type": "ping"}),
+    (
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}},
+    ),
+    (
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Let me "}},
+    ),
+    (
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "look."}},
+    ),
+    (
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "sig"}},
+    ),
+    ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    ("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+    (
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Héllo "}},
+    ),
+    (
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "wörld"}},
+    ),
+    ("content_block_stop", {"type": "content_block_stop", "index": 1}),
+    (
+        "content_block_start",
+        {
+            "type": "content_block_start",
+            "index": 2,
+            "content_block": {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}},
+        },
+    ),
+    (
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"comm'}},
+    ),
+    (
+        "content_block_delta",
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "input_json_delta", "partial_json": 'and": "ls"}'},
+        },
+    ),
+    ("content_block_stop", {"type": "content_block_stop", "index": 2}),
+    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 42}}),
+    ("message_stop", {"type": "message_stop"}),
+)
+
+EXPECTED = {
+    "role": "assistant",
+    "content": [
+        {"type": "thinking", "thinking": "Let me look.", "signature": "sig"},
+        {"type": "text", "text": "Héllo wörld"},
+        {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},
+    ],
+}
+
+
+@pytest.mark.parametrize("size", [1, 7, 64, len(STREAM)])
+def test_it_reassembles_the_reply_from_any_chunking(size):
+    assembler = StreamAssembler()
+    for start in range(0, len(STREAM), size):
+        assembler.feed(STREAM[start : start + size])
+    assert assembler.assistant_message() == EXPECTED
+    response = assembler.response_message()
+    assert response["stop_reason"] == "tool_use"
+    assert response["usage"] == {"input_tokens": 120, "cache_read_input_tokens": 30, "output_tokens": 42}
+
+
+def test_crlf_line_endings_work_too():
+    assembler = StreamAssembler()
+    assembler.feed(STREAM.replace(b"\n", b"\r\n"))
+    assert assembler.assistant_message() == EXPECTED
+
+
+def test_an_unfinished_or_failed_stream_gives_no_reply():
+    cut = StreamAssembler()
+    cut.feed(STREAM[: len(STREAM) // 2])
+    assert cut.assistant_message() is None
+    failed = StreamAssembler()
+    failed.feed(STREAM[: STREAM.index(b"\n\n", len(STREAM) // 2) + 2])  # up to an event boundary
+    failed.feed(_events(("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})))
+    failed.feed(_events(("message_stop", {"type": "message_stop"})))
+    assert failed.assistant_message() is None
+    assert failed.error["type"] == "overloaded_error"
