@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from compaction.core.cutpoint import plan_cut
-from compaction.core.transcripts import ImportedTranscript, parse_claude_code, read_claude_code
+from compaction.core.transcripts import ImportedTranscript, TranscriptError, parse_claude_code, read_claude_code
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.types import Msg
 from tests import services
@@ -243,7 +243,7 @@ def test_split_assistant_lines_merge_and_results_follow() -> None:
     assert t.stats["assistant_lines_merged"] == 2
 
 
-def test_sidechains_branches_and_meta_are_skipped() -> None:
+def test_sidechains_and_branches_are_skipped_meta_lines_kept() -> None:
     t = parse_claude_code(
         [
             line("u1", None, "user", "first"),
@@ -259,7 +259,10 @@ def test_sidechains_branches_and_meta_are_skipped() -> None:
     assert texts == ["first, edited", "kept answer"]
     assert "abandoned answer" not in json.dumps(t.messages)
     assert "sidechain" not in json.dumps(t.messages)
-    assert t.stats["skipped_meta"] == 1
+    # isMeta lines are hidden in Claude Code's UI but sent to the model: imported.
+    assert "<local-command-caveat>x</local-command-caveat>" in json.dumps(t.messages)
+    assert t.stats["meta_user_lines_imported"] == 1
+    assert t.skipped == {"skipped_off_chain": 2, "skipped_sidechain_or_unlinked": 1, "skipped_system_turn_duration": 1}
 
 
 def test_compaction_boundary_and_summary_are_recorded() -> None:
@@ -303,9 +306,21 @@ def test_malformed_lines_are_counted_not_fatal(tmp_path: Path) -> None:
     entries = [line("u1", None, "user", "hi"), line("a1", "u1", "assistant", [{"type": "text", "text": "yo"}])]
     path.write_text(json.dumps(entries[0]) + "\n{not json\n\n[1,2]\n" + json.dumps(entries[1]) + "\n")
     t = read_claude_code(path)
-    assert t.stats["malformed_lines"] == 2
+    assert t.stats["skipped_malformed_lines"] == 2
     assert len(t.messages) == 2
     assert t.title == "hi" and t.model == "claude-test" and t.session_id == "s1"
+    # An import reads strictly: the first bad line is named, with why.
+    with pytest.raises(TranscriptError, match=r"^line 2: not JSON \(Expecting property name"):
+        read_claude_code(path, strict=True)
+
+
+def test_a_truncated_last_line_is_skipped_and_reported_even_when_strict(tmp_path: Path) -> None:
+    path = tmp_path / "live.jsonl"
+    entries = [line("u1", None, "user", "hi"), line("a1", "u1", "assistant", [{"type": "text", "text": "yo"}])]
+    path.write_text(json.dumps(entries[0]) + "\n" + json.dumps(entries[1]) + '\n{"type": "user", "mess')
+    t = read_claude_code(path, strict=True)
+    assert len(t.messages) == 2
+    assert t.skipped == {"skipped_truncated_last_line": 1}
 
 
 def test_empty_input() -> None:
