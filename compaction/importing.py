@@ -1,0 +1,353 @@
+"""Import another agent's transcript as a session: detect the format, load it, report what happened.
+
+    transcript_import → read the file (compaction.core.transcripts.read_transcript, strict: a
+                        file that is not a transcript is a TranscriptError naming the line)
+                      → bulk: every message, every recorded usage report (each right after its
+                        assistant message, as the agent reported it live) and the agent's own
+                        compactions, in one transaction; or replay: message by message through
+                        transcript_replay, so auto-compaction fires as it would have live
+                      → a Claude Code session's subagents/*.jsonl as child sessions
+                      → ImportReport: messages, tool calls, compactions, usage reports and
+                        every line left out, by reason.
+
+A replay runs its session's compactions itself (`run_inline`); while it does, the session is
+marked `replaying` and the Celery task leaves that session's jobs alone
+(`compaction_run_unless_replaying`), so a worker never races the replay for them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from compaction import services
+from compaction.core.transcripts import ImportedTranscript, TranscriptError, read_transcript
+from compaction.models import Compaction, Reason, Status
+from sessions.models import Message, Session, ToolCall
+
+logger = logging.getLogger(__name__)
+
+BATCH = 500
+AGENT_NAMES = {
+    "claude-code": "Claude Code",
+    "pi": "pi",
+    "swe-agent": "SWE-agent",
+    "anthropic-messages": "Anthropic Messages",
+    "openai-chat": "OpenAI chat",
+}
+
+
+class TranscriptImportError(Exception):  # noqa: N801 - not the builtin ImportError
+    """The file cannot be imported: `problem` says why (line and reason when it is the file)."""
+
+    def __init__(self, problem: str, *, field: str = "file"):
+        super().__init__(problem)
+        self.problem = problem
+        self.field = field
+
+
+@dataclass
+class ImportReport:
+    format: str
+    session: Session
+    path: str
+    messages: int = 0
+    tool_calls: int = 0
+    compactions: int = 0
+    usage_reports: int = 0
+    queued_messages: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    children: list[ImportReport] = field(default_factory=list)
+    replay: services.ReplayResult | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "messages": self.messages,
+            "tool_calls": self.tool_calls,
+            "compactions": self.compactions,
+            "usage_reports": self.usage_reports,
+            "queued_messages": self.queued_messages,
+            "skipped": self.skipped,
+            "subagents": [
+                {"session": str(child.session.pk), "file": Path(child.path).name, **child.as_dict()}
+                for child in self.children
+            ],
+        }
+
+    def lines(self) -> list[str]:
+        """The command's closing report: counts, then every skip by reason (never silent)."""
+        name = AGENT_NAMES.get(self.format, self.format)
+        kind = "compaction(s) made by the service" if self.replay is not None else f"{name} compaction(s) recorded"
+        out = [
+            f"{self.messages} messages, {self.tool_calls} tool calls, {self.compactions} {kind}, "
+            f"{self.usage_reports} usage reports, {self.queued_messages} queued user messages",
+            "  skipped: " + (", ".join(f"{_reason(k)} {v:,}" for k, v in self.skipped.items()) or "nothing"),
+        ]
+        for child in self.children:
+            out.append(
+                f"  subagent {Path(child.path).name} → session {child.session.pk}: {child.messages} messages, "
+                f"{child.tool_calls} tool calls, {child.usage_reports} usage reports; skipped: "
+                + (", ".join(f"{_reason(k)} {v:,}" for k, v in child.skipped.items()) or "nothing")
+            )
+        return out
+
+
+def _reason(key: str) -> str:
+    return key.removeprefix("skipped_").replace("_", " ")
+
+
+def subagent_files(path: Path) -> list[Path]:
+    """Claude Code keeps a session's subagent logs in `<session>/subagents/*.jsonl` beside it."""
+    folder = path.with_suffix("") / "subagents"
+    return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+
+
+def _cleaned(transcript: ImportedTranscript) -> tuple[list[dict[str, Any]], list[int | None], dict[int, int]]:
+    """Messages as an agent would send them, their reported context sizes, and original index →
+    index after cleaning (so an agent's own compaction still lands before the right message)."""
+    messages: list[dict[str, Any]] = []
+    reported: list[int | None] = []
+    index_map: dict[int, int] = {}
+    for index, message in enumerate(transcript.messages):
+        kept = services.transcript_messages_for_api([message])
+        if kept:
+            index_map[index] = len(messages)
+            messages.extend(kept)
+            reported.extend([transcript.reported_context_tokens[index]] * len(kept))
+    return messages, reported, index_map
+
+
+def _compaction_positions(transcript: ImportedTranscript, index_map: dict[int, int]) -> dict[int, list[dict]]:
+    """Cleaned message index → the agent's compactions that take effect right before it."""
+    positions: dict[int, list[dict]] = {}
+    ordered = sorted(index_map)
+    for compaction in transcript.compactions:
+        original = compaction.get("before_message_index")
+        index = next((index_map[i] for i in ordered if original is not None and i >= original), None)
+        if index is not None and compaction.get("summary"):
+            positions.setdefault(index, []).append(compaction)
+    return positions
+
+
+def _load_bulk(session: Session, transcript: ImportedTranscript) -> None:
+    """Append every message; report each recorded usage right after its assistant message (the
+    meter and calibration then hold every report, as if the agent had run live); record the
+    agent's own compactions where they happened. Runs inside the caller's transaction."""
+    ss = services._session_services()
+    messages, reported, index_map = _cleaned(transcript)
+    compactions = _compaction_positions(transcript, index_map)
+    name = AGENT_NAMES.get(transcript.source, transcript.source)
+    batch: list[dict[str, Any]] = []
+    seqs: list[int] = []
+
+    def flush() -> None:
+        if batch:
+            try:
+                result = ss.messages_append(session=session, messages=[dict(m) for m in batch])
+            except ValidationError as exc:
+                raise TranscriptImportError(
+                    f"message {len(seqs) + 1}..{len(seqs) + len(batch)} rejected: {exc}"
+                ) from exc
+            seqs.extend(row.seq for row in result.messages)
+            batch.clear()
+
+    for index, message in enumerate(messages):
+        for compaction in compactions.get(index, ()):
+            flush()
+            services.compaction_record_import(
+                session=session,
+                summary=compaction["summary"],
+                first_kept_seq=(seqs[-1] if seqs else 0) + 1,
+                tokens_before=compaction.get("pre_tokens"),
+                detail=f"{name} {compaction.get('trigger') or 'auto'} compaction (tokens before: "
+                f"{compaction.get('pre_tokens')})",
+            )
+        batch.append({"role": message["role"], "content": message["content"]})
+        if message["role"] == "assistant" and reported[index] is not None:
+            flush()
+            services.usage_report_recorded(session=session, usage=message["usage"], message_seq=seqs[-1])
+        elif len(batch) >= BATCH:
+            flush()
+    flush()
+
+
+def _counts(report: ImportReport, transcript: ImportedTranscript) -> None:
+    """Fill the report from what was stored, not from what was meant to be."""
+    session = report.session
+    report.messages = Message.objects.filter(session=session).count()
+    report.tool_calls = ToolCall.objects.filter(session=session).count()
+    report.usage_reports = Message.objects.filter(session=session, provider_usage__isnull=False).count()
+    jobs = Compaction.objects.filter(session=session, status=Status.SUCCEEDED)
+    report.compactions = (jobs.exclude(reason=Reason.IMPORT) if report.replay is not None else jobs).count()
+    report.queued_messages = transcript.stats.get("queued_messages_imported", 0)
+    report.skipped = transcript.skipped
+
+
+def _create_session(
+    *,
+    owner,
+    transcript: ImportedTranscript,
+    path: Path,
+    title: str | None,
+    model: str | None,
+    window: int | None,
+    settings: dict[str, Any],
+    parent: Session | None,
+) -> Session:
+    try:
+        session = services._session_services().session_create(
+            owner=owner,
+            title=(title or transcript.title or path.stem)[:200],
+            agent=transcript.source,
+            model=(model or transcript.model or "")[:100],
+            system_prompt=transcript.system_prompt,
+            context_window=window,
+            compaction_settings=settings,
+        )
+    except ValidationError as exc:
+        raise TranscriptImportError(f"invalid option: {exc}", field="options") from exc
+    if parent is not None:
+        Session.objects.filter(pk=session.pk).update(parent=parent)
+        session.parent = parent
+    return session
+
+
+def _read(path: Path, format: str | None) -> ImportedTranscript:
+    try:
+        return read_transcript(path, format=format)
+    except TranscriptError as exc:
+        raise TranscriptImportError(str(exc)) from exc
+    except OSError as exc:
+        raise TranscriptImportError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
+
+
+def transcript_import(
+    *,
+    owner,
+    path: str | Path,
+    format: str | None = None,
+    title: str | None = None,
+    model: str | None = None,
+    window: int | None = None,
+    trigger: int | None = None,
+    replay: bool = False,
+    run_inline: bool = True,
+    subagents: bool = True,
+    on_step: Callable[[services.ReplayStep], None] | None = None,
+) -> ImportReport:
+    """Import the transcript at `path` as a new session of `owner` (see the module doc).
+
+    Raises TranscriptImportError naming the problem, and then nothing is stored: a bulk import is one
+    transaction; a replay that fails half-way deletes the session it created.
+    """
+    path = Path(path)
+    transcript = _read(path, format)
+    children = [(child, _read(child, "claude-code")) for child in subagent_files(path)] if subagents else []
+    if transcript.source != "claude-code":
+        children = []
+    settings: dict[str, Any] = {}
+    if trigger:
+        settings["auto_compact_token_limit"] = trigger
+    if not replay:
+        # A bulk load must not queue an auto compaction half-way through; restored below.
+        settings["auto_compact"] = False
+
+    if not replay:
+        with transaction.atomic():
+            session = _create_session(
+                owner=owner,
+                transcript=transcript,
+                path=path,
+                title=title,
+                model=model,
+                window=window,
+                settings=settings,
+                parent=None,
+            )
+            report = ImportReport(format=transcript.source, session=session, path=str(path))
+            _load_bulk(session, transcript)
+            services._session_services().session_update(session=session, compaction_settings={"auto_compact": None})
+            _counts(report, transcript)
+            report.children = _import_children(owner=owner, parent=session, children=children, window=window)
+        session.refresh_from_db()
+        return report
+
+    session = _create_session(
+        owner=owner,
+        transcript=transcript,
+        path=path,
+        title=title,
+        model=model,
+        window=window,
+        settings=settings,
+        parent=None,
+    )
+    report = ImportReport(format=transcript.source, session=session, path=str(path))
+    if run_inline:
+        Session.objects.filter(pk=session.pk).update(replaying=True)
+    try:
+        messages, _, _ = _cleaned(transcript)
+        report.replay = services.transcript_replay(
+            session=session,
+            messages=[
+                {
+                    "role": m["role"],
+                    "content": m["content"],
+                    "usage": m.get("usage") if m["role"] == "assistant" else None,
+                }
+                for m in messages
+            ],
+            run_inline=run_inline,
+            on_step=on_step,
+        )
+        with transaction.atomic():
+            report.children = _import_children(owner=owner, parent=session, children=children, window=window)
+    except ValidationError as exc:
+        session.delete()
+        raise TranscriptImportError(f"transcript rejected: {exc}") from exc
+    except BaseException:
+        session.delete()
+        raise
+    finally:
+        Session.objects.filter(pk=session.pk).update(replaying=False)
+    _counts(report, transcript)
+    session.refresh_from_db()
+    return report
+
+
+def _import_children(
+    *, owner, parent: Session, children: list[tuple[Path, ImportedTranscript]], window: int | None
+) -> list[ImportReport]:
+    reports = []
+    for child_path, child in children:
+        session = _create_session(
+            owner=owner,
+            transcript=child,
+            path=child_path,
+            title=None,
+            model=None,
+            window=window,
+            settings={"auto_compact": False},
+            parent=parent,
+        )
+        report = ImportReport(format=child.source, session=session, path=str(child_path))
+        _load_bulk(session, child)
+        services._session_services().session_update(session=session, compaction_settings={"auto_compact": None})
+        _counts(report, child)
+        reports.append(report)
+    return reports
+
+
+def compaction_run_unless_replaying(*, compaction_id) -> Compaction | None:
+    """The Celery task's body: run the job, unless its session is being replayed — the replay
+    runs that session's jobs itself, and a worker claiming one would race it."""
+    if Compaction.objects.filter(pk=compaction_id, session__replaying=True).exists():
+        logger.info("Compaction %s left to the replay of its session", compaction_id)
+        return None
+    return services.compaction_run(compaction_id=compaction_id)
