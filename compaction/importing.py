@@ -239,15 +239,19 @@ def transcript_import(
     replay: bool = False,
     run_inline: bool = True,
     subagents: bool = True,
+    source_name: str | None = None,
     on_step: Callable[[services.ReplayStep], None] | None = None,
 ) -> ImportReport:
     """Import the transcript at `path` as a new session of `owner` (see the module doc).
 
     Raises TranscriptImportError naming the problem, and then nothing is stored: a bulk import is one
-    transaction; a replay that fails half-way deletes the session it created.
+    transaction; a replay that fails half-way deletes the session it created. `source_name`:
+    the file's own name when `path` is a temporary copy (an upload), for the default title.
     """
     path = Path(path)
     transcript = _read(path, format)
+    if source_name and not transcript.title:
+        transcript.title = Path(source_name).stem
     children = [(child, _read(child, "claude-code")) for child in subagent_files(path)] if subagents else []
     if transcript.source != "claude-code":
         children = []
