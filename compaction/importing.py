@@ -18,6 +18,7 @@ marked `replaying` and the Celery task leaves that session's jobs alone
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,3 +356,28 @@ def compaction_run_unless_replaying(*, compaction_id) -> Compaction | None:
         logger.info("Compaction %s left to the replay of its session", compaction_id)
         return None
     return services.compaction_run(compaction_id=compaction_id)
+
+
+def transcript_import_upload(
+    *, owner, upload, format: str | None = None, title: str | None = None, replay: bool = False
+) -> ImportReport:
+    """An uploaded file (the API's and the dashboard's Import) → transcript_import.
+
+    Over HTTP a replay leaves compactions to the workers: a request never waits on a summarizer
+    (the command's --replay runs them itself). An upload is one file, so no subagents.
+    """
+    with tempfile.TemporaryDirectory(prefix="compactor-import-") as folder:
+        path = Path(folder) / "upload"
+        with open(path, "wb") as handle:
+            for chunk in upload.chunks():
+                handle.write(chunk)
+        return transcript_import(
+            owner=owner,
+            path=path,
+            format=format,
+            title=title,
+            replay=replay,
+            run_inline=False,
+            subagents=False,
+            source_name=upload.name,
+        )

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
@@ -82,14 +79,16 @@ class ImportView(APIView):
     def post(self, request: Request) -> Response:
         data = ImportRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        upload = data.validated_data["file"]
-        report = import_upload(
-            owner=request.user,
-            upload=upload,
-            format=data.validated_data.get("format"),
-            title=data.validated_data.get("title") or None,
-            replay=data.validated_data["replay"],
-        )
+        try:
+            report = importing.transcript_import_upload(
+                owner=request.user,
+                upload=data.validated_data["file"],
+                format=data.validated_data.get("format"),
+                title=data.validated_data.get("title") or None,
+                replay=data.validated_data["replay"],
+            )
+        except importing.TranscriptImportError as exc:
+            raise ValidationError({exc.field: [exc.problem]}) from exc
         return Response(
             {
                 "session": SessionOutSerializer(report.session).data,
@@ -99,27 +98,3 @@ class ImportView(APIView):
             },
             status=status.HTTP_201_CREATED,
         )
-
-
-def import_upload(*, owner, upload, format: str | None, title: str | None, replay: bool) -> importing.ImportReport:
-    """An uploaded file → transcript_import; its problems as a 400 naming the field `file`."""
-    with tempfile.TemporaryDirectory(prefix="compactor-import-") as folder:
-        path = Path(folder) / "upload"
-        with open(path, "wb") as handle:
-            for chunk in upload.chunks():
-                handle.write(chunk)
-        try:
-            # Over HTTP the replay leaves compactions to the workers: a request never waits
-            # on a summarizer (the command's --replay runs them itself).
-            return importing.transcript_import(
-                owner=owner,
-                path=path,
-                format=format,
-                title=title,
-                replay=replay,
-                run_inline=False,
-                subagents=False,
-                source_name=upload.name,
-            )
-        except importing.TranscriptImportError as exc:
-            raise ValidationError({exc.field: [exc.problem]}) from exc
