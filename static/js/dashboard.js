@@ -223,7 +223,8 @@
     }
   });
   document.addEventListener("htmx:beforeSwap", function (event) {
-    if (event.detail.elt && event.detail.elt.id === "import-form" && event.detail.xhr.status === 400) {
+    var target = event.detail.target;
+    if (target && target.id === "import-result" && event.detail.xhr.status === 400) {
       event.detail.shouldSwap = true;
       event.detail.isError = false;
     }
