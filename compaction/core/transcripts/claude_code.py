@@ -13,7 +13,8 @@ compaction pointing at a line that was cut, a subagent log whose first lines han
 parent session), the chain continues with the line before it in the file. A message the
 user typed while the agent was busy is only a `queue-operation` line: it is imported where
 the agent received it (the `remove`/`dequeue` that took it off the queue), unless it was
-sent as a user line of its own later.
+sent as a user line of its own later. Newer versions log such a message as an `attachment`
+line (`queued_command`) in the tree: imported there.
 """
 
 from __future__ import annotations
@@ -89,6 +90,16 @@ def _text_of(content: Any) -> list[str]:
     return [str(b.get("text", "")).strip() for b in as_blocks(content) if b.get("type") == "text"]
 
 
+def _queued_attachment(entry: dict[str, Any]) -> Any:
+    """The prompt of a newer Claude Code's `attachment` line of type `queued_command` (how it
+    logs a message typed while it worked and folded into the running turn), else None."""
+    attachment = entry.get("attachment") if entry.get("type") == "attachment" else None
+    if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
+        return None
+    prompt = attachment.get("prompt")
+    return prompt if as_blocks(prompt) else None
+
+
 def _queued_messages(entries: list[dict[str, Any]], stats: Counter[str]) -> dict[int, list[str]]:
     """Position in `entries` → the queued messages the agent received there.
 
@@ -104,6 +115,9 @@ def _queued_messages(entries: list[dict[str, Any]], stats: Counter[str]) -> dict
         entry = entries[index]
         if entry.get("type") == "user":
             seen.update(_text_of(_message(entry).get("content")))
+        prompt = _queued_attachment(entry)
+        if prompt is not None:
+            seen.update(_text_of(prompt))
     received: dict[int, list[str]] = {}
     waiting: list[str] = []
     for index, entry in enumerate(entries):
@@ -252,6 +266,17 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
             if boundary is not None:  # a boundary without its summary line
                 raw.append({"role": "marker", "marker": {**boundary, "summary": ""}})
             boundary = {"trigger": metadata.get("trigger"), "pre_tokens": metadata.get("preTokens")}
+        elif kind == "attachment" and _queued_attachment(entry) is not None:
+            if uuid not in chain:
+                stats["skipped_off_chain"] += 1
+                continue
+            included.add(uuid)
+            raw.append({"role": "user", "content": _queued_attachment(entry), "queued": True})
+            stats["queued_messages_imported"] += 1
+        elif kind == "attachment":
+            # Claude Code's own context notes (file changes, reminders, hook output).
+            attachment = entry.get("attachment") if isinstance(entry.get("attachment"), dict) else {}
+            stats[f"skipped_attachment_{attachment.get('type') or 'unknown'}"] += 1
         elif kind == "system":
             stats[f"skipped_system_{entry.get('subtype') or 'line'}"] += 1
         else:
