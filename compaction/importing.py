@@ -18,6 +18,7 @@ marked `replaying` and the Celery task leaves that session's jobs alone
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ class ImportReport:
     compactions: int = 0
     usage_reports: int = 0
     queued_messages: int = 0
+    replaced_characters: int = 0  # strings with U+0000 / lone surrogates made storable
     skipped: dict[str, int] = field(default_factory=dict)
     children: list[ImportReport] = field(default_factory=list)
     replay: services.ReplayResult | None = None
@@ -74,6 +76,7 @@ class ImportReport:
             "compactions": self.compactions,
             "usage_reports": self.usage_reports,
             "queued_messages": self.queued_messages,
+            "strings_with_unstorable_characters": self.replaced_characters,
             "skipped": self.skipped,
             "subagents": [
                 {"session": str(child.session.pk), "file": Path(child.path).name, **child.as_dict()}
@@ -90,6 +93,11 @@ class ImportReport:
             f"{self.usage_reports} usage reports, {self.queued_messages} queued user messages",
             "  skipped: " + (", ".join(f"{_reason(k)} {v:,}" for k, v in self.skipped.items()) or "nothing"),
         ]
+        if self.replaced_characters:
+            out.append(
+                f"  {self.replaced_characters} strings held U+0000 or an unpaired surrogate (no database stores "
+                "them): replaced by ␀ / U+FFFD"
+            )
         for child in self.children:
             out.append(
                 f"  subagent {Path(child.path).name} → session {child.session.pk}: {child.messages} messages, "
@@ -107,6 +115,40 @@ def subagent_files(path: Path) -> list[Path]:
     """Claude Code keeps a session's subagent logs in `<session>/subagents/*.jsonl` beside it."""
     folder = path.with_suffix("") / "subagents"
     return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _storable(value: Any, transcript: ImportedTranscript) -> Any:
+    """`value` with what no database can store replaced: U+0000 (PostgreSQL's jsonb refuses it)
+    by U+2400 ␀, an unpaired surrogate (not UTF-8) by U+FFFD. The API refuses such messages;
+    an import keeps the message and counts the replacement instead of losing the file."""
+    if isinstance(value, str):
+        if not _UNSTORABLE.search(value):
+            return value
+        fixed = []
+        for char in value:
+            if char == "\x00":
+                fixed.append("\u2400")
+            elif "\ud800" <= char <= "\udfff":
+                fixed.append("\ufffd")
+            else:
+                fixed.append(char)
+        transcript.stats["unstorable_characters_replaced"] += 1
+        return "".join(fixed)
+    if isinstance(value, list):
+        return [_storable(item, transcript) for item in value]
+    if isinstance(value, dict):
+        return {_storable(k, transcript): _storable(v, transcript) for k, v in value.items()}
+    return value
+
+
+def _make_storable(transcript: ImportedTranscript) -> None:
+    transcript.messages = _storable(transcript.messages, transcript)
+    transcript.compactions = _storable(transcript.compactions, transcript)
+    transcript.system_prompt = _storable(transcript.system_prompt, transcript)
+    transcript.title = _storable(transcript.title, transcript)
 
 
 def _cleaned(transcript: ImportedTranscript) -> tuple[list[dict[str, Any]], list[int | None], dict[int, int]]:
@@ -187,6 +229,7 @@ def _counts(report: ImportReport, transcript: ImportedTranscript) -> None:
     jobs = Compaction.objects.filter(session=session, status=Status.SUCCEEDED)
     report.compactions = (jobs.exclude(reason=Reason.IMPORT) if report.replay is not None else jobs).count()
     report.queued_messages = transcript.stats.get("queued_messages_imported", 0)
+    report.replaced_characters = transcript.stats.get("unstorable_characters_replaced", 0)
     report.skipped = transcript.skipped
 
 
@@ -221,7 +264,9 @@ def _create_session(
 
 def _read(path: Path, format: str | None) -> ImportedTranscript:
     try:
-        return read_transcript(path, format=format)
+        transcript = read_transcript(path, format=format)
+        _make_storable(transcript)
+        return transcript
     except TranscriptError as exc:
         raise TranscriptImportError(str(exc)) from exc
     except OSError as exc:

@@ -48,6 +48,9 @@ ImportResultSerializer = inline_serializer(
                 "compactions": serializers.IntegerField(),
                 "usage_reports": serializers.IntegerField(),
                 "queued_messages": serializers.IntegerField(),
+                "strings_with_unstorable_characters": serializers.IntegerField(
+                    help_text="Strings holding U+0000 or an unpaired surrogate, stored with ␀ / U+FFFD instead."
+                ),
                 "skipped": serializers.DictField(
                     child=serializers.IntegerField(), help_text="What was left out, by reason."
                 ),

@@ -136,3 +136,23 @@ def test_the_endpoint_is_in_the_openapi_schema(client, admin_user):
     operation = schema["paths"]["/api/v1/imports/"]["post"]
     assert "multipart/form-data" in operation["requestBody"]["content"]
     assert {"201", "400", "413"} <= set(operation["responses"])
+
+
+def test_characters_no_database_stores_are_replaced_not_fatal(api, user):
+    messages = [
+        {"role": "user", "content": "cat the binary file please"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"c": "cat a.bin"}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ELF\u0000\u0000x \ud800"}],
+        },
+    ]
+    text = "[" + ",".join(json.dumps(m) for m in messages) + "]"
+    response = api.post(URL, {"file": SimpleUploadedFile("bin.json", text.encode())}, format="multipart")
+    assert response.status_code == 201, response.json()
+    assert response.json()["report"]["strings_with_unstorable_characters"] == 1
+    row = Message.objects.get(session__owner=user, seq=3)
+    assert row.content[0]["content"] == "ELF\u2400\u2400x \ufffd"
