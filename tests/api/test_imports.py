@@ -38,6 +38,7 @@ def test_it_imports_a_claude_code_file_with_its_compaction_and_usage(api, user):
     assert report["compactions"] == 1 and session.active_compaction.reason == "import"
     assert report["skipped"]["skipped_progress"] == 1117
     assert report["subagents"] == []  # an upload is one file
+    assert body["session"]["parent"] is None
 
 
 def test_it_detects_other_formats_and_takes_title_and_format(api, user):
@@ -156,3 +157,13 @@ def test_characters_no_database_stores_are_replaced_not_fatal(api, user):
     assert response.json()["report"]["strings_with_unstorable_characters"] == 1
     row = Message.objects.get(session__owner=user, seq=3)
     assert row.content[0]["content"] == "ELF\u2400\u2400x \ufffd"
+
+
+def test_a_subagent_session_names_its_parent(api, user):
+    from sessions import services as session_services
+
+    parent = session_services.session_create(owner=user, title="main")
+    child = session_services.session_create(owner=user, title="subagent")
+    Session.objects.filter(pk=child.pk).update(parent=parent)
+    assert api.get(f"/api/v1/sessions/{child.pk}/").json()["parent"] == str(parent.pk)
+    assert api.get(f"/api/v1/sessions/{parent.pk}/").json()["parent"] is None

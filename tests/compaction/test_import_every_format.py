@@ -162,6 +162,7 @@ def test_every_claude_code_file_imports_whole_with_its_subagents(path: Path, use
     assert_imported_whole(session, expected_claude_code(path))
     subagents = sorted((path.with_suffix("") / "subagents").glob("*.jsonl"))
     assert session.children.count() == len(subagents)
+    assert all(child.parent_id == session.pk for child in session.children.all())
     for child_file in subagents:
         child = next(c for c in session.children.all() if f"subagent {child_file.name} → session {c.pk}" in output)
         assert_imported_whole(child, expected_claude_code(child_file))
