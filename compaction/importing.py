@@ -67,6 +67,7 @@ class ImportReport:
     replaced_characters: int = 0  # strings with U+0000 / lone surrogates made storable
     skipped: dict[str, int] = field(default_factory=dict)
     children: list[ImportReport] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)  # subagent logs left out: (file, why)
     replay: services.ReplayResult | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -82,6 +83,7 @@ class ImportReport:
                 {"session": str(child.session.pk), "file": Path(child.path).name, **child.as_dict()}
                 for child in self.children
             ],
+            "subagents_not_imported": [{"file": name, "problem": problem} for name, problem in self.unreadable],
         }
 
     def lines(self) -> list[str]:
@@ -104,6 +106,8 @@ class ImportReport:
                 f"{child.tool_calls} tool calls, {child.usage_reports} usage reports; skipped: "
                 + (", ".join(f"{_reason(k)} {v:,}" for k, v in child.skipped.items()) or "nothing")
             )
+        for name, problem in self.unreadable:
+            out.append(f"  subagent {name} not imported: {problem}")
         return out
 
 
@@ -298,9 +302,15 @@ def transcript_import(
     transcript = _read(path, format)
     if source_name and not transcript.title:
         transcript.title = Path(source_name).stem
-    children = [(child, _read(child, "claude-code")) for child in subagent_files(path)] if subagents else []
-    if transcript.source != "claude-code":
-        children = []
+    children: list[tuple[Path, ImportedTranscript]] = []
+    unreadable: list[tuple[str, str]] = []
+    if subagents and transcript.source == "claude-code":
+        for child in subagent_files(path):
+            try:
+                children.append((child, _read(child, "claude-code")))
+            except TranscriptImportError as exc:
+                # A bad subagent log does not cost the session: it is left out, and said so.
+                unreadable.append((child.name, exc.problem))
     settings: dict[str, Any] = {}
     if trigger:
         settings["auto_compact_token_limit"] = trigger
@@ -320,7 +330,7 @@ def transcript_import(
                 settings=settings,
                 parent=None,
             )
-            report = ImportReport(format=transcript.source, session=session, path=str(path))
+            report = ImportReport(format=transcript.source, session=session, path=str(path), unreadable=unreadable)
             _load_bulk(session, transcript)
             services._session_services().session_update(session=session, compaction_settings={"auto_compact": None})
             _counts(report, transcript)
@@ -338,7 +348,7 @@ def transcript_import(
         settings=settings,
         parent=None,
     )
-    report = ImportReport(format=transcript.source, session=session, path=str(path))
+    report = ImportReport(format=transcript.source, session=session, path=str(path), unreadable=unreadable)
     if run_inline:
         Session.objects.filter(pk=session.pk).update(replaying=True)
     try:

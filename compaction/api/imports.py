@@ -55,6 +55,7 @@ ImportResultSerializer = inline_serializer(
                     child=serializers.IntegerField(), help_text="What was left out, by reason."
                 ),
                 "subagents": serializers.ListField(child=serializers.DictField()),
+                "subagents_not_imported": serializers.ListField(child=serializers.DictField()),
             },
         ),
     },

@@ -263,3 +263,16 @@ def test_a_file_with_broken_parent_links_imports_whole(user, tmp_path: Path) -> 
     assert job is not None and job.reason == "import"
     assert job.messages_summarized > 120
     assert "1 Claude Code compaction(s) recorded" in output
+
+
+def test_a_bad_subagent_log_is_left_out_and_named_not_fatal(user, tmp_path: Path) -> None:
+    main = tmp_path / "s1.jsonl"
+    main.write_text((DATA / "claude-code" / "short.jsonl").read_text())
+    folder = tmp_path / "s1" / "subagents"
+    folder.mkdir(parents=True)
+    (folder / "agent-good.jsonl").write_text((DATA / "claude-code" / "agent-a0294d5.jsonl").read_text())
+    (folder / "agent-bad.jsonl").write_text("not json at all\n{}\n")
+    output = run(main, user)
+    session = Session.objects.get(owner=user, parent=None)
+    assert [c.title for c in session.children.all()] and session.children.count() == 1
+    assert "subagent agent-bad.jsonl not imported: line 1: not JSON" in output
