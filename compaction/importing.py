@@ -31,6 +31,7 @@ from django.db import transaction
 from compaction import services
 from compaction.core.transcripts import ImportedTranscript, TranscriptError, read_transcript
 from compaction.models import Compaction, Reason, Status
+from sessions import services as session_services
 from sessions.models import Message, Session, ToolCall
 
 logger = logging.getLogger(__name__)
@@ -186,7 +187,6 @@ def _load_bulk(session: Session, transcript: ImportedTranscript) -> None:
     """Append every message; report each recorded usage right after its assistant message (the
     meter and calibration then hold every report, as if the agent had run live); record the
     agent's own compactions where they happened. Runs inside the caller's transaction."""
-    ss = services._session_services()
     messages, reported, index_map = _cleaned(transcript)
     compactions = _compaction_positions(transcript, index_map)
     name = AGENT_NAMES.get(transcript.source, transcript.source)
@@ -196,7 +196,7 @@ def _load_bulk(session: Session, transcript: ImportedTranscript) -> None:
     def flush() -> None:
         if batch:
             try:
-                result = ss.messages_append(session=session, messages=[dict(m) for m in batch])
+                result = session_services.messages_append(session=session, messages=[dict(m) for m in batch])
             except ValidationError as exc:
                 raise TranscriptImportError(
                     f"message {len(seqs) + 1}..{len(seqs) + len(batch)} rejected: {exc}"
@@ -249,7 +249,7 @@ def _create_session(
     parent: Session | None,
 ) -> Session:
     try:
-        session = services._session_services().session_create(
+        session = session_services.session_create(
             owner=owner,
             title=(title or transcript.title or path.stem)[:200],
             agent=transcript.source,
@@ -332,7 +332,7 @@ def transcript_import(
             )
             report = ImportReport(format=transcript.source, session=session, path=str(path), unreadable=unreadable)
             _load_bulk(session, transcript)
-            services._session_services().session_update(session=session, compaction_settings={"auto_compact": None})
+            session_services.session_update(session=session, compaction_settings={"auto_compact": None})
             _counts(report, transcript)
             report.children = _import_children(owner=owner, parent=session, children=children, window=window)
         session.refresh_from_db()
@@ -398,7 +398,7 @@ def _import_children(
         )
         report = ImportReport(format=child.source, session=session, path=str(child_path))
         _load_bulk(session, child)
-        services._session_services().session_update(session=session, compaction_settings={"auto_compact": None})
+        session_services.session_update(session=session, compaction_settings={"auto_compact": None})
         _counts(report, child)
         reports.append(report)
     return reports
