@@ -154,6 +154,8 @@ def _make_storable(transcript: ImportedTranscript) -> None:
     transcript.compactions = _storable(transcript.compactions, transcript)
     transcript.system_prompt = _storable(transcript.system_prompt, transcript)
     transcript.title = _storable(transcript.title, transcript)
+    for subagent in transcript.subagents:
+        _make_storable(subagent)
 
 
 def _cleaned(transcript: ImportedTranscript) -> tuple[list[dict[str, Any]], list[int | None], dict[int, int]]:
@@ -302,12 +304,16 @@ def transcript_import(
     transcript = _read(path, format)
     if source_name and not transcript.title:
         transcript.title = Path(source_name).stem
-    children: list[tuple[Path, ImportedTranscript]] = []
+    name = source_name or path.name
+    # Subagents: sidechains logged inside the file (older Claude Code), then subagents/*.jsonl.
+    children: list[tuple[str, ImportedTranscript]] = [
+        (f"{name} (sidechain {number})", child) for number, child in enumerate(transcript.subagents, start=1)
+    ]
     unreadable: list[tuple[str, str]] = []
     if subagents and transcript.source == "claude-code":
         for child in subagent_files(path):
             try:
-                children.append((child, _read(child, "claude-code")))
+                children.append((child.name, _read(child, "claude-code")))
             except TranscriptImportError as exc:
                 # A bad subagent log does not cost the session: it is left out, and said so.
                 unreadable.append((child.name, exc.problem))
@@ -382,21 +388,21 @@ def transcript_import(
 
 
 def _import_children(
-    *, owner, parent: Session, children: list[tuple[Path, ImportedTranscript]], window: int | None
+    *, owner, parent: Session, children: list[tuple[str, ImportedTranscript]], window: int | None
 ) -> list[ImportReport]:
     reports = []
-    for child_path, child in children:
+    for label, child in children:
         session = _create_session(
             owner=owner,
             transcript=child,
-            path=child_path,
+            path=Path(label),
             title=None,
             model=None,
             window=window,
             settings={"auto_compact": False},
             parent=parent,
         )
-        report = ImportReport(format=child.source, session=session, path=str(child_path))
+        report = ImportReport(format=child.source, session=session, path=label)
         _load_bulk(session, child)
         session_services.session_update(session=session, compaction_settings={"auto_compact": None})
         _counts(report, child)

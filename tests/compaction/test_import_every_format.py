@@ -276,3 +276,17 @@ def test_a_bad_subagent_log_is_left_out_and_named_not_fatal(user, tmp_path: Path
     session = Session.objects.get(owner=user, parent=None)
     assert [c.title for c in session.children.all()] and session.children.count() == 1
     assert "subagent agent-bad.jsonl not imported: line 1: not JSON" in output
+
+
+def test_sidechains_inside_a_main_log_become_child_sessions(user, tmp_path: Path) -> None:
+    # Older Claude Code wrote a Task's subagent conversation into the main log (isSidechain).
+    main = tmp_path / "older.jsonl"
+    sidechain = DATA / "claude-code" / "agent-a0294d5.jsonl"
+    main.write_text((DATA / "claude-code" / "short.jsonl").read_text() + sidechain.read_text())
+    output = run(main, user)
+    session = Session.objects.get(owner=user, parent=None)
+    assert_imported_whole(session, expected_claude_code(DATA / "claude-code" / "short.jsonl"))
+    child = session.children.get()
+    assert_imported_whole(child, expected_claude_code(sidechain))
+    assert f"subagent older.jsonl (sidechain 1) → session {child.pk}" in output
+    assert "sidechain" not in output.split("skipped:")[1].split("\n")[0]  # read, not skipped

@@ -262,7 +262,10 @@ def test_sidechains_and_branches_are_skipped_meta_lines_kept() -> None:
     # isMeta lines are hidden in Claude Code's UI but sent to the model: imported.
     assert "<local-command-caveat>x</local-command-caveat>" in json.dumps(t.messages)
     assert t.stats["meta_user_lines_imported"] == 1
-    assert t.skipped == {"skipped_off_chain": 2, "skipped_sidechain_or_unlinked": 1, "skipped_system_turn_duration": 1}
+    assert t.skipped == {"skipped_off_chain": 2, "skipped_system_turn_duration": 1}
+    # The sidechain is a subagent's conversation: read as one of its own, not dropped.
+    assert [m["content"][0]["text"] for s in t.subagents for m in s.messages] == ["sidechain"]
+    assert t.stats["sidechain_lines_read_as_subagents"] == 1
 
 
 def test_compaction_boundary_and_summary_are_recorded() -> None:

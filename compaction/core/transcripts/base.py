@@ -93,6 +93,9 @@ class ImportedTranscript:
     session_id: str | None = None
     stats: Counter[str] = field(default_factory=Counter)
     system_prompt: str = ""  # when the format records it (SWE-agent); Claude Code's is not in the file
+    # Conversations logged inside this file that belong to a subagent (older Claude Code wrote
+    # a Task's sidechain into the main log): each imported as a child session.
+    subagents: list[ImportedTranscript] = field(default_factory=list)
 
     @property
     def skipped(self) -> dict[str, int]:

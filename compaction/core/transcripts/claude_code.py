@@ -202,11 +202,10 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
         if id(entry) not in pool_ids:
             if kind == "queue-operation":
                 continue  # accounted for by _queued_messages
-            stats[
-                f"skipped_{kind}"
-                if kind in ("progress", "file-history-snapshot", "summary")
-                else "skipped_sidechain_or_unlinked"
-            ] += 1
+            if entry.get("isSidechain") and isinstance(entry.get("uuid"), str):
+                stats["sidechain_lines_read_as_subagents"] += 1
+            else:
+                stats[f"skipped_{kind}"] += 1
             continue
         uuid = entry["uuid"]
         session_id = session_id or entry.get("sessionId")
@@ -298,7 +297,23 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
         source="claude-code",
         session_id=session_id,
         stats=stats,
+        subagents=_inline_subagents(with_uuid) if len(pool) < len(with_uuid) else [],
     )
+
+
+def _inline_subagents(with_uuid: list[dict[str, Any]]) -> list[ImportedTranscript]:
+    """The sidechain conversations inside a main log, one per subagent (`agentId`), in file order."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for entry in with_uuid:
+        if entry.get("isSidechain"):
+            groups.setdefault(str(entry.get("agentId") or "sidechain"), []).append(entry)
+    subagents = []
+    for agent_id, entries in groups.items():
+        transcript = parse_claude_code(entries)
+        if transcript.messages:
+            transcript.title = transcript.title or f"subagent {agent_id}"
+            subagents.append(transcript)
+    return subagents
 
 
 def read_claude_code(path: str | Path, *, strict: bool = False) -> ImportedTranscript:
