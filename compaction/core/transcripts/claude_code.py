@@ -108,16 +108,12 @@ def _queued_messages(entries: list[dict[str, Any]], stats: Counter[str]) -> dict
     input box (not sent). A queued text that later appears as a user line of its own was
     sent that way and is imported from that line.
     """
-    later_texts: list[set[str]] = [set() for _ in entries]
-    seen: set[str] = set()
-    for index in range(len(entries) - 1, -1, -1):
-        later_texts[index] = set(seen)
-        entry = entries[index]
-        if entry.get("type") == "user":
-            seen.update(_text_of(_message(entry).get("content")))
+    last_sent: dict[str, int] = {}  # text → the last position it appears as a user's own line
+    for index, entry in enumerate(entries):
+        texts = _text_of(_message(entry).get("content")) if entry.get("type") == "user" else []
         prompt = _queued_attachment(entry)
-        if prompt is not None:
-            seen.update(_text_of(prompt))
+        for text in texts + (_text_of(prompt) if prompt is not None else []):
+            last_sent[text] = index
     received: dict[int, list[str]] = {}
     waiting: list[str] = []
     for index, entry in enumerate(entries):
@@ -126,7 +122,7 @@ def _queued_messages(entries: list[dict[str, Any]], stats: Counter[str]) -> dict
         operation = entry.get("operation")
         content = entry.get("content")
         if operation == "enqueue" and isinstance(content, str) and content.strip():
-            if content.strip() in later_texts[index]:
+            if last_sent.get(content.strip(), -1) > index:
                 stats["queued_messages_sent_as_user_lines"] += 1
             else:
                 waiting.append(content)
