@@ -22,11 +22,14 @@ import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from compaction import services
 from compaction.core.transcripts import ImportedTranscript, TranscriptError, read_transcript
@@ -410,13 +413,32 @@ def _import_children(
     return reports
 
 
-def compaction_run_unless_replaying(*, compaction_id) -> Compaction | None:
+# A replay appends (and so touches last_activity_at) at least once per compaction it runs; a
+# session marked replaying with no activity for longer than a compaction may take is a replay
+# that died (killed process): its flag is dropped and the worker takes the job.
+REPLAY_STALE_GRACE_SECONDS = 60
+
+
+def compaction_run_unless_replaying(*, compaction_id, now=None) -> Compaction | None:
     """The Celery task's body: run the job, unless its session is being replayed — the replay
     runs that session's jobs itself, and a worker claiming one would race it."""
-    if Compaction.objects.filter(pk=compaction_id, session__replaying=True).exists():
-        logger.info("Compaction %s left to the replay of its session", compaction_id)
-        return None
-    return services.compaction_run(compaction_id=compaction_id)
+    row = (
+        Compaction.objects.filter(pk=compaction_id)
+        .values("session_id", "session__replaying", "session__last_activity_at")
+        .first()
+    )
+    if row is not None and row["session__replaying"]:
+        now = now or timezone.now()
+        stale_before = now - timedelta(seconds=settings.COMPACTION_HARD_TIME_LIMIT + REPLAY_STALE_GRACE_SECONDS)
+        if row["session__last_activity_at"] >= stale_before:
+            logger.info("Compaction %s left to the replay of its session", compaction_id)
+            return None
+        released = Session.objects.filter(
+            pk=row["session_id"], replaying=True, last_activity_at__lt=stale_before
+        ).update(replaying=False)
+        if released:
+            logger.warning("Session %s: replay silent since %s, flag dropped", row["session_id"], stale_before)
+    return services.compaction_run(compaction_id=compaction_id, now=now)
 
 
 def transcript_import_upload(

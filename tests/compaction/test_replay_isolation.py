@@ -98,3 +98,31 @@ def test_a_replay_that_fails_stores_nothing(user, tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         importing.transcript_import(owner=user, path=long_chat(tmp_path / "chat.json", pairs=2), replay=True)
     assert not Session.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_replay_that_died_does_not_hold_its_sessions_jobs_forever(user):
+    from datetime import timedelta
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    session = session_services.session_create(owner=user, title="t", context_window=32_000)
+    session_services.messages_append(
+        session=session,
+        messages=[{"role": r, "content": f"{r} message {n} " * 200} for n in range(6) for r in ("user", "assistant")],
+    )
+    job = services.compaction_request(session=session, reason="manual")
+    Session.objects.filter(pk=session.pk).update(replaying=True)
+    silent = timedelta(seconds=settings.COMPACTION_HARD_TIME_LIMIT + importing.REPLAY_STALE_GRACE_SECONDS)
+    now = timezone.now()
+    # Still within what one compaction may take: the replay is alive, the job is its own.
+    assert importing.compaction_run_unless_replaying(compaction_id=job.pk, now=now + silent / 2) is None
+    job.refresh_from_db()
+    assert job.status == Status.QUEUED
+    # Silent for longer (its process was killed): the worker drops the flag and runs the job.
+    importing.compaction_run_unless_replaying(compaction_id=job.pk, now=now + silent * 2)
+    job.refresh_from_db()
+    session.refresh_from_db()
+    assert job.attempts == 1 and job.status in (Status.SUCCEEDED, Status.SKIPPED)
+    assert session.replaying is False
