@@ -17,6 +17,7 @@ marked `replaying` and the Celery task leaves that session's jobs alone
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import tempfile
@@ -35,6 +36,7 @@ from compaction import services
 from compaction.core.transcripts import ImportedTranscript, TranscriptError, read_transcript
 from compaction.models import Compaction, Reason, Status
 from sessions import services as session_services
+from sessions import validation
 from sessions.models import Message, Session, ToolCall
 
 logger = logging.getLogger(__name__)
@@ -150,6 +152,61 @@ def _storable(value: Any, transcript: ImportedTranscript) -> Any:
     if isinstance(value, dict):
         return {_storable(k, transcript): _storable(v, transcript) for k, v in value.items()}
     return value
+
+
+def _block_errors(block: Any, role: str | None, *, inner: bool = False) -> bool:
+    errors = validation.Errors()
+    validation.check_block(block, "block", role, errors, inner=inner)
+    return bool(errors)
+
+
+def _as_text(block: Any, transcript: ImportedTranscript) -> dict[str, Any]:
+    kind = block.get("type") if isinstance(block, dict) else None
+    transcript.stats[f"blocks_kept_as_text_{kind or 'untyped'}"] += 1
+    return {"type": "text", "text": f"[{kind or 'untyped'} block] {json.dumps(block, ensure_ascii=False)}"}
+
+
+def _known_keys(block: dict[str, Any], transcript: ImportedTranscript) -> dict[str, Any]:
+    allowed = validation.BLOCK_KEYS[block["type"]]
+    for key in block.keys() - allowed:
+        transcript.stats[f"skipped_block_field_{block['type']}.{key}"] += 1
+    return {k: v for k, v in block.items() if k in allowed}
+
+
+def _fit_block(block: Any, role: str, transcript: ImportedTranscript, *, inner: bool = False) -> dict[str, Any]:
+    """A block the service's validation accepts, keeping what it says: a block of a type the
+    service does not store (web search results, tool references, …) becomes a text block
+    holding it as JSON; a tool_use / tool_result keeps its type (its pair depends on it) and
+    loses only fields the Messages API does not define (counted)."""
+    if not _block_errors(block, None if inner else role, inner=inner):
+        return block
+    kind = block.get("type") if isinstance(block, dict) else None
+    if kind == "tool_result" and not inner:
+        fixed = _known_keys(block, transcript)
+        if isinstance(fixed.get("content"), list):
+            fixed["content"] = [_fit_block(b, role, transcript, inner=True) for b in fixed["content"]]
+        if "is_error" in fixed:
+            fixed["is_error"] = bool(fixed["is_error"])
+        return fixed
+    if kind == "tool_use" and not inner:
+        fixed = _known_keys(block, transcript)
+        if not isinstance(fixed.get("input"), dict):
+            fixed["input"] = {"value": fixed.get("input")}
+        return fixed
+    if kind in validation.BLOCK_KEYS:
+        fixed = _known_keys(block, transcript)
+        if not _block_errors(fixed, None if inner else role, inner=inner):
+            return fixed
+    return _as_text(block, transcript)
+
+
+def _make_acceptable(transcript: ImportedTranscript) -> None:
+    """Every message in a shape messages_append stores: one odd block must not cost the file."""
+    for message in transcript.messages:
+        if isinstance(message["content"], list):
+            message["content"] = [_fit_block(b, message["role"], transcript) for b in message["content"]]
+    for subagent in transcript.subagents:
+        _make_acceptable(subagent)
 
 
 def _make_storable(transcript: ImportedTranscript) -> None:
@@ -275,6 +332,7 @@ def _read(path: Path, format: str | None) -> ImportedTranscript:
     try:
         transcript = read_transcript(path, format=format)
         _make_storable(transcript)
+        _make_acceptable(transcript)
         return transcript
     except TranscriptError as exc:
         raise TranscriptImportError(str(exc)) from exc

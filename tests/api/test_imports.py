@@ -167,3 +167,43 @@ def test_a_subagent_session_names_its_parent(api, user):
     Session.objects.filter(pk=child.pk).update(parent=parent)
     assert api.get(f"/api/v1/sessions/{child.pk}/").json()["parent"] == str(parent.pk)
     assert api.get(f"/api/v1/sessions/{parent.pk}/").json()["parent"] is None
+
+
+def test_blocks_the_service_does_not_store_are_kept_as_text(api, user):
+    # Newer agents log block types the Messages API added later (server tools, tool references)
+    # and extra fields: one odd block must not cost the whole file, nor its content.
+    messages = [
+        {"role": "user", "content": "search the web for the release date"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {"query": "release date"}},
+                {"type": "web_search_tool_result", "tool_use_id": "srv_1", "content": [{"title": "Release notes"}]},
+                {"type": "text", "text": "It ships on Friday.", "annotations": ["x"]},
+                {"type": "tool_use", "id": "t1", "name": "ToolSearch", "input": {"q": "x"}, "extra": 1},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": [{"type": "tool_reference", "tool_name": "mcp__db__query"}],
+                }
+            ],
+        },
+    ]
+    file = SimpleUploadedFile("odd.json", json.dumps(messages).encode())
+    response = api.post(URL, {"file": file, "format": "anthropic-messages"}, format="multipart")
+    assert response.status_code == 201, response.json()
+    skipped = response.json()["report"]["skipped"]
+    assert skipped == {"skipped_block_field_text.annotations": 1, "skipped_block_field_tool_use.extra": 1}
+    rows = {m.seq: m.content for m in Message.objects.filter(session__owner=user)}
+    assistant = rows[2]
+    assert assistant[0]["type"] == "text" and "web_search" in assistant[0]["text"]
+    assert "Release notes" in assistant[1]["text"]
+    assert assistant[2] == {"type": "text", "text": "It ships on Friday."}
+    assert assistant[3] == {"type": "tool_use", "id": "t1", "name": "ToolSearch", "input": {"q": "x"}}
+    inner = rows[3][0]["content"][0]
+    assert inner["type"] == "text" and "mcp__db__query" in inner["text"]
