@@ -5,20 +5,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agent_sessions', '0004_session_calibration'),
+        ("agent_sessions", "0004_session_calibration"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='session',
-            name='parent',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='children', to='agent_sessions.session'),
+            model_name="session",
+            name="parent",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="children",
+                to="agent_sessions.session",
+            ),
         ),
         migrations.AddField(
-            model_name='session',
-            name='replaying',
+            model_name="session",
+            name="replaying",
             field=models.BooleanField(default=False),
         ),
     ]
