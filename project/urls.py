@@ -3,11 +3,14 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from compaction.api.imports import ImportView
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     # Agents' REST API: sessions/messages/context/usage (sessions app), compactions,
     # overflow and events (compaction app), schema and Swagger UI.
     path("api/v1/", include("sessions.api.urls")),
+    path("api/v1/imports/", ImportView.as_view(), name="imports"),
     path("api/v1/sessions/<uuid:session_id>/", include("compaction.api.urls")),
     # Agents that only change their Anthropic base URL: the Messages API, compacted (gateway app).
     path("anthropic/", include("gateway.urls")),

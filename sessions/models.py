@@ -33,6 +33,14 @@ class Session(models.Model):
     active_compaction = models.ForeignKey(
         "compaction.Compaction", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # A subagent's conversation (e.g. Claude Code's subagents/*.jsonl) hangs off the session
+    # that started it; deleting the parent keeps the child as a session of its own.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children", db_index=True
+    )
+    # Set while `import_transcript --replay` appends to this session and runs its compactions
+    # itself: the Celery task leaves the session's jobs to the replay (no race with a worker).
+    replaying = models.BooleanField(default=False)
 
     # Append bookkeeping. `last_seq` is bumped under a row lock, which is what keeps seq
     # gap-free and unique when many clients append at once.

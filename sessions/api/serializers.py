@@ -98,6 +98,9 @@ class SessionOutSerializer(serializers.Serializer):
     last_seq = serializers.IntegerField()
     total_message_tokens = serializers.IntegerField(help_text="All stored messages, compacted or not.")
     active_compaction = serializers.UUIDField(source="active_compaction_id", allow_null=True)
+    parent = serializers.UUIDField(
+        source="parent_id", allow_null=True, help_text="The session that started this one (a subagent's), or null."
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
     last_activity_at = serializers.DateTimeField()

@@ -29,3 +29,21 @@ class SessionFilterForm(forms.Form):
 
 class ApiKeyForm(forms.Form):
     name = forms.CharField(max_length=50, label="Key name", help_text="Where the key is used, e.g. “laptop agent”.")
+
+
+class ImportForm(forms.Form):
+    file = forms.FileField(
+        label="Transcript file",
+        help_text="Claude Code or pi .jsonl, SWE-agent .traj, Anthropic Messages or OpenAI chat .json.",
+    )
+    format = forms.ChoiceField(required=False, label="Format", help_text="Detected from the file unless chosen.")
+    title = forms.CharField(required=False, max_length=200, label="Title", help_text="Default: the transcript's.")
+    replay = forms.BooleanField(
+        required=False,
+        label="Replay message by message",
+        help_text="Auto-compaction fires as it would have live (jobs run in the workers).",
+    )
+
+    def __init__(self, *args, formats: tuple[str, ...], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["format"].choices = [("", "Detect")] + [(f, f) for f in formats]

@@ -36,7 +36,14 @@ def sessions_visible(*, user) -> QuerySet[Session]:
 
 
 def session_get_visible(*, user, session_id: UUID) -> Session:
-    return get_object_or_404(sessions_visible(user=user).select_related("owner", "active_compaction"), id=session_id)
+    return get_object_or_404(
+        sessions_visible(user=user).select_related("owner", "active_compaction", "parent"), id=session_id
+    )
+
+
+def session_children(*, user, session: Session) -> list[Session]:
+    """The session's subagents this user may see, oldest first (one query)."""
+    return list(sessions_visible(user=user).filter(parent=session).order_by("created_at", "id")[:200])
 
 
 def compaction_get_visible(*, session: Session, compaction_id: UUID) -> Compaction:

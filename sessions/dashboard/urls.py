@@ -22,6 +22,7 @@ dashboard_patterns = [
         views.compaction_progress,
         name="compaction-progress",
     ),
+    path("import/", views.transcript_import, name="import"),
     path("keys/", views.api_keys, name="api-keys"),
     path("keys/<str:prefix>/revoke/", views.api_key_revoke, name="api-key-revoke"),
 ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -20,7 +21,7 @@ from compaction.services import describe
 
 from . import keys, queries
 from .chart import build_chart
-from .forms import ApiKeyForm, SessionFilterForm
+from .forms import ApiKeyForm, ImportForm, SessionFilterForm
 from .present import fmt_duration, fmt_int, render_markdown, skip_reason, strip_file_tags
 from .timeline import build_timeline, fallbacks_text, usage_items
 
@@ -84,6 +85,8 @@ def session_detail(request: HttpRequest, session_id: UUID) -> HttpResponse:
     page = queries.messages_page(session=session, start=start)
     context = _overview_context(request, session, compactions)
     context.update(_timeline_context(session, compactions, page, start, full_page=True))
+    # Subagents imported with the session (Claude Code's subagents/*.jsonl), and its parent.
+    context["children"] = queries.session_children(user=request.user, session=session)
     return render(request, "dashboard/session_detail.html", context)
 
 
@@ -240,3 +243,55 @@ def api_key_revoke(request: HttpRequest, prefix: str) -> HttpResponse:
     key = keys.apikey_revoke(user=request.user, prefix=prefix)
     flash.success(request, f"Key “{key.name}” ({key.prefix}…) revoked: agents using it get 401 from now on.")
     return redirect("dashboard:api-keys")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def transcript_import(request: HttpRequest) -> HttpResponse:
+    """Upload a transcript (the API's POST /api/v1/imports/ does the same for agents).
+
+    htmx posts the form and swaps in the outcome fragment (the page shows the upload's progress
+    meanwhile); without JavaScript a success redirects to the new session.
+    """
+    from compaction import importing
+    from compaction.core.transcripts import FORMATS
+
+    form = ImportForm(formats=FORMATS)
+    error = None
+    if request.method == "POST":
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+        if length > settings.MAX_REQUEST_BYTES:
+            # Checked before the body is read, like the API's 413.
+            error = (
+                f"The upload is {length:,} bytes; the limit is {settings.MAX_REQUEST_BYTES:,} bytes "
+                "(COMPACTOR_MAX_REQUEST_BYTES)."
+            )
+        else:
+            form = ImportForm(request.POST, request.FILES, formats=FORMATS)
+            if form.is_valid():
+                data = form.cleaned_data
+                try:
+                    report = importing.transcript_import_upload(
+                        owner=request.user,
+                        upload=data["file"],
+                        format=data["format"] or None,
+                        title=data["title"] or None,
+                        replay=data["replay"],
+                    )
+                except importing.TranscriptImportError as exc:
+                    error = f"{data['file'].name}: {exc.problem}"
+                else:
+                    if not request.htmx:
+                        flash.success(request, f"Imported {report.messages} messages from {data['file'].name}.")
+                        return redirect("dashboard:session-detail", session_id=report.session.pk)
+                    context = {"report": report, "name": data["file"].name, "skipped": _skipped(report)}
+                    return render(request, "dashboard/_import_result.html", context)
+            else:
+                error = " ".join(f"{form.fields[k].label}: {' '.join(v)}" for k, v in form.errors.items())
+        if request.htmx:
+            return render(request, "dashboard/_import_result.html", {"error": error}, status=400)
+    return render(request, "dashboard/import.html", {"form": form, "error": error}, status=400 if error else 200)
+
+
+def _skipped(report) -> list[tuple[str, int]]:
+    return [(key.removeprefix("skipped_").replace("_", " "), count) for key, count in report.skipped.items()]

@@ -205,4 +205,28 @@
     event.preventDefault();
     submit(form, event.submitter);
   });
+
+  // Import page: the upload's progress (htmx reports the XHR's upload events), then a note
+  // that the server is importing; a 400 (not a transcript) is swapped in like a success.
+  document.addEventListener("htmx:xhr:progress", function (event) {
+    if (!event.target || event.target.id !== "import-form") return;
+    var bar = document.getElementById("import-progress");
+    var text = document.getElementById("import-progress-text");
+    var detail = event.detail || {};
+    if (!bar || !detail.lengthComputable || !detail.total) return;
+    var percent = Math.round((100 * detail.loaded) / detail.total);
+    bar.value = percent;
+    if (text) {
+      text.textContent = percent < 100
+        ? "Uploading… " + percent + " % of " + Math.round(detail.total / 1024) + " KB"
+        : "Uploaded; importing the messages…";
+    }
+  });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail.target;
+    if (target && target.id === "import-result" && event.detail.xhr.status === 400) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
 })();

@@ -27,7 +27,7 @@ def run(*args: str) -> str:
 def test_bulk_import_records_claude_codes_compaction(user):
     path = TRANSCRIPTS / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
     output = run(str(path), "--user", user.username, "--window", "200000")
-    session = Session.objects.get(owner=user)
+    session = Session.objects.get(owner=user, parent=None)
     assert f"into session {session.pk}" in output and "1 Claude Code compaction(s) recorded" in output
     job = session.active_compaction
     assert job is not None and job.reason == "import" and job.status == Status.SUCCEEDED
@@ -63,7 +63,7 @@ def test_bulk_import_records_claude_codes_compaction(user):
 def test_replay_compacts_as_it_goes_and_prints_a_summary_line(user):
     path = TRANSCRIPTS / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
     output = run(str(path), "--user", user.username, "--replay", "--window", "200000", "--trigger", "167000")
-    session = Session.objects.get(owner=user)
+    session = Session.objects.get(owner=user, parent=None)
     assert (
         output.strip()
         .splitlines()[-1]
@@ -88,7 +88,7 @@ def test_a_replay_that_never_compacts_says_why(user):
     # session reached: no compaction, and the output names the trigger and the peak usage.
     path = TRANSCRIPTS / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
     output = run(str(path), "--user", user.username, "--replay", "--window", "200000")
-    session = Session.objects.get(owner=user)
+    session = Session.objects.get(owner=user, parent=None)
     assert not Compaction.objects.filter(session=session).exists()
     trigger = session_services.session_usage(session)["trigger_tokens"]
     assert trigger == 183_616

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from compaction.core.cutpoint import plan_cut
-from compaction.core.transcripts import ImportedTranscript, parse_claude_code, read_claude_code
+from compaction.core.transcripts import ImportedTranscript, TranscriptError, parse_claude_code, read_claude_code
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.types import Msg
 from tests import services
@@ -243,7 +243,7 @@ def test_split_assistant_lines_merge_and_results_follow() -> None:
     assert t.stats["assistant_lines_merged"] == 2
 
 
-def test_sidechains_branches_and_meta_are_skipped() -> None:
+def test_sidechains_and_branches_are_skipped_meta_lines_kept() -> None:
     t = parse_claude_code(
         [
             line("u1", None, "user", "first"),
@@ -259,7 +259,13 @@ def test_sidechains_branches_and_meta_are_skipped() -> None:
     assert texts == ["first, edited", "kept answer"]
     assert "abandoned answer" not in json.dumps(t.messages)
     assert "sidechain" not in json.dumps(t.messages)
-    assert t.stats["skipped_meta"] == 1
+    # isMeta lines are hidden in Claude Code's UI but sent to the model: imported.
+    assert "<local-command-caveat>x</local-command-caveat>" in json.dumps(t.messages)
+    assert t.stats["meta_user_lines_imported"] == 1
+    assert t.skipped == {"skipped_off_chain": 2, "skipped_system_turn_duration": 1}
+    # The sidechain is a subagent's conversation: read as one of its own, not dropped.
+    assert [m["content"][0]["text"] for s in t.subagents for m in s.messages] == ["sidechain"]
+    assert t.stats["sidechain_lines_read_as_subagents"] == 1
 
 
 def test_compaction_boundary_and_summary_are_recorded() -> None:
@@ -303,9 +309,21 @@ def test_malformed_lines_are_counted_not_fatal(tmp_path: Path) -> None:
     entries = [line("u1", None, "user", "hi"), line("a1", "u1", "assistant", [{"type": "text", "text": "yo"}])]
     path.write_text(json.dumps(entries[0]) + "\n{not json\n\n[1,2]\n" + json.dumps(entries[1]) + "\n")
     t = read_claude_code(path)
-    assert t.stats["malformed_lines"] == 2
+    assert t.stats["skipped_malformed_lines"] == 2
     assert len(t.messages) == 2
     assert t.title == "hi" and t.model == "claude-test" and t.session_id == "s1"
+    # An import reads strictly: the first bad line is named, with why.
+    with pytest.raises(TranscriptError, match=r"^line 2: not JSON \(Expecting property name"):
+        read_claude_code(path, strict=True)
+
+
+def test_a_truncated_last_line_is_skipped_and_reported_even_when_strict(tmp_path: Path) -> None:
+    path = tmp_path / "live.jsonl"
+    entries = [line("u1", None, "user", "hi"), line("a1", "u1", "assistant", [{"type": "text", "text": "yo"}])]
+    path.write_text(json.dumps(entries[0]) + "\n" + json.dumps(entries[1]) + '\n{"type": "user", "mess')
+    t = read_claude_code(path, strict=True)
+    assert len(t.messages) == 2
+    assert t.skipped == {"skipped_truncated_last_line": 1}
 
 
 def test_empty_input() -> None:
@@ -352,3 +370,90 @@ def test_summary_line_gives_the_title() -> None:
         [line("u1", None, "user", "<command-name>/clear</command-name>"), line("u2", "u1", "user", "make it fast")]
     )
     assert untitled.title == "make it fast"
+
+
+def call_line(uuid: str, parent: str, tool_id: str) -> dict:
+    return line(uuid, parent, "assistant", [{"type": "tool_use", "id": tool_id, "name": "Bash", "input": {}}])
+
+
+def result_line(uuid: str, parent: str, tool_id: str) -> dict:
+    return line(uuid, parent, "user", [{"type": "tool_result", "tool_use_id": tool_id, "content": "ok"}])
+
+
+def test_queued_messages_arrive_with_the_tool_result_they_were_typed_during() -> None:
+    t = parse_claude_code(
+        [
+            line("u1", None, "user", "run the tests"),
+            call_line("a1", "u1", "t1"),
+            {"type": "queue-operation", "operation": "enqueue", "content": "also check the linter"},
+            {"type": "queue-operation", "operation": "enqueue", "content": "and then push"},
+            {"type": "queue-operation", "operation": "remove"},
+            result_line("r1", "a1", "t1"),
+            call_line("a2", "r1", "t2"),
+            {"type": "queue-operation", "operation": "remove"},
+            result_line("r2", "a2", "t2"),
+            line("a3", "r2", "assistant", [{"type": "text", "text": "done"}]),
+            # Typed at the end and sent as a prompt of its own: imported once, from its line.
+            {"type": "queue-operation", "operation": "enqueue", "content": "thanks"},
+            line("u2", "a3", "user", "thanks"),
+            {"type": "queue-operation", "operation": "enqueue", "content": "one more thing"},
+        ]
+    )
+    assert_tool_pairs_intact(t)
+    assert t.messages[2]["content"][-1] == {"type": "text", "text": "also check the linter"}
+    assert t.messages[4]["content"][-1] == {"type": "text", "text": "and then push"}
+    dumped = json.dumps(t.messages)
+    assert dumped.count("thanks") == 1
+    # Still queued when the log ends: the user's latest words are kept, at the end.
+    assert t.messages[-1]["content"][-1]["text"] == "one more thing"
+    assert t.stats["queued_messages_imported"] == 3 and t.stats["queued_messages_pending_at_end"] == 1
+
+
+def test_newer_queued_command_attachments_are_imported_once() -> None:
+    attachment = {
+        "type": "attachment",
+        "uuid": "q1",
+        "parentUuid": "a1",
+        "isSidechain": False,
+        "attachment": {"type": "queued_command", "commandMode": "prompt", "prompt": "use the staging db"},
+    }
+    t = parse_claude_code(
+        [
+            line("u1", None, "user", "migrate"),
+            call_line("a1", "u1", "t1"),
+            {"type": "queue-operation", "operation": "enqueue", "content": "use the staging db"},
+            attachment,
+            {"type": "queue-operation", "operation": "remove"},
+            result_line("r1", "q1", "t1"),
+            line("a2", "r1", "assistant", [{"type": "text", "text": "ok"}]),
+            {
+                "type": "attachment",
+                "uuid": "n1",
+                "parentUuid": "a2",
+                "attachment": {"type": "edited_text_file", "filename": "x"},
+            },
+        ]
+    )
+    assert_tool_pairs_intact(t)
+    assert json.dumps(t.messages).count("use the staging db") == 1
+    assert t.messages[2]["content"][-1] == {"type": "text", "text": "use the staging db"}
+    # The remove that follows the attachment has no waiting message of its own: a line without one.
+    assert t.skipped == {"skipped_attachment_edited_text_file": 1, "skipped_queue_operations_without_a_message": 1}
+
+
+def test_a_missing_parent_continues_in_file_order() -> None:
+    t = parse_claude_code(
+        [
+            line("u1", None, "user", "first"),
+            line("a1", "u1", "assistant", [{"type": "text", "text": "one"}]),
+            line("u2", "gone", "user", "second"),  # its parent was cut out of the file
+            line("a2", "u2", "assistant", [{"type": "text", "text": "two"}]),
+            line("b1", None, "system", None, subtype="compact_boundary", logicalParentUuid="also-gone"),
+            line("s1", "b1", "user", "summary of it all", isCompactSummary=True),
+            line("a3", "s1", "assistant", [{"type": "text", "text": "three"}]),
+        ]
+    )
+    texts = [b["text"] for m in t.messages for b in (m["content"] if isinstance(m["content"], list) else [])]
+    assert texts == ["one", "two", "three"] and t.messages[0]["content"] == "first"
+    assert t.stats["parent_links_broken"] == 2 and t.skipped == {}
+    assert t.compactions[0]["before_message_index"] == 4

@@ -9,6 +9,7 @@ import pytest
 
 from compaction.core.fileops import extract_file_ops
 from compaction.core.transcripts import read_pi, read_swe_agent
+from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.types import Msg
 from tests import services
 from tests.core.test_transcripts_claude_code import assert_tool_pairs_intact
@@ -24,9 +25,12 @@ def test_real_pi_session() -> None:
     assert t.model == "claude-sonnet-4-5"
     assert t.title.startswith("read packages/coding-agent/docs/theme.md")
     assert len(t.messages) > 800
-    assert t.stats["skipped_failed_assistant"] > 0
+    # Aborted turns: the empty ones are skipped (and reported); those with text or calls are
+    # kept, their never-run calls answered with an error result.
+    assert t.stats["skipped_empty_failed_assistant"] == 14
+    assert t.stats["failed_assistant_turns_kept"] == 8
     assert t.stats["orphan_tool_results_dropped"] == 0
-    assert t.stats["unanswered_tool_uses_repaired"] == 0
+    assert t.stats["unanswered_tool_uses_repaired"] == 18
     assert_tool_pairs_intact(t)
     # toolCall → tool_use with its arguments as input, toolResult → tool_result.
     first_use = next(b for m in t.messages if m["role"] == "assistant" for b in m["content"] if b["type"] == "tool_use")
@@ -83,13 +87,20 @@ def test_pi_compaction_bash_execution_and_failed_turns(tmp_path: Path) -> None:
     path.write_text("\n".join(json.dumps(e) for e in entries) + "\n")
     t = read_pi(path)
     assert_tool_pairs_intact(t)
-    assert [m["role"] for m in t.messages] == ["user", "assistant", "user", "user", "assistant"]
-    assert t.messages[3]["content"][0]["text"].startswith("Ran `ls`")
+    assert [m["role"] for m in t.messages] == ["user", "assistant", "user", "assistant", "user", "user", "assistant"]
+    assert t.messages[5]["content"][0]["text"].startswith("Ran `ls`")
     assert t.reported_context_tokens[1] == 111
     assert t.compactions == [
-        {"trigger": None, "pre_tokens": 5000, "before_message_index": 3, "summary": "## Goal\nfix"}
+        {"trigger": None, "pre_tokens": 5000, "before_message_index": 5, "summary": "## Goal\nfix"}
     ]
-    assert "c2" not in json.dumps(t.messages)
+    # The aborted turn's call is kept; it never ran, so its result says so.
+    assert t.messages[3]["content"][0]["id"] == "c2"
+    assert t.messages[4]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": "c2",
+        "content": MISSING_RESULT_TEXT,
+        "is_error": True,
+    }
 
 
 @pytest.mark.parametrize("path", SWE_FILES, ids=lambda p: p.name)

@@ -8,11 +8,74 @@ message right after its assistant message, and no tool_result lacks its tool_use
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 MISSING_RESULT_TEXT = "[no tool result was recorded in the transcript for this call]"
+
+# Counter keys in ImportedTranscript.stats that mean "something in the file was not imported":
+# the import report lists them by reason, so nothing is skipped silently.
+SKIP_PREFIX = "skipped_"
+SKIP_SUFFIX = "_dropped"
+
+
+class TranscriptError(ValueError):
+    """The file is not a transcript of the expected kind: `line` (1-based, when known) and why."""
+
+    def __init__(self, reason: str, *, line: int | None = None):
+        self.line = line
+        self.reason = reason
+        super().__init__(f"line {line}: {reason}" if line is not None else reason)
+
+
+def json_kind(value: Any) -> str:
+    """A decoded JSON value's name in JSON's own words (object, array, …) for error messages."""
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def load_jsonl(path: str | Path, stats: Counter[str], *, strict: bool = False) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every non-blank line.
+
+    Lenient (the default, for the readers' own callers): a line that is not a JSON object is
+    counted as `skipped_malformed_lines`. Strict (an import): such a line is a TranscriptError
+    naming it, except a truncated last line — an agent still writing its log leaves one,
+    and the lines before it are whole.
+    """
+    rows: list[tuple[int, dict[str, Any]]] = []
+    bad: tuple[int, str] | None = None
+    number = 0
+    with open(path, encoding="utf-8") as handle:
+        try:
+            for number, text in enumerate(handle, start=1):
+                if not text.strip():
+                    continue
+                if bad is not None and strict:
+                    raise TranscriptError(bad[1], line=bad[0])
+                try:
+                    entry = json.loads(text)
+                except ValueError as exc:
+                    bad = (number, f"not JSON ({exc})")
+                    stats["skipped_malformed_lines"] += 1
+                    continue
+                if not isinstance(entry, dict):
+                    bad = (number, f"a JSON {json_kind(entry)}, not an object")
+                    stats["skipped_malformed_lines"] += 1
+                    continue
+                rows.append((number, entry))
+        except UnicodeDecodeError as exc:
+            raise TranscriptError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", line=number + 1) from None
+    if bad is not None and strict and bad[1].startswith("not JSON"):
+        stats["skipped_truncated_last_line"] += 1
+        stats["skipped_malformed_lines"] -= 1
+        if not stats["skipped_malformed_lines"]:
+            del stats["skipped_malformed_lines"]
+    elif bad is not None and strict:
+        raise TranscriptError(bad[1], line=bad[0])
+    return rows
 
 
 @dataclass
@@ -30,6 +93,33 @@ class ImportedTranscript:
     session_id: str | None = None
     stats: Counter[str] = field(default_factory=Counter)
     system_prompt: str = ""  # when the format records it (SWE-agent); Claude Code's is not in the file
+    # Conversations logged inside this file that belong to a subagent (older Claude Code wrote
+    # a Task's sidechain into the main log): each imported as a child session.
+    subagents: list[ImportedTranscript] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> dict[str, int]:
+        """What the reader left out, by reason (the import report lists every one)."""
+        return {
+            key: count
+            for key, count in sorted(self.stats.items())
+            if count and (key.startswith(SKIP_PREFIX) or key.endswith(SKIP_SUFFIX))
+        }
+
+    @property
+    def tool_calls(self) -> int:
+        return sum(
+            1
+            for m in self.messages
+            if m["role"] == "assistant"
+            for b in as_blocks(m["content"])
+            if b.get("type") == "tool_use"
+        )
+
+    @property
+    def usage_reports(self) -> int:
+        """Assistant messages carrying the provider's reported usage."""
+        return sum(1 for t in self.reported_context_tokens if t is not None)
 
     @property
     def assistant_context_tokens(self) -> list[tuple[int, int]]:
@@ -65,7 +155,7 @@ def assemble(
 ) -> tuple[list[dict[str, Any]], list[int | None], list[dict[str, Any]]]:
     """Put raw chronological messages into provider order and repair tool pairs.
 
-    `raw` items: {"role": "assistant"|"user", "content", "usage"?, "reported"?} or
+    `raw` items: {"role": "assistant"|"user", "content", "usage"?, "reported"?, "queued"?} or
     {"role": "marker", "marker": {...}} (a compaction point, mapped to a message index).
 
     - each tool_result moves into the user message right after its tool_use's assistant
@@ -73,6 +163,7 @@ def assemble(
     - a tool_result with no earlier tool_use, or answering one already answered, is dropped;
     - a tool_use never answered gets a synthetic error result, except in the final assistant
       message (the agent was still waiting for it);
+    - a `queued` user message (typed while a tool ran) joins that tool's results;
     - consecutive plain user messages are merged; whitespace-only text blocks and empty
       messages are dropped (the Messages API rejects both).
     Returns (messages, reported context tokens aligned with them, markers with indexes).
@@ -126,7 +217,17 @@ def assemble(
             target.extra.extend(others)  # e.g. an image or note sent along with the results
         elif others:
             previous = items[-1] if items else None
-            if previous is not None and previous.role == "user":
+            waiting = (
+                previous is not None
+                and previous.role == "assistant"
+                and any(b.get("type") == "tool_use" and b.get("id") not in answered for b in previous.content)
+            )
+            if entry.get("queued") and waiting:
+                # A message the user typed while a tool ran: the agent received it with the
+                # tool's result (Claude Code attaches it there), not as a turn of its own.
+                previous.extra.extend(others)
+                stats["queued_messages_attached_to_tool_results"] += 1
+            elif previous is not None and previous.role == "user":
                 previous.content = as_blocks(previous.content) + others
                 stats["user_messages_merged"] += 1
             else:
@@ -153,7 +254,7 @@ def assemble(
         reported.append(item.reported)
         results = list(item.results)
         unanswered = [b["id"] for b in item.content if b.get("type") == "tool_use" and b["id"] not in answered]
-        if unanswered and not (item is last_assistant and not item.results and item is items[-1]):
+        if unanswered and not (item is last_assistant and not item.results and not item.extra and item is items[-1]):
             for tool_id in unanswered:
                 results.append(
                     {"type": "tool_result", "tool_use_id": tool_id, "content": MISSING_RESULT_TEXT, "is_error": True}

@@ -7,11 +7,18 @@ followed by a user line with `isCompactSummary` holding the summary. One API res
 written as several `assistant` lines sharing `message.id` (one per content block), and the
 tool_result lines of parallel calls hang off different ones of those lines, so they are not
 all on the chain: both are collected by `message.id` and by parent.
+
+Nothing is dropped because a link is broken: where a line's parent is not in the file (a
+compaction pointing at a line that was cut, a subagent log whose first lines hang off the
+parent session), the chain continues with the line before it in the file. A message the
+user typed while the agent was busy is only a `queue-operation` line: it is imported where
+the agent received it (the `remove`/`dequeue` that took it off the queue), unless it was
+sent as a user line of its own later. Newer versions log such a message as an `attachment`
+line (`queued_command`) in the tree: imported there.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,29 +31,15 @@ from compaction.core.transcripts.base import (
     compaction_records,
     context_tokens,
     first_line,
+    load_jsonl,
 )
 
 CONVERSATION_TYPES = ("user", "assistant")
 SYNTHETIC_MODEL = "<synthetic>"
 
 
-def _load(path: str | Path, stats: Counter[str]) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                stats["malformed_lines"] += 1
-                continue
-            if isinstance(entry, dict):
-                entries.append(entry)
-            else:
-                stats["malformed_lines"] += 1
-    return entries
+def _load(path: str | Path, stats: Counter[str], *, strict: bool = False) -> list[dict[str, Any]]:
+    return [entry for _, entry in load_jsonl(path, stats, strict=strict)]
 
 
 def _message(entry: dict[str, Any]) -> dict[str, Any]:
@@ -58,16 +51,94 @@ def _has_tool_results(entry: dict[str, Any]) -> bool:
     return any(b.get("type") == "tool_result" for b in as_blocks(_message(entry).get("content")))
 
 
-def _main_chain(pool: list[dict[str, Any]]) -> set[str]:
-    by_uuid = {e["uuid"]: e for e in pool}
+def _main_chain(pool: list[dict[str, Any]], stats: Counter[str]) -> set[str]:
+    """uuids on the conversation's chain, walked back from its last line.
+
+    A parent that is in the file is followed (branches the user abandoned stay off the
+    chain); a parent that is not (a cut file, a subagent log hanging off its parent session)
+    is a break, and the walk goes on with the nearest earlier line in file order. A null
+    parent is a root: the walk ends there.
+    """
+    by_uuid: dict[str, dict[str, Any]] = {}
+    position: dict[str, int] = {}
+    for index, entry in enumerate(pool):
+        by_uuid.setdefault(entry["uuid"], entry)
+        position.setdefault(entry["uuid"], index)
     leaf = next((e for e in reversed(pool) if e.get("type") in (*CONVERSATION_TYPES, "system")), pool[-1])
     chain: set[str] = set()
     current: dict[str, Any] | None = leaf
     while current is not None and current["uuid"] not in chain:
         chain.add(current["uuid"])
-        parent = current.get("parentUuid") or current.get("logicalParentUuid")
-        current = by_uuid.get(parent) if isinstance(parent, str) else None
+        parent_id = current.get("parentUuid") or current.get("logicalParentUuid")
+        if not isinstance(parent_id, str):
+            break
+        parent = by_uuid.get(parent_id)
+        if parent is not None:
+            current = parent
+            continue
+        stats["parent_links_broken"] += 1
+        earlier = position[current["uuid"]] - 1
+        while earlier >= 0 and pool[earlier]["uuid"] in chain:
+            earlier -= 1
+        current = pool[earlier] if earlier >= 0 else None
     return chain
+
+
+def _text_of(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content.strip()]
+    return [str(b.get("text", "")).strip() for b in as_blocks(content) if b.get("type") == "text"]
+
+
+def _queued_attachment(entry: dict[str, Any]) -> Any:
+    """The prompt of a newer Claude Code's `attachment` line of type `queued_command` (how it
+    logs a message typed while it worked and folded into the running turn), else None."""
+    attachment = entry.get("attachment") if entry.get("type") == "attachment" else None
+    if not isinstance(attachment, dict) or attachment.get("type") != "queued_command":
+        return None
+    prompt = attachment.get("prompt")
+    return prompt if as_blocks(prompt) else None
+
+
+def _queued_messages(entries: list[dict[str, Any]], stats: Counter[str]) -> dict[int, list[str]]:
+    """Position in `entries` → the queued messages the agent received there.
+
+    Claude Code logs `enqueue` (with the text) when the user types while the agent works, and
+    `remove`/`dequeue` when it hands the oldest one over; `popAll` gives them back to the
+    input box (not sent). A queued text that later appears as a user line of its own was
+    sent that way and is imported from that line.
+    """
+    last_sent: dict[str, int] = {}  # text → the last position it appears as a user's own line
+    for index, entry in enumerate(entries):
+        texts = _text_of(_message(entry).get("content")) if entry.get("type") == "user" else []
+        prompt = _queued_attachment(entry)
+        for text in texts + (_text_of(prompt) if prompt is not None else []):
+            last_sent[text] = index
+    received: dict[int, list[str]] = {}
+    waiting: list[str] = []
+    for index, entry in enumerate(entries):
+        if entry.get("type") != "queue-operation":
+            continue
+        operation = entry.get("operation")
+        content = entry.get("content")
+        if operation == "enqueue" and isinstance(content, str) and content.strip():
+            if last_sent.get(content.strip(), -1) > index:
+                stats["queued_messages_sent_as_user_lines"] += 1
+            else:
+                waiting.append(content)
+        elif operation in ("remove", "dequeue") and waiting:
+            received.setdefault(index, []).append(waiting.pop(0))
+        elif operation == "popAll" and waiting:
+            stats["skipped_queued_messages_withdrawn"] += len(waiting)
+            waiting.clear()
+        else:
+            stats["skipped_queue_operations_without_a_message"] += 1
+    if waiting:
+        # Still queued when the log ends: the user's latest words, which the agent would
+        # have received next — imported at the end rather than lost.
+        received.setdefault(len(entries), []).extend(waiting)
+        stats["queued_messages_pending_at_end"] += len(waiting)
+    return received
 
 
 def _title(entries: list[dict[str, Any]], raw: list[dict[str, Any]]) -> str:
@@ -89,31 +160,48 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
     stats = stats if stats is not None else Counter()
     entries = list(entries)
     stats["lines"] += len(entries)
+    unique: list[dict[str, Any]] = []
+    uuids: set[str] = set()
+    for entry in entries:
+        uuid = entry.get("uuid")
+        if isinstance(uuid, str):
+            if uuid in uuids:
+                stats["skipped_duplicate_lines"] += 1  # Claude Code rewrites lines on resume
+                continue
+            uuids.add(uuid)
+        unique.append(entry)
+    entries = unique
     with_uuid = [e for e in entries if isinstance(e.get("uuid"), str)]
     # A subagent's own file is all sidechain; then the sidechain *is* the conversation.
     pool = [e for e in with_uuid if not e.get("isSidechain")] or with_uuid
     if not pool:
         return ImportedTranscript(messages=[], source="claude-code", stats=stats)
     pool_ids = {id(e) for e in pool}
-    chain = _main_chain(pool)
+    chain = _main_chain(pool, stats)
     chain_message_ids = {_message(e).get("id") for e in pool if e["uuid"] in chain and e.get("type") == "assistant"} - {
         None
     }
+    queued = _queued_messages(entries, stats)
 
     raw: list[dict[str, Any]] = []
     included: set[str] = set()
+    included_tool_ids: set[str] = set()
     boundary: dict[str, Any] | None = None
     models: Counter[str] = Counter()
     session_id = None
     last_assistant_id: str | None = None
-    for entry in entries:
+    for position, entry in enumerate(entries):
+        for text in queued.get(position, ()):
+            raw.append({"role": "user", "content": text, "queued": True})
+            stats["queued_messages_imported"] += 1
         kind = entry.get("type")
         if id(entry) not in pool_ids:
-            stats[
-                f"skipped_{kind}"
-                if kind in ("progress", "file-history-snapshot", "queue-operation", "summary")
-                else "skipped_sidechain_or_unlinked"
-            ] += 1
+            if kind == "queue-operation":
+                continue  # accounted for by _queued_messages
+            if entry.get("isSidechain") and isinstance(entry.get("uuid"), str):
+                stats["sidechain_lines_read_as_subagents"] += 1
+            else:
+                stats[f"skipped_{kind}"] += 1
             continue
         uuid = entry["uuid"]
         session_id = session_id or entry.get("sessionId")
@@ -127,11 +215,13 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
             if message.get("model") == SYNTHETIC_MODEL or entry.get("isApiErrorMessage"):
                 stats["skipped_synthetic_assistant"] += 1  # Claude Code's own error notes, never sent
                 continue
+            blocks = as_blocks(message.get("content"))
+            included_tool_ids.update(b.get("id") for b in blocks if b.get("type") == "tool_use")
             usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
             if message_id and message_id == last_assistant_id and raw:
                 # Another content block of the same API response: extend that message.
                 target = next(r for r in reversed(raw) if r["role"] == "assistant")
-                target["content"] = as_blocks(target["content"]) + as_blocks(message.get("content"))
+                target["content"] = as_blocks(target["content"]) + blocks
                 if usage:
                     target["usage"] = usage
                     target["reported"] = context_tokens(usage)
@@ -140,17 +230,13 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
             last_assistant_id = message_id
             if isinstance(message.get("model"), str):
                 models[message["model"]] += 1
-            raw.append(
-                {
-                    "role": "assistant",
-                    "content": as_blocks(message.get("content")),
-                    "usage": usage,
-                    "reported": context_tokens(usage),
-                }
-            )
+            raw.append({"role": "assistant", "content": blocks, "usage": usage, "reported": context_tokens(usage)})
         elif kind == "user":
-            on_chain = uuid in chain
-            if not on_chain and not (_has_tool_results(entry) and entry.get("parentUuid") in included):
+            answers_included = any(
+                b.get("type") == "tool_result" and b.get("tool_use_id") in included_tool_ids
+                for b in as_blocks(message.get("content"))
+            )
+            if uuid not in chain and not answers_included:
                 stats["skipped_off_chain"] += 1
                 continue
             included.add(uuid)
@@ -163,8 +249,8 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
                 boundary = None
                 continue
             if entry.get("isMeta"):
-                stats["skipped_meta"] += 1
-                continue
+                # Hidden in Claude Code's UI but sent to the model (command caveats, skill text).
+                stats["meta_user_lines_imported"] += 1
             content = message.get("content")
             if not as_blocks(content):
                 stats["empty_user_messages_dropped"] += 1
@@ -175,8 +261,24 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
             if boundary is not None:  # a boundary without its summary line
                 raw.append({"role": "marker", "marker": {**boundary, "summary": ""}})
             boundary = {"trigger": metadata.get("trigger"), "pre_tokens": metadata.get("preTokens")}
+        elif kind == "attachment" and _queued_attachment(entry) is not None:
+            if uuid not in chain:
+                stats["skipped_off_chain"] += 1
+                continue
+            included.add(uuid)
+            raw.append({"role": "user", "content": _queued_attachment(entry), "queued": True})
+            stats["queued_messages_imported"] += 1
+        elif kind == "attachment":
+            # Claude Code's own context notes (file changes, reminders, hook output).
+            attachment = entry.get("attachment") if isinstance(entry.get("attachment"), dict) else {}
+            stats[f"skipped_attachment_{attachment.get('type') or 'unknown'}"] += 1
+        elif kind == "system":
+            stats[f"skipped_system_{entry.get('subtype') or 'line'}"] += 1
         else:
             stats[f"skipped_{kind}"] += 1
+    for text in queued.get(len(entries), ()):
+        raw.append({"role": "user", "content": text, "queued": True})
+        stats["queued_messages_imported"] += 1
     if boundary is not None:
         raw.append({"role": "marker", "marker": {**boundary, "summary": ""}})
 
@@ -191,10 +293,28 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
         source="claude-code",
         session_id=session_id,
         stats=stats,
+        subagents=_inline_subagents(with_uuid) if len(pool) < len(with_uuid) else [],
     )
 
 
-def read_claude_code(path: str | Path) -> ImportedTranscript:
-    """Read one Claude Code session file into Anthropic-shaped messages (see module doc)."""
+def _inline_subagents(with_uuid: list[dict[str, Any]]) -> list[ImportedTranscript]:
+    """The sidechain conversations inside a main log, one per subagent (`agentId`), in file order."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for entry in with_uuid:
+        if entry.get("isSidechain"):
+            groups.setdefault(str(entry.get("agentId") or "sidechain"), []).append(entry)
+    subagents = []
+    for agent_id, entries in groups.items():
+        transcript = parse_claude_code(entries)
+        if transcript.messages:
+            transcript.title = transcript.title or f"subagent {agent_id}"
+            subagents.append(transcript)
+    return subagents
+
+
+def read_claude_code(path: str | Path, *, strict: bool = False) -> ImportedTranscript:
+    """Read one Claude Code session file into Anthropic-shaped messages (see module doc).
+
+    `strict`: a line that is not JSON is a TranscriptError naming it (bar a truncated last line)."""
     stats: Counter[str] = Counter()
-    return parse_claude_code(_load(path, stats), stats=stats)
+    return parse_claude_code(_load(path, stats, strict=strict), stats=stats)

@@ -13,7 +13,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from compaction.core.transcripts.base import ImportedTranscript, as_blocks, assemble, compaction_records, first_line
+from compaction.core.transcripts.base import (
+    ImportedTranscript,
+    as_blocks,
+    assemble,
+    compaction_records,
+    first_line,
+    load_jsonl,
+)
 
 
 def _convert_block(block: dict[str, Any]) -> dict[str, Any] | None:
@@ -48,9 +55,17 @@ def _convert_block(block: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _blocks(content: Any) -> list[dict[str, Any]]:
-    converted = (_convert_block(b) for b in as_blocks(content))
-    return [b for b in converted if b is not None]
+def _blocks(content: Any, stats: Counter[str] | None = None) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    out: list[dict[str, Any]] = []
+    for block in as_blocks(content):
+        converted = _convert_block(block)
+        if converted is not None:
+            out.append(converted)
+        elif stats is not None and block.get("type") not in ("text", "thinking"):
+            stats[f"skipped_block_{block.get('type')}"] += 1  # empty text/thinking carry nothing
+    return out
 
 
 def _usage(usage: Any) -> tuple[dict[str, Any] | None, int | None]:
@@ -65,24 +80,17 @@ def _usage(usage: Any) -> tuple[dict[str, Any] | None, int | None]:
     context = (
         anthropic["input_tokens"] + anthropic["cache_read_input_tokens"] + anthropic["cache_creation_input_tokens"]
     )
-    return anthropic, (context or None)
+    if not context:
+        # pi writes all-zero usage on aborted calls: no report was made, none is imported.
+        return None, None
+    return anthropic, context
 
 
-def read_pi(path: str | Path) -> ImportedTranscript:
-    """Read one pi session file. Aborted and errored assistant turns are dropped, as pi does."""
+def read_pi(path: str | Path, *, strict: bool = False) -> ImportedTranscript:
+    """Read one pi session file. An aborted or failed assistant turn is kept when it holds
+    anything (its calls, never run, get an error result); an empty one is skipped."""
     stats: Counter[str] = Counter()
-    entries: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as handle:
-        for text in handle:
-            if not text.strip():
-                continue
-            try:
-                entry = json.loads(text)
-            except ValueError:
-                stats["malformed_lines"] += 1
-                continue
-            if isinstance(entry, dict):
-                entries.append(entry)
+    entries = [entry for _, entry in load_jsonl(path, stats, strict=strict)]
     stats["lines"] = len(entries)
 
     session_id = None
@@ -110,21 +118,22 @@ def read_pi(path: str | Path) -> ImportedTranscript:
         message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
         role = message.get("role")
         if role == "user":
-            raw.append({"role": "user", "content": _blocks(message.get("content"))})
+            raw.append({"role": "user", "content": _blocks(message.get("content"), stats)})
         elif role == "assistant":
-            if message.get("stopReason") in ("error", "aborted"):
-                # pi never sends a failed or aborted turn to the model again (its tool calls
-                # were not run); importing it would leave unanswered tool_use blocks.
-                stats["skipped_failed_assistant"] += 1
-                continue
+            blocks = _blocks(message.get("content"), stats)
             usage, reported = _usage(message.get("usage"))
+            if message.get("stopReason") in ("error", "aborted"):
+                if not blocks:
+                    stats["skipped_empty_failed_assistant"] += 1
+                    continue
+                # Kept: what the model wrote before the abort is part of the conversation;
+                # its tool calls were not run, so assemble answers them with an error result.
+                stats["failed_assistant_turns_kept"] += 1
             if isinstance(message.get("model"), str):
                 models[message["model"]] += 1
-            raw.append(
-                {"role": "assistant", "content": _blocks(message.get("content")), "usage": usage, "reported": reported}
-            )
+            raw.append({"role": "assistant", "content": blocks, "usage": usage, "reported": reported})
         elif role == "toolResult":
-            result_content = _blocks(message.get("content"))
+            result_content = _blocks(message.get("content"), stats)
             raw.append(
                 {
                     "role": "user",

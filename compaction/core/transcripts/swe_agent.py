@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from compaction.core.transcripts.base import ImportedTranscript, as_blocks, assemble, first_line
+from compaction.core.transcripts.base import ImportedTranscript, TranscriptError, as_blocks, assemble, first_line
 
 
 def _text(content: Any) -> str:
@@ -50,11 +50,20 @@ def _model(traj: dict[str, Any]) -> str | None:
 
 def read_swe_agent(path: str | Path) -> ImportedTranscript:
     """Read one .traj file. System messages become `system_prompt` (not messages)."""
-    stats: Counter[str] = Counter()
     with open(path, encoding="utf-8") as handle:
-        traj = json.load(handle)
+        try:
+            traj = json.load(handle)
+        except json.JSONDecodeError as exc:
+            raise TranscriptError(f"not JSON ({exc.msg}, column {exc.colno})", line=exc.lineno) from None
+    return parse_swe_agent(traj)
+
+
+def parse_swe_agent(traj: Any) -> ImportedTranscript:
+    """Like `read_swe_agent`, from the decoded document."""
+    stats: Counter[str] = Counter()
     history = traj.get("history") if isinstance(traj, dict) else None
-    history = history if isinstance(history, list) else []
+    if not isinstance(history, list):
+        raise TranscriptError("not a SWE-agent trajectory: no `history` list", line=1)
     stats["history_items"] = len(history)
 
     raw: list[dict[str, Any]] = []
@@ -62,6 +71,7 @@ def read_swe_agent(path: str | Path) -> ImportedTranscript:
     pending_action_id: str | None = None  # text-format action waiting for its observation
     for number, item in enumerate(history):
         if not isinstance(item, dict):
+            stats["skipped_history_items_not_objects"] += 1
             continue
         role = item.get("role")
         text = _text(item.get("content"))

@@ -1,10 +1,18 @@
-"""python manage.py import_transcript PATH [--user U] [--replay] [--window N] [--trigger N] [--model M] [--title T]
+"""python manage.py import_transcript PATH [--format F] [--user U] [--replay] [--window N] [--trigger N] [--model M] [--title T]
 
-Without --replay the transcript is loaded in bulk, and a compaction the agent made itself
-(Claude Code's compact_boundary) is recorded as an `import` compaction with its own summary.
+Detects the format — Claude Code JSONL (main, sidechain and subagent logs), pi JSONL, SWE-agent
+.traj, Anthropic Messages JSON (a list of messages or a request body), OpenAI chat JSON — or
+takes it from --format. A file that is not a transcript is an error naming the line and why.
+
+Without --replay the transcript is loaded in bulk: every message, every usage report the agent
+recorded (each right after its assistant message), and the agent's own compactions (Claude
+Code's compact_boundary, pi's compaction lines) recorded as `import` compactions with their own
+summaries. A Claude Code session's `<session>/subagents/*.jsonl` become child sessions.
 With --replay it is appended message by message through the services the API uses, with the
 recorded usage reported after each assistant message until the service has compacted once
-(see shared/data/transcripts/README.md), so auto-compaction fires as it would have live.
+(see shared/data/transcripts/README.md), so auto-compaction fires as it would have live. The
+replay runs the session's compactions itself; Celery workers leave that session alone until
+it ends (--async hands them to the workers instead).
 
 --trigger N sets the session's auto_compact_token_limit: auto-compaction fires when usage
 crosses N. Without it the trigger is the default, window − reserve_tokens (183,616 on a 200k
@@ -12,6 +20,9 @@ window), which sits above where Claude Code compacted (its preTokens ≈ 167k): 
 its sessions then may never compact. Pass --trigger 167000 to compact where Claude Code did.
 The replay's last line names the trigger and the peak usage, so a replay that never compacted
 says why.
+
+The command ends with a report: messages, tool calls, compactions, usage reports, queued user
+messages, and every line or block left out, by reason.
 """
 
 from __future__ import annotations
@@ -20,26 +31,30 @@ from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from compaction import services
+from compaction import importing, services
+from compaction.core.transcripts import FORMATS
 from compaction.models import Compaction, Status
 from sessions import services as session_services
 
-BATCH = 500
-
 
 class Command(BaseCommand):
-    help = "Import a Claude Code session JSONL as a session (bulk, or --replay through the live services)."
+    help = "Import an agent transcript (Claude Code, pi, SWE-agent, Anthropic or OpenAI chat JSON) as a session."
 
     def add_arguments(self, parser):
-        parser.add_argument("path", help="Claude Code session .jsonl")
+        parser.add_argument("path", help="Transcript file (.jsonl, .traj, .json)")
+        parser.add_argument(
+            "--format", choices=FORMATS, default=None, help="Skip detection and read the file as this format."
+        )
         parser.add_argument("--user", default=None, help="Owner's username (default: the first superuser).")
         parser.add_argument("--replay", action="store_true", help="Append message by message; auto-compaction fires.")
         parser.add_argument("--window", type=int, default=None, help="Context window (default: the model's).")
         parser.add_argument("--model", default=None, help="Model (default: the transcript's).")
         parser.add_argument("--title", default=None, help="Session title (default: the transcript's).")
+        parser.add_argument(
+            "--no-subagents", dest="subagents", action="store_false", help="Do not import subagents/*.jsonl."
+        )
         parser.add_argument(
             "--trigger",
             type=int,
@@ -58,50 +73,48 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from compaction.core.transcripts.claude_code import read_claude_code
-
         path = Path(options["path"])
         if not path.is_file():
             raise CommandError(f"PATH: no such file: {path}")
         owner = self._owner(options["user"])
-        try:
-            transcript = read_claude_code(path)
-        except (OSError, ValueError) as exc:
-            raise CommandError(f"PATH: cannot read {path} as a Claude Code session: {exc}") from exc
-        # Original index → index after cleaning, so Claude Code's boundary still lands right.
-        cleaned: list[dict[str, Any]] = []
-        self.index_map: dict[int, int] = {}
-        for index, message in enumerate(transcript.messages):
-            kept = services.transcript_messages_for_api([message])
-            if kept:
-                self.index_map[index] = len(cleaned)
-                cleaned.extend(kept)
-        transcript.messages = cleaned
-        if not transcript.messages:
-            raise CommandError(f"PATH: {path} holds no conversation messages")
+        verbosity = int(options["verbosity"])
 
-        settings: dict[str, Any] = {}
-        if options["trigger"]:
-            settings["auto_compact_token_limit"] = options["trigger"]
-        if not options["replay"]:
-            # A bulk load must not queue an auto compaction half-way through; restored below.
-            settings["auto_compact"] = False
+        def on_step(step: services.ReplayStep) -> None:
+            if step.reported_tokens is not None and verbosity >= 2:
+                self.stdout.write(f"  #{step.seq} reported {step.reported_tokens:,} → usage {step.usage_tokens:,}")
+
         try:
-            session = session_services.session_create(
+            report = importing.transcript_import(
                 owner=owner,
-                title=options["title"] or transcript.title or path.stem,
-                agent="claude-code",
-                model=options["model"] or transcript.model or "",
-                context_window=options["window"],
-                compaction_settings=settings,
+                path=path,
+                format=options["format"],
+                title=options["title"],
+                model=options["model"],
+                window=options["window"],
+                trigger=options["trigger"],
+                replay=options["replay"],
+                run_inline=not options["run_async"],
+                subagents=options["subagents"],
+                on_step=on_step,
             )
-        except ValidationError as exc:
-            raise CommandError(f"invalid option: {exc}") from exc
-
-        if options["replay"]:
-            self._replay(session, transcript, run_async=options["run_async"], verbosity=int(options["verbosity"]))
-        else:
-            self._bulk(session, transcript)
+        except importing.TranscriptImportError as exc:
+            where = "PATH" if exc.field == "file" else exc.field
+            raise CommandError(f"{where}: {path.name}: {exc.problem}") from exc
+        session = report.session
+        usage = session_services.session_usage(session)
+        name = importing.AGENT_NAMES.get(report.format, report.format)
+        if report.replay is not None:
+            # The replay's summary line stays last: it says why a replay did not compact.
+            for line in report.lines():
+                self.stdout.write(line)
+            self._replay_lines(report, usage)
+            return
+        self.stdout.write(
+            f"Imported {report.messages} messages ({name}) into session {session.pk} ({session.title}); "
+            f"context {usage['tokens']:,} tokens of {usage['context_window']:,}"
+        )
+        for line in report.lines():
+            self.stdout.write(line)
 
     def _owner(self, username: str | None):
         users = get_user_model().objects
@@ -115,78 +128,9 @@ class Command(BaseCommand):
             raise CommandError("--user: no superuser exists; pass --user USERNAME")
         return user
 
-    def _bulk(self, session, transcript) -> None:
-        messages = [{"role": m["role"], "content": m["content"]} for m in transcript.messages]
-        seqs: list[int] = []
-        try:
-            for start in range(0, len(messages), BATCH):
-                result = session_services.messages_append(session=session, messages=messages[start : start + BATCH])
-                seqs.extend(row.seq for row in result.messages)
-        except ValidationError as exc:
-            raise CommandError(f"transcript rejected at message {start + 1}..: {exc}") from exc
-        # Recorded usage per assistant message: reported before each recorded compaction and at
-        # the end, so the meter and the compactions' tokens_before/after are on the provider's
-        # scale (the calibration offset), like a live session's, not our bare estimate.
-        reports = [
-            (seq, message["usage"])
-            for seq, message in zip(seqs, transcript.messages, strict=True)
-            if message["role"] == "assistant" and services._reported_prompt_tokens(message.get("usage")) is not None
-        ]
-        reported: set[int] = set()
-
-        def report_last_before(limit_seq: int | None) -> None:
-            last = [(seq, usage) for seq, usage in reports if limit_seq is None or seq < limit_seq]
-            if last and last[-1][0] not in reported:
-                seq, usage = last[-1]
-                services.usage_report_recorded(session=session, usage=usage, message_seq=seq)
-                reported.add(seq)
-
-        imported = 0
-        for compaction in transcript.compactions:
-            original = compaction.get("before_message_index")
-            index = next(
-                (self.index_map[i] for i in sorted(self.index_map) if original is not None and i >= original), None
-            )
-            if index is None or index >= len(seqs) or not compaction.get("summary"):
-                continue
-            report_last_before(seqs[index])
-            services.compaction_record_import(
-                session=session,
-                summary=compaction["summary"],
-                first_kept_seq=seqs[index],
-                tokens_before=compaction.get("pre_tokens"),
-                detail=f"Claude Code {compaction.get('trigger') or 'auto'} compaction (preTokens {compaction.get('pre_tokens')})",
-            )
-            imported += 1
-        report_last_before(None)
-        session_services.session_update(session=session, compaction_settings={"auto_compact": None})
-        session.refresh_from_db()
-        usage = session_services.session_usage(session)
-        self.stdout.write(
-            f"Imported {len(seqs)} messages into session {session.pk} ({session.title}); "
-            f"{imported} Claude Code compaction(s) recorded; context {usage['tokens']:,} tokens "
-            f"of {usage['context_window']:,}"
-        )
-
-    def _replay(self, session, transcript, *, run_async: bool, verbosity: int) -> None:
-        def on_step(step: services.ReplayStep) -> None:
-            if step.reported_tokens is not None and verbosity >= 2:
-                self.stdout.write(f"  #{step.seq} reported {step.reported_tokens:,} → usage {step.usage_tokens:,}")
-
-        try:
-            result = services.transcript_replay(
-                session=session,
-                messages=[
-                    {"role": m["role"], "content": m["content"], "usage": m.get("usage")} for m in transcript.messages
-                ],
-                # Inline by default: a replay shows its compactions without a worker running.
-                run_inline=not run_async,
-                on_step=on_step,
-            )
-        except ValidationError as exc:
-            raise CommandError(f"transcript rejected: {exc}") from exc
-        session.refresh_from_db()
-        usage = session_services.session_usage(session)
+    def _replay_lines(self, report: importing.ImportReport, usage: dict[str, Any]) -> None:
+        session, result = report.session, report.replay
+        assert result is not None
         for job in result.compactions:
             self.stdout.write(f"  {services.describe(job)} (reason {job.reason}, strategy {job.strategy})")
         failed = Compaction.objects.filter(session=session, status=Status.FAILED).count()

@@ -1,0 +1,94 @@
+"""Import every shared transcript and print what arrived, against what the file holds.
+
+    DEBUG=1 .venv/bin/python bench/import_bench.py [PATH ...]
+
+Runs `import_transcript` (bulk) on each file in a fresh SQLite database under a temporary
+COMPACTOR_VAR_DIR (or DATABASE_URL if set) and prints per file: the detected format, messages,
+tool calls stored / tool_use blocks in the file, usage reports stored / in the file, queued user
+messages, subagent sessions, and the wall time against the time to only read (parse) the file
+— the ratio is what storing costs on top of reading.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+SHARED = Path("/work/shared/data/transcripts")
+
+
+def in_file(path: Path, fmt: str) -> tuple[int, int]:
+    """(tool_use blocks, usage reports) counted straight from the file, without the readers."""
+    tools = reports = 0
+    if fmt == "claude-code":
+        ids = set()
+        lines = [json.loads(raw) for raw in path.read_text().splitlines() if raw.strip()]
+        side = all(x.get("isSidechain") for x in lines if "uuid" in x)
+        for x in lines:
+            if x.get("type") != "assistant" or (x.get("isSidechain") and not side):
+                continue
+            message = x["message"]
+            tools += sum(1 for b in message.get("content") or [] if b.get("type") == "tool_use")
+            if (message.get("usage") or {}).get("input_tokens") is not None:
+                ids.add(message.get("id"))
+        return tools, len(ids)
+    if fmt == "pi":
+        for raw in path.read_text().splitlines():
+            message = json.loads(raw).get("message") or {}
+            tools += sum(1 for b in message.get("content") or [] if b.get("type") == "toolCall")
+            usage = message.get("usage") or {}
+            reports += bool(usage.get("input", 0) + usage.get("cacheRead", 0) + usage.get("cacheWrite", 0))
+        return tools, reports
+    history = json.loads(path.read_text()).get("history", [])
+    tools = sum(
+        len(h.get("tool_calls") or []) or bool((h.get("action") or "").strip())
+        for h in history
+        if h.get("role") == "assistant"
+    )
+    return tools, 0
+
+
+def main() -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    os.environ.setdefault("COMPACTOR_VAR_DIR", tempfile.mkdtemp(prefix="compactor-bench-"))
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from compaction import importing
+    from compaction.core.transcripts import read_transcript
+
+    call_command("migrate", verbosity=0)
+    owner = get_user_model().objects.create_user("bench")
+    paths = [Path(p) for p in sys.argv[1:]] or sorted(
+        p for p in SHARED.rglob("*") if p.suffix in (".jsonl", ".traj") and "subagents" not in p.parts
+    )
+    print(
+        f"{'file':44} {'format':12} {'msgs':>5} {'tools':>9} {'usage':>9} {'queued':>6} {'subs':>4} {'ms':>7} {'×read':>6}"
+    )
+    for path in paths:
+        started = time.perf_counter()
+        read_transcript(path)
+        read_ms = (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
+        report = importing.transcript_import(owner=owner, path=path)
+        import_ms = (time.perf_counter() - started) * 1000
+        tools, reports = in_file(path, report.format)
+        print(
+            f"{path.name[:44]:44} {report.format:12} {report.messages:5} {report.tool_calls:>4}/{tools:<4} "
+            f"{report.usage_reports:>4}/{reports:<4} {report.queued_messages:6} {len(report.children):4} "
+            f"{import_ms:7.0f} {import_ms / read_ms:6.1f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
