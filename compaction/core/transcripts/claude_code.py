@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from compaction.core.text_heuristics import QUEUED_TEMPLATE
 from compaction.core.transcripts.base import (
     ImportedTranscript,
     as_blocks,
@@ -106,8 +107,12 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
     models: Counter[str] = Counter()
     session_id = None
     last_assistant_id: str | None = None
+    queued: list[str] = []  # typed while the agent worked, waiting to be delivered
+    delivered: list[str] = []  # delivered with the next tool result (Claude Code's queued-command reminder)
     for entry in entries:
         kind = entry.get("type")
+        if kind == "queue-operation":
+            _queue_operation(entry, queued, delivered)
         if id(entry) not in pool_ids:
             stats[
                 f"skipped_{kind}"
@@ -169,6 +174,13 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
             if not as_blocks(content):
                 stats["empty_user_messages_dropped"] += 1
                 continue
+            if delivered and _has_tool_results(entry):
+                # The API saw the queued messages beside these tool results; so must we.
+                content = as_blocks(content) + [
+                    {"type": "text", "text": QUEUED_TEMPLATE.format(text=text)} for text in delivered
+                ]
+                stats["queued_messages_imported"] += len(delivered)
+                delivered.clear()
             raw.append({"role": "user", "content": content})
         elif kind == "system" and entry.get("subtype") == "compact_boundary" and uuid in chain:
             metadata = entry.get("compactMetadata") if isinstance(entry.get("compactMetadata"), dict) else {}
@@ -192,6 +204,23 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
         session_id=session_id,
         stats=stats,
     )
+
+
+def _queue_operation(entry: dict[str, Any], queued: list[str], delivered: list[str]) -> None:
+    """Messages the user typed while the agent was busy: `enqueue` records one, `remove`
+    (or `dequeue`) hands the oldest to the agent with the next tool result, `popAll` takes
+    them back into the input box (they come back as a normal message if sent)."""
+    operation = entry.get("operation")
+    content = entry.get("content")
+    if operation == "enqueue" and isinstance(content, str) and content.strip():
+        # Harness notes (a background task finished) arrive as their own user lines and are
+        # never removed from the queue: only the user's own messages wait for a `remove`.
+        if not content.lstrip().startswith("<"):
+            queued.append(content.strip())
+    elif operation in ("remove", "dequeue") and queued:
+        delivered.append(queued.pop(0))
+    elif operation == "popAll":
+        queued.clear()
 
 
 def read_claude_code(path: str | Path) -> ImportedTranscript:
