@@ -182,6 +182,7 @@ class ErrorRecord:
     tool: str
     resolved: bool = False
     how: str = ""
+    context: str = ""
 
 
 @dataclass
@@ -237,6 +238,7 @@ class Analysis:
     purpose: str = ""
     note_keys: list[set[str]] = field(default_factory=list)
     seen_sentences: set[str] = field(default_factory=set)
+    file_mentions: dict[str, str] = field(default_factory=dict)  # basename -> latest statement naming it
 
     def rel(self, path: str) -> str:
         """A path relative to the project root shared by the touched files (shorter, same file)."""
@@ -501,6 +503,8 @@ def on_assistant_text(a: Analysis, text: str) -> None:
         previous_diagnosis = ""
         if not _is_statement(sentence):
             continue
+        for name in FILE_NAME_RE.findall(sentence):
+            a.file_mentions[name.lower()] = one_line(sentence, 240)
         if DECISION_RE.search(sentence) and DECISION_REASON_RE.search(sentence) and len(sentence) >= 30:
             # Alternatives and reasons are listed as decisions, once.
             a.decisions.append(one_line(sentence))
@@ -516,6 +520,9 @@ LOOK_RE = re.compile(
     r"(?i)^(?:now,? |ok,? |good\.? )?(?:let me|i'll|let's)\s+(?:also |first |now )?"
     r"((?:check|read|look at|look for|look into|examine|inspect|review|explore|find)\b.{8,})$"
 )
+
+
+FILE_NAME_RE = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)*([\w-]+(?:\.[\w-]+)*\.[A-Za-z][A-Za-z0-9]{0,5})\b")
 
 
 def _lower_first(text: str) -> str:
@@ -668,10 +675,14 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
             a.tests_seen = True
             if ok:
                 a.edits_since_test = []
+    first = next((line.strip() for line in strip_ansi(output).splitlines() if line.strip()), "")
     for line in command_error_lines(name, command, output, is_error=is_error):
         if cmd is not None:
             cmd.errors.append(line)
-        a.errors.append(ErrorRecord(line, a.clock, cmd, tool_key(name), resolved=cmd is not None and cmd.ok))
+        record = ErrorRecord(line, a.clock, cmd, tool_key(name), resolved=cmd is not None and cmd.ok)
+        if cmd is None and first and first != line and not first.startswith(line[:40]):
+            record.context = one_line(first, 140)  # which call failed ("command failed for pattern X")
+        a.errors.append(record)
 
 
 def _reconcile(a: Analysis) -> None:
@@ -723,9 +734,15 @@ def _reconcile(a: Analysis) -> None:
             error.resolved, error.how = True, f"a later {error.tool} call succeeded"
 
 
+WAITING_RE = re.compile(
+    r"(?i)^(?:now,? |ok,? )?(?:let me|i'll|let's)\s+(?:just |now )?(?:wait|sleep|check (?:the |on )?(?:output|progress|status))\b"
+    r"|^still (compiling|running|waiting)\b"
+)
+
+
 def _telling(text: str) -> str:
-    """An assistant message without its narration of waiting and looking around."""
-    return " ".join(s for s in condense(text) if not JUNK_INTENT_RE.search(s) and not SPECULATION_RE.match(s))
+    """An assistant message without its narration of waiting; what it was about to do stays."""
+    return " ".join(s for s in condense(text) if not WAITING_RE.search(s) and not SPECULATION_RE.match(s))
 
 
 def analyze(messages: list[Msg]) -> Analysis:

@@ -32,6 +32,7 @@ from compaction.core.text_heuristics import (
     MAX_INSTRUCTION_CHARS,
     classify_user_text,
     instruction_quote,
+    is_probe_command,
     normalize,
 )
 from compaction.core.tokens import count_text
@@ -280,7 +281,10 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
 
 
 STEP_KINDS = (
-    ("started the issue", re.compile(r"--status[= ]in_progress|\b(gh issue|glab issue) (edit|assign)\b")),
+    (
+        "started the issue",
+        re.compile(r"\b(bd|gh issue|glab issue)\s+(update|edit)\b.*(--status[= ]in_progress|--add-assignee)"),
+    ),
     (
         "installed dependencies",
         re.compile(
@@ -288,10 +292,9 @@ STEP_KINDS = (
             r"bundle install|poetry add|go get|composer require)\b"
         ),
     ),
-    ("generated and ran migrations", re.compile(r"(?i)migrat|codegen|alembic|prisma migrate")),
+    ("generated and ran migrations", re.compile(r"(?i)^(?!git\b).*(migrat|codegen|alembic|prisma migrate)")),
     ("ran the checks", TEST_RE),
     ("closed the issue", re.compile(r"\b(bd|gh issue|glab issue) close\b")),
-    ("pushed", re.compile(r"\bgit\b[^|;&\n]*\bpush\b")),
 )
 
 
@@ -300,13 +303,13 @@ def unit_steps(a: Analysis, start: int, end: int) -> str:
     what a successor repeats for the next piece (claim, migrate, check, close, push)."""
     found: dict[str, list[str]] = {}
     for cmd in a.commands:
-        if not (start < cmd.event <= end) or not cmd.ok:
+        if not (start < cmd.event <= end) or not cmd.ok or is_probe_command(cmd.command):
             continue
         for label, pattern in STEP_KINDS:
             if pattern.search(cmd.command):
                 shown = found.setdefault(label, [])
                 command = one_line(cmd.command, 60)
-                if command not in shown and len(shown) < 3:
+                if command not in shown and len(shown) < 2:
                     shown.append(command)
                 break
     if len(found) < 2:
@@ -521,7 +524,8 @@ def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> 
         elif error.command is None:
             state = f" — {error.how}" if error.resolved else ""
             tool = f"The {error.tool} tool" if error.tool else "A tool call"
-            entries.append((f"{tool} failed: {error.line}{state}", error.resolved))
+            context = f"{error.context} → " if error.context else ""
+            entries.append((f"{tool} failed: {context}{error.line}{state}", error.resolved))
     fixed = [t for t, ok in entries if ok]
     open_ = [t for t, ok in entries if not ok]
     fixed = [t for t in fixed[:-MAX_FIXED_ERRORS] if s.is_focus(t)] + fixed[-MAX_FIXED_ERRORS:]
@@ -542,11 +546,9 @@ def files_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> N
     committed_at = {c.unit: c.hash for c in a.commits if c.subject}
     for index, work in enumerate(works):
         times = "once" if work.edits == 1 else f"{work.edits} times"
-        what = (
-            "written" + (f" and edited {work.edits - 1} more" if work.edits > 1 else "")
-            if work.written
-            else f"edited {times}"
-        )
+        more = work.edits - 1
+        then = f" and then edited {'once more' if more == 1 else f'{more} more times'}" if more else ""
+        what = f"written{then}" if work.written else f"edited {times}"
         in_repo = not a.root or work.path.startswith(a.root + "/") or not work.path.startswith(("/", "~"))
         if a.commits and in_repo:
             commits = [committed_at[u] for u in sorted(work.units) if u in committed_at]
@@ -557,17 +559,22 @@ def files_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> N
             )
             what += f" ({state})" if state else ""
         purpose = f"; the agent's purpose: {_lower_first('; '.join(work.purposes[-2:]))}" if work.purposes else ""
+        noted = _mention(a, work.path)
+        if noted and not purpose:
+            purpose = f'; the agent noted: "{noted}"'
         names = [n for n in work.added if len(n) >= 5][:4]
         adds = f"; it now contains {', '.join(f'`{n}`' for n in names)}" if names and not work.purposes else ""
         s.add("files", f"`{a.rel(work.path)}` was {what}{purpose}{adds}", 52 + 14 * recency(index, len(works)))
-    reads = list(a.read_purposes.items())[-8:]
-    for path, why in reads:
-        if path not in a.files:
-            s.add(
-                "files",
-                f"`{a.rel(path)}` was read to {_lower_first(why.split(' to ', 1)[-1]) if ' to ' in why else why}",
-                44,
-            )
+    reads = [(p, a.read_purposes.get(p, "")) for p in a.read if p not in a.files]
+    reads = [(p, why, _mention(a, p)) for p, why in reads if why or _mention(a, p)][-10:]
+    for path, why, noted in reads:
+        said = f'the agent noted: "{noted}"' if noted else f"the agent's aim: {_lower_first(why)}"
+        s.add("files", f"`{a.rel(path)}` was read, not changed ({said})", 44)
+
+
+def _mention(a: Analysis, path: str) -> str:
+    """The agent's latest statement naming this file, if it made one."""
+    return a.file_mentions.get(path.rsplit("/", 1)[-1].lower(), "")
 
 
 def _lower_first(text: str) -> str:
