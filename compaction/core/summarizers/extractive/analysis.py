@@ -742,7 +742,14 @@ WAITING_RE = re.compile(
 
 def _telling(text: str) -> str:
     """An assistant message without its narration of waiting; what it was about to do stays."""
-    return " ".join(s for s in condense(text) if not WAITING_RE.search(s) and not SPECULATION_RE.match(s))
+    return " ".join(
+        s
+        for s in condense(text)
+        if not WAITING_RE.search(s)
+        and not SPECULATION_RE.match(s)
+        # "Now run tests." says nothing; "Let me check `project.ex` for X" names the next move.
+        and not (JUNK_INTENT_RE.search(s) and not ANCHOR_RE.search(s))
+    )
 
 
 def analyze(messages: list[Msg]) -> Analysis:
