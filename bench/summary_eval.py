@@ -270,17 +270,33 @@ def _as_api(messages: list[Any]) -> list[dict[str, Any]]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
 
+def history_before_compaction(path: Path) -> tuple[list[dict[str, Any]], str]:
+    """A Claude Code session's messages before its first compaction boundary, as the service
+    stores them, and the summary Claude Code made of them."""
+    from compaction.core.transcripts.claude_code import read_claude_code
+
+    transcript = read_claude_code(path)
+    boundary = transcript.compactions[0]
+    return messages_for_api(transcript.messages[: boundary["before_message_index"]]), boundary["summary"]
+
+
+def as_msgs(history: list[dict[str, Any]], first_seq: int = 0) -> list[Any]:
+    """API-shaped messages as the core's Msg, with stored-style token counts."""
+    from compaction.core.tokens import count_content
+    from compaction.core.types import Msg
+
+    return [Msg(first_seq + i, m["role"], m["content"], count_content(m["content"])) for i, m in enumerate(history)]
+
+
 def compact_once(history: list[dict[str, Any]], *, instructions: str | None = None) -> tuple[Any, Any]:
     """One compaction with default settings through the core path a job takes: the cut plan,
     the summarizer chain with its checks and repair, served as the service serves it."""
     from compaction.core.config import resolve_config
     from compaction.core.cutpoint import plan_cut
     from compaction.core.summarizers import SummaryInput, build_chain, summarize
-    from compaction.core.tokens import count_content
-    from compaction.core.types import Msg
 
     config = resolve_config(context_window=WINDOW, defaults={})
-    msgs = [Msg(i, m["role"], m["content"], count_content(m["content"])) for i, m in enumerate(history)]
+    msgs = as_msgs(history)
     cut = plan_cut(msgs, keep_recent_tokens=config.keep_recent_tokens, context_window=config.context_window)
     chain = build_chain(
         api_key=None, base_url=None, model=config.summarizer_model, timeout=30, max_retries=0, strategy="auto"
@@ -328,13 +344,9 @@ def messages_for_api(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def evaluate_session(path: Path, fidelity: ModuleType | None = None) -> SessionEval:
-    from compaction.core.transcripts.claude_code import read_claude_code
-
     started = time.perf_counter()
     fidelity = fidelity or load_fidelity()
-    transcript = read_claude_code(path)
-    boundary = transcript.compactions[0]
-    history = messages_for_api(transcript.messages[: boundary["before_message_index"]])
+    history, claude_summary = history_before_compaction(path)
     cut, ours = compact_once(history)
     _, focused = compact_once(history, instructions=FOCUS_HASHES)
     summarized = _as_api([*cut.to_summarize, *cut.turn_prefix])
@@ -345,7 +357,7 @@ def evaluate_session(path: Path, fidelity: ModuleType | None = None) -> SessionE
         range_messages=len(summarized),
         ours=score_summary(fidelity, summarized, events, served_text(ours)),
         focus=score_summary(fidelity, summarized, events, served_text(focused)),
-        claude=score_summary(fidelity, summarized, full_events, boundary["summary"]),
+        claude=score_summary(fidelity, summarized, full_events, claude_summary),
         seconds=time.perf_counter() - started,
         fallbacks=ours.fallbacks,
     )
