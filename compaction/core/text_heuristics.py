@@ -337,3 +337,15 @@ def paths_in(text: str) -> list[str]:
 def normalize(text: str) -> str:
     text = text.lower().replace("`", "").replace("**", "").replace('"', "").replace("'", "")
     return re.sub(r"\s+", " ", text).strip()
+
+
+def command_signature(command: str) -> tuple[str, ...]:
+    """What makes two runs "the same check": program and subcommand, not paths or flags
+    (`mix test a.exs` and `mix test` are one check; `git push` and `git push -u origin x` too)."""
+    text = re.sub(r"^\s*(cd\s+\S+\s*&&\s*)+", "", command)
+    words = [w for w in text.split() if ("=" not in w or w.startswith("-")) and not w.startswith("-")]
+    if not words:
+        return ()
+    if len(words) >= 3 and words[1] in ("run", "exec", "-m"):
+        return tuple(words[:3])
+    return tuple(words[:2])

@@ -645,13 +645,16 @@ def test_ledger_lists_what_the_range_held():
     assert "reports/export.py" in items["files"] and "reports/views.py" in items["files"]
     assert "reports/encoding.py" in items["files"]
     assert items["commands"] == ["pytest tests/test_export.py"]
-    assert "E   UnicodeEncodeError: 'ascii' codec can't encode character '\\xe9'" in items["errors"]
-    assert not any("raise Error" in e for e in items["errors"])
+    # The test failure was fixed later in the range: history, not a must-keep error.
+    line = "E   UnicodeEncodeError: 'ascii' codec can't encode character '\\xe9'"
+    assert items["errors"] == [] and line in ledger.resolved_errors
+    assert line in build_ledger(_session()[:7]).items["errors"]  # while still failing, it is current
+    assert not any("raise Error" in e for e in items["errors"] + ledger.resolved_errors)
     assert any("Never change the public API." in d for d in items["decisions"])
 
 
 def test_fidelity_check_and_repair():
-    ledger = build_ledger(_session())
+    ledger = build_ledger(_session()[:8])  # ends with the test still failing
     poor = "## Goal\nCSV export\n\n## Constraints & Preferences\n- (none)\n\n## Critical Context\n- (none)\n"
     report = check_summary(poor, ledger)
     assert report["categories"]["errors"]["kept"] == 0
@@ -750,9 +753,13 @@ def test_real_session_extractive_beats_claude_codes_own_summary(real_session):
     raw = result.fidelity["before_repair"]["categories"]
     theirs = check_summary(claude_summary, ledger)["categories"]
 
-    assert len(ledger.items["errors"]) >= 3, "the session has exact error lines"
+    # Errors fixed later in the range are history: kept with their fix, not must-keep items.
+    resolved = ledger.resolved_errors
+    assert len(resolved) >= 2, "the session has exact error lines"
     assert raw["errors"]["kept"] == raw["errors"]["total"]
-    assert ours["errors"]["kept"] == ours["errors"]["total"] > theirs["errors"]["kept"]
+    assert ours["errors"]["kept"] == ours["errors"]["total"]
+    kept_resolved = sum(1 for line in resolved if line[:120] in result.summary)
+    assert kept_resolved > sum(1 for line in resolved if line[:120] in claude_summary)
     assert raw["instructions"]["kept"] == raw["instructions"]["total"] >= 1
     assert raw["files"]["kept"] == raw["files"]["total"] > theirs["files"]["kept"]
     assert raw["commands"]["kept"] > theirs["commands"]["kept"]

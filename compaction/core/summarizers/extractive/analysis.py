@@ -55,6 +55,7 @@ from compaction.core.text_heuristics import (
     clean_command,
     command_error_lines,
     command_of,
+    command_signature,
     commits_in_output,
     error_lines_of,
     is_probe_command,
@@ -261,18 +262,6 @@ def commit_message(command: str) -> str:
         return one_line(first, 150)
     match = COMMIT_MSG_RE.search(command)
     return one_line(match.group(1) or match.group(2), 150) if match else ""
-
-
-def command_signature(command: str) -> tuple[str, ...]:
-    """What makes two runs "the same check": program and subcommand, not paths or flags."""
-    text = re.sub(r"^\s*(cd\s+\S+\s*&&\s*)+", "", command)
-    words = [w for w in text.split() if "=" not in w or w.startswith("-")]
-    words = [w for w in words if not w.startswith("-")]
-    if not words:
-        return ()
-    if len(words) >= 3 and words[1] in ("run", "exec", "-m"):
-        return tuple(words[:3])
-    return tuple(words[:2])
 
 
 def _outcome(output: str, is_error: bool) -> tuple[bool, str]:

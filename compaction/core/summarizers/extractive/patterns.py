@@ -102,5 +102,7 @@ APPROVAL_RE = re.compile(
 )
 FOCUS_STOPWORDS = frozenset(
     "focus focusing keep keeping only mostly mainly about please the and with what that this from into "
-    "compact compaction summary summarize work working part parts things stuff every all".split()
+    "compact compaction summary summarize work working part parts things stuff every all that this these those "
+    "with what which each when where they them their there have been were will would should could must "
+    "make sure also just like want need created pushed contains kept".split()
 )

@@ -37,10 +37,8 @@ from compaction.core.text_heuristics import (
 )
 from compaction.core.tokens import count_text
 
-# The summary as served (file tags included) stays under this many characters: past it a
-# handoff stops being read and starts being skimmed (Claude Code's run 11-16k).
-MAX_SUMMARY_CHARS = 16_000
-# The body's share; the chain fits the file tags into what is left.
+# The body's share of the 16k characters a served summary may take (chain.MAX_SUMMARY_CHARS);
+# the chain fits the file tags into what is left.
 MAX_BODY_CHARS = 13_500
 MAX_USER_MESSAGES = 30
 USER_QUOTE_CHARS = 300
