@@ -26,6 +26,7 @@ from compaction.core.text_heuristics import (  # noqa: F401 - re-exported for ca
     command_error_lines,
     command_of,
     command_signature,
+    command_signatures,
     commits_in_output,
     error_lines_of,
     instruction_quote,
@@ -152,7 +153,8 @@ def build_ledger(
                 key = command_signature(clean_command(command)) if command else ("tool", tool_key(name))
                 errors += [(line, key, position) for line in lines]
                 if not lines and not block.get("is_error") and not is_tool_rejection(output):
-                    last_ok[key] = position
+                    for signature in command_signatures(clean_command(command)) if command else [key]:
+                        last_ok[signature] = position
                 if command:
                     commits += [sha for _branch, sha, _subject in commits_in_output(command, output)]
                     commits += [sha for sha, _dest in pushes_in_output(command, output) if sha]

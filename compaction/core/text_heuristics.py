@@ -339,13 +339,30 @@ def normalize(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def command_signature(command: str) -> tuple[str, ...]:
-    """What makes two runs "the same check": program and subcommand, not paths or flags
-    (`mix test a.exs` and `mix test` are one check; `git push` and `git push -u origin x` too)."""
-    text = re.sub(r"^\s*(cd\s+\S+\s*&&\s*)+", "", command)
-    words = [w for w in text.split() if ("=" not in w or w.startswith("-")) and not w.startswith("-")]
-    if not words:
+_CHAIN_SPLIT_RE = re.compile(r"\s*(?:&&|\|\||;)\s*")
+_PLUMBING = frozenset({"cd", "echo", "export", "source", "set", "sleep", "true", "pushd", "popd", "clear"})
+
+
+def _part_signature(part: str) -> tuple[str, ...]:
+    part = part.split("|", 1)[0]  # what a pipe feeds (tail, grep) is plumbing
+    words = [w for w in part.split() if ("=" not in w or w.startswith("-")) and not w.startswith("-")]
+    if not words or words[0] in _PLUMBING:
         return ()
     if len(words) >= 3 and words[1] in ("run", "exec", "-m"):
         return tuple(words[:3])
     return tuple(words[:2])
+
+
+def command_signatures(command: str) -> list[tuple[str, ...]]:
+    """The checks a command line runs, one per chained command (`cd x && npm run check` →
+    [("npm", "run", "check")]; `git add -A && git commit -m m` → git add, git commit)."""
+    first = command.strip().splitlines()[0] if command.strip() else ""
+    return [sig for sig in (_part_signature(p) for p in _CHAIN_SPLIT_RE.split(first)) if sig]
+
+
+def command_signature(command: str) -> tuple[str, ...]:
+    """What makes two runs "the same check": program and subcommand, not paths or flags
+    (`mix test a.exs` and `mix test` are one check; `git push` and `git push -u origin x` too).
+    For a chain, its last command: the one the chain exists to run."""
+    signatures = command_signatures(command)
+    return signatures[-1] if signatures else ()

@@ -56,6 +56,7 @@ from compaction.core.text_heuristics import (
     command_error_lines,
     command_of,
     command_signature,
+    command_signatures,
     commits_in_output,
     error_lines_of,
     is_probe_command,
@@ -481,8 +482,9 @@ def on_assistant_text(a: Analysis, text: str) -> None:
                 a.look = one_line(look.group(1), 160)
             if purpose and not JUNK_INTENT_RE.search(sentence):
                 body = purpose.group(1)
-                body = re.split(r"(?i)\s+(?:since|because)\s+", body)[0]
-                if not VAGUE_PURPOSE_RE.search(body) and len(body) >= 12:
+                body = re.split(r"(?i)\s+(?:since|because)\s+", body)[0].rstrip(":").strip()
+                deictic = re.search(r"(?i)\b(this|that|it|them)\b", body) and len(body.split()) <= 5
+                if not VAGUE_PURPOSE_RE.search(body) and len(body) >= 12 and not deictic:
                     a.purpose = one_line(body[0].upper() + body[1:], 160)
                     if previous_diagnosis:
                         # "X doesn't support Y. I need to rewrite Z": a choice with its reason.
@@ -678,7 +680,9 @@ def _reconcile(a: Analysis) -> None:
     """Settle every failure on what happened after it: fixed (and how) or still open."""
     by_signature: dict[tuple[str, ...], list[Command]] = {}
     for cmd in a.commands:
-        by_signature.setdefault(command_signature(cmd.command), []).append(cmd)
+        # A chain is a run of each check in it: `git add -A && git commit` commits.
+        for signature in dict.fromkeys(command_signatures(cmd.command)):
+            by_signature.setdefault(signature, []).append(cmd)
     for cmd in a.commands:
         if cmd.ok:
             continue

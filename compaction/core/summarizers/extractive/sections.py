@@ -364,9 +364,18 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
         s.add("in_progress", f"Working on: {final[-1]}", 78)
 
 
+def settled_point(a: Analysis) -> int:
+    """Before this event a failure nobody retried was worked around: the work was committed
+    after it, or the user has since asked for something else."""
+    commits = [c.event for c in a.commits if c.subject]
+    requests = [u.event for u in a.users if u.kind != "chatter" and not u.queued]
+    return max([0, *commits[-1:], *requests[-1:]])
+
+
 def blocked_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
     """Failures nothing later in the range fixed: the exact line and the command."""
-    failing = _last_runs(a, lambda c: not c.ok and c.fixed_by is None)
+    settled = settled_point(a)
+    failing = _last_runs(a, lambda c: not c.ok and c.fixed_by is None and c.event > settled)
     failing = [c for c in failing[:-MAX_OPEN_ERRORS] if s.is_focus(c.command + " ".join(c.errors))] + failing[
         -MAX_OPEN_ERRORS:
     ]
@@ -496,6 +505,7 @@ def repo_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
 def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
     """Each failure once: its exact error lines, what the agent concluded, how it was fixed."""
     blocked = s.text_of("blocked")
+    settled = settled_point(a)
     entries: list[tuple[str, bool]] = []  # (text, fixed)
     for cmd in a.commands:
         if cmd.ok:
@@ -512,6 +522,11 @@ def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> 
         if cmd.fixed_by is not None:
             fixed = "; ".join(cmd.fix_notes)
             entries.append((f"`{one_line(cmd.shown, 100)}` failed{status}: {said}{why} — fixed: {fixed}", True))
+        elif cmd.event <= settled:
+            moved_on = (
+                f"`{one_line(cmd.shown, 100)}` failed{status}: {said}{why} — not retried; the work went on past it"
+            )
+            entries.append((moved_on, True))
         else:
             entries.append((f"Still failing: `{one_line(cmd.shown, 100)}`{status}: {said}{why}", False))
     for error in a.errors:
