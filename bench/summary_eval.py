@@ -19,6 +19,12 @@ Claude Code's own summary (the `isCompactSummary` line):
 Claude Code summarized its whole pre-boundary history, so its open!/hash% figures are measured
 over that range; recall is measured over Compactor's range for both, as the issue compares them.
 The table is the last lines of the output.
+
+--llm-replay adds a row per session for the LLM path on real model output: Claude Code's own
+compaction call (`subagents/agent-acompact-*.jsonl`) answered by the local Messages-API test
+server (tests/fake_anthropic.py) with the reply the model really gave, run through our
+Anthropic summarizer (Claude Code's instructions as the custom prompt, must-keep ledger,
+parsing, checks and repair) over the same history Claude Code summarized.
 """
 
 from __future__ import annotations
@@ -264,6 +270,24 @@ class SessionEval:
     claude: SummaryScore
     seconds: float
     fallbacks: list[dict[str, str]]
+    llm: SummaryScore | None = None  # --llm-replay: the real reply through our LLM path
+
+
+def llm_replay(path: Path, history: list[dict[str, Any]]) -> tuple[str, str]:
+    """(served summary, strategy) of our Anthropic summarizer answered with the real reply the
+    model gave Claude Code for this session, over the history Claude Code summarized."""
+    from compaction.core.summarizers import SummaryInput, build_chain, summarize
+    from tests.fake_anthropic import FakeAnthropic, Step, recorded_compaction
+
+    (call_path,) = sorted((path.parent / path.stem / "subagents").glob("agent-acompact-*.jsonl"))
+    call = recorded_compaction(call_path)
+    custom = "{conversation}\n\n" + call.prompt.replace("{", "{{").replace("}", "}}")
+    with FakeAnthropic(default=Step.success(call.response)) as server:
+        chain = build_chain(
+            api_key="sk-ant-replay", base_url=server.base_url, model="claude-haiku-4-5", timeout=60, max_retries=0
+        )
+        result = summarize(SummaryInput(messages=as_msgs(history), custom_prompt=custom), chain)
+    return served_text(result), result.strategy
 
 
 def _as_api(messages: list[Any]) -> list[dict[str, Any]]:
@@ -343,7 +367,7 @@ def messages_for_api(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def evaluate_session(path: Path, fidelity: ModuleType | None = None) -> SessionEval:
+def evaluate_session(path: Path, fidelity: ModuleType | None = None, *, replay: bool = False) -> SessionEval:
     started = time.perf_counter()
     fidelity = fidelity or load_fidelity()
     history, claude_summary = history_before_compaction(path)
@@ -352,7 +376,12 @@ def evaluate_session(path: Path, fidelity: ModuleType | None = None) -> SessionE
     summarized = _as_api([*cut.to_summarize, *cut.turn_prefix])
     events = range_events(summarized)
     full_events = range_events(history)
+    llm = None
+    if replay:
+        text, _strategy = llm_replay(path, history)
+        llm = score_summary(fidelity, summarized, full_events, text)
     return SessionEval(
+        llm=llm,
         name=path.name[:8],
         range_messages=len(summarized),
         ours=score_summary(fidelity, summarized, events, served_text(ours)),
@@ -364,17 +393,20 @@ def evaluate_session(path: Path, fidelity: ModuleType | None = None) -> SessionE
 
 
 def _pct(kept: tuple[int, int]) -> str:
-    return f"{kept[0]}/{kept[1]}" if kept[1] else "-"
+    return f"{100 * kept[0] // kept[1]}% {kept[0]}/{kept[1]}" if kept[1] else "-"
 
 
 def table(evals: list[SessionEval]) -> list[str]:
-    header = f"{'session':<9} {'summary':<12} {'recall':>6} {'prose':>6} {'chars':>7} {'open!':>5} {'hashes':>7}"
+    header = f"{'session':<9} {'summary':<12} {'recall':>6} {'prose':>6} {'chars':>7} {'open!':>5} {'hashes':>9}"
     rows = [header, "-" * len(header)]
     for ev in evals:
-        for label, s in (("compactor", ev.ours), ("+focus hash", ev.focus), ("claude code", ev.claude)):
+        scores = [("compactor", ev.ours), ("+focus hash", ev.focus), ("claude code", ev.claude)]
+        if ev.llm is not None:
+            scores.append(("cc reply+llm", ev.llm))
+        for label, s in scores:
             rows.append(
                 f"{ev.name:<9} {label:<12} {s.recall or 0:>6.2f} {s.prose_recall or 0:>6.2f} {s.chars:>7,} "
-                f"{len(s.open_items):>5} {_pct(s.hashes):>7}"
+                f"{len(s.open_items):>5} {_pct(s.hashes):>9}"
             )
     return rows
 
@@ -383,11 +415,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transcripts", type=Path, default=None, help="folder holding claude-code/")
     parser.add_argument("--show", action="store_true", help="print our served summaries too")
+    parser.add_argument(
+        "--llm-replay", action="store_true", help="also run the LLM path on Claude Code's real replies (local server)"
+    )
     args = parser.parse_args()
     base = args.transcripts or shared_dir() / "data/transcripts"
     fidelity = load_fidelity()
     started = time.perf_counter()
-    evals = [evaluate_session(base / "claude-code" / f"{name}.jsonl", fidelity) for name in SESSIONS]
+    evals = [
+        evaluate_session(base / "claude-code" / f"{name}.jsonl", fidelity, replay=args.llm_replay) for name in SESSIONS
+    ]
     for ev in evals:
         if args.show:
             print(f"=== {ev.name} served summary\n{ev.ours.text}\n")
