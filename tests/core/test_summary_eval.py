@@ -102,7 +102,9 @@ def test_each_session_is_evaluated_on_a_range_with_resolved_work(evaluations):
 
 
 def test_the_table_is_the_end_of_the_output(evaluations, capsys, monkeypatch):
-    monkeypatch.setattr(se, "evaluate_session", lambda path, fidelity=None: evaluations[se.SESSIONS.index(path.stem)])
+    monkeypatch.setattr(
+        se, "evaluate_session", lambda path, fidelity=None, replay=False: evaluations[se.SESSIONS.index(path.stem)]
+    )
     monkeypatch.setattr("sys.argv", ["summary_eval.py"])
     assert se.main() == 0
     lines = capsys.readouterr().out.rstrip().splitlines()
