@@ -172,8 +172,8 @@ def build_ledger(
 
 
 def _error_shape(line: str) -> str:
-    """The same error at another line number or count is the same error."""
-    return re.sub(r"\d+", "#", normalize(line))
+    """The same error at another line or column ("a.ts(12,5)", "a.py:40:") is the same error."""
+    return re.sub(r"([(:,])\d+", r"\1#", normalize(line))
 
 
 def _add_errors(

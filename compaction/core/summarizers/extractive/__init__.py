@@ -20,7 +20,7 @@ oldest items go first, the user's own words last. One linear pass, regexes only.
 from __future__ import annotations
 
 from compaction.core.prompts import SECTION_HEADINGS
-from compaction.core.summarizers.base import Draft, SummaryInput
+from compaction.core.summarizers.base import SIZE_CHECK_FLOOR_TOKENS, Draft, SummaryInput
 from compaction.core.summarizers.extractive.analysis import analyze
 from compaction.core.summarizers.extractive.sections import MAX_BODY_CHARS, build_sections, fit_budget
 from compaction.core.summarizers.extractive.turn_prefix import covered_turn_prefix, extractive_turn_prefix
@@ -45,7 +45,8 @@ class ExtractiveSummarizer:
     exact_budget = True  # fits its output to inp.output_budget itself
 
     def summarize(self, inp: SummaryInput) -> Draft:
-        budget = max(256, inp.output_budget)
+        # A summary of a tiny range must still be smaller than the range (the chain checks it).
+        budget = max(256, min(inp.output_budget, max(SIZE_CHECK_FLOOR_TOKENS, inp.input_tokens - 1)))
         # One state over the whole range: the early part of a split turn is where issues get
         # closed and failures fixed, so the history's summary must see it to report the
         # status at the end, and summarizing it again apart would say the same things twice.

@@ -131,6 +131,7 @@ class Command:
     fixed_by: Command | None = None
     fix_notes: list[str] = field(default_factory=list)
     diagnosis: str = ""
+    unit: int = 0  # the piece of work (commit) it belongs to
     output_head: str = ""  # the first lines of its output (exit code, first error)
 
     @property
@@ -235,6 +236,9 @@ class Analysis:
     # Parsing state
     clock: int = 0
     unit: int = 0
+    # Since the last commit nothing new began (no edit, no issue started): closing the issue
+    # and pushing still belong to that commit's piece of work.
+    wrapping_up: bool = False
     pending: dict[str, tuple[str, str | None, str | None, str, dict[str, Any]]] = field(default_factory=dict)
     texts: list[tuple[str, int, int]] = field(default_factory=list)  # (text, event, tool calls before) this turn
     purpose: str = ""
@@ -550,6 +554,7 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
 
 
 def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> None:
+    a.wrapping_up = False
     work = a.files.setdefault(path, FileWork(path))
     work.edits += 1
     work.units.add(a.unit)
@@ -604,7 +609,9 @@ def _set_issue(a: Analysis, issue_id: str, status: str) -> None:
     issue = a.issues.setdefault(issue_id, Issue(issue_id, status, a.clock))
     issue.status, issue.event = status, a.clock
     if status == "closed":
-        issue.unit = a.unit
+        issue.unit = a.unit - 1 if a.wrapping_up else a.unit
+    elif status == "in_progress":
+        a.wrapping_up = False
 
 
 def _record_git(a: Analysis, command: str, output: str) -> None:
@@ -613,6 +620,7 @@ def _record_git(a: Analysis, command: str, output: str) -> None:
             a.commits.append(Commit(sha, one_line(subject, 150), branch, a.clock, a.unit))
             a.branch = branch
             a.unit += 1
+            a.wrapping_up = True
             a.edits_since_commit = []
     for sha, destination in pushes_in_output(command, output):
         a.pushes.append((destination, a.clock))
@@ -656,6 +664,7 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
             ok, detail = True, ""
         cmd_line = clean_command(command)
         cmd = Command(cmd_line, command, ok, detail, len(a.commands), a.clock, one_line(description, 120))
+        cmd.unit = a.unit - 1 if a.wrapping_up and a.unit > 0 else a.unit
         cmd.output_head = strip_ansi(output[:300]) if not ok else ""
         a.commands.append(cmd)
         if TRACKER_CMD_RE.search(command):

@@ -252,7 +252,7 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
     for index, unit in enumerate(committed_units):
         weight = 70 + 15 * recency(index, total)
         s.add("done", _unit_header(a, unit), weight)
-        steps = unit_steps(a, _unit_start(a, unit), next((c.event for c in a.commits if c.unit == unit), a.clock))
+        steps = unit_steps(a, unit)
         if steps:
             s.add("done", steps, weight - 10, nested=True)
         notes = [n for n in a.notes if n.unit == unit][-MAX_NOTES_PER_UNIT:]
@@ -296,12 +296,12 @@ STEP_KINDS = (
 )
 
 
-def unit_steps(a: Analysis, start: int, end: int) -> str:
+def unit_steps(a: Analysis, unit: int) -> str:
     """How one piece of work was carried out, in the order the kinds of step first appear:
     what a successor repeats for the next piece (claim, migrate, check, close, push)."""
     found: dict[str, list[str]] = {}
     for cmd in a.commands:
-        if not (start < cmd.event <= end) or not cmd.ok or is_probe_command(cmd.command):
+        if cmd.unit != unit or not cmd.ok or is_probe_command(cmd.command):
             continue
         for label, pattern in STEP_KINDS:
             if pattern.search(cmd.command):
@@ -358,8 +358,15 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
         for note in [n for n in a.notes if n.unit == a.unit and n.kind == "diagnosis"][-4:]:
             s.add("in_progress", note.text, 74)
     final = [t for t in a.last_intents if not JUNK_INTENT_RE.search(t)]
+    # Only open work has a place where it stopped; after a finished piece the assistant's last
+    # words are a report, and listing them as "in progress" would reopen what they mention.
+    open_work = bool(s.items["in_progress"]) or any(not c.ok and c.fixed_by is None for c in a.commands[-3:])
     if a.final_text and a.activity_after_latest:
-        s.add("in_progress", f'Where the work stopped, in the assistant\'s words: "{one_line(a.final_text, 700)}"', 80)
+        said = f'"{one_line(a.final_text, 700)}"'
+        if open_work or not (a.commits or a.issues):
+            s.add("in_progress", f"Where the work stopped, in the assistant's words: {said}", 80)
+        else:
+            s.add("done", f"The assistant's last words in this range: {said}", 76)
     elif final:
         s.add("in_progress", f"Working on: {final[-1]}", 78)
 
