@@ -646,7 +646,7 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
                 if name
                 else "a tool call"
             )
-            said = one_line(" ".join(sentences(output)[:2]), 110)
+            said = one_line(sentences(output)[0], 110) if sentences(output) else ""
             a.rejections.append(f'{what} ("{said}")' if said else what)
         return
     if not is_error:
@@ -664,11 +664,12 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
             ok, detail = True, ""
         cmd_line = clean_command(command)
         cmd = Command(cmd_line, command, ok, detail, len(a.commands), a.clock, one_line(description, 120))
-        cmd.unit = a.unit - 1 if a.wrapping_up and a.unit > 0 else a.unit
         cmd.output_head = strip_ansi(output[:300]) if not ok else ""
         a.commands.append(cmd)
         if TRACKER_CMD_RE.search(command):
             _record_tracker(a, command, cmd_line, output, ok)
+        # Set after the tracker: starting the next issue ends the wrap-up of the last commit.
+        cmd.unit = a.unit - 1 if a.wrapping_up and a.unit > 0 else a.unit
         if ok and ("git" in command):
             _record_git(a, command, output)
         if TEST_RE.search(cmd_line):

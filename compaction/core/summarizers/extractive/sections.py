@@ -49,7 +49,7 @@ MAX_NOTES_PER_UNIT = 8
 MAX_OPEN_ERRORS = 15
 MAX_FIXED_ERRORS = 15
 MAX_FILES = 40
-MAX_COMMANDS = 25
+MAX_COMMANDS = 12
 COMMAND_CHARS = 170
 # Items at or above this priority are the user's rules and the goal: trimmed last.
 RULE_PRIORITY = 90.0
@@ -299,20 +299,22 @@ STEP_KINDS = (
 def unit_steps(a: Analysis, unit: int) -> str:
     """How one piece of work was carried out, in the order the kinds of step first appear:
     what a successor repeats for the next piece (claim, migrate, check, close, push)."""
-    found: dict[str, list[str]] = {}
+    found: dict[str, dict[tuple[str, ...], str]] = {}
     for cmd in a.commands:
         if cmd.unit != unit or not cmd.ok or is_probe_command(cmd.command):
             continue
         for label, pattern in STEP_KINDS:
             if pattern.search(cmd.command):
-                shown = found.setdefault(label, [])
-                command = one_line(cmd.command, 60)
-                if command not in shown and len(shown) < 2:
-                    shown.append(command)
+                # The latest run of each distinct check, at most three kinds per step.
+                shown = found.setdefault(label, {})
+                signature = command_signature(cmd.command)
+                if signature in shown or len(shown) < 3:
+                    shown.pop(signature, None)
+                    shown[signature] = one_line(cmd.command, 50)
                 break
     if len(found) < 2:
         return ""
-    parts = [f"{label} ({', '.join(f'`{c}`' for c in commands)})" for label, commands in found.items()]
+    parts = [f"{label} ({', '.join(f'`{c}`' for c in commands.values())})" for label, commands in found.items()]
     return "Steps taken: " + ", ".join(parts[:-1]) + " and " + parts[-1] + "."
 
 
@@ -639,10 +641,11 @@ def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], i
     latest: dict[tuple[str, ...], str] = {}
     for cmd in reversed(a.commands):
         head = command_signature(cmd.command)
-        if head and head not in latest and not GIT_COMMIT_RE.search(cmd.full) and cmd.shown not in shown:
+        listed_already = one_line(cmd.command, 50) in shown or cmd.shown in shown
+        if head and head not in latest and not GIT_COMMIT_RE.search(cmd.full) and not listed_already:
             latest[head] = cmd.shown
     if latest:
-        listed = "; ".join(f"`{one_line(c, 90)}`" for c in list(latest.values())[:MAX_COMMANDS])
+        listed = "; ".join(f"`{one_line(c, 70)}`" for c in list(latest.values())[:MAX_COMMANDS])
         more = f" (+{len(latest) - MAX_COMMANDS} more)" if len(latest) > MAX_COMMANDS else ""
         s.add("critical", f"Other commands run (latest of each kind, newest first): {listed}{more}", 35)
 
