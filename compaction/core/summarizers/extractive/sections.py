@@ -42,6 +42,9 @@ from compaction.core.tokens import count_text
 MAX_BODY_CHARS = 13_500
 MAX_USER_MESSAGES = 30
 USER_QUOTE_CHARS = 300
+# Older user messages are quoted by their start; the newest few in full.
+RECENT_USER_MESSAGES = 4
+OLDER_QUOTE_CHARS = 140
 MAX_PREVIOUS_DONE = 30
 MAX_PREVIOUS_CRITICAL = 30
 MAX_DECISIONS = 12
@@ -170,16 +173,18 @@ def goal_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
 
 
 def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
-    """Every message the user wrote in the range, in order: verbatim when short."""
+    """Every message the user wrote in the range, in order: the newest verbatim, older ones by
+    their start, the goal and the latest request (quoted above) by reference."""
     earlier = previous.get("user_messages", [])
     for index, item in enumerate(earlier):
-        s.add("user_messages", item, 60 + 10 * recency(index, len(earlier)))
+        s.add("user_messages", one_line(item, OLDER_QUOTE_CHARS + 40), 66 + 8 * recency(index, len(earlier)))
     shown = [u for u in a.users if not re.fullmatch(r"/[\w:-]+", u.text.strip())]
     if len(shown) > MAX_USER_MESSAGES:
         # The first message and the newest ones; what is between was acted on long ago.
         hidden = len(shown) - MAX_USER_MESSAGES
         shown = [shown[0], *shown[-(MAX_USER_MESSAGES - 1) :]]
         s.add("user_messages", f"({hidden} messages between the first and these not shown)", 61)
+    quoted_above = s.text_of("goal")
     for index, user in enumerate(shown):
         notes = []
         if user.queued:
@@ -188,9 +193,14 @@ def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str
             notes.append("after interrupting the assistant")
         if user.reply_to and user.kind != "instruction":
             notes.append(f'replying to: "{one_line(user.reply_to, 160)}"')
+        recent = index >= len(shown) - RECENT_USER_MESSAGES
+        text = quote(user.text) if recent else quote(user.text, OLDER_QUOTE_CHARS)
+        if len(user.text) > 100 and normalize(user.text[:200]) in normalize(quoted_above):
+            text = one_line(user.text, 80)  # quoted in full under Goal just above
+            notes.insert(0, "quoted in full above")
         suffix = f" ({'; '.join(notes)})" if notes else ""
         weight = 70 + 15 * recency(index, len(shown)) + (8 if user.kind != "chatter" else 0)
-        s.add("user_messages", f'"{quote(user.text)}"{suffix}', weight)
+        s.add("user_messages", f'"{text}"{suffix}', weight)
 
 
 def constraints_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
