@@ -508,7 +508,8 @@ def on_assistant_text(a: Analysis, text: str) -> None:
             _add_note(a, sentence, "report")
         elif DIAGNOSIS_RE.search(sentence) and (ANCHOR_RE.search(sentence) or len(sentence) >= 60):
             _add_note(a, sentence, "diagnosis")
-            previous_diagnosis = sentence.rstrip(".")
+            if not re.search(r"(?i)\b(likely|probably|maybe|might|perhaps|seems|guess)\b", sentence):
+                previous_diagnosis = sentence.rstrip(".")  # a finding, not a guess: a reason to act on
 
 
 LOOK_RE = re.compile(

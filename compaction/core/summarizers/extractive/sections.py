@@ -164,12 +164,13 @@ def goal_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
     for item in prev_goal[:2]:
         s.add("goal", item, 100, protected=True)
     if requests and not s.items["goal"]:
-        s.add("goal", one_line(quote(requests[0].text, 600), 600), 100, protected=True)
+        # The task as the user stated it (its opening); its rules are quoted under Constraints.
+        s.add("goal", one_line(requests[0].text, 600), 100, protected=True)
     latest = requests[-1] if requests and (len(requests) > 1 or prev_goal) else None
     if latest is not None and normalize(latest.text) != normalize(requests[0].text if requests else ""):
         how = " (sent while the assistant was working)" if latest.queued else ""
         answering = f' (replying to the assistant: "{latest.reply_to}")' if latest.reply_to else ""
-        s.add("goal", f'Latest request{how}: "{quote(latest.text, 400)}"{answering}', 97, protected=True)
+        s.add("goal", f'Latest request{how}: "{one_line(latest.text, 400)}"{answering}', 97, protected=True)
 
 
 def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
@@ -489,8 +490,20 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             continue
         if not own_plan or item.startswith("Todo: "):
             s.add("next", item, 40)
-    if not s.items["next"] and requests:
-        s.add("next", f'Continue with the user\'s latest request: "{quote(requests[-1].text, 200)}"', 72)
+    finished = FINISHED_RE.search(a.final_text)
+    if not s.items["next"] and finished and not s.items["in_progress"] and not s.items["blocked"]:
+        s.add(
+            "next", "Nothing is left open: the assistant reported the work finished; ask the user what comes next", 72
+        )
+    elif not s.items["next"] and requests:
+        s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
+
+
+# The assistant's last words report the work finished.
+FINISHED_RE = re.compile(
+    r"(?i)\b(complete[ds]?|done|finished|all .{0,40}\b(pass|passing|green)|committed|pushed|"
+    r"has been .{0,30}(ported|fixed|implemented|resolved))\b"
+)
 
 
 def _mentions_only(text: str, closed: set[str]) -> bool:
