@@ -190,12 +190,16 @@ def _without_commands(line: str) -> str:
     return _CODE_SPAN_RE.sub(lambda m: " " if " " in m.group(1) else m.group(0), line)
 
 
+_TAG_LINE_RE = re.compile(r"^\s*</?[a-z][\w-]*>\s*$")
+
+
 def _open_lines(summary: str) -> list[str]:
-    """Lines under an open / blocked / next heading, or that say on their own that something is open."""
+    """Lines under an open / blocked / next heading, or that say on their own that something is open.
+    The file lists (<read-files>, <modified-files>) and the summary's wrapping tags end a section."""
     lines, in_open = [], False
     for line in summary.splitlines():
-        if _HEADING_RE.match(line):
-            in_open = bool(_OPEN_HEADING_RE.search(line))
+        if _HEADING_RE.match(line) or _TAG_LINE_RE.match(line):
+            in_open = bool(_OPEN_HEADING_RE.search(line)) and not _TAG_LINE_RE.match(line)
             continue
         if in_open or _OPEN_LINE_RE.search(_without_commands(line)):
             lines.append(line)
@@ -212,7 +216,8 @@ def _first_issue(line: str, stems: set[str]) -> str | None:
     if not stems:
         return None
     alternatives = "|".join(re.escape(s) for s in sorted(stems, key=len, reverse=True))
-    pattern = rf"(?<![\w.#-])(?:[\w]+-)?((?:{alternatives})(?:\.\d+)*)(?![\w-]|\.\d)"
+    # Not inside a path or a longer name ("spotter-worktrees/spotter-gqc/lib" names no issue).
+    pattern = rf"(?<![\w.#/-])(?:[\w]+-)?((?:{alternatives})(?:\.\d+)*)(?![\w/-]|\.\d)"
     match = re.search(pattern, line, re.I)
     return match.group(1).lower() if match else None
 

@@ -112,3 +112,11 @@ def test_the_table_is_the_end_of_the_output(evaluations, capsys, monkeypatch):
     assert lines[-len(table) :] == table
     assert len(table) <= 12
     assert all(ev.name in "\n".join(table) for ev in evaluations)
+
+
+def test_file_lists_and_paths_name_no_open_issue():
+    summary = (
+        "## Next Steps\n- Write the tests\n\n<read-files>\n/home/u/worktrees/proj-abc/lib/app.ex\n</read-files>\n"
+        "<modified-files>\n/home/u/proj-abc.1/notes.md\n</modified-files>"
+    )
+    assert se.resolved_reported_open(summary, se.range_events(RANGE)) == []
