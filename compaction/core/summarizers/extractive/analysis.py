@@ -330,6 +330,7 @@ def _plan_of(text: str) -> tuple[str, list[str], list[str]]:
     strategy = [
         re.sub(r"^#+\s*", "", line) for line in lines if re.match(r"^#+\s*(strategy|approach|design)\b.*:", line, re.I)
     ]
+    title = re.sub(r"(?i)^plan:\s*", "", title)
     return one_line(title, 200), steps[:8], [*strategy, *choices][:4]
 
 
