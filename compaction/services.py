@@ -32,6 +32,7 @@ from django.utils import timezone
 from compaction.core.calibration import calibrated_tokens
 from compaction.core.config import CompactionConfig
 from compaction.core.prune import plan_prune
+from compaction.core.summarizers.anthropic import llm_time_budget
 from compaction.core.tokens import count_text
 from compaction.core.types import FileOps, Msg
 from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Reason, ReviewStatus, Status
@@ -750,7 +751,9 @@ def compaction_run(*, compaction_id, now=None) -> Compaction | None:
             strategy=job.strategy_requested,
             instructions=job.instructions,
             force=bool(params.get("force")),
-            llm_timeout=float(settings.ANTHROPIC_TIMEOUT),
+            llm_timeout=llm_time_budget(
+                configured=settings.ANTHROPIC_TIMEOUT, soft_limit=settings.COMPACTION_SOFT_TIME_LIMIT
+            ),
             max_retries=int(settings.ANTHROPIC_MAX_RETRIES),
         )
         _apply(job, outcome, attempt=attempt, started=started)

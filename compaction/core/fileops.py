@@ -13,73 +13,26 @@ later modified is listed as modified only. They travel inside each summary as
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Iterable
 from typing import Any
 
+from compaction.core.tool_vocabulary import (
+    EDITOR_READ_COMMANDS,
+    EDITOR_TOOLS,
+    PATCH_TOOLS,
+    PATH_KEYS,
+    READ_TOOLS,
+    SEARCH_TOOLS,
+    SHELL_TOOLS,
+    TOOL_USE_TYPES,
+    WRITE_TOOLS,
+    shell_text,
+    tool_input,
+    tool_key,
+)
 from compaction.core.types import FileOps, Msg
-
-PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "target_file", "file", "absolute_path", "filepath")
-
-READ_TOOLS = {
-    "read",
-    "read_file",
-    "readfile",
-    "read_text_file",
-    "view",
-    "view_file",
-    "open",
-    "open_file",
-    "notebookread",
-    "get_file_contents",
-    "read_multiple_files",
-    "search_file",
-}
-WRITE_TOOLS = {
-    "write",
-    "write_file",
-    "writefile",
-    "create",
-    "create_file",
-    "edit",
-    "edit_file",
-    "editfile",
-    "multiedit",
-    "multi_edit",
-    "notebookedit",
-    "notebook_edit",
-    "str_replace",
-    "replace",
-    "replace_in_file",
-    "search_replace",
-    "insert",
-    "delete_file",
-    "move_file",
-    "rename_file",
-}
-EDITOR_TOOLS = {"str_replace_editor", "str_replace_based_edit_tool", "text_editor"}
-EDITOR_READ_COMMANDS = {"view"}
-PATCH_TOOLS = {"apply_patch", "applypatch", "patch", "apply_diff"}
-SHELL_TOOLS = {
-    "bash",
-    "shell",
-    "sh",
-    "zsh",
-    "run_command",
-    "execute_command",
-    "run_terminal_cmd",
-    "terminal",
-    "exec",
-    "exec_command",
-    "local_shell",
-    "run_shell_command",
-    "execute_bash",
-    "shell_command",
-}
-# Searching a directory is not reading a file; searching one named file is.
-SEARCH_TOOLS = {"grep", "glob", "search", "find_file", "list_dir", "ls"}
 
 SHELL_READ_COMMANDS = {"cat", "head", "tail", "less", "more", "nl", "bat", "batcat", "open", "view"}
 SHELL_SEARCH_COMMANDS = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}
@@ -154,16 +107,6 @@ def _shell_word_is_path(word: str) -> bool:
         and not any(ch in word for ch in "$`*?{}[]=")
         and _normalize_path(word) is not None
     )
-
-
-def _tool_key(name: str) -> str:
-    # "mcp__filesystem__read_file" → "read_file"; "functions.bash" → "bash".
-    key = name.strip().lower()
-    if "__" in key:
-        key = key.rsplit("__", 1)[-1]
-    if "." in key:
-        key = key.rsplit(".", 1)[-1]
-    return key
 
 
 def _paths_in(inp: dict[str, Any]) -> list[str]:
@@ -387,20 +330,6 @@ def _sed_like(command: str, rest: list[str], recorder: _Recorder) -> None:
             (recorder.modified if in_place else recorder.read)(_normalize_path(word))
 
 
-def _shell_text(inp: Any) -> str | None:
-    if isinstance(inp, str):
-        return inp
-    if not isinstance(inp, dict):
-        return None
-    value = inp.get("command", inp.get("cmd", inp.get("script")))
-    if isinstance(value, list) and value:
-        # Codex-style argv: ["bash", "-lc", "<script>"] → the script; else the joined argv.
-        if len(value) >= 3 and value[1] in ("-c", "-lc", "-ic"):
-            return str(value[-1])
-        return shlex.join(str(v) for v in value)
-    return value if isinstance(value, str) else None
-
-
 def extract_shell_file_ops(command: str) -> FileOps:
     """File ops of one shell command string (exposed for tests and for bash-execution messages)."""
     recorder = _Recorder()
@@ -449,20 +378,10 @@ def _patch_text(inp: Any) -> str:
 # --- tool calls ------------------------------------------------------------------------
 
 
-def _tool_input(block: dict[str, Any]) -> Any:
-    raw = block.get("input", block.get("arguments"))
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw
-    return raw if raw is not None else {}
-
-
 def _tool_call(name: str, inp: Any, recorder: _Recorder) -> None:
-    key = _tool_key(name)
+    key = tool_key(name)
     if key in SHELL_TOOLS:
-        text = _shell_text(inp)
+        text = shell_text(inp)
         if text:
             _shell(text, recorder)
         return
@@ -517,7 +436,7 @@ def _tool_blocks(messages: Iterable[Msg]) -> Iterable[dict[str, Any]]:
         if message.role != "assistant" or isinstance(message.content, str):
             continue
         for block in message.content:
-            if isinstance(block, dict) and block.get("type") in ("tool_use", "toolCall", "server_tool_use"):
+            if isinstance(block, dict) and block.get("type") in TOOL_USE_TYPES:
                 yield block
 
 
@@ -528,7 +447,7 @@ def extract_file_ops(messages: list[Msg]) -> FileOps:
     for block in _tool_blocks(messages):
         name = block.get("name")
         if isinstance(name, str):
-            _tool_call(name, _tool_input(block), recorder)
+            _tool_call(name, tool_input(block), recorder)
     return recorder.result()
 
 

@@ -4,12 +4,19 @@ Anti-continuation design (seed 002): the transcript is data inside `<conversatio
 the system prompt restricts the model to the summarizer role, and the user prompt says in
 so many words not to continue the conversation. Content can never close the block early:
 closing tags of every block we use are escaped wherever they appear inside content.
+
+A prompt comes in two parts (`PromptParts`): the stable prefix ending with the transcript,
+which the Anthropic summarizer marks for prompt caching, and the part after it (previous
+summary, task, focus instructions, format, rules, the must-keep ledger). A retry, a review
+rerun or a dry run followed by the real job sends the same prefix again and reads it from the
+cache instead of paying for it in full.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from compaction.core.types import Msg
@@ -52,6 +59,8 @@ _BLOCK_TAGS = (
     "read-files",
     "modified-files",
     "turn-prefix-summary",
+    "must-keep",
+    "analysis",
 )
 _TAG_RE = re.compile(r"<(/?)\s*(" + "|".join(_BLOCK_TAGS) + r")\b", re.IGNORECASE)
 _FILE_TAGS_RE = re.compile(r"\n*<(read-files|modified-files)>.*?</\1>\s*", re.DOTALL)
@@ -247,13 +256,75 @@ def serialize_conversation(messages: list[Msg]) -> str:
     return f"<conversation>\n{serialize_messages_body(messages)}\n</conversation>"
 
 
+# Focus instructions are the user's words about this very compaction: they go right after the
+# task (before format and rules, where a model gives them weight) and are restated as the last
+# line of the prompt, where instructions are followed best.
+FOCUS_REMINDER_CHARS = 400
+
+
 def _instructions_block(instructions: str | None) -> str:
     if not instructions or not instructions.strip():
         return ""
     return (
-        "\n\nThe user asked for this compaction with focus instructions. Follow them while keeping "
-        "the format (they do not override the rules above):\n"
-        f"<instructions>\n{escape_block_tags(instructions.strip())}\n</instructions>"
+        "\n\nFOCUS — the user asked for this compaction with these instructions:\n"
+        f"<instructions>\n{escape_block_tags(instructions.strip())}\n</instructions>\n"
+        "Follow them first: keep everything they ask for, with exact identifiers (commit hashes, "
+        "paths, error lines), even where the rules below would leave it out. They do not change "
+        "the format."
+    )
+
+
+def _focus_reminder(instructions: str | None) -> str:
+    if not instructions or not instructions.strip():
+        return ""
+    text = " ".join(instructions.split())
+    if len(text) > FOCUS_REMINDER_CHARS:
+        text = text[: FOCUS_REMINDER_CHARS - 1].rstrip() + "…"
+    return f"\n\nRemember the user's focus for this summary: {escape_block_tags(text)}"
+
+
+# The must-keep ledger (compaction.core.ledger.build_ledger) as the model sees it: what the
+# fidelity check will look for. Capped so a long range cannot crowd out the transcript.
+MUST_KEEP_LABELS = {
+    "instructions": "The user's requests and instructions (keep them verbatim in Constraints & Preferences)",
+    "errors": "Exact error lines (copy verbatim; say whether and how each was fixed)",
+    "files": "Files involved (name them with what was done to each)",
+}
+MUST_KEEP_LIMITS = {"instructions": 40, "errors": 25, "files": 60}
+MUST_KEEP_ITEM_CHARS = 300
+MUST_KEEP_MAX_CHARS = 12_000
+
+
+def must_keep_block(items: dict[str, list[str]] | None) -> str:
+    """The ledger items a summary must carry, newest kept when a category is over its cap."""
+    if not items:
+        return ""
+    sections: list[str] = []
+    size = 0
+    for category, label in MUST_KEEP_LABELS.items():
+        values = [v.strip() for v in items.get(category) or [] if v and v.strip()]
+        if not values:
+            continue
+        values = values[-MUST_KEEP_LIMITS[category] :]
+        lines = []
+        for value in values:
+            value = " ".join(value.splitlines())  # one line each; inner spacing stays verbatim
+            if len(value) > MUST_KEEP_ITEM_CHARS:
+                value = value[: MUST_KEEP_ITEM_CHARS - 1] + "…"
+            line = f"- {escape_block_tags(value)}"
+            if size + len(line) > MUST_KEEP_MAX_CHARS:
+                break
+            size += len(line) + 1
+            lines.append(line)
+        if lines:
+            sections.append(f"{label}:\n" + "\n".join(lines))
+    if not sections:
+        return ""
+    return (
+        "\n\nThe summary is checked against this list of what the conversation held; anything "
+        "missing is appended afterwards without context. Work each item into the summary where it "
+        "belongs — unless a later message made it obsolete (an error fixed later: say it was fixed):\n"
+        "<must-keep>\n" + "\n\n".join(sections) + "\n</must-keep>"
     )
 
 
@@ -307,6 +378,19 @@ def validate_custom_prompt(text: str | None) -> list[str]:
     return errors
 
 
+@dataclass(frozen=True)
+class PromptParts:
+    """A summarizer prompt: `cached` is the stable prefix ending with the transcript (marked for
+    prompt caching), `rest` what follows it. `text` is the whole prompt."""
+
+    cached: str
+    rest: str
+
+    @property
+    def text(self) -> str:
+        return self.cached + self.rest
+
+
 def build_prompt(
     *,
     messages: list[Msg],
@@ -314,19 +398,42 @@ def build_prompt(
     instructions: str | None = None,
     custom_prompt: str | None = None,
     kind: str = "history",
+    must_keep: dict[str, list[str]] | None = None,
 ) -> str:
     """The user message sent to the summarizer (the system prompt is SYSTEM_PROMPT)."""
+    return build_prompt_parts(
+        messages=messages,
+        previous_summary=previous_summary,
+        instructions=instructions,
+        custom_prompt=custom_prompt,
+        kind=kind,
+        must_keep=must_keep,
+    ).text
+
+
+def build_prompt_parts(
+    *,
+    messages: list[Msg],
+    previous_summary: str | None = None,
+    instructions: str | None = None,
+    custom_prompt: str | None = None,
+    kind: str = "history",
+    must_keep: dict[str, list[str]] | None = None,
+) -> PromptParts:
+    """The summarizer's user message in two parts: the transcript first (a stable, cacheable
+    prefix), then the task with the focus instructions, format, rules and must-keep ledger."""
     if kind not in ("history", "turn_prefix"):
         raise ValueError(f"kind must be 'history' or 'turn_prefix', got {kind!r}")
     conversation = serialize_conversation(messages)
     previous = _previous_block(previous_summary)
+    focus = _instructions_block(instructions)
+    tail = f"{must_keep_block(must_keep)}{_focus_reminder(instructions)}"
 
     if kind == "turn_prefix":
         # Chunked turn prefixes: the summary of the turn's earlier chunks is merged, not lost.
         merge = f"\n\n{previous}\n\n{_TURN_PREFIX_MERGE}" if previous else ""
-        return (
-            f"{conversation}{merge}\n\n{_TURN_PREFIX_TASK}\n\n{TURN_PREFIX_FORMAT}\n\n{_RULES}"
-            f"{_instructions_block(instructions)}"
+        return PromptParts(
+            conversation, f"{merge}\n\n{_TURN_PREFIX_TASK}{focus}\n\n{TURN_PREFIX_FORMAT}\n\n{_RULES}{tail}"
         )
     if custom_prompt and not validate_custom_prompt(custom_prompt):
         names = {m.group(1).strip() for m in _PLACEHOLDER_RE.finditer(custom_prompt) if m.group(1)}
@@ -344,12 +451,32 @@ def build_prompt(
         if previous and "previous_summary" not in names:
             prompt += "\n\n" + previous + "\n\n" + _UPDATE_TASK
         if instructions and "instructions" not in names:
-            prompt += _instructions_block(instructions)
-        return prompt + "\n\nOutput only the summary; do not continue the conversation."
+            prompt += focus
+        prompt += tail + "\n\nOutput only the summary; do not continue the conversation."
+        # The template's text up to the transcript is as stable as the transcript itself.
+        split = prompt.find(conversation) + len(conversation)
+        return PromptParts(prompt[:split], prompt[split:])
 
     if previous:
-        return (
-            f"{conversation}\n\n{previous}\n\n{_UPDATE_TASK}\n\nFormat:\n\n{SUMMARY_FORMAT}\n\n{_RULES}"
-            f"{_instructions_block(instructions)}"
+        return PromptParts(
+            conversation,
+            f"\n\n{previous}\n\n{_UPDATE_TASK}{focus}\n\nFormat:\n\n{SUMMARY_FORMAT}\n\n{_RULES}{tail}",
         )
-    return f"{conversation}\n\n{_INITIAL_TASK}\n\nFormat:\n\n{SUMMARY_FORMAT}\n\n{_RULES}{_instructions_block(instructions)}"
+    return PromptParts(conversation, f"\n\n{_INITIAL_TASK}{focus}\n\nFormat:\n\n{SUMMARY_FORMAT}\n\n{_RULES}{tail}")
+
+
+_ANALYSIS_RE = re.compile(r"<analysis>.*?(?:</analysis>|$)", re.DOTALL | re.IGNORECASE)
+_SUMMARY_TAG_RE = re.compile(r"<summary>\s*(.*?)\s*(?:</summary>|$)", re.DOTALL | re.IGNORECASE)
+
+
+def summary_from_response(text: str) -> str:
+    """The summary in a model's reply. Models asked (or used) to think first answer
+    `<analysis>…</analysis><summary>…</summary>` (Claude Code's compaction prompt asks for exactly
+    that): the analysis is scratch work and goes, the summary's inside stays. A reply cut off
+    inside its analysis holds no summary at all (empty)."""
+    text = text or ""
+    without_analysis = _ANALYSIS_RE.sub("", text)
+    match = _SUMMARY_TAG_RE.search(without_analysis)
+    if match:
+        return match.group(1).strip()
+    return without_analysis.strip()

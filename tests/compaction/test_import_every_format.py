@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from compaction.core.text_heuristics import QUEUED_TEMPLATE
 from compaction.models import Compaction
 from sessions.models import Message, Session, ToolCall
 from tests import services
@@ -216,9 +217,11 @@ def test_queued_instructions_arrive_where_the_agent_received_them(user) -> None:
     session = Session.objects.get(owner=user)
     for text in ("new beads for the epic were added. tackle them", "check again"):
         row = Message.objects.get(session=session, content__icontains=text)
-        # Typed while a tool ran: delivered with that tool's result, right after its call.
+        # Typed while a tool ran: delivered with that tool's result, right after its call, in
+        # the reminder Claude Code wraps it in.
         assert row.role == "user"
-        assert row.content[0]["type"] == "tool_result" and row.content[-1] == {"type": "text", "text": text}
+        assert row.content[0]["type"] == "tool_result"
+        assert row.content[-1] == {"type": "text", "text": QUEUED_TEMPLATE.format(text=text)}
         call = Message.objects.get(session=session, seq=row.seq - 1)
         assert row.content[0]["tool_use_id"] in call.tool_use_ids
 

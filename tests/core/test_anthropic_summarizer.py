@@ -123,21 +123,62 @@ def test_success_uses_the_sdk_and_records_usage(server):
     assert request.path == "/v1/messages"
     assert request.api_key == "sk-ant-test-key"
     assert request.headers["anthropic-version"]
-    assert request.body["system"] == SYSTEM_PROMPT
+    assert request.system_text == SYSTEM_PROMPT
     assert request.body["max_tokens"] == inp.output_budget
     assert request.body["model"] == "claude-haiku-4-5"
     assert request.prompt.startswith("<conversation>\n[User]: Fix the failing test")
+    # Prompt caching: the system prompt and the transcript block (the stable prefix) are
+    # marked; the task, rules and ledger after the transcript are not.
+    assert request.cache_breakpoints == ["system[0]", "messages[0].content[0]"]
+    assert request.cached_prefix().endswith("</conversation>")
+    assert "## Critical Context" not in request.cached_prefix()
+    assert result.usage["cache_creation_input_tokens"] > 0 and result.usage["cache_read_input_tokens"] == 0
     assert result.summary.startswith(VALID)
     assert result.model == "claude-haiku-4-5"
     assert result.usage["calls"] == 1
     assert result.usage["input_tokens"] > 0 and result.usage["output_tokens"] > 0
     assert result.usage["cost_usd"] == cost_usd(
-        "claude-haiku-4-5", result.usage["input_tokens"], result.usage["output_tokens"]
+        "claude-haiku-4-5",
+        result.usage["input_tokens"],
+        result.usage["output_tokens"],
+        cache_write_tokens=result.usage["cache_creation_input_tokens"],
     )
     assert result.usage["request_ids"][0].startswith("req_")
     # The ledger kept the user's instruction; the repair added what the model dropped.
     assert result.fidelity["after_repair"]["categories"]["instructions"]["kept"] == 1
     assert "E   AssertionError: slug mismatch in case5" in result.summary
+
+
+def test_the_same_range_again_reads_the_transcript_from_the_cache(server):
+    server.push(Step.success(VALID), Step.success(VALID))
+    chain = _chain(server)
+    first = summarize(_input(), chain)
+    again = summarize(_input(instructions="keep the error lines"), chain)  # another focus, same transcript
+    assert first.usage["cache_creation_input_tokens"] > 0
+    assert again.usage["cache_read_input_tokens"] == first.usage["cache_creation_input_tokens"]
+    assert again.usage["cache_creation_input_tokens"] == 0
+    assert again.usage["cost_usd"] < first.usage["cost_usd"]
+
+
+def test_the_prompt_carries_the_must_keep_ledger_and_the_focus(server):
+    from compaction.core.ledger import build_ledger
+
+    server.push(Step.success(VALID))
+    inp = _input(instructions="Keep every pytest command and its exit status.")
+    summarize(inp, _chain(server))
+    request = server.requests[0]
+    ledger = build_ledger(inp.messages)
+    rest = request.body["messages"][0]["content"][1]["text"]  # after the cached transcript
+    assert "<must-keep>" in rest
+    must_keep = rest.split("<must-keep>")[1].split("</must-keep>")[0]
+    for category in ("instructions", "errors", "files"):
+        assert ledger.items[category], category  # the range has some of each
+        for item in ledger.items[category]:
+            assert item in must_keep, (category, item)
+    # The focus comes right after the task, before format and rules, and closes the prompt.
+    focus = rest.index("Keep every pytest command")
+    assert focus < rest.index("## Goal") < rest.index("Rules:")
+    assert rest.rstrip().endswith("Keep every pytest command and its exit status.")
 
 
 def test_429_is_retried_then_succeeds(server):
@@ -167,6 +208,53 @@ def test_timeout_falls_back_with_the_reason(server):
     assert result.fallbacks[0]["strategy"] == "anthropic"
     assert "Timeout" in result.fallbacks[0]["reason"]
     assert "## Goal" in result.summary
+
+
+def test_one_deadline_bounds_every_retry_of_a_hung_provider(server):
+    """The timeout is the whole call's budget: retries share it instead of each getting their own
+    (issue #9 D3: a hung provider must hand over to the extractive summarizer in time)."""
+    import time
+
+    server.default = Step.hang()
+    started = time.monotonic()
+    result = summarize(_input(), _chain(server, timeout=1.0, max_retries=3))
+    elapsed = time.monotonic() - started
+    assert result.strategy == "extractive"
+    reason = result.fallbacks[0]["reason"]
+    assert "LLM time budget of 1 s" in reason and "Timeout" in reason
+    # One attempt used the whole budget; no retry could have finished, so none was sent.
+    assert len(server.requests) == 1
+    assert elapsed < 1.0 + 1.0 + 1.5  # budget + grace + the extractive summary, not 4 × timeout
+
+
+def test_retries_stop_when_the_next_wait_would_pass_the_deadline(server):
+    server.default = Step.error(529, "Overloaded", retry_after_ms=20_000)  # "come back in 20 s"
+    result = summarize(_input(), _chain(server, timeout=2.0, max_retries=5))
+    assert result.strategy == "extractive"
+    assert len(server.requests) == 1
+    assert "LLM time budget of 2 s" in result.fallbacks[0]["reason"]
+    assert "Overloaded" in result.fallbacks[0]["reason"]
+
+
+def test_x_should_retry_false_is_obeyed(server):
+    step = Step.error(500, "boom")
+    step.headers["x-should-retry"] = "false"
+    server.default = step
+    summarize(_input(), _chain(server, max_retries=3))
+    assert len(server.requests) == 1
+
+
+def test_llm_time_budget_leaves_the_fallback_time_before_the_soft_limit():
+    from compaction.core.summarizers.anthropic import llm_time_budget
+
+    assert llm_time_budget(configured=120, soft_limit=300) == 120
+    assert llm_time_budget(configured=600, soft_limit=300) == 180  # 40 % left for the fallback
+    assert llm_time_budget(configured=120, soft_limit=60) == 30  # 30 s left
+    assert llm_time_budget(configured=120, soft_limit=5) == 2.5
+    for soft in (5, 10, 30, 60, 120, 300, 900, 3600):
+        for configured in (0.5, 10, 120, 3600):
+            budget = llm_time_budget(configured=configured, soft_limit=soft)
+            assert 0 < budget <= configured and soft - budget >= min(30, soft / 2)
 
 
 def test_persistent_500_falls_back(server):
@@ -308,6 +396,9 @@ def test_cost_table():
     assert cost_usd("claude-haiku-4-5-20251001", 1_000_000, 1_000_000) == 6.0
     assert cost_usd("claude-sonnet-4-5", 1_000_000, 0) == 3.0
     assert cost_usd("gpt-4o", 10, 10) is None
+    # Cache writes cost 1.25× the input price, reads 0.1×.
+    assert cost_usd("claude-sonnet-4-5", 0, 0, cache_write_tokens=1_000_000) == 3.75
+    assert cost_usd("claude-sonnet-4-5", 0, 0, cache_read_tokens=1_000_000) == 0.3
 
 
 def test_split_turn_without_history_before_it(server):

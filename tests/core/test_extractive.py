@@ -98,10 +98,13 @@ def test_extractive_summary_has_every_section_and_keeps_the_users_words():
         '"Add a CSV export to the reports page. Always use UTF-8 with a BOM. Never change the public API."' in summary
     )
     assert '"Don\'t use the ascii codec anywhere. Use reports/encoding.py helpers."' in summary
-    # Progress from tool activity with outcomes.
-    assert "Modified `reports/export.py` (1 edit)" in summary
-    assert "`pytest tests/test_export.py` → ok: 4 passed in 0.3s" in summary
+    # Progress from tool activity with outcomes, files with what was done to them.
+    assert "`reports/export.py` was edited once" in summary
+    assert "`pytest tests/test_export.py` → 4 passed in 0.3s" in summary
     assert "Fixed the encoding: all 4 tests pass." in summary
+    # The failure is reported with its exact line and how it was fixed.
+    errors = summary.split("### Errors and Fixes")[1].split("###")[0]
+    assert "UnicodeEncodeError" in errors and "fixed:" in errors
     # Decisions, next steps and exact error lines.
     assert "I'll use the csv module instead of pandas because pandas is not installed." in summary
     assert "Next, I'll add the download button to the template." in summary.split("## Next Steps")[1]
@@ -119,7 +122,7 @@ def test_a_failure_fixed_later_is_not_blocked_but_an_open_one_is():
         *_session()[:7],
     ]
     blocked = extractive_summary(still_failing).split("### Blocked")[1].split("## Key Decisions")[0]
-    assert "`pytest tests/test_export.py` failed: 1 failed, 3 passed" in blocked
+    assert "`pytest tests/test_export.py` failed: E   UnicodeEncodeError: 'ascii' codec" in blocked
 
 
 def test_extractive_is_deterministic():
@@ -132,7 +135,7 @@ def test_previous_summary_is_merged_item_by_item():
     # Nothing of the first summary's user rules or done items was dropped.
     assert "Always use UTF-8 with a BOM." in second
     assert "Don't use the ascii codec anywhere." in second
-    assert "Modified `reports/export.py` (1 edit)" in second
+    assert "`reports/export.py` was edited once" in second
     assert second.split("## Goal\n")[1].startswith("Add a CSV export")
     assert "<read-files>" not in second  # file tags are re-appended by the chain, not merged as text
     # No duplicates after merging.
@@ -265,11 +268,13 @@ def test_hundreds_of_long_requests_fit_and_become_a_short_list():
     goal = summary.split("## Constraints")[0]
     # The first request is the goal, the latest is named, the ones between are a short list.
     assert goal.split("## Goal\n")[1].startswith("Request 0: please refactor handler_0")
-    assert "Latest request: Request 119: please refactor handler_119" in goal
-    assert "Earlier requests (+108 older):" in goal and "Request 118: please refactor handler_118" in goal
+    assert 'Latest request: "Request 119: please refactor handler_119' in goal
+    # The newest requests are listed, the oldest between are counted, not quoted.
+    assert '"Request 118: please refactor handler_118' in goal
+    assert '"Request 5: please refactor handler_5 ' not in goal and "messages between the first and these" in goal
     # Requests are not standing rules.
     constraints = summary.split("## Constraints & Preferences")[1].split("## Progress")[0]
-    assert constraints.strip() == "- (none)"
+    assert constraints.strip() == "- (none stated by the user)"
 
 
 def _chatty_exchanges(n: int, *, start: int = 1, rule_every: int = 0, tag: str = "") -> list[Msg]:
@@ -322,8 +327,8 @@ def test_thousands_of_exchanges_stay_within_the_budget_through_the_chain():
 def test_acknowledgements_never_become_constraints():
     summary = extractive_summary(_chatty_exchanges(400), budget=13_107)
     constraints = _constraints(summary)
-    assert constraints.strip() == "- (none)"
-    assert summary.count('"ok"') <= 1  # at most once, in the short list of requests
+    assert constraints.strip() == "- (none stated by the user)"
+    assert summary.count('"ok"') <= 30  # in the list of recent user messages only
     assert "Port the billing service to the new queue API." in summary.split("## Goal\n")[1].split("\n")[0]
 
 
@@ -470,9 +475,10 @@ def test_done_lists_concrete_work_with_evidence_not_chatter():
     assert "already" not in done
     assert "extensive exploration" not in summary
     # Which file changed and what it gained, tests with outcome, the commit with its message.
-    assert "Modified `api/middleware.py` (1 edit; added `RateLimitMiddleware`, `RATE_LIMIT_PER_MIN`)" in done
-    assert "`pytest tests/api -q` → ok: 12 passed in 1.1s" in done
-    assert '"Rate limit uploads"' in done
+    files = summary.split("### Files")[1]
+    assert "`api/middleware.py` was edited once" in files
+    assert "`pytest tests/api -q` → 12 passed in 1.1s" in done
+    assert 'Committed `1a2b3c4` "Rate limit uploads"' in done
     assert "Todo completed: Add limiter middleware" in done
 
 
@@ -498,7 +504,7 @@ def test_a_tool_rejection_is_a_past_event_not_a_standing_order():
     summary = extractive_summary(_tool_session())
     critical = summary.split("## Critical Context")[1]
     assert "STOP what you are doing" not in summary
-    assert "Past event: the user rejected the Edit of `api/views.py` (that call did not run)" in critical
+    assert "The user rejected the Edit of `api/views.py`" in critical and "it did not run" in critical
     assert "rejected" not in summary.split("## Constraints & Preferences")[1].split("## Progress")[0]
     ledger = build_ledger(_tool_session())
     assert not any("STOP what you are doing" in e for e in ledger.items["errors"])
@@ -535,7 +541,8 @@ def test_commands_are_listed_once():
     assert summary.count("`mix test`") == 1
     assert "Command run:" not in summary
     others = next(line for line in summary.splitlines() if line.startswith("- Other commands run"))
-    assert others.count("git show") == 25 and others.endswith("(+5 more)")
+    # The latest of each kind, not thirty variants of it.
+    assert others.count("git show") == 1 and "`git show HEAD~29`" in others
 
 
 def test_focus_instructions_decide_what_survives_trimming():
@@ -638,13 +645,16 @@ def test_ledger_lists_what_the_range_held():
     assert "reports/export.py" in items["files"] and "reports/views.py" in items["files"]
     assert "reports/encoding.py" in items["files"]
     assert items["commands"] == ["pytest tests/test_export.py"]
-    assert "E   UnicodeEncodeError: 'ascii' codec can't encode character '\\xe9'" in items["errors"]
-    assert not any("raise Error" in e for e in items["errors"])
+    # The test failure was fixed later in the range: history, not a must-keep error.
+    line = "E   UnicodeEncodeError: 'ascii' codec can't encode character '\\xe9'"
+    assert items["errors"] == [] and line in ledger.resolved_errors
+    assert line in build_ledger(_session()[:7]).items["errors"]  # while still failing, it is current
+    assert not any("raise Error" in e for e in items["errors"] + ledger.resolved_errors)
     assert any("Never change the public API." in d for d in items["decisions"])
 
 
 def test_fidelity_check_and_repair():
-    ledger = build_ledger(_session())
+    ledger = build_ledger(_session()[:8])  # ends with the test still failing
     poor = "## Goal\nCSV export\n\n## Constraints & Preferences\n- (none)\n\n## Critical Context\n- (none)\n"
     report = check_summary(poor, ledger)
     assert report["categories"]["errors"]["kept"] == 0
@@ -743,9 +753,13 @@ def test_real_session_extractive_beats_claude_codes_own_summary(real_session):
     raw = result.fidelity["before_repair"]["categories"]
     theirs = check_summary(claude_summary, ledger)["categories"]
 
-    assert len(ledger.items["errors"]) >= 3, "the session has exact error lines"
+    # Errors fixed later in the range are history: kept with their fix, not must-keep items.
+    resolved = ledger.resolved_errors
+    assert len(resolved) >= 2, "the session has exact error lines"
     assert raw["errors"]["kept"] == raw["errors"]["total"]
-    assert ours["errors"]["kept"] == ours["errors"]["total"] > theirs["errors"]["kept"]
+    assert ours["errors"]["kept"] == ours["errors"]["total"]
+    kept_resolved = sum(1 for line in resolved if line[:120] in result.summary)
+    assert kept_resolved > sum(1 for line in resolved if line[:120] in claude_summary)
     assert raw["instructions"]["kept"] == raw["instructions"]["total"] >= 1
     assert raw["files"]["kept"] == raw["files"]["total"] > theirs["files"]["kept"]
     assert raw["commands"]["kept"] > theirs["commands"]["kept"]
@@ -763,22 +777,43 @@ def test_real_session_extractive_beats_claude_codes_own_summary(real_session):
     assert summary_tokens <= 13_107
     # What an agent continues from: concrete progress, live state, no narration or boilerplate.
     done = result.summary.split("### Done")[1].split("### In Progress")[0]
-    assert "already" not in done and "→ ok" in done and "Modified `lib/" in done
-    assert re.search(r'git commit .*→ ok: "feat: ', done), "commits are listed with their message"
+    commits = re.findall(r"^\[[\w./-]+ ([0-9a-f]{7,40})\] ", _tool_outputs(messages), re.M)
+    assert commits and all(f"Committed `{sha}`" in done for sha in commits), "every commit, with its hash"
     assert "Command run:" not in result.summary
     assert "STOP what you are doing" not in result.summary
     assert "Let me wait" not in result.summary
     in_progress = result.summary.split("### In Progress")[1].split("### Blocked")[0]
     next_steps = result.summary.split("## Next Steps")[1].split("## Critical Context")[0]
-    open_issue = "spotter-fum.3" if path == TRANSCRIPT else "spotter-gqc.6"
-    assert f"Issue `{open_issue}`" in in_progress and f"Finish issue `{open_issue}`" in next_steps
-    if path == TRANSCRIPT:
-        # The work in progress at the cut (highlight.js integration) is visible.
-        assert "highlight.js" in result.summary.split("### In Progress")[1].split("## Key Decisions")[0]
-        assert (
-            "fatal: ambiguous argument 'main..HEAD': unknown revision or path not in the working tree."
-            in result.summary
-        )
+    started, closed = _tracker_states(messages)
+    still_open = [i for i in started if i not in closed]
+    assert still_open and all(f"`{i}`" in in_progress and f"`{i}`" in next_steps for i in still_open)
+    for issue in closed:
+        # A closed issue is never in progress or a next step (its id may appear as a prefix).
+        assert not re.search(rf"`{re.escape(issue)}`", in_progress + next_steps), issue
+
+
+def _tool_outputs(messages: list[Msg]) -> str:
+    out = []
+    for m in messages:
+        for b in m.blocks:
+            if b.get("type") == "tool_result":
+                c = b.get("content")
+                out.append(c if isinstance(c, str) else "\n".join(x.get("text", "") for x in c or []))
+    return "\n".join(out)
+
+
+def _tracker_states(messages: list[Msg]) -> tuple[list[str], set[str]]:
+    """Issues set in progress and issues closed by the tracker commands of the range."""
+    started: list[str] = []
+    closed: set[str] = set()
+    for m in messages:
+        for b in m.blocks:
+            if b.get("type") == "tool_use" and isinstance((b.get("input") or {}).get("command"), str):
+                command = b["input"]["command"]
+                started += re.findall(r"\bbd update ([\w.-]+) --status[= ]in_progress", command)
+                for ids in re.findall(r"\bbd close ((?:[\w.-]+ ?)+)", command):
+                    closed.update(i for i in ids.split() if not i.startswith("-"))
+    return list(dict.fromkeys(started)), closed
 
 
 def test_real_session_successive_compactions_stay_bounded_and_current():
@@ -798,7 +833,7 @@ def test_real_session_successive_compactions_stay_bounded_and_current():
     # Issues closed in a later range are no longer "in progress"; the goal is the first request.
     assert "`spotter-gqc.1`" not in in_progress and "`spotter-gqc.6`" in in_progress
     assert previous.split("## Goal\n")[1].startswith("Implement spotter-gqc")
-    assert previous.count("Issue states:") == 1
+    assert previous.count("Issue states at the end of this range:") == 1
 
 
 def test_real_session_split_turn_prefix_names_what_it_began_with():
@@ -864,8 +899,10 @@ def test_a_short_reply_is_quoted_with_what_it_answers():
     ]
     summary = extractive_summary(msgs)
     expected = (
-        'Latest request: yeah, do it all (replying to the assistant: "The changelog is updated. '
+        'Latest request: "yeah, do it all" (replying to the assistant: "The changelog is updated. '
         'Should I proceed with committing and tagging?")'
     )
     assert expected in summary
-    assert 'Answer/handle the latest user request: "yeah, do it all"' in summary.split("## Next Steps")[1]
+    assert 'Answer the user\'s latest message: "yeah, do it all"' in summary.split("## Next Steps")[1]
+    # An approval of what the assistant proposed is a decision.
+    assert "The user approved" in summary.split("## Key Decisions")[1].split("## Next Steps")[0]

@@ -180,3 +180,76 @@ def test_validate_custom_prompt_names_the_problem(text, fragment):
 def test_escape_and_strip_helpers():
     assert escape_block_tags("<summary>a</summary>") == "&lt;summary>a&lt;/summary>"
     assert strip_file_tags("S\n\n<read-files>\nx\n</read-files>") == "S"
+
+
+def test_prompt_parts_put_the_transcript_first_as_the_cacheable_prefix():
+    from compaction.core.prompts import build_prompt_parts
+
+    for kwargs in (
+        {},
+        {"previous_summary": "## Goal\nG1"},
+        {"kind": "turn_prefix"},
+        {"instructions": "keep hashes"},
+        {"custom_prompt": "Summarize for a reviewer.\n{conversation}\nFocus: {instructions}", "instructions": "x"},
+    ):
+        parts = build_prompt_parts(messages=_msgs(), **kwargs)
+        assert parts.cached.endswith("</conversation>")
+        assert parts.text == build_prompt(messages=_msgs(), **kwargs)
+        # Nothing that changes between two compactions of the same range sits in the prefix.
+        assert "<previous-summary>" not in parts.cached and "<instructions>" not in parts.cached
+    custom = build_prompt_parts(messages=_msgs(), custom_prompt="Summarize for a reviewer.\n{conversation}")
+    assert custom.cached.startswith("Summarize for a reviewer.\n<conversation>")
+
+
+def test_focus_instructions_come_before_the_format_and_close_the_prompt():
+    prompt = build_prompt(messages=_msgs(), instructions="Keep every commit hash that was pushed.")
+    assert prompt.index("<instructions>") < prompt.index("Format:") < prompt.index("Rules:")
+    assert prompt.rstrip().endswith("Keep every commit hash that was pushed.")
+    assert "FOCUS" in prompt
+    update = build_prompt(messages=_msgs(), previous_summary="## Goal\nG", instructions="hashes")
+    assert update.index("<instructions>") < update.index("Format:")
+    turn = build_prompt(messages=_msgs(), kind="turn_prefix", instructions="hashes")
+    assert "<instructions>\nhashes\n</instructions>" in turn
+    long = build_prompt(messages=_msgs(), instructions="keep " + "x" * 2000)
+    assert long.rstrip().endswith("…") and long.count("x" * 2000) == 1  # quoted once, reminded short
+
+
+def test_must_keep_block_lists_the_ledger_capped_newest_first_kept():
+    from compaction.core.prompts import MUST_KEEP_LIMITS, must_keep_block
+
+    assert must_keep_block(None) == "" and must_keep_block({"errors": []}) == ""
+    errors = [f"E   AssertionError: case {i}" for i in range(100)]
+    block = must_keep_block(
+        {"errors": errors, "files": ["app/models.py"], "instructions": ["Never touch migrations.</must-keep>"]}
+    )
+    assert block.count("<must-keep>") == 1 and block.rstrip().endswith("</must-keep>")
+    assert "E   AssertionError: case 99" in block  # inner spacing verbatim
+    assert (
+        f"case {100 - MUST_KEEP_LIMITS['errors']}\n" in block
+        and f"case {99 - MUST_KEEP_LIMITS['errors']}\n" not in block
+    )
+    assert "Never touch migrations.&lt;/must-keep>" in block  # content cannot close the block
+    assert "app/models.py" in block
+    huge = must_keep_block({"files": [f"src/{'d' * 290}/{i}.py" for i in range(60)]})
+    assert len(huge) < 13_000
+    prompt = build_prompt(messages=_msgs(), must_keep={"errors": ["fatal: boom"]})
+    assert prompt.index("Rules:") < prompt.index("<must-keep>")
+
+
+@pytest.mark.parametrize(
+    ("reply", "summary"),
+    [
+        (
+            "<analysis>\nthinking it over\n</analysis>\n\n<summary>\n1. Primary Request:\n   do X\n</summary>",
+            "1. Primary Request:\n   do X",
+        ),
+        ("## Goal\nShip it", "## Goal\nShip it"),
+        ("<summary>\n## Goal\nShip it", "## Goal\nShip it"),  # cut off by max_tokens after the summary began
+        ("<analysis>\nstill thinking when the tokens ran out", ""),  # no summary at all
+        ("Some preamble <analysis>a</analysis> ## Goal\nG", "Some preamble  ## Goal\nG"),
+    ],
+)
+def test_summary_from_response(reply, summary):
+    from compaction.core.prompts import summary_from_response
+
+    assert summary_from_response(reply) == summary

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from compaction.core.cutpoint import plan_cut
+from compaction.core.text_heuristics import QUEUED_TEMPLATE
 from compaction.core.transcripts import ImportedTranscript, TranscriptError, parse_claude_code, read_claude_code
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.types import Msg
@@ -400,8 +401,12 @@ def test_queued_messages_arrive_with_the_tool_result_they_were_typed_during() ->
         ]
     )
     assert_tool_pairs_intact(t)
-    assert t.messages[2]["content"][-1] == {"type": "text", "text": "also check the linter"}
-    assert t.messages[4]["content"][-1] == {"type": "text", "text": "and then push"}
+    # Delivered with the tool result in Claude Code's reminder, so summaries know it was queued.
+    assert t.messages[2]["content"][-1] == {
+        "type": "text",
+        "text": QUEUED_TEMPLATE.format(text="also check the linter"),
+    }
+    assert t.messages[4]["content"][-1] == {"type": "text", "text": QUEUED_TEMPLATE.format(text="and then push")}
     dumped = json.dumps(t.messages)
     assert dumped.count("thanks") == 1
     # Still queued when the log ends: the user's latest words are kept, at the end.

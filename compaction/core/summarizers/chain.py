@@ -83,18 +83,26 @@ class _Unavailable:
 MAX_TAG_SHARE = 0.25
 # Below this the summary body gets no smaller, whatever the tags cost.
 MIN_BODY_BUDGET = 256
+# The served summary (body, file tags, repairs) stays under this many characters: past it a
+# handoff stops being read and starts being skimmed; Claude Code's own run 11-16k.
+MAX_SUMMARY_CHARS = 16_000
 
 
-def _capped_tags(ops: FileOps, limit: int) -> str:
-    """File tags within `limit` tokens: the oldest read files go first, then the oldest modified."""
+def _capped_tags(ops: FileOps, limit: int, max_chars: int | None = None) -> str:
+    """File tags within `limit` tokens (and `max_chars`): the oldest read files go first, then
+    the oldest modified."""
     tags = render_file_tags(ops)
-    if count_text(tags) <= limit:
+
+    def over(text: str) -> bool:
+        return count_text(text) > limit or (max_chars is not None and len(text) > max_chars)
+
+    if not over(tags):
         return tags
     read, modified = list(ops.read), list(ops.modified)
-    while read and count_text(tags) > limit:
+    while read and over(tags):
         read = read[len(read) // 4 or 1 :]
         tags = render_file_tags(FileOps(read=read, modified=modified))
-    while modified and count_text(tags) > limit:
+    while modified and over(tags):
         modified = modified[len(modified) // 4 or 1 :]
         tags = render_file_tags(FileOps(read=read, modified=modified))
     return tags
@@ -192,19 +200,23 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
         fallbacks.append({"strategy": "truncate", "reason": "all strategies failed; unchecked truncate output used"})
 
     summary = accepted.summary.rstrip()
+    # The served summary stays under MAX_SUMMARY_CHARS: the file tags get what the body
+    # leaves (the full lists are stored with the compaction either way).
+    tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE), max_chars=MAX_SUMMARY_CHARS - len(summary) - 2)
     if tags:
         summary = f"{summary}\n\n{tags}"
 
     fidelity: dict[str, Any]
     try:
-        ledger = build_ledger(all_messages, previous_summary=inp.previous_summary)
+        ledger = build_ledger(all_messages, previous_summary=inp.previous_summary, instructions=inp.instructions)
         # The turn-prefix summary is served too, so items it kept count as kept.
-        # Repair adds what the summary missed, but never past the output budget.
+        # Repair adds what the summary missed, but never past the output budget or the cap.
         repaired, fidelity = fidelity_report(
             summary,
             ledger,
             also_served=accepted.turn_prefix_summary,
             budget=max(inp.output_budget, count_text(summary)),
+            max_chars=max(MAX_SUMMARY_CHARS, len(summary)),
         )
         summary = repaired
     except Exception as exc:  # noqa: BLE001 - a ledger bug must not lose a valid summary

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from compaction.core.ledger import user_texts
 from compaction.core.prompts import strip_file_tags
 from compaction.core.summarizers.base import Draft, SummaryInput
+from compaction.core.text_heuristics import user_texts
 from compaction.core.types import Msg
 
 MAX_GOAL_CHARS = 400

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compaction.core.text_heuristics import QUEUED_TEMPLATE
+
 MISSING_RESULT_TEXT = "[no tool result was recorded in the transcript for this call]"
 
 # Counter keys in ImportedTranscript.stats that mean "something in the file was not imported":
@@ -224,8 +226,14 @@ def assemble(
             )
             if entry.get("queued") and waiting:
                 # A message the user typed while a tool ran: the agent received it with the
-                # tool's result (Claude Code attaches it there), not as a turn of its own.
-                previous.extra.extend(others)
+                # tool's result (Claude Code attaches it there), not as a turn of its own, in
+                # the reminder it is delivered in, so a summarizer can tell it from a typed turn.
+                previous.extra.extend(
+                    {"type": "text", "text": QUEUED_TEMPLATE.format(text=b["text"].strip())}
+                    if b.get("type") == "text"
+                    else b
+                    for b in others
+                )
                 stats["queued_messages_attached_to_tool_results"] += 1
             elif previous is not None and previous.role == "user":
                 previous.content = as_blocks(previous.content) + others

@@ -1,0 +1,453 @@
+"""Summary evaluation on the shared real Claude Code sessions that hold a Claude Code compaction.
+
+    DEBUG=1 .venv/bin/python bench/summary_eval.py [--transcripts DIR] [--show]
+
+For each session: the history before Claude Code's compaction boundary, one compaction with
+default settings (200k window) through the pure core path a job takes (plan_cut → summarizer
+chain → checks and repair; no API key, so the offline summarizer), served as the service
+serves it (summary + turn-prefix summary in one message). Printed per session, for ours and for
+Claude Code's own summary (the `isCompactSummary` line):
+
+- recall: shared/tools/fidelity.py's ledger recall over the range Compactor summarized, as
+  served and in prose lines only (`prose_only`);
+- chars of the served text;
+- open!: items resolved in the range (an issue closed, a failing command that later succeeded)
+  that the summary still reports as open, blocked or a next step (`resolved_reported_open`);
+- hash%: the range's commit hashes (created or pushed) kept, by default and with focus
+  instructions asking for commit hashes (`FOCUS_HASHES`).
+
+Claude Code summarized its whole pre-boundary history, so its open!/hash% figures are measured
+over that range; recall is measured over Compactor's range for both, as the issue compares them.
+The table is the last lines of the output.
+
+--llm-replay adds a row per session for the LLM path on real model output: Claude Code's own
+compaction call (`subagents/agent-acompact-*.jsonl`) answered by the local Messages-API test
+server (tests/fake_anthropic.py) with the reply the model really gave, run through our
+Anthropic summarizer (Claude Code's instructions as the custom prompt, must-keep ledger,
+parsing, checks and repair) over the same history Claude Code summarized.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SESSIONS = ("258c7280-ae70-4798-800f-63464d01a85d", "8463c716-a2ea-4c14-9efa-87158ebd9f20")
+WINDOW = 200_000
+FOCUS_HASHES = "Keep every commit hash that was created or pushed, with what each commit contains."
+
+
+def shared_dir() -> Path:
+    """shared/ beside the project (CI clone) or /work/shared on a dev box."""
+    if os.environ.get("COMPACTOR_SHARED_DIR"):
+        return Path(os.environ["COMPACTOR_SHARED_DIR"])
+    for candidate in (ROOT.parent / "shared", Path("/work/shared")):
+        if (candidate / "tools/fidelity.py").is_file():
+            return candidate
+    raise RuntimeError("shared/ (tools/fidelity.py, data/transcripts) not found; set COMPACTOR_SHARED_DIR")
+
+
+def load_fidelity() -> ModuleType:
+    """The shared scorer, imported from its file (it is a script, not a package)."""
+    path = shared_dir() / "tools/fidelity.py"
+    spec = importlib.util.spec_from_file_location("shared_fidelity", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- what happened in a range -------------------------------------------------------------
+
+_SEGMENT_SPLIT_RE = re.compile(r"\s*(?:&&|\|\||;|\n)\s*")
+# Programs whose success or failure says nothing about the work (navigation, inspection).
+_TRIVIAL_PROGRAMS = {"cd", "echo", "ls", "cat", "head", "tail", "pwd", "true", "sleep", "grep", "rg", "find", "wc"}
+_ISSUE_ID = r"[A-Za-z][\w-]*-[\w]+(?:\.\d+)*"
+_BD_CLOSE_RE = re.compile(rf"\bbd\s+close\s+((?:{_ISSUE_ID}\s*)+)")
+_BD_STATUS_RE = re.compile(rf"\bbd\s+update\s+({_ISSUE_ID})\b[^\n&;|]*--status[= ](\w+)")
+_GH_CLOSE_RE = re.compile(r"\bgh\s+issue\s+close\s+#?(\d+)")
+_COMMIT_RE = re.compile(r"^\[[^\]\s]+(?: \(root-commit\))? ([0-9a-f]{7,40})\]", re.M)
+_PUSH_RE = re.compile(r"\b[0-9a-f]{7,40}\.\.\.?([0-9a-f]{7,40})\s+\S+\s+->\s+\S+")
+_CLOSED_STATES = {"closed", "done", "resolved", "completed"}
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or []:
+        if isinstance(block, dict):
+            if block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            elif block.get("type") == "tool_result":
+                parts.append(_text(block.get("content")))
+    return "\n".join(parts)
+
+
+def _command_heads(command: str) -> list[str]:
+    """`program subcommand` of each non-trivial segment of a shell command line."""
+    heads = []
+    for segment in _SEGMENT_SPLIT_RE.split(command.split("<<")[0]):
+        segment = segment.split("|")[0].strip()
+        words = [w for w in segment.split() if "=" not in w or w.startswith("-")]
+        if not words or words[0] in _TRIVIAL_PROGRAMS:
+            continue
+        program = words[0].rsplit("/", 1)[-1]
+        second = next((w for w in words[1:3] if not w.startswith("-")), "")
+        heads.append(f"{program} {second}".strip())
+    return heads
+
+
+@dataclass
+class RangeEvents:
+    """The last observed state of issues and commands in a range, and its commit hashes."""
+
+    closed_issues: set[str] = field(default_factory=set)
+    open_issues: set[str] = field(default_factory=set)  # touched in the range, not closed at its end
+    fixed_commands: set[str] = field(default_factory=set)  # failed at some point, last run succeeded
+    commit_hashes: list[str] = field(default_factory=list)
+
+
+def range_events(messages: list[dict[str, Any]]) -> RangeEvents:
+    """Walk tool calls in order with their results; the latest event of an item wins."""
+    results: dict[str, tuple[bool, str]] = {}
+    for m in messages:
+        if isinstance(m.get("content"), list):
+            for b in m["content"]:
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    results[str(b.get("tool_use_id"))] = (bool(b.get("is_error")), _text(b.get("content")))
+    issue_state: dict[str, bool] = {}  # id → closed
+    command_state: dict[str, list[bool]] = {}  # head → [ever failed, last ok]
+    hashes: list[str] = []
+    for m in messages:
+        if m.get("role") != "assistant" or not isinstance(m.get("content"), list):
+            continue
+        for b in m["content"]:
+            if not isinstance(b, dict) or b.get("type") != "tool_use":
+                continue
+            command = (b.get("input") or {}).get("command")
+            if not isinstance(command, str) or str(b.get("id")) not in results:
+                continue
+            is_error, output = results[str(b["id"])]
+            if not is_error:
+                for match in _BD_CLOSE_RE.finditer(command):
+                    for issue in match.group(1).split():
+                        issue_state[issue] = True
+                for match in _GH_CLOSE_RE.finditer(command):
+                    issue_state[f"#{match.group(1)}"] = True
+                for issue, status in _BD_STATUS_RE.findall(command):
+                    issue_state[issue] = status.lower() in _CLOSED_STATES
+                if "git commit" in command:
+                    hashes += _COMMIT_RE.findall(output)
+                if "git push" in command:
+                    hashes += [h[:7] for h in _PUSH_RE.findall(output)]
+            for head in _command_heads(command):
+                state = command_state.setdefault(head, [False, True])
+                state[0] = state[0] or is_error
+                state[1] = not is_error
+    return RangeEvents(
+        closed_issues={i for i, closed in issue_state.items() if closed},
+        open_issues={i for i, closed in issue_state.items() if not closed},
+        fixed_commands={h for h, (failed, ok) in command_state.items() if failed and ok},
+        commit_hashes=list(dict.fromkeys(h[:7] for h in hashes)),
+    )
+
+
+# --- what a summary reports as open -------------------------------------------------------
+
+_OPEN_HEADING_RE = re.compile(
+    r"\b(in progress|blocked|next|pending|open|remaining|todo|to do|current work|unresolved|outstanding|still)\b",
+    re.I,
+)
+_HEADING_RE = re.compile(r"^\s*(#{1,6}\s+.*|\d+\.\s+[A-Z][^:]{2,60}:\s*$|\*\*[^*]{3,60}\*\*:?\s*$)")
+_OPEN_LINE_RE = re.compile(
+    r"\b(still (fails?|failing|open|broken)|not (yet )?(closed|fixed|passing|done)|fix what still fails|"
+    r"remains? (open|blocked|failing)|in_progress|is blocked|blocked (by|on))\b",
+    re.I,
+)
+_FAILURE_WORD_RE = re.compile(r"\b(fail\w*|error\w*|broken|fix\w*|red|blocked)\b", re.I)
+_NEGATED_DONE_RE = re.compile(r"\bnot (yet )?(closed|done|completed|finished|committed|merged|fixed)\b", re.I)
+_DONE_WORD_RE = re.compile(r"\b(closed|done|completed|finished|committed|merged|fixed|passing|passed)\b|✓|\[x\]", re.I)
+
+
+_CODE_SPAN_RE = re.compile(r"`([^`\n]*)`")
+
+
+def _without_commands(line: str) -> str:
+    """The line with quoted commands (code spans holding a space) blanked out: they are a log."""
+    return _CODE_SPAN_RE.sub(lambda m: " " if " " in m.group(1) else m.group(0), line)
+
+
+_TAG_LINE_RE = re.compile(r"^\s*</?[a-z][\w-]*>\s*$")
+
+
+def _open_lines(summary: str) -> list[str]:
+    """Lines under an open / blocked / next heading, or that say on their own that something is open.
+    The file lists (<read-files>, <modified-files>) and the summary's wrapping tags end a section."""
+    lines, in_open = [], False
+    for line in summary.splitlines():
+        if _HEADING_RE.match(line) or _TAG_LINE_RE.match(line):
+            in_open = bool(_OPEN_HEADING_RE.search(line)) and not _TAG_LINE_RE.match(line)
+            continue
+        if in_open or _OPEN_LINE_RE.search(_without_commands(line)):
+            lines.append(line)
+    return lines
+
+
+def _short_id(issue: str) -> str:
+    # bd ids are "<project>-<id>"; summaries often drop the project prefix ("gqc.1").
+    return issue.split("-", 1)[1] if "-" in issue and not issue.startswith("#") else issue
+
+
+def _first_issue(line: str, stems: set[str]) -> str | None:
+    """The first issue of the tracked projects a line names, as its short id ("gqc.1")."""
+    if not stems:
+        return None
+    alternatives = "|".join(re.escape(s) for s in sorted(stems, key=len, reverse=True))
+    # Not inside a path or a longer name ("spotter-worktrees/spotter-gqc/lib" names no issue).
+    pattern = rf"(?<![\w.#/-])(?:[\w]+-)?((?:{alternatives})(?:\.\d+)*)(?![\w/-]|\.\d)"
+    match = re.search(pattern, line, re.I)
+    return match.group(1).lower() if match else None
+
+
+def _open_item_lines(summary: str, events: RangeEvents) -> list[tuple[str, str]]:
+    """(item, line) for each resolved item a line reports as open: the first issue the line names
+    (its subject; "gqc.7 blocked by gqc.5" is about gqc.7), or a fixed command on a line that
+    speaks of its failure (re-running tests is a fair next step). Commands quoted on a line
+    (code spans with a space) are a log, not a status; a line that says done does not count."""
+    hits = []
+    stems = {_short_id(i).split(".")[0] for i in events.closed_issues | events.open_issues}
+    closed = {_short_id(i).lower(): i for i in events.closed_issues}
+    for line in _open_lines(summary):
+        prose = _without_commands(line)
+        if _DONE_WORD_RE.search(_NEGATED_DONE_RE.sub(" ", prose)):
+            continue
+        subject = _first_issue(prose, stems)
+        if subject in closed:
+            hits.append((closed[subject], line))
+        if _FAILURE_WORD_RE.search(prose):
+            hits += [(head, line) for head in events.fixed_commands if head.lower() in line.lower()]
+    return hits
+
+
+def resolved_reported_open(summary: str, events: RangeEvents) -> list[str]:
+    """Resolved items (closed issues, commands whose failure was later fixed) that the summary
+    lists as open, blocked or a next step."""
+    return sorted({item for item, _line in _open_item_lines(summary, events)})
+
+
+def hashes_kept(summary: str, events: RangeEvents) -> tuple[int, int]:
+    text = summary.lower()
+    return sum(1 for h in events.commit_hashes if h.lower() in text), len(events.commit_hashes)
+
+
+# --- one session --------------------------------------------------------------------------
+
+
+@dataclass
+class SummaryScore:
+    recall: float | None
+    prose_recall: float | None
+    chars: int
+    open_items: list[str]
+    hashes: tuple[int, int]
+    text: str = ""
+
+
+@dataclass
+class SessionEval:
+    name: str
+    range_messages: int
+    ours: SummaryScore
+    focus: SummaryScore
+    claude: SummaryScore
+    seconds: float
+    fallbacks: list[dict[str, str]]
+    llm: SummaryScore | None = None  # --llm-replay: the real reply through our LLM path
+
+
+def llm_replay(path: Path, history: list[dict[str, Any]]) -> tuple[str, str]:
+    """(served summary, strategy) of our Anthropic summarizer answered with the real reply the
+    model gave Claude Code for this session, over the history Claude Code summarized."""
+    from compaction.core.summarizers import SummaryInput, build_chain, summarize
+    from tests.fake_anthropic import FakeAnthropic, Step, recorded_compaction
+
+    (call_path,) = sorted((path.parent / path.stem / "subagents").glob("agent-acompact-*.jsonl"))
+    call = recorded_compaction(call_path)
+    custom = "{conversation}\n\n" + call.prompt.replace("{", "{{").replace("}", "}}")
+    with FakeAnthropic(default=Step.success(call.response)) as server:
+        chain = build_chain(
+            api_key="sk-ant-replay", base_url=server.base_url, model="claude-haiku-4-5", timeout=60, max_retries=0
+        )
+        result = summarize(SummaryInput(messages=as_msgs(history), custom_prompt=custom), chain)
+    return served_text(result), result.strategy
+
+
+def _as_api(messages: list[Any]) -> list[dict[str, Any]]:
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def history_before_compaction(path: Path) -> tuple[list[dict[str, Any]], str]:
+    """A Claude Code session's messages before its first compaction boundary, as the service
+    stores them, and the summary Claude Code made of them."""
+    from compaction.core.transcripts.claude_code import read_claude_code
+
+    transcript = read_claude_code(path)
+    boundary = transcript.compactions[0]
+    return messages_for_api(transcript.messages[: boundary["before_message_index"]]), boundary["summary"]
+
+
+def as_msgs(history: list[dict[str, Any]], first_seq: int = 0) -> list[Any]:
+    """API-shaped messages as the core's Msg, with stored-style token counts."""
+    from compaction.core.tokens import count_content
+    from compaction.core.types import Msg
+
+    return [Msg(first_seq + i, m["role"], m["content"], count_content(m["content"])) for i, m in enumerate(history)]
+
+
+def compact_once(history: list[dict[str, Any]], *, instructions: str | None = None) -> tuple[Any, Any]:
+    """One compaction with default settings through the core path a job takes: the cut plan,
+    the summarizer chain with its checks and repair, served as the service serves it."""
+    from compaction.core.config import resolve_config
+    from compaction.core.cutpoint import plan_cut
+    from compaction.core.summarizers import SummaryInput, build_chain, summarize
+
+    config = resolve_config(context_window=WINDOW, defaults={})
+    msgs = as_msgs(history)
+    cut = plan_cut(msgs, keep_recent_tokens=config.keep_recent_tokens, context_window=config.context_window)
+    chain = build_chain(
+        api_key=None, base_url=None, model=config.summarizer_model, timeout=30, max_retries=0, strategy="auto"
+    )
+    inp = SummaryInput(
+        messages=list(cut.to_summarize),
+        turn_prefix=list(cut.turn_prefix),
+        instructions=instructions,
+        output_budget=config.summary_budget,
+        model=config.summarizer_model,
+    )
+    return cut, summarize(inp, chain)
+
+
+def served_text(result: Any) -> str:
+    from compaction.core.summary_message import render_summary_message
+
+    return render_summary_message(result.summary, result.turn_prefix_summary)
+
+
+def score_summary(fidelity: ModuleType, scored: list[dict], events: RangeEvents, text: str) -> SummaryScore:
+    return SummaryScore(
+        recall=fidelity.score(scored, text)["recall"],
+        prose_recall=fidelity.score(scored, fidelity.prose_only(text))["recall"],
+        chars=len(text),
+        open_items=resolved_reported_open(text, events),
+        hashes=hashes_kept(text, events),
+        text=text,
+    )
+
+
+def messages_for_api(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The recorded messages as the service stores them on import or replay (the same rule as
+    compaction.services.transcript_messages_for_api, kept here so this runs without Django):
+    whitespace-only text blocks dropped, a message left empty skipped."""
+    out = []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, list):
+            content = [b for b in content if not (b.get("type") == "text" and not str(b.get("text", "")).strip())]
+        if not (content.strip() if isinstance(content, str) else content):
+            continue
+        out.append({**message, "content": content})
+    return out
+
+
+def evaluate_session(path: Path, fidelity: ModuleType | None = None, *, replay: bool = False) -> SessionEval:
+    started = time.perf_counter()
+    fidelity = fidelity or load_fidelity()
+    history, claude_summary = history_before_compaction(path)
+    cut, ours = compact_once(history)
+    _, focused = compact_once(history, instructions=FOCUS_HASHES)
+    summarized = _as_api([*cut.to_summarize, *cut.turn_prefix])
+    events = range_events(summarized)
+    full_events = range_events(history)
+    llm = None
+    if replay:
+        text, _strategy = llm_replay(path, history)
+        llm = score_summary(fidelity, summarized, full_events, text)
+    return SessionEval(
+        llm=llm,
+        name=path.name[:8],
+        range_messages=len(summarized),
+        ours=score_summary(fidelity, summarized, events, served_text(ours)),
+        focus=score_summary(fidelity, summarized, events, served_text(focused)),
+        claude=score_summary(fidelity, summarized, full_events, claude_summary),
+        seconds=time.perf_counter() - started,
+        fallbacks=ours.fallbacks,
+    )
+
+
+def _pct(kept: tuple[int, int]) -> str:
+    return f"{100 * kept[0] // kept[1]}% {kept[0]}/{kept[1]}" if kept[1] else "-"
+
+
+def table(evals: list[SessionEval]) -> list[str]:
+    header = f"{'session':<9} {'summary':<12} {'recall':>6} {'prose':>6} {'chars':>7} {'open!':>5} {'hashes':>9}"
+    rows = [header, "-" * len(header)]
+    for ev in evals:
+        scores = [("compactor", ev.ours), ("+focus hash", ev.focus), ("claude code", ev.claude)]
+        if ev.llm is not None:
+            scores.append(("cc reply+llm", ev.llm))
+        for label, s in scores:
+            rows.append(
+                f"{ev.name:<9} {label:<12} {s.recall or 0:>6.2f} {s.prose_recall or 0:>6.2f} {s.chars:>7,} "
+                f"{len(s.open_items):>5} {_pct(s.hashes):>9}"
+            )
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--transcripts", type=Path, default=None, help="folder holding claude-code/")
+    parser.add_argument("--show", action="store_true", help="print our served summaries too")
+    parser.add_argument(
+        "--llm-replay", action="store_true", help="also run the LLM path on Claude Code's real replies (local server)"
+    )
+    args = parser.parse_args()
+    base = args.transcripts or shared_dir() / "data/transcripts"
+    fidelity = load_fidelity()
+    started = time.perf_counter()
+    evals = [
+        evaluate_session(base / "claude-code" / f"{name}.jsonl", fidelity, replay=args.llm_replay) for name in SESSIONS
+    ]
+    for ev in evals:
+        if args.show:
+            print(f"=== {ev.name} served summary\n{ev.ours.text}\n")
+        print(
+            f"{ev.name}: {ev.range_messages} messages summarized in {ev.seconds:.1f} s; "
+            f"fallbacks: {', '.join(f['strategy'] for f in ev.fallbacks) or 'none'}"
+        )
+        for label, s in (("compactor", ev.ours), ("claude code", ev.claude)):
+            if s.open_items:
+                print(f"  {label} reports resolved items as open: {', '.join(s.open_items)}")
+    print(f"total {time.perf_counter() - started:.1f} s")
+    print(
+        "recall/prose: shared/tools/fidelity.py over Compactor's range; open!: resolved items "
+        "reported open/blocked/next; hashes: commit hashes of the range kept"
+    )
+    print("\n".join(table(evals)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,812 @@
+"""One pass over the messages that tracks the state of the work, not a log of it.
+
+Each source of evidence has its own handler: the user's messages, the assistant's own
+words, tool calls and tool results. `analyze` feeds every block to its handler, then
+`_reconcile` settles each item on the latest event seen for it: a failure followed by a
+success of the same command is fixed (and says how), an issue closed after being started is
+closed, work committed is no longer pending. The sections are written from that state.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction.core.fileops import extract_file_ops
+from compaction.core.prompts import text_of
+from compaction.core.summarizers.extractive.patterns import (
+    ANCHOR_RE,
+    APPROVAL_RE,
+    BRANCH_CMD_RE,
+    CLOSE_RE,
+    CODE_IDENT_RE,
+    COMMIT_MSG_RE,
+    DECISION_REASON_RE,
+    DEFINES_RE,
+    DIAGNOSIS_RE,
+    DONE_START_RE,
+    ENV_RE,
+    EXIT_CODE_RE,
+    FAILED_COUNT_RE,
+    HEREDOC_RE,
+    IDENT_RE,
+    INTENT_RE,
+    ISSUE_DESC_RE,
+    ISSUE_TITLE_RE,
+    JUNK_INTENT_RE,
+    NEXT_RE,
+    PURPOSE_RE,
+    REOPEN_RE,
+    SPECULATION_RE,
+    STATUS_RE,
+    TEST_OUTCOME_RE,
+    TEST_RE,
+    TRACKER_CMD_RE,
+    URL_RE,
+    VAGUE_PURPOSE_RE,
+)
+from compaction.core.text_heuristics import (
+    DECISION_RE,
+    GIT_COMMIT_RE,
+    classify_user_text,
+    clean_command,
+    command_error_lines,
+    command_of,
+    command_signature,
+    command_signatures,
+    commits_in_output,
+    error_lines_of,
+    is_probe_command,
+    is_tool_rejection,
+    normalize,
+    paths_in,
+    pushes_in_output,
+    sentences,
+    strip_ansi,
+    tool_result_text,
+    user_messages,
+)
+from compaction.core.tool_vocabulary import (
+    is_create_tool,
+    is_modify_tool,
+    is_plan_tool,
+    is_todo_tool,
+    path_argument,
+    tool_input,
+    tool_key,
+)
+from compaction.core.types import Msg
+
+MAX_ITEM_CHARS = 300
+# A user message this short is read together with the assistant message it answers.
+SHORT_REPLY_CHARS = 60
+# An intent followed by more tool calls than this was acted on: not "next" any more.
+STALE_INTENT_TOOL_CALLS = 4
+NOTE_MIN_CHARS = 25
+NOTE_MAX_CHARS = 400
+
+
+def one_line(text: str, limit: int = MAX_ITEM_CHARS) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def content_words(text: str) -> set[str]:
+    return {w.strip("./-") for w in re.findall(r"[a-z0-9_./-]{4,}", text.lower())} - {""}
+
+
+def similar(a: str, b: str, threshold: float = 0.6) -> bool:
+    wa, wb = content_words(a), content_words(b)
+    if not wa or not wb:
+        return False
+    return len(wa & wb) / min(len(wa), len(wb)) >= threshold
+
+
+@dataclass
+class UserMessage:
+    text: str
+    queued: bool
+    event: int
+    reply_to: str = ""  # what the assistant had just said, for short replies
+    after_interrupt: bool = False
+
+    @property
+    def kind(self) -> str:
+        return classify_user_text(self.text)
+
+
+@dataclass
+class Command:
+    command: str  # first line, output plumbing (2>&1, | tail -5) removed
+    full: str
+    ok: bool
+    detail: str
+    index: int
+    event: int
+    description: str = ""
+    errors: list[str] = field(default_factory=list)
+    fixed_by: Command | None = None
+    fix_notes: list[str] = field(default_factory=list)
+    diagnosis: str = ""
+    unit: int = 0  # the piece of work (commit) it belongs to
+    output_head: str = ""  # the first lines of its output (exit code, first error)
+
+    @property
+    def shown(self) -> str:
+        """How to name the command to a reader: a commit by its message, never a cut heredoc."""
+        message = commit_message(self.full) if GIT_COMMIT_RE.search(self.full) else ""
+        if message:
+            return f'git commit -m "{message}"'
+        first = self.command
+        if "<<" in first or "$(cat" in first:
+            first = re.split(r"\s*(?:\$\(cat\s*)?<<", first)[0].rstrip(" ($\"'") or first
+        return first
+
+
+@dataclass
+class Note:
+    """A sentence of the agent worth handing over: a report, a diagnosis, a plan."""
+
+    text: str
+    event: int
+    kind: str  # "report" | "diagnosis" | "plan"
+    unit: int
+
+
+@dataclass
+class Commit:
+    hash: str
+    subject: str
+    branch: str
+    event: int
+    unit: int
+    pushed_to: str = ""
+
+
+@dataclass
+class FileWork:
+    path: str
+    edits: int = 0
+    written: bool = False
+    added: list[str] = field(default_factory=list)
+    purposes: list[str] = field(default_factory=list)
+    units: set[int] = field(default_factory=set)
+    last_event: int = 0
+
+
+@dataclass
+class ErrorRecord:
+    line: str
+    event: int
+    command: Command | None
+    tool: str
+    resolved: bool = False
+    how: str = ""
+    context: str = ""
+
+
+@dataclass
+class Issue:
+    id: str
+    status: str
+    event: int
+    title: str = ""
+    description: str = ""
+    unit: int = -1  # the commit unit in which it was closed
+
+
+@dataclass
+class Analysis:
+    users: list[UserMessage] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+    commands: list[Command] = field(default_factory=list)
+    errors: list[ErrorRecord] = field(default_factory=list)
+    files: dict[str, FileWork] = field(default_factory=dict)
+    commits: list[Commit] = field(default_factory=list)
+    pushes: list[tuple[str, int]] = field(default_factory=list)  # (destination, event)
+    branch: str = ""
+    issues: dict[str, Issue] = field(default_factory=dict)
+    todos: list[tuple[str, str]] = field(default_factory=list)
+    plan_title: str = ""
+    plan_steps: list[str] = field(default_factory=list)
+    rejections: list[str] = field(default_factory=list)
+    interruptions: int = 0
+    identifiers: Counter[str] = field(default_factory=Counter)
+    user_paths: list[str] = field(default_factory=list)
+    urls: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    last_tools: list[str] = field(default_factory=list)
+    tool_ok: dict[str, int] = field(default_factory=dict)  # tool -> event of its latest success
+    read_purposes: dict[str, str] = field(default_factory=dict)  # file read -> why, in the agent's words
+    look: str = ""  # the latest "let me check X to understand Y" of the agent
+    intents: list[tuple[str, int]] = field(default_factory=list)  # (sentence, tool calls made before it)
+    last_intents: list[str] = field(default_factory=list)
+    final_text: str = ""  # the assistant's last words in the range
+    activity_after_latest: int = 0  # assistant texts and tool calls after the latest user message
+    edits_since_test: list[str] = field(default_factory=list)
+    edits_since_commit: list[str] = field(default_factory=list)
+    tests_seen: bool = False
+    modified: list[str] = field(default_factory=list)
+    read: list[str] = field(default_factory=list)
+    root: str = ""
+    # Parsing state
+    clock: int = 0
+    unit: int = 0
+    # Since the last commit nothing new began (no edit, no issue started): closing the issue
+    # and pushing still belong to that commit's piece of work.
+    wrapping_up: bool = False
+    pending: dict[str, tuple[str, str | None, str | None, str, dict[str, Any]]] = field(default_factory=dict)
+    texts: list[tuple[str, int, int]] = field(default_factory=list)  # (text, event, tool calls before) this turn
+    purpose: str = ""
+    note_keys: list[set[str]] = field(default_factory=list)
+    seen_sentences: set[str] = field(default_factory=set)
+    file_mentions: dict[str, str] = field(default_factory=dict)  # basename -> latest statement naming it
+
+    def rel(self, path: str) -> str:
+        """A path relative to the project root shared by the touched files (shorter, same file)."""
+        if self.root and path.startswith(self.root + "/"):
+            return path[len(self.root) + 1 :]
+        return path
+
+    @property
+    def requests(self) -> list[str]:
+        return [u.text for u in self.users]
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def commit_message(command: str) -> str:
+    heredoc = HEREDOC_RE.search(command)
+    if heredoc:
+        first = next((line.strip() for line in heredoc.group(2).splitlines() if line.strip()), "")
+        return one_line(first, 150)
+    match = COMMIT_MSG_RE.search(command)
+    return one_line(match.group(1) or match.group(2), 150) if match else ""
+
+
+def _outcome(output: str, is_error: bool) -> tuple[bool, str]:
+    """(ok, detail) of one command from its output."""
+    output = strip_ansi(output)
+    outcome_lines = [m.group(0).strip() for m in TEST_OUTCOME_RE.finditer(output)]
+    detail = one_line(outcome_lines[-1], 160) if outcome_lines else ""
+    failed = is_error or bool(EXIT_CODE_RE.search(output)) or bool(detail and FAILED_COUNT_RE.search(detail))
+    if failed:
+        errors = [line for line in error_lines_of(output, is_error=False) if not EXIT_CODE_RE.search(line)]
+        first = next((line for line in output.splitlines() if line.strip() and not EXIT_CODE_RE.search(line)), "")
+        detail = detail or one_line(errors[0] if errors else first, 200)
+    return not failed, detail
+
+
+def _is_code_ident(token: str) -> bool:
+    bare = token.lstrip(":@")
+    return len(bare) >= 4 and (
+        "_" in bare or "." in bare or ":" in bare or any(c.isupper() for c in bare[1:]) or token[0] in ":@"
+    )
+
+
+def _added_identifiers(old: str, new: str) -> list[str]:
+    """Names that an edit introduced: in the new text, not in the old one."""
+    before = set(CODE_IDENT_RE.findall(old or ""))
+    out: list[str] = []
+    for token in CODE_IDENT_RE.findall(new or ""):
+        if token not in before and _is_code_ident(token) and token not in out:
+            out.append(token)
+    return out
+
+
+def _todos_of(args: dict[str, Any]) -> list[tuple[str, str]] | None:
+    items = args.get("todos") if isinstance(args.get("todos"), list) else args.get("plan")
+    if not isinstance(items, list):
+        return None
+    todos = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        content = item.get("content") or item.get("step") or item.get("title") or item.get("description")
+        if isinstance(content, str) and content.strip():
+            todos.append((str(item.get("status") or "pending").lower(), one_line(content, 200)))
+    return todos
+
+
+def _plan_of(text: str) -> tuple[str, list[str], list[str]]:
+    """(title, steps, choices with reasons) of a plan the user approved."""
+    lines = [re.sub(r"\*\*|__", "", line).strip() for line in text.splitlines() if line.strip()]
+    title = next((re.sub(r"^#+\s*", "", line) for line in lines if line.startswith("#")), lines[0] if lines else "")
+    steps = [
+        one_line(re.sub(r"^(#+\s*)?(\d+[.)]|[-*])\s+", "", line), 160)
+        for line in lines
+        if re.match(r"^(#+\s*)?\d+[.)]\s+", line)
+    ]
+    choices = [
+        one_line(sentence, 240)
+        for sentence in condense(text)
+        if DECISION_REASON_RE.search(sentence) and 30 <= len(sentence) <= 400 and not sentence.startswith("|")
+    ]
+    strategy = [
+        re.sub(r"^#+\s*", "", line) for line in lines if re.match(r"^#+\s*(strategy|approach|design)\b.*:", line, re.I)
+    ]
+    title = re.sub(r"(?i)^plan:\s*", "", title)
+    return one_line(title, 200), steps[:8], [*strategy, *choices][:4]
+
+
+def condense(text: str) -> list[str]:
+    """Sentences of an assistant message, with a list folded into the line that introduces it
+    ("The dependency chain is: a → b; c"), markdown emphasis and headings removed."""
+    text = re.sub(r"```.*?```", " ", text, flags=re.DOTALL)
+    lines = [re.sub(r"\*\*|__|^#+\s*", "", line).strip() for line in text.splitlines()]
+    out: list[str] = []
+    intro: str | None = None
+    items: list[str] = []
+
+    def flush() -> None:
+        nonlocal intro, items
+        if intro is not None:
+            out.append(intro + (" " + "; ".join(items) if items else ""))
+        intro, items = None, []
+
+    for line in lines:
+        bullet = re.match(r"^(?:[-*•]|\d+[.)])\s+(.*)$", line)
+        if bullet and intro is not None:
+            items.append(bullet.group(1).rstrip("."))
+            continue
+        if not line:
+            if intro is not None and not items:
+                continue  # the list of an intro may follow a blank line
+            flush()
+            continue
+        flush()
+        if line.endswith(":") and len(line) >= 12:
+            parts = sentences(line)
+            out.extend(parts[:-1])
+            intro = parts[-1] if parts else line
+        else:
+            out.extend(sentences(line))
+    flush()
+    return [s.strip() for s in out if s.strip()]
+
+
+def _is_statement(sentence: str) -> bool:
+    """A complete, declarative sentence (not narration of the next look-around, not a question)."""
+    words = re.findall(r"[A-Za-z]{2,}", sentence)
+    report = bool(DONE_START_RE.search(sentence) and ANCHOR_RE.search(sentence))
+    return (
+        (NOTE_MIN_CHARS <= len(sentence) or (report and len(sentence) >= 15))
+        and len(sentence) <= NOTE_MAX_CHARS
+        and (len(words) >= 5 or report and len(words) >= 3)
+        and not sentence.endswith("?")
+        and not (sentence.endswith(":") and ";" not in sentence)
+        and not JUNK_INTENT_RE.search(sentence)
+        and not SPECULATION_RE.match(sentence)
+        and not INTENT_RE.search(sentence)
+        and not INTERJECTION_RE.match(sentence)
+    )
+
+
+# "Expected — …", "Right — …", "Hmm, …": a reaction to the last output, not a finding.
+INTERJECTION_RE = re.compile(
+    r"(?i)^(expected|right|hmm+|oh|ah|ok(ay)?|good|great|perfect|interesting|wait)\b\s*[—–,:!-]"
+)
+
+
+def _add_note(a: Analysis, text: str, kind: str) -> None:
+    text = one_line(text, NOTE_MAX_CHARS)
+    keys = content_words(text)
+    if not keys:
+        return
+    for seen in a.note_keys:
+        if len(keys & seen) / min(len(keys), len(seen)) >= 0.7:
+            return
+    a.note_keys.append(keys)
+    a.notes.append(Note(text, a.clock, kind, a.unit))
+
+
+def _find_root(a: Analysis) -> str:
+    # The project root: the common directory of the touched files in the most common
+    # top-level tree (a plan file under ~/.claude must not defeat it).
+    absolute = [p for p in [*a.modified, *a.read] if p.startswith("/") and p.count("/") >= 4]
+    if not absolute:
+        return ""
+    trees = Counter("/".join(p.split("/")[:4]) for p in absolute)
+    tree = trees.most_common(1)[0][0]
+    members = [p for p in absolute if p.startswith(tree + "/")]
+    root = os.path.commonpath(members) if len(members) > 1 else os.path.dirname(members[0])
+    if all(os.path.dirname(p) == root for p in members):
+        root = os.path.dirname(root)  # keep the file's own directory: "api/views.py", not "views.py"
+    return root if root.count("/") >= 2 else ""
+
+
+# ---------------------------------------------------------------------------- per source
+
+
+def _close_turn(a: Analysis) -> None:
+    """The assistant's last text of a turn is its report to the user: keep its statements."""
+    if not a.texts:
+        return
+    text, _event, _tools = a.texts[-1]
+    for sentence in condense(text):
+        if _is_statement(sentence):
+            _add_note(a, sentence, "report")
+
+
+def on_user_message(a: Analysis, msg: Msg) -> None:
+    interrupted = False
+    for block in msg.blocks:
+        if block.get("type") == "text" and "[request interrupted by user" in text_of(block, "text").lower():
+            a.interruptions += 1
+            interrupted = True
+    found = user_messages(msg)
+    if not found:
+        return
+    typed = [t for t, queued in found if not queued]
+    if typed:
+        _close_turn(a)
+    for text, queued in found:
+        reply_to = ""
+        if a.texts and len(text) <= SHORT_REPLY_CHARS and not queued:
+            said = [x for x in condense(a.texts[-1][0]) if not JUNK_INTENT_RE.search(x)]
+            reply_to = one_line(" ".join(said[-2:]), 240) if said else ""
+        user = UserMessage(text, queued, a.clock, reply_to, interrupted or a.interruptions > 0 and not a.texts)
+        a.users.append(user)
+        a.user_paths.extend(paths_in(text))
+        a.urls.extend(URL_RE.findall(text))
+        if reply_to and APPROVAL_RE.match(text) and ("?" in reply_to or "should i" in reply_to.lower()):
+            a.decisions.append(f'The user approved ("{one_line(text, 80)}") what the assistant proposed: "{reply_to}"')
+    a.activity_after_latest = 0
+    if typed:
+        a.texts = []  # a new user turn: intents before it are stale
+
+
+def on_assistant_text(a: Analysis, text: str) -> None:
+    a.texts.append((text, a.clock, len(a.last_tools)))
+    a.activity_after_latest += 1
+    a.urls.extend(URL_RE.findall(text))
+    a.purpose = ""
+    a.look = ""
+    for ident in IDENT_RE.findall(text):
+        a.identifiers[ident.strip()] += 1
+    previous_diagnosis = ""
+    for sentence in condense(text):
+        key = sentence.lower()
+        if key in a.seen_sentences:
+            continue  # said before: recorded then (and re-reading it costs a long turn dearly)
+        a.seen_sentences.add(key)
+        purpose = PURPOSE_RE.match(sentence.rstrip("."))
+        if (INTENT_RE.search(sentence) or purpose) and 10 <= len(sentence) <= 400:
+            a.intents.append((one_line(sentence), len(a.last_tools)))
+            if DECISION_RE.search(sentence) and DECISION_REASON_RE.search(sentence) and len(sentence) >= 30:
+                a.decisions.append(one_line(sentence))  # "I'll use X instead of Y because Z"
+            look = LOOK_RE.match(sentence.rstrip("."))
+            if look and re.search(
+                r"(?i)\b(to understand|for (the )?patterns?|to see how|to learn|to find out)\b", sentence
+            ):
+                a.look = one_line(look.group(1), 160)
+            if purpose and not JUNK_INTENT_RE.search(sentence):
+                body = purpose.group(1)
+                body = re.split(r"(?i)\s+(?:since|because)\s+", body)[0].rstrip(":").strip()
+                deictic = re.search(r"(?i)\b(this|that|it|them)\b", body) and len(body.split()) <= 5
+                if not VAGUE_PURPOSE_RE.search(body) and len(body) >= 12 and not deictic:
+                    a.purpose = one_line(body[0].upper() + body[1:], 160)
+                    if previous_diagnosis:
+                        # "X doesn't support Y. I need to rewrite Z": a choice with its reason.
+                        a.decisions.append(f"{a.purpose}, because {_lower_first(previous_diagnosis)}")
+            previous_diagnosis = ""
+            continue
+        previous_diagnosis = ""
+        if not _is_statement(sentence):
+            continue
+        for name in FILE_NAME_RE.findall(sentence):
+            a.file_mentions[name.lower()] = one_line(sentence, 240)
+        if DECISION_RE.search(sentence) and DECISION_REASON_RE.search(sentence) and len(sentence) >= 30:
+            # Alternatives and reasons are listed as decisions, once.
+            a.decisions.append(one_line(sentence))
+            continue
+        if DONE_START_RE.search(sentence) and ANCHOR_RE.search(sentence):
+            _add_note(a, sentence, "report")
+        elif DIAGNOSIS_RE.search(sentence) and (ANCHOR_RE.search(sentence) or len(sentence) >= 60):
+            _add_note(a, sentence, "diagnosis")
+            if not re.search(r"(?i)\b(likely|probably|maybe|might|perhaps|seems|guess)\b", sentence):
+                previous_diagnosis = sentence.rstrip(".")  # a finding, not a guess: a reason to act on
+
+
+LOOK_RE = re.compile(
+    r"(?i)^(?:now,? |ok,? |good\.? )?(?:let me|i'll|let's)\s+(?:also |first |now )?"
+    r"((?:check|read|look at|look for|look into|examine|inspect|review|explore|find)\b.{8,})$"
+)
+
+
+FILE_NAME_RE = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)*([\w-]+(?:\.[\w-]+)*\.[A-Za-z][A-Za-z0-9]{0,5})\b")
+
+
+def _lower_first(text: str) -> str:
+    return text[0].lower() + text[1:] if text[:1].isupper() and not text[1:2].isupper() else text
+
+
+def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
+    a.activity_after_latest += 1
+    name = str(block.get("name", "tool"))
+    key = tool_key(name)
+    args = tool_input(block)
+    args = args if isinstance(args, dict) else {}
+    path = path_argument(args)
+    if is_todo_tool(key):
+        todos = _todos_of(args)
+        if todos is not None:
+            a.todos = todos
+    elif is_plan_tool(key) and isinstance(args.get("plan"), str):
+        a.plan_title, a.plan_steps, plan_choices = _plan_of(args["plan"])
+        a.decisions.extend(f"From the approved plan: {choice}" for choice in plan_choices)
+    command = command_of(block)
+    if command:
+        a.env.update(dict(ENV_RE.findall(command.splitlines()[0])))
+        branch = BRANCH_CMD_RE.search(command)
+        if branch:
+            a.branch = branch.group(1)
+    shown = a.rel(path) if path else ""
+    a.last_tools.append(
+        f"{name} `{one_line(clean_command(command), 120)}`" if command else f"{name} `{shown}`" if path else name
+    )
+    if "id" in block:
+        description = args.get("description") if isinstance(args.get("description"), str) else ""
+        a.pending[block["id"]] = (name, command, path, description, args)
+
+
+def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> None:
+    a.wrapping_up = False
+    work = a.files.setdefault(path, FileWork(path))
+    work.edits += 1
+    work.units.add(a.unit)
+    work.last_event = a.clock
+    for pending_list in (a.edits_since_test, a.edits_since_commit):
+        if path not in pending_list:
+            pending_list.append(path)
+    if a.purpose and a.purpose not in work.purposes:
+        work.purposes.append(a.purpose)
+    edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
+    for edit in edits:
+        if isinstance(edit, dict) and isinstance(edit.get("new_string"), str):
+            old = edit.get("old_string") if isinstance(edit.get("old_string"), str) else ""
+            work.added.extend(t for t in _added_identifiers(old, edit["new_string"]) if t not in work.added)
+    if is_create_tool(name) or isinstance(args.get("content"), str):
+        work.written = True
+        content = args.get("content") if isinstance(args.get("content"), str) else ""
+        defined = [n for n in DEFINES_RE.findall(content[:50_000]) if n not in work.added]
+        # What the file offers first; its tests only when that is all it defines.
+        work.added.extend([n for n in defined if not n.lower().startswith("test")] or defined)
+
+
+def _record_tracker(a: Analysis, command: str, cmd_line: str, output: str, ok: bool) -> None:
+    head = strip_ansi(output[:20_000])
+    for match in ISSUE_TITLE_RE.finditer(head):
+        issue = a.issues.get(match.group(1))
+        if issue is None:
+            issue = a.issues[match.group(1)] = Issue(match.group(1), "", a.clock)
+        issue.title = issue.title or one_line(match.group(2), 100)
+        shown_status = (match.group(3) or "").upper()
+        for word, status in (("IN_PROGRESS", "in_progress"), ("CLOSED", "closed"), ("OPEN", "open")):
+            if word in shown_status.replace(" ", "_"):
+                issue.status, issue.event = status, a.clock
+                break
+        description = ISSUE_DESC_RE.search(head, match.end(), match.end() + 600)
+        if description and not issue.description:
+            issue.description = one_line(description.group(1), 300)
+    if not ok:
+        return
+    for match in STATUS_RE.finditer(cmd_line):
+        _set_issue(a, match.group(1), match.group(2))
+    for match in REOPEN_RE.finditer(cmd_line):
+        _set_issue(a, match.group(1), "open")
+    for match in CLOSE_RE.finditer(cmd_line):
+        for issue_id in match.group(1).split():
+            if issue_id.startswith("-") or "=" in issue_id or '"' in issue_id:
+                break  # options follow the ids
+            _set_issue(a, issue_id, "closed")
+
+
+def _set_issue(a: Analysis, issue_id: str, status: str) -> None:
+    issue = a.issues.setdefault(issue_id, Issue(issue_id, status, a.clock))
+    issue.status, issue.event = status, a.clock
+    if status == "closed":
+        issue.unit = a.unit - 1 if a.wrapping_up else a.unit
+    elif status == "in_progress":
+        a.wrapping_up = False
+
+
+def _record_git(a: Analysis, command: str, output: str) -> None:
+    for branch, sha, subject in commits_in_output(command, output):
+        if not any(c.hash == sha for c in a.commits):
+            a.commits.append(Commit(sha, one_line(subject, 150), branch, a.clock, a.unit))
+            a.branch = branch
+            a.unit += 1
+            a.wrapping_up = True
+            a.edits_since_commit = []
+    for sha, destination in pushes_in_output(command, output):
+        a.pushes.append((destination, a.clock))
+        for commit in a.commits:
+            if not commit.pushed_to:
+                commit.pushed_to = destination
+        if sha and not any(c.hash.startswith(sha) or sha.startswith(c.hash) for c in a.commits):
+            a.commits.append(Commit(sha, "", destination, a.clock, a.unit, pushed_to=destination))
+
+
+def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
+    name, command, path, description, args = a.pending.pop(block.get("tool_use_id", ""), ("", None, None, "", {}))
+    is_error = bool(block.get("is_error"))
+    output = tool_result_text(block.get("content"))
+    if is_tool_rejection(output):
+        if "sibling tool call" not in output.lower():
+            what = (
+                f"{name} of `{a.rel(path)}`"
+                if path
+                else f"`{one_line(clean_command(command), 100)}`"
+                if command
+                else f"{name} call"
+                if name
+                else "a tool call"
+            )
+            said = one_line(sentences(output)[0], 110) if sentences(output) else ""
+            a.rejections.append(f'{what} ("{said}")' if said else what)
+        return
+    if not is_error:
+        a.tool_ok[tool_key(name)] = a.clock
+        if path and not is_modify_tool(name) and a.look and path not in a.read_purposes:
+            a.read_purposes[path] = a.look
+    if path and is_modify_tool(name) and not is_error:
+        # Counted when it succeeded: a failed edit changed nothing.
+        _record_edit(a, name, path, args)
+    cmd: Command | None = None
+    if command is not None:
+        ok, detail = _outcome(output, is_error)
+        if is_probe_command(command):
+            # A grep without matches "fails" with status 1: an answer, not a failure.
+            ok, detail = True, ""
+        cmd_line = clean_command(command)
+        cmd = Command(cmd_line, command, ok, detail, len(a.commands), a.clock, one_line(description, 120))
+        cmd.output_head = strip_ansi(output[:300]) if not ok else ""
+        a.commands.append(cmd)
+        if TRACKER_CMD_RE.search(command):
+            _record_tracker(a, command, cmd_line, output, ok)
+        # Set after the tracker: starting the next issue ends the wrap-up of the last commit.
+        cmd.unit = a.unit - 1 if a.wrapping_up and a.unit > 0 else a.unit
+        if ok and ("git" in command):
+            _record_git(a, command, output)
+        if TEST_RE.search(cmd_line):
+            a.tests_seen = True
+            if ok:
+                a.edits_since_test = []
+    first = next((line.strip() for line in strip_ansi(output).splitlines() if line.strip()), "")
+    for line in command_error_lines(name, command, output, is_error=is_error):
+        if cmd is not None:
+            cmd.errors.append(line)
+        record = ErrorRecord(line, a.clock, cmd, tool_key(name), resolved=cmd is not None and cmd.ok)
+        if cmd is None and first and first != line and not first.startswith(line[:40]):
+            record.context = one_line(first, 140)  # which call failed ("command failed for pattern X")
+        a.errors.append(record)
+
+
+def _reconcile(a: Analysis) -> None:
+    """Settle every failure on what happened after it: fixed (and how) or still open."""
+    by_signature: dict[tuple[str, ...], list[Command]] = {}
+    for cmd in a.commands:
+        # A chain is a run of each check in it: `git add -A && git commit` commits.
+        for signature in dict.fromkeys(command_signatures(cmd.command)):
+            by_signature.setdefault(signature, []).append(cmd)
+    for cmd in a.commands:
+        if cmd.ok:
+            continue
+        later = [c for c in by_signature.get(command_signature(cmd.command), []) if c.index > cmd.index]
+        fix = next((c for c in later if c.ok), None)
+        if fix is None or any(not c.ok for c in later if c.index > fix.index and c.full == cmd.full):
+            continue
+        cmd.fixed_by = fix
+        edited = [
+            w.path for w in sorted(a.files.values(), key=lambda w: w.last_event) if cmd.event < w.last_event < fix.event
+        ]
+        if fix.command != cmd.command:
+            cmd.fix_notes.append(f"`{one_line(fix.shown, 120)}` succeeded")
+        elif edited:
+            names = ", ".join(f"`{a.rel(p)}`" for p in edited[-3:])
+            cmd.fix_notes.append(f"passed after edits to {names}")
+        else:
+            cmd.fix_notes.append("a later run passed")
+    for cmd in a.commands:
+        if cmd.ok:
+            continue
+        # What the agent concluded from this failure, before its next attempt.
+        following = [c for c in by_signature.get(command_signature(cmd.command), []) if c.index > cmd.index]
+        until = following[0].event if following else a.clock + 1
+        cmd.diagnosis = next(
+            (n.text for n in a.notes if cmd.event < n.event < until and n.kind == "diagnosis"),
+            "",
+        )
+    for error in a.errors:
+        if error.command is not None:
+            if error.command.ok:
+                # Printed by a command that did not fail: settled only by a later clean run.
+                cmd = error.command
+                later = [c for c in by_signature.get(command_signature(cmd.command), []) if c.index > cmd.index]
+                clean = next((c for c in later if c.ok and not c.errors), None)
+                error.resolved = clean is not None
+                error.how = "a later run printed no error" if clean else ""
+            elif error.command.fixed_by is not None:
+                error.resolved, error.how = True, "; ".join(error.command.fix_notes)
+        elif a.tool_ok.get(error.tool, 0) > error.event:
+            # A file tool that failed (old_string not found) and worked again later.
+            error.resolved, error.how = True, f"a later {error.tool} call succeeded"
+
+
+WAITING_RE = re.compile(
+    r"(?i)^(?:now,? |ok,? )?(?:let me|i'll|let's)\s+(?:just |now )?(?:wait|sleep|check (?:the |on )?(?:output|progress|status))\b"
+    r"|^still (compiling|running|waiting)\b"
+)
+
+
+def _telling(text: str) -> str:
+    """An assistant message without its narration of waiting; what it was about to do stays."""
+    return " ".join(
+        s
+        for s in condense(text)
+        if not WAITING_RE.search(s)
+        and not SPECULATION_RE.match(s)
+        # "Now run tests." says nothing; "Let me check `project.ex` for X" names the next move.
+        and not (JUNK_INTENT_RE.search(s) and not ANCHOR_RE.search(s))
+    )
+
+
+def analyze(messages: list[Msg]) -> Analysis:
+    a = Analysis()
+    ops = extract_file_ops(messages)
+    a.modified, a.read = list(ops.modified), list(ops.read)
+    a.root = _find_root(a)
+    a.final_text = ""
+    for msg in messages:
+        a.clock += 1
+        if msg.role == "user":
+            on_user_message(a, msg)
+        for block in msg.blocks:
+            a.clock += 1
+            kind = block.get("type")
+            if kind == "text" and msg.role == "assistant":
+                on_assistant_text(a, text_of(block, "text"))
+            elif kind in ("tool_use", "toolCall", "server_tool_use"):
+                on_tool_use(a, block)
+            elif kind == "tool_result":
+                on_tool_result(a, block)
+    # The last text of the range is quoted whole as where the work stopped, not as notes.
+    _reconcile(a)
+    # What the assistant was doing at the cut: intents stated in the latest turn, and only
+    # in its final stretch — "now add X" followed by a dozen more tool calls is done already.
+    total_tools = len(a.last_tools)
+    for text, _event, tools_before in a.texts[-3:]:
+        if total_tools - tools_before > STALE_INTENT_TOOL_CALLS:
+            continue
+        for sentence in condense(text):
+            if (INTENT_RE.search(sentence) or NEXT_RE.search(sentence)) and 10 <= len(sentence) <= 400:
+                a.last_intents.append(one_line(sentence))
+    said = [t for t in (_telling(text) for text, _event, _tools in a.texts[-2:]) if t]
+    if said:
+        # A short last word ("Now run tests.") is read with the message before it.
+        a.final_text = " … ".join(said[-2:]) if len(said[-1]) < 80 else said[-1]
+    return a
+
+
+__all__ = [
+    "Analysis",
+    "Command",
+    "Commit",
+    "ErrorRecord",
+    "FileWork",
+    "Issue",
+    "Note",
+    "UserMessage",
+    "analyze",
+    "commit_message",
+    "condense",
+    "normalize",
+    "one_line",
+    "similar",
+]

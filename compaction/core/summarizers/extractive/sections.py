@@ -1,0 +1,827 @@
+"""The handoff, section by section, from the reconciled state of the work.
+
+One function per section. Each adds prioritised items; `fit_budget` then drops the least
+important (oldest first) until the text fits both the token budget and the character cap,
+and the user's own words go last.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from compaction.core.summarizers.extractive.analysis import (
+    Analysis,
+    Command,
+    command_signature,
+    content_words,
+    one_line,
+    similar,
+)
+from compaction.core.summarizers.extractive.patterns import (
+    EXIT_CODE_RE,
+    FOCUS_STOPWORDS,
+    FUTURE_RE,
+    JUNK_INTENT_RE,
+    TEST_RE,
+    TRACKER_RE,
+)
+from compaction.core.summary_markdown import parse_summary_sections
+from compaction.core.text_heuristics import (
+    GIT_COMMIT_RE,
+    MAX_INSTRUCTION_CHARS,
+    classify_user_text,
+    instruction_quote,
+    is_probe_command,
+    normalize,
+)
+from compaction.core.tokens import count_text
+
+# The body's share of the 16k characters a served summary may take (chain.MAX_SUMMARY_CHARS);
+# the chain fits the file tags into what is left.
+MAX_BODY_CHARS = 13_500
+MAX_USER_MESSAGES = 30
+USER_QUOTE_CHARS = 300
+# Older user messages are quoted by their start; the newest few in full.
+RECENT_USER_MESSAGES = 4
+OLDER_QUOTE_CHARS = 140
+MAX_PREVIOUS_DONE = 30
+MAX_PREVIOUS_CRITICAL = 30
+MAX_DECISIONS = 12
+MAX_NOTES_PER_UNIT = 8
+MAX_OPEN_ERRORS = 15
+MAX_FIXED_ERRORS = 15
+MAX_FILES = 40
+MAX_COMMANDS = 12
+COMMAND_CHARS = 170
+# Items at or above this priority are the user's rules and the goal: trimmed last.
+RULE_PRIORITY = 90.0
+SHORT_QUOTE_CHARS = 200
+
+KEYS = (
+    "goal",
+    "user_messages",
+    "constraints",
+    "done",
+    "in_progress",
+    "blocked",
+    "decisions",
+    "next",
+    "repo",
+    "errors",
+    "files",
+    "critical",
+)
+
+
+@dataclass
+class Item:
+    text: str
+    priority: float
+    protected: bool = False
+    tokens: int = 0
+    focus_score: float = 0.0
+    nested: bool = False  # a detail line under the item before it
+
+
+def focus_words(instructions: str | None) -> set[str]:
+    words = {w.strip("./-") for w in re.findall(r"[a-z0-9_./-]{4,}", (instructions or "").lower())}
+    words -= FOCUS_STOPWORDS | {""}
+    # "errors" should find "error:" lines: match on a crude stem.
+    return {w[:-1] if w.endswith("s") and len(w) > 4 else w for w in words}
+
+
+class Sections:
+    def __init__(self, focus: set[str] | None = None) -> None:
+        self.items: dict[str, list[Item]] = {k: [] for k in KEYS}
+        self._seen: dict[str, set[str]] = {k: set() for k in KEYS}
+        self.focus = focus or set()
+
+    def add(self, key: str, text: str, priority: float, protected: bool = False, nested: bool = False) -> Item | None:
+        text = text.strip()
+        norm = normalize(text)
+        if not text or norm in self._seen[key]:
+            return None
+        self._seen[key].add(norm)
+        score = self.focus_score(text)
+        # Items about the requested focus are kept first when trimming.
+        item = Item(text, priority + 30.0 * score, protected, focus_score=score, nested=nested)
+        self.items[key].append(item)
+        return item
+
+    def focus_score(self, text: str) -> float:
+        if not self.focus:
+            return 0.0
+        lowered = text.lower()
+        return sum(1 for f in self.focus if f in lowered) / len(self.focus)
+
+    def is_focus(self, text: str) -> bool:
+        return self.focus_score(text) > 0
+
+    def text_of(self, *keys: str) -> str:
+        return "\n".join(i.text for k in keys for i in self.items[k])
+
+
+def recency(index: int, total: int) -> float:
+    return (index + 1) / max(total, 1)
+
+
+def quote(text: str, limit: int = USER_QUOTE_CHARS) -> str:
+    """The user's words: verbatim when short, the rule sentences of a long message."""
+    if len(text) > limit and classify_user_text(text) == "instruction":
+        text = instruction_quote(text)
+    return one_line(text, limit)
+
+
+# Lines derived from the state at a cut: a newer range re-derives them.
+STATE_PREFIXES = (
+    "last tool activity",
+    "working on",
+    "where the work stopped",
+    "the assistant's last words",
+    "handling the latest request",
+    "issue `",
+    "finish issue",
+    "fix what still fails",
+    "answer/handle the latest user request",
+    "continue with the user's latest request",
+    "re-run the checks",
+    "commit the changes",
+    "uncommitted",
+    "branch",
+)
+
+
+# ---------------------------------------------------------------------------- sections
+
+
+def goal_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
+    """The first request (or the previous summary's goal), then the latest one, standing out."""
+    requests = [u for u in a.users if u.kind != "chatter"]
+    prev_goal = [
+        g for g in previous.get("goal", []) if not g.lower().startswith(("latest request", "earlier requests"))
+    ]
+    for item in prev_goal[:2]:
+        s.add("goal", item, 100, protected=True)
+    if requests and not s.items["goal"]:
+        # The task as the user stated it (its opening); its rules are quoted under Constraints.
+        s.add("goal", one_line(requests[0].text, 600), 100, protected=True)
+    latest = requests[-1] if requests and (len(requests) > 1 or prev_goal) else None
+    if latest is not None and normalize(latest.text) != normalize(requests[0].text if requests else ""):
+        how = " (sent while the assistant was working)" if latest.queued else ""
+        answering = f' (replying to the assistant: "{latest.reply_to}")' if latest.reply_to else ""
+        s.add("goal", f'Latest request{how}: "{one_line(latest.text, 400)}"{answering}', 97, protected=True)
+
+
+def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
+    """Every message the user wrote in the range, in order: the newest verbatim, older ones by
+    their start, the goal and the latest request (quoted above) by reference."""
+    earlier = previous.get("user_messages", [])
+    for index, item in enumerate(earlier):
+        s.add("user_messages", one_line(item, OLDER_QUOTE_CHARS + 40), 66 + 8 * recency(index, len(earlier)))
+    shown = [u for u in a.users if not re.fullmatch(r"/[\w:-]+", u.text.strip())]
+    if len(shown) > MAX_USER_MESSAGES:
+        # The first message and the newest ones; what is between was acted on long ago.
+        hidden = len(shown) - MAX_USER_MESSAGES
+        shown = [shown[0], *shown[-(MAX_USER_MESSAGES - 1) :]]
+        s.add("user_messages", f"({hidden} messages between the first and these not shown)", 61)
+    quoted_above = s.text_of("goal")
+    for index, user in enumerate(shown):
+        notes = []
+        if user.queued:
+            notes.append("sent while the assistant was working")
+        if user.after_interrupt:
+            notes.append("after interrupting the assistant")
+        if user.reply_to and user.kind != "instruction":
+            notes.append(f'replying to: "{one_line(user.reply_to, 160)}"')
+        recent = index >= len(shown) - RECENT_USER_MESSAGES
+        text = quote(user.text) if recent else quote(user.text, OLDER_QUOTE_CHARS)
+        if len(user.text) > 100 and normalize(user.text[:200]) in normalize(quoted_above):
+            text = one_line(user.text, 80)  # quoted in full under Goal just above
+            notes.insert(0, "quoted in full above")
+        suffix = f" ({'; '.join(notes)})" if notes else ""
+        weight = 70 + 15 * recency(index, len(shown)) + (8 if user.kind != "chatter" else 0)
+        s.add("user_messages", f'"{text}"{suffix}', weight)
+
+
+def constraints_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
+    """The user's rules and corrections verbatim; the previous ones carried forward."""
+    prev = previous.get("constraints", [])
+    for index, item in enumerate(prev):
+        quoted = re.match(r'^User(?: said)?(?: \(verbatim\))?:\s*"?(.*?)"?$', item)
+        inner = quoted.group(1) if quoted else item
+        if classify_user_text(inner) == "chatter":
+            continue
+        s.add("constraints", f'User: "{inner}"' if quoted else item, 91 + 3 * recency(index, len(prev)))
+    rules = [u.text for u in a.users if u.kind == "instruction"]
+    for index, text in enumerate(rules):
+        # A long message (a bug report with a pasted log) is quoted by its rule sentences.
+        s.add(
+            "constraints",
+            f'User: "{one_line(instruction_quote(text), MAX_INSTRUCTION_CHARS + 1)}"',
+            95 + 4 * recency(index, len(rules)),
+        )
+
+
+def _unit_header(a: Analysis, unit: int) -> str:
+    commit = next((c for c in a.commits if c.unit == unit and c.subject), None)
+    closed = [i.id for i in a.issues.values() if i.status == "closed" and i.unit == unit]
+    parts = []
+    if commit is not None:
+        pushed = f", pushed to `{commit.pushed_to}`" if commit.pushed_to else ", not pushed"
+        parts.append(f'Committed `{commit.hash}` "{commit.subject}"{pushed}')
+    if closed:
+        parts.append("closed " + ", ".join(f"`{i}`" for i in closed))
+    start = _unit_start(a, unit)
+    end = commit.event if commit is not None else a.clock + 1
+    checks: dict[str, Command] = {}
+    for c in a.commands:
+        if c.ok and TEST_RE.search(c.command) and c.detail and start < c.event < end:
+            checks[" ".join(c.command.split()[:2])] = c
+    if checks:
+        shown = ", ".join(f"`{one_line(c.command, 80)}` → {c.detail.rstrip('.')}" for c in list(checks.values())[-2:])
+        parts.append(f"checks passed: {shown}")
+    return "; ".join(parts)
+
+
+def _unit_start(a: Analysis, unit: int) -> int:
+    before = [c.event for c in a.commits if c.unit == unit - 1]
+    return before[-1] if before else 0
+
+
+def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
+    """What is finished, one block per commit: what it holds, what was learned on the way."""
+    for item in previous.get("done", [])[-MAX_PREVIOUS_DONE:]:
+        s.add("done", item, 50)
+    for item in previous.get("in_progress", []):
+        if item.lower().startswith(STATE_PREFIXES):
+            continue
+        if any(similar(item, n.text) for n in a.notes if n.kind == "report"):
+            s.add("done", item, 55)
+    committed_units = sorted({c.unit for c in a.commits if c.subject})
+    total = len(committed_units)
+    for index, unit in enumerate(committed_units):
+        weight = 70 + 15 * recency(index, total)
+        s.add("done", _unit_header(a, unit), weight)
+        steps = unit_steps(a, unit)
+        if steps:
+            s.add("done", steps, weight - 10, nested=True)
+        notes = [n for n in a.notes if n.unit == unit][-MAX_NOTES_PER_UNIT:]
+        for n in notes:
+            s.add("done", n.text, weight - 12, nested=True)
+    # Without commits (or after the last one): the agent's reports of finished work.
+    last_unit = a.unit
+    closed_now = [i.id for i in a.issues.values() if i.status == "closed" and i.unit == last_unit]
+    if closed_now:
+        s.add("done", "Closed " + ", ".join(f"`{i}`" for i in closed_now), 78)
+    reports = [n for n in a.notes if n.unit == last_unit and n.kind == "report"]
+    if not a.commits:
+        reports = [n for n in a.notes if n.kind in ("report", "diagnosis")]
+    for index, note in enumerate(reports[-MAX_NOTES_PER_UNIT * 2 :]):
+        s.add("done", note.text, 55 + 15 * recency(index, len(reports)) + (5 if s.is_focus(note.text) else 0))
+    for status, content in a.todos:
+        if status == "completed":
+            s.add("done", f"Todo completed: {content}", 66)
+    if not a.commits:
+        passing = _last_runs(a, lambda c: c.ok and bool(TEST_RE.search(c.command) or TRACKER_RE.search(c.command)))
+        for cmd in passing[-6:]:
+            detail = f" → {cmd.detail}" if cmd.detail else " → ok"
+            s.add("done", f"`{one_line(cmd.shown, COMMAND_CHARS)}`{detail}", 60)
+
+
+STEP_KINDS = (
+    (
+        "started the issue",
+        re.compile(r"\b(bd|gh issue|glab issue)\s+(update|edit)\b.*(--status[= ]in_progress|--add-assignee)"),
+    ),
+    (
+        "installed dependencies",
+        re.compile(
+            r"\b(deps\.get|npm (install|i|ci)|pip install|uv (add|sync|pip)|yarn add|pnpm add|cargo add|"
+            r"bundle install|poetry add|go get|composer require)\b"
+        ),
+    ),
+    ("generated and ran migrations", re.compile(r"(?i)^(?!git\b).*(migrat|codegen|alembic|prisma migrate)")),
+    ("ran the checks", TEST_RE),
+    ("closed the issue", re.compile(r"\b(bd|gh issue|glab issue) close\b")),
+)
+
+
+def unit_steps(a: Analysis, unit: int) -> str:
+    """How one piece of work was carried out, in the order the kinds of step first appear:
+    what a successor repeats for the next piece (claim, migrate, check, close, push)."""
+    found: dict[str, dict[tuple[str, ...], str]] = {}
+    for cmd in a.commands:
+        if cmd.unit != unit or not cmd.ok or is_probe_command(cmd.command):
+            continue
+        for label, pattern in STEP_KINDS:
+            if pattern.search(cmd.command):
+                # The latest run of each distinct check, at most three kinds per step.
+                shown = found.setdefault(label, {})
+                signature = command_signature(cmd.command)
+                if signature in shown or len(shown) < 3:
+                    shown.pop(signature, None)
+                    shown[signature] = one_line(cmd.command, 50)
+                break
+    if len(found) < 2:
+        return ""
+    parts = [f"{label} ({', '.join(f'`{c}`' for c in commands.values())})" for label, commands in found.items()]
+    return "Steps taken: " + ", ".join(parts[:-1]) + " and " + parts[-1] + "."
+
+
+def _last_runs(a: Analysis, keep) -> list[Command]:
+    last: dict[str, Command] = {}
+    for cmd in a.commands:
+        last[cmd.command] = cmd
+    return [c for c in sorted(last.values(), key=lambda c: c.index) if keep(c)]
+
+
+def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
+    """Work started and not finished at the end of the range."""
+    for item in previous.get("in_progress", []):
+        if item.lower().startswith(STATE_PREFIXES) or (a.todos and item.startswith("Todo in progress:")):
+            continue
+        if any(similar(item, n.text) for n in a.notes if n.kind == "report"):
+            continue
+        if any(f"`{i.id}`" in item for i in a.issues.values() if i.status == "closed"):
+            continue
+        s.add("in_progress", item, 72)
+    pending = a.edits_since_commit if a.commits else []
+    untested = a.edits_since_test if a.tests_seen else []
+    for issue in a.issues.values():
+        if issue.status != "in_progress":
+            continue
+        title = f" ({issue.title})" if issue.title else ""
+        state = []
+        if pending:
+            state.append("uncommitted edits to " + ", ".join(f"`{a.rel(p)}`" for p in pending[:5]))
+        if untested:
+            state.append("not tested since those edits")
+        tail = f": {'; '.join(state)}" if state else " (not closed yet)"
+        s.add("in_progress", f"Issue `{issue.id}`{title} is in progress{tail}", 86)
+    if pending and not any(i.status == "in_progress" for i in a.issues.values()):
+        files = ", ".join(f"`{a.rel(p)}`" for p in pending[:6])
+        tested = "; not tested since" if untested else ""
+        s.add("in_progress", f"Uncommitted edits since the last commit: {files}{tested}", 84)
+    for status, content in a.todos:
+        if status == "in_progress":
+            s.add("in_progress", f"Todo in progress: {content}", 86)
+    # Reports of the unfinished stretch after the last commit.
+    if a.commits:
+        for note in [n for n in a.notes if n.unit == a.unit and n.kind == "diagnosis"][-4:]:
+            s.add("in_progress", note.text, 74)
+    final = [t for t in a.last_intents if not JUNK_INTENT_RE.search(t)]
+    # Only open work has a place where it stopped; after a finished piece the assistant's last
+    # words are a report, and listing them as "in progress" would reopen what they mention.
+    open_work = bool(s.items["in_progress"]) or any(not c.ok and c.fixed_by is None for c in a.commands[-3:])
+    if a.final_text and a.activity_after_latest:
+        said = f'"{one_line(a.final_text, 700)}"'
+        if open_work or not (a.commits or a.issues):
+            s.add("in_progress", f"Where the work stopped, in the assistant's words: {said}", 80)
+        else:
+            s.add("done", f"The assistant's last words in this range: {said}", 76)
+    elif final:
+        s.add("in_progress", f"Working on: {final[-1]}", 78)
+
+
+def settled_point(a: Analysis) -> int:
+    """Before this event a failure nobody retried was worked around: the work was committed
+    after it, or the user has since asked for something else."""
+    commits = [c.event for c in a.commits if c.subject]
+    requests = [u.event for u in a.users if u.kind != "chatter" and not u.queued]
+    return max([0, *commits[-1:], *requests[-1:]])
+
+
+def blocked_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
+    """Failures nothing later in the range fixed: the exact line and the command."""
+    settled = settled_point(a)
+    failing = _last_runs(a, lambda c: not c.ok and c.fixed_by is None and c.event > settled)
+    failing = [c for c in failing[:-MAX_OPEN_ERRORS] if s.is_focus(c.command + " ".join(c.errors))] + failing[
+        -MAX_OPEN_ERRORS:
+    ]
+    for index, cmd in enumerate(failing):
+        line = cmd.errors[0] if cmd.errors else cmd.detail
+        s.add(
+            "blocked", f"`{one_line(cmd.shown, COMMAND_CHARS)}` failed: {line}", 80 + 10 * recency(index, len(failing))
+        )
+    succeeded = {tuple(c.command.split()[:2]) for c in a.commands if c.ok}
+    for item in previous.get("blocked", []):
+        command = re.match(r"^`([^`]+)`", item)
+        if command and tuple(command.group(1).split()[:2]) in succeeded:
+            continue  # fixed in this range
+        s.add("blocked", item, 70)
+
+
+def decisions_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
+    """Decisions with their reason; a later one on the same subject replaces the earlier."""
+    decisions: list[str] = []
+    for text in [*previous.get("decisions", []), *a.decisions]:
+        decisions = [d for d in decisions if not _same_subject(d, text)]
+        decisions.append(text)
+    decisions = decisions[-MAX_DECISIONS:]
+    for index, text in enumerate(decisions):
+        s.add("decisions", text, 50 + 20 * recency(index, len(decisions)))
+    if a.plan_title:
+        steps = "; ".join(a.plan_steps[:6])
+        s.add("decisions", f"Plan approved by the user: {a.plan_title}" + (f" — {steps}" if steps else ""), 76)
+
+
+# Words every decision shares: they say nothing about its subject.
+_DECISION_WORDS = frozenset(
+    "from approved plan because instead rather than since keep use i'll will actually decided chose going".split()
+)
+
+
+def _same_subject(a: str, b: str) -> bool:
+    """Two decisions about the same thing: the later one replaces the earlier."""
+    wa, wb = content_words(a) - _DECISION_WORDS, content_words(b) - _DECISION_WORDS
+    return bool(wa and wb) and len(wa & wb) / min(len(wa), len(wb)) >= 0.6
+
+
+def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
+    """Next steps from what is open at the end of the range, never from what is done."""
+    requests = [u for u in a.users if u.kind != "chatter"]
+    closed = {i.id for i in a.issues.values() if i.status == "closed"}
+    if requests and a.users and a.users[-1].kind != "chatter" and not a.activity_after_latest:
+        latest = requests[-1]
+        s.add("next", f'Answer the user\'s latest message: "{quote(latest.text, 200)}"', 90)
+    for issue in a.issues.values():
+        if issue.status == "in_progress":
+            title = f" ({issue.title})" if issue.title else ""
+            steps = []
+            if a.edits_since_test and a.tests_seen:
+                steps.append("run the checks")
+            if a.edits_since_commit and a.commits:
+                steps.append("commit")
+            steps.append(f"close `{issue.id}`")
+            s.add("next", f"Finish `{issue.id}`{title}: " + ", then ".join(steps), 88)
+    for status, content in a.todos:
+        if status not in ("completed", "in_progress"):
+            s.add("next", f"Todo: {content}", 85)
+    failing = [i for i in s.items["blocked"] if i.text.startswith("`")]
+    if failing:
+        names = ", ".join(i.text.split(" failed:")[0] for i in failing[-3:])
+        s.add("next", f"Fix what still fails: {names}", 84)
+    if not any(i.status == "in_progress" for i in a.issues.values()):
+        tests = [c for c in a.commands if TEST_RE.search(c.command)]
+        tests = [c for c in tests if re.search(r"\btest", c.command)] or tests
+        if a.edits_since_test and tests:
+            files = ", ".join(f"`{a.rel(p)}`" for p in a.edits_since_test[:6])
+            s.add(
+                "next", f"Re-run the checks (last: `{one_line(tests[-1].command, 120)}`) for the edits to {files}", 80
+            )
+        if a.edits_since_commit and a.commits:
+            files = ", ".join(f"`{a.rel(p)}`" for p in a.edits_since_commit[:6])
+            s.add("next", f"Commit the changes made after the last commit: {files}", 78)
+    plan = [
+        t
+        for t in a.last_intents
+        if not JUNK_INTENT_RE.search(t) and len(t) >= 25 and FUTURE_RE.search(t) and not _mentions_only(t, closed)
+    ]
+    for text in plan[-3:]:
+        s.add("next", text, 79)
+    opened = [i for i in a.issues.values() if i.status in ("open", "ready", "blocked")]
+    for issue in opened[:6]:
+        title = f" ({issue.title})" if issue.title else ""
+        s.add("next", f"Then the open issue `{issue.id}`{title}", 70)
+    own_plan = bool(s.items["next"])
+    for item in previous.get("next", []):
+        if item.lower().startswith(STATE_PREFIXES) or _mentions_only(item, closed):
+            continue
+        if not own_plan or item.startswith("Todo: "):
+            s.add("next", item, 40)
+    finished = FINISHED_RE.search(a.final_text)
+    if not s.items["next"] and finished and not s.items["in_progress"] and not s.items["blocked"]:
+        s.add(
+            "next", "Nothing is left open: the assistant reported the work finished; ask the user what comes next", 72
+        )
+    elif not s.items["next"] and requests:
+        s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
+
+
+# The assistant's last words report the work finished.
+FINISHED_RE = re.compile(
+    r"(?i)\b(complete[ds]?|done|finished|all .{0,40}\b(pass|passing|green)|committed|pushed|"
+    r"has been .{0,30}(ported|fixed|implemented|resolved))\b"
+)
+
+
+def _mentions_only(text: str, closed: set[str]) -> bool:
+    """A step about issues that are all closed by now."""
+    ids = re.findall(r"[A-Za-z][\w-]*-[\w]+(?:\.\d+)*", text)
+    mentioned = [i for i in ids if i in closed]
+    return bool(mentioned) and len(mentioned) == len([i for i in ids if "." in i or i in closed])
+
+
+def repo_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
+    """Commits with hashes, what is pushed, what is not committed, the branch."""
+    for item in previous.get("repo", []):
+        if item.lower().startswith(("commit", "earlier commit")):
+            s.add("repo", item if item.lower().startswith("earlier") else f"Earlier {item[0].lower()}{item[1:]}", 58)
+    if a.branch:
+        s.add("repo", f"Branch: `{a.branch}`", 75)
+    for commit in a.commits:
+        subject = f' "{commit.subject}"' if commit.subject else ""
+        pushed = f" (pushed to `{commit.pushed_to}`)" if commit.pushed_to else " (not pushed)"
+        s.add("repo", f"Commit `{commit.hash}`{subject}{pushed}", 82 if s.focus else 74)
+    if a.commits or a.edits_since_commit:
+        pending = a.edits_since_commit if a.commits else list(a.files)
+        if pending:
+            files = ", ".join(f"`{a.rel(p)}`" for p in pending[:10])
+            more = f" (+{len(pending) - 10} more)" if len(pending) > 10 else ""
+            s.add("repo", f"Uncommitted edits: {files}{more}", 83)
+        else:
+            s.add("repo", "No edits after the last commit.", 70)
+
+
+def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
+    """Each failure once: its exact error lines, what the agent concluded, how it was fixed."""
+    blocked = s.text_of("blocked")
+    settled = settled_point(a)
+    entries: list[tuple[str, bool]] = []  # (text, fixed)
+    for cmd in a.commands:
+        if cmd.ok:
+            continue
+        lines = list(dict.fromkeys(cmd.errors))[:2] or ([cmd.detail] if cmd.detail else [])
+        if not lines:
+            continue
+        said = " | ".join(lines)
+        if cmd.fixed_by is None and said in blocked:
+            continue
+        why = f" — {cmd.diagnosis.rstrip('.')}" if cmd.diagnosis else ""
+        code = EXIT_CODE_RE.search(cmd.output_head)
+        status = f" (exit code {code.group(2)})" if code else ""
+        if cmd.fixed_by is not None:
+            fixed = "; ".join(cmd.fix_notes)
+            entries.append((f"`{one_line(cmd.shown, 100)}` failed{status}: {said}{why} — fixed: {fixed}", True))
+        elif cmd.event <= settled:
+            moved_on = (
+                f"`{one_line(cmd.shown, 100)}` failed{status}: {said}{why} — not retried; the work went on past it"
+            )
+            entries.append((moved_on, True))
+        else:
+            entries.append((f"Still failing: `{one_line(cmd.shown, 100)}`{status}: {said}{why}", False))
+    for error in a.errors:
+        if error.command is not None and error.command.ok:
+            # Printed by a command that exited cleanly: a real error line all the same.
+            state = f" — {error.how}" if error.how else ""
+            entries.append((f"`{one_line(error.command.shown, 100)}` printed: {error.line}{state}", error.resolved))
+        elif error.command is None:
+            state = f" — {error.how}" if error.resolved else ""
+            tool = f"The {error.tool} tool" if error.tool else "A tool call"
+            context = f"{error.context} → " if error.context else ""
+            entries.append((f"{tool} failed: {context}{error.line}{state}", error.resolved))
+    fixed = [t for t, ok in entries if ok]
+    open_ = [t for t, ok in entries if not ok]
+    fixed = [t for t in fixed[:-MAX_FIXED_ERRORS] if s.is_focus(t)] + fixed[-MAX_FIXED_ERRORS:]
+    open_ = [t for t in open_[:-MAX_OPEN_ERRORS] if s.is_focus(t)] + open_[-MAX_OPEN_ERRORS:]
+    for index, text in enumerate(fixed):
+        s.add("errors", text, 50 + 15 * recency(index, len(fixed)))
+    for index, text in enumerate(open_):
+        s.add("errors", text, 62 + 20 * recency(index, len(open_)))
+    for item in previous.get("errors", [])[-MAX_PREVIOUS_CRITICAL:]:
+        s.add("errors", item, 45)
+
+
+def files_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
+    """Files changed, each with what was done to it and why (the agent's stated purpose)."""
+    for item in previous.get("files", [])[-MAX_PREVIOUS_CRITICAL:]:
+        s.add("files", item, 42)
+    works = sorted(a.files.values(), key=lambda w: w.last_event)[-MAX_FILES:]
+    committed_at = {c.unit: c.hash for c in a.commits if c.subject}
+    for index, work in enumerate(works):
+        times = "once" if work.edits == 1 else f"{work.edits} times"
+        more = work.edits - 1
+        then = f" and then edited {'once more' if more == 1 else f'{more} more times'}" if more else ""
+        what = f"written{then}" if work.written else f"edited {times}"
+        in_repo = not a.root or work.path.startswith(a.root + "/") or not work.path.startswith(("/", "~"))
+        if a.commits and in_repo:
+            commits = [committed_at[u] for u in sorted(work.units) if u in committed_at]
+            pending = work.path in a.edits_since_commit
+            where = ", ".join(f"`{h}`" for h in commits)
+            state = (f"the change is committed in {where}" if commits else "") + (
+                (", and " if commits else "") + "it has uncommitted changes" if pending else ""
+            )
+            what += f" ({state})" if state else ""
+        purpose = f"; the agent's purpose: {_lower_first('; '.join(work.purposes[-2:]))}" if work.purposes else ""
+        noted = _mention(a, work.path)
+        if noted and not purpose:
+            purpose = f'; the agent noted: "{noted}"'
+        names = [n for n in work.added if len(n) >= 5][:4]
+        adds = f"; it now contains {', '.join(f'`{n}`' for n in names)}" if names and not work.purposes else ""
+        s.add("files", f"`{a.rel(work.path)}` was {what}{purpose}{adds}", 52 + 14 * recency(index, len(works)))
+    reads = [(p, a.read_purposes.get(p, "")) for p in a.read if p not in a.files]
+    reads = [(p, why, _mention(a, p)) for p, why in reads if why or _mention(a, p)][-10:]
+    for path, why, noted in reads:
+        said = f'the agent noted: "{noted}"' if noted else f"the agent's aim: {_lower_first(why)}"
+        s.add("files", f"`{a.rel(path)}` was read, not changed ({said})", 44)
+
+
+def _mention(a: Analysis, path: str) -> str:
+    """The agent's latest statement naming this file, if it made one."""
+    return a.file_mentions.get(path.rsplit("/", 1)[-1].lower(), "")
+
+
+def _lower_first(text: str) -> str:
+    return text[0].lower() + text[1:] if text[:1].isupper() and not text[1:2].isupper() else text
+
+
+def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], instructions: str | None) -> None:
+    """Everything else an agent needs verbatim: focus, issue states, paths, URLs, events."""
+    if instructions and instructions.strip():
+        note = " (items about it are listed first and kept first when trimming)" if s.focus else ""
+        s.add("critical", f"Compaction focus requested: {one_line(instructions, 300)}{note}", 100, protected=True)
+    prev_critical = [
+        i
+        for i in previous.get("critical", [])
+        if not i.lower().startswith(("commands run", "other commands", "issue states", "compaction focus requested"))
+    ][-MAX_PREVIOUS_CRITICAL:]
+    for index, item in enumerate(prev_critical):
+        s.add("critical", item, 42 + 8 * recency(index, len(prev_critical)))
+    for issue in a.issues.values():
+        if issue.status != "closed" and issue.description:
+            s.add("critical", f"Open issue `{issue.id}`: {issue.description}", 74)
+    if a.issues:
+        states = ", ".join(
+            f"`{i.id}` {i.status or 'seen'}" + (f" ({i.title})" if i.title and i.status != "closed" else "")
+            for i in a.issues.values()
+        )
+        s.add("critical", f"Issue states at the end of this range: {states}", 72)
+    for what in dict.fromkeys(a.rejections):
+        s.add("critical", f"The user rejected the {what}; it did not run", 58)
+    if a.interruptions:
+        times = "once" if a.interruptions == 1 else f"{a.interruptions} times"
+        s.add("critical", f"The user interrupted the assistant's request {times} (Request interrupted by user)", 50)
+    if a.user_paths:
+        s.add("critical", "Paths named by the user: " + ", ".join(dict.fromkeys(a.user_paths)), 88)
+    if a.urls:
+        urls = list(dict.fromkeys(u.rstrip(".,") for u in a.urls))[:8]
+        s.add("critical", "URLs mentioned: " + ", ".join(urls), 56)
+    if a.env:
+        values = ", ".join(f"`{k}={v}`" for k, v in list(a.env.items())[:8])
+        s.add("critical", f"Environment values the commands used: {values}", 56)
+    shown = s.text_of("done", "blocked", "errors", "repo")
+    latest: dict[tuple[str, ...], str] = {}
+    for cmd in reversed(a.commands):
+        head = command_signature(cmd.command)
+        listed_already = one_line(cmd.command, 50) in shown or cmd.shown in shown
+        if head and head not in latest and not GIT_COMMIT_RE.search(cmd.full) and not listed_already:
+            latest[head] = cmd.shown
+    if latest:
+        listed = "; ".join(f"`{one_line(c, 70)}`" for c in list(latest.values())[:MAX_COMMANDS])
+        more = f" (+{len(latest) - MAX_COMMANDS} more)" if len(latest) > MAX_COMMANDS else ""
+        s.add("critical", f"Other commands run (latest of each kind, newest first): {listed}{more}", 35)
+
+
+def build_sections(a: Analysis, *, previous_summary: str | None, instructions: str | None) -> Sections:
+    s = Sections(focus_words(instructions))
+    previous = parse_summary_sections(previous_summary) if previous_summary else {}
+    _merge_previous_issues(a, previous.get("critical", []))
+    goal_section(s, a, previous)
+    user_messages_section(s, a, previous)
+    constraints_section(s, a, previous)
+    done_section(s, a, previous)
+    in_progress_section(s, a, previous)
+    blocked_section(s, a, previous)
+    decisions_section(s, a, previous)
+    next_section(s, a, previous)
+    repo_section(s, a, previous)
+    errors_section(s, a, previous)
+    files_section(s, a, previous)
+    critical_section(s, a, previous, instructions)
+    return s
+
+
+_PREV_ISSUE_RE = re.compile(r"`([^`]+)` (\w+)(?: \(([^)]*)\))?")
+
+
+def _merge_previous_issues(a: Analysis, critical: list[str]) -> None:
+    """Issue states a previous summary recorded, updated by what this range did."""
+    from compaction.core.summarizers.extractive.analysis import Issue
+
+    for item in critical:
+        if item.startswith(("Issue states", "Issue states at the end of this range")):
+            for issue_id, status, title in _PREV_ISSUE_RE.findall(item.split(":", 1)[1]):
+                if issue_id not in a.issues:
+                    a.issues[issue_id] = Issue(issue_id, status, -1, title=title)
+    # Previous states first, this range's after them.
+    a.issues = dict(sorted(a.issues.items(), key=lambda kv: kv[1].event))
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+def _ordered(items: list[Item]) -> list[Item]:
+    # Focus items first (best match first); otherwise in the order added (chronological).
+    return sorted(items, key=lambda i: -i.focus_score) if any(i.focus_score for i in items) else items
+
+
+def render(s: Sections) -> str:
+    def bullets(key: str, prefix: str = "- ", empty: str = "- (none)") -> list[str]:
+        out = []
+        for i in _ordered(s.items[key]):
+            out.append(f"  - {i.text}" if i.nested else f"{prefix}{i.text}")
+        return out or ([empty] if empty else [])
+
+    goal = s.items["goal"]
+    lines = ["## Goal", *([i.text for i in goal[:1]] + [f"- {i.text}" for i in goal[1:]] or ["(not stated)"])]
+    if s.items["user_messages"]:
+        lines += ["", "### User Messages (oldest first)", *bullets("user_messages")]
+    lines += ["", "## Constraints & Preferences", *bullets("constraints", empty="- (none stated by the user)"), ""]
+    lines += ["## Progress", "### Done", *bullets("done"), ""]
+    lines += ["### In Progress", *bullets("in_progress"), ""]
+    lines += ["### Blocked", *bullets("blocked"), ""]
+    lines += ["## Key Decisions", *bullets("decisions"), ""]
+    lines += ["## Next Steps", *[f"{n}. {i.text}" for n, i in enumerate(_ordered(s.items["next"]), 1)]]
+    if not s.items["next"]:
+        lines.append("1. (none recorded)")
+    lines += ["", "## Critical Context"]
+    for key, heading in (("repo", "Repository State"), ("errors", "Errors and Fixes"), ("files", "Files")):
+        if s.items[key]:
+            lines += [f"### {heading}", *bullets(key), ""]
+    if s.items["critical"]:
+        if any(s.items[k] for k in ("repo", "errors", "files")):
+            lines.append("### Other")
+        lines += bullets("critical")
+    elif not any(s.items[k] for k in ("repo", "errors", "files")):
+        lines.append("- (none)")
+    return "\n".join(lines).rstrip()
+
+
+def _size(s: Sections) -> tuple[int, int]:
+    text = render(s)
+    return count_text(text), len(text)
+
+
+def _apply_drops(s: Sections, dropped: set[int]) -> None:
+    for key in s.items:
+        kept: list[Item] = []
+        parent_dropped = False
+        for item in s.items[key]:
+            nested = item.nested
+            if not nested:
+                parent_dropped = id(item) in dropped
+            # A nested line goes with its parent line.
+            if id(item) in dropped or (nested and parent_dropped):
+                continue
+            kept.append(item)
+        s.items[key] = kept
+
+
+def _drop_until(s: Sections, budget: int, max_chars: int, candidates: list[Item]) -> bool:
+    """Drop `candidates` in order until the rendering fits; True when it does."""
+    tokens, chars = _size(s)
+    dropped: set[int] = set()
+    for item in candidates:
+        if tokens <= budget and chars <= max_chars:
+            _apply_drops(s, dropped)
+            tokens, chars = _size(s)
+            if tokens <= budget and chars <= max_chars:
+                return True
+        dropped.add(id(item))
+        tokens -= item.tokens
+        chars -= len(item.text) + 3
+    _apply_drops(s, dropped)
+    tokens, chars = _size(s)
+    return tokens <= budget and chars <= max_chars
+
+
+def fit_budget(s: Sections, budget: int, max_chars: int = MAX_BODY_CHARS) -> str:
+    """Fit the summary into `budget` tokens and `max_chars` characters.
+
+    1. drop ordinary items, least important (then oldest) first;
+    2. shorten long quotes and goal lines to their first SHORT_QUOTE_CHARS characters;
+    3. drop the user's rules too, oldest and least important first — a summary over its
+       budget is worse than one that lost an old rule (the chain would reject it);
+    4. as a last resort cut even the goal lines.
+    """
+    tokens, chars = _size(s)
+    if tokens <= budget and chars <= max_chars:
+        return render(s)
+    order = 0
+    ordinary: list[tuple[float, int, Item]] = []
+    rules: list[tuple[float, int, Item]] = []
+    for items in s.items.values():
+        for item in items:
+            item.tokens = count_text(item.text) + 3
+            if item.protected:
+                continue
+            (rules if item.priority >= RULE_PRIORITY else ordinary).append((item.priority, order, item))
+            order += 1
+    ordinary.sort(key=lambda c: (c[0], c[1]))
+    if _drop_until(s, budget, max_chars, [c[2] for c in ordinary]):
+        return render(s)
+    for item in sorted((i for v in s.items.values() for i in v), key=lambda i: -len(i.text)):
+        if len(item.text) > SHORT_QUOTE_CHARS + 20:
+            was_quote = item.text.endswith('"')
+            item.text = item.text[:SHORT_QUOTE_CHARS].rstrip() + ('…"' if was_quote else "…")
+            item.tokens = count_text(item.text) + 3
+    tokens, chars = _size(s)
+    if tokens <= budget and chars <= max_chars:
+        return render(s)
+    rules.sort(key=lambda c: (c[0], c[1]))
+    if _drop_until(s, budget, max_chars, [c[2] for c in rules]):
+        return render(s)
+    protected = sorted((i for v in s.items.values() for i in v if i.protected), key=lambda i: i.priority)
+    _drop_until(s, budget, max_chars, protected)
+    return render(s)
