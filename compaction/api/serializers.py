@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from compaction.core.config import validate_overrides
+from compaction.core.config import MAX_PRESERVE_MESSAGES, MAX_WINDOW_TOKENS, validate_overrides
 from compaction.models import Compaction, Event
 from compaction.services import STRATEGIES, describe
+from sessions.api.serializers import MAX_TOKENS
 from sessions.api.strict import RejectUnknownFieldsMixin
 
 
@@ -31,9 +32,14 @@ class CompactionRequestSerializer(StrictSerializer):
         default="",
         help_text="Focus for the summary, like `/compact focus on X`.",
     )
-    keep_recent_tokens = serializers.IntegerField(required=False, min_value=0, help_text="Tokens kept verbatim.")
+    keep_recent_tokens = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_WINDOW_TOKENS, help_text="Tokens kept verbatim."
+    )
     preserve_messages = serializers.IntegerField(
-        required=False, min_value=1, help_text="Keep the last N messages instead of a token budget."
+        required=False,
+        min_value=1,
+        max_value=MAX_PRESERVE_MESSAGES,
+        help_text="Keep the last N messages instead of a token budget.",
     )
     strategy = serializers.ChoiceField(
         choices=STRATEGIES,
@@ -67,7 +73,11 @@ class OverflowSerializer(StrictSerializer):
     )
     status_code = serializers.IntegerField(required=False, allow_null=True, min_value=100, max_value=599)
     input_tokens = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0, help_text="Prompt tokens the provider reported (silent overflow)."
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=MAX_TOKENS,
+        help_text="Prompt tokens the provider reported (silent overflow).",
     )
 
     def validate(self, attrs):
@@ -77,7 +87,7 @@ class OverflowSerializer(StrictSerializer):
 
 
 class EventQuerySerializer(serializers.Serializer):
-    after = serializers.IntegerField(required=False, min_value=0, default=0)
+    after = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, default=0)
     limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=200)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from django.db import transaction
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -21,6 +22,7 @@ from rest_framework.views import APIView
 from compaction import selectors, services
 from compaction.models import IN_FLIGHT, QUEUED_HINT_AFTER_SECONDS, Compaction, Status
 from sessions import selectors as session_selectors
+from sessions.api.transactions import AtomicWritesMixin
 
 from .serializers import (
     CompactionRequestSerializer,
@@ -119,15 +121,18 @@ class CompactionListCreateView(APIView):
             )
             return Response(result, status=status.HTTP_200_OK)
         try:
-            job = services.compaction_request(
-                session=session,
-                reason="manual",
-                requested_by=request.user,
-                strategy=data["strategy"],
-                instructions=data["instructions"],
-                overrides=data["overrides"],
-                force=data["force"],
-            )
+            # Its own transaction (not AtomicWritesMixin's, which would span `wait`): committed
+            # before the wait polls, because the job is enqueued on commit.
+            with transaction.atomic():
+                job = services.compaction_request(
+                    session=session,
+                    reason="manual",
+                    requested_by=request.user,
+                    strategy=data["strategy"],
+                    instructions=data["instructions"],
+                    overrides=data["overrides"],
+                    force=data["force"],
+                )
         except services.CompactionError as exc:
             raise _conflict(exc) from None
         created = job.created
@@ -158,7 +163,7 @@ class CompactionDetailView(APIView):
         return Response(_job(job, session))
 
 
-class CompactionRevertView(APIView):
+class CompactionRevertView(AtomicWritesMixin, APIView):
     @extend_schema(
         summary="Undo: reactivate the compaction this one was based on",
         request=None,
@@ -193,7 +198,7 @@ class CompactionRevertView(APIView):
         )
 
 
-class OverflowView(APIView):
+class OverflowView(AtomicWritesMixin, APIView):
     @extend_schema(
         summary="Report a provider error; if it is a context overflow, compact at once and get the new context",
         request=OverflowSerializer,

@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 from sessions import selectors, services
 
 from . import serializers as s
+from .transactions import AtomicWritesMixin
 
 ERROR_DESCRIPTIONS = {
     400: "Bad input: `error` names the first field path and its problem; `detail` maps every bad field path "
@@ -60,7 +61,7 @@ class MessageCursorPagination(CursorPagination):
     max_page_size = 1000
 
 
-class SessionListView(APIView):
+class SessionListView(AtomicWritesMixin, APIView):
     pagination_class = SessionPagination
 
     @extend_schema(
@@ -94,7 +95,7 @@ class SessionListView(APIView):
         return Response(s.SessionOutSerializer(session).data, status=status.HTTP_201_CREATED)
 
 
-class SessionDetailView(APIView):
+class SessionDetailView(AtomicWritesMixin, APIView):
     @extend_schema(operation_id="sessions_retrieve", responses={200: s.SessionOutSerializer, **error_responses(404)})
     def get(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
@@ -146,7 +147,7 @@ APPEND_EXAMPLES = [
 ]
 
 
-class MessageListView(APIView):
+class MessageListView(AtomicWritesMixin, APIView):
     pagination_class = MessageCursorPagination
 
     @extend_schema(
@@ -213,7 +214,7 @@ class ContextView(APIView):
         return Response(s.ContextOutSerializer(services.context_build(session=session)).data)
 
 
-class UsageView(APIView):
+class UsageView(AtomicWritesMixin, APIView):
     @extend_schema(
         operation_id="usage_report",
         description=(
