@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from . import views
 
@@ -12,5 +12,5 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/context/", views.ContextView.as_view(), name="session-context"),
     path("sessions/<uuid:session_id>/usage/", views.UsageView.as_view(), name="session-usage"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
 ]
