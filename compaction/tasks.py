@@ -6,7 +6,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from compaction import services
+from compaction import lease, services
 
 
 @shared_task(
@@ -22,7 +22,9 @@ from compaction import services
     ignore_result=True,
 )
 def run_compaction(*, compaction_id: str, **kwargs) -> None:
-    services.compaction_run(compaction_id=compaction_id)
+    # The claim's deadline is one lease; this keeps renewing it while the job runs.
+    with lease.renewing(compaction_id=compaction_id):
+        services.compaction_run(compaction_id=compaction_id)
 
 
 @shared_task(name="compaction.tasks.sweep_stuck_compactions", ignore_result=True, soft_time_limit=60, time_limit=90)

@@ -214,6 +214,10 @@ else:
 
 COMPACTION_SOFT_TIME_LIMIT = env_int("COMPACTOR_SOFT_TIME_LIMIT", 300, minimum=5)
 COMPACTION_HARD_TIME_LIMIT = COMPACTION_SOFT_TIME_LIMIT + 60
+# A running job holds a lease its worker renews (compaction.lease); the sweeper re-queues a job
+# whose lease lapsed (its worker died) on its next run: recovery within lease + sweep interval.
+COMPACTION_LEASE_SECONDS = env_int("COMPACTOR_LEASE_SECONDS", 30, minimum=3)
+COMPACTION_SWEEP_SECONDS = env_int("COMPACTOR_SWEEP_SECONDS", 15, minimum=1)
 # A job that failed this many times (worker killed, time limit) is marked failed by the sweeper.
 COMPACTION_MAX_ATTEMPTS = env_int("COMPACTOR_MAX_ATTEMPTS", 3, minimum=1)
 # Overflow recovery runs inside the agent's request: the LLM gets this long per call and the
@@ -250,7 +254,7 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE = {
     "sweep-stuck-compactions": {
         "task": "compaction.tasks.sweep_stuck_compactions",
-        "schedule": 60.0,
+        "schedule": float(COMPACTION_SWEEP_SECONDS),
     }
 }
 
