@@ -218,6 +218,10 @@ COMPACTION_HARD_TIME_LIMIT = COMPACTION_SOFT_TIME_LIMIT + 60
 # whose lease lapsed (its worker died) on its next run: recovery within lease + sweep interval.
 COMPACTION_LEASE_SECONDS = env_int("COMPACTOR_LEASE_SECONDS", 30, minimum=3)
 COMPACTION_SWEEP_SECONDS = env_int("COMPACTOR_SWEEP_SECONDS", 15, minimum=1)
+# `wait` on a compaction request holds a web thread while it polls: at most this long, and at
+# most this many waiting requests per web process (beyond that the answer comes at once).
+COMPACTION_MAX_WAIT_SECONDS = env_int("COMPACTOR_MAX_WAIT_SECONDS", 30, minimum=1)
+COMPACTION_MAX_WAITERS = env_int("COMPACTOR_MAX_WAITERS", 4, minimum=0)
 # A job that failed this many times (worker killed, time limit) is marked failed by the sweeper.
 COMPACTION_MAX_ATTEMPTS = env_int("COMPACTOR_MAX_ATTEMPTS", 3, minimum=1)
 # Overflow recovery runs inside the agent's request: the LLM gets this long per call and the

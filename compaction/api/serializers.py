@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from rest_framework import serializers
 
 from compaction.core.config import MAX_PRESERVE_MESSAGES, MAX_WINDOW_TOKENS, validate_overrides
@@ -17,6 +18,15 @@ class StrictCharField(serializers.CharField):
     def to_internal_value(self, data):
         if not isinstance(data, str):
             self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class SecondsField(serializers.FloatField):
+    """A number of seconds: JSON true/false are not numbers (DRF's FloatField takes them as 1/0)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            raise serializers.ValidationError("must be a number of seconds, not a boolean")
         return super().to_internal_value(data)
 
 
@@ -50,8 +60,14 @@ class CompactionRequestSerializer(StrictSerializer):
         default=False, help_text="Cut harder (keep about window/5), as overflow recovery does."
     )
     dry_run = serializers.BooleanField(default=False, help_text="Answer what would be summarized; change nothing.")
-    wait = serializers.FloatField(
-        default=0, min_value=0, max_value=60, help_text="Seconds to wait for the job to finish."
+    wait = SecondsField(
+        default=0,
+        min_value=0,
+        max_value=settings.COMPACTION_MAX_WAIT_SECONDS,
+        help_text="Seconds to wait for the job to finish (a number, at most COMPACTOR_MAX_WAIT_SECONDS, "
+        "default 30). Each waiting request holds a web thread, so a web process lets at most "
+        "COMPACTOR_MAX_WAITERS requests wait at once; beyond that the answer comes at once (202, "
+        "`wait_skipped` true): poll the job instead.",
     )
 
     def validate(self, attrs):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
+from django.conf import settings
 from django.db import transaction
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -58,13 +60,42 @@ def _job(job: Compaction, session) -> dict:
     return CompactionSerializer(job, context={"active_compaction_id": session.active_compaction_id}).data
 
 
-def _wait_for(job: Compaction, seconds: float) -> Compaction:
-    """Poll the row (the worker is another process) until it is finished or time is up."""
-    deadline = time.monotonic() + seconds
-    while job.status in IN_FLIGHT and time.monotonic() < deadline:
-        time.sleep(min(POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
-        job = Compaction.objects.get(pk=job.pk)
-    return job
+class _Waiters:
+    """How many requests of this process are inside a `wait` (each holds a web thread): at most
+    COMPACTOR_MAX_WAITERS, so long-polls cannot take every thread of a web process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def enter(self) -> bool:
+        with self._lock:
+            if self.count >= settings.COMPACTION_MAX_WAITERS:
+                return False
+            self.count += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.count -= 1
+
+
+WAITERS = _Waiters()
+
+
+def _wait_for(job: Compaction, seconds: float) -> Compaction | None:
+    """Poll the row (the worker is another process) until it is finished or time is up.
+    None when this process already has its maximum of waiting requests (nothing was waited)."""
+    if not WAITERS.enter():
+        return None
+    try:
+        deadline = time.monotonic() + seconds
+        while job.status in IN_FLIGHT and time.monotonic() < deadline:
+            time.sleep(min(POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
+            job = Compaction.objects.get(pk=job.pk)
+        return job
+    finally:
+        WAITERS.leave()
 
 
 class HistoryPagination(CursorPagination):
@@ -136,12 +167,21 @@ class CompactionListCreateView(APIView):
         except services.CompactionError as exc:
             raise _conflict(exc) from None
         created = job.created
+        wait_skipped = False
         if data["wait"]:
-            job = _wait_for(job, data["wait"])
+            waited = _wait_for(job, data["wait"])
+            wait_skipped = waited is None
+            job = waited or job
         session.refresh_from_db(fields=["active_compaction"])
         body = _job(job, session)
         body["already_in_flight"] = not created
-        if data["wait"] >= WAIT_HINT_MIN_SECONDS and job.status == Status.QUEUED:
+        if wait_skipped:
+            body["wait_skipped"] = True
+            body["detail"] = (
+                f"not waited: {settings.COMPACTION_MAX_WAITERS} requests are already waiting in this web process "
+                f"(COMPACTOR_MAX_WAITERS); poll {request.path}{job.pk}/ instead"
+            )
+        elif data["wait"] >= WAIT_HINT_MIN_SECONDS and job.status == Status.QUEUED:
             # The caller waited and no worker even picked the job up: say why it may be stuck
             # now rather than only once it is QUEUED_HINT_AFTER_SECONDS old.
             body["detail"] = job.queued_hint(after=min(data["wait"], QUEUED_HINT_AFTER_SECONDS)) or body["detail"]

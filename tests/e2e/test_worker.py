@@ -52,7 +52,7 @@ def test_api_queue_worker_activates_the_compaction(api, user, worker_factory, fa
     worker_factory("w1", **llm_env(fake_llm))
     session = make_session(user)
     append(session, conversation(8))
-    response = api.post(f"/api/v1/sessions/{session.pk}/compactions/", {"wait": 45}, format="json")
+    response = api.post(f"/api/v1/sessions/{session.pk}/compactions/", {"wait": 30}, format="json")
     assert response.status_code == 200, response.json()
     job = response.json()
     assert job["status"] == "succeeded", job
