@@ -259,8 +259,11 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-stuck-compactions": {
         "task": "compaction.tasks.sweep_stuck_compactions",
         "schedule": float(COMPACTION_SWEEP_SECONDS),
-    }
+    },
+    "purge-trash": {"task": "sessions.tasks.purge_trash", "schedule": 3600.0},
 }
+# Deleted sessions stay restorable this long, then the hourly purge deletes them for good.
+TRASH_RETENTION_DAYS = env_int("COMPACTOR_TRASH_RETENTION_DAYS", 30, minimum=0)
 
 # --- Summarizer -------------------------------------------------------------------------
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")

@@ -18,7 +18,7 @@ from rest_framework.pagination import CursorPagination, PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from sessions import selectors, services
+from sessions import selectors, services, trash
 
 from . import serializers as s
 from .transactions import AtomicWritesMixin
@@ -116,11 +116,31 @@ class SessionDetailView(AtomicWritesMixin, APIView):
         session = services.session_update(session=session, **data.validated_data)
         return Response(s.SessionOutSerializer(session).data)
 
-    @extend_schema(operation_id="sessions_destroy", responses={204: None, **error_responses(404)})
+    @extend_schema(
+        operation_id="sessions_destroy",
+        description="Moves the session to the trash: it disappears from the API and the dashboard's lists, "
+        "and every message is kept. `POST .../restore/` brings it back; after COMPACTOR_TRASH_RETENTION_DAYS "
+        "(default 30) it is purged for good.",
+        responses={204: None, **error_responses(404)},
+    )
     def delete(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
         services.session_delete(session=session)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SessionRestoreView(AtomicWritesMixin, APIView):
+    @extend_schema(
+        operation_id="sessions_restore",
+        description="Takes a session out of the trash, exactly as it was. 404 when the session is not in the "
+        "caller's trash (never deleted, another owner's, or already purged).",
+        request=None,
+        responses={200: s.SessionOutSerializer, **error_responses(404)},
+    )
+    def post(self, request, session_id):
+        session = selectors.session_get(user=request.user, session_id=session_id, trashed=True)
+        session = trash.session_restore(session=session)
+        return Response(s.SessionOutSerializer(session).data)
 
 
 APPEND_EXAMPLES = [
