@@ -190,6 +190,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Unknown fields are a 400 (RejectUnknownFieldsMixin): request bodies say so.
+    "ENUM_ADD_EXPLICIT_BLANK_NULL_CHOICE": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "sessions.api.schema.add_error_responses",
+    ],
 }
 
 # --- Celery -----------------------------------------------------------------------------

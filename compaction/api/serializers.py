@@ -103,8 +103,16 @@ class OverflowSerializer(StrictSerializer):
 
 
 class EventQuerySerializer(serializers.Serializer):
-    after = serializers.IntegerField(required=False, min_value=0, max_value=2**63 - 1, default=0)
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=200)
+    after = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=2**63 - 1,
+        default=0,
+        help_text="Return events with id > after (0 = from the start).",
+    )
+    limit = serializers.IntegerField(
+        required=False, min_value=1, max_value=500, default=200, help_text="At most this many."
+    )
 
 
 class CompactionSerializer(serializers.ModelSerializer):

@@ -8,7 +8,6 @@ import time
 from django.conf import settings
 from django.db import transaction
 from drf_spectacular.utils import (
-    OpenApiParameter,
     OpenApiResponse,
     PolymorphicProxySerializer,
     extend_schema,
@@ -16,7 +15,6 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -24,6 +22,7 @@ from rest_framework.views import APIView
 from compaction import selectors, services
 from compaction.models import IN_FLIGHT, QUEUED_HINT_AFTER_SECONDS, Compaction, Status
 from sessions import selectors as session_selectors
+from sessions.api.pagination import StrictCursorPagination
 from sessions.api.transactions import AtomicWritesMixin
 
 from .serializers import (
@@ -98,7 +97,7 @@ def _wait_for(job: Compaction, seconds: float) -> Compaction | None:
         WAITERS.leave()
 
 
-class HistoryPagination(CursorPagination):
+class HistoryPagination(StrictCursorPagination):
     ordering = "-created_at"
     page_size = 20
     max_page_size = 100
@@ -106,6 +105,8 @@ class HistoryPagination(CursorPagination):
 
 
 class CompactionListCreateView(APIView):
+    pagination_class = HistoryPagination  # also what the schema documents for GET
+
     @extend_schema(
         summary="Compaction history of a session (newest first)",
         responses=CompactionSerializer(many=True),
@@ -113,7 +114,7 @@ class CompactionListCreateView(APIView):
     )
     def get(self, request: Request, session_id) -> Response:
         session = session_selectors.session_get(user=request.user, session_id=session_id)
-        paginator = HistoryPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(selectors.compaction_list(session=session), request, view=self)
         data = CompactionSerializer(
             page, many=True, context={"active_compaction_id": session.active_compaction_id}
@@ -265,10 +266,7 @@ class OverflowView(AtomicWritesMixin, APIView):
 class EventListView(APIView):
     @extend_schema(
         summary="Session events after an id (compaction queued/started/finished/failed, overflow, undo)",
-        parameters=[
-            OpenApiParameter("after", int, description="Return events with id > after (0 = from the start)."),
-            OpenApiParameter("limit", int, description="At most this many (≤ 500)."),
-        ],
+        parameters=[EventQuerySerializer],
         responses=inline_serializer(
             "EventPage",
             {

@@ -14,13 +14,13 @@ from drf_spectacular.utils import (
 )
 from rest_framework import status
 from rest_framework.exceptions import ValidationError
-from rest_framework.pagination import CursorPagination, PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions import selectors, services, trash
 
 from . import serializers as s
+from .pagination import StrictCursorPagination, StrictPageNumberPagination
 from .transactions import AtomicWritesMixin
 
 ERROR_DESCRIPTIONS = {
@@ -46,13 +46,13 @@ def _job(job) -> dict | None:
     return s.CompactionJobSerializer(job).data if job is not None else None
 
 
-class SessionPagination(PageNumberPagination):
+class SessionPagination(StrictPageNumberPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 200
 
 
-class MessageCursorPagination(CursorPagination):
+class MessageCursorPagination(StrictCursorPagination):
     """Opaque cursors over seq: stable while new messages are appended."""
 
     ordering = "seq"
