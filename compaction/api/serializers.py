@@ -8,7 +8,7 @@ from rest_framework import serializers
 from compaction.core.config import MAX_PRESERVE_MESSAGES, MAX_WINDOW_TOKENS, validate_overrides
 from compaction.models import Compaction, Event
 from compaction.services import STRATEGIES, describe
-from sessions.api.serializers import MAX_TOKENS
+from sessions.api.serializers import MAX_TOKENS, CalibrationOutSerializer, ContextOutSerializer
 from sessions.api.strict import RejectUnknownFieldsMixin
 
 
@@ -197,6 +197,23 @@ class CompactionSerializer(serializers.ModelSerializer):
         return obj.queued_hint() or obj.detail
 
 
+class CompactionRequestedSerializer(CompactionSerializer):
+    """The answer to a compaction request: the job, and how the request met it."""
+
+    already_in_flight = serializers.BooleanField(
+        read_only=True, help_text="True when a job was already queued or running: this is that job."
+    )
+    wait_skipped = serializers.BooleanField(
+        read_only=True,
+        help_text="True when `wait` was not honoured: the web process had COMPACTOR_MAX_WAITERS waiting "
+        "requests already. Poll the job instead.",
+    )
+
+    class Meta(CompactionSerializer.Meta):
+        fields = [*CompactionSerializer.Meta.fields, "already_in_flight", "wait_skipped"]
+        read_only_fields = fields
+
+
 class EventSerializer(serializers.ModelSerializer):
     compaction = serializers.UUIDField(source="compaction_id", read_only=True, allow_null=True)
 
@@ -220,6 +237,9 @@ class DryRunSerializer(serializers.Serializer):
     calibration_offset = serializers.IntegerField(
         help_text="Tokens only the provider counts (tool definitions, the agent's own system prompt, tokenizer "
         "drift), from the last usage report; in tokens_before and estimated_tokens_after alike."
+    )
+    calibration = CalibrationOutSerializer(
+        allow_null=True, required=False, help_text="The session's calibration (as in the session's usage)."
     )
     strategy = serializers.CharField(required=False)
     first_summarized_seq = serializers.IntegerField(required=False)
@@ -247,7 +267,7 @@ class DryRunSerializer(serializers.Serializer):
 class NotCompactedSerializer(serializers.Serializer):
     compacted = serializers.BooleanField()
     reason = serializers.CharField()
-    job = CompactionSerializer()
+    job = CompactionRequestedSerializer()
 
 
 class OverflowResultSerializer(serializers.Serializer):
@@ -255,5 +275,8 @@ class OverflowResultSerializer(serializers.Serializer):
     reason = serializers.CharField()
     compacted = serializers.BooleanField(required=False)
     provider = serializers.CharField(required=False, allow_null=True)
+    pattern = serializers.CharField(
+        required=False, allow_null=True, help_text="Which known overflow pattern matched the error."
+    )
     compaction = CompactionSerializer(required=False, allow_null=True)
-    context = serializers.DictField(required=False)
+    context = ContextOutSerializer(required=False, help_text="The new context (as GET .../context/ serves it).")

@@ -26,6 +26,7 @@ from sessions.api.pagination import StrictCursorPagination
 from sessions.api.transactions import AtomicWritesMixin
 
 from .serializers import (
+    CompactionRequestedSerializer,
     CompactionRequestSerializer,
     CompactionSerializer,
     DryRunSerializer,
@@ -125,11 +126,11 @@ class CompactionListCreateView(APIView):
         summary="Compact now (manual), or preview with dry_run",
         request=CompactionRequestSerializer,
         responses={
-            202: OpenApiResponse(CompactionSerializer, description="Queued (or the job already in flight)."),
+            202: OpenApiResponse(CompactionRequestedSerializer, description="Queued (or the job already in flight)."),
             200: OpenApiResponse(
                 PolymorphicProxySerializer(
                     component_name="CompactionOutcome",
-                    serializers=[CompactionSerializer, NotCompactedSerializer, DryRunSerializer],
+                    serializers=[CompactionRequestedSerializer, NotCompactedSerializer, DryRunSerializer],
                     resource_type_field_name=None,
                 ),
                 description="The finished job (with wait), {compacted: false, reason, job}, or a dry run.",
@@ -176,8 +177,8 @@ class CompactionListCreateView(APIView):
         session.refresh_from_db(fields=["active_compaction"])
         body = _job(job, session)
         body["already_in_flight"] = not created
+        body["wait_skipped"] = wait_skipped
         if wait_skipped:
-            body["wait_skipped"] = True
             body["detail"] = (
                 f"not waited: {settings.COMPACTION_MAX_WAITERS} requests are already waiting in this web process "
                 f"(COMPACTOR_MAX_WAITERS); poll {request.path}{job.pk}/ instead"

@@ -18,7 +18,7 @@ def url(session) -> str:
 def test_a_boolean_wait_is_a_400(api, session, value):
     response = api.post(url(session), {"wait": value}, format="json")
     assert response.status_code == 400
-    assert response.json()["error"] == "wait: must be a number of seconds, not a boolean"
+    assert response.json()["error"] == "wait: A valid number is required."
     assert not Compaction.objects.filter(session=session).exists()
 
 
@@ -41,5 +41,5 @@ def test_beyond_the_waiter_cap_the_answer_comes_at_once(api, session, settings, 
 def test_a_waiter_frees_its_slot(api, session):
     response = api.post(url(session), {"wait": 0.3}, format="json")
     assert response.status_code == 202
-    assert "wait_skipped" not in response.json()
+    assert response.json()["wait_skipped"] is False
     assert views.WAITERS.count == 0
