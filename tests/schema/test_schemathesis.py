@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi.checks import positive_data_acceptance
@@ -38,7 +40,19 @@ STATEFUL_VALIDITY = {
 
 
 @pytest.fixture
-def caller(django_user_model, settings):
+def keep_test_connection():
+    """schemathesis calls the WSGI app itself, not through Django's test client, so Django's
+    end-of-request hook would close the test's database connection (it is inside the test's
+    transaction): keep it open, as the test client does."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def caller(django_user_model, settings, keep_test_connection):
     # No worker here: a `wait` would sleep its whole time. With no waiter slot it answers at once.
     settings.COMPACTION_MAX_WAITERS = 0
     user = django_user_model.objects.create_user("fuzz", password="fuzz-password")
