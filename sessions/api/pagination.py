@@ -21,7 +21,8 @@ def _bounded(parameters: list[dict], name: str | None, maximum: int) -> list[dic
         if parameter.get("name") == name:
             parameter["schema"] = {**parameter.get("schema", {}), "minimum": 1, "maximum": maximum}
         elif parameter.get("name") == "page":
-            parameter["schema"] = {**parameter.get("schema", {}), "minimum": 1}
+            # Past the last page is a 404 ("Invalid page."), as is anything that is not a page number.
+            parameter["schema"] = {**parameter.get("schema", {}), "minimum": 1, "maximum": 2**31 - 1}
     return parameters
 
 
