@@ -1,6 +1,8 @@
 # Compactor — the two commands that work on a fresh machine:
 #   make run    embedded default (SQLite + filesystem broker + offline summarizer)
 #   make test   the test suite (SQLite by default; DATABASE_URL/REDIS_URL to use real services)
+# and production:
+#   make serve  gunicorn + Celery worker + beat on PostgreSQL and Redis (README.md "Deploy")
 
 PYTHON ?= python3
 VENV := .venv
@@ -9,7 +11,7 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test venv dev-venv migrate lint bench clean
+.PHONY: run serve test venv dev-venv migrate lint bench clean
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +31,9 @@ migrate: venv
 
 run: venv
 	DEBUG=$${DEBUG:-1} HOST=$(HOST) PORT=$(PORT) bash scripts/run.sh
+
+serve: venv
+	HOST=$(HOST) PORT=$(PORT) bash scripts/serve.sh
 
 test: dev-venv
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404
+from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
 from sessions.dashboard.present import message_blocks, render_markdown, strip_file_tags
-from sessions.models import Message
+from sessions.models import Message, Session
 
 from . import review
 from .models import Compaction, Event, ReviewStatus, SummaryVersion
@@ -83,6 +84,24 @@ class CompactionAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    def has_delete_permission(self, request, obj: Compaction | None = None) -> bool:
+        # The active compaction is what the session serves: deleting it would silently put the
+        # whole history back in the context. Undo it first (the session page or the revert API).
+        if obj is not None and Session.objects.filter(active_compaction=obj).exists():
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def delete_view(self, request, object_id, extra_context=None):
+        obj = self.get_object(request, unquote(object_id))
+        if obj is not None and Session.objects.filter(active_compaction=obj).exists():
+            messages.error(
+                request,
+                "This is the session's active compaction and cannot be deleted: undo it first "
+                "(Undo on the session's dashboard page, or POST …/compactions/{id}/revert/).",
+            )
+            return redirect("admin:compaction_compaction_change", obj.pk)
+        return super().delete_view(request, object_id, extra_context)
 
     @admin.display(description="Tokens")
     def tokens(self, obj: Compaction) -> str:

@@ -42,8 +42,6 @@ from sessions.models import Message, Session
 logger = logging.getLogger(__name__)
 
 STRATEGIES = ("auto", "anthropic", "extractive", "truncate", "prune")
-# Extra time past the hard limit before the sweeper calls a RUNNING job lost.
-DEADLINE_GRACE_SECONDS = 30
 # A QUEUED job older than this is re-enqueued by the sweeper (its message may have been
 # lost, e.g. the broker was down at commit time). A duplicate delivery is a no-op.
 REQUEUE_QUEUED_AFTER = timedelta(minutes=10)
@@ -123,7 +121,8 @@ def _enqueue(compaction_id, *, mark: bool = True) -> None:
 
 
 def _deadline_seconds() -> int:
-    return int(settings.COMPACTION_HARD_TIME_LIMIT) + DEADLINE_GRACE_SECONDS
+    # One lease, renewed by the running task (compaction.lease) up to the hard time limit.
+    return int(settings.COMPACTION_LEASE_SECONDS)
 
 
 def _max_attempts() -> int:

@@ -6,7 +6,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from compaction import importing, services
+from compaction import importing, lease, services
 
 
 @shared_task(
@@ -22,8 +22,10 @@ from compaction import importing, services
     ignore_result=True,
 )
 def run_compaction(*, compaction_id: str, **kwargs) -> None:
-    # A session being replayed (import_transcript --replay) runs its own jobs: leave them.
-    importing.compaction_run_unless_replaying(compaction_id=compaction_id)
+    # The claim's deadline is one lease; this keeps renewing it while the job runs. A session
+    # being replayed (import_transcript --replay) runs its own jobs: leave them.
+    with lease.renewing(compaction_id=compaction_id):
+        importing.compaction_run_unless_replaying(compaction_id=compaction_id)
 
 
 @shared_task(name="compaction.tasks.sweep_stuck_compactions", ignore_result=True, soft_time_limit=60, time_limit=90)

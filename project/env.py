@@ -83,3 +83,34 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+_RATE_PERIODS = {"s", "sec", "second", "m", "min", "minute", "h", "hour", "d", "day"}
+
+
+def env_rate(name: str, default: str | None) -> str | None:
+    """A DRF throttle rate, "<count>/<period>" (period s, min, hour or day); "off" = None."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"off", "0", "none"}:
+        return None
+    count, _, period = value.partition("/")
+    if not count.isdigit() or int(count) < 1 or period not in _RATE_PERIODS:
+        raise ImproperlyConfigured(f"{name} must look like 1200/min (periods: s, min, hour, day) or off, got {raw!r}")
+    return f"{int(count)}/{period}"
+
+
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """SECURE_PROXY_SSL_HEADER from "X-Forwarded-Proto: https" (or "HTTP_X_FORWARDED_PROTO,https")."""
+    raw = (os.environ.get(name) or "").strip()
+    if not raw:
+        return None
+    header, sep, value = raw.partition(":") if ":" in raw else raw.partition(",")
+    header, value = header.strip(), value.strip()
+    if not sep or not header or not value:
+        raise ImproperlyConfigured(f"{name} must look like 'X-Forwarded-Proto: https', got {raw!r}")
+    if not header.upper().startswith("HTTP_"):
+        header = "HTTP_" + header.upper().replace("-", "_")
+    return header.upper(), value

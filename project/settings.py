@@ -11,7 +11,17 @@ from urllib.parse import urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from .env import env_bool, env_choice, env_float, env_int, env_list, env_str, env_writable_dir
+from .env import (
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_proxy_ssl_header,
+    env_rate,
+    env_str,
+    env_writable_dir,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_writable_dir("COMPACTOR_VAR_DIR", str(BASE_DIR / "var"))
@@ -26,6 +36,49 @@ if not SECRET_KEY:
     SECRET_KEY = "django-insecure-development-key-do-not-use-in-production"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+# --- HTTPS (production behind TLS) ---------------------------------------------------------
+# COMPACTOR_HTTPS=1 turns on everything `check --deploy` asks for; each variable below can
+# still be set on its own. SECURE_PROXY_SSL_HEADER is for a TLS-terminating proxy that sets
+# the header (e.g. "X-Forwarded-Proto: https"); only set it when the proxy strips the header
+# from clients, or anyone can claim HTTPS.
+HTTPS = env_bool("COMPACTOR_HTTPS", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", HTTPS)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("SECURE_PROXY_SSL_HEADER")
+# Preloading is a lasting promise about the whole domain that only its owner can make (and a
+# preload header lets anyone submit the domain), so it is off by default and its deploy check
+# (W021) silenced; SECURE_HSTS_PRELOAD=1 opts in.
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+# Served on every response by project.security.SecurityHeadersMiddleware. No inline script
+# anywhere (htmx and the dashboard's JS are static files); inline style attributes only (the
+# usage bar's width), no <style> elements.
+CONTENT_SECURITY_POLICY = env_str(
+    "COMPACTOR_CONTENT_SECURITY_POLICY",
+    "default-src 'self'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; "
+    "img-src 'self' data:; font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'none'",
+)
+PERMISSIONS_POLICY = env_str(
+    "COMPACTOR_PERMISSIONS_POLICY",
+    "accelerometer=(), camera=(), geolocation=(), gyroscope=(), magnetometer=(), microphone=(), "
+    "payment=(), usb=(), interest-cohort=()",
+)
+# Login throttling (project.security): after this many failed logins from one address for one
+# username (or LOGIN_FAILURE_LIMIT_PER_ADDRESS for any username), login POSTs get a 429 until
+# the window that started with the first failure has passed.
+LOGIN_FAILURE_LIMIT = env_int("COMPACTOR_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+LOGIN_FAILURE_LIMIT_PER_ADDRESS = env_int("COMPACTOR_LOGIN_FAILURE_LIMIT_PER_ADDRESS", 20, minimum=1)
+LOGIN_LOCKOUT_SECONDS = env_int("COMPACTOR_LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+TRUST_X_FORWARDED_FOR = env_bool("COMPACTOR_TRUST_X_FORWARDED_FOR", False)
+# API requests per API key ("1200/min"; s, min, hour, day); "off" disables. Over it: 429 + Retry-After.
+API_THROTTLE_RATE = env_rate("COMPACTOR_API_THROTTLE_RATE", "1200/min")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -50,8 +103,11 @@ MIDDLEWARE = [
     "sessions.middleware.JsonApiErrorsMiddleware",
     "sessions.middleware.RequestSizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "project.security.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Before CSRF and auth: a locked-out client's login POST is refused without a password check.
+    "project.security.LoginThrottleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -123,6 +179,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "sessions.api.errors.exception_handler",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_THROTTLE_CLASSES": ["project.security.ApiKeyRateThrottle"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
@@ -135,6 +192,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Unknown fields are a 400 (RejectUnknownFieldsMixin): request bodies say so.
+    "ENUM_ADD_EXPLICIT_BLANK_NULL_CHOICE": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "sessions.api.schema.add_error_responses",
+    ],
 }
 
 # --- Celery -----------------------------------------------------------------------------
@@ -143,8 +206,30 @@ SPECTACULAR_SETTINGS = {
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(f"REDIS_URL must start with redis://, rediss:// or unix://, got {REDIS_URL!r}")
+
+# --- Cache: login and API throttling counters. Redis when there is one (shared by every web
+# process); the embedded mode's single web process keeps them in memory.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "compactor",
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
 COMPACTION_SOFT_TIME_LIMIT = env_int("COMPACTOR_SOFT_TIME_LIMIT", 300, minimum=5)
 COMPACTION_HARD_TIME_LIMIT = COMPACTION_SOFT_TIME_LIMIT + 60
+# A running job holds a lease its worker renews (compaction.lease); the sweeper re-queues a job
+# whose lease lapsed (its worker died) on its next run: recovery within lease + sweep interval.
+COMPACTION_LEASE_SECONDS = env_int("COMPACTOR_LEASE_SECONDS", 30, minimum=3)
+COMPACTION_SWEEP_SECONDS = env_int("COMPACTOR_SWEEP_SECONDS", 15, minimum=1)
+# `wait` on a compaction request holds a web thread while it polls: at most this long, and at
+# most this many waiting requests per web process (beyond that the answer comes at once).
+COMPACTION_MAX_WAIT_SECONDS = env_int("COMPACTOR_MAX_WAIT_SECONDS", 30, minimum=1)
+COMPACTION_MAX_WAITERS = env_int("COMPACTOR_MAX_WAITERS", 4, minimum=0)
 # A job that failed this many times (worker killed, time limit) is marked failed by the sweeper.
 COMPACTION_MAX_ATTEMPTS = env_int("COMPACTOR_MAX_ATTEMPTS", 3, minimum=1)
 # Overflow recovery runs inside the agent's request: the LLM gets this long per call and the
@@ -181,9 +266,12 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE = {
     "sweep-stuck-compactions": {
         "task": "compaction.tasks.sweep_stuck_compactions",
-        "schedule": 60.0,
-    }
+        "schedule": float(COMPACTION_SWEEP_SECONDS),
+    },
+    "purge-trash": {"task": "sessions.tasks.purge_trash", "schedule": 3600.0},
 }
+# Deleted sessions stay restorable this long, then the hourly purge deletes them for good.
+TRASH_RETENTION_DAYS = env_int("COMPACTOR_TRASH_RETENTION_DAYS", 30, minimum=0)
 
 # --- Summarizer -------------------------------------------------------------------------
 ANTHROPIC_API_KEY = env_str("ANTHROPIC_API_KEY")

@@ -16,3 +16,8 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Throttle counters in memory, emptied before each test (tests/conftest.py): never in the Redis
+# database the e2e tests use as their broker.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# schemathesis' in-process WSGI client (tests/schema) calls the app as host "localhost".
+ALLOWED_HOSTS = [*ALLOWED_HOSTS, "localhost"]  # noqa: F405

@@ -12,7 +12,7 @@ from rest_framework_api_key.models import APIKey
 from compaction.core.config import window_errors
 from compaction.models import Compaction
 
-from . import services
+from . import services, trash
 from .models import ApiKey, Message, Session, ToolCall
 
 # Same bounds as the API's `context_window` (sessions/api/serializers.py SessionInSerializer).
@@ -106,20 +106,61 @@ def _window_errors(session: Session) -> dict[str, str]:
     return window_errors(services.session_config(session))
 
 
+class TrashFilter(admin.SimpleListFilter):
+    title = "trash"
+    parameter_name = "trash"
+
+    def lookups(self, request, model_admin):
+        return [("no", "Not in the trash"), ("yes", "In the trash")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(deleted_at__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(deleted_at__isnull=True)
+        return queryset
+
+
 @admin.register(Session)
 class SessionAdmin(admin.ModelAdmin):
+    """Deleting here moves sessions to the trash, like the API: the purge deletes them for good
+    after COMPACTOR_TRASH_RETENTION_DAYS, `purge_trash --days 0` at once."""
+
     form = SessionAdminForm
-    list_display = ["__str__", "owner", "agent", "model", "message_count", "context_tokens", "last_activity_at"]
-    list_filter = ["agent", "model"]
+    list_display = [
+        "__str__", "owner", "agent", "model", "message_count", "context_tokens", "last_activity_at", "deleted_at",
+    ]  # fmt: skip
+    list_filter = [TrashFilter, "agent", "model"]
+    actions = ["restore"]
     search_fields = ["title", "agent", "model", "owner__username", "=id"]
     list_select_related = ["owner"]
     raw_id_fields = ["owner"]
     readonly_fields = [
         "id", "active_compaction", "last_seq", "message_count", "total_message_tokens", "context_tokens",
         "system_prompt_tokens", "reported_input_tokens", "reported_at_seq", "last_usage", "created_at",
-        "updated_at", "last_activity_at", "dashboard_link",
+        "updated_at", "last_activity_at", "deleted_at", "dashboard_link",
     ]  # fmt: skip
     inlines = [CompactionInline]
+
+    def get_deleted_objects(self, objs, request):
+        # Moving to the trash deletes nothing else (messages are read-only here): the
+        # confirmation lists the sessions only and needs no permission on their rows.
+        return [f"{obj} (moved to the trash)" for obj in objs], {"sessions": len(objs)}, set(), []
+
+    def delete_model(self, request, obj: Session) -> None:
+        trash.session_trash(session=obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for session in queryset:
+            trash.session_trash(session=session)
+
+    @admin.action(description="Restore the selected sessions from the trash")
+    def restore(self, request, queryset) -> None:
+        restored = 0
+        for session in queryset.filter(deleted_at__isnull=False):
+            trash.session_restore(session=session)
+            restored += 1
+        self.message_user(request, f"{restored} session(s) restored from the trash.")
 
     @admin.display(description="Dashboard")
     def dashboard_link(self, obj: Session) -> str:

@@ -3,14 +3,69 @@ every error answer under /api/ is JSON, also where Django would render an HTML p
 
 from __future__ import annotations
 
+import io
+
 from django.conf import settings
+from django.core.handlers.wsgi import LimitedStream
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from sessions.api import errors
 
 
+def _too_large(request: HttpRequest, length: int | None, limit: int) -> HttpResponse:
+    size = f"{length:,} bytes" if length is not None else f"more than {limit:,} bytes"
+    error = f"request body is {size}; the limit is {limit:,} bytes (COMPACTOR_MAX_REQUEST_BYTES)."
+    if not request.path.startswith("/api/"):
+        return HttpResponse(error, status=413, content_type="text/plain; charset=utf-8")
+    return JsonResponse(
+        {
+            "error": f"{error} Send fewer messages per request.",
+            "detail": {"content_length": length, "max_request_bytes": limit},
+        },
+        status=413,
+    )
+
+
+def read_chunked_body(request: HttpRequest) -> HttpResponse | None:
+    """A `Transfer-Encoding: chunked` body, made readable like one with a Content-Length.
+
+    Django sizes the body by CONTENT_LENGTH only, so a chunked request (no Content-Length)
+    reads as empty: a valid message became a 400 "unknown role null", and the size limit was
+    never checked. Servers that de-chunk (gunicorn, uWSGI) mark their input
+    `wsgi.input_terminated`: it is read here, at most limit + 1 bytes, and handed back to
+    Django as a sized stream. A server that does not (the development server) would hand the
+    raw chunk framing over, so that is a 411 asking for a Content-Length. Returns the error
+    response, or None when the request may go on.
+    """
+    meta = request.META
+    if "chunked" not in meta.get("HTTP_TRANSFER_ENCODING", "").lower() or meta.get("CONTENT_LENGTH"):
+        return None
+    limit = settings.MAX_REQUEST_BYTES
+    if not meta.get("wsgi.input_terminated"):
+        message = "Transfer-Encoding: chunked is not supported by this server; send a Content-Length"
+        if request.path.startswith("/api/"):
+            return JsonResponse({"error": message, "detail": {"transfer_encoding": "chunked"}}, status=411)
+        return HttpResponse(message, status=411, content_type="text/plain; charset=utf-8")
+    stream = meta["wsgi.input"]
+    parts: list[bytes] = []
+    size = 0
+    while size <= limit:
+        part = stream.read(min(64 * 1024, limit + 1 - size))
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    if size > limit:
+        return _too_large(request, None, limit)
+    body = b"".join(parts)
+    meta["CONTENT_LENGTH"] = str(len(body))
+    request._stream = LimitedStream(io.BytesIO(body), len(body))
+    return None
+
+
 class RequestSizeLimitMiddleware:
-    """Checks Content-Length on /api/ paths against settings.MAX_REQUEST_BYTES.
+    """Checks the body size against settings.MAX_REQUEST_BYTES before anything parses it:
+    Content-Length on /api/ paths, and the de-chunked size of a chunked body on every path.
 
     Django itself would only notice while reading the body (and answer with an HTML 400);
     agents need a JSON answer that says what the limit is.
@@ -20,6 +75,9 @@ class RequestSizeLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
+        refused = read_chunked_body(request)
+        if refused is not None:
+            return refused
         if request.path.startswith("/api/"):
             raw = request.META.get("CONTENT_LENGTH") or "0"
             try:
@@ -28,16 +86,8 @@ class RequestSizeLimitMiddleware:
                 return JsonResponse(
                     {"error": "Content-Length: not a number", "detail": {"content_length": raw}}, status=400
                 )
-            limit = settings.MAX_REQUEST_BYTES
-            if length > limit:
-                return JsonResponse(
-                    {
-                        "error": f"request body is {length:,} bytes; the limit is {limit:,} bytes "
-                        "(COMPACTOR_MAX_REQUEST_BYTES). Send fewer messages per request.",
-                        "detail": {"content_length": length, "max_request_bytes": limit},
-                    },
-                    status=413,
-                )
+            if length > settings.MAX_REQUEST_BYTES:
+                return _too_large(request, length, settings.MAX_REQUEST_BYTES)
         return self.get_response(request)
 
 

@@ -72,6 +72,9 @@ class Session(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     last_activity_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # In the trash since (DELETE only moves a session here): hidden from the API and the lists
+    # until restored, purged with its messages after settings.TRASH_RETENTION_DAYS (sessions.trash).
+    deleted_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
     class Meta:
         ordering = ["-last_activity_at"]

@@ -9,7 +9,7 @@ from .models import Message, Session
 
 
 def session_list(*, user, agent: str | None = None, model: str | None = None, search: str | None = None) -> QuerySet:
-    qs = Session.objects.filter(owner=user).select_related("active_compaction")
+    qs = Session.objects.filter(owner=user, deleted_at__isnull=True).select_related("active_compaction")
     if agent:
         qs = qs.filter(agent=agent)
     if model:
@@ -19,9 +19,12 @@ def session_list(*, user, agent: str | None = None, model: str | None = None, se
     return qs.order_by("-last_activity_at", "-created_at")
 
 
-def session_get(*, user, session_id) -> Session:
-    """The caller's session, or 404 (another owner's session is indistinguishable from none)."""
-    return get_object_or_404(Session.objects.select_related("active_compaction"), pk=session_id, owner=user)
+def session_get(*, user, session_id, trashed: bool = False) -> Session:
+    """The caller's session, or 404 (another owner's session is indistinguishable from none).
+    A session in the trash is a 404 too, unless `trashed` asks for exactly such one (restore)."""
+    return get_object_or_404(
+        Session.objects.select_related("active_compaction"), pk=session_id, owner=user, deleted_at__isnull=not trashed
+    )
 
 
 def message_list(*, session: Session) -> QuerySet:

@@ -212,7 +212,10 @@ def session_update(
 
 
 def session_delete(*, session: Session) -> None:
-    session.delete()
+    """Moves the session to the trash (restorable until purged): one call must not destroy a history."""
+    from sessions.trash import session_trash
+
+    session_trash(session=session)
 
 
 # --- appending messages ---------------------------------------------------------------------

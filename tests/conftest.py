@@ -36,3 +36,12 @@ def other_api(other_user) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
     return client
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    """Login and API throttle counters live in the cache: each test starts with none."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from rest_framework import serializers
 
-from compaction.core.config import validate_overrides
+from compaction.core.config import MAX_PRESERVE_MESSAGES, MAX_WINDOW_TOKENS, validate_overrides
 from compaction.models import Compaction, Event
 from compaction.services import STRATEGIES, describe
+from sessions.api.serializers import MAX_TOKENS, CalibrationOutSerializer, ContextOutSerializer
 from sessions.api.strict import RejectUnknownFieldsMixin
 
 
@@ -16,6 +18,15 @@ class StrictCharField(serializers.CharField):
     def to_internal_value(self, data):
         if not isinstance(data, str):
             self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class SecondsField(serializers.FloatField):
+    """A number of seconds: JSON true/false are not numbers (DRF's FloatField takes them as 1/0)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool):
+            raise serializers.ValidationError("must be a number of seconds, not a boolean")
         return super().to_internal_value(data)
 
 
@@ -31,9 +42,14 @@ class CompactionRequestSerializer(StrictSerializer):
         default="",
         help_text="Focus for the summary, like `/compact focus on X`.",
     )
-    keep_recent_tokens = serializers.IntegerField(required=False, min_value=0, help_text="Tokens kept verbatim.")
+    keep_recent_tokens = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_WINDOW_TOKENS, help_text="Tokens kept verbatim."
+    )
     preserve_messages = serializers.IntegerField(
-        required=False, min_value=1, help_text="Keep the last N messages instead of a token budget."
+        required=False,
+        min_value=1,
+        max_value=MAX_PRESERVE_MESSAGES,
+        help_text="Keep the last N messages instead of a token budget.",
     )
     strategy = serializers.ChoiceField(
         choices=STRATEGIES,
@@ -44,8 +60,14 @@ class CompactionRequestSerializer(StrictSerializer):
         default=False, help_text="Cut harder (keep about window/5), as overflow recovery does."
     )
     dry_run = serializers.BooleanField(default=False, help_text="Answer what would be summarized; change nothing.")
-    wait = serializers.FloatField(
-        default=0, min_value=0, max_value=60, help_text="Seconds to wait for the job to finish."
+    wait = SecondsField(
+        default=0,
+        min_value=0,
+        max_value=settings.COMPACTION_MAX_WAIT_SECONDS,
+        help_text="Seconds to wait for the job to finish (a number, at most COMPACTOR_MAX_WAIT_SECONDS, "
+        "default 30). Each waiting request holds a web thread, so a web process lets at most "
+        "COMPACTOR_MAX_WAITERS requests wait at once; beyond that the answer comes at once (202, "
+        "`wait_skipped` true): poll the job instead.",
     )
 
     def validate(self, attrs):
@@ -67,7 +89,11 @@ class OverflowSerializer(StrictSerializer):
     )
     status_code = serializers.IntegerField(required=False, allow_null=True, min_value=100, max_value=599)
     input_tokens = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0, help_text="Prompt tokens the provider reported (silent overflow)."
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=MAX_TOKENS,
+        help_text="Prompt tokens the provider reported (silent overflow).",
     )
 
     def validate(self, attrs):
@@ -77,8 +103,16 @@ class OverflowSerializer(StrictSerializer):
 
 
 class EventQuerySerializer(serializers.Serializer):
-    after = serializers.IntegerField(required=False, min_value=0, default=0)
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=200)
+    after = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=2**63 - 1,
+        default=0,
+        help_text="Return events with id > after (0 = from the start).",
+    )
+    limit = serializers.IntegerField(
+        required=False, min_value=1, max_value=500, default=200, help_text="At most this many."
+    )
 
 
 class CompactionSerializer(serializers.ModelSerializer):
@@ -163,6 +197,23 @@ class CompactionSerializer(serializers.ModelSerializer):
         return obj.queued_hint() or obj.detail
 
 
+class CompactionRequestedSerializer(CompactionSerializer):
+    """The answer to a compaction request: the job, and how the request met it."""
+
+    already_in_flight = serializers.BooleanField(
+        read_only=True, help_text="True when a job was already queued or running: this is that job."
+    )
+    wait_skipped = serializers.BooleanField(
+        read_only=True,
+        help_text="True when `wait` was not honoured: the web process had COMPACTOR_MAX_WAITERS waiting "
+        "requests already. Poll the job instead.",
+    )
+
+    class Meta(CompactionSerializer.Meta):
+        fields = [*CompactionSerializer.Meta.fields, "already_in_flight", "wait_skipped"]
+        read_only_fields = fields
+
+
 class EventSerializer(serializers.ModelSerializer):
     compaction = serializers.UUIDField(source="compaction_id", read_only=True, allow_null=True)
 
@@ -186,6 +237,9 @@ class DryRunSerializer(serializers.Serializer):
     calibration_offset = serializers.IntegerField(
         help_text="Tokens only the provider counts (tool definitions, the agent's own system prompt, tokenizer "
         "drift), from the last usage report; in tokens_before and estimated_tokens_after alike."
+    )
+    calibration = CalibrationOutSerializer(
+        allow_null=True, required=False, help_text="The session's calibration (as in the session's usage)."
     )
     strategy = serializers.CharField(required=False)
     first_summarized_seq = serializers.IntegerField(required=False)
@@ -213,7 +267,7 @@ class DryRunSerializer(serializers.Serializer):
 class NotCompactedSerializer(serializers.Serializer):
     compacted = serializers.BooleanField()
     reason = serializers.CharField()
-    job = CompactionSerializer()
+    job = CompactionRequestedSerializer()
 
 
 class OverflowResultSerializer(serializers.Serializer):
@@ -221,5 +275,8 @@ class OverflowResultSerializer(serializers.Serializer):
     reason = serializers.CharField()
     compacted = serializers.BooleanField(required=False)
     provider = serializers.CharField(required=False, allow_null=True)
+    pattern = serializers.CharField(
+        required=False, allow_null=True, help_text="Which known overflow pattern matched the error."
+    )
     compaction = CompactionSerializer(required=False, allow_null=True)
-    context = serializers.DictField(required=False)
+    context = ContextOutSerializer(required=False, help_text="The new context (as GET .../context/ serves it).")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
+from django.conf import settings
+from django.db import transaction
 from drf_spectacular.utils import (
-    OpenApiParameter,
     OpenApiResponse,
     PolymorphicProxySerializer,
     extend_schema,
@@ -13,7 +15,6 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers, status
 from rest_framework.exceptions import APIException
-from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -21,8 +22,11 @@ from rest_framework.views import APIView
 from compaction import selectors, services
 from compaction.models import IN_FLIGHT, QUEUED_HINT_AFTER_SECONDS, Compaction, Status
 from sessions import selectors as session_selectors
+from sessions.api.pagination import StrictCursorPagination
+from sessions.api.transactions import AtomicWritesMixin
 
 from .serializers import (
+    CompactionRequestedSerializer,
     CompactionRequestSerializer,
     CompactionSerializer,
     DryRunSerializer,
@@ -56,16 +60,45 @@ def _job(job: Compaction, session) -> dict:
     return CompactionSerializer(job, context={"active_compaction_id": session.active_compaction_id}).data
 
 
-def _wait_for(job: Compaction, seconds: float) -> Compaction:
-    """Poll the row (the worker is another process) until it is finished or time is up."""
-    deadline = time.monotonic() + seconds
-    while job.status in IN_FLIGHT and time.monotonic() < deadline:
-        time.sleep(min(POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
-        job = Compaction.objects.get(pk=job.pk)
-    return job
+class _Waiters:
+    """How many requests of this process are inside a `wait` (each holds a web thread): at most
+    COMPACTOR_MAX_WAITERS, so long-polls cannot take every thread of a web process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def enter(self) -> bool:
+        with self._lock:
+            if self.count >= settings.COMPACTION_MAX_WAITERS:
+                return False
+            self.count += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.count -= 1
 
 
-class HistoryPagination(CursorPagination):
+WAITERS = _Waiters()
+
+
+def _wait_for(job: Compaction, seconds: float) -> Compaction | None:
+    """Poll the row (the worker is another process) until it is finished or time is up.
+    None when this process already has its maximum of waiting requests (nothing was waited)."""
+    if not WAITERS.enter():
+        return None
+    try:
+        deadline = time.monotonic() + seconds
+        while job.status in IN_FLIGHT and time.monotonic() < deadline:
+            time.sleep(min(POLL_INTERVAL, max(0.0, deadline - time.monotonic())))
+            job = Compaction.objects.get(pk=job.pk)
+        return job
+    finally:
+        WAITERS.leave()
+
+
+class HistoryPagination(StrictCursorPagination):
     ordering = "-created_at"
     page_size = 20
     max_page_size = 100
@@ -73,6 +106,8 @@ class HistoryPagination(CursorPagination):
 
 
 class CompactionListCreateView(APIView):
+    pagination_class = HistoryPagination  # also what the schema documents for GET
+
     @extend_schema(
         summary="Compaction history of a session (newest first)",
         responses=CompactionSerializer(many=True),
@@ -80,7 +115,7 @@ class CompactionListCreateView(APIView):
     )
     def get(self, request: Request, session_id) -> Response:
         session = session_selectors.session_get(user=request.user, session_id=session_id)
-        paginator = HistoryPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(selectors.compaction_list(session=session), request, view=self)
         data = CompactionSerializer(
             page, many=True, context={"active_compaction_id": session.active_compaction_id}
@@ -91,11 +126,11 @@ class CompactionListCreateView(APIView):
         summary="Compact now (manual), or preview with dry_run",
         request=CompactionRequestSerializer,
         responses={
-            202: OpenApiResponse(CompactionSerializer, description="Queued (or the job already in flight)."),
+            202: OpenApiResponse(CompactionRequestedSerializer, description="Queued (or the job already in flight)."),
             200: OpenApiResponse(
                 PolymorphicProxySerializer(
                     component_name="CompactionOutcome",
-                    serializers=[CompactionSerializer, NotCompactedSerializer, DryRunSerializer],
+                    serializers=[CompactionRequestedSerializer, NotCompactedSerializer, DryRunSerializer],
                     resource_type_field_name=None,
                 ),
                 description="The finished job (with wait), {compacted: false, reason, job}, or a dry run.",
@@ -119,24 +154,36 @@ class CompactionListCreateView(APIView):
             )
             return Response(result, status=status.HTTP_200_OK)
         try:
-            job = services.compaction_request(
-                session=session,
-                reason="manual",
-                requested_by=request.user,
-                strategy=data["strategy"],
-                instructions=data["instructions"],
-                overrides=data["overrides"],
-                force=data["force"],
-            )
+            # Its own transaction (not AtomicWritesMixin's, which would span `wait`): committed
+            # before the wait polls, because the job is enqueued on commit.
+            with transaction.atomic():
+                job = services.compaction_request(
+                    session=session,
+                    reason="manual",
+                    requested_by=request.user,
+                    strategy=data["strategy"],
+                    instructions=data["instructions"],
+                    overrides=data["overrides"],
+                    force=data["force"],
+                )
         except services.CompactionError as exc:
             raise _conflict(exc) from None
         created = job.created
+        wait_skipped = False
         if data["wait"]:
-            job = _wait_for(job, data["wait"])
+            waited = _wait_for(job, data["wait"])
+            wait_skipped = waited is None
+            job = waited or job
         session.refresh_from_db(fields=["active_compaction"])
         body = _job(job, session)
         body["already_in_flight"] = not created
-        if data["wait"] >= WAIT_HINT_MIN_SECONDS and job.status == Status.QUEUED:
+        body["wait_skipped"] = wait_skipped
+        if wait_skipped:
+            body["detail"] = (
+                f"not waited: {settings.COMPACTION_MAX_WAITERS} requests are already waiting in this web process "
+                f"(COMPACTOR_MAX_WAITERS); poll {request.path}{job.pk}/ instead"
+            )
+        elif data["wait"] >= WAIT_HINT_MIN_SECONDS and job.status == Status.QUEUED:
             # The caller waited and no worker even picked the job up: say why it may be stuck
             # now rather than only once it is QUEUED_HINT_AFTER_SECONDS old.
             body["detail"] = job.queued_hint(after=min(data["wait"], QUEUED_HINT_AFTER_SECONDS)) or body["detail"]
@@ -158,7 +205,7 @@ class CompactionDetailView(APIView):
         return Response(_job(job, session))
 
 
-class CompactionRevertView(APIView):
+class CompactionRevertView(AtomicWritesMixin, APIView):
     @extend_schema(
         summary="Undo: reactivate the compaction this one was based on",
         request=None,
@@ -193,7 +240,7 @@ class CompactionRevertView(APIView):
         )
 
 
-class OverflowView(APIView):
+class OverflowView(AtomicWritesMixin, APIView):
     @extend_schema(
         summary="Report a provider error; if it is a context overflow, compact at once and get the new context",
         request=OverflowSerializer,
@@ -220,10 +267,7 @@ class OverflowView(APIView):
 class EventListView(APIView):
     @extend_schema(
         summary="Session events after an id (compaction queued/started/finished/failed, overflow, undo)",
-        parameters=[
-            OpenApiParameter("after", int, description="Return events with id > after (0 = from the start)."),
-            OpenApiParameter("limit", int, description="At most this many (≤ 500)."),
-        ],
+        parameters=[EventQuerySerializer],
         responses=inline_serializer(
             "EventPage",
             {

@@ -15,12 +15,15 @@ KEEP_MAX_SHARE = 0.35
 
 # Keys a session or a request may override, with their types and bounds; the API
 # validates against this table so a typo is a 400, not a silently ignored setting.
+# Every integer has an upper bound: token figures end up in 32-bit database columns.
+MAX_WINDOW_TOKENS = 10_000_000
+MAX_PRESERVE_MESSAGES = 1_000_000
 OVERRIDABLE: dict[str, tuple[type | tuple[type, ...], float | None, float | None]] = {
-    "reserve_tokens": (int, 0, None),
-    "keep_recent_tokens": (int, 0, None),
+    "reserve_tokens": (int, 0, MAX_WINDOW_TOKENS),
+    "keep_recent_tokens": (int, 0, MAX_WINDOW_TOKENS),
     "auto_compact_ratio": (float, 0.05, 1.0),
-    "auto_compact_token_limit": (int, 1, None),
-    "preserve_messages": (int, 1, None),
+    "auto_compact_token_limit": (int, 1, MAX_WINDOW_TOKENS),
+    "preserve_messages": (int, 1, MAX_PRESERVE_MESSAGES),
     "auto_compact": (bool, None, None),
     "summarizer_model": (str, None, None),
     "summary_max_tokens": (int, 256, 64_000),

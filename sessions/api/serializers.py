@@ -29,6 +29,13 @@ class ErrorSerializer(serializers.Serializer):
     )
 
 
+class CalibrationOutSerializer(serializers.Serializer):
+    fixed = serializers.IntegerField(help_text="Tokens the provider counts beyond our estimate (tool definitions...).")
+    ratio = serializers.FloatField(help_text="reported ≈ fixed + ratio × estimate.")
+    reports = serializers.IntegerField(help_text="Usage reports the fit is based on.")
+    fitted = serializers.BooleanField(help_text="False while the ratio is not fitted yet (1.0).")
+
+
 class UsageOutSerializer(serializers.Serializer):
     tokens = serializers.IntegerField(
         help_text="Best figure (hybrid when the provider reported usage); meter and trigger use it."
@@ -50,6 +57,9 @@ class UsageOutSerializer(serializers.Serializer):
         allow_null=True,
         help_text="Last calibrating report minus our estimate of the same context (tool definitions and "
         "other prompt parts only the provider sees). Added to the estimate after a compaction drops the report.",
+    )
+    calibration = CalibrationOutSerializer(
+        allow_null=True, help_text="The session's calibration against provider reports; null before any report."
     )
     source = serializers.ChoiceField(
         choices=["estimate", "provider+estimate", "estimate+calibration"],

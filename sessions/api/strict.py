@@ -33,6 +33,37 @@ class RejectUnknownFieldsMixin:
         for key in sorted(set(data) & set(self.read_only_fields)):
             if current is None or key not in current or current[key] != data[key]:
                 errors[key] = [f"read-only; {self.read_only_fields[key]}"]
+        for key in sorted(set(data) & set(self.fields)):
+            problem = json_type_problem(self.fields[key], data[key])
+            if problem and key not in errors:
+                errors[key] = [problem]
         if errors:
             raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
+
+
+def json_type_problem(field: serializers.Field, value: Any) -> str | None:
+    """The JSON type the schema documents for this field, enforced: DRF would coerce `0` into the
+    string "0", `0`/`"true"` into booleans and `"12"` into numbers, accepting bodies the OpenAPI
+    schema calls invalid (and storing a system prompt "0"). Answers in DRF's own words."""
+    if value is None:
+        return None  # allow_null is the field's own check
+    if isinstance(field, serializers.BooleanField):
+        ok = isinstance(value, bool)
+    elif isinstance(field, serializers.ChoiceField | serializers.CharField):
+        ok = isinstance(value, str)
+    elif isinstance(field, serializers.IntegerField):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(field, serializers.FloatField):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif isinstance(field, serializers.DictField):
+        ok = isinstance(value, dict)
+    elif isinstance(field, serializers.ListField):
+        ok = isinstance(value, list)
+    else:
+        return None
+    if ok:
+        return None
+    if isinstance(field, serializers.ChoiceField):
+        return "must be a string"
+    return str(field.error_messages.get("invalid") or field.error_messages.get("not_a_dict") or "wrong type")

@@ -1,16 +1,17 @@
 from __future__ import annotations
 
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from . import views
 
 urlpatterns = [
     path("sessions/", views.SessionListView.as_view(), name="session-list"),
     path("sessions/<uuid:session_id>/", views.SessionDetailView.as_view(), name="session-detail"),
+    path("sessions/<uuid:session_id>/restore/", views.SessionRestoreView.as_view(), name="session-restore"),
     path("sessions/<uuid:session_id>/messages/", views.MessageListView.as_view(), name="session-messages"),
     path("sessions/<uuid:session_id>/context/", views.ContextView.as_view(), name="session-context"),
     path("sessions/<uuid:session_id>/usage/", views.UsageView.as_view(), name="session-usage"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
 ]

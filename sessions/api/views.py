@@ -14,13 +14,14 @@ from drf_spectacular.utils import (
 )
 from rest_framework import status
 from rest_framework.exceptions import ValidationError
-from rest_framework.pagination import CursorPagination, PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from sessions import selectors, services
+from sessions import selectors, services, trash
 
 from . import serializers as s
+from .pagination import StrictCursorPagination, StrictPageNumberPagination
+from .transactions import AtomicWritesMixin
 
 ERROR_DESCRIPTIONS = {
     400: "Bad input: `error` names the first field path and its problem; `detail` maps every bad field path "
@@ -45,13 +46,13 @@ def _job(job) -> dict | None:
     return s.CompactionJobSerializer(job).data if job is not None else None
 
 
-class SessionPagination(PageNumberPagination):
+class SessionPagination(StrictPageNumberPagination):
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 200
 
 
-class MessageCursorPagination(CursorPagination):
+class MessageCursorPagination(StrictCursorPagination):
     """Opaque cursors over seq: stable while new messages are appended."""
 
     ordering = "seq"
@@ -60,7 +61,7 @@ class MessageCursorPagination(CursorPagination):
     max_page_size = 1000
 
 
-class SessionListView(APIView):
+class SessionListView(AtomicWritesMixin, APIView):
     pagination_class = SessionPagination
 
     @extend_schema(
@@ -94,7 +95,7 @@ class SessionListView(APIView):
         return Response(s.SessionOutSerializer(session).data, status=status.HTTP_201_CREATED)
 
 
-class SessionDetailView(APIView):
+class SessionDetailView(AtomicWritesMixin, APIView):
     @extend_schema(operation_id="sessions_retrieve", responses={200: s.SessionOutSerializer, **error_responses(404)})
     def get(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
@@ -115,11 +116,31 @@ class SessionDetailView(APIView):
         session = services.session_update(session=session, **data.validated_data)
         return Response(s.SessionOutSerializer(session).data)
 
-    @extend_schema(operation_id="sessions_destroy", responses={204: None, **error_responses(404)})
+    @extend_schema(
+        operation_id="sessions_destroy",
+        description="Moves the session to the trash: it disappears from the API and the dashboard's lists, "
+        "and every message is kept. `POST .../restore/` brings it back; after COMPACTOR_TRASH_RETENTION_DAYS "
+        "(default 30) it is purged for good.",
+        responses={204: None, **error_responses(404)},
+    )
     def delete(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
         services.session_delete(session=session)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SessionRestoreView(AtomicWritesMixin, APIView):
+    @extend_schema(
+        operation_id="sessions_restore",
+        description="Takes a session out of the trash, exactly as it was. 404 when the session is not in the "
+        "caller's trash (never deleted, another owner's, or already purged).",
+        request=None,
+        responses={200: s.SessionOutSerializer, **error_responses(404)},
+    )
+    def post(self, request, session_id):
+        session = selectors.session_get(user=request.user, session_id=session_id, trashed=True)
+        session = trash.session_restore(session=session)
+        return Response(s.SessionOutSerializer(session).data)
 
 
 APPEND_EXAMPLES = [
@@ -146,7 +167,7 @@ APPEND_EXAMPLES = [
 ]
 
 
-class MessageListView(APIView):
+class MessageListView(AtomicWritesMixin, APIView):
     pagination_class = MessageCursorPagination
 
     @extend_schema(
@@ -213,7 +234,7 @@ class ContextView(APIView):
         return Response(s.ContextOutSerializer(services.context_build(session=session)).data)
 
 
-class UsageView(APIView):
+class UsageView(AtomicWritesMixin, APIView):
     @extend_schema(
         operation_id="usage_report",
         description=(

@@ -30,8 +30,9 @@ STATUS_CHOICES = [
 SORT_CHOICES = [("activity", "Last activity"), ("usage", "Usage (highest first)")]
 
 
-def sessions_visible(*, user) -> QuerySet[Session]:
-    qs = Session.objects.all()
+def sessions_visible(*, user, trashed: bool = False) -> QuerySet[Session]:
+    """Sessions this user may see (staff: everyone's); the trash is its own list."""
+    qs = Session.objects.filter(deleted_at__isnull=not trashed)
     return qs if user.is_staff else qs.filter(owner=user)
 
 

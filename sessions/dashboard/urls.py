@@ -23,6 +23,9 @@ dashboard_patterns = [
         name="compaction-progress",
     ),
     path("import/", views.transcript_import, name="import"),
+    path("sessions/<uuid:session_id>/trash/", views.session_trash, name="session-trash"),
+    path("sessions/<uuid:session_id>/restore/", views.session_restore, name="session-restore"),
+    path("trash/", views.trash_list, name="trash"),
     path("keys/", views.api_keys, name="api-keys"),
     path("keys/<str:prefix>/revoke/", views.api_key_revoke, name="api-key-revoke"),
 ]

@@ -11,13 +11,14 @@ from uuid import UUID
 from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from compaction.models import EventKind
 from compaction.services import describe
+from sessions import trash
 
 from . import keys, queries
 from .chart import build_chart
@@ -71,6 +72,7 @@ def _overview_context(request: HttpRequest, session, compactions) -> dict:
         "in_flight": in_flight,
         # The REST API serves owners only; staff looking at someone else's session read only.
         "can_compact": session.owner_id == request.user.id,
+        "retention_days": settings.TRASH_RETENTION_DAYS,
     }
 
 
@@ -295,3 +297,39 @@ def transcript_import(request: HttpRequest) -> HttpResponse:
 
 def _skipped(report) -> list[tuple[str, int]]:
     return [(key.removeprefix("skipped_").replace("_", " "), count) for key, count in report.skipped.items()]
+
+
+# --- trash -------------------------------------------------------------------------------------
+
+
+@login_required
+@require_POST
+def session_trash(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    """The owner moves a session to the trash (the API's DELETE); staff only look."""
+    session = queries.session_get_visible(user=request.user, session_id=session_id)
+    if session.owner_id != request.user.id:
+        raise Http404("not your session")
+    trash.session_trash(session=session)
+    flash.success(request, f"“{session}” moved to the trash. Restore it from Trash.")
+    return redirect("dashboard:trash")
+
+
+@login_required
+@require_GET
+def trash_list(request: HttpRequest) -> HttpResponse:
+    sessions = trash.sessions_trashed(user=None if request.user.is_staff else request.user)
+    rows = [
+        {"session": s, "purge_at": trash.purge_at(s), "can_restore": s.owner_id == request.user.id}
+        for s in sessions[:200]
+    ]
+    context = {"rows": rows, "show_owner": request.user.is_staff, "retention_days": settings.TRASH_RETENTION_DAYS}
+    return render(request, "dashboard/trash.html", context)
+
+
+@login_required
+@require_POST
+def session_restore(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    session = get_object_or_404(trash.sessions_trashed(user=request.user), pk=session_id)
+    trash.session_restore(session=session)
+    flash.success(request, f"“{session}” restored.")
+    return redirect("dashboard:session-detail", session.pk)

@@ -138,7 +138,8 @@ def test_get_and_delete(api, session):
     assert body["title"] == "Fix the parser"
     api.post(url(session, "messages/"), {"role": "user", "content": "x"}, format="json")
     assert api.delete(url(session)).status_code == 204
-    assert not Session.objects.filter(pk=session.pk).exists()
+    session.refresh_from_db()
+    assert session.deleted_at is not None  # in the trash (sessions.trash), not gone
     assert api.get(url(session)).status_code == 404
 
 
@@ -154,8 +155,9 @@ def test_a_valid_compact_prompt_is_stored(api, session):
     assert session.compaction_settings == {"compact_prompt": prompt}
 
 
-def test_delete_removes_a_session_with_an_active_compaction(api, session):
+def test_delete_then_purge_removes_a_session_with_an_active_compaction(api, session):
     from compaction.models import Compaction
+    from sessions import trash
     from sessions.models import Message
 
     api.post(
@@ -167,6 +169,7 @@ def test_delete_removes_a_session_with_an_active_compaction(api, session):
     session.active_compaction = compaction
     session.save()
     assert api.delete(url(session)).status_code == 204
+    assert trash.sessions_purge(retention_days=0) == 1
     assert not Session.objects.filter(pk=session.pk).exists()
     assert not Message.objects.filter(session_id=session.pk).exists()
     assert not Compaction.objects.filter(pk=compaction.pk).exists()

@@ -54,6 +54,12 @@ def page_factory(browser):
         page = context.new_page()
         page.dialogs = []
         page.errors = []
+        # What the Content-Security-Policy blocked (Chromium reports each on the console).
+        page.csp_violations = []
+        page.on(
+            "console",
+            lambda msg: page.csp_violations.append(msg.text) if "Content Security Policy" in msg.text else None,
+        )
 
         def on_dialog(dialog):
             page.dialogs.append(dialog.message)

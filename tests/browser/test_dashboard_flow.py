@@ -137,6 +137,7 @@ def test_compact_undo_and_review_in_a_real_browser(live_server, page_factory, ea
 
     for p in (page, admin):
         assert p.dialogs == [] and p.errors == []
+        assert p.csp_violations == []  # every step above ran under the Content-Security-Policy
 
 
 def test_progress_updates_by_itself_while_a_worker_runs_the_job(live_server, page_factory, imported):

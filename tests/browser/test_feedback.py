@@ -30,10 +30,10 @@ def test_undo_on_a_stale_page_says_why_once_and_refreshes(live_server, page_fact
     assert "only the active compaction can be undone" in text
     assert text.count("none is active") == 1, text  # not "… none is active — … none is active"
     # The page was stale: gauge, history and timeline refresh in place (no active row any more).
-    page.wait_for_function("document.querySelectorAll('#overview tr.active-row').length === 0")
+    page.wait_for_function("() => document.querySelectorAll('#overview tr.active-row').length === 0")
     assert page.locator("#overview .badge", has_text="undone").count() == 1
     # The timeline is refreshed by its own request: nothing is "in summary" any more.
-    page.wait_for_function("document.querySelectorAll('.region-note, li.msg-compacted').length === 0")
+    page.wait_for_function("() => document.querySelectorAll('.region-note, li.msg-compacted').length === 0")
     assert page.evaluate("window.__noReload") is True
     screenshot(page, "stale-undo-409", full_page=False)
     assert page.errors == []

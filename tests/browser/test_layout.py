@@ -71,10 +71,10 @@ def test_list_filters_and_timeline_load_more_without_reloading(live_server, page
     log_in(page, live_server.url, "alice", "alice-password")
     page.evaluate("window.__noReload = true")
     page.get_by_label("Search title or agent").fill("very long")
-    page.wait_for_function("document.querySelectorAll('#session-table tbody tr').length === 1")
+    page.wait_for_function("() => document.querySelectorAll('#session-table tbody tr').length === 1")
     assert "q=very%20long" in page.url  # pushed, so the filtered list can be bookmarked
     page.get_by_label("Status").select_option("over")
-    page.wait_for_function("document.querySelector('#session-table').innerText.includes('No sessions match')")
+    page.wait_for_function("() => document.querySelector('#session-table').innerText.includes('No sessions match')")
     assert page.evaluate("window.__noReload") is True
 
     # Opened without ?from= a long session shows its latest messages; earlier ones load in place.

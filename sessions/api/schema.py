@@ -1,0 +1,140 @@
+"""OpenAPI schema post-processing: what every operation can answer, stated in the schema.
+
+drf-spectacular documents what each view declares; the answers that come from the framework
+around the views (authentication, CSRF, throttling, the size limit, an unknown or another
+owner's session, a bad page) are the same for every operation, so they are added here once
+instead of on every view. Also adds the constraints a serializer cannot express (overflow's
+"at least one of").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compaction.core.config import OVERRIDABLE
+from sessions.validation import BLOCK_TYPES
+
+ERROR_REF = {"$ref": "#/components/schemas/Error"}
+
+DESCRIPTIONS = {
+    "400": "Bad input: `error` names the first field path and its problem; `detail` maps every bad field path "
+    "to its problems. Nothing was stored.",
+    "401": "No API key, or an invalid, revoked or expired one.",
+    "403": "Authenticated by the dashboard's login session without a valid CSRF token.",
+    "404": "No such session for this caller (another owner's session, or one in the trash, is also a 404), "
+    "no such compaction, or a page or cursor past the end.",
+    "411": "Transfer-Encoding: chunked on a server that does not de-chunk: send a Content-Length.",
+    "413": "Body larger than COMPACTOR_MAX_REQUEST_BYTES; `detail` has the size and the limit.",
+    "429": "Too many requests for this API key (COMPACTOR_API_THROTTLE_RATE); Retry-After says when to retry.",
+}
+
+RETRY_AFTER = {
+    "Retry-After": {"schema": {"type": "integer"}, "description": "Seconds until the next request is allowed."}
+}
+
+
+def _error(code: str) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "description": DESCRIPTIONS[code],
+        "content": {"application/json": {"schema": ERROR_REF}},
+    }
+    if code == "429":
+        response["headers"] = RETRY_AFTER
+    return response
+
+
+def add_error_responses(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
+    """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: every API operation documents its errors."""
+    for path, methods in result.get("paths", {}).items():
+        if not path.startswith("/api/v1/") or path.startswith(("/api/v1/schema", "/api/v1/docs")):
+            continue
+        for method, operation in methods.items():
+            if method not in {"get", "post", "put", "patch", "delete"}:
+                continue
+            codes = {"401", "403", "429"}
+            parameters = operation.get("parameters", [])
+            if "{" in path or any(p.get("in") == "query" and p.get("name") in {"page", "cursor"} for p in parameters):
+                codes.add("404")
+            if operation.get("requestBody") or any(p.get("in") == "query" for p in parameters):
+                codes.add("400")
+            if method in {"post", "put", "patch"}:
+                codes |= {"411", "413"}
+            responses = operation.setdefault("responses", {})
+            for code in sorted(codes):
+                existing = responses.get(code)
+                if existing is None or "content" not in existing:
+                    responses[code] = _error(code) | ({"description": existing["description"]} if existing else {})
+                elif code == "429":
+                    existing["headers"] = RETRY_AFTER
+    schemas = result.get("components", {}).get("schemas", {})
+    for name, component in schemas.items():
+        if name.endswith("Request") and component.get("type") == "object":
+            # Every request body refuses unknown fields with a 400 naming them.
+            component["additionalProperties"] = False
+    _message_shapes(schemas)
+    _compaction_settings_shape(schemas)
+    _overflow_needs_one_field(result)
+    return result
+
+
+def _message_shapes(schemas: dict[str, Any]) -> None:
+    message = schemas.get("MessageInRequest")
+    if not message:
+        return
+    props = message["properties"]
+    props["content"] = {
+        **props.get("content", {}),
+        "oneOf": [
+            {"type": "string", "minLength": 1},
+            {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "required": ["type"],
+                    "properties": {"type": {"type": "string", "enum": list(BLOCK_TYPES)}},
+                },
+            },
+        ],
+    }
+    props["usage"] = {**props.get("usage", {}), "type": "object", "nullable": True}
+
+
+def _compaction_settings_shape(schemas: dict[str, Any]) -> None:
+    """The per-session overrides: known keys only, each with its type and bounds (null removes)."""
+    properties: dict[str, Any] = {}
+    for key, (kind, low, high) in OVERRIDABLE.items():
+        schema: dict[str, Any] = {"nullable": True}
+        if kind is bool:
+            schema["type"] = "boolean"
+        elif kind is int:
+            schema["type"] = "integer"
+        elif kind is float:
+            schema["type"] = "number"
+        else:
+            schema["type"] = "string"
+        if low is not None:
+            schema["minimum"] = low
+        if high is not None:
+            schema["maximum"] = high
+        properties[key] = schema
+    for name in ("SessionInRequest", "PatchedSessionInRequest"):
+        field = schemas.get(name, {}).get("properties", {}).get("compaction_settings")
+        if field is not None:
+            field.pop("additionalProperties", None)
+            field.update({"type": "object", "properties": properties, "additionalProperties": False})
+
+
+def _overflow_needs_one_field(result: dict[str, Any]) -> None:
+    """POST .../overflow/ needs a body with a non-empty error_text, a status_code or input_tokens."""
+    for path, methods in result.get("paths", {}).items():
+        if path.endswith("/overflow/") and "requestBody" in methods.get("post", {}):
+            methods["post"]["requestBody"]["required"] = True
+    schemas = result.get("components", {}).get("schemas", {})
+    for name in ("OverflowRequest", "Overflow"):
+        if name in schemas:
+            schemas[name]["anyOf"] = [
+                {"required": ["error_text"], "properties": {"error_text": {"type": "string", "minLength": 1}}},
+                {"required": ["status_code"], "properties": {"status_code": {"type": "integer"}}},
+                {"required": ["input_tokens"], "properties": {"input_tokens": {"type": "integer"}}},
+            ]
