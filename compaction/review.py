@@ -24,6 +24,7 @@ from compaction.core.config import validate_overrides
 from compaction.core.prompts import validate_custom_prompt
 from compaction.core.tokens import count_text
 from compaction.models import Compaction, ReviewStatus, Status, SummaryVersion
+from sessions import services as session_services
 from sessions.models import Session
 
 MAX_NOTE = 200
@@ -83,8 +84,6 @@ def _replace_summary(*, compaction: Compaction, text: str, keep_note: str, user)
 def _recompute_if_active(compaction: Compaction) -> None:
     session = Session.objects.get(pk=compaction.session_id)
     if session.active_compaction_id == compaction.pk:
-        from sessions import services as session_services
-
         session_services.session_recompute_usage(session=session)
 
 

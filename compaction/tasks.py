@@ -6,8 +6,6 @@ from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from compaction import services
-
 
 @shared_task(
     name="compaction.tasks.run_compaction",
@@ -22,9 +20,15 @@ from compaction import services
     ignore_result=True,
 )
 def run_compaction(*, compaction_id: str, **kwargs) -> None:
+    # Imported in the body: the services hand jobs to this task (compaction.services.common),
+    # so this module stays importable without them (worker start-up, import order).
+    from compaction import services
+
     services.compaction_run(compaction_id=compaction_id)
 
 
 @shared_task(name="compaction.tasks.sweep_stuck_compactions", ignore_result=True, soft_time_limit=60, time_limit=90)
 def sweep_stuck_compactions(**kwargs) -> None:
+    from compaction import services
+
     services.compaction_sweep_stuck()

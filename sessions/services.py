@@ -32,8 +32,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
-from django.db.models import Case, IntegerField, Sum, Value, When
+from django.db import IntegrityError, transaction
+from django.db.models import Case, Exists, F, IntegerField, OuterRef, Sum, Value, When
 from django.utils import timezone
 
 from compaction.core import calibration, registry
@@ -222,7 +222,10 @@ def session_delete(*, session: Session) -> None:
 class AppendResult:
     messages: list[Message]
     usage: dict[str, Any]
-    compaction: Any = None  # the auto-compaction job enqueued by this append, if any
+    # The auto-compaction job queued after this append, if any: set by the compaction layer
+    # (compaction.services.messages_append_then_compact); the message store never compacts.
+    compaction: Any = None
+    session: Session | None = None  # the appended-to session (APPEND_FIELDS loaded), as stored
 
 
 @dataclass
@@ -342,94 +345,218 @@ def _check_tool_ids(prepared: list[_Prepared], known: dict[str, ToolCall]) -> di
     return errors.items
 
 
+# Columns the append reads under its row lock: the counters it bumps and what the meter
+# (session_usage) needs for the response and the auto-compaction decision. The rest of the row
+# (system prompt, title, last_usage...) is neither read nor written.
+APPEND_FIELDS = (
+    "id",
+    "model",
+    "context_window_override",
+    "compaction_settings",
+    "last_seq",
+    "message_count",
+    "total_message_tokens",
+    "context_tokens",
+    "reported_input_tokens",
+    "reported_at_seq",
+    "tokens_since_report",
+    "calibration",
+    "calibration_offset",
+    "last_activity_at",
+)
+# What an append changes: copied into the caller's Session instance afterwards.
+APPEND_COUNTERS = (
+    "last_seq",
+    "message_count",
+    "total_message_tokens",
+    "context_tokens",
+    "tokens_since_report",
+    "last_activity_at",
+)
+
+
 def messages_append(
-    *, session: Session, messages: list[dict[str, Any]], single: bool = False, now: datetime | None = None
+    *,
+    session: Session | Any,
+    messages: list[dict[str, Any]],
+    single: bool = False,
+    now: datetime | None = None,
+    owner=None,
 ) -> AppendResult:
-    """Append one message or a batch, all or nothing.
+    """Append one message or a batch, all or nothing. Stores only: the auto-compaction decision
+    is the caller's (compaction.services.messages_append_then_compact, after this commit).
+
+    `session` is a Session (its counters are brought up to date afterwards) or a session id;
+    with `owner`, only that owner's session (else Session.DoesNotExist, like a missing one).
 
     Raises ValidationError ({field path: [problem]}) and stores nothing when any message is
     malformed, a tool_result has no earlier tool_use, or a tool_use id is already taken.
-    After storing, asks the engine whether the new usage crosses the auto-compaction trigger.
+
+    Cost (the hot path of every agent): one locked read of the needed columns, the tool-call
+    check (only when the batch has tool_results: one query), the message INSERT, the tool-call
+    INSERT/UPDATE when there are tool blocks, one counter UPDATE. Tokens are counted before the
+    lock; the row lock is held only for the writes.
     """
-    prepared = _prepare(messages, single, session_tokenizer(session))
+    instance = session if isinstance(session, Session) else None
+    session_id = instance.pk if instance is not None else session
     now = now or timezone.now()
-    batch_ids = {tid for item in prepared for tid, _, _ in item.tool_uses} | {
+    if instance is not None:
+        tokenizer = session_tokenizer(instance)
+    else:
+        tokenizer = _TOKENIZER_GUESS.get(session_id) or core_tokens.tokenizer_for_model(None)
+    for _attempt in range(3):
+        try:
+            prepared = _prepare(messages, single, tokenizer)
+        except ValidationError:
+            if owner is not None and not Session.objects.filter(pk=session_id, owner=owner).exists():
+                raise Session.DoesNotExist from None  # another owner's session: 404 before 400
+            raise
+        try:
+            with transaction.atomic():
+                locked = _append_locked(
+                    session_id=session_id, owner=owner, prepared=prepared, tokenizer=tokenizer, now=now
+                )
+        except _OtherTokenizer as other:
+            # The session's model counts with another tokenizer than guessed: count again,
+            # outside the lock (nothing was written).
+            tokenizer = other.tokenizer
+            continue
+        except IntegrityError:
+            # A tool_use id already stored (the unique index said so; the batch had no
+            # tool_result, so it was not looked up first): name it like the check would.
+            errors = _tool_id_errors(session_id, prepared)
+            if errors:
+                raise ValidationError({path: [problem] for path, problem in errors.items()}) from None
+            raise
+        break
+    else:  # pragma: no cover - the model changed between every attempt
+        raise ValidationError({"model": ["the session's model kept changing during the append; retry"]})
+    if instance is None:
+        _TOKENIZER_GUESS.put(session_id, tokenizer)
+    else:
+        for name in APPEND_COUNTERS:
+            setattr(instance, name, getattr(locked, name))
+    return AppendResult(messages=locked.appended, usage=session_usage(locked), session=locked)
+
+
+class _OtherTokenizer(Exception):
+    def __init__(self, tokenizer: core_tokens.Tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+
+def _known_tool_calls(session_id: Any, ids: set[str]) -> dict[str, ToolCall]:
+    """The stored tool calls among `ids`, each with `truncated_use`: its tool_use is in a reply a
+    max_tokens report cut off (answering it makes that reply's hidden tool_use served again)."""
+    cut_off = Message.objects.filter(
+        session_id=OuterRef("session_id"),
+        seq=OuterRef("use_seq"),
+        role="assistant",
+        provider_usage__stop_reason=STOP_MAX_TOKENS,
+    )
+    rows = (
+        ToolCall.objects.filter(session_id=session_id, tool_use_id__in=ids)
+        .only("tool_use_id", "use_seq", "result_seq")
+        .annotate(truncated_use=Exists(cut_off))
+    )
+    return {tc.tool_use_id: tc for tc in rows}
+
+
+def _tool_id_errors(session_id: Any, prepared: list[_Prepared]) -> dict[str, str]:
+    ids = {tid for item in prepared for tid, _, _ in item.tool_uses} | {
         tid for item in prepared for tid, _ in item.tool_results
     }
+    return _check_tool_ids(prepared, _known_tool_calls(session_id, ids))
 
-    with transaction.atomic():
-        locked = Session.objects.select_for_update().get(pk=session.pk)
-        # Bounded by the ids in this request (unique index on session + tool_use_id).
-        known = {tc.tool_use_id: tc for tc in ToolCall.objects.filter(session=locked, tool_use_id__in=batch_ids)}
-        errors = _check_tool_ids(prepared, known)
-        if errors:
-            raise ValidationError({path: [problem] for path, problem in errors.items()})
 
-        first_seq = locked.last_seq + 1
-        rows = [
-            Message(
-                session=locked,
-                seq=first_seq + offset,
-                role=item.role,
-                content=item.content,
-                token_count=item.tokens,
-                tool_use_ids=[tid for tid, _, _ in item.tool_uses],
-                tool_result_ids=[tid for tid, _ in item.tool_results],
-                provider_usage=item.usage,
-            )
-            for offset, item in enumerate(prepared)
-        ]
-        Message.objects.bulk_create(rows)
+def _append_locked(
+    *, session_id: Any, owner, prepared: list[_Prepared], tokenizer: core_tokens.Tokenizer, now: datetime
+) -> Session:
+    """The writes of one append, inside its transaction. Returns the session (APPEND_FIELDS
+    only) with its counters as stored and the new rows as `appended`."""
+    rows_qs = Session.objects.select_for_update().only(*APPEND_FIELDS).filter(pk=session_id)
+    if owner is not None:
+        rows_qs = rows_qs.filter(owner=owner)
+    locked = rows_qs.get()
+    actual = session_tokenizer(locked)
+    if actual.name != tokenizer.name:
+        raise _OtherTokenizer(actual)
 
-        result_seq: dict[str, int] = {
-            tid: row.seq for row, item in zip(rows, prepared, strict=True) for tid, _ in item.tool_results
-        }
-        new_calls = [
-            ToolCall(session=locked, tool_use_id=tid, name=name, use_seq=row.seq, result_seq=result_seq.get(tid))
-            for row, item in zip(rows, prepared, strict=True)
-            for tid, name, _ in item.tool_uses
-        ]
-        if new_calls:
-            ToolCall.objects.bulk_create(new_calls)
-        answered_stored = {tid: seq for tid, seq in result_seq.items() if tid in known}
-        if answered_stored:
-            # One UPDATE for all results that answer tool_uses stored by earlier requests.
-            ToolCall.objects.filter(session=locked, tool_use_id__in=list(answered_stored)).update(
-                result_seq=Case(
-                    *(When(tool_use_id=tid, then=Value(seq)) for tid, seq in answered_stored.items()),
-                    output_field=IntegerField(),
-                )
-            )
-
-        added = sum(item.tokens for item in prepared)
-        served = sum(item.served_tokens for item in prepared)
-        locked.last_seq = rows[-1].seq
-        locked.message_count += len(rows)
-        locked.total_message_tokens += added
-        locked.context_tokens += served
-        if locked.reported_input_tokens is not None:
-            # New messages are always in context (after any first_kept_seq).
-            locked.tokens_since_report += served
-        locked.last_activity_at = now
-        locked.save(
-            update_fields=[
-                "last_seq",
-                "message_count",
-                "total_message_tokens",
-                "context_tokens",
-                "tokens_since_report",
-                "last_activity_at",
-                "updated_at",
-            ]
+    known: dict[str, ToolCall] = {}
+    if any(item.tool_results for item in prepared):
+        # One query for the duplicate, orphan and already-answered checks. A batch with only
+        # tool_uses skips it: the unique index rejects an id already stored (messages_append
+        # then names it); duplicates within the batch are found without the database.
+        known = _known_tool_calls(
+            session_id,
+            {tid for item in prepared for tid, _, _ in item.tool_uses}
+            | {tid for item in prepared for tid, _ in item.tool_results},
         )
-        if answered_stored and _answers_truncated_tool_use(locked, [known[tid].use_seq for tid in answered_stored]):
-            # A result for a tool_use that a max_tokens report had hidden: it is served again.
-            _recompute(locked, reset_reported=False)
+    errors = _check_tool_ids(prepared, known)
+    if errors:
+        raise ValidationError({path: [problem] for path, problem in errors.items()})
 
-        job = _maybe_auto(locked)
-        usage = session_usage(locked)
-    _copy_counters(locked, session)
-    return AppendResult(messages=rows, usage=usage, compaction=job)
+    first_seq = locked.last_seq + 1
+    rows = [
+        Message(
+            session_id=session_id,
+            seq=first_seq + offset,
+            role=item.role,
+            content=item.content,
+            token_count=item.tokens,
+            tool_use_ids=[tid for tid, _, _ in item.tool_uses],
+            tool_result_ids=[tid for tid, _ in item.tool_results],
+            provider_usage=item.usage,
+        )
+        for offset, item in enumerate(prepared)
+    ]
+    Message.objects.bulk_create(rows)
+
+    result_seq: dict[str, int] = {
+        tid: row.seq for row, item in zip(rows, prepared, strict=True) for tid, _ in item.tool_results
+    }
+    new_calls = [
+        ToolCall(session_id=session_id, tool_use_id=tid, name=name, use_seq=row.seq, result_seq=result_seq.get(tid))
+        for row, item in zip(rows, prepared, strict=True)
+        for tid, name, _ in item.tool_uses
+    ]
+    if new_calls:
+        ToolCall.objects.bulk_create(new_calls)
+    answered_stored = {tid: seq for tid, seq in result_seq.items() if tid in known}
+    if answered_stored:
+        # One UPDATE for all results that answer tool_uses stored by earlier requests.
+        ToolCall.objects.filter(session_id=session_id, tool_use_id__in=list(answered_stored)).update(
+            result_seq=Case(
+                *(When(tool_use_id=tid, then=Value(seq)) for tid, seq in answered_stored.items()),
+                output_field=IntegerField(),
+            )
+        )
+
+    added = sum(item.tokens for item in prepared)
+    served = sum(item.served_tokens for item in prepared)
+    # New messages are always in context (after any first_kept_seq); they count on top of the
+    # provider's last report when there is one.
+    since_report = served if locked.reported_input_tokens is not None else 0
+    Session.objects.filter(pk=session_id).update(
+        last_seq=F("last_seq") + len(rows),
+        message_count=F("message_count") + len(rows),
+        total_message_tokens=F("total_message_tokens") + added,
+        context_tokens=F("context_tokens") + served,
+        tokens_since_report=F("tokens_since_report") + since_report,
+        last_activity_at=now,
+        updated_at=now,
+    )
+    # The row is locked: the values F() computed are these.
+    locked.last_seq = rows[-1].seq
+    locked.message_count += len(rows)
+    locked.total_message_tokens += added
+    locked.context_tokens += served
+    locked.tokens_since_report += since_report
+    locked.last_activity_at = now
+    if any(known[tid].truncated_use for tid in answered_stored):
+        # A result for a tool_use that a max_tokens report had hidden: it is served again.
+        _recompute(locked, reset_reported=False)
+    locked.appended = rows
+    return locked
 
 
 COUNTER_FIELDS = (
@@ -455,18 +582,6 @@ def _copy_counters(source: Session, target: Session) -> None:
             setattr(target, name, getattr(source, name))
 
 
-def _answers_truncated_tool_use(session: Session, use_seqs: list[int]) -> bool:
-    return Message.objects.filter(
-        session=session, seq__in=set(use_seqs), role="assistant", provider_usage__stop_reason=STOP_MAX_TOKENS
-    ).exists()
-
-
-def _maybe_auto(session: Session):
-    from compaction.services import compaction_maybe_auto
-
-    return compaction_maybe_auto(session=session)
-
-
 # --- provider usage -------------------------------------------------------------------------
 
 
@@ -475,7 +590,10 @@ class UsageReportResult:
     usage: dict[str, Any]
     message_seq: int | None  # the assistant message the report was attached to
     dropped_tool_use_ids: list[str]
+    # A truncated reply or a calibrated (usually higher) figure can cross the trigger: the
+    # job the compaction layer queued after this report, if any (usage_report_then_compact).
     compaction: Any = None
+    session: Session | None = None  # the reported-on session, as stored
 
 
 def usage_report(
@@ -579,12 +697,13 @@ def usage_report(
             update.append("model")
         locked.last_activity_at = now
         locked.save(update_fields=update)
-        # A truncated reply or a calibrated (usually higher) figure can cross the trigger.
-        job = _maybe_auto(locked)
-        usage = session_usage(locked)
+    usage = session_usage(locked)
     _copy_counters(locked, session)
     return UsageReportResult(
-        usage=usage, message_seq=target.seq if target else None, dropped_tool_use_ids=dropped, compaction=job
+        usage=usage,
+        message_seq=target.seq if target else None,
+        dropped_tool_use_ids=dropped,
+        session=locked,
     )
 
 
@@ -803,6 +922,9 @@ class _LRU:
 # tokenizer): stored messages are never rewritten, so a count never goes stale. A single
 # result's count is derived from the stored message count and needs no entry.
 _PRUNE_OUTPUTS = _LRU(100_000)
+# Tokenizer guess per session for appends by id (the API's): the model is only read under
+# the lock, and tokens are counted before it. A wrong guess (the model changed) costs a retry.
+_TOKENIZER_GUESS = _LRU(10_000)
 
 
 def _context_view(session: Session) -> ContextView:

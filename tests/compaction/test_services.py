@@ -253,7 +253,7 @@ def test_loop_guard_judges_tokens_after_on_the_provider_scale(user):
     estimate = session_services.session_usage(session)["estimated_tokens"]
     last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
     overhead = 12_000
-    session_services.usage_report(
+    services.usage_report_then_compact(
         session=session, input_tokens=estimate - last.token_count + overhead, message_seq=last.seq
     )
     session.refresh_from_db()
@@ -390,7 +390,7 @@ def test_prune_tier_decides_and_reports_on_the_calibrated_figure(user, overhead)
     estimate = session_services.session_usage(session)["estimated_tokens"]
     last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
     # The provider saw our estimate + the overhead (the reply itself is not in its prompt).
-    session_services.usage_report(
+    services.usage_report_then_compact(
         session=session, input_tokens=estimate - last.token_count + overhead, message_seq=last.seq
     )
     session.refresh_from_db()
@@ -458,7 +458,7 @@ def test_a_transient_database_error_hands_the_job_back_for_the_retry(user, monke
     def flaky(*args, **kwargs):
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(services, "_compute", flaky)
+    monkeypatch.setattr(services.jobs, "_compute", flaky)
     with pytest.raises(OperationalError):  # the task's autoretry sees it
         services.compaction_run(compaction_id=job.pk)
     job.refresh_from_db()
@@ -508,7 +508,7 @@ def test_a_usage_report_for_the_context_before_the_compaction_does_not_retrigger
     assert job.status == Status.SUCCEEDED
     last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
     assert last.seq <= job.params["snapshot_seq"]
-    session_services.usage_report(session=session, input_tokens=19_000, message_seq=last.seq)
+    services.usage_report_then_compact(session=session, input_tokens=19_000, message_seq=last.seq)
     session.refresh_from_db()
     assert session.active_compaction_id == job.pk
     assert not Compaction.objects.filter(session=session, status__in=["queued", "running"]).exists()
@@ -519,7 +519,7 @@ def test_a_usage_report_for_the_context_before_the_compaction_does_not_retrigger
     # A report for a reply produced after the compaction is current: it does count.
     append(session, [{"role": "user", "content": "next question"}, {"role": "assistant", "content": "answer"}])
     newest = Message.objects.filter(session=session).order_by("-seq").first()
-    session_services.usage_report(session=session, input_tokens=19_000, message_seq=newest.seq)
+    services.usage_report_then_compact(session=session, input_tokens=19_000, message_seq=newest.seq)
     assert Compaction.objects.filter(session=session, reason="threshold").exists()
 
 
@@ -541,7 +541,7 @@ def _calibrated_low_trigger_session(user, *, overhead: int, **settings):
     session.refresh_from_db()
     estimate = session_services.session_usage(session)["estimated_tokens"]
     last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
-    session_services.usage_report(session=session, input_tokens=estimate + overhead, message_seq=last.seq)
+    services.usage_report_then_compact(session=session, input_tokens=estimate + overhead, message_seq=last.seq)
     session.refresh_from_db()
     return session, estimate
 
