@@ -8,13 +8,17 @@ the whole Django stack (middleware, API key authentication, view, serializer, JS
 appends, turn after turn, a user message, an assistant reply with a tool_use and the user's
 tool_result, and prints per kind the median time and the SQL queries of one append, beside
 the floor: a minimal DRF endpoint (no authentication) that inserts one row. The ratio
-append / floor is the figure issue #8 bounds (≤ 3×, ≤ 5 queries).
+append / floor is the figure issue #8 bounds (≤ 3×, ≤ 5 queries). Statements are counted
+without BEGIN/COMMIT, the API key lookup included (one query while it is not cached).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -54,6 +58,7 @@ urlpatterns: list = []
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=200, help="turns (each: 3 appends)")
+    parser.add_argument("--profile", action="store_true", help="cProfile the tool_result appends")
     parser.add_argument("--show-queries", action="store_true", help="print the SQL of the last append of each kind")
     args = parser.parse_args()
 
@@ -98,14 +103,21 @@ def main() -> int:
         queries: dict[str, list[int]] = {name: [] for name in times}
         last_sql: dict[str, list[str]] = {}
 
+        profiler = cProfile.Profile() if args.profile else None
+
         def timed(name: str, target: str, body: dict) -> None:
             with CaptureQueriesContext(connection) as ctx:
+                if profiler is not None and name == "tool_result":
+                    profiler.enable()
                 started = time.perf_counter()
                 response = client.post(target, body, format="json")
                 elapsed = (time.perf_counter() - started) * 1000
+                if profiler is not None and name == "tool_result":
+                    profiler.disable()
             assert response.status_code == 201, (name, response.status_code, response.content[:300])
             times[name].append(elapsed)
-            queries[name].append(len(ctx.captured_queries))
+            # SQL statements; BEGIN/COMMIT (logged by psycopg) are not round trips of their own kind.
+            queries[name].append(sum(1 for q in ctx.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")))
             last_sql[name] = [q["sql"] for q in ctx.captured_queries]
 
         for turn in range(args.repeat + 5):
@@ -133,7 +145,11 @@ def main() -> int:
         for name in times:
             ms = statistics.median(times[name][5:])
             q = statistics.median(queries[name][5:])
-            print(f"{name:<20} {ms:7.2f} ms  {ms / floor:5.2f}× floor  {q:g} queries (max {max(queries[name][5:])})")
+            print(f"{name:<20} {ms:7.2f} ms  {ms / floor:5.2f}× floor  {q:g} statements (max {max(queries[name][5:])})")
+        if profiler is not None:
+            out = io.StringIO()
+            pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
+            print(out.getvalue())
         if args.show_queries:
             for name, sqls in last_sql.items():
                 print(f"--- {name}")
