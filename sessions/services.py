@@ -32,13 +32,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, Exists, IntegerField, OuterRef, Sum, Value, When
+from django.db import IntegrityError, transaction
+from django.db.models import Case, Exists, F, IntegerField, OuterRef, Sum, Value, When
 from django.utils import timezone
 
 from compaction.core import calibration, registry
 from compaction.core import tokens as core_tokens
-from compaction.core.config import CompactionConfig, resolve_config, validate_overrides, window_errors
+from compaction.core.config import CompactionConfig, resolve_config, usage_level, validate_overrides, window_errors
 from compaction.core.overflow import discard_truncated_tool_uses
 from compaction.core.prune import prune_served, tool_names
 from compaction.core.summary_message import render_summary_message
@@ -143,6 +143,7 @@ def session_create(
     )
     _raise_window_errors(session)
     session.system_prompt_tokens = session.context_tokens = _system_tokens(system_prompt, session_tokenizer(session))
+    _set_meter(session)
     session.save(force_insert=True)
     return session
 
@@ -207,7 +208,7 @@ def session_update(
                 locked.tokens_since_report += delta
                 changed.append("tokens_since_report")
         if changed:
-            locked.save(update_fields=[*changed, "updated_at"])
+            locked.save(update_fields=[*changed, *_set_meter(locked), "updated_at"])
     return locked
 
 
@@ -372,6 +373,9 @@ APPEND_COUNTERS = (
     "context_tokens",
     "tokens_since_report",
     "last_activity_at",
+    "usage_tokens",
+    "usage_percent",
+    "usage_level",
 )
 
 
@@ -436,7 +440,7 @@ def messages_append(
     else:
         for name in APPEND_COUNTERS:
             setattr(instance, name, getattr(locked, name))
-    return AppendResult(messages=locked.appended, usage=session_usage(locked), session=locked)
+    return AppendResult(messages=locked.appended, usage=locked.usage, session=locked)
 
 
 class _OtherTokenizer(Exception):
@@ -468,37 +472,6 @@ def _tool_id_errors(session_id: Any, prepared: list[_Prepared]) -> dict[str, str
     return _check_tool_ids(prepared, _known_tool_calls(session_id, ids))
 
 
-def _bump_counters(*, session_id: Any, owner, count: int, added: int, served: int, now: datetime) -> Session | None:
-    """The counter UPDATE of an append, which also takes the row lock and reads the row back
-    (RETURNING, PostgreSQL and SQLite ≥ 3.35): one round trip instead of a locked SELECT and an
-    UPDATE. Returns the session with APPEND_FIELDS as stored after the update, or None when
-    there is no such session (of this owner)."""
-    qn = connection.ops.quote_name
-    fields = [Session._meta.get_field(name) for name in APPEND_FIELDS]
-    sql = (
-        f"UPDATE {qn(Session._meta.db_table)} SET "
-        "last_seq = last_seq + %s, message_count = message_count + %s, "
-        "total_message_tokens = total_message_tokens + %s, context_tokens = context_tokens + %s, "
-        # New messages are always in context (after any first_kept_seq); they count on top of
-        # the provider's last report when there is one.
-        "tokens_since_report = CASE WHEN reported_input_tokens IS NULL THEN tokens_since_report "
-        "ELSE tokens_since_report + %s END, "
-        "last_activity_at = %s, updated_at = %s "
-        "WHERE id = %s"
-        + (" AND owner_id = %s" if owner is not None else "")
-        + " RETURNING "
-        + ", ".join(qn(f.column) for f in fields)
-    )
-    pk = Session._meta.pk.get_db_prep_value(session_id, connection)
-    at = connection.ops.adapt_datetimefield_value(now)
-    params: list[Any] = [count, count, added, served, served, at, at, pk]
-    if owner is not None:
-        params.append(owner.pk)
-    # A raw query set applies the fields' converters (JSON, datetimes) like any other read.
-    found = list(Session.objects.raw(sql, params))
-    return found[0] if found else None
-
-
 def _append_locked(
     *, session_id: Any, owner, prepared: list[_Prepared], tokenizer: core_tokens.Tokenizer, now: datetime
 ) -> Session:
@@ -511,16 +484,13 @@ def _append_locked(
         errors = _check_tool_ids(prepared, {})
         if errors:
             raise ValidationError({path: [problem] for path, problem in errors.items()})
-    added = sum(item.tokens for item in prepared)
-    served = sum(item.served_tokens for item in prepared)
-    locked = _bump_counters(
-        session_id=session_id, owner=owner, count=len(prepared), added=added, served=served, now=now
-    )
-    if locked is None:
-        raise Session.DoesNotExist
+    rows_qs = Session.objects.select_for_update().only(*APPEND_FIELDS).filter(pk=session_id)
+    if owner is not None:
+        rows_qs = rows_qs.filter(owner=owner)
+    locked = rows_qs.get()
     actual = session_tokenizer(locked)
     if actual.name != tokenizer.name:
-        raise _OtherTokenizer(actual)  # rolls the update back
+        raise _OtherTokenizer(actual)
 
     known: dict[str, ToolCall] = {}
     if has_results:
@@ -534,7 +504,7 @@ def _append_locked(
         if errors:
             raise ValidationError({path: [problem] for path, problem in errors.items()})
 
-    first_seq = locked.last_seq - len(prepared) + 1
+    first_seq = locked.last_seq + 1
     rows = [
         Message(
             session_id=session_id,
@@ -570,9 +540,37 @@ def _append_locked(
             )
         )
 
+    added = sum(item.tokens for item in prepared)
+    served = sum(item.served_tokens for item in prepared)
+    # New messages are always in context (after any first_kept_seq); they count on top of the
+    # provider's last report when there is one.
+    since_report = served if locked.reported_input_tokens is not None else 0
+    # The row is locked: these are the values the F() expressions below compute.
+    locked.last_seq = rows[-1].seq
+    locked.message_count += len(rows)
+    locked.total_message_tokens += added
+    locked.context_tokens += served
+    locked.tokens_since_report += since_report
+    locked.last_activity_at = now
+    # The meter (pure arithmetic on the row) for the stored list columns and the response.
+    locked.usage = session_usage(locked)
+    meter = _meter_fields(locked, locked.usage)
+    for name, value in meter.items():
+        setattr(locked, name, value)
+    Session.objects.filter(pk=session_id).update(
+        last_seq=F("last_seq") + len(rows),
+        message_count=F("message_count") + len(rows),
+        total_message_tokens=F("total_message_tokens") + added,
+        context_tokens=F("context_tokens") + served,
+        tokens_since_report=F("tokens_since_report") + since_report,
+        last_activity_at=now,
+        updated_at=now,
+        **meter,
+    )
     if any(known[tid].truncated_use for tid in answered_stored):
         # A result for a tool_use that a max_tokens report had hidden: it is served again.
         _recompute(locked, reset_reported=False)
+        locked.usage = session_usage(locked)
     locked.appended = rows
     return locked
 
@@ -590,6 +588,9 @@ COUNTER_FIELDS = (
     "last_usage",
     "last_activity_at",
     "model",
+    "usage_tokens",
+    "usage_percent",
+    "usage_level",
 )
 
 
@@ -714,7 +715,7 @@ def usage_report(
             locked.model = model
             update.append("model")
         locked.last_activity_at = now
-        locked.save(update_fields=update)
+        locked.save(update_fields=[*update, *_set_meter(locked)])
     usage = session_usage(locked)
     _copy_counters(locked, session)
     return UsageReportResult(
@@ -753,7 +754,7 @@ def _reported_before_active_compaction(session: Session, reported_at_seq: int) -
     active = session.active_compaction
     if active is None:
         return False
-    snapshot = (active.params or {}).get("snapshot_seq")
+    snapshot = active.snapshot_seq
     if snapshot is None:
         snapshot = (active.first_kept_seq or 1) - 1
     return reported_at_seq < snapshot
@@ -848,6 +849,42 @@ def session_usage(session: Session) -> dict[str, Any]:
         "trigger_tokens": config.trigger_tokens,
         "auto_compact": config.auto_compact,
     }
+
+
+METER_FIELDS = ("usage_tokens", "usage_percent", "usage_level")
+
+
+def _meter_fields(session: Session, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The stored meter columns (Session.usage_*) for the session's current counters."""
+    usage = usage if usage is not None else session_usage(session)
+    tokens = int(usage["tokens"])
+    window = int(usage["context_window"])
+    return {
+        "usage_tokens": tokens,
+        "usage_percent": 100.0 * tokens / window if window else 0.0,
+        "usage_level": usage_level(tokens=tokens, trigger_tokens=int(usage["trigger_tokens"]), context_window=window),
+    }
+
+
+def _set_meter(session: Session) -> list[str]:
+    """Set the stored meter columns on the instance; the update_fields to save them."""
+    for name, value in _meter_fields(session).items():
+        setattr(session, name, value)
+    return list(METER_FIELDS)
+
+
+def session_meter_refresh(*, sessions=None) -> int:
+    """Recompute the stored meter columns (all sessions by default), e.g. after the global
+    defaults changed. Returns how many were rewritten."""
+    changed = []
+    for session in (sessions if sessions is not None else Session.objects.all()).iterator(chunk_size=1000):
+        fields = _meter_fields(session)
+        if any(getattr(session, name) != value for name, value in fields.items()):
+            for name, value in fields.items():
+                setattr(session, name, value)
+            changed.append(session)
+    Session.objects.bulk_update(changed, list(METER_FIELDS), batch_size=1000)
+    return len(changed)
 
 
 # --- affine calibration (the math is in compaction.core.calibration) -----------------
@@ -1027,9 +1064,26 @@ def _context_view(session: Session) -> ContextView:
         system=session.system_prompt,
         system_tokens=session.system_prompt_tokens,
         summary_text=summary_text,
-        summary_tokens=core_tokens.count_content_cached(summary_text, tokenizer) if summary_text else 0,
+        summary_tokens=_summary_tokens(active, summary_text, tokenizer) if summary_text else 0,
         messages=served,
     )
+
+
+def summary_message_count(*, session: Session, summary: str, turn_prefix_summary: str = "") -> tuple[int, str]:
+    """(tokens, tokenizer name) of a summary as served (render_summary_message), for storing on
+    its compaction (Compaction.summary_message_tokens / summary_tokenizer)."""
+    tokenizer = session_tokenizer(session)
+    if not summary.strip():
+        return 0, tokenizer.name
+    return core_tokens.count_content(render_summary_message(summary, turn_prefix_summary), tokenizer), tokenizer.name
+
+
+def _summary_tokens(active: Any, summary_text: str, tokenizer: core_tokens.Tokenizer) -> int:
+    """The served summary's count: stored with the compaction when made with this tokenizer
+    (no per-process cache to thrash past a few dozen sessions), else counted (cached by text)."""
+    if active.summary_message_tokens is not None and active.summary_tokenizer == tokenizer.name:
+        return active.summary_message_tokens
+    return core_tokens.count_content_cached(summary_text, tokenizer)
 
 
 def _tool_result_ids(content: Any) -> list[str]:
@@ -1130,7 +1184,7 @@ def _recompute(session: Session, *, reset_reported: bool) -> None:
         # Served sizes may have changed (a hidden tool_use answered): recount what is after the report.
         reported_at = session.reported_at_seq or 0
         session.tokens_since_report = sum(m.tokens for m in view.messages if m.seq > reported_at)
-    session.save(update_fields=fields)
+    session.save(update_fields=[*fields, *_set_meter(session)])
 
 
 def session_recompute_usage(*, session: Session, reset_reported: bool = True) -> Session:

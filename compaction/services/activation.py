@@ -14,7 +14,7 @@ from sessions import services as ss
 from sessions.models import Session
 
 from .common import CompactionError, _event, describe
-from .planning import _Outcome
+from .planning import Activate, Outcome, Overlay, Skipped
 
 logger = logging.getLogger("compaction.services")
 
@@ -22,7 +22,28 @@ logger = logging.getLogger("compaction.services")
 # --- activation --------------------------------------------------------------------------
 
 
-def _apply(job: Compaction, outcome: _Outcome, *, attempt: int | None, started: float) -> Compaction | None:
+def _write_overlay(job: Compaction, overlay: Overlay, summary_count: tuple[int, str] | None) -> None:
+    job.strategy = overlay.strategy
+    job.first_kept_seq = overlay.first_kept_seq
+    job.summary = overlay.summary
+    job.turn_prefix_summary = overlay.turn_prefix_summary
+    job.summary_tokens = overlay.summary_tokens
+    job.split_turn = overlay.split_turn
+    job.read_files = list(overlay.read_files)
+    job.modified_files = list(overlay.modified_files)
+    job.prune_before_seq = overlay.prune_before_seq
+    job.first_summarized_seq = overlay.first_summarized_seq
+    job.last_summarized_seq = overlay.last_summarized_seq
+    job.messages_summarized = overlay.messages_summarized
+    job.fallbacks = list(overlay.fallbacks)
+    job.summarizer_model = overlay.summarizer_model
+    job.usage = dict(overlay.usage)
+    job.fidelity = dict(overlay.fidelity)
+    if summary_count is not None:
+        job.summary_message_tokens, job.summary_tokenizer = summary_count
+
+
+def _apply(job: Compaction, outcome: Outcome, *, attempt: int | None, started: float) -> Compaction | None:
     """Write the outcome and, for a new overlay, activate it — atomically and only if the
     compaction the snapshot was based on is still the active one.
 
@@ -30,6 +51,15 @@ def _apply(job: Compaction, outcome: _Outcome, *, attempt: int | None, started: 
     is inserted here). A worker whose claim was taken over (the sweeper re-queued it and
     another worker claimed it) writes nothing: returns None.
     """
+    summary_count = None
+    if isinstance(outcome, Activate):
+        # The summary as served, counted once here (before the lock), not on every request.
+        session_row = Session.objects.only("id", "model").get(pk=job.session_id)
+        summary_count = ss.summary_message_count(
+            session=session_row,
+            summary=outcome.overlay.summary,
+            turn_prefix_summary=outcome.overlay.turn_prefix_summary,
+        )
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=job.session_id)
         if attempt is not None:
@@ -38,15 +68,15 @@ def _apply(job: Compaction, outcome: _Outcome, *, attempt: int | None, started: 
                 logger.warning("Compaction %s: attempt %s lost its claim; result discarded", job.pk, attempt)
                 return None
         now = timezone.now()
-        for name, value in outcome.values.items():
-            setattr(job, name, value)
+        if isinstance(outcome, Activate):
+            _write_overlay(job, outcome.overlay, summary_count)
         job.based_on_id = outcome.based_on_id
         job.tokens_before = outcome.tokens_before
-        job.params = {**(job.params or {}), "snapshot_seq": outcome.snapshot_seq}
+        job.snapshot_seq = outcome.snapshot_seq
         job.finished_at = now
         job.duration_ms = int((time.monotonic() - started) * 1000)
         job.detail = outcome.detail[:300]
-        if outcome.kind == "skip":
+        if isinstance(outcome, Skipped):
             job.status = Status.SKIPPED
             job.review_status = ReviewStatus.NOT_APPLICABLE
             job.save()

@@ -131,7 +131,7 @@ def _loop_guard(*, session: Session, tokens: int, trigger: int) -> tuple[str, Co
     )
     if last is None:
         return None
-    snapshot_seq = (last.params or {}).get("snapshot_seq")
+    snapshot_seq = last.snapshot_seq
     if snapshot_seq is None:
         return None
     if last.status == Status.SUCCEEDED and last.tokens_after is not None and last.tokens_after <= trigger:

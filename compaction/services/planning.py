@@ -240,18 +240,71 @@ def _summarize_within(inp, chain: list, *, config: CompactionConfig, budget: flo
         pool.shutdown(wait=False)
 
 
-@dataclass
-class _Outcome:
-    kind: str  # "skip" | "prune" | "summary"
+@dataclass(frozen=True)
+class Overlay:
+    """What a new overlay (prune or summary) writes on its job row."""
+
+    strategy: str
+    first_kept_seq: int | None
+    summary: str = ""
+    turn_prefix_summary: str = ""
+    summary_tokens: int = 0
+    split_turn: bool = False
+    read_files: list[str] = field(default_factory=list)
+    modified_files: list[str] = field(default_factory=list)
+    prune_before_seq: int | None = None
+    first_summarized_seq: int | None = None
+    last_summarized_seq: int | None = None
+    messages_summarized: int = 0
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
+    summarizer_model: str = ""
+    usage: dict[str, Any] = field(default_factory=dict)
+    fidelity: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Nothing to compact (or nothing worth it): the job ends SKIPPED with `detail`."""
+
     based_on_id: Any
     tokens_before: int
     snapshot_seq: int
+    detail: str
+
+
+@dataclass(frozen=True)
+class Activate:
+    """A new overlay to activate, if the compaction it was based on is still the active one."""
+
+    based_on_id: Any
+    tokens_before: int
+    snapshot_seq: int
+    overlay: Overlay
     detail: str = ""
-    values: dict[str, Any] = field(default_factory=dict)
     # The usage right after this compaction when the meter at activation is not it (an import
-    # activated after messages that came later are already stored); else measured in _apply.
+    # activated after messages that came later are already stored); else measured at activation.
     tokens_after: int | None = None
-    trigger: int | None = None  # set for a summary: the job detail notes a result still over it
+    trigger: int | None = None  # a summary's trigger: the job detail notes a result still over it
+
+
+Outcome = Skipped | Activate
+
+
+def _Outcome(  # noqa: N802 - the name importing.compaction_record_import calls (moved verbatim)
+    kind: str,
+    *,
+    based_on_id: Any,
+    tokens_before: int,
+    snapshot_seq: int,
+    detail: str = "",
+    values: dict[str, Any] | None = None,
+    tokens_after: int | None = None,
+    trigger: int | None = None,
+) -> Outcome:
+    """Build a typed outcome from the older (kind, values) form; `values` must be Overlay fields."""
+    if kind == "skip":
+        return Skipped(based_on_id, tokens_before, snapshot_seq, detail)
+    return Activate(based_on_id, tokens_before, snapshot_seq, Overlay(**(values or {})), detail, tokens_after, trigger)
 
 
 def _compute(
@@ -264,7 +317,7 @@ def _compute(
     llm_timeout: float,
     max_retries: int,
     time_budget: float | None = None,
-) -> _Outcome:
+) -> Outcome:
     """Decide and produce the new overlay from a snapshot. No writes.
 
     `time_budget` (overflow recovery, an agent is waiting): if the LLM chain has not produced a
@@ -273,16 +326,16 @@ def _compute(
     based_on = snap.based_on
     config = snap.config
     trigger = config.trigger_tokens
-    outcome = partial(
-        _Outcome,
-        based_on_id=based_on.pk if based_on else None,
-        tokens_before=snap.tokens_before,
-        snapshot_seq=snap.snapshot_seq,
-    )
+    base = {
+        "based_on_id": based_on.pk if based_on else None,
+        "tokens_before": snap.tokens_before,
+        "snapshot_seq": snap.snapshot_seq,
+    }
+    skip = partial(Skipped, **base)
     if reason == Reason.THRESHOLD and not force and snap.tokens_before <= trigger:
-        return outcome("skip", detail=f"usage {snap.tokens_before:,} is already under the trigger {trigger:,}")
+        return skip(detail=f"usage {snap.tokens_before:,} is already under the trigger {trigger:,}")
     if not snap.messages:
-        return outcome("skip", detail="nothing to compact: no messages in context")
+        return skip(detail="nothing to compact: no messages in context")
 
     # Cheap tier first: serve old tool output as placeholders, no LLM call.
     prune_tier = strategy == "prune" or (
@@ -305,28 +358,28 @@ def _compute(
             and plan.prune_before_seq > old_boundary
             and (strategy == "prune" or after_prune <= trigger)
         ):
-            return outcome(
-                "prune",
+            return Activate(
+                **base,
                 detail=plan.reason,
-                values={
-                    "strategy": "prune",
-                    "summary": based_on.summary if based_on else "",
-                    "turn_prefix_summary": based_on.turn_prefix_summary if based_on else "",
-                    "summary_tokens": based_on.summary_tokens if based_on else 0,
-                    "first_kept_seq": based_on.first_kept_seq if based_on else snap.messages[0].seq,
-                    "split_turn": based_on.split_turn if based_on else False,
-                    "read_files": list(based_on.read_files) if based_on else [],
-                    "modified_files": list(based_on.modified_files) if based_on else [],
-                    "prune_before_seq": plan.prune_before_seq,
-                    "usage": {"tokens_saved_estimate": plan.tokens_saved, "tool_results_pruned": plan.pruned},
-                },
+                overlay=Overlay(
+                    strategy="prune",
+                    summary=based_on.summary if based_on else "",
+                    turn_prefix_summary=based_on.turn_prefix_summary if based_on else "",
+                    summary_tokens=based_on.summary_tokens if based_on else 0,
+                    first_kept_seq=based_on.first_kept_seq if based_on else snap.messages[0].seq,
+                    split_turn=based_on.split_turn if based_on else False,
+                    read_files=list(based_on.read_files) if based_on else [],
+                    modified_files=list(based_on.modified_files) if based_on else [],
+                    prune_before_seq=plan.prune_before_seq,
+                    usage={"tokens_saved_estimate": plan.tokens_saved, "tool_results_pruned": plan.pruned},
+                ),
             )
         if strategy == "prune":
-            return outcome("skip", detail=f"nothing to prune: {plan.reason}")
+            return skip(detail=f"nothing to prune: {plan.reason}")
 
     cut = _cut(snap, force=force)
     if cut.nothing_to_compact:
-        return outcome("skip", detail=cut.reason)
+        return skip(detail=cut.reason)
     detail = cut.reason
     keep, expected = _keep_budget(snap, force=force)
     if expected is not None and expected > trigger:
@@ -358,30 +411,30 @@ def _compute(
         result = summarize(inp, chain)
     summarized = list(cut.to_summarize) + list(cut.turn_prefix)
     old_prune = based_on.prune_before_seq if based_on else None
-    return outcome(
-        "summary",
+    tokenizer = _tokenizer(snap.session)
+    return Activate(
+        **base,
         detail=detail,
         trigger=trigger,
-        values={
-            "strategy": result.strategy,
-            "fallbacks": result.fallbacks,
-            "summary": result.summary,
-            "turn_prefix_summary": result.turn_prefix_summary,
-            "summary_tokens": count_text(result.summary, _tokenizer(snap.session))
-            + count_text(result.turn_prefix_summary, _tokenizer(snap.session)),
-            "read_files": result.read_files,
-            "modified_files": result.modified_files,
-            "first_summarized_seq": min(m.seq for m in summarized),
-            "last_summarized_seq": max(m.seq for m in summarized),
-            "first_kept_seq": cut.first_kept_seq,
-            "split_turn": cut.split_turn,
-            "messages_summarized": len(summarized),
+        overlay=Overlay(
+            strategy=result.strategy,
+            fallbacks=result.fallbacks,
+            summary=result.summary,
+            turn_prefix_summary=result.turn_prefix_summary,
+            summary_tokens=count_text(result.summary, tokenizer) + count_text(result.turn_prefix_summary, tokenizer),
+            read_files=result.read_files,
+            modified_files=result.modified_files,
+            first_summarized_seq=min(m.seq for m in summarized),
+            last_summarized_seq=max(m.seq for m in summarized),
+            first_kept_seq=cut.first_kept_seq,
+            split_turn=cut.split_turn,
+            messages_summarized=len(summarized),
             # A prune boundary inside the kept part still saves tokens; below the cut it is moot.
-            "prune_before_seq": old_prune if old_prune and old_prune > cut.first_kept_seq else None,
-            "summarizer_model": result.model,
-            "usage": result.usage,
-            "fidelity": result.fidelity,
-        },
+            prune_before_seq=old_prune if old_prune and old_prune > cut.first_kept_seq else None,
+            summarizer_model=result.model,
+            usage=result.usage,
+            fidelity=result.fidelity,
+        ),
     )
 
 

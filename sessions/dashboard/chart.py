@@ -76,11 +76,11 @@ def _measured_seq(compaction: Any, drop_at: int) -> int:
 
     Live compactions measure it when activated, i.e. at the drop. An import is recorded after
     the whole transcript was stored, so its `tokens_after` also counts the messages from the
-    cut to the end of the import (`params["snapshot_seq"]`).
+    cut to the end of the import (`snapshot_seq`).
     """
     if compaction.reason != "import":
         return drop_at
-    snapshot = (compaction.params or {}).get("snapshot_seq")
+    snapshot = compaction.snapshot_seq
     try:
         return max(drop_at, int(snapshot))
     except (TypeError, ValueError):

@@ -507,7 +507,7 @@ def test_a_usage_report_for_the_context_before_the_compaction_does_not_retrigger
     job = request_and_run(session, reason="manual")
     assert job.status == Status.SUCCEEDED
     last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
-    assert last.seq <= job.params["snapshot_seq"]
+    assert last.seq <= job.snapshot_seq
     services.usage_report_then_compact(session=session, input_tokens=19_000, message_seq=last.seq)
     session.refresh_from_db()
     assert session.active_compaction_id == job.pk
