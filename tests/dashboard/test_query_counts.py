@@ -101,3 +101,18 @@ def test_detail_of_5000_message_session_is_bounded(logged_in, user, django_asser
     with django_assert_max_num_queries(DETAIL_QUERIES):
         response = logged_in.get(reverse("dashboard:session-overview", args=[session.pk]), HTTP_HX_REQUEST="true")
     assert response.status_code == 200
+
+
+def test_the_chart_series_is_bounded_and_keeps_the_totals(user):
+    from sessions.dashboard import queries
+
+    session = make_session(user)
+    rows = add_messages(session, conversation(3 * queries.SERIES_MAX_ROWS + 7), tokens=10)
+    series = queries.message_token_series(session=session)
+    assert len(series) <= queries.SERIES_MAX_ROWS
+    assert sum(tokens for _seq, tokens, _at in series) == sum(r.token_count for r in rows)
+    assert [seq for seq, _t, _a in series] == sorted({seq for seq, _t, _a in series})
+    assert series[-1][0] == session.last_seq
+    short = make_session(user)
+    add_messages(short, conversation(10), tokens=10)
+    assert [seq for seq, _t, _a in queries.message_token_series(session=short)] == list(range(1, 11))
