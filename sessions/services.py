@@ -39,6 +39,7 @@ from django.utils import timezone
 from compaction.core import calibration, registry
 from compaction.core import tokens as core_tokens
 from compaction.core.config import CompactionConfig, resolve_config, usage_level, validate_overrides, window_errors
+from compaction.core.orphans import orphaned_results, results_as_text
 from compaction.core.overflow import discard_truncated_tool_uses
 from compaction.core.prune import prune_served, tool_names
 from compaction.core.summary_message import render_summary_message
@@ -944,6 +945,7 @@ class ContextView:
     summary_text: str | None
     summary_tokens: int
     messages: list[ServedMessage]
+    stored: list[Msg] | None = None  # the same messages as stored (only when asked for)
 
     @property
     def tokens(self) -> int:
@@ -982,7 +984,7 @@ _PRUNE_OUTPUTS = _LRU(100_000)
 _TOKENIZER_GUESS = _LRU(10_000)
 
 
-def _context_view(session: Session) -> ContextView:
+def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView:
     """The served context, without re-tokenizing it: stored counts are used as they are, a pruned
     message's count is derived from its stored count (`prune_served`), the summary message's
     count is cached by its text. Only a max_tokens reply with hidden tool calls and a message with
@@ -1051,6 +1053,8 @@ def _context_view(session: Session) -> ContextView:
                 dropped=out is None,
             )
         )
+    if first_kept > 1:
+        _serve_orphaned_results(served, tokenizer)
     for m in reversed(served):
         if not m.dropped:
             if m.role == "assistant":
@@ -1066,7 +1070,19 @@ def _context_view(session: Session) -> ContextView:
         summary_text=summary_text,
         summary_tokens=_summary_tokens(active, summary_text, tokenizer) if summary_text else 0,
         messages=served,
+        stored=[Msg(seq, role, content, tokens) for seq, role, content, tokens, _ in rows] if keep_stored else None,
     )
+
+
+def _serve_orphaned_results(served: list[ServedMessage], tokenizer) -> None:
+    """A result whose tool_use is before the kept part (compacted before the cut kept waiting
+    tool_uses) is served as text: the provider rejects a tool_result without its tool_use.
+    Appends refuse such a result, so only a context after a compaction can hold one."""
+    orphaned = orphaned_results([Msg(m.seq, m.role, m.content or [], 0) for m in served if not m.dropped])
+    for m in served:
+        if m.seq in orphaned:
+            m.content = results_as_text(m.content, orphaned[m.seq])
+            m.tokens = core_tokens.count_content(m.content, tokenizer)
 
 
 def summary_message_count(*, session: Session, summary: str, turn_prefix_summary: str = "") -> tuple[int, str]:
@@ -1112,6 +1128,14 @@ def context_messages(session: Session, *, served: bool = False) -> list[Msg]:
         .values_list("seq", "role", "content", "token_count")
     )
     return [Msg(seq, role, content, tokens) for seq, role, content, tokens in rows]
+
+
+def context_messages_both(session: Session) -> tuple[list[Msg], list[Msg]]:
+    """(as stored, as served): context_messages(session) and context_messages(session,
+    served=True) from one read of the messages in context (a compaction job's snapshot)."""
+    view = _context_view(session, keep_stored=True)
+    served = [Msg(m.seq, m.role, m.content if not m.dropped else [], m.tokens) for m in view.messages]
+    return view.stored or [], served
 
 
 def _active_compaction_dict(session: Session) -> dict[str, Any] | None:

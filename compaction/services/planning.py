@@ -89,6 +89,7 @@ class _Snapshot:
     calibration: dict[str, Any] | None = None
     calibration_offset: int = 0  # the last report's additive offset (informational, dry run)
     served_tokens: dict[int, int] = field(default_factory=dict)  # seq → tokens as served now
+    served_messages: list[Msg] = field(default_factory=list)  # in context, as served (pruning plans)
     # keep_recent_tokens / preserve_messages set by the request or the session (not a default):
     # honoured as given, never capped (see TARGET_AFTER_SHARE).
     keep_explicit: bool = False
@@ -102,10 +103,11 @@ def _snapshot(session_id, overrides: dict[str, Any] | None) -> _Snapshot:
     session = Session.objects.select_related("active_compaction").get(pk=session_id)
     config = ss.session_config(session, overrides or None)
     usage = ss.session_usage(session)
-    messages = ss.context_messages(session)
+    # One read of the messages in context, as stored (what is cut and summarized) and as served.
+    messages, served_messages = ss.context_messages_both(session)
     # Pruned tool results and truncated replies are served smaller than stored: budgets about
     # what stays in context (keep_recent_tokens, the overflow cut) are measured as served.
-    served = {m.seq: m.tokens for m in ss.context_messages(session, served=True)}
+    served = {m.seq: m.tokens for m in served_messages}
     snapshot_seq = max([m.seq for m in messages], default=session.last_seq)
     keep_keys = {"keep_recent_tokens", "preserve_messages"}
     keep_explicit = any(
@@ -122,6 +124,7 @@ def _snapshot(session_id, overrides: dict[str, Any] | None) -> _Snapshot:
         calibration=_calibration(usage),
         calibration_offset=int(usage.get("calibration_offset") or 0),
         served_tokens=served,
+        served_messages=served_messages,
         keep_explicit=keep_explicit,
     )
 
@@ -348,7 +351,7 @@ def _compute(
     if prune_tier:
         # Planned over the context as served (current prune overlay applied), so results that
         # are already placeholders are not counted as savings again.
-        plan = plan_prune(ss.context_messages(snap.session, served=True))
+        plan = plan_prune(snap.served_messages)
         old_boundary = based_on.prune_before_seq if based_on and based_on.prune_before_seq else 0
         # Pruning alone is enough only if the figure the meter will show afterwards (served
         # estimate minus the savings, + the calibration offset) is under the trigger.
@@ -472,7 +475,7 @@ def compaction_dry_run(
         "calibration": snap.calibration,
     }
     if strategy == "prune":
-        plan = plan_prune(ss.context_messages(snap.session, served=True))
+        plan = plan_prune(snap.served_messages)
         old_boundary = snap.based_on.prune_before_seq if snap.based_on and snap.based_on.prune_before_seq else 0
         if plan.prune_before_seq is None or plan.prune_before_seq <= old_boundary:
             return {**base, "would_compact": False, "reason": f"nothing to prune: {plan.reason}"}

@@ -604,3 +604,32 @@ def test_only_a_job_with_a_summary_waits_for_review(user, monkeypatch):
     assert done.review_status == ReviewStatus.PENDING
     pending = Compaction.objects.filter(session=session, review_status=ReviewStatus.PENDING)
     assert list(pending) == [done]
+
+
+@pytest.mark.parametrize("reason", ["manual", "threshold"])
+def test_a_job_reads_the_messages_in_context_once_and_stores_the_served_summary_count(user, reason):
+    """The snapshot reads the context once (as stored and as served, pruning plans included);
+    activation reads the new context once more to recount the usage. The served summary's
+    count is stored with the compaction and is what the context uses."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    session = make_session(user)
+    append(session, conversation(12))
+    session_services.session_update(session=session, compaction_settings={"auto_compact_token_limit": 500})
+    job = services.compaction_request(session=session, reason=reason)
+    with CaptureQueriesContext(connection) as ctx:
+        done = services.compaction_run(compaction_id=job.pk)
+    content_reads = [
+        q["sql"]
+        for q in ctx.captured_queries
+        if q["sql"].startswith("SELECT") and '"agent_sessions_message"."content"' in q["sql"]
+    ]
+    assert done.status == Status.SUCCEEDED, done.detail
+    assert len(content_reads) == 2, content_reads
+    session.refresh_from_db()
+    context = session_services.context_build(session=session)
+    assert done.summary_tokenizer
+    assert context["breakdown"]["summary"] == done.summary_message_tokens
+    if reason == "manual":
+        assert done.summary_message_tokens > 0
