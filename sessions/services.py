@@ -41,6 +41,7 @@ from compaction.core import tokens as core_tokens
 from compaction.core.config import CompactionConfig, resolve_config, usage_level, validate_overrides, window_errors
 from compaction.core.orphans import orphaned_results, results_as_text
 from compaction.core.overflow import discard_truncated_tool_uses
+from compaction.core.prompts import validate_custom_prompt
 from compaction.core.prune import prune_served, tool_names
 from compaction.core.summary_message import render_summary_message
 from compaction.core.types import Msg
@@ -81,18 +82,10 @@ def compaction_settings_errors(overrides: Any) -> dict[str, str]:
             errors[safe_key] = bad[1]
     prompt = overrides.get("compact_prompt")
     if isinstance(prompt, str) and "compact_prompt" not in errors:
-        problems = _custom_prompt_problems(prompt)
+        problems = validate_custom_prompt(prompt)
         if problems:
             errors["compact_prompt"] = "; ".join(problems)
     return errors
-
-
-def _custom_prompt_problems(text: str) -> list[str]:
-    try:
-        from compaction.core.prompts import validate_custom_prompt
-    except ImportError:  # helper B2's module not merged yet: type/bounds checks still apply
-        return []
-    return list(validate_custom_prompt(text))
 
 
 def _raise_settings_errors(overrides: Any, prefix: str = "compaction_settings") -> None:
@@ -1070,8 +1063,26 @@ def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView
         summary_text=summary_text,
         summary_tokens=_summary_tokens(active, summary_text, tokenizer) if summary_text else 0,
         messages=served,
-        stored=[Msg(seq, role, content, tokens) for seq, role, content, tokens, _ in rows] if keep_stored else None,
+        stored=_engine_messages(rows) if keep_stored else None,
     )
+
+
+def _engine_messages(rows: list[tuple[int, str, Any, int, Any]]) -> list[Msg]:
+    """(seq, role, content, token_count, provider_usage) rows as the engine cuts them: as stored,
+    except that a max_tokens reply's dropped tool calls are not tool_uses waiting for a result
+    (they are never answered nor served), which the cut would never summarize."""
+    answered: set[str] | None = None
+    messages = []
+    for seq, role, content, tokens, usage in rows:
+        uses = None
+        if role == "assistant" and _is_max_tokens(usage) and isinstance(content, list):
+            if answered is None:
+                answered = {tool_id for _, r, c, _, _ in rows if r == "user" for tool_id in _tool_result_ids(c)}
+            hidden = set(truncated_content(content, answered)[1])
+            if hidden:
+                uses = [b["id"] for b in content if b.get("type") == "tool_use" and "id" in b and b["id"] not in hidden]
+        messages.append(Msg(seq, role, content, tokens, uses))
+    return messages
 
 
 def _serve_orphaned_results(served: list[ServedMessage], tokenizer) -> None:
@@ -1122,12 +1133,12 @@ def context_messages(session: Session, *, served: bool = False) -> list[Msg]:
         ]
     active = session.active_compaction
     first_kept = (active.first_kept_seq if active else None) or 1
-    rows = (
+    rows = list(
         Message.objects.filter(session=session, seq__gte=first_kept)
         .order_by("seq")
-        .values_list("seq", "role", "content", "token_count")
+        .values_list("seq", "role", "content", "token_count", "provider_usage")
     )
-    return [Msg(seq, role, content, tokens) for seq, role, content, tokens in rows]
+    return _engine_messages(rows)
 
 
 def context_messages_both(session: Session) -> tuple[list[Msg], list[Msg]]:

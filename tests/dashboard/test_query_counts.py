@@ -116,3 +116,14 @@ def test_the_chart_series_is_bounded_and_keeps_the_totals(user):
     short = make_session(user)
     add_messages(short, conversation(10), tokens=10)
     assert [seq for seq, _t, _a in queries.message_token_series(session=short)] == list(range(1, 11))
+
+
+def test_refresh_session_usage_rewrites_stale_meter_columns(user):
+    from django.core.management import call_command
+
+    session = make_session(user)
+    add_messages(session, conversation(8), tokens=30_000)  # 240k on a 200k window: over
+    Session.objects.filter(pk=session.pk).update(usage_tokens=0, usage_percent=0, usage_level="ok")
+    call_command("refresh_session_usage", stdout=__import__("io").StringIO())
+    session.refresh_from_db()
+    assert session.usage_level == "over" and session.usage_tokens == session_services.session_usage(session)["tokens"]
