@@ -204,11 +204,14 @@ def _locate_fast(
             ids = m.stored_result_ids
             if ids is None:
                 content = m.content
-                if content.__class__ is str:
-                    ids = ()
-                else:
-                    # Membership test first: most blocks are text or thinking and have no such key.
-                    ids = [b["tool_use_id"] for b in content if "tool_use_id" in b and b.get("type") == "tool_result"]
+                if content.__class__ is not str:
+                    # Plain loops (a comprehension is a call); membership test first: most
+                    # blocks are text or thinking and have no such key.
+                    for b in content:
+                        if "tool_use_id" in b and b.get("type") == "tool_result":
+                            if ids is None:
+                                ids = []
+                            ids.append(b["tool_use_id"])
             if not ids:
                 starts.append(i)
                 before_start.append(total)
@@ -234,11 +237,12 @@ def _locate_fast(
             ids = m.stored_use_ids
             if ids is None:
                 content = m.content
-                ids = (
-                    ()
-                    if content.__class__ is str
-                    else [b["id"] for b in content if "id" in b and b.get("type") == "tool_use"]
-                )
+                if content.__class__ is not str:
+                    for b in content:
+                        if "id" in b and b.get("type") == "tool_use":
+                            if ids is None:
+                                ids = []
+                            ids.append(b["id"])
             if ids:
                 for tool_id in recent:
                     if waiting.setdefault(tool_id, recent_at) != recent_at:
