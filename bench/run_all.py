@@ -14,4 +14,8 @@ if __name__ == "__main__":
     for script in [*sorted(HERE.glob("*_bench.py")), HERE / "summary_eval.py"]:
         print(f"=== {script.name}", flush=True)
         status |= subprocess.call([sys.executable, str(script)])
+    # Short phases here (about 40 s in all); run it alone for steadier figures. Skipped, with a
+    # note, when no PostgreSQL answers.
+    print("=== api_load.py", flush=True)
+    status |= subprocess.call([sys.executable, str(HERE / "api_load.py"), "--duration", "3", "--appends", "100"])
     raise SystemExit(status)

@@ -73,6 +73,11 @@ class Compaction(models.Model):
     summary = models.TextField(blank=True)
     turn_prefix_summary = models.TextField(blank=True)
     summary_tokens = models.PositiveIntegerField(default=0)
+    # The summary as served (render_summary_message: preamble, summary, turn-prefix part),
+    # counted once when it is written, with `summary_tokenizer`: the served context reads it
+    # instead of re-tokenizing (or caching per process) the summary on every request.
+    summary_message_tokens = models.PositiveIntegerField(null=True, blank=True)
+    summary_tokenizer = models.CharField(max_length=32, blank=True)
     read_files = models.JSONField(default=list, blank=True)
     modified_files = models.JSONField(default=list, blank=True)
     tokens_before = models.PositiveIntegerField(null=True, blank=True)
@@ -86,6 +91,11 @@ class Compaction(models.Model):
     error = models.TextField(blank=True)
     detail = models.CharField(max_length=300, blank=True, help_text="Why nothing was compacted, or a short outcome.")
     attempts = models.PositiveSmallIntegerField(default=0)
+    # The last seq of the history this job saw (its snapshot): the loop guard counts what was
+    # appended after it, and a usage report for a call before it is stale.
+    snapshot_seq = models.PositiveIntegerField(null=True, blank=True)
+    # The compaction a reviewer re-ran with another strategy or prompt (compaction.review).
+    rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns")
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)

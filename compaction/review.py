@@ -24,6 +24,7 @@ from compaction.core.config import validate_overrides
 from compaction.core.prompts import validate_custom_prompt
 from compaction.core.tokens import count_text
 from compaction.models import Compaction, ReviewStatus, Status, SummaryVersion
+from sessions import services as session_services
 from sessions.models import Session
 
 MAX_NOTE = 200
@@ -77,14 +78,15 @@ def _replace_summary(*, compaction: Compaction, text: str, keep_note: str, user)
     )
     compaction.summary = text
     compaction.summary_tokens = count_text(text) + count_text(compaction.turn_prefix_summary)
-    compaction.save(update_fields=["summary", "summary_tokens"])
+    compaction.summary_message_tokens, compaction.summary_tokenizer = session_services.summary_message_count(
+        session=compaction.session, summary=text, turn_prefix_summary=compaction.turn_prefix_summary
+    )
+    compaction.save(update_fields=["summary", "summary_tokens", "summary_message_tokens", "summary_tokenizer"])
 
 
 def _recompute_if_active(compaction: Compaction) -> None:
     session = Session.objects.get(pk=compaction.session_id)
     if session.active_compaction_id == compaction.pk:
-        from sessions import services as session_services
-
         session_services.session_recompute_usage(session=session)
 
 
@@ -179,12 +181,11 @@ def compaction_rerun(
             raise ReviewError(f"a compaction is already in flight for this session ({job.pk})", field="compaction")
         # Link the new job to the compaction it re-runs (admin list, review page, dashboard).
         # Same transaction as the insert: the worker never sees the job without the link.
-        job.params = {**(job.params or {}), "rerun_of": str(compaction.pk)}
-        Compaction.objects.filter(pk=job.pk).update(params=job.params)
+        job.rerun_of = compaction
+        Compaction.objects.filter(pk=job.pk).update(rerun_of=compaction)
     return job
 
 
 def rerun_of(compaction: Compaction) -> str | None:
     """The id of the compaction this one re-ran (compaction_rerun), if any."""
-    value = (compaction.params or {}).get("rerun_of")
-    return str(value) if value else None
+    return str(compaction.rerun_of_id) if compaction.rerun_of_id else None

@@ -6,7 +6,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from compaction import importing, lease, services
+from compaction import lease
 
 
 @shared_task(
@@ -22,6 +22,10 @@ from compaction import importing, lease, services
     ignore_result=True,
 )
 def run_compaction(*, compaction_id: str, **kwargs) -> None:
+    # Imported in the body: the services hand jobs to this task (compaction.services.common),
+    # so this module stays importable without them (worker start-up, import order).
+    from compaction import importing
+
     # The claim's deadline is one lease; this keeps renewing it while the job runs. A session
     # being replayed (import_transcript --replay) runs its own jobs: leave them.
     with lease.renewing(compaction_id=compaction_id):
@@ -30,4 +34,6 @@ def run_compaction(*, compaction_id: str, **kwargs) -> None:
 
 @shared_task(name="compaction.tasks.sweep_stuck_compactions", ignore_result=True, soft_time_limit=60, time_limit=90)
 def sweep_stuck_compactions(**kwargs) -> None:
+    from compaction import services
+
     services.compaction_sweep_stuck()

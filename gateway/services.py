@@ -27,9 +27,9 @@ from django.db import transaction
 
 from compaction.models import IN_FLIGHT, Compaction
 from compaction.selectors import compaction_in_flight
-from compaction.services import compaction_overflow
+from compaction.services import compaction_overflow, messages_append_then_compact, usage_report_then_compact
 from sessions.models import Message, Session
-from sessions.services import MAX_BATCH, context_build, messages_append, session_create, session_usage, usage_report
+from sessions.services import MAX_BATCH, context_build, session_create, session_usage
 
 from . import upstream
 from .history import chain_digests, first_user_text, merge_served, strip_transport
@@ -198,7 +198,7 @@ def gateway_begin(
         tail = [strip_transport(m) for m in messages[matched:]]
         for start in range(0, len(tail), MAX_BATCH):
             try:
-                messages_append(session=session, messages=tail[start : start + MAX_BATCH])
+                messages_append_then_compact(session=session, messages=tail[start : start + MAX_BATCH])
             except ValidationError as exc:
                 raise GatewayError(400, "invalid_request_error", _validation_message(exc, matched + start)) from None
         conversation.head_digest = digests[-1]
@@ -265,7 +265,7 @@ def gateway_record_reply(*, turn: Turn, reply: dict[str, Any]) -> None:
         try:
             with transaction.atomic():
                 locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
-                result = messages_append(session=session, messages=[message])
+                result = messages_append_then_compact(session=session, messages=[message])
                 message_seq = result.messages[-1].seq
                 if locked.head_digest == conversation.head_digest:
                     locked.head_digest = chain_digests([message], start=locked.head_digest)[-1]
@@ -277,7 +277,7 @@ def gateway_record_reply(*, turn: Turn, reply: dict[str, Any]) -> None:
     usage = reply.get("usage") or {}
     if isinstance(usage, dict) and usage:
         try:
-            usage_report(
+            usage_report_then_compact(
                 session=session,
                 input_tokens=_int(usage.get("input_tokens")),
                 output_tokens=_int(usage.get("output_tokens")),

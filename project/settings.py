@@ -164,6 +164,11 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "dashboard:session-list"
 LOGOUT_REDIRECT_URL = "login"
 
+# A verified API key is remembered this long per process (Django's default cache), so a
+# request costs no key lookup; revoking through the dashboard or the admin forgets it at once,
+# any other change (another process, the database) takes effect within this bound. 0: no cache.
+API_KEY_CACHE_SECONDS = env_int("COMPACTOR_API_KEY_CACHE_SECONDS", 5, minimum=0)
+
 # Requests bigger than this are refused with 413 before they are parsed.
 MAX_REQUEST_BYTES = env_int("COMPACTOR_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES

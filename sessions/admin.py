@@ -13,6 +13,7 @@ from compaction.core.config import window_errors
 from compaction.models import Compaction
 
 from . import services, trash
+from .auth import api_key_forget
 from .models import ApiKey, Message, Session, ToolCall
 
 # Same bounds as the API's `context_window` (sessions/api/serializers.py SessionInSerializer).
@@ -202,3 +203,18 @@ class ApiKeyAdmin(APIKeyModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return (*super().get_readonly_fields(request, obj), "last_used_at")
+
+    # A revoked, changed or deleted key must not stay usable from the authentication cache.
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        api_key_forget(prefix=obj.prefix)
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        api_key_forget(prefix=obj.prefix)
+
+    def delete_queryset(self, request, queryset):
+        prefixes = list(queryset.values_list("prefix", flat=True))
+        super().delete_queryset(request, queryset)
+        for prefix in prefixes:
+            api_key_forget(prefix=prefix)

@@ -1,16 +1,52 @@
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
+from django.conf import settings
+from django.core.cache import cache
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
 from .models import ApiKey
 
-# last_used_at is written at most this often per key, so a busy agent does not turn
-# every read into a write.
+# last_used_at is written at most this often per key and process, so a busy agent does not
+# turn every read into a write.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _cache_key(prefix: str) -> str:
+    # The key's public prefix (shown in the dashboard), never the secret part.
+    return f"compactor:apikey:{prefix}"
+
+
+def api_key_forget(*, prefix: str) -> None:
+    """Forget a cached key at once (revoked, deleted, changed): the next request looks it up."""
+    cache.delete(_cache_key(prefix))
+
+
+def _usable_key(prefix: str) -> ApiKey | None:
+    """The unrevoked key with this prefix (owner loaded), from the cache while it is fresh.
+
+    The entry holds the row as read (its hash, expiry, owner); the secret is checked against
+    the hash on every request, so a cached entry never lets a wrong secret in.
+    """
+    ttl = settings.API_KEY_CACHE_SECONDS
+    if ttl:
+        cached = cache.get(_cache_key(prefix))
+        # The read time travels with the entry: a cache backend that keeps entries longer
+        # than asked still cannot stretch the revocation bound.
+        if cached is not None and 0 <= _now() - cached[0] <= ttl:
+            return cached[1]
+    key = ApiKey.objects.get_usable_keys().filter(prefix=prefix).first()
+    if key is not None and ttl:
+        cache.set(_cache_key(prefix), (_now(), key), timeout=ttl)
+    return key
 
 
 class BearerAPIKeyAuthentication(authentication.BaseAuthentication):
@@ -28,17 +64,18 @@ class BearerAPIKeyAuthentication(authentication.BaseAuthentication):
             return None
         if len(parts) != 2:
             raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <api key>'.")
-        try:
-            key = ApiKey.objects.get_from_key(parts[1])
-        except ApiKey.DoesNotExist:
-            raise exceptions.AuthenticationFailed("Invalid or revoked API key.") from None
+        raw = parts[1]
+        prefix, _, _ = raw.partition(".")
+        key = _usable_key(prefix)
+        if key is None or not key.is_valid(raw):
+            raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
         if key.has_expired:
             raise exceptions.AuthenticationFailed("API key has expired.")
         if not key.owner.is_active:
             raise exceptions.AuthenticationFailed("The owner of this API key is inactive.")
-        now = timezone.now()
-        if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
-            ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        # One write per key, process and LAST_USED_RESOLUTION (cache.add is atomic per cache).
+        if cache.add(f"compactor:apikey-used:{key.pk}", 1, timeout=LAST_USED_RESOLUTION.total_seconds()):
+            ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
         return key.owner, key
 
     def authenticate_header(self, request) -> str:

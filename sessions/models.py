@@ -69,6 +69,15 @@ class Session(models.Model):
     # reports), "fixed": int, "ratio": float, "fitted": bool}. Only written on a usage report.
     calibration = models.JSONField(null=True, blank=True)
 
+    # The meter's figure (sessions.services.session_usage()["tokens"]) and where it stands,
+    # stored by every write that changes it, so the dashboard list sorts by usage and filters
+    # by level in SQL instead of computing every session's config and usage in Python. A change
+    # of the global defaults (settings.COMPACTOR) reaches a session at its next write, or at
+    # once with `manage.py refresh_session_usage`.
+    usage_tokens = models.PositiveIntegerField(default=0)
+    usage_percent = models.FloatField(default=0.0, help_text="usage_tokens / context window × 100")
+    usage_level = models.CharField(max_length=8, default="ok", help_text="ok / near / over the trigger")
+
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     last_activity_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -78,7 +87,11 @@ class Session(models.Model):
 
     class Meta:
         ordering = ["-last_activity_at"]
-        indexes = [models.Index(fields=["owner", "-last_activity_at"])]
+        indexes = [
+            models.Index(fields=["owner", "-last_activity_at"]),
+            models.Index(fields=["owner", "-usage_percent"], name="session_owner_usage"),
+            models.Index(fields=["owner", "usage_level", "-last_activity_at"], name="session_owner_level"),
+        ]
 
     def __str__(self) -> str:
         return self.title or f"Session {str(self.id)[:8]}"

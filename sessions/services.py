@@ -32,14 +32,16 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
-from django.db.models import Case, IntegerField, Sum, Value, When
+from django.db import IntegrityError, transaction
+from django.db.models import Case, Exists, F, IntegerField, OuterRef, Sum, Value, When
 from django.utils import timezone
 
 from compaction.core import calibration, registry
 from compaction.core import tokens as core_tokens
-from compaction.core.config import CompactionConfig, resolve_config, validate_overrides, window_errors
+from compaction.core.config import CompactionConfig, resolve_config, usage_level, validate_overrides, window_errors
+from compaction.core.orphans import orphaned_results, results_as_text
 from compaction.core.overflow import discard_truncated_tool_uses
+from compaction.core.prompts import validate_custom_prompt
 from compaction.core.prune import prune_served, tool_names
 from compaction.core.summary_message import render_summary_message
 from compaction.core.types import Msg
@@ -80,18 +82,10 @@ def compaction_settings_errors(overrides: Any) -> dict[str, str]:
             errors[safe_key] = bad[1]
     prompt = overrides.get("compact_prompt")
     if isinstance(prompt, str) and "compact_prompt" not in errors:
-        problems = _custom_prompt_problems(prompt)
+        problems = validate_custom_prompt(prompt)
         if problems:
             errors["compact_prompt"] = "; ".join(problems)
     return errors
-
-
-def _custom_prompt_problems(text: str) -> list[str]:
-    try:
-        from compaction.core.prompts import validate_custom_prompt
-    except ImportError:  # helper B2's module not merged yet: type/bounds checks still apply
-        return []
-    return list(validate_custom_prompt(text))
 
 
 def _raise_settings_errors(overrides: Any, prefix: str = "compaction_settings") -> None:
@@ -143,6 +137,7 @@ def session_create(
     )
     _raise_window_errors(session)
     session.system_prompt_tokens = session.context_tokens = _system_tokens(system_prompt, session_tokenizer(session))
+    _set_meter(session)
     session.save(force_insert=True)
     return session
 
@@ -207,7 +202,7 @@ def session_update(
                 locked.tokens_since_report += delta
                 changed.append("tokens_since_report")
         if changed:
-            locked.save(update_fields=[*changed, "updated_at"])
+            locked.save(update_fields=[*changed, *_set_meter(locked), "updated_at"])
     return locked
 
 
@@ -225,7 +220,10 @@ def session_delete(*, session: Session) -> None:
 class AppendResult:
     messages: list[Message]
     usage: dict[str, Any]
-    compaction: Any = None  # the auto-compaction job enqueued by this append, if any
+    # The auto-compaction job queued after this append, if any: set by the compaction layer
+    # (compaction.services.messages_append_then_compact); the message store never compacts.
+    compaction: Any = None
+    session: Session | None = None  # the appended-to session (APPEND_FIELDS loaded), as stored
 
 
 @dataclass
@@ -345,94 +343,233 @@ def _check_tool_ids(prepared: list[_Prepared], known: dict[str, ToolCall]) -> di
     return errors.items
 
 
+# Columns the append reads under its row lock: the counters it bumps and what the meter
+# (session_usage) needs for the response and the auto-compaction decision. The rest of the row
+# (system prompt, title, last_usage...) is neither read nor written.
+APPEND_FIELDS = (
+    "id",
+    "model",
+    "context_window_override",
+    "compaction_settings",
+    "last_seq",
+    "message_count",
+    "total_message_tokens",
+    "context_tokens",
+    "reported_input_tokens",
+    "reported_at_seq",
+    "tokens_since_report",
+    "calibration",
+    "calibration_offset",
+    "last_activity_at",
+)
+# What an append changes: copied into the caller's Session instance afterwards.
+APPEND_COUNTERS = (
+    "last_seq",
+    "message_count",
+    "total_message_tokens",
+    "context_tokens",
+    "tokens_since_report",
+    "last_activity_at",
+    "usage_tokens",
+    "usage_percent",
+    "usage_level",
+)
+
+
 def messages_append(
-    *, session: Session, messages: list[dict[str, Any]], single: bool = False, now: datetime | None = None
+    *,
+    session: Session | Any,
+    messages: list[dict[str, Any]],
+    single: bool = False,
+    now: datetime | None = None,
+    owner=None,
 ) -> AppendResult:
-    """Append one message or a batch, all or nothing.
+    """Append one message or a batch, all or nothing. Stores only: the auto-compaction decision
+    is the caller's (compaction.services.messages_append_then_compact, after this commit).
+
+    `session` is a Session (its counters are brought up to date afterwards) or a session id;
+    with `owner`, only that owner's session (else Session.DoesNotExist, like a missing one).
 
     Raises ValidationError ({field path: [problem]}) and stores nothing when any message is
     malformed, a tool_result has no earlier tool_use, or a tool_use id is already taken.
-    After storing, asks the engine whether the new usage crosses the auto-compaction trigger.
+
+    Cost (the hot path of every agent): one locked read of the needed columns, the tool-call
+    check (only when the batch has tool_results: one query), the message INSERT, the tool-call
+    INSERT/UPDATE when there are tool blocks, one counter UPDATE. Tokens are counted before the
+    lock; the row lock is held only for the writes.
     """
-    prepared = _prepare(messages, single, session_tokenizer(session))
+    instance = session if isinstance(session, Session) else None
+    session_id = instance.pk if instance is not None else session
     now = now or timezone.now()
-    batch_ids = {tid for item in prepared for tid, _, _ in item.tool_uses} | {
+    if instance is not None:
+        tokenizer = session_tokenizer(instance)
+    else:
+        tokenizer = _TOKENIZER_GUESS.get(session_id) or core_tokens.tokenizer_for_model(None)
+    for _attempt in range(3):
+        try:
+            prepared = _prepare(messages, single, tokenizer)
+        except ValidationError:
+            if owner is not None and not Session.objects.filter(pk=session_id, owner=owner).exists():
+                raise Session.DoesNotExist from None  # another owner's session: 404 before 400
+            raise
+        try:
+            with transaction.atomic():
+                locked = _append_locked(
+                    session_id=session_id, owner=owner, prepared=prepared, tokenizer=tokenizer, now=now
+                )
+        except _OtherTokenizer as other:
+            # The session's model counts with another tokenizer than guessed: count again,
+            # outside the lock (nothing was written).
+            tokenizer = other.tokenizer
+            continue
+        except IntegrityError:
+            # A tool_use id already stored (the unique index said so; the batch had no
+            # tool_result, so it was not looked up first): name it like the check would.
+            errors = _tool_id_errors(session_id, prepared)
+            if errors:
+                raise ValidationError({path: [problem] for path, problem in errors.items()}) from None
+            raise
+        break
+    else:  # pragma: no cover - the model changed between every attempt
+        raise ValidationError({"model": ["the session's model kept changing during the append; retry"]})
+    if instance is None:
+        _TOKENIZER_GUESS.put(session_id, tokenizer)
+    else:
+        for name in APPEND_COUNTERS:
+            setattr(instance, name, getattr(locked, name))
+    return AppendResult(messages=locked.appended, usage=locked.usage, session=locked)
+
+
+class _OtherTokenizer(Exception):
+    def __init__(self, tokenizer: core_tokens.Tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+
+def _known_tool_calls(session_id: Any, ids: set[str]) -> dict[str, ToolCall]:
+    """The stored tool calls among `ids`, each with `truncated_use`: its tool_use is in a reply a
+    max_tokens report cut off (answering it makes that reply's hidden tool_use served again)."""
+    cut_off = Message.objects.filter(
+        session_id=OuterRef("session_id"),
+        seq=OuterRef("use_seq"),
+        role="assistant",
+        provider_usage__stop_reason=STOP_MAX_TOKENS,
+    )
+    rows = (
+        ToolCall.objects.filter(session_id=session_id, tool_use_id__in=ids)
+        .only("tool_use_id", "use_seq", "result_seq")
+        .annotate(truncated_use=Exists(cut_off))
+    )
+    return {tc.tool_use_id: tc for tc in rows}
+
+
+def _tool_id_errors(session_id: Any, prepared: list[_Prepared]) -> dict[str, str]:
+    ids = {tid for item in prepared for tid, _, _ in item.tool_uses} | {
         tid for item in prepared for tid, _ in item.tool_results
     }
+    return _check_tool_ids(prepared, _known_tool_calls(session_id, ids))
 
-    with transaction.atomic():
-        locked = Session.objects.select_for_update().get(pk=session.pk)
-        # Bounded by the ids in this request (unique index on session + tool_use_id).
-        known = {tc.tool_use_id: tc for tc in ToolCall.objects.filter(session=locked, tool_use_id__in=batch_ids)}
+
+def _append_locked(
+    *, session_id: Any, owner, prepared: list[_Prepared], tokenizer: core_tokens.Tokenizer, now: datetime
+) -> Session:
+    """The writes of one append, inside its transaction. Returns the session (APPEND_FIELDS
+    only) with its counters as stored and the new rows as `appended`."""
+    has_results = any(item.tool_results for item in prepared)
+    if not has_results:
+        # Duplicates within the batch are found without the database; an id already stored is
+        # rejected by the unique index (messages_append then names it).
+        errors = _check_tool_ids(prepared, {})
+        if errors:
+            raise ValidationError({path: [problem] for path, problem in errors.items()})
+    rows_qs = Session.objects.select_for_update().only(*APPEND_FIELDS).filter(pk=session_id)
+    if owner is not None:
+        rows_qs = rows_qs.filter(owner=owner)
+    locked = rows_qs.get()
+    actual = session_tokenizer(locked)
+    if actual.name != tokenizer.name:
+        raise _OtherTokenizer(actual)
+
+    known: dict[str, ToolCall] = {}
+    if has_results:
+        # One query, under the lock, for the duplicate, orphan and already-answered checks.
+        known = _known_tool_calls(
+            session_id,
+            {tid for item in prepared for tid, _, _ in item.tool_uses}
+            | {tid for item in prepared for tid, _ in item.tool_results},
+        )
         errors = _check_tool_ids(prepared, known)
         if errors:
             raise ValidationError({path: [problem] for path, problem in errors.items()})
 
-        first_seq = locked.last_seq + 1
-        rows = [
-            Message(
-                session=locked,
-                seq=first_seq + offset,
-                role=item.role,
-                content=item.content,
-                token_count=item.tokens,
-                tool_use_ids=[tid for tid, _, _ in item.tool_uses],
-                tool_result_ids=[tid for tid, _ in item.tool_results],
-                provider_usage=item.usage,
-            )
-            for offset, item in enumerate(prepared)
-        ]
-        Message.objects.bulk_create(rows)
-
-        result_seq: dict[str, int] = {
-            tid: row.seq for row, item in zip(rows, prepared, strict=True) for tid, _ in item.tool_results
-        }
-        new_calls = [
-            ToolCall(session=locked, tool_use_id=tid, name=name, use_seq=row.seq, result_seq=result_seq.get(tid))
-            for row, item in zip(rows, prepared, strict=True)
-            for tid, name, _ in item.tool_uses
-        ]
-        if new_calls:
-            ToolCall.objects.bulk_create(new_calls)
-        answered_stored = {tid: seq for tid, seq in result_seq.items() if tid in known}
-        if answered_stored:
-            # One UPDATE for all results that answer tool_uses stored by earlier requests.
-            ToolCall.objects.filter(session=locked, tool_use_id__in=list(answered_stored)).update(
-                result_seq=Case(
-                    *(When(tool_use_id=tid, then=Value(seq)) for tid, seq in answered_stored.items()),
-                    output_field=IntegerField(),
-                )
-            )
-
-        added = sum(item.tokens for item in prepared)
-        served = sum(item.served_tokens for item in prepared)
-        locked.last_seq = rows[-1].seq
-        locked.message_count += len(rows)
-        locked.total_message_tokens += added
-        locked.context_tokens += served
-        if locked.reported_input_tokens is not None:
-            # New messages are always in context (after any first_kept_seq).
-            locked.tokens_since_report += served
-        locked.last_activity_at = now
-        locked.save(
-            update_fields=[
-                "last_seq",
-                "message_count",
-                "total_message_tokens",
-                "context_tokens",
-                "tokens_since_report",
-                "last_activity_at",
-                "updated_at",
-            ]
+    first_seq = locked.last_seq + 1
+    rows = [
+        Message(
+            session_id=session_id,
+            seq=first_seq + offset,
+            role=item.role,
+            content=item.content,
+            token_count=item.tokens,
+            tool_use_ids=[tid for tid, _, _ in item.tool_uses],
+            tool_result_ids=[tid for tid, _ in item.tool_results],
+            provider_usage=item.usage,
         )
-        if answered_stored and _answers_truncated_tool_use(locked, [known[tid].use_seq for tid in answered_stored]):
-            # A result for a tool_use that a max_tokens report had hidden: it is served again.
-            _recompute(locked, reset_reported=False)
+        for offset, item in enumerate(prepared)
+    ]
+    Message.objects.bulk_create(rows)
 
-        job = _maybe_auto(locked)
-        usage = session_usage(locked)
-    _copy_counters(locked, session)
-    return AppendResult(messages=rows, usage=usage, compaction=job)
+    result_seq: dict[str, int] = {
+        tid: row.seq for row, item in zip(rows, prepared, strict=True) for tid, _ in item.tool_results
+    }
+    new_calls = [
+        ToolCall(session_id=session_id, tool_use_id=tid, name=name, use_seq=row.seq, result_seq=result_seq.get(tid))
+        for row, item in zip(rows, prepared, strict=True)
+        for tid, name, _ in item.tool_uses
+    ]
+    if new_calls:
+        ToolCall.objects.bulk_create(new_calls)
+    answered_stored = {tid: seq for tid, seq in result_seq.items() if tid in known}
+    if answered_stored:
+        # One UPDATE for all results that answer tool_uses stored by earlier requests.
+        ToolCall.objects.filter(session_id=session_id, tool_use_id__in=list(answered_stored)).update(
+            result_seq=Case(
+                *(When(tool_use_id=tid, then=Value(seq)) for tid, seq in answered_stored.items()),
+                output_field=IntegerField(),
+            )
+        )
+
+    added = sum(item.tokens for item in prepared)
+    served = sum(item.served_tokens for item in prepared)
+    # New messages are always in context (after any first_kept_seq); they count on top of the
+    # provider's last report when there is one.
+    since_report = served if locked.reported_input_tokens is not None else 0
+    # The row is locked: these are the values the F() expressions below compute.
+    locked.last_seq = rows[-1].seq
+    locked.message_count += len(rows)
+    locked.total_message_tokens += added
+    locked.context_tokens += served
+    locked.tokens_since_report += since_report
+    locked.last_activity_at = now
+    # The meter (pure arithmetic on the row) for the stored list columns and the response.
+    locked.usage = session_usage(locked)
+    meter = _meter_fields(locked, locked.usage)
+    for name, value in meter.items():
+        setattr(locked, name, value)
+    Session.objects.filter(pk=session_id).update(
+        last_seq=F("last_seq") + len(rows),
+        message_count=F("message_count") + len(rows),
+        total_message_tokens=F("total_message_tokens") + added,
+        context_tokens=F("context_tokens") + served,
+        tokens_since_report=F("tokens_since_report") + since_report,
+        last_activity_at=now,
+        updated_at=now,
+        **meter,
+    )
+    if any(known[tid].truncated_use for tid in answered_stored):
+        # A result for a tool_use that a max_tokens report had hidden: it is served again.
+        _recompute(locked, reset_reported=False)
+        locked.usage = session_usage(locked)
+    locked.appended = rows
+    return locked
 
 
 COUNTER_FIELDS = (
@@ -448,6 +585,9 @@ COUNTER_FIELDS = (
     "last_usage",
     "last_activity_at",
     "model",
+    "usage_tokens",
+    "usage_percent",
+    "usage_level",
 )
 
 
@@ -458,18 +598,6 @@ def _copy_counters(source: Session, target: Session) -> None:
             setattr(target, name, getattr(source, name))
 
 
-def _answers_truncated_tool_use(session: Session, use_seqs: list[int]) -> bool:
-    return Message.objects.filter(
-        session=session, seq__in=set(use_seqs), role="assistant", provider_usage__stop_reason=STOP_MAX_TOKENS
-    ).exists()
-
-
-def _maybe_auto(session: Session):
-    from compaction.services import compaction_maybe_auto
-
-    return compaction_maybe_auto(session=session)
-
-
 # --- provider usage -------------------------------------------------------------------------
 
 
@@ -478,7 +606,10 @@ class UsageReportResult:
     usage: dict[str, Any]
     message_seq: int | None  # the assistant message the report was attached to
     dropped_tool_use_ids: list[str]
+    # A truncated reply or a calibrated (usually higher) figure can cross the trigger: the
+    # job the compaction layer queued after this report, if any (usage_report_then_compact).
     compaction: Any = None
+    session: Session | None = None  # the reported-on session, as stored
 
 
 def usage_report(
@@ -581,13 +712,14 @@ def usage_report(
             locked.model = model
             update.append("model")
         locked.last_activity_at = now
-        locked.save(update_fields=update)
-        # A truncated reply or a calibrated (usually higher) figure can cross the trigger.
-        job = _maybe_auto(locked)
-        usage = session_usage(locked)
+        locked.save(update_fields=[*update, *_set_meter(locked)])
+    usage = session_usage(locked)
     _copy_counters(locked, session)
     return UsageReportResult(
-        usage=usage, message_seq=target.seq if target else None, dropped_tool_use_ids=dropped, compaction=job
+        usage=usage,
+        message_seq=target.seq if target else None,
+        dropped_tool_use_ids=dropped,
+        session=locked,
     )
 
 
@@ -619,7 +751,7 @@ def _reported_before_active_compaction(session: Session, reported_at_seq: int) -
     active = session.active_compaction
     if active is None:
         return False
-    snapshot = (active.params or {}).get("snapshot_seq")
+    snapshot = active.snapshot_seq
     if snapshot is None:
         snapshot = (active.first_kept_seq or 1) - 1
     return reported_at_seq < snapshot
@@ -716,6 +848,42 @@ def session_usage(session: Session) -> dict[str, Any]:
     }
 
 
+METER_FIELDS = ("usage_tokens", "usage_percent", "usage_level")
+
+
+def _meter_fields(session: Session, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The stored meter columns (Session.usage_*) for the session's current counters."""
+    usage = usage if usage is not None else session_usage(session)
+    tokens = int(usage["tokens"])
+    window = int(usage["context_window"])
+    return {
+        "usage_tokens": tokens,
+        "usage_percent": 100.0 * tokens / window if window else 0.0,
+        "usage_level": usage_level(tokens=tokens, trigger_tokens=int(usage["trigger_tokens"]), context_window=window),
+    }
+
+
+def _set_meter(session: Session) -> list[str]:
+    """Set the stored meter columns on the instance; the update_fields to save them."""
+    for name, value in _meter_fields(session).items():
+        setattr(session, name, value)
+    return list(METER_FIELDS)
+
+
+def session_meter_refresh(*, sessions=None) -> int:
+    """Recompute the stored meter columns (all sessions by default), e.g. after the global
+    defaults changed. Returns how many were rewritten."""
+    changed = []
+    for session in (sessions if sessions is not None else Session.objects.all()).iterator(chunk_size=1000):
+        fields = _meter_fields(session)
+        if any(getattr(session, name) != value for name, value in fields.items()):
+            for name, value in fields.items():
+                setattr(session, name, value)
+            changed.append(session)
+    Session.objects.bulk_update(changed, list(METER_FIELDS), batch_size=1000)
+    return len(changed)
+
+
 # --- affine calibration (the math is in compaction.core.calibration) -----------------
 
 
@@ -773,6 +941,7 @@ class ContextView:
     summary_text: str | None
     summary_tokens: int
     messages: list[ServedMessage]
+    stored: list[Msg] | None = None  # the same messages as stored (only when asked for)
 
     @property
     def tokens(self) -> int:
@@ -806,9 +975,12 @@ class _LRU:
 # tokenizer): stored messages are never rewritten, so a count never goes stale. A single
 # result's count is derived from the stored message count and needs no entry.
 _PRUNE_OUTPUTS = _LRU(100_000)
+# Tokenizer guess per session for appends by id (the API's): the model is only read under
+# the lock, and tokens are counted before it. A wrong guess (the model changed) costs a retry.
+_TOKENIZER_GUESS = _LRU(10_000)
 
 
-def _context_view(session: Session) -> ContextView:
+def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView:
     """The served context, without re-tokenizing it: stored counts are used as they are, a pruned
     message's count is derived from its stored count (`prune_served`), the summary message's
     count is cached by its text. Only a max_tokens reply with hidden tool calls and a message with
@@ -877,6 +1049,8 @@ def _context_view(session: Session) -> ContextView:
                 dropped=out is None,
             )
         )
+    if first_kept > 1:
+        _serve_orphaned_results(served, tokenizer)
     for m in reversed(served):
         if not m.dropped:
             if m.role == "assistant":
@@ -890,9 +1064,56 @@ def _context_view(session: Session) -> ContextView:
         system=session.system_prompt,
         system_tokens=session.system_prompt_tokens,
         summary_text=summary_text,
-        summary_tokens=core_tokens.count_content_cached(summary_text, tokenizer) if summary_text else 0,
+        summary_tokens=_summary_tokens(active, summary_text, tokenizer) if summary_text else 0,
         messages=served,
+        stored=_engine_messages(rows) if keep_stored else None,
     )
+
+
+def _engine_messages(rows: list[tuple[int, str, Any, int, Any]]) -> list[Msg]:
+    """(seq, role, content, token_count, provider_usage) rows as the engine cuts them: as stored,
+    except that a max_tokens reply's dropped tool calls are not tool_uses waiting for a result
+    (they are never answered nor served), which the cut would never summarize."""
+    answered: set[str] | None = None
+    messages = []
+    for seq, role, content, tokens, usage in rows:
+        uses = None
+        if role == "assistant" and _is_max_tokens(usage) and isinstance(content, list):
+            if answered is None:
+                answered = {tool_id for _, r, c, _, _ in rows if r == "user" for tool_id in _tool_result_ids(c)}
+            hidden = set(truncated_content(content, answered)[1])
+            if hidden:
+                uses = [b["id"] for b in content if b.get("type") == "tool_use" and "id" in b and b["id"] not in hidden]
+        messages.append(Msg(seq, role, content, tokens, uses))
+    return messages
+
+
+def _serve_orphaned_results(served: list[ServedMessage], tokenizer) -> None:
+    """A result whose tool_use is before the kept part (compacted before the cut kept waiting
+    tool_uses) is served as text: the provider rejects a tool_result without its tool_use.
+    Appends refuse such a result, so only a context after a compaction can hold one."""
+    orphaned = orphaned_results([Msg(m.seq, m.role, m.content or [], 0) for m in served if not m.dropped])
+    for m in served:
+        if m.seq in orphaned:
+            m.content = results_as_text(m.content, orphaned[m.seq])
+            m.tokens = core_tokens.count_content(m.content, tokenizer)
+
+
+def summary_message_count(*, session: Session, summary: str, turn_prefix_summary: str = "") -> tuple[int, str]:
+    """(tokens, tokenizer name) of a summary as served (render_summary_message), for storing on
+    its compaction (Compaction.summary_message_tokens / summary_tokenizer)."""
+    tokenizer = session_tokenizer(session)
+    if not summary.strip():
+        return 0, tokenizer.name
+    return core_tokens.count_content(render_summary_message(summary, turn_prefix_summary), tokenizer), tokenizer.name
+
+
+def _summary_tokens(active: Any, summary_text: str, tokenizer: core_tokens.Tokenizer) -> int:
+    """The served summary's count: stored with the compaction when made with this tokenizer
+    (no per-process cache to thrash past a few dozen sessions), else counted (cached by text)."""
+    if active.summary_message_tokens is not None and active.summary_tokenizer == tokenizer.name:
+        return active.summary_message_tokens
+    return core_tokens.count_content_cached(summary_text, tokenizer)
 
 
 def _tool_result_ids(content: Any) -> list[str]:
@@ -915,12 +1136,20 @@ def context_messages(session: Session, *, served: bool = False) -> list[Msg]:
         ]
     active = session.active_compaction
     first_kept = (active.first_kept_seq if active else None) or 1
-    rows = (
+    rows = list(
         Message.objects.filter(session=session, seq__gte=first_kept)
         .order_by("seq")
-        .values_list("seq", "role", "content", "token_count")
+        .values_list("seq", "role", "content", "token_count", "provider_usage")
     )
-    return [Msg(seq, role, content, tokens) for seq, role, content, tokens in rows]
+    return _engine_messages(rows)
+
+
+def context_messages_both(session: Session) -> tuple[list[Msg], list[Msg]]:
+    """(as stored, as served): context_messages(session) and context_messages(session,
+    served=True) from one read of the messages in context (a compaction job's snapshot)."""
+    view = _context_view(session, keep_stored=True)
+    served = [Msg(m.seq, m.role, m.content if not m.dropped else [], m.tokens) for m in view.messages]
+    return view.stored or [], served
 
 
 def _active_compaction_dict(session: Session) -> dict[str, Any] | None:
@@ -993,7 +1222,7 @@ def _recompute(session: Session, *, reset_reported: bool) -> None:
         # Served sizes may have changed (a hidden tool_use answered): recount what is after the report.
         reported_at = session.reported_at_seq or 0
         session.tokens_since_report = sum(m.tokens for m in view.messages if m.seq > reported_at)
-    session.save(update_fields=fields)
+    session.save(update_fields=[*fields, *_set_meter(session)])
 
 
 def session_recompute_usage(*, session: Session, reset_reported: bool = True) -> Session:

@@ -14,7 +14,7 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import serializers, status
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -49,8 +49,6 @@ class Conflict(APIException):
 
 
 def _conflict(exc: services.CompactionError) -> APIException:
-    from rest_framework.exceptions import ValidationError
-
     if exc.code == "invalid":
         return ValidationError({exc.field or "non_field_errors": [str(exc)]})
     return Conflict({exc.field or "detail": str(exc)})

@@ -63,6 +63,19 @@ class CompactionConfig:
         return max(1024, int(0.8 * self.reserve_tokens))
 
 
+# "near": within this share of the window below the trigger (the dashboard's amber).
+NEAR_TRIGGER_SHARE = 0.1
+
+
+def usage_level(*, tokens: int, trigger_tokens: int, context_window: int) -> str:
+    """ok / near (within NEAR_TRIGGER_SHARE of the window below the trigger) / over (at or past it)."""
+    if tokens >= trigger_tokens:
+        return "over"
+    if tokens >= trigger_tokens - NEAR_TRIGGER_SHARE * context_window:
+        return "near"
+    return "ok"
+
+
 def validate_overrides(overrides: dict[str, Any]) -> dict[str, str]:
     """Field → problem for every bad key or value (empty when all is well)."""
     errors: dict[str, str] = {}

@@ -7,6 +7,8 @@ budget is met, then moves the cut to a *valid* position:
 - never between a tool_use and its tool_result, wherever the result lies (parallel tool
   calls, results spread over several user messages) — so the kept part can never hold a
   tool_result whose tool_use was summarized, nor a tool_use whose existing result was;
+- never after a tool_use that has no result yet (a slow tool while the conversation goes
+  on): summarized, its result appended later would be served as an orphan (issue 9 D1);
 - preferably at a real user message (a turn start), when that costs at most a bounded
   amount of extra kept tokens; otherwise mid-turn at an assistant message.
 
@@ -14,13 +16,18 @@ A mid-turn cut whose compacted turn prefix has at least `SPLIT_TURN_MIN_PREFIX` 
 *split turn*: the history before the turn and the prefix are summarized separately. Shorter
 prefixes are clean cuts and go into `to_summarize` with the rest of the history.
 
-Everything here is pure and O(n) so it can run on histories of thousands of messages.
+Everything here is pure and O(n). Like pi's `prepareCompaction` it reads each message's tool
+ids once (from `Msg.stored_*_ids` when the caller has them, without touching a block) and
+walks back from the end only as far as the budget; input the API never stores (orphan or
+reversed results, duplicate ids) and forced minimum tails take the exhaustive path, which
+decides identically (a property test holds the two together).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from compaction.core.types import Msg
 
@@ -84,20 +91,35 @@ def turn_starts(messages: list[Msg]) -> list[int]:
     return [i for i, m in enumerate(messages) if m.is_user_turn_start]
 
 
-def _pair_blocked(messages: list[Msg]) -> list[bool]:
-    """blocked[c] is True when cutting before message c would separate a tool pair.
+@dataclass(frozen=True)
+class _Scan:
+    """Everything about a history that planning a cut can ask; lists newest first (index k is
+    message n-1-k)."""
 
-    A pair (use at a, result at b) forbids every cut c with min(a, b) < c <= max(a, b).
-    Results normally follow their use; the reverse order is handled too so that a
-    malformed history still never yields a split pair. Marked with a difference array
-    so the whole check is linear.
+    kept_tokens: list[int]  # kept_tokens[k]: tokens kept when the cut is at message n-1-k
+    cuttable: list[bool]  # the kept part may start there (pairs, roles); `limit` aside
+    starts: list[int]  # indices of user turn starts, newest first
+    limit: int  # no cut after this index: a tool_use waiting for its result is never summarized
+    pending: int  # tool_uses without any result
+    total: int  # tokens of the whole history
+
+
+def _scan_exact(messages: list[Msg]) -> _Scan:
+    """Every message, any input (duplicate ids, results before their use, orphans).
+
+    A pair (use at a, result at b) forbids every cut c with min(a, b) < c <= max(a, b):
+    results pair with the nearest use before them, else (malformed) the first one after.
+    Marked with a difference array so the whole check is linear.
     """
     n = len(messages)
     uses: dict[str, list[int]] = {}
+    answered: set[str] = set()
     for i, m in enumerate(messages):
         if m.role == "assistant":
             for tool_id in m.tool_use_ids:
                 uses.setdefault(tool_id, []).append(i)
+        elif m.role == "user":
+            answered.update(m.tool_result_ids)
     diff = [0] * (n + 2)
     for j, m in enumerate(messages):
         if m.role != "user":
@@ -108,24 +130,261 @@ def _pair_blocked(messages: list[Msg]) -> list[bool]:
                 continue  # orphan result: no pair to keep together (and never a cut point anyway)
             k = bisect_left(positions, j)
             a = positions[k - 1] if k > 0 else positions[0]  # nearest use before, else after
-            low, high = min(a, j), max(a, j)
-            diff[low + 1] += 1
-            diff[high + 1] -= 1
-    blocked = [False] * n
+            diff[min(a, j) + 1] += 1
+            diff[max(a, j) + 1] -= 1
+    waiting = [positions[0] for tool_id, positions in uses.items() if tool_id not in answered]
+    cuttable = [False] * n
     running = 0
     for c in range(n):
         running += diff[c]
-        blocked[c] = running > 0
-    return blocked
+        m = messages[c]
+        cuttable[c] = not running and m.role in ("user", "assistant") and not m.is_tool_result
+    kept_tokens = [0] * n
+    acc = 0
+    for c in range(n - 1, -1, -1):
+        acc += max(0, messages[c].tokens)
+        kept_tokens[n - 1 - c] = acc
+    cuttable.reverse()
+    return _Scan(
+        kept_tokens=kept_tokens,
+        cuttable=cuttable,
+        starts=[i for i in range(n - 1, -1, -1) if messages[i].is_user_turn_start],
+        limit=min(waiting, default=n - 1),
+        pending=len(waiting),
+        total=acc,
+    )
+
+
+class _Located(NamedTuple):
+    """Where the budget puts the cut, before the turn-start preference (a tuple: cheap to make)."""
+
+    cut: int
+    mode: str
+    turn_start: int | None  # last user turn start at or before the cut
+    turn_start_valid: bool  # the kept part may start there
+    kept_at_cut: int
+    kept_at_turn_start: int
+    total: int
+
+
+def _locate_fast(
+    messages: list[Msg], *, budget: int | None, target: int | None, force: bool, mode: str
+) -> _Located | CutPlan | None:
+    """pi's way (findValidCutPoints, then findCutPoint walking back from the newest message):
+    one pass reads each message's tool ids once, then a walk back from the end adds up token
+    counts until the budget (or `target` messages) is kept, and steps back to the first
+    valid cut; the turn start and what is kept from it come from what the pass noted.
+
+    The pass notes, for every message holding tool results, the earliest tool_use it answers:
+    cutting at c separates a pair exactly when a result at or after c answers a tool_use
+    before c. A tool_use that nothing answers is still waiting for its result: no cut comes
+    after it.
+
+    Returns None, and `_locate_exact` decides, for input the API never stores (a result
+    without its tool_use before it, duplicate ids, other roles) and for a forced cut that
+    needs more than the budget.
+    """
+    n = len(messages)
+    waiting: dict[str, int] = {}  # tool_use id -> its message, until a result answers it
+    recent: list[str] | tuple[str, ...] = ()  # the last assistant message's tool_uses, not in `waiting` yet
+    recent_at = -1
+    results_at: list[int] = []  # messages holding tool results, oldest first
+    lows: list[int] = []  # lows[k]: the earliest tool_use answered by message results_at[k]
+    starts: list[int] = []  # user turn starts, oldest first
+    before_start: list[int] = []  # tokens before each of them
+    total = 0
+    i = -1
+    # Results nearly always answer exactly the tool_uses of the assistant message before them:
+    # one list comparison then, and a dict operation per id only otherwise (on long
+    # histories the id lookups were most of the time).
+    for m in messages:
+        i += 1
+        role = m.role
+        if role == "user":
+            ids = m.stored_result_ids
+            if ids is None:
+                content = m.content
+                if content.__class__ is not str:
+                    # Plain loops (a comprehension is a call); membership test first: most
+                    # blocks are text or thinking and have no such key.
+                    for b in content:
+                        if "tool_use_id" in b and b.get("type") == "tool_result":
+                            if ids is None:
+                                ids = []
+                            ids.append(b["tool_use_id"])
+            if not ids:
+                starts.append(i)
+                before_start.append(total)
+            elif ids == recent:
+                results_at.append(i)
+                lows.append(recent_at)
+                recent = ()
+            else:
+                for tool_id in recent:
+                    if waiting.setdefault(tool_id, recent_at) != recent_at:
+                        return None  # duplicate tool_use id
+                recent = ()
+                low = n
+                for tool_id in ids:
+                    a = waiting.pop(tool_id, n)
+                    if a == n:
+                        return None  # orphan, reversed or duplicate result
+                    if a < low:
+                        low = a
+                results_at.append(i)
+                lows.append(low)
+        elif role == "assistant":
+            ids = m.stored_use_ids
+            if ids is None:
+                content = m.content
+                if content.__class__ is not str:
+                    for b in content:
+                        if "id" in b and b.get("type") == "tool_use":
+                            if ids is None:
+                                ids = []
+                            ids.append(b["id"])
+            if ids:
+                for tool_id in recent:
+                    if waiting.setdefault(tool_id, recent_at) != recent_at:
+                        return None
+                recent, recent_at = ids, i
+        else:
+            return None
+        t = m.tokens
+        if t > 0:
+            total += t
+    for tool_id in recent:
+        if waiting.setdefault(tool_id, recent_at) != recent_at:
+            return None
+    last = n - 1
+    limit = last
+    pending = len(waiting)
+    if pending:
+        # Tool_uses nothing answered: waiting for their result, unless the id was used again
+        # after an answered use (a duplicate: `_locate_exact` sorts that out).
+        if any(not waiting.keys().isdisjoint(m.tool_result_ids) for m in messages if m.role == "user"):
+            return None
+        if any(len(set(m.tool_use_ids)) != len(m.tool_use_ids) for m in messages if m.role == "assistant"):
+            return None
+        limit = min(waiting.values())
+
+    # Walk back adding token counts until the budget is kept (pi's findCutPoint).
+    kept = 0
+    if target is None:
+        if budget <= 0:
+            target = last
+            kept = max(0, messages[last].tokens)
+        else:
+            c = n
+            for m in reversed(messages):
+                c -= 1
+                t = m.tokens
+                if t > 0:
+                    kept += t
+                    if kept >= budget:
+                        target = c
+                        break
+    else:
+        kept = sum(t for m in messages[max(target, 0) :] if (t := m.tokens) > 0)
+    cut = -1
+    if target is not None and target >= 1:
+        # Step back from the target to the first valid cut, usually a message or two.
+        k = bisect_left(results_at, target + 1)
+        min_low = min(lows[k:], default=n)
+        c = target
+        while c >= 1:
+            if k and results_at[k - 1] == c:
+                k -= 1
+                if lows[k] < min_low:
+                    min_low = lows[k]
+            elif min_low >= c and c <= limit:
+                cut = c
+                break
+            c -= 1
+            t = messages[c].tokens
+            if t > 0:
+                kept += t
+    if cut < 0:
+        if force:
+            return None  # the minimum valid tail beyond the budget: `_locate_exact`
+        any_valid = any(_valid_at(c, limit, results_at, lows) for c in range(min(limit, last), 0, -1))
+        return _nothing_reason(
+            messages,
+            budget=budget,
+            target=target,
+            mode=mode,
+            total=total,
+            waiting_at=limit if pending else n,
+            any_valid=any_valid,
+        )
+    if pending and cut == limit < last:
+        mode += f"; the tool_use at seq {messages[cut].seq} is still waiting for its result, so it stays"
+    s = bisect_left(starts, cut + 1) - 1
+    turn_start = starts[s] if s >= 0 else None
+    return _Located(
+        cut=cut,
+        mode=mode,
+        turn_start=turn_start,
+        turn_start_valid=turn_start is not None and _valid_at(turn_start, limit, results_at, lows),
+        kept_at_cut=kept,
+        kept_at_turn_start=total - before_start[s] if s >= 0 else 0,
+        total=total,
+    )
+
+
+def _turn_start_at_or_before(starts: list[int], index: int) -> int | None:
+    k = bisect_left(starts, index + 1)
+    return starts[k - 1] if k else None
+
+
+def _valid_at(c: int, limit: int, results_at: list[int], lows: list[int]) -> bool:
+    """The kept part may start at message c: not a result, and no result from c on answers a
+    tool_use before c (lows: the earliest tool_use each result message answers)."""
+    k = bisect_left(results_at, c)
+    if k < len(results_at) and results_at[k] == c:
+        return False
+    return 1 <= c <= limit and min(lows[k:], default=c) >= c
+
+
+def _nothing_reason(
+    messages: list[Msg],
+    *,
+    budget: int | None,
+    target: int | None,
+    mode: str,
+    total: int,
+    waiting_at: int,
+    any_valid: bool,
+) -> CutPlan:
+    """Why there is nothing to compact (unforced), in the order the checks are made."""
+    n = len(messages)
+    if not any_valid:
+        waiting = (
+            f"; a tool_use at seq {messages[waiting_at].seq} is still waiting for its result"
+            if waiting_at < n - 1
+            else ""
+        )
+        return _nothing(
+            f"no valid cut point in {n} messages (every position would split a tool_use from its result{waiting})",
+            messages,
+        )
+    if budget is None:  # by message count
+        if target is None or target <= 0:
+            return _nothing(f"only {n} messages and {mode}", messages)
+    elif not target:
+        if total <= budget:
+            why = f"all {n} messages ({_fmt(total)} tokens) fit within keep_recent_tokens={_fmt(budget)}"
+        else:
+            why = f"keeping keep_recent_tokens={_fmt(budget)} needs all {n} messages ({_fmt(total)} tokens)"
+        return _nothing(why, messages)
+    return _nothing(f"meeting the {mode} requires every message once tool pairs are kept together", messages)
 
 
 def valid_cut_mask(messages: list[Msg]) -> list[bool]:
     """valid[c]: the kept part may start at message c (c >= 1; index 0 is never a cut)."""
-    blocked = _pair_blocked(messages)
-    valid = [False] * len(messages)
-    for c in range(1, len(messages)):
-        valid[c] = not blocked[c] and not messages[c].is_tool_result and messages[c].role in ("user", "assistant")
-    return valid
+    n = len(messages)
+    scan = _scan_exact(messages)
+    return [1 <= c <= scan.limit and scan.cuttable[n - 1 - c] for c in range(n)]
 
 
 def valid_cut_indices(messages: list[Msg]) -> list[int]:
@@ -148,6 +407,81 @@ def _fmt(n: int) -> str:
     return f"{n:,}"
 
 
+def _locate_exact(
+    messages: list[Msg],
+    *,
+    budget: int,
+    max_extra_messages: int | None,
+    force: bool,
+) -> _Located | CutPlan:
+    """Where the cut goes for any input, reading every message (`_locate_fast` falls back here)."""
+    n = len(messages)
+    scan = _scan_exact(messages)
+    last = n - 1
+    kept_tokens = scan.kept_tokens  # kept_tokens[last - c] = tokens kept when the cut is at c
+    cuttable = scan.cuttable
+    limit = scan.limit
+
+    def valid(c: int) -> bool:
+        return 1 <= c <= limit and cuttable[last - c]
+
+    if limit < 1 or not any(cuttable[last - limit : last]):
+        waiting_at = limit if scan.pending else n
+        return _nothing_reason(
+            messages, budget=None, target=None, mode="", total=0, waiting_at=waiting_at, any_valid=False
+        )
+    total = scan.total
+    starts = scan.starts  # newest first
+
+    if max_extra_messages is not None:
+        preserve_messages = max_extra_messages
+        target = n - preserve_messages
+        if target <= 0:
+            return _nothing(f"only {n} messages and preserve_messages={preserve_messages}", messages)
+        mode = f"preserve_messages={preserve_messages}"
+    else:
+        # Largest c whose kept tokens meet the budget (c = n - 1 at least: keep one message);
+        # kept_tokens only grows walking back, so a bisection finds it.
+        k = bisect_left(kept_tokens, budget)
+        target = last - k if k < n else 0
+        if target == 0 or kept_tokens[last - target] < budget:
+            if not force:
+                if total <= budget:
+                    why = f"all {n} messages ({_fmt(total)} tokens) fit within keep_recent_tokens={_fmt(budget)}"
+                else:
+                    why = f"keeping keep_recent_tokens={_fmt(budget)} needs all {n} messages ({_fmt(total)} tokens)"
+                return _nothing(why, messages)
+            # Forced with everything inside the budget: still compact, keeping the last turn.
+            target = starts[0] if starts and starts[0] > 0 else last
+            mode = f"forced; all {_fmt(total)} tokens fit in the {_fmt(budget)}-token budget"
+        else:
+            mode = f"{'forced, ' if force else ''}keep budget {_fmt(budget)} tokens"
+
+    # The latest valid cut at or before the target keeps at least the budget.
+    cut = next((c for c in range(min(target, limit), 0, -1) if cuttable[last - c]), None)
+    if cut is None:
+        if not force:
+            return _nothing(
+                f"meeting the {mode} requires every message once tool pairs are kept together",
+                messages,
+            )
+        # Forced: keep as little as possible beyond the target instead.
+        cut = next(c for c in range(target + 1, limit + 1) if cuttable[last - c])
+        mode += "; minimum valid tail"
+    if scan.pending and cut == limit < last:
+        mode += f"; the tool_use at seq {messages[cut].seq} is still waiting for its result, so it stays"
+    turn_start = next((s for s in starts if s <= cut), None)
+    return _Located(
+        cut=cut,
+        mode=mode,
+        turn_start=turn_start,
+        turn_start_valid=turn_start is not None and valid(turn_start),
+        kept_at_cut=kept_tokens[last - cut],
+        kept_at_turn_start=kept_tokens[last - turn_start] if turn_start is not None else 0,
+        total=total,
+    )
+
+
 def plan_cut(
     messages: list[Msg],
     *,
@@ -164,23 +498,12 @@ def plan_cut(
     - `force` (overflow, seed 002): keep about `context_window` / 5 tokens (at least the last
       user turn when it fits in `FORCE_MAX_KEEP_SHARE` of the window, otherwise the smallest
       valid tail that meets the budget) and compact even when everything is within budget.
+    - A tool_use with no result yet is never summarized, whatever the budget: its result,
+      appended later, would be served without it.
     """
     n = len(messages)
     if n < MIN_MESSAGES:
         return _nothing(f"only {n} message{'s' if n != 1 else ''}", messages)
-
-    valid = valid_cut_mask(messages)
-    if not any(valid):
-        return _nothing(
-            f"no valid cut point in {n} messages (every position would split a tool_use from its result)",
-            messages,
-        )
-    # suffix[c] = tokens kept when the cut is at c.
-    suffix = [0] * (n + 1)
-    for i in range(n - 1, -1, -1):
-        suffix[i] = suffix[i + 1] + max(0, messages[i].tokens)
-    total = suffix[0]
-    starts = turn_starts(messages)
 
     if force:
         budget = int(context_window * FORCE_KEEP_SHARE) if context_window else keep_recent_tokens
@@ -191,77 +514,65 @@ def plan_cut(
     else:
         budget = keep_recent_tokens
         max_keep = budget + int(max(0, budget) * TURN_START_SLACK)
-
-    mode = ""
     # Force (overflow) always cuts by tokens: a preserved message count can be arbitrarily large.
     if preserve_messages is not None and preserve_messages > 0 and not force:
-        target = n - preserve_messages
-        if target <= 0:
-            return _nothing(f"only {n} messages and preserve_messages={preserve_messages}", messages)
-        mode = f"preserve_messages={preserve_messages}"
         # Moving back to the turn start may keep up to twice the requested messages.
         max_extra_messages = preserve_messages
+        located = _locate_fast(
+            messages,
+            budget=None,
+            target=n - preserve_messages,
+            force=False,
+            mode=f"preserve_messages={preserve_messages}",
+        )
     else:
         max_extra_messages = None
-        # Largest c whose suffix meets the budget (c = n - 1 at least: keep one message).
-        target = n - 1
-        while target > 0 and suffix[target] < budget:
-            target -= 1
-        if suffix[target] < budget or target == 0:
-            if not force:
-                if total <= budget:
-                    why = f"all {n} messages ({_fmt(total)} tokens) fit within keep_recent_tokens={_fmt(budget)}"
-                else:
-                    why = f"keeping keep_recent_tokens={_fmt(budget)} needs all {n} messages ({_fmt(total)} tokens)"
-                return _nothing(why, messages)
-            # Forced with everything inside the budget: still compact, keeping the last turn.
-            target = starts[-1] if starts and starts[-1] > 0 else n - 1
-            mode = f"forced; all {_fmt(total)} tokens fit in the {_fmt(budget)}-token budget"
-        else:
-            mode = f"{'forced, ' if force else ''}keep budget {_fmt(budget)} tokens"
+        located = _locate_fast(
+            messages,
+            budget=budget,
+            target=None,
+            force=force,
+            mode=f"{'forced, ' if force else ''}keep budget {_fmt(budget)} tokens",
+        )
+    if located is None:
+        located = _locate_exact(messages, budget=budget, max_extra_messages=max_extra_messages, force=force)
+    if isinstance(located, CutPlan):
+        return located
+    return _plan(messages, located, max_keep=max_keep, max_extra_messages=max_extra_messages)
 
-    # The latest valid cut at or before the target keeps at least the budget.
-    cut = next((c for c in range(target, 0, -1) if valid[c]), None)
-    if cut is None:
-        if not force:
-            return _nothing(
-                f"meeting the {mode} requires every message once tool pairs are kept together",
-                messages,
-            )
-        # Forced: keep as little as possible beyond the target instead.
-        cut = next(c for c in range(target + 1, n) if valid[c])
-        mode += "; minimum valid tail"
 
+def _plan(messages: list[Msg], located: _Located, *, max_keep: int, max_extra_messages: int | None) -> CutPlan:
+    cut, mode, turn_start, total = located.cut, located.mode, located.turn_start, located.total
+    kept_at_cut = located.kept_at_cut
     # Prefer the start of the turn the cut landed in.
-    turn_index = bisect_left(starts, cut + 1) - 1  # last turn start <= cut
-    turn_start = starts[turn_index] if turn_index >= 0 else None
-    if turn_start is not None and turn_start < cut and turn_start > 0 and valid[turn_start]:
+    if turn_start is not None and turn_start < cut and located.turn_start_valid:
         if max_extra_messages is not None:
             acceptable = cut - turn_start <= max_extra_messages
         else:
-            acceptable = suffix[turn_start] <= max_keep
+            acceptable = located.kept_at_turn_start <= max_keep
         if acceptable:
             cut = turn_start
+            kept_at_cut = located.kept_at_turn_start
 
     first_kept = messages[cut].seq
-    kept = list(messages[cut:])
-    kept_desc = f"keeping {len(kept)} messages ({_fmt(suffix[cut])} tokens) from seq {first_kept}"
+    kept = messages[cut:]
+    kept_desc = f"keeping {len(kept)} messages ({_fmt(kept_at_cut)} tokens) from seq {first_kept}"
 
     if messages[cut].is_user_turn_start:
         return CutPlan(
-            to_summarize=list(messages[:cut]),
+            to_summarize=messages[:cut],
             turn_prefix=[],
             kept=kept,
             first_kept_seq=first_kept,
             split_turn=False,
             reason=f"cut at a user turn start ({mode}): summarizing {cut} messages "
-            f"({_fmt(total - suffix[cut])} tokens), {kept_desc}",
+            f"({_fmt(total - kept_at_cut)} tokens), {kept_desc}",
         )
     if turn_start is None:
         # The history already begins mid-turn (an earlier compaction split this turn); its
         # start lives in the previous summary, so the prefix is plain history here.
         return CutPlan(
-            to_summarize=list(messages[:cut]),
+            to_summarize=messages[:cut],
             turn_prefix=[],
             kept=kept,
             first_kept_seq=first_kept,
@@ -272,8 +583,8 @@ def plan_cut(
     prefix_len = cut - turn_start
     if prefix_len >= SPLIT_TURN_MIN_PREFIX:
         return CutPlan(
-            to_summarize=list(messages[:turn_start]),
-            turn_prefix=list(messages[turn_start:cut]),
+            to_summarize=messages[:turn_start],
+            turn_prefix=messages[turn_start:cut],
             kept=kept,
             first_kept_seq=first_kept,
             split_turn=True,
@@ -282,7 +593,7 @@ def plan_cut(
             f"turn prefix separately, {kept_desc}",
         )
     return CutPlan(
-        to_summarize=list(messages[:cut]),
+        to_summarize=messages[:cut],
         turn_prefix=[],
         kept=kept,
         first_kept_seq=first_kept,

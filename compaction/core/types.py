@@ -16,6 +16,11 @@ class Msg:
     role: str  # "user" | "assistant"
     content: Content
     tokens: int
+    # The tool ids as stored beside the content (Message.tool_use_ids / tool_result_ids), or None
+    # to read them from the blocks. Given, planning a cut reads no block at all: on long
+    # histories that is most of its time (every block is a dict somewhere else in memory).
+    stored_use_ids: list[str] | tuple[str, ...] | None = None
+    stored_result_ids: list[str] | tuple[str, ...] | None = None
 
     @property
     def blocks(self) -> list[dict[str, Any]]:
@@ -25,10 +30,14 @@ class Msg:
 
     @property
     def tool_use_ids(self) -> list[str]:
+        if self.stored_use_ids is not None:
+            return list(self.stored_use_ids)
         return [b["id"] for b in self.blocks if b.get("type") == "tool_use" and "id" in b]
 
     @property
     def tool_result_ids(self) -> list[str]:
+        if self.stored_result_ids is not None:
+            return list(self.stored_result_ids)
         return [b["tool_use_id"] for b in self.blocks if b.get("type") == "tool_result" and "tool_use_id" in b]
 
     @property

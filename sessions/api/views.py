@@ -5,6 +5,7 @@ Every session lookup is scoped to request.user, so another owner's session is a 
 
 from __future__ import annotations
 
+from django.http import Http404
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiParameter,
@@ -17,7 +18,9 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from compaction import services as compaction_services
 from sessions import selectors, services, trash
+from sessions.models import Session
 
 from . import serializers as s
 from .pagination import StrictCursorPagination, StrictPageNumberPagination
@@ -198,17 +201,26 @@ class MessageListView(AtomicWritesMixin, APIView):
         responses={201: s.AppendOutSerializer, **error_responses(400, 404, 413)},
     )
     def post(self, request, session_id):
-        session = selectors.session_get(user=request.user, session_id=session_id)
+        # No separate session lookup: the append reads the session once, locked and scoped to
+        # the caller (another owner's session is Session.DoesNotExist, a 404 like a missing one).
         body = request.data
         if not isinstance(body, dict):
+            selectors.session_get(user=request.user, session_id=session_id)  # 404 before 400
             raise ValidationError({"body": ['must be a message object or {"messages": [...]}']})
         if "messages" in body:
             extra = sorted(set(body) - {"messages"})
             if extra:
+                selectors.session_get(user=request.user, session_id=session_id)
                 raise ValidationError({name: ["unknown field next to 'messages'"] for name in extra})
-            result = services.messages_append(session=session, messages=body["messages"])
+            messages, single = body["messages"], False
         else:
-            result = services.messages_append(session=session, messages=[body], single=True)
+            messages, single = [body], True
+        try:
+            result = compaction_services.messages_append_then_compact(
+                session=session_id, owner=request.user, messages=messages, single=single
+            )
+        except Session.DoesNotExist:
+            raise Http404("No such session.") from None
         return Response(
             {
                 "messages": s.MessageOutSerializer(result.messages, many=True).data,
@@ -263,7 +275,7 @@ class UsageView(AtomicWritesMixin, APIView):
         session = selectors.session_get(user=request.user, session_id=session_id)
         data = s.UsageInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        result = services.usage_report(session=session, **data.validated_data)
+        result = compaction_services.usage_report_then_compact(session=session, **data.validated_data)
         return Response(
             {
                 "usage": result.usage,

@@ -8,7 +8,7 @@ was activated. The output is numbers for `templates/dashboard/_chart.html` to dr
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -76,11 +76,11 @@ def _measured_seq(compaction: Any, drop_at: int) -> int:
 
     Live compactions measure it when activated, i.e. at the drop. An import is recorded after
     the whole transcript was stored, so its `tokens_after` also counts the messages from the
-    cut to the end of the import (`params["snapshot_seq"]`).
+    cut to the end of the import (`snapshot_seq`).
     """
     if compaction.reason != "import":
         return drop_at
-    snapshot = (compaction.params or {}).get("snapshot_seq")
+    snapshot = compaction.snapshot_seq
     try:
         return max(drop_at, int(snapshot))
     except (TypeError, ValueError):
@@ -123,9 +123,6 @@ def context_series(
     less the messages after the drop that figure already counts (imports); later messages
     add on top. With `current_tokens` (the gauge's figure) the line ends exactly there.
     """
-    at: dict[int, list[Any]] = {}
-    for compaction in compactions:
-        at.setdefault(drop_seq(compaction, messages), []).append(compaction)
     # Cumulative message tokens by seq, to take out what an import's tokens_after already counts.
     seqs: list[int] = []
     cumulative: list[int] = []
@@ -134,6 +131,15 @@ def context_series(
         running += tokens
         seqs.append(seq)
         cumulative.append(running)
+    at: dict[int, list[Any]] = {}
+    for compaction in compactions:
+        seq = drop_seq(compaction, messages)
+        index = bisect_left(seqs, seq)
+        if seq and index < len(seqs) and seqs[index] != seq:
+            # A long session's series stands at bucket ends (queries.message_token_series):
+            # the drop goes to the end of the bucket holding its seq.
+            seq = seqs[index]
+        at.setdefault(seq, []).append(compaction)
 
     def upto(seq: int) -> int:
         index = bisect_right(seqs, seq) - 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
+from sessions.auth import api_key_forget
 from sessions.models import ApiKey
 
 
@@ -22,4 +23,5 @@ def apikey_revoke(*, user, prefix: str) -> ApiKey:
     if not key.revoked:
         key.revoked = True
         key.save(update_fields=["revoked"])
+    api_key_forget(prefix=key.prefix)  # refused from the next request on, in this process at once
     return key

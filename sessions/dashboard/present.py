@@ -18,6 +18,8 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
+from compaction.core.config import usage_level
+
 TEXT_PREVIEW_CHARS = 1200
 TOOL_ARG_CHARS = 160
 
@@ -111,11 +113,7 @@ class Usage:
     @property
     def level(self) -> str:
         """ok / near (within 10 % of the window below the trigger) / over (at or past it)."""
-        if self.tokens >= self.trigger_tokens:
-            return "over"
-        if self.tokens >= self.trigger_tokens - 0.1 * self.context_window:
-            return "near"
-        return "ok"
+        return usage_level(tokens=self.tokens, trigger_tokens=self.trigger_tokens, context_window=self.context_window)
 
     @property
     def words(self) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, ExpressionWrapper, F, IntegerField, Max, OuterRef, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
 from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Status
@@ -79,9 +79,10 @@ def session_list_page(
 ) -> Page:
     """One page of SessionRow. Bounded queries whatever the number of sessions.
 
-    Status "over"/"near"/"ok" and sorting by usage depend on each session's trigger, which
-    comes from its model window and JSON overrides; those are resolved in Python over slim
-    rows (one query), then only the page's sessions are loaded in full.
+    Status "over"/"near"/"ok" and sorting by usage read the meter columns the write path
+    stores on each session (usage_level, usage_percent; indexed with the owner), so the
+    database filters, sorts and pages: no session's config or usage is computed in Python
+    beyond the page's rows.
     """
     in_flight = Compaction.objects.filter(session=OuterRef("pk"), status__in=IN_FLIGHT)
     qs = sessions_visible(user=user).annotate(running=Exists(in_flight))
@@ -91,35 +92,12 @@ def session_list_page(
         qs = qs.filter(model=model)
     if status == "compacting":
         qs = qs.filter(running=True)
-
-    needs_usage = status in {"over", "near", "ok"} or sort == "usage"
-    if not needs_usage:
-        ordered = qs.select_related("owner", "active_compaction").order_by("-last_activity_at", "id")
-        page_obj = Paginator(ordered, LIST_PAGE_SIZE).get_page(page)
-        sessions = list(page_obj.object_list)
-    else:
-        # Everything session_usage reads (counters, calibration, settings) but the large texts:
-        # deferring instead of listing keeps this one query when the usage inputs change.
-        slim = qs.defer("system_prompt", "last_usage")
-        scored = []
-        for session in slim.iterator(chunk_size=2000):
-            usage = session_usage_view(session)
-            if status and status != "compacting" and usage.level != status:
-                continue
-            scored.append((session.pk, usage.percent, session.last_activity_at))
-        if sort == "usage":
-            scored.sort(key=lambda row: (-row[1], -row[2].timestamp()))
-        else:
-            scored.sort(key=lambda row: -row[2].timestamp())
-        page_obj = Paginator(scored, LIST_PAGE_SIZE).get_page(page)
-        ids = [row[0] for row in page_obj.object_list]
-        by_id = {
-            s.pk: s
-            for s in Session.objects.filter(pk__in=ids)
-            .select_related("owner", "active_compaction")
-            .annotate(running=Exists(in_flight))
-        }
-        sessions = [by_id[i] for i in ids if i in by_id]
+    elif status in {"over", "near", "ok"}:
+        qs = qs.filter(usage_level=status)
+    order = ("-usage_percent", "-last_activity_at", "id") if sort == "usage" else ("-last_activity_at", "id")
+    ordered = qs.select_related("owner", "active_compaction").order_by(*order)
+    page_obj = Paginator(ordered, LIST_PAGE_SIZE).get_page(page)
+    sessions = list(page_obj.object_list)
     page_obj.object_list = [
         SessionRow(
             session=s,
@@ -163,7 +141,7 @@ def effective_compactions(*, session: Session, compactions: list[Compaction]) ->
 
 
 def compaction_rerun_source(*, session: Session, compaction: Compaction) -> Compaction | None:
-    """The compaction this one re-ran from the admin (params["rerun_of"]), in the same session."""
+    """The compaction this one re-ran from the admin (`rerun_of`), in the same session."""
     original = rerun_of(compaction)
     if not original:
         return None
@@ -172,11 +150,31 @@ def compaction_rerun_source(*, session: Session, compaction: Compaction) -> Comp
 
 def compaction_reruns(*, session: Session, compaction: Compaction) -> list[Compaction]:
     """Compactions that re-ran this one (newest first)."""
-    return list(Compaction.objects.filter(session=session, params__rerun_of=str(compaction.pk)).order_by("-created_at"))
+    return list(Compaction.objects.filter(session=session, rerun_of=compaction).order_by("-created_at"))
+
+
+# The chart draws at most chart.MAX_POINTS points; its series is read in at most this many
+# rows, whatever the session's length (reading and parsing every message's timestamp cost
+# ~90 ms at 10,000 messages).
+SERIES_MAX_ROWS = 1_200
 
 
 def message_token_series(*, session: Session) -> list[tuple[int, int, Any]]:
-    return list(Message.objects.filter(session=session).order_by("seq").values_list("seq", "token_count", "created_at"))
+    """(seq, tokens, created_at) in seq order, bounded: up to SERIES_MAX_ROWS messages one row
+    each; beyond, consecutive messages summed into equal seq buckets, each standing at its last
+    seq and time (a compaction's drop then lands on its bucket's end, < 1 px at chart width)."""
+    rows = Message.objects.filter(session=session)
+    if session.last_seq <= SERIES_MAX_ROWS:
+        return list(rows.order_by("seq").values_list("seq", "token_count", "created_at"))
+    size = -(-session.last_seq // SERIES_MAX_ROWS)
+    buckets = (
+        rows.annotate(bucket=ExpressionWrapper((F("seq") - 1) / size, output_field=IntegerField()))
+        .values("bucket")
+        .annotate(last=Max("seq"), tokens=Sum("token_count"), at=Max("created_at"))
+        .order_by("bucket")
+        .values_list("last", "tokens", "at")
+    )
+    return list(buckets)
 
 
 def messages_page(*, session: Session, start: int, limit: int = MESSAGES_PAGE_SIZE) -> list[Message]:

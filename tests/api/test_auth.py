@@ -3,11 +3,16 @@ from __future__ import annotations
 import io
 
 import pytest
+from django.contrib import admin
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.middleware.csrf import _get_new_csrf_string
+from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.test import APIClient
 
+from sessions import auth
+from sessions.admin import ApiKeyAdmin
+from sessions.dashboard.keys import apikey_revoke
 from sessions.models import ApiKey, Message, Session
 
 from .helpers import snapshot, url
@@ -57,12 +62,66 @@ def test_a_revoked_key_is_401(user, session):
     record, key = ApiKey.objects.create_key(owner=user, name="old")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
-    assert client.get("/api/v1/sessions/").status_code == 200
-    record.revoked = True
-    record.save()
+    assert client.get("/api/v1/sessions/").status_code == 200  # now cached
+    apikey_revoke(user=user, prefix=record.prefix)
     response = client.get(url(session))
     assert response.status_code == 401
     assert response.json()["error"] == "Invalid or revoked API key."
+
+
+def test_a_key_revoked_in_the_admin_is_401_at_once(user, rf):
+    record, key = ApiKey.objects.create_key(owner=user, name="old")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert client.get("/api/v1/sessions/").status_code == 200
+    record.revoked = True
+    ApiKeyAdmin(ApiKey, admin.site).save_model(rf.post("/"), record, form=None, change=True)
+    assert client.get("/api/v1/sessions/").status_code == 401
+
+
+def test_a_key_revoked_elsewhere_is_401_within_the_cache_bound(user, settings, monkeypatch):
+    # Revoked by another process (or straight in the database): this process's cache entry
+    # still vouches for the key, but for API_KEY_CACHE_SECONDS at most.
+    settings.API_KEY_CACHE_SECONDS = 5
+    clock = [1_000_000.0]
+    monkeypatch.setattr(auth, "_now", lambda: clock[0])
+    record, key = ApiKey.objects.create_key(owner=user, name="old")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert client.get("/api/v1/sessions/").status_code == 200
+    ApiKey.objects.filter(pk=record.pk).update(revoked=True)
+    clock[0] += 4.9
+    assert client.get("/api/v1/sessions/").status_code == 200
+    clock[0] += 0.2
+    assert client.get("/api/v1/sessions/").status_code == 401
+
+
+def test_a_cached_key_costs_no_query_and_last_use_is_written_once(user, rf, django_assert_num_queries):
+    record, key = ApiKey.objects.create_key(owner=user, name="busy")
+    request = rf.get("/api/v1/sessions/", HTTP_AUTHORIZATION=f"Bearer {key}")
+    backend = auth.BearerAPIKeyAuthentication()
+    with django_assert_num_queries(2):  # the lookup, the last-use write
+        assert backend.authenticate(request) == (user, record)
+    for _ in range(3):
+        with django_assert_num_queries(0):
+            owner, cached = backend.authenticate(request)
+        assert owner == user and cached.pk == record.pk
+    record.refresh_from_db()
+    assert record.last_used_at is not None
+    # A wrong secret with a cached prefix is still refused.
+    wrong = rf.get("/", HTTP_AUTHORIZATION=f"Bearer {record.prefix}.not-the-secret")
+    with pytest.raises(AuthenticationFailed):
+        backend.authenticate(wrong)
+
+
+def test_no_cache_when_the_bound_is_zero(user, rf, settings, django_assert_num_queries):
+    settings.API_KEY_CACHE_SECONDS = 0
+    record, key = ApiKey.objects.create_key(owner=user, name="uncached")
+    request = rf.get("/", HTTP_AUTHORIZATION=f"Bearer {key}")
+    backend = auth.BearerAPIKeyAuthentication()
+    backend.authenticate(request)
+    with django_assert_num_queries(1):
+        backend.authenticate(request)
 
 
 def test_a_key_of_an_inactive_user_is_401(user, api):

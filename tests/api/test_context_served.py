@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from compaction.core.orphans import ORPHAN_RESULT_HEADER, results_as_text
 from compaction.core.prune import prune_content, tool_names
 from compaction.core.summary_message import render_summary_message
 from compaction.core.tokens import count_content, count_text, get_tokenizer
@@ -48,12 +49,19 @@ def reference(session) -> tuple[list[dict], int, int]:
         text = render_summary_message(active.summary, active.turn_prefix_summary)
         served.append({"role": "user", "content": text})
         tokens += count_content(text, tokenizer)
+    used: set[str] = set()
     for seq, role, content, stored in rows:
         if seq < active.first_kept_seq:
             continue
         out = content
         if seq < active.prune_before_seq and role == "user" and isinstance(content, list):
             out = prune_content(content, tool_names=names, tokenizer=tokenizer)
+        if role == "assistant" and isinstance(content, list):
+            used.update(b["id"] for b in content if b.get("type") == "tool_use")
+        results = {b["tool_use_id"] for b in out if b.get("type") == "tool_result"} if isinstance(out, list) else set()
+        orphaned = results - used
+        if orphaned:  # its tool_use is in the summary: served as text (issue 9 D1)
+            out = results_as_text(out, orphaned)
         count = count_content(out, tokenizer) if out != content else stored
         saved += stored - count
         tokens += count
@@ -111,8 +119,11 @@ def test_pruned_and_summarized_context_is_byte_identical_to_the_reference(api, s
     assert json.dumps(body["messages"]) == json.dumps(messages)  # same blocks, same key order
     pruned = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]]
     assert (
-        sum(isinstance(b.get("content"), str) and b["content"].startswith("[tool output pruned") for b in pruned) == 4
+        sum(isinstance(b.get("content"), str) and b["content"].startswith("[tool output pruned") for b in pruned) == 3
     )
+    # t0's tool_use is before the cut: its (pruned) result is served as text, not as an orphan.
+    header = ORPHAN_RESULT_HEADER.format(tool_use_id="t0", error="")
+    assert any(b.get("type") == "text" and b["text"].startswith(header + "\n[tool output pruned") for b in pruned)
     assert body["estimated_tokens"] == tokens == session.context_tokens
     assert body["breakdown"]["pruned_tool_results_saved"] == saved > 0
     assert body["breakdown"]["system"] == count_text("Be terse.")

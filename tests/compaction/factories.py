@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from compaction import services as compaction_services
 from sessions import services as session_services
 
 FILLER = (
@@ -67,7 +68,8 @@ def make_session(owner, *, window: int = 20_000, **settings: Any):
 
 
 def append(session, messages: list[dict[str, Any]]):
-    result = session_services.messages_append(session=session, messages=messages)
+    # As the API appends: the auto-compaction decision follows the append's commit.
+    result = compaction_services.messages_append_then_compact(session=session, messages=messages)
     session.refresh_from_db()
     return result
 

@@ -52,7 +52,7 @@ def test_bulk_import_records_claude_codes_compaction(user):
     assert 20_000 < job.tokens_after - summary < job.tokens_before - summary
     finished = job.events.get(kind="compaction_finished")
     assert f"{job.tokens_before:,} → {job.tokens_after:,} tokens" in finished.message
-    assert job.params["snapshot_seq"] == job.first_kept_seq - 1
+    assert job.snapshot_seq == job.first_kept_seq - 1
     # The last recorded call (after the boundary, on the compacted context) calibrates the meter.
     assert usage["source"] == "provider+estimate"
     assert abs(usage["tokens"] - (usage["estimated_tokens"] + offset)) < 5_000

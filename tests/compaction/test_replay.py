@@ -137,7 +137,7 @@ def test_replay_fires_near_claude_codes_own_compaction(
     # another compaction right away: no two compactions in a row without new conversation.
     jobs = list(Compaction.objects.filter(session_id=result["session_id"]).order_by("created_at"))
     if len(jobs) > 1:
-        assert jobs[1].params["snapshot_seq"] - jobs[0].params["snapshot_seq"] > 10, [j.params for j in jobs]
+        assert jobs[1].snapshot_seq - jobs[0].snapshot_seq > 10, [j.snapshot_seq for j in jobs]
 
     # After the whole replay: usage under the trigger, a valid context, the full history readable.
     context = api.get(f"{result['base']}/context/").json()

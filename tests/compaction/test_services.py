@@ -253,7 +253,7 @@ def test_loop_guard_judges_tokens_after_on_the_provider_scale(user):
     estimate = session_services.session_usage(session)["estimated_tokens"]
     last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
     overhead = 12_000
-    session_services.usage_report(
+    services.usage_report_then_compact(
         session=session, input_tokens=estimate - last.token_count + overhead, message_seq=last.seq
     )
     session.refresh_from_db()
@@ -390,7 +390,7 @@ def test_prune_tier_decides_and_reports_on_the_calibrated_figure(user, overhead)
     estimate = session_services.session_usage(session)["estimated_tokens"]
     last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
     # The provider saw our estimate + the overhead (the reply itself is not in its prompt).
-    session_services.usage_report(
+    services.usage_report_then_compact(
         session=session, input_tokens=estimate - last.token_count + overhead, message_seq=last.seq
     )
     session.refresh_from_db()
@@ -458,7 +458,7 @@ def test_a_transient_database_error_hands_the_job_back_for_the_retry(user, monke
     def flaky(*args, **kwargs):
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(services, "_compute", flaky)
+    monkeypatch.setattr(services.jobs, "_compute", flaky)
     with pytest.raises(OperationalError):  # the task's autoretry sees it
         services.compaction_run(compaction_id=job.pk)
     job.refresh_from_db()
@@ -507,8 +507,8 @@ def test_a_usage_report_for_the_context_before_the_compaction_does_not_retrigger
     job = request_and_run(session, reason="manual")
     assert job.status == Status.SUCCEEDED
     last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
-    assert last.seq <= job.params["snapshot_seq"]
-    session_services.usage_report(session=session, input_tokens=19_000, message_seq=last.seq)
+    assert last.seq <= job.snapshot_seq
+    services.usage_report_then_compact(session=session, input_tokens=19_000, message_seq=last.seq)
     session.refresh_from_db()
     assert session.active_compaction_id == job.pk
     assert not Compaction.objects.filter(session=session, status__in=["queued", "running"]).exists()
@@ -519,7 +519,7 @@ def test_a_usage_report_for_the_context_before_the_compaction_does_not_retrigger
     # A report for a reply produced after the compaction is current: it does count.
     append(session, [{"role": "user", "content": "next question"}, {"role": "assistant", "content": "answer"}])
     newest = Message.objects.filter(session=session).order_by("-seq").first()
-    session_services.usage_report(session=session, input_tokens=19_000, message_seq=newest.seq)
+    services.usage_report_then_compact(session=session, input_tokens=19_000, message_seq=newest.seq)
     assert Compaction.objects.filter(session=session, reason="threshold").exists()
 
 
@@ -541,7 +541,7 @@ def _calibrated_low_trigger_session(user, *, overhead: int, **settings):
     session.refresh_from_db()
     estimate = session_services.session_usage(session)["estimated_tokens"]
     last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
-    session_services.usage_report(session=session, input_tokens=estimate + overhead, message_seq=last.seq)
+    services.usage_report_then_compact(session=session, input_tokens=estimate + overhead, message_seq=last.seq)
     session.refresh_from_db()
     return session, estimate
 
@@ -604,3 +604,32 @@ def test_only_a_job_with_a_summary_waits_for_review(user, monkeypatch):
     assert done.review_status == ReviewStatus.PENDING
     pending = Compaction.objects.filter(session=session, review_status=ReviewStatus.PENDING)
     assert list(pending) == [done]
+
+
+@pytest.mark.parametrize("reason", ["manual", "threshold"])
+def test_a_job_reads_the_messages_in_context_once_and_stores_the_served_summary_count(user, reason):
+    """The snapshot reads the context once (as stored and as served, pruning plans included);
+    activation reads the new context once more to recount the usage. The served summary's
+    count is stored with the compaction and is what the context uses."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    session = make_session(user)
+    append(session, conversation(12))
+    session_services.session_update(session=session, compaction_settings={"auto_compact_token_limit": 500})
+    job = services.compaction_request(session=session, reason=reason)
+    with CaptureQueriesContext(connection) as ctx:
+        done = services.compaction_run(compaction_id=job.pk)
+    content_reads = [
+        q["sql"]
+        for q in ctx.captured_queries
+        if q["sql"].startswith("SELECT") and '"agent_sessions_message"."content"' in q["sql"]
+    ]
+    assert done.status == Status.SUCCEEDED, done.detail
+    assert len(content_reads) == 2, content_reads
+    session.refresh_from_db()
+    context = session_services.context_build(session=session)
+    assert done.summary_tokenizer
+    assert context["breakdown"]["summary"] == done.summary_message_tokens
+    if reason == "manual":
+        assert done.summary_message_tokens > 0

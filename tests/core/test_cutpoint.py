@@ -495,3 +495,43 @@ def test_reason_when_the_budget_needs_every_message() -> None:
     plan = plan_cut(h.messages, keep_recent_tokens=50)
     assert plan.nothing_to_compact
     assert plan.reason == "nothing to compact: keeping keep_recent_tokens=50 needs all 2 messages (110 tokens)"
+
+
+def test_a_tool_use_waiting_for_its_result_is_never_summarized() -> None:
+    # Issue 9 D1: a slow tool call, then the conversation goes on; its result comes later.
+    h = History(first_seq=1)
+    h.user(10, "build it")
+    h._add("assistant", [{"type": "tool_use", "id": "toolu_slow_build", "name": "Bash", "input": {}}], 10)
+    for _ in range(20):
+        h.user(30)
+        h.assistant(30)
+    for force in (False, True):
+        plan = plan_cut(h.messages, keep_recent_tokens=300, force=force, context_window=1_000)
+        assert_plan_invariants(plan, h.messages)
+        assert plan.first_kept_seq == 2, plan.reason  # the tool_use stays, only the request goes
+        assert "still waiting for its result" in plan.reason
+    assert valid_cut_indices(h.messages) == [1]
+    # Once answered, the pair is kept together, then summarized like any other.
+    answer = h.results(["toolu_slow_build"], 10)
+    h.assistant(10)
+    plan = plan_cut(h.messages, keep_recent_tokens=300)
+    assert_plan_invariants(plan, h.messages)
+    assert plan.first_kept_seq == 2
+    for _ in range(20):
+        h.user(30)
+        h.assistant(30)
+    plan = plan_cut(h.messages, keep_recent_tokens=300)
+    assert_plan_invariants(plan, h.messages)
+    assert plan.first_kept_seq > answer.seq and plan.kept[0].is_user_turn_start
+
+
+def test_stored_tool_ids_plan_as_the_blocks_do() -> None:
+    h = History(first_seq=0)
+    for _ in range(30):
+        h.user(40)
+        h.tool_round(20, 60, tools=2)
+        h.assistant(10)
+    stored = [Msg(m.seq, m.role, m.content, m.tokens, m.tool_use_ids, m.tool_result_ids) for m in h.messages]
+    for keep in (0, 100, 1_000, 3_000, 10_000):
+        a, b = plan_cut(stored, keep_recent_tokens=keep), plan_cut(h.messages, keep_recent_tokens=keep)
+        assert (a.first_kept_seq, seqs(a.turn_prefix), a.reason) == (b.first_kept_seq, seqs(b.turn_prefix), b.reason)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from compaction.core import cutpoint
 from compaction.core.cutpoint import SPLIT_TURN_MIN_PREFIX, plan_cut, valid_cut_indices
 from compaction.core.types import Msg
 from tests.core.test_cutpoint import assert_plan_invariants
@@ -16,7 +18,8 @@ tokens = st.integers(min_value=1, max_value=3000)
 def histories(draw) -> list[Msg]:
     """User turns; assistant messages with 0..3 parallel tool_uses; results in the
     following user message(s), sometimes spread over several; sometimes a pending call at
-    the end; sometimes a history that begins mid-turn (after an earlier split)."""
+    the end, or one still waiting while the conversation goes on (issue 9 D1); sometimes a
+    history that begins mid-turn (after an earlier split)."""
     messages: list[Msg] = []
     counter = 0
 
@@ -36,6 +39,8 @@ def histories(draw) -> list[Msg]:
             add("assistant", blocks, draw(tokens))
             if not ids:
                 continue
+            if draw(st.integers(min_value=0, max_value=15)) == 0:
+                continue  # a slow tool: its result has not arrived, the conversation goes on
             if draw(st.booleans()):
                 groups = [ids]
             else:
@@ -61,6 +66,8 @@ def histories(draw) -> list[Msg]:
         while start < len(messages) and messages[start].is_tool_result:
             start += 1
         messages = messages[start:] or messages[-1:]
+        used = {i for m in messages for i in m.tool_use_ids}
+        messages = [m for m in messages if set(m.tool_result_ids) <= used] or messages[-1:]
     return messages
 
 
@@ -73,6 +80,13 @@ def _kept_and_summarized_ids(plan):
     )
 
 
+def check_waiting_tool_uses_kept(plan, messages) -> None:
+    """A tool_use with no result yet is never summarized: its result, appended later, would be
+    served without it (issue 9 D1)."""
+    answered = {i for m in messages for i in m.tool_result_ids}
+    assert not {i for m in plan.summarized for i in m.tool_use_ids} - answered
+
+
 def check_pairs(plan, messages) -> None:
     kept_results, kept_uses, summarized_uses, summarized_results = _kept_and_summarized_ids(plan)
     all_results = {i for m in messages for i in m.tool_result_ids}
@@ -83,6 +97,7 @@ def check_pairs(plan, messages) -> None:
     assert {i for i in kept_uses if i in all_results} <= kept_results
     assert not (summarized_uses & kept_results)
     assert not (summarized_results & kept_uses)
+    check_waiting_tool_uses_kept(plan, messages)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -132,3 +147,38 @@ def test_forced_cut(messages: list[Msg], keep: int, window: int) -> None:
         # budget, i.e. this is the minimum valid tail that does.
         later = [c for c in valid if c > first_kept_index]
         assert all(sum(m.tokens for m in messages[c:]) < budget for c in later)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    messages=histories(),
+    keep=st.integers(min_value=0, max_value=40_000),
+    force=st.booleans(),
+    window=st.integers(min_value=1_000, max_value=200_000),
+    preserve=st.one_of(st.none(), st.integers(min_value=1, max_value=30)),
+    stored_ids=st.booleans(),
+)
+def test_walk_back_plans_as_the_exhaustive_scan(
+    monkeypatch_module, messages: list[Msg], keep: int, force: bool, window: int, preserve: int | None, stored_ids: bool
+) -> None:
+    """The single walk back (`_locate_fast`) decides exactly as reading every message does."""
+    if stored_ids:
+        messages = [
+            Msg(m.seq, m.role, m.content, m.tokens, m.tool_use_ids if m.role == "assistant" else [], m.tool_result_ids)
+            for m in messages
+        ]
+    kwargs = dict(keep_recent_tokens=keep, force=force, context_window=window, preserve_messages=preserve)
+    walked = plan_cut(messages, **kwargs)
+    monkeypatch_module.setattr(cutpoint, "_locate_fast", lambda *args, **kw: None)
+    try:
+        exhaustive = plan_cut(messages, **kwargs)
+    finally:
+        monkeypatch_module.undo()
+    assert walked == exhaustive
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    # Hypothesis runs many examples per test call: a function-scoped monkeypatch would be shared.
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp

@@ -8,6 +8,7 @@ from typing import Any
 from django.utils import timezone
 
 from compaction.models import Compaction, Reason, Status
+from sessions import services as session_services
 from sessions.models import Message, Session
 
 
@@ -54,7 +55,14 @@ def add_messages(session: Session, payloads: list[dict[str, Any]], tokens: int =
     session.total_message_tokens += total
     session.context_tokens += total
     session.save(update_fields=["last_seq", "message_count", "total_message_tokens", "context_tokens"])
+    store_meter(session)
     return rows
+
+
+def store_meter(session: Session) -> None:
+    """The meter columns the write path stores (the list filters and sorts on them)."""
+    session_services.session_meter_refresh(sessions=Session.objects.filter(pk=session.pk))
+    session.refresh_from_db(fields=["usage_tokens", "usage_percent", "usage_level"])
 
 
 def conversation(n: int) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ class FakeCompaction:
     tokens_after: int | None
     activated_at: datetime | None = None
     finished_at: datetime | None = None
-    params: dict | None = None
+    snapshot_seq: int | None = None
 
     def get_reason_display(self) -> str:
         return self.reason
@@ -86,7 +86,7 @@ def test_import_after_excludes_the_kept_messages_it_already_counts():
     # Imported: 10 messages of 100 stored, then the agent's compaction (cut before #8) recorded
     # with its provider figure 1,500 and tokens_after measured over the whole import (#1–#10).
     messages = msgs(10)
-    c = FakeCompaction("import", 8, 7, 1500, 500, activated_at=T0 + timedelta(days=1), params={"snapshot_seq": 10})
+    c = FakeCompaction("import", 8, 7, 1500, 500, activated_at=T0 + timedelta(days=1), snapshot_seq=10)
     points, drops = context_series(messages=messages, compactions=[c], base_tokens=0, current_tokens=500)
     assert drops[0].seq == 7 and drops[0].before == 1500
     assert drops[0].after == 200  # 500 less #8–#10 (300), which are drawn on top

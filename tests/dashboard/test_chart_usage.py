@@ -44,14 +44,14 @@ def test_imported_compaction_is_not_counted_twice(logged_in, user):
     assert chart.last_tokens == tokens
     assert len(chart.drops) == 1 and "30,353" in chart.drops[0]["label"]
     # The drop runs from tokens_before to tokens_after less the kept messages that figure
-    # already counts (those up to params["snapshot_seq"]), which are then drawn on top.
+    # already counts (those up to snapshot_seq), which are then drawn on top.
     points, drops = context_series(
         messages=queries.message_token_series(session=session),
         compactions=[compaction],
         base_tokens=session.system_prompt_tokens,
         current_tokens=tokens,
     )
-    snapshot = compaction.params["snapshot_seq"]
+    snapshot = compaction.snapshot_seq
     counted_after_cut = 700 * max(0, snapshot - 30)
     assert drops[0].seq == 30 and drops[0].before == 30_353
     assert drops[0].after == compaction.tokens_after - counted_after_cut

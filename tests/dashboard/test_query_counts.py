@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from compaction.models import Compaction, Status
+from sessions import services as session_services
 from sessions.models import Session
 from tests.dashboard.factories import add_messages, conversation, make_compaction, make_session
 
@@ -37,6 +38,7 @@ def ten_thousand(user, other_user):
         for i in range(10_000)
     ]
     Session.objects.bulk_create(rows, batch_size=2000)
+    session_services.session_meter_refresh()  # the meter columns the write path stores
     # a few compactions (one running) so rows show the last compaction and the indicator
     sessions = list(Session.objects.filter(owner=user).order_by("-last_activity_at", "id")[:30])
     for s in sessions[:20]:
@@ -99,3 +101,29 @@ def test_detail_of_5000_message_session_is_bounded(logged_in, user, django_asser
     with django_assert_max_num_queries(DETAIL_QUERIES):
         response = logged_in.get(reverse("dashboard:session-overview", args=[session.pk]), HTTP_HX_REQUEST="true")
     assert response.status_code == 200
+
+
+def test_the_chart_series_is_bounded_and_keeps_the_totals(user):
+    from sessions.dashboard import queries
+
+    session = make_session(user)
+    rows = add_messages(session, conversation(3 * queries.SERIES_MAX_ROWS + 7), tokens=10)
+    series = queries.message_token_series(session=session)
+    assert len(series) <= queries.SERIES_MAX_ROWS
+    assert sum(tokens for _seq, tokens, _at in series) == sum(r.token_count for r in rows)
+    assert [seq for seq, _t, _a in series] == sorted({seq for seq, _t, _a in series})
+    assert series[-1][0] == session.last_seq
+    short = make_session(user)
+    add_messages(short, conversation(10), tokens=10)
+    assert [seq for seq, _t, _a in queries.message_token_series(session=short)] == list(range(1, 11))
+
+
+def test_refresh_session_usage_rewrites_stale_meter_columns(user):
+    from django.core.management import call_command
+
+    session = make_session(user)
+    add_messages(session, conversation(8), tokens=30_000)  # 240k on a 200k window: over
+    Session.objects.filter(pk=session.pk).update(usage_tokens=0, usage_percent=0, usage_level="ok")
+    call_command("refresh_session_usage", stdout=__import__("io").StringIO())
+    session.refresh_from_db()
+    assert session.usage_level == "over" and session.usage_tokens == session_services.session_usage(session)["tokens"]

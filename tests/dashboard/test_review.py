@@ -87,7 +87,7 @@ def test_rerun_undoes_the_active_one_and_queues_a_new_job(compacted, staff_user)
     assert session.active_compaction_id is None  # undone: the new job summarizes the same history
     assert job.status == Status.QUEUED and job.strategy_requested == "truncate" and job.instructions == "keep errors"
     job.refresh_from_db()
-    assert job.params["rerun_of"] == str(c.pk) and job.params["overrides"] == {}
+    assert job.rerun_of_id == c.pk and job.params["overrides"] == {}
 
 
 def test_changelist_shortens_long_session_titles(client, user, staff_user):
@@ -157,7 +157,7 @@ def test_admin_review_page_shows_source_beside_summary_and_edits(client, compact
     response = client.post(url, {"action": "rerun", "strategy": "extractive", "instructions": "", "prompt": ""})
     assert response.status_code == 302
     job = Compaction.objects.get(session=session, status=Status.QUEUED, strategy_requested="extractive")
-    assert job.params["rerun_of"] == str(c.pk)
+    assert job.rerun_of_id == c.pk
     # The re-run links back to what it re-ran: review page, changelist and dashboard detail.
     body = client.get(response["Location"]).content.decode()
     assert "re-run of" in body and reverse("admin:compaction_compaction_review", args=[c.pk]) in body

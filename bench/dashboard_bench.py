@@ -1,0 +1,120 @@
+"""Dashboard list and detail at scale: 10,000 sessions, one of them with 10,000 messages.
+
+    DATABASE_URL=postgres://… .venv/bin/python bench/dashboard_bench.py [--sessions N] [--repeat N]
+
+Runs in a throwaway database (with DATABASE_URL, a `test_<name>` database on that server,
+dropped at the end; else a fresh SQLite file under a temporary COMPACTOR_VAR_DIR). Prints the
+median time of the whole request (login session, view, queries, template) for the session
+list as it opens, sorted by usage, and filtered by each status, beside the session detail
+(gauge, chart, history, first message page) of the 10,000-message session. Issue #8 bounds
+the sorted and filtered list at 150 ms for 10,000 sessions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--messages", type=int, default=10_000, help="messages of the detail page's session")
+    parser.add_argument("--repeat", type=int, default=9)
+    args = parser.parse_args()
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    os.environ.setdefault("COMPACTOR_VAR_DIR", tempfile.mkdtemp(prefix="compactor-dashboard-bench-"))
+    os.environ.setdefault("SECRET_KEY", "dashboard-bench-only")  # DEBUG off, as in production
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.urls import reverse
+    from django.utils import timezone
+
+    from sessions import services
+    from sessions.models import Message, Session
+
+    settings.ALLOWED_HOSTS = ["*"]
+    throwaway = connection.vendor != "sqlite"
+    old_name = connection.settings_dict["NAME"]
+    if throwaway:
+        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    else:
+        call_command("migrate", verbosity=0)
+    try:
+        user = get_user_model().objects.create_user("dashboard-bench", password="x")
+        now = timezone.now()
+        models = ["claude-sonnet-4-5", "gpt-5", "gemini-2.5-pro", "unknown-model"]
+        started = time.perf_counter()
+        Session.objects.bulk_create(
+            [
+                Session(
+                    owner=user,
+                    title=f"Session {i}",
+                    agent="claude-code" if i % 2 else "codex",
+                    model=models[i % 4],
+                    context_tokens=(i * 37) % 200_000,
+                    message_count=i % 50,
+                    last_activity_at=now - timezone.timedelta(seconds=i),
+                    compaction_settings={"auto_compact_ratio": 0.5} if i % 7 == 0 else {},
+                )
+                for i in range(args.sessions - 1)
+            ],
+            batch_size=2000,
+        )
+        services.session_meter_refresh()  # what the write path stores on each session
+        big = services.session_create(owner=user, title="Long session", model="claude-sonnet-4-5")
+        text = "Looked at the parser again; the failing case is the nested quote. " * 3
+        for start in range(0, args.messages, services.MAX_BATCH):
+            batch = [
+                {"role": "user" if (start + i) % 2 == 0 else "assistant", "content": f"{start + i}: {text}"}
+                for i in range(min(services.MAX_BATCH, args.messages - start))
+            ]
+            services.messages_append(session=big, messages=batch)
+        print(
+            f"database: {connection.vendor}; {Session.objects.count():,} sessions, "
+            f"{Message.objects.filter(session=big).count():,} messages in one; "
+            f"built in {time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
+        client = Client()
+        client.force_login(user)
+        list_url = reverse("dashboard:session-list")
+        cases = [
+            ("list (last activity)", list_url, {}),
+            ("list sorted by usage", list_url, {"sort": "usage"}),
+            ("list status=over", list_url, {"status": "over"}),
+            ("list status=near", list_url, {"status": "near"}),
+            ("list status=ok, by usage, p.4", list_url, {"status": "ok", "sort": "usage", "page": "4"}),
+            ("detail, 10k-message session", reverse("dashboard:session-detail", args=[big.pk]), {}),
+        ]
+        for name, url, params in cases:
+            times = []
+            for _ in range(args.repeat + 1):
+                t0 = time.perf_counter()
+                response = client.get(url, params)
+                times.append((time.perf_counter() - t0) * 1000)
+                assert response.status_code == 200, (name, response.status_code)
+            print(f"{name:<32} {statistics.median(times[1:]):7.1f} ms", flush=True)
+    finally:
+        if throwaway:
+            connection.creation.destroy_test_db(old_name, verbosity=0)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

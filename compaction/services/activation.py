@@ -1,0 +1,172 @@
+"""Activation and undo: write a job's outcome and switch the session's overlay atomically, only
+if the compaction the job was based on is still the active one."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.db import transaction
+from django.utils import timezone
+
+from compaction.models import Compaction, EventKind, ReviewStatus, Status
+from sessions import services as ss
+from sessions.models import Session
+
+from .common import CompactionError, _event, describe
+from .planning import Activate, Outcome, Overlay, Skipped
+
+logger = logging.getLogger("compaction.services")
+
+
+# --- activation --------------------------------------------------------------------------
+
+
+def _write_overlay(job: Compaction, overlay: Overlay, summary_count: tuple[int, str] | None) -> None:
+    job.strategy = overlay.strategy
+    job.first_kept_seq = overlay.first_kept_seq
+    job.summary = overlay.summary
+    job.turn_prefix_summary = overlay.turn_prefix_summary
+    job.summary_tokens = overlay.summary_tokens
+    job.split_turn = overlay.split_turn
+    job.read_files = list(overlay.read_files)
+    job.modified_files = list(overlay.modified_files)
+    job.prune_before_seq = overlay.prune_before_seq
+    job.first_summarized_seq = overlay.first_summarized_seq
+    job.last_summarized_seq = overlay.last_summarized_seq
+    job.messages_summarized = overlay.messages_summarized
+    job.fallbacks = list(overlay.fallbacks)
+    job.summarizer_model = overlay.summarizer_model
+    job.usage = dict(overlay.usage)
+    job.fidelity = dict(overlay.fidelity)
+    if summary_count is not None:
+        job.summary_message_tokens, job.summary_tokenizer = summary_count
+
+
+def _apply(job: Compaction, outcome: Outcome, *, attempt: int | None, started: float) -> Compaction | None:
+    """Write the outcome and, for a new overlay, activate it — atomically and only if the
+    compaction the snapshot was based on is still the active one.
+
+    `attempt` is the claim this worker holds (None for the in-request overflow run, whose row
+    is inserted here). A worker whose claim was taken over (the sweeper re-queued it and
+    another worker claimed it) writes nothing: returns None.
+    """
+    summary_count = None
+    if isinstance(outcome, Activate):
+        # The summary as served, counted once here (before the lock), not on every request.
+        session_row = Session.objects.only("id", "model").get(pk=job.session_id)
+        summary_count = ss.summary_message_count(
+            session=session_row,
+            summary=outcome.overlay.summary,
+            turn_prefix_summary=outcome.overlay.turn_prefix_summary,
+        )
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=job.session_id)
+        if attempt is not None:
+            current = Compaction.objects.select_for_update().filter(pk=job.pk).values("status", "attempts").first()
+            if current is None or current["status"] != Status.RUNNING or current["attempts"] != attempt:
+                logger.warning("Compaction %s: attempt %s lost its claim; result discarded", job.pk, attempt)
+                return None
+        now = timezone.now()
+        if isinstance(outcome, Activate):
+            _write_overlay(job, outcome.overlay, summary_count)
+        job.based_on_id = outcome.based_on_id
+        job.tokens_before = outcome.tokens_before
+        job.snapshot_seq = outcome.snapshot_seq
+        job.finished_at = now
+        job.duration_ms = int((time.monotonic() - started) * 1000)
+        job.detail = outcome.detail[:300]
+        if isinstance(outcome, Skipped):
+            job.status = Status.SKIPPED
+            job.review_status = ReviewStatus.NOT_APPLICABLE
+            job.save()
+            _event(
+                session.pk,
+                EventKind.COMPACTION_SKIPPED,
+                describe(job),
+                compaction=job,
+                data={"detail": job.detail, "tokens_before": job.tokens_before},
+            )
+            return job
+        if session.active_compaction_id != outcome.based_on_id:
+            job.status = Status.FAILED
+            job.review_status = ReviewStatus.NOT_APPLICABLE
+            job.error = (
+                f"superseded: another compaction ({session.active_compaction_id or 'none'}) became active while "
+                f"this one was running from {outcome.based_on_id or 'the full history'}; not activated"
+            )
+            job.save()
+            _event(session.pk, EventKind.COMPACTION_FAILED, describe(job), compaction=job, data={"superseded": True})
+            return job
+        job.status = Status.SUCCEEDED
+        job.activated_at = now
+        job.save()
+        session.active_compaction = job
+        session.save(update_fields=["active_compaction", "updated_at"])
+        ss.session_recompute_usage(session=session)  # also brings `session`'s counters up to date
+        job.tokens_after = (
+            outcome.tokens_after if outcome.tokens_after is not None else int(ss.session_usage(session)["tokens"])
+        )
+        update = ["tokens_after"]
+        if outcome.trigger is not None and job.tokens_after > outcome.trigger and "above the trigger" not in job.detail:
+            job.detail = (f"still above the trigger {outcome.trigger:,} after compacting; " + job.detail)[:300]
+            update.append("detail")
+        job.save(update_fields=update)
+        _event(
+            session.pk,
+            EventKind.COMPACTION_FINISHED,
+            describe(job),
+            compaction=job,
+            data={
+                "tokens_before": job.tokens_before,
+                "tokens_after": job.tokens_after,
+                "messages_summarized": job.messages_summarized,
+                "strategy": job.strategy,
+                "fallbacks": len(job.fallbacks or []),
+            },
+        )
+        return job
+
+
+# --- undo --------------------------------------------------------------------------------
+
+
+def compaction_revert(*, compaction: Compaction, user=None) -> Compaction | None:
+    """Undo: reactivate the compaction this one was based on (None = the full history).
+
+    Only the active compaction can be undone, so undo steps back one overlay at a time and
+    never skips over a newer one. Returns the compaction that is active afterwards.
+    """
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=compaction.session_id)
+        if session.active_compaction_id != compaction.pk:
+            raise CompactionError(
+                "only the active compaction can be undone"
+                + (
+                    f"; the active one is {session.active_compaction_id}"
+                    if session.active_compaction_id
+                    else "; none is active"
+                )
+            )
+        usage_before = int(ss.session_usage(session)["tokens"])
+        previous = compaction.based_on
+        if previous is not None and previous.status != Status.SUCCEEDED:
+            previous = None
+        session.active_compaction = previous
+        session.save(update_fields=["active_compaction", "updated_at"])
+        ss.session_recompute_usage(session=session)  # also brings `session`'s counters up to date
+        usage_after = int(ss.session_usage(session)["tokens"])
+        who = f" by {user.get_username()}" if user is not None else ""
+        target = f"compaction {previous.pk}" if previous else "the full history"
+        _event(
+            session.pk,
+            EventKind.COMPACTION_REVERTED,
+            f"Compaction undone{who}: back to {target}, {usage_before:,} → {usage_after:,} tokens",
+            compaction=compaction,
+            data={
+                "active": str(previous.pk) if previous else None,
+                "tokens_before": usage_before,
+                "tokens_after": usage_after,
+            },
+        )
+        return previous

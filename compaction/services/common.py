@@ -1,0 +1,84 @@
+"""What every part of the compaction services shares: the strategies, the error type, events,
+the hand-off to the broker and the one-line description of a job."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from compaction.core.summarizers.chain import STRATEGIES as SUMMARIZER_STRATEGIES
+from compaction.models import Compaction, Event, Status
+from compaction.tasks import run_compaction
+
+logger = logging.getLogger("compaction.services")
+
+
+# What a request may ask for: a summarizer chain (defined once, by the chain) or pruning only.
+STRATEGIES = (*SUMMARIZER_STRATEGIES, "prune")
+# A QUEUED job older than this is re-enqueued by the sweeper (its message may have been
+# lost, e.g. the broker was down at commit time). A duplicate delivery is a no-op.
+REQUEUE_QUEUED_AFTER = timedelta(minutes=10)
+
+
+class CompactionError(Exception):
+    """A request the current state does not allow (e.g. undoing a compaction that is not active)."""
+
+    def __init__(self, message: str, *, field: str | None = None, code: str = "conflict"):
+        super().__init__(message)
+        self.field = field
+        self.code = code
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def _event(
+    session_id, kind: str, message: str, *, compaction: Compaction | None = None, data: dict | None = None
+) -> Event:
+    return Event.objects.create(
+        session_id=session_id, kind=kind, compaction=compaction, message=message[:500], data=data or {}
+    )
+
+
+def _enqueue(compaction_id, *, mark: bool = True) -> None:
+    """Hand the job's message to the broker, recording when (`enqueued_at`, which the sweeper
+    measures staleness from). `mark=False`: the caller already recorded it (the sweeper does,
+    in the transaction that decides to re-send, so two sweeps cannot both send)."""
+
+    if mark:
+        # Recorded even when the broker is down: the sweeper then retries one stale period later.
+        Compaction.objects.filter(pk=compaction_id, status=Status.QUEUED).update(enqueued_at=timezone.now())
+    try:
+        run_compaction.delay(compaction_id=str(compaction_id))
+    except Exception:  # noqa: BLE001 - broker down: the row stays QUEUED and the sweeper re-enqueues it
+        logger.exception("Could not enqueue compaction %s; the sweeper will retry", compaction_id)
+
+
+def _deadline_seconds() -> int:
+    # One lease, renewed by the running task (compaction.lease) up to the hard time limit.
+    return int(settings.COMPACTION_LEASE_SECONDS)
+
+
+def _max_attempts() -> int:
+    return settings.COMPACTION_MAX_ATTEMPTS
+
+
+def describe(job: Compaction) -> str:
+    """The one-line outcome people read in events, the API and the dashboard."""
+    before = f"{job.tokens_before:,}" if job.tokens_before is not None else "?"
+    after = f"{job.tokens_after:,}" if job.tokens_after is not None else "?"
+    if job.status == Status.SUCCEEDED and job.strategy == "prune":
+        return f"Tool output pruned (before #{job.prune_before_seq}), {before} → {after} tokens"
+    if job.status == Status.SUCCEEDED:
+        noun = "message" if job.messages_summarized == 1 else "messages"
+        return f"Conversation compacted: {job.messages_summarized:,} {noun} → summary, {before} → {after} tokens"
+    if job.status == Status.SKIPPED:
+        return f"Nothing compacted: {job.detail}"
+    if job.status == Status.FAILED:
+        return f"Compaction failed: {job.error}"
+    if job.status == Status.RUNNING:
+        return "Compaction running"
+    return "Compaction queued"

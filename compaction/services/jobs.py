@@ -1,0 +1,345 @@
+"""Jobs: request (one in flight per session), the auto-compaction decision after an append or
+a usage report, run (claim, snapshot, compute, activate) and the sweeper.
+
+Life of a job:
+    compaction_request → QUEUED row + compaction_queued event, Celery task enqueued on commit
+    compaction_run     → claim (conditional UPDATE queued→running), snapshot the context,
+                         prune or cut + summarize, then activate in one transaction, only if
+                         the compaction the snapshot was based on is still the active one.
+A job is never left RUNNING: failures are recorded, transient DB errors hand the job back to
+the queue, and the sweeper (compaction_sweep_stuck) re-queues jobs whose worker died.
+
+"Append, then maybe compact" lives here, above the message store: messages_append_then_compact
+and usage_report_then_compact call sessions.services and take the auto-compaction decision
+after its commit, outside the session's row lock (the one-in-flight constraint keeps two
+racing decisions to one job).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
+from django.db.models import F, Q, Sum
+from django.utils import timezone
+
+from compaction.core.summarizers.anthropic import llm_time_budget
+from compaction.models import Compaction, Event, EventKind, Reason, ReviewStatus, Status
+from compaction.selectors import compaction_in_flight
+from sessions import services as ss
+from sessions.models import Message, Session
+
+from .activation import _apply
+from .common import (
+    REQUEUE_QUEUED_AFTER,
+    STRATEGIES,
+    CompactionError,
+    _deadline_seconds,
+    _enqueue,
+    _event,
+    _max_attempts,
+    describe,
+)
+from .planning import _compute, _snapshot
+
+logger = logging.getLogger("compaction.services")
+
+# Loop guard (codex #40213, 48 compactions in a row): after a compaction that could not bring
+# usage under the trigger, auto-compaction waits until a real share of the trigger was appended
+# since its snapshot — re-summarizing (nearly) the same context would only give the same
+# result again. A fixed 2,000 let a 60k trigger re-compact every couple of messages
+# (acceptance replay: 17 compactions of 2–25 messages each); proportional to the trigger it
+# scales with how much room a compaction is expected to make.
+LOOP_GUARD_TRIGGER_SHARE = 0.10
+LOOP_GUARD_MIN_NEW_TOKENS = 2_000  # floor for tiny triggers
+
+
+def loop_guard_new_tokens(trigger: int) -> int:
+    """Tokens that must be appended after a compaction left usage over the trigger."""
+    return max(LOOP_GUARD_MIN_NEW_TOKENS, int(trigger * LOOP_GUARD_TRIGGER_SHARE))
+
+
+# --- request / auto trigger --------------------------------------------------------------
+
+
+def compaction_request(
+    *,
+    session: Session,
+    reason: str,
+    requested_by=None,
+    strategy: str = "auto",
+    instructions: str = "",
+    overrides: dict[str, Any] | None = None,
+    force: bool = False,
+) -> Compaction:
+    """Queue a compaction, or return the one already in flight for this session.
+
+    The returned row carries `created` (True when this call queued it). The database allows
+    one QUEUED/RUNNING compaction per session; two racing requests both see none, one insert
+    wins, the other gets an IntegrityError and returns the winner.
+    """
+    if strategy not in STRATEGIES:
+        raise CompactionError(
+            f"unknown strategy {strategy!r}; allowed: {', '.join(STRATEGIES)}", field="strategy", code="invalid"
+        )
+    params: dict[str, Any] = {"overrides": dict(overrides or {}), "force": bool(force)}
+    if requested_by is not None:
+        params["requested_by"] = requested_by.get_username()
+    for _ in range(5):
+        existing = compaction_in_flight(session_id=session.pk)
+        if existing is not None:
+            existing.created = False
+            return existing
+        active_id = Session.objects.filter(pk=session.pk).values_list("active_compaction_id", flat=True).first()
+        try:
+            with transaction.atomic():
+                job = Compaction.objects.create(
+                    session_id=session.pk,
+                    reason=reason,
+                    status=Status.QUEUED,
+                    based_on_id=active_id,
+                    strategy_requested=strategy,
+                    instructions=instructions or "",
+                    params=params,
+                )
+                _event(
+                    session.pk,
+                    EventKind.COMPACTION_QUEUED,
+                    f"Compaction queued ({job.get_reason_display().lower()})",
+                    compaction=job,
+                    data={"reason": reason, "strategy": strategy},
+                )
+                transaction.on_commit(partial(_enqueue, job.pk))
+        except IntegrityError:
+            # Lost the race for the one in-flight slot; loop to return the winner.
+            continue
+        job.created = True
+        return job
+    raise CompactionError("could not queue a compaction: the in-flight job kept changing; retry")
+
+
+def _loop_guard(*, session: Session, tokens: int, trigger: int) -> tuple[str, Compaction] | None:
+    """(why auto-compaction must not fire now, the compaction that caused it), or None."""
+    last = (
+        Compaction.objects.filter(session=session, status__in=[Status.SUCCEEDED, Status.SKIPPED, Status.FAILED])
+        .order_by("-created_at")
+        .first()
+    )
+    if last is None:
+        return None
+    snapshot_seq = last.snapshot_seq
+    if snapshot_seq is None:
+        return None
+    if last.status == Status.SUCCEEDED and last.tokens_after is not None and last.tokens_after <= trigger:
+        return None
+    new_tokens = (
+        Message.objects.filter(session=session, seq__gt=snapshot_seq).aggregate(total=Sum("token_count"))["total"] or 0
+    )
+    needed = loop_guard_new_tokens(trigger)
+    if new_tokens >= needed:
+        return None
+    left = last.tokens_after if last.status == Status.SUCCEEDED else last.tokens_before
+    outcome = {Status.SUCCEEDED: "left", Status.SKIPPED: "could not reduce", Status.FAILED: "failed at"}[last.status]
+    return (
+        f"Auto-compaction held back: the last compaction {outcome} {left or tokens:,} tokens, above the trigger "
+        f"{trigger:,}, and only {new_tokens:,} tokens were appended since (needs {needed:,})"
+    ), last
+
+
+def compaction_maybe_auto(*, session: Session, usage: dict[str, Any] | None = None) -> Compaction | None:
+    """After an append or a usage report: queue an auto compaction when usage crossed the trigger.
+
+    `usage`: session_usage(session) when the caller has it already (the append's result).
+    Returns the queued (or already in-flight) job, or None. Costs no query under the trigger.
+    """
+    # session_usage resolves the session's config too: its auto_compact and trigger_tokens
+    # are the config's, so the config is not resolved a second time on every append.
+    if usage is None:
+        usage = ss.session_usage(session)
+    if not usage["auto_compact"]:
+        return None
+    # A report made on the context from before the active compaction never reaches this
+    # figure: activation drops the report, and usage_report does not record a later-arriving
+    # one for a call made before the snapshot (sessions.services._reported_before_active_compaction).
+    tokens = int(usage["tokens"])
+    trigger = int(usage["trigger_tokens"])
+    if tokens <= trigger:
+        return None
+    in_flight = compaction_in_flight(session_id=session.pk)
+    if in_flight is not None:
+        return in_flight
+    guard = _loop_guard(session=session, tokens=tokens, trigger=trigger)
+    if guard is not None:
+        message, last = guard
+        # Record why once per compaction that caused the hold, not on every append.
+        if not Event.objects.filter(compaction=last, data__loop_guard=True).exists():
+            _event(
+                session.pk,
+                EventKind.COMPACTION_SKIPPED,
+                message,
+                compaction=last,
+                data={"loop_guard": True, "tokens": tokens, "trigger_tokens": trigger},
+            )
+        logger.info("Auto-compaction of session %s held back by the loop guard", session.pk)
+        return None
+    return compaction_request(session=session, reason=Reason.THRESHOLD)
+
+
+def _fail_claimed(job_id, *, attempt: int, error: str, started: float) -> None:
+    now = timezone.now()
+    with transaction.atomic():
+        updated = Compaction.objects.filter(pk=job_id, status=Status.RUNNING, attempts=attempt).update(
+            status=Status.FAILED,
+            review_status=ReviewStatus.NOT_APPLICABLE,
+            error=error[:5000],
+            finished_at=now,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
+        if updated == 1:
+            job = Compaction.objects.get(pk=job_id)
+            _event(
+                job.session_id, EventKind.COMPACTION_FAILED, describe(job), compaction=job, data={"attempt": attempt}
+            )
+
+
+def messages_append_then_compact(
+    *, session: Session | Any, messages: list[dict[str, Any]], single: bool = False, now=None, owner=None
+) -> ss.AppendResult:
+    """Append (sessions.services.messages_append, same arguments), then, after its commit and
+    outside the session's row lock, queue an auto compaction if usage crossed the trigger."""
+    result = ss.messages_append(session=session, messages=messages, single=single, now=now, owner=owner)
+    result.compaction = compaction_maybe_auto(session=result.session, usage=result.usage)
+    return result
+
+
+def usage_report_then_compact(*, session: Session, **report: Any) -> ss.UsageReportResult:
+    """Record the provider's usage (sessions.services.usage_report, same arguments), then decide
+    on auto-compaction after its commit: a truncated reply or a calibrated (usually higher)
+    figure can cross the trigger."""
+    result = ss.usage_report(session=session, **report)
+    result.compaction = compaction_maybe_auto(session=result.session, usage=result.usage)
+    return result
+
+
+# --- run ---------------------------------------------------------------------------------
+
+
+def compaction_run(*, compaction_id, now=None) -> Compaction | None:
+    """Run one queued compaction (the Celery task's body). A re-delivery is a no-op (None)."""
+    now = now or timezone.now()
+    claimed = Compaction.objects.filter(pk=compaction_id, status=Status.QUEUED).update(
+        status=Status.RUNNING,
+        attempts=F("attempts") + 1,
+        started_at=now,
+        deadline_at=now + timedelta(seconds=_deadline_seconds()),
+        error="",
+    )
+    if claimed != 1:
+        logger.info("Compaction %s not claimed: already taken or finished", compaction_id)
+        return None
+    job = Compaction.objects.get(pk=compaction_id)
+    attempt = job.attempts
+    started = time.monotonic()
+    _event(
+        job.session_id,
+        EventKind.COMPACTION_STARTED,
+        f"Compaction started ({job.get_reason_display().lower()}" + (f", attempt {attempt})" if attempt > 1 else ")"),
+        compaction=job,
+        data={"attempt": attempt},
+    )
+    try:
+        params = job.params or {}
+        snap = _snapshot(job.session_id, params.get("overrides"))
+        if (snap.based_on.pk if snap.based_on else None) != job.based_on_id:
+            # The active compaction changed between request and run (undo, overflow): the
+            # snapshot is what this job builds on, so that is its base.
+            Compaction.objects.filter(pk=job.pk).update(based_on=snap.based_on)
+        outcome = _compute(
+            snap,
+            reason=job.reason,
+            strategy=job.strategy_requested,
+            instructions=job.instructions,
+            force=bool(params.get("force")),
+            llm_timeout=llm_time_budget(
+                configured=settings.ANTHROPIC_TIMEOUT, soft_limit=settings.COMPACTION_SOFT_TIME_LIMIT
+            ),
+            max_retries=int(settings.ANTHROPIC_MAX_RETRIES),
+        )
+        _apply(job, outcome, attempt=attempt, started=started)
+    except (OperationalError, InterfaceError):
+        # Transient database trouble: hand the job back so the task's retry can claim it
+        # again. If even that fails, the sweeper re-queues it after its deadline.
+        try:
+            # The task's autoretry re-sends the message: that counts as an enqueue.
+            Compaction.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=attempt).update(
+                status=Status.QUEUED, started_at=None, deadline_at=None, enqueued_at=timezone.now()
+            )
+        except Exception:  # noqa: BLE001
+            logger.exception("Compaction %s: could not hand the job back to the queue", job.pk)
+        raise
+    except Exception as exc:  # noqa: BLE001 - any other failure is recorded on the row
+        logger.exception("Compaction %s failed", job.pk)
+        _fail_claimed(job.pk, attempt=attempt, error=f"{type(exc).__name__}: {exc}", started=started)
+    return Compaction.objects.get(pk=job.pk)
+
+
+def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
+    """Re-queue RUNNING jobs past their deadline (their worker died), fail them after N attempts,
+    and re-enqueue QUEUED jobs whose message may have been lost: those last handed to the broker
+    (`enqueued_at`, else `created_at`) more than REQUEUE_QUEUED_AFTER ago. Each re-send records
+    `enqueued_at`, so a job is re-sent at most once per stale period however often this runs."""
+    now = now or timezone.now()
+    requeued: list = []
+    failed = 0
+    for job in Compaction.objects.filter(status=Status.RUNNING, deadline_at__lt=now):
+        with transaction.atomic():
+            still_stuck = Compaction.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts)
+            if job.attempts >= _max_attempts():
+                error = f"worker lost or timed out {job.attempts} times (deadline {job.deadline_at:%H:%M:%S}); gave up"
+                gave_up = still_stuck.update(
+                    status=Status.FAILED, review_status=ReviewStatus.NOT_APPLICABLE, error=error, finished_at=now
+                )
+                if gave_up == 1:
+                    job.refresh_from_db()
+                    _event(
+                        job.session_id,
+                        EventKind.COMPACTION_FAILED,
+                        describe(job),
+                        compaction=job,
+                        data={"attempt": job.attempts, "swept": True},
+                    )
+                    failed += 1
+            elif still_stuck.update(status=Status.QUEUED, started_at=None, deadline_at=None, enqueued_at=now) == 1:
+                _event(
+                    job.session_id,
+                    EventKind.COMPACTION_QUEUED,
+                    f"Compaction re-queued: attempt {job.attempts} passed its deadline (worker lost)",
+                    compaction=job,
+                    data={"attempt": job.attempts, "swept": True},
+                )
+                requeued.append(job.pk)
+    stale_before = now - REQUEUE_QUEUED_AFTER
+    candidates = (
+        Compaction.objects.filter(status=Status.QUEUED)
+        .filter(Q(enqueued_at__lt=stale_before) | Q(enqueued_at__isnull=True, created_at__lt=stale_before))
+        .exclude(pk__in=requeued)
+        .values_list("pk", "enqueued_at")
+    )
+    lost: list = []
+    for job_id, enqueued_at in candidates:
+        # Conditional on the value just read: of two overlapping sweeps, one re-sends.
+        if (
+            Compaction.objects.filter(pk=job_id, status=Status.QUEUED, enqueued_at=enqueued_at).update(enqueued_at=now)
+            == 1
+        ):
+            lost.append(job_id)
+    for job_id in [*requeued, *lost]:
+        transaction.on_commit(partial(_enqueue, job_id, mark=False))
+    if requeued or failed or lost:
+        logger.info("Sweeper: %d re-queued, %d failed, %d re-enqueued", len(requeued), failed, len(lost))
+    return {"requeued": len(requeued), "failed": failed, "reenqueued": len(lost)}

@@ -1,0 +1,128 @@
+"""Overflow recovery: the provider refused the prompt as too long; compact at once.
+
+It runs in the request with a bounded time and writes its row only when it is finished, so it
+never waits behind a slow background job; if both finish, the activation check lets exactly
+one of them win.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError
+from django.utils import timezone
+
+from compaction.core.overflow import detect_overflow
+from compaction.models import Compaction, EventKind, Reason, ReviewStatus, Status
+from sessions import services as ss
+from sessions.models import Session
+
+from .activation import _apply
+from .common import _event, describe
+from .planning import _compute, _snapshot
+
+logger = logging.getLogger("compaction.services")
+
+
+# --- overflow recovery -------------------------------------------------------------------
+
+
+def compaction_overflow(
+    *,
+    session: Session,
+    error_text: str | None,
+    status_code: int | None = None,
+    input_tokens: int | None = None,
+    now=None,
+) -> dict[str, Any]:
+    """The agent's provider refused the prompt: if it is a context overflow, compact at once
+    (forced, short LLM timeout, extractive fallback) and answer with the new context."""
+
+    check = detect_overflow(
+        error_text=error_text, status_code=status_code, input_tokens=input_tokens, context_window=session.context_window
+    )
+    if not check.is_overflow:
+        return {"overflow": False, "reason": check.reason}
+    _event(
+        session.pk,
+        EventKind.OVERFLOW,
+        f"Provider reported a context overflow ({check.provider or 'unknown provider'}): {check.reason}"[:500],
+        data={
+            "provider": check.provider,
+            "pattern": check.pattern,
+            "status_code": status_code,
+            "input_tokens": input_tokens,
+        },
+    )
+    # A queued (not yet started) job would only redo this work: retire it. A running one is
+    # left alone; whichever activates first wins and the other is recorded as superseded.
+    for queued in Compaction.objects.filter(session_id=session.pk, status=Status.QUEUED):
+        if Compaction.objects.filter(pk=queued.pk, status=Status.QUEUED).update(
+            status=Status.SKIPPED,
+            review_status=ReviewStatus.NOT_APPLICABLE,
+            detail="superseded by an overflow compaction",
+            finished_at=timezone.now(),
+        ):
+            _event(
+                session.pk,
+                EventKind.COMPACTION_SKIPPED,
+                "Queued compaction superseded by an overflow compaction",
+                compaction=queued,
+            )
+
+    started = time.monotonic()
+    job = Compaction(
+        session_id=session.pk,
+        reason=Reason.OVERFLOW,
+        status=Status.RUNNING,
+        strategy_requested="auto",
+        params={"force": True, "provider": check.provider, "pattern": check.pattern},
+        attempts=1,
+        started_at=now or timezone.now(),
+    )
+    try:
+        snap = _snapshot(session.pk, None)
+        if input_tokens and input_tokens > snap.tokens_before:
+            snap.tokens_before = input_tokens
+        outcome = _compute(
+            snap,
+            reason=Reason.OVERFLOW,
+            strategy="auto",
+            instructions="",
+            force=True,
+            llm_timeout=settings.COMPACTION_OVERFLOW_LLM_TIMEOUT,
+            max_retries=0,
+            time_budget=settings.COMPACTION_OVERFLOW_TIME_BUDGET,
+        )
+        applied = _apply(job, outcome, attempt=None, started=started)
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - record it; the agent still gets an answer
+        logger.exception("Overflow compaction for session %s failed", session.pk)
+        job.status = Status.FAILED
+        job.review_status = ReviewStatus.NOT_APPLICABLE
+        job.error = f"{type(exc).__name__}: {exc}"[:5000]
+        job.finished_at = timezone.now()
+        job.duration_ms = int((time.monotonic() - started) * 1000)
+        job.save()
+        _event(session.pk, EventKind.COMPACTION_FAILED, describe(job), compaction=job)
+        applied = job
+    session.refresh_from_db()
+    compacted = applied is not None and applied.status == Status.SUCCEEDED
+    reason = check.reason
+    if applied is not None and applied.status == Status.SKIPPED:
+        reason = applied.detail
+    elif applied is not None and applied.status == Status.FAILED:
+        reason = applied.error
+    return {
+        "overflow": True,
+        "compacted": compacted,
+        "reason": reason,
+        "provider": check.provider,
+        "pattern": check.pattern,
+        "compaction": applied,
+        "context": ss.context_build(session=session),
+    }

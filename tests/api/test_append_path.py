@@ -1,0 +1,118 @@
+"""The append's write path: bounded SQL, no compaction decision under the lock, and the meter
+columns (usage_tokens / usage_percent / usage_level) kept by every write that changes usage."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from compaction import services as compaction_services
+from compaction.models import Compaction
+from sessions import services
+from sessions.models import Message
+
+from .helpers import tool_result, tool_use, url
+
+pytestmark = pytest.mark.django_db
+
+# SQL statements per append through the API, BEGIN/COMMIT and savepoints aside: the API key
+# lookup (+ its last_used_at write at most once a minute), the locked read of the session,
+# the tool-call check (only with tool_results), the message INSERT, the tool-call INSERT or
+# UPDATE, the counter UPDATE.
+MAX_APPEND_STATEMENTS = 6
+
+
+def statements(ctx: CaptureQueriesContext) -> list[str]:
+    skip = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK")
+    return [q["sql"] for q in ctx.captured_queries if not q["sql"].upper().startswith(skip)]
+
+
+def test_an_append_costs_a_bounded_number_of_statements(api, session):
+    api.post(url(session, "messages/"), {"role": "user", "content": "warm-up"}, format="json")  # last_used_at
+    for body in (
+        {"role": "user", "content": "Run the tests."},
+        tool_use("toolu_1", text="Running them."),
+        tool_result("toolu_1", "3 passed"),
+    ):
+        with CaptureQueriesContext(connection) as ctx:
+            response = api.post(url(session, "messages/"), body, format="json")
+        assert response.status_code == 201, response.json()
+        sql = statements(ctx)
+        assert len(sql) <= MAX_APPEND_STATEMENTS, sql
+        # One read of the session, locked, and no compaction lookup under the trigger.
+        assert sum("agent_sessions_session" in s and s.startswith("SELECT") for s in sql) == 1, sql
+        assert not any("compaction_compaction" in s for s in sql), sql
+    # The plain message needs neither a tool-call lookup nor a second session read.
+    assert Message.objects.filter(session=session).count() == 4
+
+
+def test_another_owners_session_is_a_404_even_with_a_bad_body(api, other_session):
+    response = api.post(url(other_session, "messages/"), {"role": "robot", "content": "x"}, format="json")
+    assert response.status_code == 404
+    response = api.post(url(other_session, "messages/"), {"role": "user", "content": "x"}, format="json")
+    assert response.status_code == 404
+    assert not Message.objects.filter(session=other_session).exists()
+
+
+def test_a_tool_use_id_already_stored_is_named_and_nothing_is_stored(api, session):
+    assert api.post(url(session, "messages/"), tool_use("toolu_dup"), format="json").status_code == 201
+    before = Message.objects.filter(session=session).count()
+    response = api.post(url(session, "messages/"), tool_use("toolu_dup"), format="json")
+    assert response.status_code == 400
+    assert "duplicate tool_use id 'toolu_dup': already used at seq 1" in json_text(response)
+    assert Message.objects.filter(session=session).count() == before
+    session.refresh_from_db()
+    assert session.last_seq == before
+
+
+def json_text(response) -> str:
+    import json
+
+    return json.dumps(response.json())
+
+
+def test_the_meter_columns_follow_every_write(api, session):
+    def stored_matches() -> None:
+        session.refresh_from_db()
+        usage = services.session_usage(session)
+        assert session.usage_tokens == usage["tokens"]
+        assert session.usage_percent == pytest.approx(100 * usage["tokens"] / usage["context_window"])
+        expected = (
+            "over"
+            if usage["tokens"] >= usage["trigger_tokens"]
+            else "near"
+            if usage["tokens"] >= usage["trigger_tokens"] - 0.1 * usage["context_window"]
+            else "ok"
+        )
+        assert session.usage_level == expected
+
+    api.post(url(session, "messages/"), {"role": "user", "content": "hello " * 200}, format="json")
+    stored_matches()
+    assert session.usage_tokens > 0
+    api.post(url(session, "messages/"), {"role": "assistant", "content": "hi"}, format="json")
+    api.post(url(session, "usage/"), {"input_tokens": 190_000}, format="json")  # past the trigger
+    stored_matches()
+    assert session.usage_level == "over"
+    services.session_update(session=session, context_window=400_000)
+    stored_matches()
+    assert session.usage_level == "ok"
+    services.session_update(session=session, context_window=200_000, compaction_settings={"auto_compact": True})
+    job = Compaction.objects.filter(session=session).first() or compaction_services.compaction_request(
+        session=session, reason="manual"
+    )
+    compaction_services.compaction_run(compaction_id=job.pk)
+    stored_matches()
+
+
+def test_the_auto_compaction_decision_follows_the_append(api, session):
+    """Usage over the trigger queues a job after the append's commit (the API's path); the
+    message store alone never does."""
+    services.session_update(session=session, compaction_settings={"auto_compact_token_limit": 2_000})
+    services.messages_append(session=session, messages=[{"role": "user", "content": "word " * 3_000}])
+    assert not Compaction.objects.filter(session=session).exists()
+    response = api.post(url(session, "messages/"), {"role": "assistant", "content": "ok"}, format="json")
+    assert response.status_code == 201
+    job = response.json()["compaction"]
+    assert job is not None and job["reason"] == "threshold"
+    assert Compaction.objects.filter(session=session, reason="threshold").count() == 1
