@@ -284,6 +284,28 @@ class OverflowCheck:
     provider: str | None
     pattern: str | None
     reason: str
+    # The provider's own limit when its message states it ("2515 tokens > 2500 maximum",
+    # "maximum context length is 8192 tokens"): the real window, which may be smaller than
+    # the one the session believes in.
+    limit_tokens: int | None = None
+
+
+# Limits as providers state them in their overflow messages (group 1 = the limit).
+_STATED_LIMITS = (
+    re.compile(r"\d[\d,]*\s*tokens?\s*>\s*(\d[\d,]*)\s*maximum", re.IGNORECASE),
+    re.compile(r"maximum context length is\s*(\d[\d,]*)\s*tokens", re.IGNORECASE),
+    re.compile(r"context (?:window|length) (?:of|is)\s*(\d[\d,]*)\s*tokens", re.IGNORECASE),
+)
+
+
+def stated_limit(text: str) -> int | None:
+    """The token limit a provider's overflow message states, if it states one."""
+    for regex in _STATED_LIMITS:
+        if match := regex.search(text):
+            limit = int(match.group(1).replace(",", ""))
+            if limit > 0:
+                return limit
+    return None
 
 
 def _normalize(text: str) -> str:
@@ -327,7 +349,9 @@ def detect_overflow(
             if pattern.generic and looks_like_other_limit:
                 vetoed = vetoed or pattern
                 continue
-            return OverflowCheck(True, pattern.provider, pattern.name, f"matched {pattern.provider} overflow message")
+            return OverflowCheck(
+                True, pattern.provider, pattern.name, f"matched {pattern.provider} overflow message", stated_limit(text)
+            )
 
     if status_code == 413:
         return OverflowCheck(True, "http", "http-413", "HTTP 413: the request is too large for the provider")

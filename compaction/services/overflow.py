@@ -30,6 +30,19 @@ logger = logging.getLogger("compaction.services")
 # --- overflow recovery -------------------------------------------------------------------
 
 
+def _within_stated_limit(session: Session, limit: int | None) -> dict[str, int] | None:
+    """When the provider states its limit (possibly below the window the session believes in),
+    size the emergency compaction by it: a quarter of the limit kept, a fifth for the summary,
+    so the retried prompt lands near half the real limit instead of overflowing again."""
+    if not limit:
+        return None
+    config = ss.session_config(session)
+    return {
+        "keep_recent_tokens": min(config.keep_recent_tokens, limit // 4),
+        "summary_max_tokens": max(256, min(config.summary_budget, limit // 5)),
+    }
+
+
 def compaction_overflow(
     *,
     session: Session,
@@ -84,7 +97,7 @@ def compaction_overflow(
         started_at=now or timezone.now(),
     )
     try:
-        snap = _snapshot(session.pk, None)
+        snap = _snapshot(session.pk, _within_stated_limit(session, check.limit_tokens))
         if input_tokens and input_tokens > snap.tokens_before:
             snap.tokens_before = input_tokens
         outcome = _compute(

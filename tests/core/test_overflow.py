@@ -287,3 +287,18 @@ def test_a_parsed_json_body_is_accepted() -> None:
     body = {"error": {"type": "invalid_request_error", "message": "prompt is too long: 201000 tokens > 200000 maximum"}}
     check = detect_overflow(error_text=body, status_code=400)  # type: ignore[arg-type]
     assert check.is_overflow and check.provider == "anthropic"
+
+
+@pytest.mark.parametrize(
+    ("text", "limit"),
+    [
+        ("prompt is too long: 2515 tokens > 2500 maximum", 2500),
+        ("prompt is too long: 212,345 tokens > 200,000 maximum", 200_000),
+        ("This model's maximum context length is 8192 tokens. However, your messages resulted in 9000", 8192),
+        ("request_too_large: the request exceeds the maximum size", None),
+    ],
+)
+def test_the_limit_a_provider_states_is_read_from_its_message(text, limit) -> None:
+    check = detect_overflow(error_text=text, status_code=400 if limit else 413)
+    assert check.is_overflow
+    assert check.limit_tokens == limit
