@@ -28,9 +28,9 @@ import httpx2 as httpx
 __all__ = ["Compactor", "CompactorError"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-# Batches of an import stay well under the server's default request limit (8 MiB).
-IMPORT_BATCH_MESSAGES = 500
-IMPORT_BATCH_BYTES = 4 * 1024 * 1024
+# The longest a server holds one compaction request (COMPACTOR_MAX_WAIT_SECONDS' default).
+SERVER_MAX_WAIT = 30
+IN_FLIGHT = ("queued", "running")
 
 
 class CompactorError(Exception):
@@ -153,18 +153,26 @@ class Compactor:
         force: bool = False,
         strategy: str = "auto",
         keep_recent_tokens: int | None = None,
+        poll: float = 1.0,
     ) -> dict:
-        """Compact now (like /compact FOCUS). `wait` ≤ 60 s returns the finished job."""
+        """Compact now (like /compact FOCUS). With `wait` seconds, returns the finished job if it
+        finishes in time: the server holds one request at most SERVER_MAX_WAIT seconds, so a
+        longer wait follows the job by polling it."""
         body: dict[str, Any] = {
             "instructions": instructions,
-            "wait": wait,
+            "wait": min(wait, SERVER_MAX_WAIT),
             "dry_run": dry_run,
             "force": force,
             "strategy": strategy,
         }
         if keep_recent_tokens is not None:
             body["keep_recent_tokens"] = keep_recent_tokens
-        return self._request("POST", f"/sessions/{session_id}/compactions/", json=body)
+        deadline = time.monotonic() + wait
+        result = self._request("POST", f"/sessions/{session_id}/compactions/", json=body)
+        while result.get("status") in IN_FLIGHT and time.monotonic() < deadline:
+            time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
+            result = self.compaction(session_id, result["id"])
+        return result
 
     def compactions(self, session_id: str) -> list[dict]:
         """The session's compactions, newest first (first page)."""
@@ -194,29 +202,21 @@ class Compactor:
                 time.sleep(poll)
 
     # -- import
-    def import_transcript(self, path: str | Path, *, title: str | None = None) -> dict:
-        """Load a Claude Code / pi / SWE-agent transcript into a new session (readers from the
-        Compactor repository's compaction.core.transcripts, which needs no Django)."""
-        transcript = read_transcript(Path(path))
-        session = self.create_session(
-            title=(title or transcript.title or Path(path).stem)[:200],
-            agent=transcript.source[:100],
-            model=(transcript.model or "")[:100],
-            system_prompt=transcript.system_prompt or "",
-        )
-        batch: list[dict] = []
-        size = 0
-        for message in transcript.messages:
-            item = {"role": message["role"], "content": message["content"]}
-            item_size = len(repr(item))
-            if batch and (len(batch) >= IMPORT_BATCH_MESSAGES or size + item_size > IMPORT_BATCH_BYTES):
-                self.append(session["id"], batch)
-                batch, size = [], 0
-            batch.append(item)
-            size += item_size
-        if batch:
-            self.append(session["id"], batch)
-        return self.session(session["id"])
+    def import_transcript(
+        self, path: str | Path, *, title: str | None = None, format: str | None = None, replay: bool = False
+    ) -> dict:
+        """Upload a transcript (Claude Code, pi, SWE-agent, Anthropic or OpenAI JSON; the server
+        detects the format unless `format` is given). Answers {session, messages, format, report}."""
+        path = Path(path)
+        if not path.is_file():
+            raise CompactorError(0, f"{path}: no such file")
+        fields = {"replay": "true" if replay else "false"}
+        if title:
+            fields["title"] = title
+        if format:
+            fields["format"] = format
+        with path.open("rb") as handle:
+            return self._request("POST", "/imports/", data=fields, files={"file": (path.name, handle)})
 
     # -- the gateway
     def anthropic(self, *, session_id: str | None = None, **kwargs: Any):
@@ -234,28 +234,3 @@ def wrap_anthropic(base_url: str, api_key: str, *, session_id: str | None = None
     return anthropic.Anthropic(
         base_url=f"{base_url.rstrip('/')}/anthropic", api_key=api_key, default_headers=headers or None, **kwargs
     )
-
-
-def read_transcript(path: Path):
-    try:
-        from compaction.core import transcripts
-    except ImportError:
-        # `pip install -e .` from a checkout: the readers are next to this package.
-        import sys
-
-        sys.path.append(str(Path(__file__).resolve().parents[1]))
-        try:
-            from compaction.core import transcripts
-        except ImportError:
-            raise CompactorError(
-                0, "import needs the Compactor repository's compaction.core (pip install -e . from a checkout)"
-            ) from None
-    if not path.is_file():
-        raise CompactorError(0, f"{path}: no such file")
-    if path.suffix == ".traj":
-        return transcripts.read_swe_agent(path)
-    with path.open(encoding="utf-8") as handle:
-        first = handle.readline()
-    if '"type":"session"' in first.replace(" ", ""):
-        return transcripts.read_pi(path)
-    return transcripts.read_claude_code(path)

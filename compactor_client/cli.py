@@ -2,7 +2,7 @@
 
     compactor sessions [--search TEXT]        compactor compact SID [FOCUS...] [--wait S] [--dry-run]
     compactor show SID                        compactor undo SID
-    compactor context SID                     compactor import PATH [--title T]
+    compactor context SID                     compactor import PATH [--title T] [--format F]
     compactor tail SID [--after N] [--once]
 
 Reads COMPACTOR_URL (default http://127.0.0.1:8000) and COMPACTOR_API_KEY (--url/--key override);
@@ -120,11 +120,13 @@ def cmd_undo(cx: Compactor, args: argparse.Namespace) -> None:
 
 
 def cmd_import(cx: Compactor, args: argparse.Namespace) -> None:
-    session = cx.import_transcript(args.path, title=args.title)
+    result = cx.import_transcript(args.path, title=args.title, format=args.format)
+    session = result["session"]
     _out(
         args,
-        session,
-        f"Imported {session['message_count']} messages into {session['id']} ({_tokens(session['usage'])})",
+        result,
+        f"Imported {result['messages']} messages ({result['format']}) into {session['id']} "
+        f"({_tokens(session['usage'])})",
     )
 
 
@@ -164,14 +166,15 @@ def parser() -> argparse.ArgumentParser:
     sp = add("compact", cmd_compact, "compact now, like /compact FOCUS")
     sp.add_argument("session")
     sp.add_argument("focus", nargs="*", help="what the summary should focus on")
-    sp.add_argument("--wait", type=float, default=60, help="seconds to wait for the summary (≤ 60, 0 = don't)")
+    sp.add_argument("--wait", type=float, default=60, help="seconds to wait for the summary (0 = don't)")
     sp.add_argument("--dry-run", action="store_true", help="say what would be summarized, change nothing")
     sp.add_argument("--force", action="store_true", help="cut harder, as overflow recovery does")
     sp.add_argument("--strategy", default="auto", help="auto, anthropic, extractive, truncate or prune")
     add("undo", cmd_undo, "undo the active compaction").add_argument("session")
-    sp = add("import", cmd_import, "load a Claude Code / pi / SWE-agent transcript")
+    sp = add("import", cmd_import, "upload a Claude Code / pi / SWE-agent / Anthropic / OpenAI transcript")
     sp.add_argument("path")
     sp.add_argument("--title")
+    sp.add_argument("--format", help="skip detection: claude-code, pi, swe-agent, anthropic-messages, openai-chat")
     sp = add("tail", cmd_tail, "follow the session's events (compactions, overflows, undo)")
     sp.add_argument("session")
     sp.add_argument("--after", type=int, default=0, help="only events after this id")

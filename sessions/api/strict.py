@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from django.http import QueryDict
 from rest_framework import serializers
 
 from sessions.validation import safe_text
@@ -33,7 +34,9 @@ class RejectUnknownFieldsMixin:
         for key in sorted(set(data) & set(self.read_only_fields)):
             if current is None or key not in current or current[key] != data[key]:
                 errors[key] = [f"read-only; {self.read_only_fields[key]}"]
-        for key in sorted(set(data) & set(self.fields)):
+        # Form data (a multipart upload) is text by nature; JSON types apply to JSON bodies.
+        typed = () if isinstance(data, QueryDict) else sorted(set(data) & set(self.fields))
+        for key in typed:
             problem = json_type_problem(self.fields[key], data[key])
             if problem and key not in errors:
                 errors[key] = [problem]

@@ -12,6 +12,7 @@ from compaction.services import describe
 from compactor_client.cli import main
 from sessions.models import Session
 from sessions.services import messages_append, session_create
+from tests import services
 from tests.client.conftest import conversation
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,8 +74,8 @@ def test_sessions_show_context_undo_tail(env, session, capsys, eager_celery):
 
 
 def test_import(env, capsys):
-    code, out, _ = run(capsys, "import", "/work/shared/data/transcripts/claude-code/tool_heavy.jsonl")
-    assert code == 0 and "Imported 11 messages" in out
+    code, out, _ = run(capsys, "import", str(services.TRANSCRIPTS / "claude-code" / "tool_heavy.jsonl"))
+    assert code == 0 and "Imported 11 messages (claude-code)" in out
 
 
 def test_errors_exit_1_with_the_servers_message(env, capsys, monkeypatch):

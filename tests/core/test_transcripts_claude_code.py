@@ -441,7 +441,7 @@ def test_newer_queued_command_attachments_are_imported_once() -> None:
     )
     assert_tool_pairs_intact(t)
     assert json.dumps(t.messages).count("use the staging db") == 1
-    assert t.messages[2]["content"][-1] == {"type": "text", "text": "use the staging db"}
+    assert t.messages[2]["content"][-1] == {"type": "text", "text": QUEUED_TEMPLATE.format(text="use the staging db")}
     # The remove that follows the attachment has no waiting message of its own: a line without one.
     assert t.skipped == {"skipped_attachment_edited_text_file": 1, "skipped_queue_operations_without_a_message": 1}
 

@@ -121,7 +121,11 @@ def _queued_messages(entries: list[dict[str, Any]], stats: Counter[str]) -> dict
             continue
         operation = entry.get("operation")
         content = entry.get("content")
-        if operation == "enqueue" and isinstance(content, str) and content.strip():
+        if operation == "enqueue" and isinstance(content, str) and content.lstrip().startswith("<"):
+            # Harness notes (a background task finished) arrive as user lines of their own and
+            # are never removed from the queue: only the user's own messages wait for a `remove`.
+            stats["skipped_queued_harness_notes"] += 1
+        elif operation == "enqueue" and isinstance(content, str) and content.strip():
             if last_sent.get(content.strip(), -1) > index:
                 stats["queued_messages_sent_as_user_lines"] += 1
             else:
