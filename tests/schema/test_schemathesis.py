@@ -25,8 +25,8 @@ for _name, _component in schema.raw_schema["components"]["schemas"].items():
     if not _name.endswith("Request") and "properties" in _component:
         _component.setdefault("additionalProperties", False)
 
-# Operations whose valid requests also depend on the session's stored state, which no schema can
-# say: a schema-valid body may still be refused with a 400 naming the field.
+# Operations whose valid requests also depend on the session's stored state or on a file's
+# content, which no schema can say: a schema-valid body may still be refused with a 400 naming the field.
 STATEFUL_VALIDITY = {
     # a tool_result must answer an earlier tool_use of the session; tool_use ids are unique per session
     "messages_append",
@@ -36,6 +36,8 @@ STATEFUL_VALIDITY = {
     # model or context_window sets); compact_prompt must contain {conversation}
     "sessions_create",
     "sessions_partial_update",
+    # the uploaded file must be a transcript (its content, not its schema type: binary)
+    "imports_create",
 }
 
 
