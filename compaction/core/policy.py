@@ -17,8 +17,9 @@ Rules, like Anthropic's `clear_tool_uses` edit with its `clear_at_least`:
 - a prune alone qualifies only if it relieves at least `prune_min_relief` × trigger;
 - a candidate qualifies only if it lands at or below `target_ratio` × trigger (so the next
   compaction is far away);
-- among qualifying candidates the one that re-bills the fewest cache tokens per token of runway
-  wins (ties: the larger runway); if none qualifies, the one with the most runway (a prune
+- a qualifying prune alone wins (the runway it buys is worth its cache cost, every message stays
+  verbatim, no summarizer call); else the qualifying candidate that re-bills the fewest cache
+  tokens per token of runway (ties: the larger runway); if none qualifies, the one with the most runway (a prune
   alone that relieves too little only when nothing else is possible and it gets under the
   trigger).
 """
@@ -112,14 +113,20 @@ def choose(
         return c.cache_invalidated / max(1, c.runway(trigger))
 
     if qualifying:
-        chosen = min(qualifying, key=lambda c: (cost_per_runway(c), -c.runway(trigger)))
+        # A prune alone that qualifies has bought the runway asked for at a relief worth its
+        # cache cost, keeps every message verbatim and needs no summarizer call: it wins.
+        # Otherwise the summary that re-bills the fewest cache tokens per token of runway.
+        prunes = [c for c in qualifying if c.kind == PRUNE]
+        chosen = prunes[0] if prunes else min(qualifying, key=lambda c: (cost_per_runway(c), -c.runway(trigger)))
         others = [r for r in rows if r["kind"] != chosen.kind]
         reason = (
             f"{chosen.kind}: lands at {chosen.tokens_after:,} (≤ {target:,}), buys {chosen.runway(trigger):,} tokens "
             f"of runway for {chosen.cache_invalidated:,} cache tokens"
         )
         if len(qualifying) > 1:
-            reason += " — the fewest cache tokens per token of runway"
+            reason += (
+                " — a prune alone keeps every message" if prunes else " — the fewest cache tokens per token of runway"
+            )
         rejected = [f"{r['kind']} {r['why_not']}" for r in others if not r["qualifies"]]
         if rejected:
             reason += "; not " + "; not ".join(rejected)

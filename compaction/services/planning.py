@@ -52,6 +52,9 @@ logger = logging.getLogger("compaction.services")
 # budget; an explicit keep_recent_tokens / preserve_messages (request or session) is honoured.
 TARGET_AFTER_SHARE = DEFAULT_TARGET_RATIO  # the default; config.target_ratio is what applies
 KEEP_FLOOR_TOKENS = 4_000
+# The kept tail is sized to land this share of the trigger below the target: the summary's size
+# is only estimated (SUMMARY_SHARE), and the cut lands at a turn start, not on the budget.
+LANDING_MARGIN = 0.05
 
 
 # --- planning (shared by dry run, background run and overflow) --------------------------
@@ -160,12 +163,13 @@ def _keep_budget(snap: _Snapshot, *, force: bool) -> tuple[int, int | None]:
 
     if snap.keep_explicit or snap.config.preserve_messages:
         return keep, expected(keep)
-    room = int((config.target_ratio * config.trigger_tokens - fixed) / ratio) - overhead
+    aim = (config.target_ratio - LANDING_MARGIN) * config.trigger_tokens
+    room = int((aim - fixed) / ratio) - overhead
     capped = max(min(keep, KEEP_FLOOR_TOKENS), min(keep, room))
     return capped, expected(capped)
 
 
-def _cut(snap: _Snapshot, *, force: bool):
+def _cut(snap: _Snapshot, *, force: bool, keep: int | None = None):
     """Plan the cut with each message weighed as served (the keep budget is about what stays
     in the context), then hand back the stored messages: the summarizer reads them in full."""
 
@@ -173,7 +177,8 @@ def _cut(snap: _Snapshot, *, force: bool):
         m if snap.served_tokens.get(m.seq, m.tokens) == m.tokens else replace(m, tokens=snap.served_tokens[m.seq])
         for m in snap.messages
     ]
-    keep, _expected = _keep_budget(snap, force=force)
+    if keep is None:
+        keep, _expected = _keep_budget(snap, force=force)
     plan = plan_cut(
         measured,
         keep_recent_tokens=keep,
@@ -205,6 +210,33 @@ class _PolicyPlan:
 
 def _served(snap: _Snapshot, seq: int, default: int) -> int:
     return snap.served_tokens.get(seq, default)
+
+
+def _summary_candidate(snap: _Snapshot, cut: Any, out: _PolicyPlan) -> Candidate:
+    """The summarize candidate for `cut`, estimated as the dry run reports it."""
+    summarized = list(cut.to_summarize) + list(cut.turn_prefix)
+    served_summarized = sum(_served(snap, m.seq, m.tokens) for m in summarized)
+    kept_served = sum(m.tokens for m in snap.served_messages if m.seq >= cut.first_kept_seq)
+    out.summary_tokens = _estimate_summary_tokens(snap.config, snap.based_on, served_summarized)
+    # The summary is served as one user message with a fixed preamble (and a heading for a
+    # split turn's prefix summary): that framing is counted exactly.
+    out.framing = count_content(render_summary_message("", "x" if cut.split_turn else ""), _tokenizer(snap.session))
+    estimated = snap.session.system_prompt_tokens + out.framing + out.summary_tokens + kept_served
+    # The summary message replaces the start of the conversation: only the system prompt (and
+    # what only the provider counts) stays cached.
+    return _SummaryCandidate(
+        SUMMARIZE,
+        snap.on_provider_scale(estimated),
+        snap.on_provider_scale(snap.session.system_prompt_tokens),
+        min(m.seq for m in summarized),
+        cut.reason,
+        tokens_estimated=estimated,
+    )
+
+
+@dataclass(frozen=True)
+class _SummaryCandidate(Candidate):
+    tokens_estimated: int = 0  # our estimate (uncalibrated), for the prune + summarize variant
 
 
 def _policy_plan(snap: _Snapshot, *, strategy: str, instructions: str, force: bool) -> _PolicyPlan:
@@ -244,32 +276,34 @@ def _policy_plan(snap: _Snapshot, *, strategy: str, instructions: str, force: bo
                     prune.reason,
                 )
             )
-        else:
+        elif strategy == "prune":
             reasons.append(f"nothing to prune: {prune.reason}")
     if strategy != "prune":
         cut = _cut(snap, force=force)
-        if cut.nothing_to_compact:
+        summary = _summary_candidate(snap, cut, out) if not cut.nothing_to_compact else None
+        # plan_cut cuts at a turn start at or before the keep budget, so the kept tail can
+        # exceed it by most of a turn: when that lands the result over the target, cut again
+        # with the budget reduced by the overshoot (a few times at most; never below the
+        # floor; an explicit keep setting and overflow are honoured as they are).
+        keep, _expected = _keep_budget(snap, force=force)
+        target = int(config.target_ratio * trigger)
+        for _ in range(4):
+            if summary is None or summary.tokens_after <= target or force or snap.keep_explicit:
+                break
+            if config.preserve_messages or keep <= KEEP_FLOOR_TOKENS:
+                break
+            kept_served = sum(_served(snap, m.seq, m.tokens) for m in cut.kept)
+            keep = max(KEEP_FLOOR_TOKENS, keep - max(1, kept_served - keep) - (summary.tokens_after - target))
+            smaller = _cut(snap, force=force, keep=keep)
+            if smaller.nothing_to_compact:
+                break
+            cut, summary = smaller, _summary_candidate(snap, smaller, out)
+        if summary is None:
             reasons.append(cut.reason)
         else:
             out.cut = cut
-            summarized = list(cut.to_summarize) + list(cut.turn_prefix)
-            served_summarized = sum(_served(snap, m.seq, m.tokens) for m in summarized)
+            candidates.append(summary)
             kept = [m for m in snap.served_messages if m.seq >= cut.first_kept_seq]
-            kept_served = sum(m.tokens for m in kept)
-            out.summary_tokens = _estimate_summary_tokens(config, snap.based_on, served_summarized)
-            # The summary is served as one user message with a fixed preamble (and a heading for
-            # a split turn's prefix summary): that framing is counted exactly.
-            out.framing = count_content(
-                render_summary_message("", "x" if cut.split_turn else ""), _tokenizer(snap.session)
-            )
-            overhead = snap.session.system_prompt_tokens + out.framing + out.summary_tokens
-            # The summary message replaces the start of the conversation: only the system
-            # prompt (and what only the provider counts) stays cached.
-            unchanged = estimate_after(snap.session.system_prompt_tokens)
-            first = min(m.seq for m in summarized)
-            candidates.append(
-                Candidate(SUMMARIZE, estimate_after(overhead + kept_served), unchanged, first, cut.reason)
-            )
             if config.prune_tool_outputs and not force:
                 names = tool_names(snap.served_messages)
                 kept_prune = plan_prune(kept, names=names)
@@ -278,9 +312,9 @@ def _policy_plan(snap: _Snapshot, *, strategy: str, instructions: str, force: bo
                     candidates.append(
                         Candidate(
                             PRUNE_SUMMARIZE,
-                            estimate_after(overhead + kept_served - kept_prune.tokens_saved),
-                            unchanged,
-                            first,
+                            estimate_after(summary.tokens_estimated - kept_prune.tokens_saved),
+                            summary.unchanged_prefix,
+                            summary.first_changed_seq,
                             kept_prune.reason,
                         )
                     )
