@@ -159,3 +159,20 @@ def test_whole_replay_compacts_no_more_often_than_claude_code_and_lands_at_half_
     assert cc_after < jobs[0].tokens_after  # it keeps nothing verbatim; we keep the recent tail
     session.refresh_from_db()
     assert session_services.session_usage(session)["tokens"] < REPLAY_TRIGGER
+
+
+def test_the_dashboard_shows_the_runway_left_and_what_a_compaction_cost(client, user):
+    from django.urls import reverse
+
+    client.force_login(user)
+    session = make_session(user, window=200_000, auto_compact_token_limit=60_000, keep_recent_tokens=None)
+    append(session, conversation(12, tools=2, size=150))
+    page = client.get(reverse("dashboard:session-detail", args=[session.pk])).content.decode()
+    assert "Runway: none —" in page and "tokens past the trigger" in page  # over the trigger, not compacted
+    job = request_and_run(session)
+    page = client.get(reverse("dashboard:session-detail", args=[session.pk])).content.decode()
+    assert f"Runway left: {job.runway_tokens:,} tokens" in page
+    detail = client.get(reverse("dashboard:compaction-detail", args=[session.pk, job.pk])).content.decode()
+    assert f"{job.cache_invalidated_tokens:,} tokens" in detail.replace("\u202f", ",")
+    assert "Runway bought" in detail and f"#{job.first_changed_seq}</a>" in detail
+    assert "Why this compaction" in detail and "summarize: lands at" in detail
