@@ -126,7 +126,9 @@ def main() -> int:
         session.refresh_from_db()
         usage = session_services.session_usage(session)
         trigger = usage["trigger_tokens"]
-        print(f"=== {path.name}: {len(messages)} messages, window {args.window:,}, trigger {trigger:,} ({elapsed:.0f} s)")
+        print(
+            f"=== {path.name}: {len(messages)} messages, window {args.window:,}, trigger {trigger:,} ({elapsed:.0f} s)"
+        )
         print(f"  Compactor: {len(result.compactions)} compaction(s)")
         for job in result.compactions:
             share = (job.tokens_after or 0) / trigger
