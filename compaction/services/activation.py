@@ -136,6 +136,8 @@ def _apply(job: Compaction, outcome: Outcome, *, attempt: int | None, started: f
                 "messages_summarized": job.messages_summarized,
                 "strategy": job.strategy,
                 "fallbacks": len(job.fallbacks or []),
+                "runway_tokens": job.runway_tokens,
+                "cache_invalidated_tokens": job.cache_invalidated_tokens,
             },
         )
         return job

@@ -7,7 +7,7 @@ import pytest
 from compaction import services
 from compaction.core.policy import PRUNE, PRUNE_SUMMARIZE, SUMMARIZE, Candidate, choose
 from compaction.core.transcripts.base import context_tokens
-from compaction.models import Status
+from compaction.models import Event, EventKind, Status
 from tests.services import TRANSCRIPTS as SHARED_TRANSCRIPTS
 
 from .factories import append, conversation, make_session
@@ -84,6 +84,9 @@ def test_dry_run_manual_run_and_forced_prune_share_the_policy(user):
     assert job.runway_tokens == 60_000 - job.tokens_after
     assert job.tokens_after <= 30_000  # at or below half the trigger
     assert job.cache_invalidated_tokens == job.tokens_after - session.system_prompt_tokens
+    finished = Event.objects.get(compaction=job, kind=EventKind.COMPACTION_FINISHED)
+    assert finished.data["runway_tokens"] == job.runway_tokens
+    assert finished.data["cache_invalidated_tokens"] == job.cache_invalidated_tokens
 
     # strategy=prune still forces a prune, however little it relieves.
     other = make_session(user, window=200_000, auto_compact_token_limit=60_000, keep_recent_tokens=20_000)
