@@ -10,12 +10,17 @@ HERE = Path(__file__).resolve().parent
 
 if __name__ == "__main__":
     status = 0
-    # The summary evaluation last: its table ends the output.
-    for script in [*sorted(HERE.glob("*_bench.py")), HERE / "summary_eval.py"]:
+    # policy_eval.py: issue 13's replay of the shared long sessions beside Claude Code; the
+    # summary evaluation last: its table ends the output.
+    # api_load.py with short phases (about 40 s in all; run it alone for steadier figures),
+    # skipped with a note when no PostgreSQL answers.
+    runs = [
+        *([script] for script in sorted(HERE.glob("*_bench.py"))),
+        [HERE / "policy_eval.py"],
+        [HERE / "api_load.py", "--duration", "3", "--appends", "100"],
+        [HERE / "summary_eval.py"],
+    ]
+    for script, *args in runs:
         print(f"=== {script.name}", flush=True)
-        status |= subprocess.call([sys.executable, str(script)])
-    # Short phases here (about 40 s in all); run it alone for steadier figures. Skipped, with a
-    # note, when no PostgreSQL answers.
-    print("=== api_load.py", flush=True)
-    status |= subprocess.call([sys.executable, str(HERE / "api_load.py"), "--duration", "3", "--appends", "100"])
+        status |= subprocess.call([sys.executable, str(script), *args])
     raise SystemExit(status)

@@ -82,6 +82,18 @@ class Compaction(models.Model):
     modified_files = models.JSONField(default=list, blank=True)
     tokens_before = models.PositiveIntegerField(null=True, blank=True)
     tokens_after = models.PositiveIntegerField(null=True, blank=True)
+    # compaction.core.policy: what this compaction cost the provider's prompt cache and bought.
+    first_changed_seq = models.PositiveIntegerField(
+        null=True, blank=True, help_text="First message served differently: the cached prompt stops matching here."
+    )
+    cache_invalidated_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Prompt tokens after the first change, billed again as cache writes."
+    )
+    runway_tokens = models.IntegerField(
+        null=True, blank=True, help_text="Trigger − tokens_after: new tokens before the trigger is crossed again."
+    )
+    policy_reason = models.CharField(max_length=300, blank=True, help_text="Why the policy chose this candidate.")
+    policy_candidates = models.JSONField(default=list, blank=True, help_text="Every candidate the policy weighed.")
     messages_summarized = models.PositiveIntegerField(default=0)
     summarizer_model = models.CharField(max_length=100, blank=True)
     usage = models.JSONField(default=dict, blank=True, help_text="Summarizer usage: input/output tokens, cost, calls.")

@@ -315,6 +315,9 @@ COMPACTOR = {
     "SUMMARY_MAX_TOKENS": env_int("COMPACTOR_SUMMARY_MAX_TOKENS", None, minimum=256),
     "COMPACT_PROMPT": env_str("COMPACTOR_COMPACT_PROMPT") or None,
     "PRUNE_TOOL_OUTPUTS": env_bool("COMPACTOR_PRUNE_TOOL_OUTPUTS", True),
+    # compaction.core.policy: where a compaction lands, and when a prune alone is worth its cache cost.
+    "TARGET_RATIO": env_float("COMPACTOR_TARGET_RATIO", 0.5, minimum=0.1, maximum=0.9),
+    "PRUNE_MIN_RELIEF": env_float("COMPACTOR_PRUNE_MIN_RELIEF", 0.5, minimum=0.0, maximum=1.0),
 }
 
 if COMPACTOR["COMPACT_PROMPT"]:

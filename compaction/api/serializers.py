@@ -143,6 +143,11 @@ class CompactionSerializer(serializers.ModelSerializer):
             "instructions",
             "tokens_before",
             "tokens_after",
+            "first_changed_seq",
+            "cache_invalidated_tokens",
+            "runway_tokens",
+            "policy_reason",
+            "policy_candidates",
             "messages_summarized",
             "summarized",
             "first_kept_seq",
@@ -257,6 +262,22 @@ class DryRunSerializer(serializers.Serializer):
     estimated_summary_tokens = serializers.IntegerField(required=False)
     prune_before_seq = serializers.IntegerField(required=False)
     tool_results_pruned = serializers.IntegerField(required=False)
+    policy = serializers.CharField(
+        required=False, help_text="The candidate the policy chose: prune, summarize or prune+summarize."
+    )
+    policy_reason = serializers.CharField(required=False, help_text="Why the policy chose it.")
+    policy_candidates = serializers.ListField(
+        child=serializers.DictField(), required=False, help_text="Every candidate weighed, with its estimates."
+    )
+    first_changed_seq = serializers.IntegerField(
+        required=False, allow_null=True, help_text="First message served differently: the cached prompt stops here."
+    )
+    estimated_cache_invalidated_tokens = serializers.IntegerField(
+        required=False, help_text="Prompt tokens after the first change: billed again as cache writes."
+    )
+    estimated_runway_tokens = serializers.IntegerField(
+        required=False, help_text="Trigger − estimated_tokens_after: new tokens before the next compaction."
+    )
     estimated_tokens_after = serializers.IntegerField(
         required=False,
         help_text="On the scale of tokens_before: system prompt + summary (estimated) + kept messages as served "

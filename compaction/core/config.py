@@ -29,6 +29,10 @@ OVERRIDABLE: dict[str, tuple[type | tuple[type, ...], float | None, float | None
     "summary_max_tokens": (int, 256, 64_000),
     "compact_prompt": (str, None, None),
     "prune_tool_outputs": (bool, None, None),
+    # compaction.core.policy: land at or below target_ratio × trigger; a prune alone only when
+    # it relieves at least prune_min_relief × trigger (Anthropic's clear_at_least).
+    "target_ratio": (float, 0.1, 0.9),
+    "prune_min_relief": (float, 0.0, 1.0),
 }
 
 
@@ -45,6 +49,8 @@ class CompactionConfig:
     summary_max_tokens: int | None = None
     compact_prompt: str | None = None
     prune_tool_outputs: bool = True
+    target_ratio: float = 0.5
+    prune_min_relief: float = 0.5
 
     @property
     def trigger_tokens(self) -> int:

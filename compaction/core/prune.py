@@ -47,6 +47,9 @@ class PrunePlan:
     tokens_saved: int  # served tokens saved by the overlay (0 when prune_before_seq is None)
     pruned: int  # tool_result blocks served as placeholders
     reason: str = ""
+    # The first message whose served content changes: where the provider's cached prompt
+    # stops matching (everything after it is billed again; compaction.core.policy).
+    first_pruned_seq: int | None = None
 
     @property
     def nothing_to_prune(self) -> bool:
@@ -276,4 +279,5 @@ def plan_prune(
     if tokens_saved < min_savings or pruned == 0:
         return PrunePlan(None, 0, 0, f"pruning would save {tokens_saved:,} tokens, less than {min_savings:,}")
     boundary = messages[boundary_index].seq
-    return PrunePlan(boundary, tokens_saved, pruned, f"{pruned} tool results before seq {boundary} pruned")
+    first = next(messages[i].seq for i, (_, saved, _) in enumerate(below) if saved)
+    return PrunePlan(boundary, tokens_saved, pruned, f"{pruned} tool results before seq {boundary} pruned", first)

@@ -9,6 +9,7 @@ import time
 from django.db import transaction
 from django.utils import timezone
 
+from compaction.core.policy import cache_invalidated
 from compaction.models import Compaction, EventKind, ReviewStatus, Status
 from sessions import services as ss
 from sessions.models import Session
@@ -39,6 +40,9 @@ def _write_overlay(job: Compaction, overlay: Overlay, summary_count: tuple[int, 
     job.summarizer_model = overlay.summarizer_model
     job.usage = dict(overlay.usage)
     job.fidelity = dict(overlay.fidelity)
+    job.first_changed_seq = overlay.first_changed_seq
+    job.policy_reason = overlay.policy_reason[:300]
+    job.policy_candidates = list(overlay.policy_candidates)
     if summary_count is not None:
         job.summary_message_tokens, job.summary_tokenizer = summary_count
 
@@ -108,6 +112,15 @@ def _apply(job: Compaction, outcome: Outcome, *, attempt: int | None, started: f
             outcome.tokens_after if outcome.tokens_after is not None else int(ss.session_usage(session)["tokens"])
         )
         update = ["tokens_after"]
+        # Runway and cache cost from the measured tokens_after (the policy chose on estimates).
+        trigger = outcome.overlay.policy_trigger or outcome.trigger or ss.session_config(session).trigger_tokens
+        job.runway_tokens = trigger - job.tokens_after
+        update.append("runway_tokens")
+        if outcome.overlay.unchanged_prefix_tokens is not None:
+            job.cache_invalidated_tokens = cache_invalidated(
+                tokens_after=job.tokens_after, unchanged_prefix=outcome.overlay.unchanged_prefix_tokens
+            )
+            update.append("cache_invalidated_tokens")
         if outcome.trigger is not None and job.tokens_after > outcome.trigger and "above the trigger" not in job.detail:
             job.detail = (f"still above the trigger {outcome.trigger:,} after compacting; " + job.detail)[:300]
             update.append("detail")
@@ -123,6 +136,8 @@ def _apply(job: Compaction, outcome: Outcome, *, attempt: int | None, started: f
                 "messages_summarized": job.messages_summarized,
                 "strategy": job.strategy,
                 "fallbacks": len(job.fallbacks or []),
+                "runway_tokens": job.runway_tokens,
+                "cache_invalidated_tokens": job.cache_invalidated_tokens,
             },
         )
         return job

@@ -16,7 +16,16 @@ from django.conf import settings
 from compaction.core.calibration import calibrated_tokens
 from compaction.core.config import CompactionConfig
 from compaction.core.cutpoint import plan_cut
-from compaction.core.prune import plan_prune
+from compaction.core.policy import (
+    DEFAULT_TARGET_RATIO,
+    PRUNE,
+    PRUNE_SUMMARIZE,
+    SUMMARIZE,
+    Candidate,
+    Decision,
+    choose,
+)
+from compaction.core.prune import plan_prune, tool_names
 from compaction.core.summarizers import SummaryInput, build_chain, summarize
 from compaction.core.summary_message import render_summary_message
 from compaction.core.tokens import count_content, count_text
@@ -35,14 +44,17 @@ logger = logging.getLogger("compaction.services")
 #     + ratio × (system prompt + summary + kept)
 # and with fixed ≈ 26–31k, a 20k keep and the summary that is ≈ a 60k trigger already — every
 # compaction landed just under (or over) it and the next few messages triggered the next one.
-# So the kept tail is capped to land the result at about TARGET_AFTER_SHARE of the trigger,
-# leaving ~45% of the trigger of room for new work before the next compaction:
-#     keep ≤ (TARGET_AFTER_SHARE × trigger − fixed) / ratio − system − expected summary
+# So the kept tail is capped to land the result at the session's target_ratio of the trigger
+# (compaction.core.policy: at or below half of it by default, so the next compaction is far away):
+#     keep ≤ (target_ratio × trigger − fixed) / ratio − system − expected summary
 # but never below KEEP_FLOOR_TOKENS (the recent work must survive verbatim; plan_cut also
 # keeps at least one message and never splits a tool pair). Overflow (force) has its own
 # budget; an explicit keep_recent_tokens / preserve_messages (request or session) is honoured.
-TARGET_AFTER_SHARE = 0.55
+TARGET_AFTER_SHARE = DEFAULT_TARGET_RATIO  # the default; config.target_ratio is what applies
 KEEP_FLOOR_TOKENS = 4_000
+# The kept tail is sized to land this share of the trigger below the target: the summary's size
+# is only estimated (SUMMARY_SHARE), and the cut lands at a turn start, not on the budget.
+LANDING_MARGIN = 0.05
 
 
 # --- planning (shared by dry run, background run and overflow) --------------------------
@@ -151,12 +163,13 @@ def _keep_budget(snap: _Snapshot, *, force: bool) -> tuple[int, int | None]:
 
     if snap.keep_explicit or snap.config.preserve_messages:
         return keep, expected(keep)
-    room = int((TARGET_AFTER_SHARE * config.trigger_tokens - fixed) / ratio) - overhead
+    aim = (config.target_ratio - LANDING_MARGIN) * config.trigger_tokens
+    room = int((aim - fixed) / ratio) - overhead
     capped = max(min(keep, KEEP_FLOOR_TOKENS), min(keep, room))
     return capped, expected(capped)
 
 
-def _cut(snap: _Snapshot, *, force: bool):
+def _cut(snap: _Snapshot, *, force: bool, keep: int | None = None):
     """Plan the cut with each message weighed as served (the keep budget is about what stays
     in the context), then hand back the stored messages: the summarizer reads them in full."""
 
@@ -164,7 +177,8 @@ def _cut(snap: _Snapshot, *, force: bool):
         m if snap.served_tokens.get(m.seq, m.tokens) == m.tokens else replace(m, tokens=snap.served_tokens[m.seq])
         for m in snap.messages
     ]
-    keep, _expected = _keep_budget(snap, force=force)
+    if keep is None:
+        keep, _expected = _keep_budget(snap, force=force)
     plan = plan_cut(
         measured,
         keep_recent_tokens=keep,
@@ -179,6 +193,149 @@ def _cut(snap: _Snapshot, *, force: bool):
         turn_prefix=[stored[m.seq] for m in plan.turn_prefix],
         kept=[stored[m.seq] for m in plan.kept],
     )
+
+
+@dataclass
+class _PolicyPlan:
+    """The candidates a compaction could be (compaction.core.policy) and the one chosen."""
+
+    decision: Decision | None
+    nothing: str = ""  # why there is nothing to compact (decision is None)
+    prune: Any = None  # PrunePlan of a prune alone
+    cut: Any = None  # CutPlan of a summary
+    kept_prune: Any = None  # PrunePlan over the kept part (prune + summarize)
+    summary_tokens: int = 0  # the summary's estimated size
+    framing: int = 0
+
+
+def _served(snap: _Snapshot, seq: int, default: int) -> int:
+    return snap.served_tokens.get(seq, default)
+
+
+def _summary_candidate(snap: _Snapshot, cut: Any, out: _PolicyPlan) -> Candidate:
+    """The summarize candidate for `cut`, estimated as the dry run reports it."""
+    summarized = list(cut.to_summarize) + list(cut.turn_prefix)
+    served_summarized = sum(_served(snap, m.seq, m.tokens) for m in summarized)
+    kept_served = sum(m.tokens for m in snap.served_messages if m.seq >= cut.first_kept_seq)
+    out.summary_tokens = _estimate_summary_tokens(snap.config, snap.based_on, served_summarized)
+    # The summary is served as one user message with a fixed preamble (and a heading for a
+    # split turn's prefix summary): that framing is counted exactly.
+    out.framing = count_content(render_summary_message("", "x" if cut.split_turn else ""), _tokenizer(snap.session))
+    estimated = snap.session.system_prompt_tokens + out.framing + out.summary_tokens + kept_served
+    # The summary message replaces the start of the conversation: only the system prompt (and
+    # what only the provider counts) stays cached.
+    return _SummaryCandidate(
+        SUMMARIZE,
+        snap.on_provider_scale(estimated),
+        snap.on_provider_scale(snap.session.system_prompt_tokens),
+        min(m.seq for m in summarized),
+        cut.reason,
+        tokens_estimated=estimated,
+    )
+
+
+@dataclass(frozen=True)
+class _SummaryCandidate(Candidate):
+    tokens_estimated: int = 0  # our estimate (uncalibrated), for the prune + summarize variant
+
+
+def _policy_plan(snap: _Snapshot, *, strategy: str, instructions: str, force: bool) -> _PolicyPlan:
+    """Estimate every candidate the request allows and choose one, the same way for an auto
+    compaction, a manual one and a dry run. `strategy="prune"` forces a prune; a summarizer
+    strategy, instructions or force (overflow) rule a prune alone out."""
+
+    config = snap.config
+    trigger = config.trigger_tokens
+    candidates: list[Candidate] = []
+    out = _PolicyPlan(None)
+    reasons: list[str] = []
+    estimate_after = snap.on_provider_scale
+
+    def prefix_before(seq: int) -> int:
+        # Everything served before `seq` stays byte-identical: still cached after the change.
+        after = sum(_served(snap, m.seq, m.tokens) for m in snap.messages if m.seq >= seq)
+        return estimate_after(max(0, snap.estimated_before - after))
+
+    allow_prune = strategy == "prune" or (
+        strategy == "auto" and not instructions and not force and config.prune_tool_outputs
+    )
+    if allow_prune:
+        # Planned over the context as served (current prune overlay applied), so results that
+        # are already placeholders are not counted as savings again.
+        prune = plan_prune(snap.served_messages)
+        old_boundary = snap.based_on.prune_before_seq if snap.based_on and snap.based_on.prune_before_seq else 0
+        if prune.prune_before_seq is not None and prune.prune_before_seq > old_boundary:
+            out.prune = prune
+            first = prune.first_pruned_seq or prune.prune_before_seq
+            candidates.append(
+                Candidate(
+                    PRUNE,
+                    estimate_after(snap.estimated_before - prune.tokens_saved),
+                    prefix_before(first),
+                    first,
+                    prune.reason,
+                )
+            )
+        elif strategy == "prune":
+            reasons.append(f"nothing to prune: {prune.reason}")
+    if strategy != "prune":
+        cut = _cut(snap, force=force)
+        summary = _summary_candidate(snap, cut, out) if not cut.nothing_to_compact else None
+        # plan_cut cuts at a turn start at or before the keep budget, so the kept tail can
+        # exceed it by most of a turn: when that lands the result over the target, cut again
+        # with the budget reduced by the overshoot (a few times at most; never below the
+        # floor; an explicit keep setting and overflow are honoured as they are).
+        keep, _expected = _keep_budget(snap, force=force)
+        target = int(config.target_ratio * trigger)
+        for _ in range(4):
+            if summary is None or summary.tokens_after <= target or force or snap.keep_explicit:
+                break
+            if config.preserve_messages or keep <= KEEP_FLOOR_TOKENS:
+                break
+            kept_served = sum(_served(snap, m.seq, m.tokens) for m in cut.kept)
+            keep = max(KEEP_FLOOR_TOKENS, keep - max(1, kept_served - keep) - (summary.tokens_after - target))
+            smaller = _cut(snap, force=force, keep=keep)
+            if smaller.nothing_to_compact:
+                break
+            cut, summary = smaller, _summary_candidate(snap, smaller, out)
+        if summary is None:
+            reasons.append(cut.reason)
+        else:
+            out.cut = cut
+            candidates.append(summary)
+            kept = [m for m in snap.served_messages if m.seq >= cut.first_kept_seq]
+            if config.prune_tool_outputs and not force:
+                names = tool_names(snap.served_messages)
+                kept_prune = plan_prune(kept, names=names)
+                if kept_prune.prune_before_seq is not None:
+                    out.kept_prune = kept_prune
+                    candidates.append(
+                        Candidate(
+                            PRUNE_SUMMARIZE,
+                            estimate_after(summary.tokens_estimated - kept_prune.tokens_saved),
+                            summary.unchanged_prefix,
+                            summary.first_changed_seq,
+                            kept_prune.reason,
+                        )
+                    )
+    if strategy == "prune":
+        candidates = [c for c in candidates if c.kind == PRUNE]
+    out.decision = choose(
+        candidates,
+        tokens_before=snap.tokens_before,
+        trigger=trigger,
+        target_ratio=config.target_ratio,
+        prune_min_relief=0.0 if strategy == "prune" else config.prune_min_relief,
+    )
+    if out.decision is not None and strategy == "prune":
+        out.decision = replace(out.decision, reason="prune: requested (strategy prune); " + out.decision.reason)
+    if out.decision is None and candidates:
+        out.nothing = "no compaction worth its cache cost: " + "; ".join(
+            f"{c.kind} would land at {c.tokens_after:,}" for c in candidates
+        )
+    elif out.decision is None:
+        out.nothing = "; ".join(reasons) or "nothing to compact"
+    return out
 
 
 def _previous_summary(based_on: Compaction | None) -> str | None:
@@ -263,6 +420,13 @@ class Overlay:
     summarizer_model: str = ""
     usage: dict[str, Any] = field(default_factory=dict)
     fidelity: dict[str, Any] = field(default_factory=dict)
+    # compaction.core.policy: where the cached prompt stops matching, how much of it stays
+    # (provider's scale: cache invalidated = tokens_after − this), why this candidate won.
+    first_changed_seq: int | None = None
+    unchanged_prefix_tokens: int | None = None
+    policy_reason: str = ""
+    policy_candidates: list[dict[str, Any]] = field(default_factory=list)
+    policy_trigger: int | None = None  # the trigger the runway is measured against
 
 
 @dataclass(frozen=True)
@@ -340,50 +504,42 @@ def _compute(
     if not snap.messages:
         return skip(detail="nothing to compact: no messages in context")
 
-    # Cheap tier first: serve old tool output as placeholders, no LLM call.
-    prune_tier = strategy == "prune" or (
-        strategy == "auto"
-        and reason == Reason.THRESHOLD
-        and not instructions
-        and not force
-        and config.prune_tool_outputs
-    )
-    if prune_tier:
-        # Planned over the context as served (current prune overlay applied), so results that
-        # are already placeholders are not counted as savings again.
-        plan = plan_prune(snap.served_messages)
-        old_boundary = based_on.prune_before_seq if based_on and based_on.prune_before_seq else 0
-        # Pruning alone is enough only if the figure the meter will show afterwards (served
-        # estimate minus the savings, + the calibration offset) is under the trigger.
-        after_prune = snap.on_provider_scale(snap.estimated_before - plan.tokens_saved)
-        if (
-            plan.prune_before_seq is not None
-            and plan.prune_before_seq > old_boundary
-            and (strategy == "prune" or after_prune <= trigger)
-        ):
-            return Activate(
-                **base,
-                detail=plan.reason,
-                overlay=Overlay(
-                    strategy="prune",
-                    summary=based_on.summary if based_on else "",
-                    turn_prefix_summary=based_on.turn_prefix_summary if based_on else "",
-                    summary_tokens=based_on.summary_tokens if based_on else 0,
-                    first_kept_seq=based_on.first_kept_seq if based_on else snap.messages[0].seq,
-                    split_turn=based_on.split_turn if based_on else False,
-                    read_files=list(based_on.read_files) if based_on else [],
-                    modified_files=list(based_on.modified_files) if based_on else [],
-                    prune_before_seq=plan.prune_before_seq,
-                    usage={"tokens_saved_estimate": plan.tokens_saved, "tool_results_pruned": plan.pruned},
-                ),
-            )
-        if strategy == "prune":
-            return skip(detail=f"nothing to prune: {plan.reason}")
+    plan = _policy_plan(snap, strategy=strategy, instructions=instructions, force=force)
+    if plan.decision is None:
+        return skip(detail=plan.nothing)
+    chosen = plan.decision.chosen
+    policy = {
+        "first_changed_seq": chosen.first_changed_seq,
+        "unchanged_prefix_tokens": chosen.unchanged_prefix,
+        "policy_reason": plan.decision.reason[:300],
+        "policy_candidates": plan.decision.considered,
+        "policy_trigger": trigger,
+    }
+    if chosen.kind == PRUNE:
+        prune = plan.prune
+        return Activate(
+            **base,
+            detail=prune.reason,
+            trigger=None,
+            overlay=Overlay(
+                strategy="prune",
+                summary=based_on.summary if based_on else "",
+                turn_prefix_summary=based_on.turn_prefix_summary if based_on else "",
+                summary_tokens=based_on.summary_tokens if based_on else 0,
+                first_kept_seq=based_on.first_kept_seq if based_on else snap.messages[0].seq,
+                split_turn=based_on.split_turn if based_on else False,
+                read_files=list(based_on.read_files) if based_on else [],
+                modified_files=list(based_on.modified_files) if based_on else [],
+                prune_before_seq=prune.prune_before_seq,
+                usage={"tokens_saved_estimate": prune.tokens_saved, "tool_results_pruned": prune.pruned},
+                **policy,
+            ),
+        )
 
-    cut = _cut(snap, force=force)
-    if cut.nothing_to_compact:
-        return skip(detail=cut.reason)
+    cut = plan.cut
     detail = cut.reason
+    if chosen.kind == PRUNE_SUMMARIZE:
+        detail = f"{cut.reason}; {plan.kept_prune.reason} in the kept part"
     keep, expected = _keep_budget(snap, force=force)
     if expected is not None and expected > trigger:
         # Say so up front: an explicit keep setting (or the floor) leaves the result over the
@@ -432,11 +588,14 @@ def _compute(
             first_kept_seq=cut.first_kept_seq,
             split_turn=cut.split_turn,
             messages_summarized=len(summarized),
+            prune_before_seq=plan.kept_prune.prune_before_seq
+            if chosen.kind == PRUNE_SUMMARIZE
             # A prune boundary inside the kept part still saves tokens; below the cut it is moot.
-            prune_before_seq=old_prune if old_prune and old_prune > cut.first_kept_seq else None,
+            else (old_prune if old_prune and old_prune > cut.first_kept_seq else None),
             summarizer_model=result.model,
             usage=result.usage,
             fidelity=result.fidelity,
+            **policy,
         ),
     )
 
@@ -474,36 +633,44 @@ def compaction_dry_run(
         "calibration_offset": snap.calibration_offset,
         "calibration": snap.calibration,
     }
-    if strategy == "prune":
-        plan = plan_prune(snap.served_messages)
-        old_boundary = snap.based_on.prune_before_seq if snap.based_on and snap.based_on.prune_before_seq else 0
-        if plan.prune_before_seq is None or plan.prune_before_seq <= old_boundary:
-            return {**base, "would_compact": False, "reason": f"nothing to prune: {plan.reason}"}
+    plan = _policy_plan(snap, strategy=strategy, instructions=instructions, force=force)
+    if plan.decision is None:
+        return {**base, "would_compact": False, "reason": plan.nothing}
+    chosen = plan.decision.chosen
+    trigger = config.trigger_tokens
+    policy = {
+        "policy": chosen.kind,
+        "policy_reason": plan.decision.reason,
+        "policy_candidates": plan.decision.considered,
+        "first_changed_seq": chosen.first_changed_seq,
+        "estimated_cache_invalidated_tokens": chosen.cache_invalidated,
+        "estimated_runway_tokens": chosen.runway(trigger),
+    }
+    if chosen.kind == PRUNE:
+        prune = plan.prune
         return {
             **base,
+            **policy,
             "would_compact": True,
             "strategy": "prune",
-            "reason": plan.reason,
-            "prune_before_seq": plan.prune_before_seq,
-            "tool_results_pruned": plan.pruned,
-            "estimated_tokens_after": snap.on_provider_scale(snap.estimated_before - plan.tokens_saved),
+            "reason": prune.reason,
+            "prune_before_seq": prune.prune_before_seq,
+            "tool_results_pruned": prune.pruned,
+            "estimated_tokens_after": chosen.tokens_after,
         }
-    cut = _cut(snap, force=force)
-    if cut.nothing_to_compact:
-        return {**base, "would_compact": False, "reason": cut.reason}
+    cut = plan.cut
     summarized = list(cut.to_summarize) + list(cut.turn_prefix)
     summarized_seqs = {m.seq for m in summarized}
     tokens_summarized = sum(m.tokens for m in summarized)
-    served_summarized = sum(snap.served_tokens.get(seq, 0) for seq in summarized_seqs)
     kept_served = sum(tokens for seq, tokens in snap.served_tokens.items() if seq >= cut.first_kept_seq)
-    estimated_summary = _estimate_summary_tokens(config, snap.based_on, served_summarized)
-    tokenizer = _tokenizer(snap.session)
-    # The summary is served as one user message with a fixed preamble (and a heading for a
-    # split turn's prefix summary): count that framing exactly, estimate only the summary text.
-    framing = count_content(render_summary_message("", "x" if cut.split_turn else ""), tokenizer)
-    estimated_after = snap.session.system_prompt_tokens + framing + estimated_summary + kept_served
+    extra: dict[str, Any] = {}
+    if chosen.kind == PRUNE_SUMMARIZE:
+        kept_served -= plan.kept_prune.tokens_saved
+        extra = {"prune_before_seq": plan.kept_prune.prune_before_seq, "tool_results_pruned": plan.kept_prune.pruned}
     return {
         **base,
+        **policy,
+        **extra,
         "would_compact": True,
         "strategy": strategy,
         "reason": cut.reason,
@@ -515,6 +682,6 @@ def compaction_dry_run(
         "tokens_summarized": tokens_summarized,
         "messages_kept": len(cut.kept),
         "tokens_kept": kept_served,
-        "estimated_summary_tokens": estimated_summary,
-        "estimated_tokens_after": snap.on_provider_scale(estimated_after),
+        "estimated_summary_tokens": plan.summary_tokens,
+        "estimated_tokens_after": chosen.tokens_after,
     }

@@ -136,7 +136,8 @@ class SessionInSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         child=serializers.JSONField(allow_null=True),
         required=False,
         help_text="Overrides: reserve_tokens, keep_recent_tokens, auto_compact_ratio, auto_compact_token_limit, "
-        "preserve_messages, auto_compact, summarizer_model, summary_max_tokens, compact_prompt, prune_tool_outputs. "
+        "preserve_messages, auto_compact, summarizer_model, summary_max_tokens, compact_prompt, prune_tool_outputs, "
+        "target_ratio, prune_min_relief. "
         "PATCH merges key by key; null removes a key.",
     )
 

@@ -123,6 +123,17 @@ class Usage:
         )
 
     @property
+    def runway(self) -> int:
+        """Tokens of new work before the trigger is crossed (negative: past it)."""
+        return self.trigger_tokens - self.tokens
+
+    @property
+    def runway_words(self) -> str:
+        if self.runway <= 0:
+            return f"Runway: none — {-self.runway:,} tokens past the trigger"
+        return f"Runway left: {self.runway:,} tokens before the next auto-compaction"
+
+    @property
     def short(self) -> str:
         return f"{fmt_short(self.tokens)} / {fmt_short(self.context_window)}"
 

@@ -353,8 +353,17 @@ def test_sweeper_resends_an_old_queued_job_that_never_recorded_an_enqueue(user, 
 
 
 def test_prune_tier_activates_without_a_summary(user, monkeypatch):
-    # Big tool outputs: pruning old ones alone brings usage under the trigger.
-    session = make_session(user, window=200_000, auto_compact_token_limit=60_000, keep_recent_tokens=20_000)
+    # Big tool outputs: pruning old ones alone brings usage under the trigger. Issue 13: a prune
+    # alone only when it relieves prune_min_relief × trigger and lands at target_ratio × trigger
+    # (defaults 0.5 / 0.5; test_policy covers them) — loosened here so the prune qualifies.
+    session = make_session(
+        user,
+        window=200_000,
+        auto_compact_token_limit=60_000,
+        keep_recent_tokens=20_000,
+        prune_min_relief=0.2,
+        target_ratio=0.9,
+    )
     append(session, conversation(12, tools=2, size=150))
     session.refresh_from_db()
     tokens = session_services.session_usage(session)["tokens"]
@@ -370,6 +379,10 @@ def test_prune_tier_activates_without_a_summary(user, monkeypatch):
     assert job.strategy == "prune" and job.prune_before_seq and job.summary == ""
     assert job.tokens_after < 60_000
     assert session.active_compaction_id == job.pk
+    assert job.first_changed_seq and job.first_changed_seq < job.prune_before_seq
+    assert job.runway_tokens == 60_000 - job.tokens_after
+    assert 0 < job.cache_invalidated_tokens < job.tokens_after
+    assert job.policy_reason.startswith("prune:")
     context = session_services.context_build(session=session)
     assert (
         "tool output pruned" in str(context["messages"][1]["content"])
@@ -384,7 +397,10 @@ def test_prune_tier_decides_and_reports_on_the_calibrated_figure(user, overhead)
     """tokens_before/after and the prune-or-summarize decision are on the provider's scale:
     with an overhead only the provider counts (tool definitions...), pruning must get the
     calibrated figure under the trigger, not just our estimate; else the engine summarizes."""
-    session = make_session(user, window=300_000, keep_recent_tokens=20_000, auto_compact=False)
+    # Issue 13's relief and landing rules loosened: this test is about the scale of the figures.
+    session = make_session(
+        user, window=300_000, keep_recent_tokens=20_000, auto_compact=False, prune_min_relief=0.0, target_ratio=0.9
+    )
     append(session, conversation(12, tools=2, size=150))
     session.refresh_from_db()
     estimate = session_services.session_usage(session)["estimated_tokens"]
