@@ -325,7 +325,7 @@ def _stored_history(session: Session) -> list[dict]:
 def test_a_call_waits_for_the_queued_summary_only_when_the_context_cannot_fit(
     upstream, api_key, user, monkeypatch, over_the_window
 ):
-    from compaction.services import compaction_run
+    from compaction.services import compaction_run, messages_append_then_compact
 
     session = session_services.session_create(
         owner=user,
@@ -334,7 +334,7 @@ def test_a_call_waits_for_the_queued_summary_only_when_the_context_cannot_fit(
     )
     turns = _long_history(20 if over_the_window else 12)  # ~2.5k or ~1.5k tokens: over/under 2048
     for i, text in enumerate(turns):
-        session_services.messages_append(
+        messages_append_then_compact(
             session=session, messages=[{"role": "user", "content": text}, {"role": "assistant", "content": f"ok {i}"}]
         )
     job = Compaction.objects.get(session=session, status="queued")  # no worker runs it in this test
