@@ -590,31 +590,39 @@ def files_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> N
     works = sorted(a.files.values(), key=lambda w: w.last_event)[-MAX_FILES:]
     committed_at = {c.unit: c.hash for c in a.commits if c.subject}
     for index, work in enumerate(works):
-        times = "once" if work.edits == 1 else f"{work.edits} times"
+        # One sentence: what was done to the file, where it stands, and what it was for —
+        # "`a.ex` was edited twice and is committed in `3bb8701`, to extract a helper".
+        times = {1: "once", 2: "twice"}.get(work.edits, f"{work.edits} times")
         more = work.edits - 1
-        then = f" and then edited {'once more' if more == 1 else f'{more} more times'}" if more else ""
+        then = f", then edited {'once more' if more == 1 else f'{more} more times'}" if more else ""
         what = f"written{then}" if work.written else f"edited {times}"
         in_repo = not a.root or work.path.startswith(a.root + "/") or not work.path.startswith(("/", "~"))
         if a.commits and in_repo:
             commits = [committed_at[u] for u in sorted(work.units) if u in committed_at]
             pending = work.path in a.edits_since_commit
-            where = ", ".join(f"`{h}`" for h in commits)
-            state = (f"the change is committed in {where}" if commits else "") + (
-                (", and " if commits else "") + "it has uncommitted changes" if pending else ""
-            )
-            what += f" ({state})" if state else ""
-        purpose = f"; the agent's purpose: {_lower_first('; '.join(work.purposes[-2:]))}" if work.purposes else ""
+            if commits:
+                what += " and is committed in " + ", ".join(f"`{h}`" for h in commits)
+                what += ", with uncommitted changes since" if pending else ""
+            elif pending:
+                what += " and is not committed yet"
+        purposes = [_lower_first(_ORDER_WORD_RE.sub("", p.rstrip("."))) for p in work.purposes[-2:]]
+        said = ", to " + ", and to ".join(purposes) if purposes else ""
         noted = _mention(a, work.path)
-        if noted and not purpose:
-            purpose = f'; the agent noted: "{noted}"'
+        if noted and not said:
+            said = f'; the agent noted: "{noted}"'
         names = [n for n in work.added if len(n) >= 5][:4]
-        adds = f"; it now contains {', '.join(f'`{n}`' for n in names)}" if names and not work.purposes else ""
-        s.add("files", f"`{a.rel(work.path)}` was {what}{purpose}{adds}", 52 + 14 * recency(index, len(works)))
+        if names and not said:
+            said = "; it adds " + ", ".join(f"`{n}`" for n in names)
+        s.add("files", f"`{a.rel(work.path)}` was {what}{said}", 52 + 14 * recency(index, len(works)))
     reads = [(p, a.read_purposes.get(p, "")) for p in a.read if p not in a.files]
     reads = [(p, why, _mention(a, p)) for p, why in reads if why or _mention(a, p)][-10:]
     for path, why, noted in reads:
-        said = f'the agent noted: "{noted}"' if noted else f"the agent's aim: {_lower_first(why)}"
-        s.add("files", f"`{a.rel(path)}` was read, not changed ({said})", 44)
+        said = f'; the agent noted: "{noted}"' if noted else f", to {_lower_first(why)}"
+        s.add("files", f"`{a.rel(path)}` was read, not changed{said}", 44)
+
+
+# "Add the attribute first": the order word belonged to the moment, not to the file's purpose.
+_ORDER_WORD_RE = re.compile(r"(?i),?\s+(first|now|next|then|too|as well|again)$")
 
 
 def _mention(a: Analysis, path: str) -> str:
