@@ -65,3 +65,40 @@ def test_each_changed_file_is_one_sentence_with_its_state_and_purpose(session) -
             assert f"committed in `{committed[path]}`" in line, line
         elif any(committed.values()):
             assert "not committed yet" in line, line
+
+
+SIGN_OFFS = [
+    "Everything should be working smoothly now.",
+    "Ready for the new release whenever you are!",
+    "This should eliminate the flicker you were seeing!",
+    "Let me know if you want any other changes.",
+]
+PIPES = ["", " | grep -E error", " | tail -5", " 2>&1 | grep -v warning"]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    closing=st.lists(st.sampled_from(SIGN_OFFS), min_size=1, max_size=3, unique=True),
+    pipes=st.lists(st.sampled_from(PIPES), min_size=2, max_size=4),
+)
+def test_done_keeps_the_report_without_sign_offs_or_the_same_check_twice(closing, pipes) -> None:
+    messages: list[dict] = [{"role": "user", "content": "Make the footer dimmer."}]
+    for pipe in pipes:  # the same check, re-run with different plumbing after it
+        _tool(messages, "Bash", {"command": f"cd packages/app && npm run check{pipe}"}, "ok")
+    report = "I've updated `footer.ts` to use the dim colour for the context usage."
+    messages.append({"role": "assistant", "content": " ".join([report, *closing])})
+    summary = extractive_summary(se.as_msgs(messages))
+    done = summary.split("### Done", 1)[1].split("### In Progress", 1)[0]
+    assert "`footer.ts` to use the dim colour" in done
+    assert summary.count("`footer.ts` to use the dim colour") == 1  # not again as "where it stopped"
+    for sentence in closing:
+        assert sentence not in summary
+    assert done.count("npm run check") == 1, done
+
+
+def test_a_cut_line_never_ends_inside_a_code_span() -> None:
+    from compaction.core.summarizers.extractive.analysis import one_line
+
+    for limit in range(20, 80):
+        text = "Invalid themes now fall back on startup and during a switch (`setTheme` returns an error) too."
+        assert one_line(text, limit).count("`") % 2 == 0, one_line(text, limit)

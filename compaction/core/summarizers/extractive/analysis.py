@@ -91,7 +91,13 @@ NOTE_MAX_CHARS = 400
 
 def one_line(text: str, limit: int = MAX_ITEM_CHARS) -> str:
     text = re.sub(r"\s+", " ", text).strip()
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if cut.count("`") % 2 and len(cut) - cut.rfind("`") < limit // 2:
+        # Never end inside a code span ("During theme switch (`…"): stop before it opens.
+        cut = cut[: cut.rfind("`")].rstrip(" (,:;")
+    return cut.rstrip() + "…"
 
 
 def content_words(text: str) -> set[str]:
@@ -384,7 +390,22 @@ def _is_statement(sentence: str) -> bool:
         and not SPECULATION_RE.match(sentence)
         and not INTENT_RE.search(sentence)
         and not INTERJECTION_RE.match(sentence)
+        and not (is_sign_off(sentence) and not ANCHOR_RE.search(sentence))
     )
+
+
+# "Everything should be working smoothly now." "Ready for the new release whenever you are!"
+# Said to the user at the end of a turn; it names nothing a successor could check or continue.
+SIGN_OFF_RE = re.compile(
+    r"(?i)\b(let me know|whenever you(?:'re| are)|ready (?:for|to go|when)|feel free|happy to|hope (?:this|that)|"
+    r"enjoy|you(?:'re| are) all set|should (?:now )?(?:be )?(?:work(?:ing)?|eliminate|fix|resolve|solve)|"
+    r"(?:will|won't) never\b.*\bagain)\b"
+)
+
+
+def is_sign_off(sentence: str) -> bool:
+    """A closing remark to the user (an exclamation or a reassurance), not a finding."""
+    return sentence.rstrip().endswith("!") or bool(SIGN_OFF_RE.search(sentence))
 
 
 # "Expected — …", "Right — …", "Hmm, …": a reaction to the last output, not a finding.
@@ -754,6 +775,7 @@ def _telling(text: str) -> str:
         and not SPECULATION_RE.match(s)
         # "Now run tests." says nothing; "Let me check `project.ex` for X" names the next move.
         and not (JUNK_INTENT_RE.search(s) and not ANCHOR_RE.search(s))
+        and not (is_sign_off(s) and not ANCHOR_RE.search(s))
     )
 
 

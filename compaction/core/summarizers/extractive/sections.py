@@ -15,6 +15,7 @@ from compaction.core.summarizers.extractive.analysis import (
     Command,
     command_signature,
     content_words,
+    is_sign_off,
     one_line,
     similar,
 )
@@ -34,6 +35,7 @@ from compaction.core.text_heuristics import (
     instruction_quote,
     is_probe_command,
     normalize,
+    sentences,
 )
 from compaction.core.tokens import count_text
 
@@ -330,9 +332,14 @@ def unit_steps(a: Analysis, unit: int) -> str:
 
 
 def _last_runs(a: Analysis, keep) -> list[Command]:
-    last: dict[str, Command] = {}
+    """The latest run of each check: the same program and subcommand in the same directory is
+    one check, whatever is piped after it (`npm run check | grep error` is `npm run check`)."""
+    last: dict[tuple[str, tuple[str, ...]], Command] = {}
     for cmd in a.commands:
-        last[cmd.command] = cmd
+        where = re.match(r"\s*cd\s+(\S+)\s*&&", cmd.command)
+        key = (where.group(1) if where else "", command_signature(cmd.command) or (cmd.command,))
+        last.pop(key, None)
+        last[key] = cmd
     return [c for c in sorted(last.values(), key=lambda c: c.index) if keep(c)]
 
 
@@ -370,11 +377,14 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
     if a.commits:
         for note in [n for n in a.notes if n.unit == a.unit and n.kind == "diagnosis"][-4:]:
             s.add("in_progress", note.text, 74)
-    final = [t for t in a.last_intents if not JUNK_INTENT_RE.search(t)]
+    final = [t for t in a.last_intents if not JUNK_INTENT_RE.search(t) and not is_sign_off(t)]
     # Only open work has a place where it stopped; after a finished piece the assistant's last
     # words are a report, and listing them as "in progress" would reopen what they mention.
     open_work = bool(s.items["in_progress"]) or any(not c.ok and c.fixed_by is None for c in a.commands[-3:])
-    if a.final_text and a.activity_after_latest:
+    done = s.text_of("done")
+    # The last words already listed under Done (a report ending the range) say nothing new.
+    said_before = a.final_text and all(normalize(t) in normalize(done) for t in sentences(a.final_text))
+    if a.final_text and a.activity_after_latest and not said_before:
         said = f'"{one_line(a.final_text, 700)}"'
         if open_work or not (a.commits or a.issues):
             s.add("in_progress", f"Where the work stopped, in the assistant's words: {said}", 80)
