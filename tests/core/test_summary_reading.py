@@ -102,3 +102,28 @@ def test_a_cut_line_never_ends_inside_a_code_span() -> None:
     for limit in range(20, 80):
         text = "Invalid themes now fall back on startup and during a switch (`setTheme` returns an error) too."
         assert one_line(text, limit).count("`") % 2 == 0, one_line(text, limit)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    files=st.lists(st.sampled_from(FILES), min_size=1, max_size=3, unique=True),
+    edits=st.lists(st.integers(min_value=1, max_value=3), min_size=3, max_size=3),
+)
+def test_text_format_editor_edits_land_on_the_open_file(files, edits) -> None:
+    """SWE-agent's `edit 10:12` names no file: it changes the one `open` or `create` named last.
+    The file the fix is in must be listed as changed, with how often."""
+    messages: list[dict] = [{"role": "user", "content": "Fix the crash when the attribute is missing."}]
+    for path, count in zip(files, edits, strict=False):
+        verb = "create" if path.endswith(".rs") else "open"
+        _tool(messages, verb, {"command": f"{verb} {path}"}, f"[File: {path} (40 lines total)]")
+        for n in range(count):
+            _tool(messages, "edit", {"command": f"edit {n + 1}:{n + 2}\n    return x\nend_of_edit"}, "File updated.")
+    summary = extractive_summary(se.as_msgs(messages))
+    files_part = summary.split("### Files", 1)[1]
+    for path, count in zip(files, edits, strict=False):
+        name = re.escape(path.rsplit("/", 1)[-1])
+        times = {1: "once", 2: "twice"}.get(count, f"{count} times")
+        if path.endswith(".rs"):  # created, then edited
+            assert re.search(rf"`[\w/]*{name}` was written" + (", then edited" if count else ""), files_part)
+        else:
+            assert re.search(rf"`[\w/]*{name}` was edited {times}", files_part), files_part

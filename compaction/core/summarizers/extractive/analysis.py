@@ -235,6 +235,7 @@ class Analysis:
     activity_after_latest: int = 0  # assistant texts and tool calls after the latest user message
     edits_since_test: list[str] = field(default_factory=list)
     edits_since_commit: list[str] = field(default_factory=list)
+    open_file: str = ""  # a text-format editor's open file (SWE-agent's `edit 10:12` works on it)
     tests_seen: bool = False
     modified: list[str] = field(default_factory=list)
     read: list[str] = field(default_factory=list)
@@ -547,13 +548,25 @@ def _lower_first(text: str) -> str:
     return text[0].lower() + text[1:] if text[:1].isupper() and not text[1:2].isupper() else text
 
 
+def _editor_path(a: Analysis, key: str, args: dict[str, Any]) -> str | None:
+    """The file of a text-format editor action (SWE-agent): `open x.py 40` and `create x.py`
+    name it, `edit 10:12` works on the file opened last — the change the work is about."""
+    words = args.get("command").split(maxsplit=2) if isinstance(args.get("command"), str) else []
+    if words[:1] != [key]:
+        return None
+    if key in ("open", "open_file", "create") and len(words) > 1:
+        a.open_file = words[1].strip("\"'")
+        return a.open_file
+    return a.open_file if key == "edit" and a.open_file else None
+
+
 def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
     a.activity_after_latest += 1
     name = str(block.get("name", "tool"))
     key = tool_key(name)
     args = tool_input(block)
     args = args if isinstance(args, dict) else {}
-    path = path_argument(args)
+    path = path_argument(args) or _editor_path(a, key, args)
     if is_todo_tool(key):
         todos = _todos_of(args)
         if todos is not None:
