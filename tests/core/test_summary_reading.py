@@ -127,3 +127,40 @@ def test_text_format_editor_edits_land_on_the_open_file(files, edits) -> None:
             assert re.search(rf"`[\w/]*{name}` was written" + (", then edited" if count else ""), files_part)
         else:
             assert re.search(rf"`[\w/]*{name}` was edited {times}", files_part), files_part
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    asks=st.lists(
+        st.sampled_from(
+            [
+                "Port the parser to Rust and keep the public API unchanged.",
+                "Now add the CSV export to the reports page.",
+                "Also make the footer dimmer.",
+            ]
+        ),
+        min_size=1,
+        max_size=3,
+        unique=True,
+    ),
+    todos=st.lists(st.sampled_from(["Port the lexer", "Port the parser", "Update Justfile"]), min_size=2, unique=True),
+)
+def test_no_user_message_or_todo_is_listed_twice(asks, todos) -> None:
+    """A message quoted under Goal is not quoted again under User Messages; completed todos are
+    one line; a rule heading without its rule ("Stop hook feedback:") is no constraint."""
+    messages: list[dict] = []
+    for ask in asks:
+        messages.append({"role": "user", "content": ask})
+        todo_input = {"todos": [{"content": t, "status": "completed", "activeForm": t} for t in todos]}
+        _tool(messages, "TodoWrite", todo_input, "Todos have been modified successfully.")
+    messages.append({"role": "user", "content": "Stop hook feedback:\n- Cannot exit with unstaged changes"})
+    summary = extractive_summary(se.as_msgs(messages))
+    goal = summary.split("## Constraints", 1)[0]
+    listed = goal.split("### User Messages", 1)[1] if "### User Messages" in goal else ""
+    for ask in asks:
+        assert ask in goal, ask  # every request is in the user's words, once, above Constraints
+        assert goal.count(ask) == 1, goal
+    assert all(ask not in listed for ask in asks if ask in goal.split("### User Messages", 1)[0])
+    assert summary.count("Todos completed:") == 1
+    assert all(todo in summary for todo in todos)
+    assert 'User: "Stop hook feedback:"' not in summary

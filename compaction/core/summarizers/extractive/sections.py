@@ -198,9 +198,8 @@ def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str
             notes.append(f'replying to: "{one_line(user.reply_to, 160)}"')
         recent = index >= len(shown) - RECENT_USER_MESSAGES
         text = quote(user.text) if recent else quote(user.text, OLDER_QUOTE_CHARS)
-        if len(user.text) > 100 and normalize(user.text[:200]) in normalize(quoted_above):
-            text = one_line(user.text, 80)  # quoted in full under Goal just above
-            notes.insert(0, "quoted in full above")
+        if normalize(user.text[:200]) in normalize(quoted_above) and not user.queued:
+            continue  # quoted under Goal just above: the same words twice help no one
         suffix = f" ({'; '.join(notes)})" if notes else ""
         weight = 70 + 15 * recency(index, len(shown)) + (8 if user.kind != "chatter" else 0)
         s.add("user_messages", f'"{text}"{suffix}', weight)
@@ -217,6 +216,9 @@ def constraints_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
         s.add("constraints", f'User: "{inner}"' if quoted else item, 91 + 3 * recency(index, len(prev)))
     rules = [u.text for u in a.users if u.kind == "instruction"]
     for index, text in enumerate(rules):
+        rule = instruction_quote(text).strip()
+        if rule.endswith(":") or len(re.findall(r"[A-Za-z]{2,}", rule)) < 3:
+            continue  # a heading without its rule ("Stop hook feedback:") is no constraint
         # A long message (a bug report with a pasted log) is quoted by its rule sentences.
         s.add(
             "constraints",
@@ -281,9 +283,9 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         reports = [n for n in a.notes if n.kind in ("report", "diagnosis")]
     for index, note in enumerate(reports[-MAX_NOTES_PER_UNIT * 2 :]):
         s.add("done", note.text, 55 + 15 * recency(index, len(reports)) + (5 if s.is_focus(note.text) else 0))
-    for status, content in a.todos:
-        if status == "completed":
-            s.add("done", f"Todo completed: {content}", 66)
+    completed = [content for status, content in a.todos if status == "completed"]
+    if completed:  # one line: a checklist of nine "Todo completed:" lines buries the report
+        s.add("done", "Todos completed: " + "; ".join(completed), 66)
     if not a.commits:
         passing = _last_runs(a, lambda c: c.ok and bool(TEST_RE.search(c.command) or TRACKER_RE.search(c.command)))
         for cmd in passing[-6:]:
