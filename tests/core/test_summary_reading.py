@@ -164,3 +164,27 @@ def test_no_user_message_or_todo_is_listed_twice(asks, todos) -> None:
     assert summary.count("Todos completed:") == 1
     assert all(todo in summary for todo in todos)
     assert 'User: "Stop hook feedback:"' not in summary
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    open_count=st.integers(min_value=1, max_value=3),
+    heading=st.sampled_from(["## Problem", "# Context", "### Why"]),
+)
+def test_an_open_issue_is_described_once_without_its_markdown_heading(open_count, heading) -> None:
+    """`bd show` output: each open issue's title is written once (where it is next or in
+    progress), not again in the issue-state line; its description loses the heading line."""
+    messages: list[dict] = [{"role": "user", "content": "Work on epic web-q8: start with the first ready task."}]
+    titles = {f"web-q8.{n}": f"Render the audit panel part {n}" for n in range(1, open_count + 1)}
+    for issue, title in titles.items():
+        shown = (
+            f"○ {issue} · {title}   [● P2 · OPEN]\n\nDESCRIPTION\n{heading}\nThe panel for {issue} is hard to scan.\n"
+        )
+        _tool(messages, "Bash", {"command": f"bd show {issue}"}, shown)
+    first = next(iter(titles))
+    _tool(messages, "Bash", {"command": f"bd update {first} --status in_progress"}, f"✓ Updated issue: {first}")
+    summary = extractive_summary(se.as_msgs(messages))
+    for issue, title in titles.items():
+        assert summary.count(title) == 1, (title, summary)
+        assert f"The panel for {issue} is hard to scan." in summary
+    assert heading not in summary

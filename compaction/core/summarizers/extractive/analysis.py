@@ -627,7 +627,8 @@ def _record_tracker(a: Analysis, command: str, cmd_line: str, output: str, ok: b
                 break
         description = ISSUE_DESC_RE.search(head, match.end(), match.end() + 600)
         if description and not issue.description:
-            issue.description = one_line(description.group(1), 300)
+            # "## Problem\nThe panel is…": a heading line flattened into the text reads as noise.
+            issue.description = one_line(re.sub(r"(?m)^\s*#+\s+[^\n]*\n", "", description.group(1)), 300)
     if not ok:
         return
     for match in STATUS_RE.finditer(cmd_line):

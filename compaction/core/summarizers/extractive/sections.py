@@ -459,7 +459,8 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         s.add("next", f'Answer the user\'s latest message: "{quote(latest.text, 200)}"', 90)
     for issue in a.issues.values():
         if issue.status == "in_progress":
-            title = f" ({issue.title})" if issue.title else ""
+            # In Progress, just above, names it with its title.
+            title = f" ({issue.title})" if issue.title and issue.title not in s.text_of("in_progress") else ""
             steps = []
             if a.edits_since_test and a.tests_seen:
                 steps.append("run the checks")
@@ -662,8 +663,11 @@ def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], i
         if issue.status != "closed" and issue.description:
             s.add("critical", f"Open issue `{issue.id}`: {issue.description}", 74)
     if a.issues:
+        # A title is said once: In Progress and Next Steps name the open issues with theirs.
+        titled = s.text_of("in_progress", "next", "done")
         states = ", ".join(
-            f"`{i.id}` {i.status or 'seen'}" + (f" ({i.title})" if i.title and i.status != "closed" else "")
+            f"`{i.id}` {i.status or 'seen'}"
+            + (f" ({i.title})" if i.title and i.status != "closed" and i.title not in titled else "")
             for i in a.issues.values()
         )
         s.add("critical", f"Issue states at the end of this range: {states}", 72)
