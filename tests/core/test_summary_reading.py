@@ -188,3 +188,25 @@ def test_an_open_issue_is_described_once_without_its_markdown_heading(open_count
         assert summary.count(title) == 1, (title, summary)
         assert f"The panel for {issue} is hard to scan." in summary
     assert heading not in summary
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    root=st.sampled_from(["/Users/dev/workspaces/mono-repo", "/home/dev/projects/app", "packages/coding-agent"]),
+    ids=st.integers(min_value=1, max_value=6),
+)
+def test_steps_name_commands_by_what_they_run_cut_between_words(root, ids) -> None:
+    issues = " ".join(f"web-q8.{n}" for n in range(1, ids + 1))
+    messages: list[dict] = [{"role": "user", "content": "Do the web-q8 issues and commit."}]
+    _tool(messages, "Bash", {"command": "bd update web-q8.1 --status in_progress"}, "✓ Updated issue: web-q8.1")
+    _tool(messages, "Bash", {"command": f"cd {root} && npm run build 2>&1 | tail -5"}, "built in 1.2s")
+    _tool(messages, "Bash", {"command": f"bd close {issues}"}, "✓ Closed")
+    _tool(messages, "Bash", {"command": "git commit -am 'feat: audit panel'"}, "[main abc1234] feat: audit panel")
+    summary = extractive_summary(se.as_msgs(messages))
+    (steps,) = [line for line in summary.splitlines() if "Steps taken:" in line]
+    assert "`npm run build`" in steps and "cd " not in steps, steps
+    for span in re.findall(r"`([^`]+)`", steps):
+        assert not span.endswith("…") or span.endswith(" …"), span  # cut between words
+        assert (
+            span.rstrip(" …") in f"cd {root} && npm run build bd update web-q8.1 --status in_progress bd close {issues}"
+        )

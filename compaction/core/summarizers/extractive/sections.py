@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from compaction.core.summarizers.extractive.analysis import (
     Analysis,
     Command,
+    clean_command,
     command_signature,
     content_words,
     is_sign_off,
@@ -311,6 +312,16 @@ STEP_KINDS = (
 )
 
 
+def step_command(command: str, limit: int = 50) -> str:
+    """A command as a step names it: without the `cd <dir> &&` it starts with (two runs read
+    `cd /Users/me/project && npm run…` otherwise), cut between words, never inside one."""
+    text = re.sub(r"^\s*cd\s+\S+\s*&&\s*", "", clean_command(command))
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" &|;") + " …"
+
+
 def unit_steps(a: Analysis, unit: int) -> str:
     """How one piece of work was carried out, in the order the kinds of step first appear:
     what a successor repeats for the next piece (claim, migrate, check, close, push)."""
@@ -325,7 +336,7 @@ def unit_steps(a: Analysis, unit: int) -> str:
                 signature = command_signature(cmd.command)
                 if signature in shown or len(shown) < 3:
                     shown.pop(signature, None)
-                    shown[signature] = one_line(cmd.command, 50)
+                    shown[signature] = step_command(cmd.command)
                 break
     if len(found) < 2:
         return ""
@@ -688,7 +699,7 @@ def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], i
     latest: dict[tuple[str, ...], str] = {}
     for cmd in reversed(a.commands):
         head = command_signature(cmd.command)
-        listed_already = one_line(cmd.command, 50) in shown or cmd.shown in shown
+        listed_already = step_command(cmd.command) in shown or cmd.shown in shown
         if head and head not in latest and not GIT_COMMIT_RE.search(cmd.full) and not listed_already:
             latest[head] = cmd.shown
     if latest:
