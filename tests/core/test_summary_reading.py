@@ -210,3 +210,26 @@ def test_steps_name_commands_by_what_they_run_cut_between_words(root, ids) -> No
         assert (
             span.rstrip(" …") in f"cd {root} && npm run build bd update web-q8.1 --status in_progress bd close {issues}"
         )
+
+
+def test_the_users_rules_survive_successive_compactions_of_a_long_real_session() -> None:
+    """pi's long theming session compacted three times, each merging the previous summary:
+    every rule the user gave stays quoted (the issue's lost "E2E tests only" case), and the
+    merged handoff stays within the 16k-character target."""
+    from compaction.core.ledger import parse_summary_sections
+    from compaction.core.summarizers import SummaryInput, build_chain, summarize
+    from compaction.core.transcripts.detect import read_transcript
+    from tests.services import TRANSCRIPTS
+
+    transcript = read_transcript(TRANSCRIPTS / "pi" / "large-session.jsonl")
+    messages = se.as_msgs(se.messages_for_api(transcript.messages))
+    chain = build_chain(api_key=None, base_url=None, model="m", timeout=1, max_retries=0)
+    third = len(messages) // 3
+    previous, rules = None, []
+    for k in range(3):
+        part = messages[k * third : (k + 1) * third] if k < 2 else messages[2 * third :]
+        result = summarize(SummaryInput(messages=part, previous_summary=previous, output_budget=13_107), chain)
+        assert [rule for rule in rules if rule not in result.summary] == []
+        assert len(result.summary) <= 16_000
+        previous, rules = result.summary, parse_summary_sections(result.summary).get("constraints", [])
+    assert len(rules) >= 3  # the session's rules were found at all
