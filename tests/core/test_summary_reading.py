@@ -17,13 +17,14 @@ ORDER_WORDS = ["", " first", " now", " too"]
 FILES = ["src/render.py", "lib/app/parser.ex", "assets/js/app.js", "src/lib.rs"]
 
 
-def _tool(messages: list[dict], name: str, inputs: dict, output: str, say: str = "") -> None:
+def _tool(messages: list[dict], name: str, inputs: dict, output: str, say: str = "", *, error: bool = False) -> None:
     tool_id = f"toolu_{len(messages):04d}"
     blocks = ([{"type": "text", "text": say}] if say else []) + [
         {"type": "tool_use", "id": tool_id, "name": name, "input": inputs}
     ]
     messages.append({"role": "assistant", "content": blocks})
-    messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": output}]})
+    result = {"type": "tool_result", "tool_use_id": tool_id, "content": output, "is_error": error}
+    messages.append({"role": "user", "content": [result]})
 
 
 @st.composite
@@ -233,3 +234,26 @@ def test_the_users_rules_survive_successive_compactions_of_a_long_real_session()
         assert len(result.summary) <= 16_000
         previous, rules = result.summary, parse_summary_sections(result.summary).get("constraints", [])
     assert len(rules) >= 3  # the session's rules were found at all
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    targets=st.lists(st.sampled_from(["a.yml", "b.yml", "ci/c.yml"]), min_size=1, max_size=3, unique=True),
+    exception=st.sampled_from(["ModuleNotFoundError: No module named 'yaml'", "KeyError: 'jobs'"]),
+)
+def test_an_error_is_its_exception_line_once_without_markup(targets, exception) -> None:
+    """A traceback is reported by its exception line, not its "Traceback (most recent call
+    last)" header; the same line printed by several runs is listed once; a tool's error tags
+    (<tool_use_error>) are not part of the error."""
+    messages: list[dict] = [{"role": "user", "content": "Check that the workflow files are valid YAML."}]
+    for target in targets:
+        command = f"python3 -c \"import yaml; yaml.safe_load(open('{target}'))\""
+        trace = f'Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n{exception}'
+        _tool(messages, "Bash", {"command": command}, trace)
+    missing = "<tool_use_error>File does not exist.</tool_use_error>"
+    _tool(messages, "Read", {"file_path": "/home/dev/app/missing.yml"}, missing, error=True)
+    summary = extractive_summary(se.as_msgs(messages))
+    errors = summary.split("### Errors and Fixes", 1)[1].split("###", 1)[0]
+    assert "Traceback (most recent call last)" not in errors
+    assert errors.count(exception) == 1, errors
+    assert "File does not exist." in errors and "tool_use_error" not in errors

@@ -66,6 +66,7 @@ from compaction.core.text_heuristics import (
     pushes_in_output,
     sentences,
     strip_ansi,
+    strip_error_tags,
     tool_result_text,
     user_messages,
 )
@@ -713,7 +714,7 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
             a.tests_seen = True
             if ok:
                 a.edits_since_test = []
-    first = next((line.strip() for line in strip_ansi(output).splitlines() if line.strip()), "")
+    first = next((line.strip() for line in strip_ansi(strip_error_tags(output)).splitlines() if line.strip()), "")
     for line in command_error_lines(name, command, output, is_error=is_error):
         if cmd is not None:
             cmd.errors.append(line)

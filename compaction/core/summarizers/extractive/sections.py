@@ -585,8 +585,14 @@ def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> 
             entries.append((moved_on, True))
         else:
             entries.append((f"Still failing: `{one_line(cmd.shown, 100)}`{status}: {said}{why}", False))
+    printed: set[tuple[str, str]] = set()
     for error in a.errors:
         if error.command is not None and error.command.ok:
+            # The program, not its arguments: `python3 -c "…"` on two files, one missing module.
+            seen = (error.command.command.split(maxsplit=1)[0], error.line)
+            if seen in printed:
+                continue  # the same line printed again says nothing new
+            printed.add(seen)
             # Printed by a command that exited cleanly: a real error line all the same.
             state = f" — {error.how}" if error.how else ""
             entries.append((f"`{one_line(error.command.shown, 100)}` printed: {error.line}{state}", error.resolved))
