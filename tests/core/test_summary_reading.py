@@ -257,3 +257,26 @@ def test_an_error_is_its_exception_line_once_without_markup(targets, exception) 
     assert "Traceback (most recent call last)" not in errors
     assert errors.count(exception) == 1, errors
     assert "File does not exist." in errors and "tool_use_error" not in errors
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    hedge=st.sampled_from(["might", "probably", "perhaps"]),
+    choice=st.sampled_from(
+        [
+            "I'll use the csv module instead of pandas because pandas is not installed.",
+            "We chose RGB values rather than palette indices so that every terminal shows the same colour.",
+        ]
+    ),
+)
+def test_a_guess_is_not_a_key_decision(hedge, choice) -> None:
+    guess = f"If the terminal reports a light background, it {hedge} load the light theme instead of the dark one."
+    messages: list[dict] = [
+        {"role": "user", "content": "The colours look different in the editor terminal."},
+        {"role": "assistant", "content": guess},
+        {"role": "assistant", "content": choice},
+    ]
+    summary = extractive_summary(se.as_msgs(messages))
+    decisions = summary.split("## Key Decisions", 1)[1].split("## Next Steps", 1)[0]
+    assert choice.rstrip(".") in decisions, decisions
+    assert guess.rstrip(".") not in decisions, decisions

@@ -410,6 +410,10 @@ def is_sign_off(sentence: str) -> bool:
     return sentence.rstrip().endswith("!") or bool(SIGN_OFF_RE.search(sentence))
 
 
+# A guess about a cause, not a choice that was made.
+HYPOTHESIS_RE = re.compile(r"(?i)\b(might|would explain|probably|perhaps|maybe|possibly|i suspect|i guess)\b")
+
+
 # "Expected — …", "Right — …", "Hmm, …": a reaction to the last output, not a finding.
 INTERJECTION_RE = re.compile(
     r"(?i)^(expected|right|hmm+|oh|ah|ok(ay)?|good|great|perfect|interesting|wait)\b\s*[—–,:!-]"
@@ -525,9 +529,11 @@ def on_assistant_text(a: Analysis, text: str) -> None:
         for name in FILE_NAME_RE.findall(sentence):
             a.file_mentions[name.lower()] = one_line(sentence, 240)
         if DECISION_RE.search(sentence) and DECISION_REASON_RE.search(sentence) and len(sentence) >= 30:
-            # Alternatives and reasons are listed as decisions, once.
-            a.decisions.append(one_line(sentence))
-            continue
+            # Alternatives and reasons are listed as decisions, once; a hypothesis ("If X, it
+            # might be loading Y instead of Z") chose nothing and stays a diagnosis.
+            if not HYPOTHESIS_RE.search(sentence):
+                a.decisions.append(one_line(sentence))
+                continue
         if DONE_START_RE.search(sentence) and ANCHOR_RE.search(sentence):
             _add_note(a, sentence, "report")
         elif DIAGNOSIS_RE.search(sentence) and (ANCHOR_RE.search(sentence) or len(sentence) >= 60):
