@@ -280,3 +280,29 @@ def test_a_guess_is_not_a_key_decision(hedge, choice) -> None:
     decisions = summary.split("## Key Decisions", 1)[1].split("## Next Steps", 1)[0]
     assert choice.rstrip(".") in decisions, decisions
     assert guess.rstrip(".") not in decisions, decisions
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    quoted=st.sampled_from(["> - No fixing existing code to satisfy checkers", "> Install the tools via Igniter."]),
+    rows=st.lists(st.sampled_from(["web-q8.1", "web-q8.2", "web-q8.3"]), min_size=1, max_size=3, unique=True),
+)
+def test_a_finished_report_with_a_table_closes_the_request(quoted, rows) -> None:
+    """The assistant quoting a plan (blockquote) reports nothing done; a markdown table reads as
+    its cells; last words reporting the work created/done leave nothing "in progress" and no
+    "continue with the latest request" (the request was answered)."""
+    messages: list[dict] = [{"role": "user", "content": "create the beads"}]
+    plan = f"The plan says:\n\n{quoted}\n\nI'll create the beads now."
+    messages.append({"role": "assistant", "content": plan})
+    for issue in rows:
+        _tool(messages, "Bash", {"command": f'bd create --title="Task {issue}"'}, f"✓ Created issue: {issue}")
+    table = "\n".join(["| Bead ID | Task |", "|---------|------|", *[f"| {i} | Task {i} |" for i in rows]])
+    messages.append({"role": "assistant", "content": f"## Beads Created\n\n{table}\n\nRun `bd ready` to see them."})
+    summary = extractive_summary(se.as_msgs(messages))
+    assert quoted.lstrip("> -").rstrip(".") not in summary
+    assert "|---" not in summary and "| Bead ID |" not in summary
+    for issue in rows:
+        assert f"{issue}: Task {issue}" in summary
+    in_progress = summary.split("### In Progress", 1)[1].split("###", 1)[0]
+    assert "- (none)" in in_progress, in_progress
+    assert "Continue with the user's latest request" not in summary

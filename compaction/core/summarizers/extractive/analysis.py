@@ -346,6 +346,15 @@ def condense(text: str) -> list[str]:
     """Sentences of an assistant message, with a list folded into the line that introduces it
     ("The dependency chain is: a → b; c"), markdown emphasis and headings removed."""
     text = re.sub(r"```.*?```", " ", text, flags=re.DOTALL)
+    # A blockquote ("> - No fixing existing code") quotes a plan or the user; it reports nothing.
+    text = re.sub(r"(?m)^[ \t]*>.*$", "", text)
+    # A table row reads as its cells ("spotter-0p7.1: Install the tools: -"), its rule as nothing.
+    text = re.sub(r"(?m)^[ \t]*\|[ \t|:-]*\|[ \t]*$", "", text)
+    text = re.sub(
+        r"(?m)^[ \t]*\|(.*)\|[ \t]*$",
+        lambda m: ": ".join(c.strip() for c in m.group(1).split("|") if c.strip()) + ".",
+        text,
+    )
     lines = [re.sub(r"\*\*|__|^#+\s*", "", line).strip() for line in text.splitlines()]
     out: list[str] = []
     intro: str | None = None

@@ -399,7 +399,9 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
     said_before = a.final_text and all(normalize(t) in normalize(done) for t in sentences(a.final_text))
     if a.final_text and a.activity_after_latest and not said_before:
         said = f'"{one_line(a.final_text, 700)}"'
-        if open_work or not (a.commits or a.issues):
+        # Without commits or issues to tell, the last words say whether the work is finished.
+        finished_by_words = not (a.commits or a.issues) and bool(FINISHED_RE.search(a.final_text))
+        if open_work or not (a.commits or a.issues or finished_by_words):
             s.add("in_progress", f"Where the work stopped, in the assistant's words: {said}", 80)
         else:
             s.add("done", f"The assistant's last words in this range: {said}", 76)
@@ -525,7 +527,7 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
 
 # The assistant's last words report the work finished.
 FINISHED_RE = re.compile(
-    r"(?i)\b(complete[ds]?|done|finished|all .{0,40}\b(pass|passing|green)|committed|pushed|"
+    r"(?i)\b(complete[ds]?|done|finished|all .{0,40}\b(pass|passing|green)|committed|pushed|created|"
     r"has been .{0,30}(ported|fixed|implemented|resolved))\b"
 )
 
