@@ -306,3 +306,25 @@ def test_a_finished_report_with_a_table_closes_the_request(quoted, rows) -> None
     in_progress = summary.split("### In Progress", 1)[1].split("###", 1)[0]
     assert "- (none)" in in_progress, in_progress
     assert "Continue with the user's latest request" not in summary
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    verb=st.sampled_from(["deleted", "removed", "written", "updated"]),
+    edited=st.lists(st.sampled_from(FILES), max_size=3, unique=True),
+)
+def test_last_words_reporting_the_request_done_close_it(verb, edited) -> None:
+    """ "The `custom.json` theme has been deleted." answers the latest request: it is not the
+    place the work stopped, nor is the request a next step; edits left uncommitted are said."""
+    messages: list[dict] = [{"role": "user", "content": "delete the custom theme"}]
+    for path in edited:
+        edit = {"file_path": f"/home/dev/app/{path}", "old_string": "a", "new_string": "b"}
+        _tool(messages, "Edit", edit, "The file was updated.")
+    _tool(messages, "Bash", {"command": "rm ~/.pi/agent/themes/custom.json"}, "")
+    messages.append({"role": "assistant", "content": f"Done. The `custom.json` theme has been {verb}."})
+    summary = extractive_summary(se.as_msgs(messages))
+    nxt = summary.split("## Next Steps", 1)[1].split("##", 1)[0]
+    assert "Continue with the user's latest request" not in nxt
+    assert "Nothing is left open" in nxt
+    assert ("not committed" in nxt) == bool(edited), nxt
+    assert "Where the work stopped" not in summary

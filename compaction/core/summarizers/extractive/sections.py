@@ -518,8 +518,12 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             s.add("next", item, 40)
     finished = FINISHED_RE.search(a.final_text)
     if not s.items["next"] and finished and not s.items["in_progress"] and not s.items["blocked"]:
+        # Finished is not committed: an engineer checks git before touching it.
+        pending = f" ({len(a.edits_since_commit)} edited files are not committed)" if a.edits_since_commit else ""
         s.add(
-            "next", "Nothing is left open: the assistant reported the work finished; ask the user what comes next", 72
+            "next",
+            f"Nothing is left open: the assistant reported the work finished{pending}; ask the user what comes next",
+            72,
         )
     elif not s.items["next"] and requests:
         s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
@@ -528,7 +532,7 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
 # The assistant's last words report the work finished.
 FINISHED_RE = re.compile(
     r"(?i)\b(complete[ds]?|done|finished|all .{0,40}\b(pass|passing|green)|committed|pushed|created|"
-    r"has been .{0,30}(ported|fixed|implemented|resolved))\b"
+    r"ha(?:s|ve) been (?:\w+ly )?\w+(?:ed|en|ne)|has been .{0,30}(ported|fixed|implemented|resolved))\b"
 )
 
 
