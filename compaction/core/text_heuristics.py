@@ -247,6 +247,14 @@ def clean_command(command: str) -> str:
     return _COMMAND_NOISE_RE.sub(" ", first).strip()
 
 
+_ERROR_TAG_RE = re.compile(r"</?[a-z]+(?:_[a-z]+)*_error>")
+
+
+def strip_error_tags(text: str) -> str:
+    """ "<tool_use_error>File does not exist.</tool_use_error>": the wrapper is markup, not the error."""
+    return _ERROR_TAG_RE.sub("", text)
+
+
 def error_lines_of(text: str, *, is_error: bool) -> list[str]:
     """Exact error lines of one tool output.
 
@@ -255,6 +263,7 @@ def error_lines_of(text: str, *, is_error: bool) -> list[str]:
     """
     lines: list[str] = []
     first: str | None = None
+    text = strip_error_tags(text)
     raw_lines = [raw.strip() for raw in strip_ansi(text).splitlines()]
     raw_lines = [line for line in raw_lines if line and not _BARE_EXIT_RE.match(line)]
     for index, line in enumerate(raw_lines):
@@ -268,7 +277,9 @@ def error_lines_of(text: str, *, is_error: bool) -> list[str]:
             lines.append(line[:MAX_ERROR_LINE_CHARS])
     if is_error and not lines and first:
         lines.append(first)
-    return lines
+    # "Traceback (most recent call last):" only announces the exception line that follows.
+    told = [line for line in lines if not line.startswith("Traceback (most recent call last)")]
+    return told or lines
 
 
 # Terminal colour codes, with their ESC byte or with it already stripped ("[22m[39mWARN").

@@ -66,6 +66,7 @@ from compaction.core.text_heuristics import (
     pushes_in_output,
     sentences,
     strip_ansi,
+    strip_error_tags,
     tool_result_text,
     user_messages,
 )
@@ -91,7 +92,13 @@ NOTE_MAX_CHARS = 400
 
 def one_line(text: str, limit: int = MAX_ITEM_CHARS) -> str:
     text = re.sub(r"\s+", " ", text).strip()
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if cut.count("`") % 2 and len(cut) - cut.rfind("`") < limit // 2:
+        # Never end inside a code span ("During theme switch (`…"): stop before it opens.
+        cut = cut[: cut.rfind("`")].rstrip(" (,:;")
+    return cut.rstrip() + "…"
 
 
 def content_words(text: str) -> set[str]:
@@ -229,6 +236,7 @@ class Analysis:
     activity_after_latest: int = 0  # assistant texts and tool calls after the latest user message
     edits_since_test: list[str] = field(default_factory=list)
     edits_since_commit: list[str] = field(default_factory=list)
+    open_file: str = ""  # a text-format editor's open file (SWE-agent's `edit 10:12` works on it)
     tests_seen: bool = False
     modified: list[str] = field(default_factory=list)
     read: list[str] = field(default_factory=list)
@@ -338,6 +346,15 @@ def condense(text: str) -> list[str]:
     """Sentences of an assistant message, with a list folded into the line that introduces it
     ("The dependency chain is: a → b; c"), markdown emphasis and headings removed."""
     text = re.sub(r"```.*?```", " ", text, flags=re.DOTALL)
+    # A blockquote ("> - No fixing existing code") quotes a plan or the user; it reports nothing.
+    text = re.sub(r"(?m)^[ \t]*>.*$", "", text)
+    # A table row reads as its cells ("spotter-0p7.1: Install the tools: -"), its rule as nothing.
+    text = re.sub(r"(?m)^[ \t]*\|[ \t|:-]*\|[ \t]*$", "", text)
+    text = re.sub(
+        r"(?m)^[ \t]*\|(.*)\|[ \t]*$",
+        lambda m: ": ".join(c.strip() for c in m.group(1).split("|") if c.strip()) + ".",
+        text,
+    )
     lines = [re.sub(r"\*\*|__|^#+\s*", "", line).strip() for line in text.splitlines()]
     out: list[str] = []
     intro: str | None = None
@@ -384,7 +401,26 @@ def _is_statement(sentence: str) -> bool:
         and not SPECULATION_RE.match(sentence)
         and not INTENT_RE.search(sentence)
         and not INTERJECTION_RE.match(sentence)
+        and not (is_sign_off(sentence) and not ANCHOR_RE.search(sentence))
     )
+
+
+# "Everything should be working smoothly now." "Ready for the new release whenever you are!"
+# Said to the user at the end of a turn; it names nothing a successor could check or continue.
+SIGN_OFF_RE = re.compile(
+    r"(?i)\b(let me know|whenever you(?:'re| are)|ready (?:for|to go|when)|feel free|happy to|hope (?:this|that)|"
+    r"enjoy|you(?:'re| are) all set|should (?:now )?(?:be )?(?:work(?:ing)?|eliminate|fix|resolve|solve)|"
+    r"(?:will|won't) never\b.*\bagain)\b"
+)
+
+
+def is_sign_off(sentence: str) -> bool:
+    """A closing remark to the user (an exclamation or a reassurance), not a finding."""
+    return sentence.rstrip().endswith("!") or bool(SIGN_OFF_RE.search(sentence))
+
+
+# A guess about a cause, not a choice that was made.
+HYPOTHESIS_RE = re.compile(r"(?i)\b(might|would explain|probably|perhaps|maybe|possibly|i suspect|i guess)\b")
 
 
 # "Expected — …", "Right — …", "Hmm, …": a reaction to the last output, not a finding.
@@ -502,9 +538,11 @@ def on_assistant_text(a: Analysis, text: str) -> None:
         for name in FILE_NAME_RE.findall(sentence):
             a.file_mentions[name.lower()] = one_line(sentence, 240)
         if DECISION_RE.search(sentence) and DECISION_REASON_RE.search(sentence) and len(sentence) >= 30:
-            # Alternatives and reasons are listed as decisions, once.
-            a.decisions.append(one_line(sentence))
-            continue
+            # Alternatives and reasons are listed as decisions, once; a hypothesis ("If X, it
+            # might be loading Y instead of Z") chose nothing and stays a diagnosis.
+            if not HYPOTHESIS_RE.search(sentence):
+                a.decisions.append(one_line(sentence))
+                continue
         if DONE_START_RE.search(sentence) and ANCHOR_RE.search(sentence):
             _add_note(a, sentence, "report")
         elif DIAGNOSIS_RE.search(sentence) and (ANCHOR_RE.search(sentence) or len(sentence) >= 60):
@@ -526,13 +564,25 @@ def _lower_first(text: str) -> str:
     return text[0].lower() + text[1:] if text[:1].isupper() and not text[1:2].isupper() else text
 
 
+def _editor_path(a: Analysis, key: str, args: dict[str, Any]) -> str | None:
+    """The file of a text-format editor action (SWE-agent): `open x.py 40` and `create x.py`
+    name it, `edit 10:12` works on the file opened last — the change the work is about."""
+    words = args.get("command").split(maxsplit=2) if isinstance(args.get("command"), str) else []
+    if words[:1] != [key]:
+        return None
+    if key in ("open", "open_file", "create") and len(words) > 1:
+        a.open_file = words[1].strip("\"'")
+        return a.open_file
+    return a.open_file if key == "edit" and a.open_file else None
+
+
 def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
     a.activity_after_latest += 1
     name = str(block.get("name", "tool"))
     key = tool_key(name)
     args = tool_input(block)
     args = args if isinstance(args, dict) else {}
-    path = path_argument(args)
+    path = path_argument(args) or _editor_path(a, key, args)
     if is_todo_tool(key):
         todos = _todos_of(args)
         if todos is not None:
@@ -593,7 +643,8 @@ def _record_tracker(a: Analysis, command: str, cmd_line: str, output: str, ok: b
                 break
         description = ISSUE_DESC_RE.search(head, match.end(), match.end() + 600)
         if description and not issue.description:
-            issue.description = one_line(description.group(1), 300)
+            # "## Problem\nThe panel is…": a heading line flattened into the text reads as noise.
+            issue.description = one_line(re.sub(r"(?m)^\s*#+\s+[^\n]*\n", "", description.group(1)), 300)
     if not ok:
         return
     for match in STATUS_RE.finditer(cmd_line):
@@ -678,7 +729,7 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
             a.tests_seen = True
             if ok:
                 a.edits_since_test = []
-    first = next((line.strip() for line in strip_ansi(output).splitlines() if line.strip()), "")
+    first = next((line.strip() for line in strip_ansi(strip_error_tags(output)).splitlines() if line.strip()), "")
     for line in command_error_lines(name, command, output, is_error=is_error):
         if cmd is not None:
             cmd.errors.append(line)
@@ -754,6 +805,7 @@ def _telling(text: str) -> str:
         and not SPECULATION_RE.match(s)
         # "Now run tests." says nothing; "Let me check `project.ex` for X" names the next move.
         and not (JUNK_INTENT_RE.search(s) and not ANCHOR_RE.search(s))
+        and not (is_sign_off(s) and not ANCHOR_RE.search(s))
     )
 
 

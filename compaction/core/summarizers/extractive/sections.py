@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from compaction.core.summarizers.extractive.analysis import (
     Analysis,
     Command,
+    clean_command,
     command_signature,
     content_words,
+    is_sign_off,
     one_line,
     similar,
 )
@@ -34,6 +36,7 @@ from compaction.core.text_heuristics import (
     instruction_quote,
     is_probe_command,
     normalize,
+    sentences,
 )
 from compaction.core.tokens import count_text
 
@@ -196,9 +199,8 @@ def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str
             notes.append(f'replying to: "{one_line(user.reply_to, 160)}"')
         recent = index >= len(shown) - RECENT_USER_MESSAGES
         text = quote(user.text) if recent else quote(user.text, OLDER_QUOTE_CHARS)
-        if len(user.text) > 100 and normalize(user.text[:200]) in normalize(quoted_above):
-            text = one_line(user.text, 80)  # quoted in full under Goal just above
-            notes.insert(0, "quoted in full above")
+        if normalize(user.text[:200]) in normalize(quoted_above) and not user.queued:
+            continue  # quoted under Goal just above: the same words twice help no one
         suffix = f" ({'; '.join(notes)})" if notes else ""
         weight = 70 + 15 * recency(index, len(shown)) + (8 if user.kind != "chatter" else 0)
         s.add("user_messages", f'"{text}"{suffix}', weight)
@@ -215,6 +217,9 @@ def constraints_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
         s.add("constraints", f'User: "{inner}"' if quoted else item, 91 + 3 * recency(index, len(prev)))
     rules = [u.text for u in a.users if u.kind == "instruction"]
     for index, text in enumerate(rules):
+        rule = instruction_quote(text).strip()
+        if rule.endswith(":") or len(re.findall(r"[A-Za-z]{2,}", rule)) < 3:
+            continue  # a heading without its rule ("Stop hook feedback:") is no constraint
         # A long message (a bug report with a pasted log) is quoted by its rule sentences.
         s.add(
             "constraints",
@@ -279,9 +284,9 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         reports = [n for n in a.notes if n.kind in ("report", "diagnosis")]
     for index, note in enumerate(reports[-MAX_NOTES_PER_UNIT * 2 :]):
         s.add("done", note.text, 55 + 15 * recency(index, len(reports)) + (5 if s.is_focus(note.text) else 0))
-    for status, content in a.todos:
-        if status == "completed":
-            s.add("done", f"Todo completed: {content}", 66)
+    completed = [content for status, content in a.todos if status == "completed"]
+    if completed:  # one line: a checklist of nine "Todo completed:" lines buries the report
+        s.add("done", "Todos completed: " + "; ".join(completed), 66)
     if not a.commits:
         passing = _last_runs(a, lambda c: c.ok and bool(TEST_RE.search(c.command) or TRACKER_RE.search(c.command)))
         for cmd in passing[-6:]:
@@ -307,6 +312,16 @@ STEP_KINDS = (
 )
 
 
+def step_command(command: str, limit: int = 50) -> str:
+    """A command as a step names it: without the `cd <dir> &&` it starts with (two runs read
+    `cd /Users/me/project && npm run…` otherwise), cut between words, never inside one."""
+    text = re.sub(r"^\s*cd\s+\S+\s*&&\s*", "", clean_command(command))
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" &|;") + " …"
+
+
 def unit_steps(a: Analysis, unit: int) -> str:
     """How one piece of work was carried out, in the order the kinds of step first appear:
     what a successor repeats for the next piece (claim, migrate, check, close, push)."""
@@ -321,7 +336,7 @@ def unit_steps(a: Analysis, unit: int) -> str:
                 signature = command_signature(cmd.command)
                 if signature in shown or len(shown) < 3:
                     shown.pop(signature, None)
-                    shown[signature] = one_line(cmd.command, 50)
+                    shown[signature] = step_command(cmd.command)
                 break
     if len(found) < 2:
         return ""
@@ -330,9 +345,14 @@ def unit_steps(a: Analysis, unit: int) -> str:
 
 
 def _last_runs(a: Analysis, keep) -> list[Command]:
-    last: dict[str, Command] = {}
+    """The latest run of each check: the same program and subcommand in the same directory is
+    one check, whatever is piped after it (`npm run check | grep error` is `npm run check`)."""
+    last: dict[tuple[str, tuple[str, ...]], Command] = {}
     for cmd in a.commands:
-        last[cmd.command] = cmd
+        where = re.match(r"\s*cd\s+(\S+)\s*&&", cmd.command)
+        key = (where.group(1) if where else "", command_signature(cmd.command) or (cmd.command,))
+        last.pop(key, None)
+        last[key] = cmd
     return [c for c in sorted(last.values(), key=lambda c: c.index) if keep(c)]
 
 
@@ -370,13 +390,18 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
     if a.commits:
         for note in [n for n in a.notes if n.unit == a.unit and n.kind == "diagnosis"][-4:]:
             s.add("in_progress", note.text, 74)
-    final = [t for t in a.last_intents if not JUNK_INTENT_RE.search(t)]
+    final = [t for t in a.last_intents if not JUNK_INTENT_RE.search(t) and not is_sign_off(t)]
     # Only open work has a place where it stopped; after a finished piece the assistant's last
     # words are a report, and listing them as "in progress" would reopen what they mention.
     open_work = bool(s.items["in_progress"]) or any(not c.ok and c.fixed_by is None for c in a.commands[-3:])
-    if a.final_text and a.activity_after_latest:
+    done = s.text_of("done")
+    # The last words already listed under Done (a report ending the range) say nothing new.
+    said_before = a.final_text and all(normalize(t) in normalize(done) for t in sentences(a.final_text))
+    if a.final_text and a.activity_after_latest and not said_before:
         said = f'"{one_line(a.final_text, 700)}"'
-        if open_work or not (a.commits or a.issues):
+        # Without commits or issues to tell, the last words say whether the work is finished.
+        finished_by_words = not (a.commits or a.issues) and bool(FINISHED_RE.search(a.final_text))
+        if open_work or not (a.commits or a.issues or finished_by_words):
             s.add("in_progress", f"Where the work stopped, in the assistant's words: {said}", 80)
         else:
             s.add("done", f"The assistant's last words in this range: {said}", 76)
@@ -447,7 +472,8 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         s.add("next", f'Answer the user\'s latest message: "{quote(latest.text, 200)}"', 90)
     for issue in a.issues.values():
         if issue.status == "in_progress":
-            title = f" ({issue.title})" if issue.title else ""
+            # In Progress, just above, names it with its title.
+            title = f" ({issue.title})" if issue.title and issue.title not in s.text_of("in_progress") else ""
             steps = []
             if a.edits_since_test and a.tests_seen:
                 steps.append("run the checks")
@@ -492,8 +518,12 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             s.add("next", item, 40)
     finished = FINISHED_RE.search(a.final_text)
     if not s.items["next"] and finished and not s.items["in_progress"] and not s.items["blocked"]:
+        # Finished is not committed: an engineer checks git before touching it.
+        pending = f" ({len(a.edits_since_commit)} edited files are not committed)" if a.edits_since_commit else ""
         s.add(
-            "next", "Nothing is left open: the assistant reported the work finished; ask the user what comes next", 72
+            "next",
+            f"Nothing is left open: the assistant reported the work finished{pending}; ask the user what comes next",
+            72,
         )
     elif not s.items["next"] and requests:
         s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
@@ -501,8 +531,8 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
 
 # The assistant's last words report the work finished.
 FINISHED_RE = re.compile(
-    r"(?i)\b(complete[ds]?|done|finished|all .{0,40}\b(pass|passing|green)|committed|pushed|"
-    r"has been .{0,30}(ported|fixed|implemented|resolved))\b"
+    r"(?i)\b(complete[ds]?|done|finished|all .{0,40}\b(pass|passing|green)|committed|pushed|created|"
+    r"ha(?:s|ve) been (?:\w+ly )?\w+(?:ed|en|ne)|has been .{0,30}(ported|fixed|implemented|resolved))\b"
 )
 
 
@@ -561,8 +591,14 @@ def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> 
             entries.append((moved_on, True))
         else:
             entries.append((f"Still failing: `{one_line(cmd.shown, 100)}`{status}: {said}{why}", False))
+    printed: set[tuple[str, str]] = set()
     for error in a.errors:
         if error.command is not None and error.command.ok:
+            # The program, not its arguments: `python3 -c "…"` on two files, one missing module.
+            seen = (error.command.command.split(maxsplit=1)[0], error.line)
+            if seen in printed:
+                continue  # the same line printed again says nothing new
+            printed.add(seen)
             # Printed by a command that exited cleanly: a real error line all the same.
             state = f" — {error.how}" if error.how else ""
             entries.append((f"`{one_line(error.command.shown, 100)}` printed: {error.line}{state}", error.resolved))
@@ -590,31 +626,39 @@ def files_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> N
     works = sorted(a.files.values(), key=lambda w: w.last_event)[-MAX_FILES:]
     committed_at = {c.unit: c.hash for c in a.commits if c.subject}
     for index, work in enumerate(works):
-        times = "once" if work.edits == 1 else f"{work.edits} times"
+        # One sentence: what was done to the file, where it stands, and what it was for —
+        # "`a.ex` was edited twice and is committed in `3bb8701`, to extract a helper".
+        times = {1: "once", 2: "twice"}.get(work.edits, f"{work.edits} times")
         more = work.edits - 1
-        then = f" and then edited {'once more' if more == 1 else f'{more} more times'}" if more else ""
+        then = f", then edited {'once more' if more == 1 else f'{more} more times'}" if more else ""
         what = f"written{then}" if work.written else f"edited {times}"
         in_repo = not a.root or work.path.startswith(a.root + "/") or not work.path.startswith(("/", "~"))
         if a.commits and in_repo:
             commits = [committed_at[u] for u in sorted(work.units) if u in committed_at]
             pending = work.path in a.edits_since_commit
-            where = ", ".join(f"`{h}`" for h in commits)
-            state = (f"the change is committed in {where}" if commits else "") + (
-                (", and " if commits else "") + "it has uncommitted changes" if pending else ""
-            )
-            what += f" ({state})" if state else ""
-        purpose = f"; the agent's purpose: {_lower_first('; '.join(work.purposes[-2:]))}" if work.purposes else ""
+            if commits:
+                what += " and is committed in " + ", ".join(f"`{h}`" for h in commits)
+                what += ", with uncommitted changes since" if pending else ""
+            elif pending:
+                what += " and is not committed yet"
+        purposes = [_lower_first(_ORDER_WORD_RE.sub("", p.rstrip("."))) for p in work.purposes[-2:]]
+        said = ", to " + ", and to ".join(purposes) if purposes else ""
         noted = _mention(a, work.path)
-        if noted and not purpose:
-            purpose = f'; the agent noted: "{noted}"'
+        if noted and not said:
+            said = f'; the agent noted: "{noted}"'
         names = [n for n in work.added if len(n) >= 5][:4]
-        adds = f"; it now contains {', '.join(f'`{n}`' for n in names)}" if names and not work.purposes else ""
-        s.add("files", f"`{a.rel(work.path)}` was {what}{purpose}{adds}", 52 + 14 * recency(index, len(works)))
+        if names and not said:
+            said = "; it adds " + ", ".join(f"`{n}`" for n in names)
+        s.add("files", f"`{a.rel(work.path)}` was {what}{said}", 52 + 14 * recency(index, len(works)))
     reads = [(p, a.read_purposes.get(p, "")) for p in a.read if p not in a.files]
     reads = [(p, why, _mention(a, p)) for p, why in reads if why or _mention(a, p)][-10:]
     for path, why, noted in reads:
-        said = f'the agent noted: "{noted}"' if noted else f"the agent's aim: {_lower_first(why)}"
-        s.add("files", f"`{a.rel(path)}` was read, not changed ({said})", 44)
+        said = f'; the agent noted: "{noted}"' if noted else f", to {_lower_first(why)}"
+        s.add("files", f"`{a.rel(path)}` was read, not changed{said}", 44)
+
+
+# "Add the attribute first": the order word belonged to the moment, not to the file's purpose.
+_ORDER_WORD_RE = re.compile(r"(?i),?\s+(first|now|next|then|too|as well|again)$")
 
 
 def _mention(a: Analysis, path: str) -> str:
@@ -642,8 +686,11 @@ def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], i
         if issue.status != "closed" and issue.description:
             s.add("critical", f"Open issue `{issue.id}`: {issue.description}", 74)
     if a.issues:
+        # A title is said once: In Progress and Next Steps name the open issues with theirs.
+        titled = s.text_of("in_progress", "next", "done")
         states = ", ".join(
-            f"`{i.id}` {i.status or 'seen'}" + (f" ({i.title})" if i.title and i.status != "closed" else "")
+            f"`{i.id}` {i.status or 'seen'}"
+            + (f" ({i.title})" if i.title and i.status != "closed" and i.title not in titled else "")
             for i in a.issues.values()
         )
         s.add("critical", f"Issue states at the end of this range: {states}", 72)
@@ -664,7 +711,7 @@ def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], i
     latest: dict[tuple[str, ...], str] = {}
     for cmd in reversed(a.commands):
         head = command_signature(cmd.command)
-        listed_already = one_line(cmd.command, 50) in shown or cmd.shown in shown
+        listed_already = step_command(cmd.command) in shown or cmd.shown in shown
         if head and head not in latest and not GIT_COMMIT_RE.search(cmd.full) and not listed_already:
             latest[head] = cmd.shown
     if latest:
