@@ -409,7 +409,10 @@ def messages_append(
         try:
             prepared = _prepare(messages, single, tokenizer)
         except ValidationError:
-            if owner is not None and not Session.objects.filter(pk=session_id, owner=owner).exists():
+            if (
+                owner is not None
+                and not Session.objects.filter(pk=session_id, owner=owner, deleted_at__isnull=True).exists()
+            ):
                 raise Session.DoesNotExist from None  # another owner's session: 404 before 400
             raise
         try:
@@ -483,7 +486,8 @@ def _append_locked(
             raise ValidationError({path: [problem] for path, problem in errors.items()})
     rows_qs = Session.objects.select_for_update().only(*APPEND_FIELDS).filter(pk=session_id)
     if owner is not None:
-        rows_qs = rows_qs.filter(owner=owner)
+        # The owner's view (the API): another owner's or a trashed session does not exist.
+        rows_qs = rows_qs.filter(owner=owner, deleted_at__isnull=True)
     locked = rows_qs.get()
     actual = session_tokenizer(locked)
     if actual.name != tokenizer.name:

@@ -45,7 +45,7 @@ def test_a_worker_leaves_a_replayed_sessions_jobs_to_the_replay(user, tmp_path, 
         replaying = Compaction.objects.get(pk=compaction_id).session.replaying
         outcomes.append((replaying, real(compaction_id=compaction_id)))
 
-    monkeypatch.setattr(tasks.importing, "compaction_run_unless_replaying", worker)
+    monkeypatch.setattr(importing, "compaction_run_unless_replaying", worker)  # the task looks it up at run time
     seen_replaying: list[bool] = []
 
     def on_step(step) -> None:
