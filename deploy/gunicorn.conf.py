@@ -1,22 +1,29 @@
-"""gunicorn settings for Compactor (used by `make serve`, the Procfile and the systemd unit).
+"""gunicorn settings for every way Compactor serves HTTP: `make run`, `make serve`, the Procfile and
+the systemd unit (`gunicorn -c deploy/gunicorn.conf.py project.wsgi:application`).
 
-gthread workers: a `wait` long-poll holds a thread, not a process, and COMPACTOR_MAX_WAITERS
-(4) per process stays below `threads` (8), so waiters never take every thread. keep-alive 5 s:
-above gunicorn's 2 s default for proxies and agents that reuse connections, short enough that
-idle ones do not pin threads. The timeout covers the longest request (overflow recovery's 30 s
-budget, `wait` at most 30 s) with room.
+Threaded workers (gthread): a streaming gateway call (/anthropic/v1/messages with stream=true) or
+a `wait` long-poll holds one thread, never a whole worker, so other requests keep being served.
+Capacity = WEB_WORKERS × WEB_THREADS concurrent requests, streams included; COMPACTOR_MAX_WAITERS
+(4) per process stays well below the threads, so waiters never take them all. The worker heartbeat
+runs outside the request threads, so a long stream is not mistaken for a hang. keep-alive 5 s:
+above gunicorn's 2 s default for proxies and agents that reuse connections, short enough that idle
+ones do not pin threads.
 """
+
+from __future__ import annotations
 
 import os
 
 bind = f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')}"
 worker_class = "gthread"
-workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
-threads = int(os.environ.get("GUNICORN_THREADS", "8"))
-keepalive = int(os.environ.get("GUNICORN_KEEPALIVE", "5"))
-timeout = 120
+workers = int(os.environ.get("WEB_WORKERS") or os.environ.get("WEB_CONCURRENCY") or "2")
+threads = int(os.environ.get("WEB_THREADS", "32"))
+keepalive = int(os.environ.get("WEB_KEEPALIVE", "5"))
+# Seconds a worker may stay silent before it is restarted (heartbeat, not request length).
+timeout = int(os.environ.get("WEB_TIMEOUT", "120"))
 graceful_timeout = 30
 # X-Forwarded-* are trusted only from the proxy in front (Django reads the scheme from
 # SECURE_PROXY_SSL_HEADER; this is gunicorn's own view of it).
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
-accesslog = "-"
+accesslog = "-" if os.environ.get("WEB_ACCESS_LOG", "1") == "1" else None
+reload = os.environ.get("WEB_RELOAD", "0") == "1"

@@ -20,6 +20,6 @@ echo "  API docs (Swagger):  http://$HOST:$PORT/api/v1/docs/"
 echo "  Admin:               http://$HOST:$PORT/admin/"
 echo "  Worker log:          var/worker.log"
 echo
-# gunicorn with threaded workers, as in production (project/gunicorn.conf.py): a streaming
+# gunicorn with threaded workers, as in production (deploy/gunicorn.conf.py): a streaming
 # gateway call holds one thread, never the server. WEB_RELOAD=1 restarts on code changes.
-HOST=$HOST PORT=$PORT WEB_RELOAD=${WEB_RELOAD:-0} .venv/bin/gunicorn -c project/gunicorn.conf.py project.wsgi
+HOST=$HOST PORT=$PORT WEB_RELOAD=${WEB_RELOAD:-0} .venv/bin/gunicorn -c deploy/gunicorn.conf.py project.wsgi

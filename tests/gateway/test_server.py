@@ -1,4 +1,4 @@
-"""The production server (gunicorn gthread, project/gunicorn.conf.py) in a subprocess, on its own
+"""The production server (gunicorn gthread, deploy/gunicorn.conf.py) in a subprocess, on its own
 SQLite file, with the fake upstream: a stream in progress does not hold up other requests; the
 `compactor` CLI (python -m compactor_client) compacts a session on it."""
 
@@ -74,7 +74,7 @@ def server(tmp_path_factory, fake):
     key = out.stdout.strip().splitlines()[-1]
     log = open(var / "gunicorn.log", "w")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", "project/gunicorn.conf.py", "project.wsgi"],
+        [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "project.wsgi"],
         cwd=ROOT,
         env=env,
         stdout=log,

@@ -54,7 +54,7 @@ def test_make_serve_answers_runs_jobs_and_stops_cleanly(user, tmp_path):
         PORT=str(port),
         COMPACTOR_VAR_DIR=str(tmp_path / "var"),
         CELERY_CONCURRENCY="1",
-        WEB_CONCURRENCY="1",
+        WEB_WORKERS="1",
     )
     env.pop("MAKEFLAGS", None)
     log = tmp_path / "serve.log"
