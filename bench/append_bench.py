@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import os
 import pstats
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from _django import api_user, bench_database, django_setup
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -62,39 +62,18 @@ def main() -> int:
     parser.add_argument("--show-queries", action="store_true", help="print the SQL of the last append of each kind")
     args = parser.parse_args()
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    os.environ.setdefault("COMPACTOR_VAR_DIR", tempfile.mkdtemp(prefix="compactor-append-bench-"))
-    os.environ.setdefault("SECRET_KEY", "append-bench-only")  # DEBUG off, as in production
-    import django
-
-    django.setup()
+    django_setup(prefix="compactor-append-bench-", secret_key="append-bench-only")  # DEBUG off, as in production
     from django.conf import settings
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
-    from rest_framework.test import APIClient
 
-    from project.celery import app as celery_app
     from sessions import services
-    from sessions.models import ApiKey
 
     global urlpatterns
     urlpatterns = _floor_urls()
     settings.ROOT_URLCONF = __name__
-    settings.ALLOWED_HOSTS = ["*"]
-    throwaway = connection.vendor != "sqlite"
-    old_name = connection.settings_dict["NAME"]
-    if throwaway:
-        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-    else:
-        call_command("migrate", verbosity=0)
-    try:
-        celery_app.conf.task_always_eager = False
-        user, _ = get_user_model().objects.get_or_create(username="append-bench")
-        _, key = ApiKey.objects.create_key(owner=user, name="bench")
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    with bench_database(celery_eager=False):
+        user, _, client = api_user(username="append-bench")
         # Auto-compaction off: this measures the append, not a compaction's enqueue.
         session = services.session_create(owner=user, title="bench", compaction_settings={"auto_compact": False})
         url = f"/api/v1/sessions/{session.pk}/messages/"
@@ -155,9 +134,6 @@ def main() -> int:
                 print(f"--- {name}")
                 for sql in sqls:
                     print("   ", sql[:220])
-    finally:
-        if throwaway:
-            connection.creation.destroy_test_db(old_name, verbosity=0)
     return 0
 
 

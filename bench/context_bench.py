@@ -21,13 +21,13 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import os
 import pstats
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from _django import api_user, bench_database, django_setup
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -223,33 +223,11 @@ def main() -> int:
     parser.add_argument("--no-real", action="store_true", help="skip the real transcript")
     args = parser.parse_args()
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    os.environ.setdefault("COMPACTOR_VAR_DIR", tempfile.mkdtemp(prefix="compactor-context-bench-"))
-    import django
-
-    django.setup()
-    from django.conf import settings
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
+    django_setup(prefix="compactor-context-bench-")
     from django.db import connection
-    from rest_framework.test import APIClient
 
-    from project.celery import app as celery_app
-    from sessions.models import ApiKey
-
-    settings.ALLOWED_HOSTS = ["*"]
-    throwaway = connection.vendor != "sqlite"
-    old_name = connection.settings_dict["NAME"]
-    if throwaway:
-        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-    else:
-        call_command("migrate", verbosity=0)
-    try:
-        celery_app.conf.task_always_eager = True
-        user, _ = get_user_model().objects.get_or_create(username="context-bench")
-        _, key = ApiKey.objects.create_key(owner=user, name="bench")
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    with bench_database(celery_eager=True):
+        user, _, client = api_user(username="context-bench")
         print(f"database: {connection.vendor}", flush=True)
         started = time.perf_counter()
         synthetic = build_synthetic(user, args.messages)
@@ -267,9 +245,6 @@ def main() -> int:
         width = max(len(name) for name, _ in rows)
         for name, value in rows:
             print(f"{name:<{width}}  {value}")
-    finally:
-        if throwaway:
-            connection.creation.destroy_test_db(old_name, verbosity=0)
     return 0
 
 

@@ -13,12 +13,12 @@ the sorted and filtered list at 150 ms for 10,000 sessions.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from _django import bench_database, django_setup
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -31,15 +31,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=9)
     args = parser.parse_args()
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    os.environ.setdefault("COMPACTOR_VAR_DIR", tempfile.mkdtemp(prefix="compactor-dashboard-bench-"))
-    os.environ.setdefault("SECRET_KEY", "dashboard-bench-only")  # DEBUG off, as in production
-    import django
-
-    django.setup()
-    from django.conf import settings
+    django_setup(prefix="compactor-dashboard-bench-", secret_key="dashboard-bench-only")  # DEBUG off, as in production
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.db import connection
     from django.test import Client
     from django.urls import reverse
@@ -48,14 +41,7 @@ def main() -> int:
     from sessions import services
     from sessions.models import Message, Session
 
-    settings.ALLOWED_HOSTS = ["*"]
-    throwaway = connection.vendor != "sqlite"
-    old_name = connection.settings_dict["NAME"]
-    if throwaway:
-        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-    else:
-        call_command("migrate", verbosity=0)
-    try:
+    with bench_database():
         user = get_user_model().objects.create_user("dashboard-bench", password="x")
         now = timezone.now()
         models = ["claude-sonnet-4-5", "gpt-5", "gemini-2.5-pro", "unknown-model"]
@@ -110,9 +96,6 @@ def main() -> int:
                 times.append((time.perf_counter() - t0) * 1000)
                 assert response.status_code == 200, (name, response.status_code)
             print(f"{name:<32} {statistics.median(times[1:]):7.1f} ms", flush=True)
-    finally:
-        if throwaway:
-            connection.creation.destroy_test_db(old_name, verbosity=0)
     return 0
 
 

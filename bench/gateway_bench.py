@@ -18,13 +18,14 @@ resent history and finding its session.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from _django import api_user, bench_database, django_setup
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -41,41 +42,27 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=9)
     args = parser.parse_args()
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    os.environ.setdefault("COMPACTOR_VAR_DIR", tempfile.mkdtemp(prefix="compactor-gateway-bench-"))
-    import django
-
-    django.setup()
+    django_setup(prefix="compactor-gateway-bench-")
     import httpx2 as httpx
     from context_bench import synthetic_messages
     from django.conf import settings
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.db import connection
     from django.test import Client
-    from rest_framework.test import APIClient
 
     from gateway.history import chain_digests
     from gateway.services import _find_conversation
-    from sessions.models import ApiKey
     from tests.gateway.upstream import FakeUpstream, Reply
 
-    settings.ALLOWED_HOSTS = ["*"]
-    throwaway = connection.vendor != "sqlite"
-    old_name = connection.settings_dict["NAME"]
-    if throwaway:
-        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-    else:
-        call_command("migrate", verbosity=0)
-    fake = FakeUpstream().start()
-    fake.reply = lambda rec: Reply(text="Done.")
-    fake.counter = lambda body: len(json.dumps(body)) // 4  # cheap: the provider's time is not measured
-    settings.GATEWAY_UPSTREAM_URL = fake.url
-    settings.GATEWAY_UPSTREAM_API_KEY = "upstream-secret"
-    settings.COMPACTOR = {**settings.COMPACTOR, "AUTO_COMPACT": False}
-    try:
-        user, _ = get_user_model().objects.get_or_create(username="gateway-bench")
-        _, key = ApiKey.objects.create_key(owner=user, name="bench")
+    # The fake upstream stops before the throwaway database goes (the stack unwinds first).
+    with bench_database(), contextlib.ExitStack() as stack:
+        fake = FakeUpstream().start()
+        stack.callback(fake.stop)
+        fake.reply = lambda rec: Reply(text="Done.")
+        fake.counter = lambda body: len(json.dumps(body)) // 4  # cheap: the provider's time is not measured
+        settings.GATEWAY_UPSTREAM_URL = fake.url
+        settings.GATEWAY_UPSTREAM_API_KEY = "upstream-secret"
+        settings.COMPACTOR = {**settings.COMPACTOR, "AUTO_COMPACT": False}
+        user, key, rest = api_user(username="gateway-bench")
         history = [{"role": m["role"], "content": m["content"]} for m in synthetic_messages(args.messages)]
         if history[-1]["role"] != "user":
             history.append({"role": "user", "content": "continue"})
@@ -94,8 +81,6 @@ def main() -> int:
         first = gateway_call(history)
         history.append({"role": "assistant", "content": first["content"]})
 
-        rest = APIClient()
-        rest.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
         sid = rest.post("/api/v1/sessions/", {"title": "rest", "model": model}, format="json").json()["id"]
         for start in range(0, len(history), 500):
             assert (
@@ -146,10 +131,6 @@ def main() -> int:
         print(f"ratio gateway / REST                              {g / r:8.2f}x")
         print(f"  digest of the resent history                  {median_ms(digest_times):8.1f} ms median")
         print(f"  session lookup by digest                      {median_ms(lookup_times):8.1f} ms median")
-    finally:
-        fake.stop()
-        if throwaway:
-            connection.creation.destroy_test_db(old_name, verbosity=0)
     return 0
 
 
