@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -385,27 +386,8 @@ def transcript_import(
         # A bulk load must not queue an auto compaction half-way through; restored below.
         settings["auto_compact"] = False
 
-    if not replay:
-        with transaction.atomic():
-            session = _create_session(
-                owner=owner,
-                transcript=transcript,
-                path=path,
-                title=title,
-                model=model,
-                window=window,
-                settings=settings,
-                parent=None,
-            )
-            report = ImportReport(format=transcript.source, session=session, path=str(path), unreadable=unreadable)
-            _load_bulk(session, transcript)
-            session_services.session_update(session=session, compaction_settings={"auto_compact": None})
-            _counts(report, transcript)
-            report.children = _import_children(owner=owner, parent=session, children=children, window=window)
-        session.refresh_from_db()
-        return report
-
-    session = _create_session(
+    create = partial(
+        _create_session,
         owner=owner,
         transcript=transcript,
         path=path,
@@ -415,6 +397,18 @@ def transcript_import(
         settings=settings,
         parent=None,
     )
+    if not replay:
+        with transaction.atomic():
+            session = create()
+            report = ImportReport(format=transcript.source, session=session, path=str(path), unreadable=unreadable)
+            _load_bulk(session, transcript)
+            session_services.session_update(session=session, compaction_settings={"auto_compact": None})
+            _counts(report, transcript)
+            report.children = _import_children(owner=owner, parent=session, children=children, window=window)
+        session.refresh_from_db()
+        return report
+
+    session = create()
     report = ImportReport(format=transcript.source, session=session, path=str(path), unreadable=unreadable)
     if run_inline:
         Session.objects.filter(pk=session.pk).update(replaying=True)
