@@ -238,7 +238,10 @@ class CompactionRevertView(AtomicWritesMixin, APIView):
         )
 
 
-class OverflowView(AtomicWritesMixin, APIView):
+class OverflowView(APIView):
+    """Not an AtomicWritesMixin view: the emergency summary must not run inside an open
+    transaction (services.compaction_overflow writes everything in one transaction after it)."""
+
     @extend_schema(
         summary="Report a provider error; if it is a context overflow, compact at once and get the new context",
         request=OverflowSerializer,

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from compaction.core.overflow import detect_overflow
@@ -59,33 +59,6 @@ def compaction_overflow(
     )
     if not check.is_overflow:
         return {"overflow": False, "reason": check.reason}
-    _event(
-        session.pk,
-        EventKind.OVERFLOW,
-        f"Provider reported a context overflow ({check.provider or 'unknown provider'}): {check.reason}"[:500],
-        data={
-            "provider": check.provider,
-            "pattern": check.pattern,
-            "status_code": status_code,
-            "input_tokens": input_tokens,
-        },
-    )
-    # A queued (not yet started) job would only redo this work: retire it. A running one is
-    # left alone; whichever activates first wins and the other is recorded as superseded.
-    for queued in Compaction.objects.filter(session_id=session.pk, status=Status.QUEUED):
-        if Compaction.objects.filter(pk=queued.pk, status=Status.QUEUED).update(
-            status=Status.SKIPPED,
-            review_status=ReviewStatus.NOT_APPLICABLE,
-            detail="superseded by an overflow compaction",
-            finished_at=timezone.now(),
-        ):
-            _event(
-                session.pk,
-                EventKind.COMPACTION_SKIPPED,
-                "Queued compaction superseded by an overflow compaction",
-                compaction=queued,
-            )
-
     started = time.monotonic()
     job = Compaction(
         session_id=session.pk,
@@ -96,6 +69,10 @@ def compaction_overflow(
         attempts=1,
         started_at=now or timezone.now(),
     )
+    # The summary is computed with no transaction open: it may take the whole overflow budget,
+    # and an open write transaction would hold the session's row (on SQLite, the database's
+    # write lock) all that time. Everything the request writes happens afterwards, at once.
+    outcome, failure = None, None
     try:
         snap = _snapshot(session.pk, _within_stated_limit(session, check.limit_tokens))
         if input_tokens and input_tokens > snap.tokens_before:
@@ -110,26 +87,46 @@ def compaction_overflow(
             max_retries=0,
             time_budget=settings.COMPACTION_OVERFLOW_TIME_BUDGET,
         )
-        applied = _apply(job, outcome, attempt=None, started=started)
     except (OperationalError, InterfaceError):
         raise
-    except Exception as exc:  # noqa: BLE001 - record it; the agent still gets an answer
+    except Exception as exc:  # noqa: BLE001 - recorded below; the agent still gets an answer
         logger.exception("Overflow compaction for session %s failed", session.pk)
-        job.status = Status.FAILED
-        job.review_status = ReviewStatus.NOT_APPLICABLE
-        job.error = f"{type(exc).__name__}: {exc}"[:5000]
-        job.finished_at = timezone.now()
-        job.duration_ms = int((time.monotonic() - started) * 1000)
-        job.save()
-        _event(session.pk, EventKind.COMPACTION_FAILED, describe(job), compaction=job)
-        applied = job
-    session.refresh_from_db()
-    compacted = applied is not None and applied.status == Status.SUCCEEDED
-    reason = check.reason
-    if applied is not None and applied.status == Status.SKIPPED:
-        reason = applied.detail
-    elif applied is not None and applied.status == Status.FAILED:
-        reason = applied.error
+        failure = exc
+    # One transaction for the request's writes: the overflow event, the retired queued job,
+    # the compaction and the context served from it stand or fall together.
+    with transaction.atomic():
+        _event(
+            session.pk,
+            EventKind.OVERFLOW,
+            f"Provider reported a context overflow ({check.provider or 'unknown provider'}): {check.reason}"[:500],
+            data={
+                "provider": check.provider,
+                "pattern": check.pattern,
+                "status_code": status_code,
+                "input_tokens": input_tokens,
+            },
+        )
+        _retire_queued(session.pk)
+        applied = None
+        if outcome is not None:
+            try:
+                applied = _apply(job, outcome, attempt=None, started=started)
+            except (OperationalError, InterfaceError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - _apply's own savepoint rolled its writes back
+                logger.exception("Overflow compaction for session %s could not be applied", session.pk)
+                failure = exc
+                job._state.adding = True
+        if failure is not None:
+            applied = _record_failure(job, failure, started)
+        session.refresh_from_db()
+        compacted = applied is not None and applied.status == Status.SUCCEEDED
+        reason = check.reason
+        if applied is not None and applied.status == Status.SKIPPED:
+            reason = applied.detail
+        elif applied is not None and applied.status == Status.FAILED:
+            reason = applied.error
+        context = ss.context_build(session=session)
     return {
         "overflow": True,
         "compacted": compacted,
@@ -137,5 +134,34 @@ def compaction_overflow(
         "provider": check.provider,
         "pattern": check.pattern,
         "compaction": applied,
-        "context": ss.context_build(session=session),
+        "context": context,
     }
+
+
+def _retire_queued(session_id) -> None:
+    """A queued (not yet started) job would only redo the overflow's work: retire it. A running
+    one is left alone; whichever activates first wins and the other is recorded as superseded."""
+    for queued in Compaction.objects.filter(session_id=session_id, status=Status.QUEUED):
+        if Compaction.objects.filter(pk=queued.pk, status=Status.QUEUED).update(
+            status=Status.SKIPPED,
+            review_status=ReviewStatus.NOT_APPLICABLE,
+            detail="superseded by an overflow compaction",
+            finished_at=timezone.now(),
+        ):
+            _event(
+                session_id,
+                EventKind.COMPACTION_SKIPPED,
+                "Queued compaction superseded by an overflow compaction",
+                compaction=queued,
+            )
+
+
+def _record_failure(job: Compaction, exc: Exception, started: float) -> Compaction:
+    job.status = Status.FAILED
+    job.review_status = ReviewStatus.NOT_APPLICABLE
+    job.error = f"{type(exc).__name__}: {exc}"[:5000]
+    job.finished_at = timezone.now()
+    job.duration_ms = int((time.monotonic() - started) * 1000)
+    job.save()
+    _event(job.session_id, EventKind.COMPACTION_FAILED, describe(job), compaction=job)
+    return job

@@ -229,6 +229,8 @@ def test_schema_documents_the_compaction_endpoints(api):
 def test_overflow_falls_back_to_extractive_when_the_llm_is_too_slow(api, session, settings):
     import time
 
+    import anthropic  # noqa: F401 - imported before the clock starts: a cold import is not what is measured
+
     from tests.fake_anthropic import FakeAnthropic, Step
 
     with FakeAnthropic(default=Step.slow(20, "## Goal\n- too late")) as server:
@@ -256,3 +258,43 @@ def test_overflow_falls_back_to_extractive_when_the_llm_is_too_slow(api, session
     assert body["compaction"]["strategy"] == "extractive"
     assert "overflow time budget" in body["compaction"]["fallbacks"][0]["reason"]
     assert elapsed < 10, f"the agent waited {elapsed:.1f} s"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_overflow_summarizes_with_no_transaction_open_and_writes_at_once(api, user, monkeypatch):
+    """The emergency summary may take the whole overflow budget: it must not hold the session's
+    row (on SQLite, the database's write lock) while it runs. An append from another request
+    during the summary goes through, and the overflow's writes all land afterwards."""
+    from django.db import connection
+
+    from compaction.services import overflow as overflow_service
+    from sessions import services as session_services
+
+    session = make_session(user)
+    append(session, conversation(8))
+    seen: dict[str, object] = {}
+    real_compute = overflow_service._compute
+
+    def compute_while_someone_appends(*args, **kwargs):
+        seen["in_atomic_block"] = connection.in_atomic_block
+        seen["events_during"] = Event.objects.filter(session=session, kind=EventKind.OVERFLOW).count()
+        # Another writer during the summary (PostgreSQL: would block on the row lock if held).
+        session_services.messages_append(
+            session=Session.objects.get(pk=session.pk),
+            messages=[{"role": "user", "content": "one more thing while you compact"}],
+        )
+        return real_compute(*args, **kwargs)
+
+    monkeypatch.setattr(overflow_service, "_compute", compute_while_someone_appends)
+    response = api.post(
+        url(session, "overflow/"), {"error_text": "prompt is too long", "status_code": 400}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    assert seen == {"in_atomic_block": False, "events_during": 0}
+    assert response.json()["compacted"] is True
+    assert Event.objects.filter(session=session, kind=EventKind.OVERFLOW).count() == 1
+    served = response.json()["context"]["messages"]
+    assert served[-1]["content"] in (
+        "one more thing while you compact",
+        [{"type": "text", "text": "one more thing while you compact"}],
+    )
