@@ -16,6 +16,7 @@ from django.db.models import Sum
 from django.utils.dateparse import parse_datetime
 
 from compaction.core import breakdown as core
+from compaction.core.calibration import calibrated_tokens
 from compaction.core.summary_message import render_summary_message
 
 from . import services
@@ -60,6 +61,118 @@ class SessionBreakdown:
     def reports(self) -> int:
         cal = self.usage.get("calibration") or {}
         return int(cal.get("reports") or 0)
+
+    @property
+    def calibrated_estimate_tokens(self) -> int | None:
+        """Compactor's count on the provider's scale (fixed + ratio × estimate): the figure to
+        hold against a report; None before any report."""
+        cal = self.usage.get("calibration")
+        return calibrated_tokens(cal, self.breakdown.estimated_tokens) if cal else None
+
+    @property
+    def segments(self) -> list[SegmentRow]:
+        return [segment_row(self, s) for s in self.breakdown.segments]
+
+
+@dataclass(frozen=True)
+class SegmentRow:
+    """One part as the page and the API show it: what it is, how big, how we know."""
+
+    key: str
+    label: str
+    tokens: int
+    estimated_tokens: int | None
+    percent: float  # of the window (of the meter when past the window)
+    inferred: bool
+    note: str
+
+
+LABELS = {
+    core.SYSTEM: "System prompt",
+    core.FIXED: "Agent's fixed part (tools, harness prompt)",
+    core.SUMMARY: "Summary",
+    core.MESSAGES: "Kept messages",
+    core.FREE: "Free space",
+    core.RESERVE: "Reserve above the auto-compact trigger",
+}
+
+
+def segment_row(sb: SessionBreakdown, segment: core.Segment) -> SegmentRow:
+    return SegmentRow(
+        key=segment.key,
+        label=LABELS[segment.key],
+        tokens=segment.tokens,
+        estimated_tokens=segment.estimated_tokens,
+        percent=round(sb.breakdown.percent(segment), 2),
+        inferred=segment.inferred and segment.tokens > 0,
+        note=_NOTES[segment.key](sb, segment),
+    )
+
+
+def _system_note(sb: SessionBreakdown, segment: core.Segment) -> str:
+    if not segment.estimated_tokens:
+        return "None stored with the session (an agent's own prompt counts in the fixed part)"
+    return f"Stored with the session: {segment.estimated_tokens:,} tokens by Compactor's count"
+
+
+def _fixed_note(sb: SessionBreakdown, segment: core.Segment) -> str:
+    b = sb.breakdown
+    if b.calibrated and segment.tokens:
+        reports = f"{sb.reports} provider report{'s' if sb.reports != 1 else ''}"
+        return (
+            f"Inferred from {reports}: what the provider counts beyond Compactor's own count "
+            f"(tool definitions, the agent's own prompt), never sent to Compactor"
+        )
+    if b.calibrated:
+        return "None inferred: the provider counts no more than Compactor does"
+    if segment.tokens:
+        return "Not attributed: the meter is above Compactor's count without any provider report"
+    return "Not known until the agent reports the provider's usage (POST …/usage/)"
+
+
+def _summary_note(sb: SessionBreakdown, segment: core.Segment) -> str:
+    if not segment.estimated_tokens:
+        return "No summary: nothing compacted yet" if not sb.messages_summarized else "No summary served"
+    count = sb.messages_summarized
+    return f"Active compaction ({sb.summary_strategy or 'summary'}): {count:,} message{'s' if count != 1 else ''} summarized"
+
+
+def _messages_note(sb: SessionBreakdown, segment: core.Segment) -> str:
+    if not sb.kept_messages:
+        return "No messages yet"
+    text = (
+        f"#{sb.first_kept_seq:,}–#{sb.last_seq:,}: {sb.kept_messages:,} message{'s' if sb.kept_messages != 1 else ''}"
+    )
+    if sb.prune_before_seq:
+        text += f", tool outputs before #{sb.prune_before_seq:,} served as placeholders"
+    return text
+
+
+def _free_note(sb: SessionBreakdown, segment: core.Segment) -> str:
+    trigger = sb.breakdown.trigger_tokens
+    if not sb.auto_compact:
+        return f"Up to the trigger at {trigger:,} (auto-compact is off)"
+    return f"Up to the auto-compact trigger at {trigger:,}" if segment.tokens else "None: the trigger is reached"
+
+
+def _reserve_note(sb: SessionBreakdown, segment: core.Segment) -> str:
+    b = sb.breakdown
+    text = f"Window − trigger ({b.context_window:,} − {b.trigger_tokens:,}): room for the reply and the compaction"
+    if b.over_window_tokens:
+        return f"None left: the context is {b.over_window_tokens:,} tokens past the window"
+    if b.used_tokens > b.trigger_tokens:
+        return text + "; partly used, the context is past the trigger"
+    return text
+
+
+_NOTES = {
+    core.SYSTEM: _system_note,
+    core.FIXED: _fixed_note,
+    core.SUMMARY: _summary_note,
+    core.MESSAGES: _messages_note,
+    core.FREE: _free_note,
+    core.RESERVE: _reserve_note,
+}
 
 
 def session_context_breakdown(*, session: Session) -> SessionBreakdown:
