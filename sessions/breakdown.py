@@ -44,9 +44,9 @@ class SessionBreakdown:
     breakdown: core.Breakdown
     usage: dict[str, Any]  # sessions.services.session_usage(session)
     auto_compact: bool
+    compacted: bool  # a compaction is active (a summary, a prune, or both)
     first_kept_seq: int
     last_seq: int
-    messages_summarized: int
     summary_strategy: str
     prune_before_seq: int | None
     tool_results_pruned: int | None  # known for a prune-only compaction
@@ -132,9 +132,14 @@ def _fixed_note(sb: SessionBreakdown, segment: core.Segment) -> str:
 
 def _summary_note(sb: SessionBreakdown, segment: core.Segment) -> str:
     if not segment.estimated_tokens:
-        return "No summary: nothing compacted yet" if not sb.messages_summarized else "No summary served"
-    count = sb.messages_summarized
-    return f"Active compaction ({sb.summary_strategy or 'summary'}): {count:,} message{'s' if count != 1 else ''} summarized"
+        if sb.prune_before_seq:
+            return "No summary: the active compaction only pruned tool output"
+        return "No summary served" if sb.compacted else "No summary: nothing compacted yet"
+    # A summary stands for every message before the kept ones (later summaries merge earlier ones).
+    covered = f"Stands for messages #1–#{sb.first_kept_seq - 1:,}" if sb.first_kept_seq > 1 else "Summary"
+    if sb.summary_strategy and sb.summary_strategy != "prune":
+        return f"{covered} (summarized by {sb.summary_strategy})"
+    return f"{covered} (kept from the compaction before the prune)"
 
 
 def _messages_note(sb: SessionBreakdown, segment: core.Segment) -> str:
@@ -205,9 +210,9 @@ def session_context_breakdown(*, session: Session) -> SessionBreakdown:
         breakdown=result,
         usage=usage,
         auto_compact=bool(usage.get("auto_compact", True)),
+        compacted=active is not None,
         first_kept_seq=first_kept,
         last_seq=session.last_seq,
-        messages_summarized=active.messages_summarized if active and active.summary.strip() else 0,
         summary_strategy=(active.strategy if active else "") or "",
         prune_before_seq=prune_before,
         tool_results_pruned=pruned_count if isinstance(pruned_count, int) else None,

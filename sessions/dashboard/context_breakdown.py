@@ -75,10 +75,11 @@ def left_words(sb: SessionBreakdown) -> str:
     """ "41,230 tokens left before auto-compact (20.6 % of the window)", the /context way."""
     b = sb.breakdown
     left, percent = b.tokens_left_before_compact, b.percent_left_before_compact
-    what = "auto-compact" if sb.auto_compact else f"the trigger at {b.trigger_tokens:,} (auto-compact is off)"
+    what = "auto-compact" if sb.auto_compact else f"the trigger at {b.trigger_tokens:,}"
+    off = "" if sb.auto_compact else "; auto-compact is off"
     if left > 0:
-        return f"{left:,} tokens left before {what} ({percent:.1f} % of the window)"
-    return f"No room left before {what}: {-left:,} tokens past it ({-percent:.1f} % of the window)"
+        return f"{left:,} tokens left before {what} ({percent:.1f} % of the window){off}"
+    return f"No room left before {what}: {-left:,} tokens past it ({-percent:.1f} % of the window){off}"
 
 
 def pruned_words(sb: SessionBreakdown) -> str:
@@ -87,6 +88,8 @@ def pruned_words(sb: SessionBreakdown) -> str:
         return ""
     count = sb.tool_results_pruned
     what = f"{count:,} tool output{'s' if count != 1 else ''}" if count is not None else "Tool outputs"
+    if not pruned.saved_tokens:
+        return f"A prune boundary at #{sb.prune_before_seq:,} is active; no kept tool output is pruned by it."
     return (
         f"{what} before #{sb.prune_before_seq:,} served as one-line placeholders: "
         f"≈{pruned.saved_tokens:,} tokens saved, not in the context (stored − served size of the kept messages)."

@@ -1,0 +1,89 @@
+"""The session page's context breakdown in a real browser, on a real Claude Code session (replayed
+with its recorded usage, then compacted with old tool output pruned): every part visible in the bar
+and the table, no sideways scrolling at desktop and phone widths.
+Screenshots: test-artifacts/screenshots/breakdown-{desktop,phone}.png (the card) and -page.png."""
+
+from __future__ import annotations
+
+import pytest
+
+from compaction import services as engine
+from compaction.core.transcripts.claude_code import read_claude_code
+from sessions import services
+from tests import services as test_services
+from tests.browser.conftest import SCREENSHOTS, log_in, screenshot
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+TRANSCRIPT = test_services.TRANSCRIPTS / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+
+
+@pytest.fixture
+def compacted(user):
+    transcript = read_claude_code(TRANSCRIPT)
+    messages = engine.transcript_messages_for_api(transcript.messages)
+    boundary = transcript.compactions[0]["before_message_index"]
+    session = services.session_create(
+        owner=user,
+        title="Spotter: implement the import command",
+        agent="claude-code",
+        model=transcript.model or "",
+        system_prompt="You are Claude Code, working in the spotter repository.",
+        compaction_settings={"auto_compact": False},
+    )
+    engine.transcript_replay(session=session, messages=messages[:boundary])
+    job = engine.compaction_request(
+        session=session, reason="manual", strategy="extractive", overrides={"keep_recent_tokens": 30_000}
+    )
+    engine.compaction_run(compaction_id=job.pk)
+    # The agent goes on after the compaction (no usage reports: the recorded ones describe Claude
+    # Code's own compacted context, not this one), then old tool output is pruned.
+    later = [{"role": m["role"], "content": m["content"]} for m in messages[boundary : boundary + 120]]
+    services.messages_append(session=session, messages=later)
+    job = engine.compaction_request(session=session, reason="manual", strategy="prune")
+    pruned = engine.compaction_run(compaction_id=job.pk)
+    assert pruned.strategy == "prune" and pruned.summary, pruned.detail
+    session.refresh_from_db()
+    return session
+
+
+@pytest.mark.parametrize("width,label", [(1280, "desktop"), (375, "phone")])
+def test_the_breakdown_shows_every_part_and_fits_the_screen(live_server, page_factory, compacted, width, label):
+    usage = services.session_usage(compacted)
+    page = page_factory(width, 900)
+    log_in(page, live_server.url, "alice", "alice-password")
+    page.goto(f"{live_server.url}/sessions/{compacted.pk}/")
+    card = page.locator("#context-breakdown")
+    card.scroll_into_view_if_needed()
+    assert card.is_visible()
+
+    # The table: every part named, in words, and the used parts add up to the gauge's figure.
+    rows = card.locator("tr[data-segment]")
+    keys = [rows.nth(i).get_attribute("data-segment") for i in range(rows.count())]
+    assert keys == ["system", "fixed", "summary", "messages", "free", "reserve"]
+    figures = {}
+    for i, key in enumerate(keys):
+        row = rows.nth(i)
+        assert row.is_visible()
+        figures[key] = int(row.locator("td").first.inner_text().replace(",", ""))
+    assert sum(figures[k] for k in ("system", "fixed", "summary", "messages")) == usage["tokens"]
+    assert page.locator(".gauge-words").inner_text().startswith(f"{usage['tokens']:,} / ")
+    assert "inferred" in rows.nth(1).inner_text()
+    assert "served as one-line placeholders" in card.inner_text()
+
+    # The bar: one visible slice per non-empty part, sized by its share.
+    bar_width = card.locator(".stack").bounding_box()["width"]
+    for key, tokens in figures.items():
+        if not tokens:
+            continue
+        box = card.locator(f".stack .seg-{key}").bounding_box()
+        assert box is not None and box["width"] >= 1.5, key
+        share = tokens / max(usage["context_window"], usage["tokens"])
+        assert abs(box["width"] - share * bar_width) <= max(3, 0.02 * bar_width), (key, box["width"], share)
+
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 1, f"the session page scrolls sideways by {overflow}px at {width}px"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    card.screenshot(path=str(SCREENSHOTS / f"breakdown-{label}.png"))
+    screenshot(page, f"breakdown-{label}-page")
+    assert page.errors == [] and page.csp_violations == []
