@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from compaction import services as engine
-from compaction.core.transcripts.claude_code import read_claude_code
 from sessions import services
 from tests import services as test_services
 from tests.browser.conftest import SCREENSHOTS, log_in, screenshot
+from tests.compaction.factories import replay_claude_code_session
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -20,18 +20,12 @@ TRANSCRIPT = test_services.TRANSCRIPTS / "claude-code" / "8463c716-a2ea-4c14-9ef
 
 @pytest.fixture
 def compacted(user):
-    transcript = read_claude_code(TRANSCRIPT)
-    messages = engine.transcript_messages_for_api(transcript.messages)
-    boundary = transcript.compactions[0]["before_message_index"]
-    session = services.session_create(
-        owner=user,
+    session, messages, boundary = replay_claude_code_session(
+        user,
+        TRANSCRIPT,
         title="Spotter: implement the import command",
-        agent="claude-code",
-        model=transcript.model or "",
         system_prompt="You are Claude Code, working in the spotter repository.",
-        compaction_settings={"auto_compact": False},
     )
-    engine.transcript_replay(session=session, messages=messages[:boundary])
     job = engine.compaction_request(
         session=session, reason="manual", strategy="extractive", overrides={"keep_recent_tokens": 30_000}
     )

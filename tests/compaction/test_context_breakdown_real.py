@@ -13,11 +13,11 @@ import pytest
 
 from compaction import services as engine
 from compaction.core import breakdown as core
-from compaction.core.transcripts.claude_code import read_claude_code
 from sessions import services
 from sessions.breakdown import session_context_breakdown
 from sessions.models import Session
 
+from .factories import replay_claude_code_session
 from .test_replay import TRANSCRIPTS
 
 pytestmark = pytest.mark.django_db
@@ -47,18 +47,7 @@ def check(session: Session) -> core.Breakdown:
 
 
 def test_replayed_pruned_and_compacted_session_adds_up(user):
-    transcript = read_claude_code(TRANSCRIPT)
-    messages = engine.transcript_messages_for_api(transcript.messages)
-    boundary = transcript.compactions[0]["before_message_index"]
-    session = services.session_create(
-        owner=user,
-        title="8463c716",
-        agent="claude-code",
-        model=transcript.model or "",
-        compaction_settings={"auto_compact": False},
-    )
-    result = engine.transcript_replay(session=session, messages=messages[:boundary])
-    assert result.reports > 50
+    session, _messages, _boundary = replay_claude_code_session(user, TRANSCRIPT)
 
     imported = check(session)
     # Claude Code's hidden prompt and tool definitions: tens of thousands of tokens the transcript

@@ -85,49 +85,36 @@ def test_the_fixed_part_is_what_the_provider_counted_beyond_our_estimate(seen, s
     assert abs(own - ratio * estimated) <= 3
 
 
+def on_200k(meter: int, estimated: int | None = None, **kwargs):
+    """A breakdown on a 200k window with the default trigger (reserve 16,384), nothing but the meter
+    and the estimate given unless asked."""
+    defaults = {"system_tokens": 0, "summary_tokens": 0, "trigger_tokens": 183_616, "ratio": None}
+    return context_breakdown(
+        meter_tokens=meter,
+        estimated_tokens=meter if estimated is None else estimated,
+        context_window=200_000,
+        **{**defaults, **kwargs},
+    )
+
+
 @given(meter=tokens, system=st.integers(0, 10_000), summary=st.integers(0, 10_000))
 def test_without_a_report_the_parts_are_our_own_counts(meter, system, summary):
     estimated = max(meter, system + summary)
-    b = context_breakdown(
-        meter_tokens=estimated,
-        estimated_tokens=estimated,
-        system_tokens=system,
-        summary_tokens=summary,
-        context_window=200_000,
-        trigger_tokens=183_616,
-        ratio=None,
-    )
+    b = on_200k(estimated, system_tokens=system, summary_tokens=summary)
     assert b.segment(FIXED).tokens == 0 and not b.calibrated and b.scale == 1.0
     assert (b.segment(SYSTEM).tokens, b.segment(SUMMARY).tokens) == (system, summary)
     assert b.segment(MESSAGES).tokens == estimated - system - summary
 
 
 def test_a_leaner_provider_scales_our_parts_down_and_hides_nothing():
-    b = context_breakdown(
-        meter_tokens=90_000,
-        estimated_tokens=100_000,
-        system_tokens=10_000,
-        summary_tokens=20_000,
-        context_window=200_000,
-        trigger_tokens=160_000,
-        ratio=1.0,
-    )
+    b = on_200k(90_000, 100_000, system_tokens=10_000, summary_tokens=20_000, trigger_tokens=160_000, ratio=1.0)
     assert b.segment(FIXED).tokens == 0
     assert [b.segment(k).tokens for k in (SYSTEM, SUMMARY, MESSAGES)] == [9_000, 18_000, 63_000]
     assert b.scale == 0.9
 
 
 def test_free_space_and_reserve_split_the_rest_of_the_window_at_the_trigger():
-    b = context_breakdown(
-        meter_tokens=120_000,
-        estimated_tokens=100_000,
-        system_tokens=0,
-        summary_tokens=0,
-        context_window=200_000,
-        trigger_tokens=183_616,
-        ratio=1.2,
-        stored_kept_tokens=130_000,
-    )
+    b = on_200k(120_000, 100_000, ratio=1.2, stored_kept_tokens=130_000)
     assert b.segment(FREE).tokens == 63_616 and b.segment(RESERVE).tokens == 16_384
     assert b.tokens_left_before_compact == 63_616 and round(b.percent_left_before_compact, 1) == 31.8
     # 30,000 stored tokens are served as placeholders; on the provider's scale ×1.2.
@@ -135,26 +122,10 @@ def test_free_space_and_reserve_split_the_rest_of_the_window_at_the_trigger():
 
 
 def test_past_the_trigger_the_meter_eats_into_the_reserve_and_past_the_window_it_is_all_used():
-    over_trigger = context_breakdown(
-        meter_tokens=190_000,
-        estimated_tokens=190_000,
-        system_tokens=0,
-        summary_tokens=0,
-        context_window=200_000,
-        trigger_tokens=183_616,
-        ratio=None,
-    )
+    over_trigger = on_200k(190_000)
     assert over_trigger.segment(FREE).tokens == 0 and over_trigger.segment(RESERVE).tokens == 10_000
     assert over_trigger.tokens_left_before_compact == -6_384
-    past_window = context_breakdown(
-        meter_tokens=210_000,
-        estimated_tokens=210_000,
-        system_tokens=0,
-        summary_tokens=0,
-        context_window=200_000,
-        trigger_tokens=183_616,
-        ratio=None,
-    )
+    past_window = on_200k(210_000)
     assert past_window.segment(RESERVE).tokens == 0 and past_window.over_window_tokens == 10_000
     assert past_window.total_tokens == 210_000
 
