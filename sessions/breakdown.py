@@ -145,9 +145,8 @@ def _summary_note(sb: SessionBreakdown, segment: core.Segment) -> str:
 def _messages_note(sb: SessionBreakdown, segment: core.Segment) -> str:
     if not sb.kept_messages:
         return "No messages yet"
-    text = (
-        f"#{sb.first_kept_seq:,}–#{sb.last_seq:,}: {sb.kept_messages:,} message{'s' if sb.kept_messages != 1 else ''}"
-    )
+    span = f"#{sb.first_kept_seq:,}" + (f"–#{sb.last_seq:,}" if sb.last_seq > sb.first_kept_seq else "")
+    text = f"{span}: {sb.kept_messages:,} message{'s' if sb.kept_messages != 1 else ''}"
     if sb.prune_before_seq:
         text += f", tool outputs before #{sb.prune_before_seq:,} served as placeholders"
     return text

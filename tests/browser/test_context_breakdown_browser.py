@@ -81,3 +81,22 @@ def test_the_breakdown_shows_every_part_and_fits_the_screen(live_server, page_fa
     card.screenshot(path=str(SCREENSHOTS / f"breakdown-{label}.png"))
     screenshot(page, f"breakdown-{label}-page")
     assert page.errors == [] and page.csp_violations == []
+
+
+def test_an_implausible_report_is_a_visible_warning_above_the_parts(live_server, page_factory, user):
+    session = services.session_create(owner=user, title="Cache-dropping client", model="claude-sonnet-4-5")
+    services.messages_append(session=session, messages=[{"role": "user", "content": "Fix the parser. " * 400}])
+    services.usage_report(session=session, input_tokens=1_105)
+    session.refresh_from_db()
+    reason = "input 1,105 without cache figures is far below the ~2,400 Compactor serves: cache figures dropped?"
+    session.last_usage = {**session.last_usage, "implausible": reason}
+    session.save(update_fields=["last_usage"])
+    page = page_factory(375, 900)
+    log_in(page, live_server.url, "alice", "alice-password")
+    page.goto(f"{live_server.url}/sessions/{session.pk}/")
+    warning = page.locator("#context-breakdown .usage-warning")
+    warning.scroll_into_view_if_needed()
+    assert warning.is_visible() and reason in warning.inner_text()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#context-breakdown").screenshot(path=str(SCREENSHOTS / "breakdown-warning-phone.png"))
+    assert page.errors == [] and page.csp_violations == []

@@ -125,7 +125,7 @@ def test_an_implausible_report_shows_a_warning_line(logged_in, reported):
     reported.last_usage = {**reported.last_usage, "implausible": {"reason": "cache figures missing"}}
     reported.save(update_fields=["last_usage"])
     body = page(logged_in, reported)
-    assert re.search(r'class="usage-warning" role="alert"><strong>[^<]+</strong> cache figures missing', body)
+    assert re.search(r'class="usage-warning"><strong>Warning: [^<]+</strong> cache figures missing', body)
 
 
 @pytest.mark.parametrize(
