@@ -282,3 +282,83 @@ class UsageReportOutSerializer(serializers.Serializer):
         child=serializers.CharField(), help_text="stop_reason max_tokens: truncated tool_use blocks no longer served."
     )
     compaction = CompactionJobSerializer(allow_null=True)
+
+
+# ---- context breakdown ------------------------------------------------------------------------
+
+
+class BreakdownSegmentSerializer(serializers.Serializer):
+    key = serializers.ChoiceField(choices=["system", "fixed", "summary", "messages", "free", "reserve"])
+    label = serializers.CharField()
+    tokens = serializers.IntegerField(help_text="On the meter's (provider's) scale.")
+    estimated_tokens = serializers.IntegerField(
+        allow_null=True, help_text="Compactor's own count of this part; null for parts it does not count."
+    )
+    percent = serializers.FloatField(help_text="Share of the window (of `tokens` when past the window).")
+    inferred = serializers.BooleanField(help_text="Derived from provider usage reports rather than counted.")
+    note = serializers.CharField(help_text="Where the figure comes from.")
+
+
+class BreakdownPrunedSerializer(serializers.Serializer):
+    prune_before_seq = serializers.IntegerField()
+    tool_results_pruned = serializers.IntegerField(allow_null=True, help_text="Known for a prune-only compaction.")
+    saved_tokens = serializers.IntegerField(help_text="Not in the context: stored − served, on the meter's scale.")
+    saved_estimated_tokens = serializers.IntegerField(help_text="The same in Compactor's own count.")
+
+
+class BreakdownReportSerializer(serializers.Serializer):
+    prompt_tokens = serializers.IntegerField(help_text="input + cache read + cache write.")
+    input_tokens = serializers.IntegerField()
+    cache_read_input_tokens = serializers.IntegerField()
+    cache_creation_input_tokens = serializers.IntegerField()
+    reported_at = serializers.DateTimeField(allow_null=True)
+    message_seq = serializers.IntegerField(allow_null=True)
+    current = serializers.BooleanField(
+        help_text="The meter is this report + the estimate of what came after; false once a compaction "
+        "changed what is served."
+    )
+    calibrated = serializers.BooleanField(help_text="False for a report of a call made before the active compaction.")
+
+
+class ContextBreakdownOutSerializer(serializers.Serializer):
+    tokens = serializers.IntegerField(source="breakdown.used_tokens", help_text="The meter: usage.tokens.")
+    estimated_tokens = serializers.IntegerField(
+        source="breakdown.estimated_tokens", help_text="Compactor's own count of system + summary + kept messages."
+    )
+    calibrated_estimate_tokens = serializers.IntegerField(
+        allow_null=True, help_text="fixed + ratio × estimated_tokens: the estimate on the provider's scale."
+    )
+    context_window = serializers.IntegerField(source="breakdown.context_window")
+    trigger_tokens = serializers.IntegerField(source="breakdown.trigger_tokens")
+    auto_compact = serializers.BooleanField()
+    tokens_left_before_compact = serializers.IntegerField(
+        source="breakdown.tokens_left_before_compact", help_text="trigger − tokens; negative past the trigger."
+    )
+    percent_left_before_compact = serializers.FloatField(
+        source="breakdown.percent_left_before_compact", help_text="tokens_left_before_compact / window × 100."
+    )
+    over_window_tokens = serializers.IntegerField(source="breakdown.over_window_tokens")
+    scale = serializers.FloatField(
+        source="breakdown.scale", help_text="Provider tokens per Compactor token applied to the counted parts."
+    )
+    calibration_reports = serializers.IntegerField(source="reports")
+    segments = BreakdownSegmentSerializer(
+        many=True,
+        help_text="system, fixed, summary, messages add up to `tokens`; with free and reserve to the window.",
+    )
+    pruned = serializers.SerializerMethodField()
+    last_report = BreakdownReportSerializer(allow_null=True)
+    source = serializers.CharField(source="usage.source")
+    warning = serializers.CharField(help_text="A plausibility warning about the last usage report, or empty.")
+
+    @extend_schema_field(BreakdownPrunedSerializer(allow_null=True))
+    def get_pruned(self, sb) -> dict | None:
+        pruned = sb.breakdown.pruned
+        if pruned is None:
+            return None
+        return {
+            "prune_before_seq": sb.prune_before_seq,
+            "tool_results_pruned": sb.tool_results_pruned,
+            "saved_tokens": pruned.saved_tokens,
+            "saved_estimated_tokens": pruned.saved_estimated_tokens,
+        }

@@ -11,6 +11,11 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/restore/", views.SessionRestoreView.as_view(), name="session-restore"),
     path("sessions/<uuid:session_id>/messages/", views.MessageListView.as_view(), name="session-messages"),
     path("sessions/<uuid:session_id>/context/", views.ContextView.as_view(), name="session-context"),
+    path(
+        "sessions/<uuid:session_id>/context/breakdown/",
+        views.ContextBreakdownView.as_view(),
+        name="session-context-breakdown",
+    ),
     path("sessions/<uuid:session_id>/usage/", views.UsageView.as_view(), name="session-usage"),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),

@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from compaction import services as compaction_services
 from sessions import selectors, services, trash
+from sessions.breakdown import session_context_breakdown
 from sessions.models import Session
 
 from . import serializers as s
@@ -244,6 +245,23 @@ class ContextView(APIView):
     def get(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
         return Response(s.ContextOutSerializer(services.context_build(session=session)).data)
+
+
+class ContextBreakdownView(APIView):
+    @extend_schema(
+        operation_id="context_breakdown_retrieve",
+        description=(
+            "What the served context is made of, like Claude Code's /context: system prompt, the agent's fixed "
+            "part (tool definitions, its own prompt: inferred from provider usage reports), the summary and the "
+            "kept messages on the meter's scale, adding up to `tokens`; then free space up to the auto-compact "
+            "trigger and the reserve above it, adding up to the window. With the last provider report beside "
+            "Compactor's estimate, and what an active prune saves. Reads no message content."
+        ),
+        responses={200: s.ContextBreakdownOutSerializer, **error_responses(404)},
+    )
+    def get(self, request, session_id):
+        session = selectors.session_get(user=request.user, session_id=session_id)
+        return Response(s.ContextBreakdownOutSerializer(session_context_breakdown(session=session)).data)
 
 
 class UsageView(AtomicWritesMixin, APIView):

@@ -22,6 +22,7 @@ from sessions import trash
 
 from . import keys, queries
 from .chart import build_chart
+from .context_breakdown import context_breakdown_view
 from .forms import ApiKeyForm, ImportForm, SessionFilterForm
 from .present import fmt_duration, fmt_int, render_markdown, skip_reason, strip_file_tags
 from .timeline import build_timeline, fallbacks_text, usage_items
@@ -67,6 +68,7 @@ def _overview_context(request: HttpRequest, session, compactions) -> dict:
     return {
         "session": session,
         "usage": usage,
+        "breakdown": context_breakdown_view(session),
         "chart": chart,
         "history": history,
         "in_flight": in_flight,

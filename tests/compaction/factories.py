@@ -94,3 +94,26 @@ def orphan_tool_results(messages: list[dict[str, Any]]) -> list[str]:
             elif block.get("type") == "tool_result" and block["tool_use_id"] not in seen:
                 orphans.append(block["tool_use_id"])
     return orphans
+
+
+def replay_claude_code_session(owner, path, **fields: Any):
+    """A session replayed from a real Claude Code transcript up to Claude Code's own first compaction,
+    reporting each call's recorded usage (so the calibration is fitted on real reports), with
+    auto-compaction off. Returns (session, the transcript's messages as the API takes them, the
+    index of Claude Code's boundary)."""
+    from compaction.core.transcripts.claude_code import read_claude_code
+
+    transcript = read_claude_code(path)
+    messages = compaction_services.transcript_messages_for_api(transcript.messages)
+    boundary = transcript.compactions[0]["before_message_index"]
+    fields.setdefault("title", path.stem[:8])
+    session = session_services.session_create(
+        owner=owner,
+        agent="claude-code",
+        model=transcript.model or "",
+        compaction_settings={"auto_compact": False},
+        **fields,
+    )
+    result = compaction_services.transcript_replay(session=session, messages=messages[:boundary])
+    assert result.reports > 50, result
+    return session, messages, boundary

@@ -47,6 +47,8 @@ PAIRS = [
     ("--accent", "--compacted-bg"),  # the seq link
     ("--accent", "#f2fbf5"),  # "view summary" in a boundary
     ("#7a5300", "#fff4d6"),  # running badges
+    ("--ink", "#fdf3f3"),  # .usage-warning (context breakdown)
+    ("--muted", "#f6f7f9"),  # notes in the breakdown's subtotal rows' neighbourhood
 ]
 
 
