@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Exists, ExpressionWrapper, F, IntegerField, Max, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, ExpressionWrapper, F, IntegerField, Max, OuterRef, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
 from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Status
@@ -114,6 +115,51 @@ def model_choices(*, user) -> list[str]:
     return list(
         sessions_visible(user=user).exclude(model="").order_by("model").values_list("model", flat=True).distinct()
     )
+
+
+# --- live pages: what changed since the page was drawn ----------------------------------------
+#
+# The session page and the list poll; an unchanged page answers 204 from these fingerprints
+# (one aggregate query each) instead of rendering gauge, chart, history or table. Every write
+# that changes what those show moves one of the figures below: appends and usage reports set
+# the session's updated_at/last_seq/usage columns, activation and undo its active compaction,
+# a job's progress its created/started/finished times, a review its reviewed_at.
+
+_COMPACTION_MARKS = {
+    "compactions": Count("id"),
+    "created": Max("created_at"),
+    "started": Max("started_at"),
+    "finished": Max("finished_at"),
+    "reviewed": Max("reviewed_at"),
+    "activated": Max("activated_at"),
+}
+
+
+def _fingerprint(*parts: Any) -> str:
+    return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
+
+
+def session_overview_version(*, session: Session) -> str:
+    """Changes whenever the session page's overview (gauge, chart, history) would."""
+    marks = Compaction.objects.filter(session=session).aggregate(**_COMPACTION_MARKS)
+    return _fingerprint(
+        session.updated_at,
+        session.last_seq,
+        session.usage_tokens,
+        session.active_compaction_id,
+        session.reported_input_tokens,
+        sorted(marks.items()),
+    )
+
+
+def session_list_version(*, user) -> str:
+    """Changes whenever any row of the user's session list could (any filter, sort or page)."""
+    visible = sessions_visible(user=user)
+    rows = visible.aggregate(
+        sessions=Count("id"), updated=Max("updated_at"), activity=Max("last_activity_at"), seq=Sum("last_seq")
+    )
+    marks = Compaction.objects.filter(session__in=visible).aggregate(**_COMPACTION_MARKS)
+    return _fingerprint(sorted(rows.items()), sorted(marks.items()))
 
 
 def compaction_history(*, session: Session) -> list[Compaction]:

@@ -27,20 +27,48 @@ from .present import fmt_duration, fmt_int, render_markdown, skip_reason, strip_
 from .timeline import build_timeline, fallbacks_text, usage_items
 
 
+# Live pages: the session page and the list re-ask every LIVE_POLL (while the tab is visible,
+# static/js/dashboard.js) with the fingerprint of what they show as ?v=. Unchanged, the answer
+# is a 204 (htmx swaps nothing) after one aggregate query: cheap enough for many open tabs on
+# gunicorn's threads, where a server-sent-events stream would hold a thread per tab. The period
+# keeps "an append shows within 2 s" with room for the request itself.
+LIVE_VERSION_PARAM = "v"
+LIVE_POLL = "1500ms"
+
+
+def _unchanged(request: HttpRequest, version: str) -> bool:
+    return bool(request.htmx) and request.GET.get(LIVE_VERSION_PARAM) == version
+
+
+def _no_change() -> HttpResponse:
+    return HttpResponse(status=204)
+
+
 @login_required
 @require_GET
 def session_list(request: HttpRequest) -> HttpResponse:
+    version = queries.session_list_version(user=request.user)
+    if _unchanged(request, version):
+        return _no_change()
     form = SessionFilterForm(request.GET or None, models=queries.model_choices(user=request.user))
     filters = form.filters() if request.GET else {"q": "", "model": "", "status": "", "sort": "activity"}
     page = queries.session_list_page(user=request.user, page=request.GET.get("page", 1), **filters)
     query = request.GET.copy()
     query.pop("page", None)
-    context = {"form": form, "page": page, "query": query.urlencode(), "show_owner": request.user.is_staff}
+    query.pop(LIVE_VERSION_PARAM, None)
+    context = {
+        "form": form,
+        "page": page,
+        "query": query.urlencode(),
+        "show_owner": request.user.is_staff,
+        "version": version,
+        "live_poll": LIVE_POLL,
+    }
     template = "dashboard/_session_table.html" if request.htmx else "dashboard/session_list.html"
     return render(request, template, context)
 
 
-def _overview_context(request: HttpRequest, session, compactions) -> dict:
+def _overview_context(request: HttpRequest, session, compactions, *, version: str) -> dict:
     usage = queries.session_usage_view(session)
     chart = build_chart(
         messages=queries.message_token_series(session=session),
@@ -73,6 +101,8 @@ def _overview_context(request: HttpRequest, session, compactions) -> dict:
         # The REST API serves owners only; staff looking at someone else's session read only.
         "can_compact": session.owner_id == request.user.id,
         "retention_days": settings.TRASH_RETENTION_DAYS,
+        "version": version,
+        "live_poll": LIVE_POLL,
     }
 
 
@@ -80,12 +110,14 @@ def _overview_context(request: HttpRequest, session, compactions) -> dict:
 @require_GET
 def session_detail(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = queries.session_get_visible(user=request.user, session_id=session_id)
+    # The fingerprint before the reads it stands for: a write in between shows on the next poll.
+    version = queries.session_overview_version(session=session)
     compactions = queries.compaction_history(session=session)
     # Without ?from= the timeline opens at the latest messages (what the agent works on now);
     # "Load earlier messages" and "First messages" go back.
     start = _int_param(request, "from", _latest_from(session))
     page = queries.messages_page(session=session, start=start)
-    context = _overview_context(request, session, compactions)
+    context = _overview_context(request, session, compactions, version=version)
     context.update(_timeline_context(session, compactions, page, start, full_page=True))
     # Subagents imported with the session (Claude Code's subagents/*.jsonl), and its parent.
     context["children"] = queries.session_children(user=request.user, session=session)
@@ -99,17 +131,27 @@ def _latest_from(session) -> int:
 @login_required
 @require_GET
 def session_overview(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    """Gauge, chart and history, re-fetched by htmx after a compaction finishes or is undone."""
+    """Gauge, chart and history: polled by the open page (204 while nothing changed) and
+    re-fetched by htmx after a compaction finishes or is undone."""
     session = queries.session_get_visible(user=request.user, session_id=session_id)
+    version = queries.session_overview_version(session=session)
+    if _unchanged(request, version):
+        return _no_change()
     compactions = queries.compaction_history(session=session)
-    return render(request, "dashboard/_overview.html", _overview_context(request, session, compactions))
+    response = render(
+        request, "dashboard/_overview.html", _overview_context(request, session, compactions, version=version)
+    )
+    # Something changed: the timeline's tail asks for messages appended since it was drawn.
+    response["HX-Trigger"] = "compactor:refreshed"
+    return response
 
 
 @login_required
 @require_GET
 def session_messages(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    """A page of the timeline for htmx: the next one ("load more", ?from=) or, with ?to=, the
-    messages before what is shown ("load earlier", ?from=…&to=first shown). A full page when
+    """A page of the timeline for htmx: the next one ("load more", ?from=), with ?to= the
+    messages before what is shown ("load earlier", ?from=N&to=first shown), or with ?tail=1
+    the messages appended since the page was drawn (204 when there are none). A full page when
     opened directly."""
     session = queries.session_get_visible(user=request.user, session_id=session_id)
     if not request.htmx:
@@ -124,9 +166,18 @@ def session_messages(request: HttpRequest, session_id: UUID) -> HttpResponse:
     else:
         end = None
         page = queries.messages_page(session=session, start=start)
+    tail = request.GET.get("tail") == "1"
+    if tail and not page:
+        return _no_change()
     context = _timeline_context(session, compactions, page, start, full_page=request.GET.get("full") == "1")
     if end is not None:
         context["next_from"] = None  # the messages from `end` on are already on the page
+        context["tail_from"] = None
+        # The range line above the timeline now starts where the earlier page does.
+        context["range_oob"] = True
+        context["shown_from"] = start
+    if tail:
+        context["earlier_from"] = None  # what comes before the tail is on the page already
     return render(request, "dashboard/_timeline_page.html", context)
 
 
@@ -141,7 +192,11 @@ def _timeline_context(session, compactions, page, start: int, *, full_page: bool
         "session": session,
         "items": items,
         "next_from": next_from,
+        # At the end of the history the timeline follows the agent: its tail asks for what
+        # comes after the last message shown whenever the overview saw a change.
+        "tail_from": (page[-1].seq + 1 if page else start) if next_from is None else None,
         "start": start,
+        "shown_from": first_shown,
         # "Load earlier messages": the page before the first message shown.
         "earlier_from": max(1, first_shown - queries.MESSAGES_PAGE_SIZE) if first_shown > 1 else None,
         "earlier_to": first_shown,
