@@ -68,6 +68,7 @@ def compaction_overflow(
         params={"force": True, "provider": check.provider, "pattern": check.pattern},
         attempts=1,
         started_at=now or timezone.now(),
+        first_started_at=now or timezone.now(),
     )
     # The summary is computed with no transaction open: it may take the whole overflow budget,
     # and an open write transaction would hold the session's row (on SQLite, the database's

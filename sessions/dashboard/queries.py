@@ -11,10 +11,11 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, Exists, ExpressionWrapper, F, IntegerField, Max, OuterRef, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
+from compaction.core import prune
 from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Status
 from compaction.review import rerun_of
 from sessions import services as session_services
-from sessions.models import Message, Session
+from sessions.models import Message, Session, ToolCall
 
 from .present import Usage, compaction_line
 
@@ -184,6 +185,33 @@ def effective_compactions(*, session: Session, compactions: list[Compaction]) ->
         chain.append(current)
         current = by_id.get(current.based_on_id) if current.based_on_id else None
     return list(reversed(chain))
+
+
+# The detail page lists at most this many pruned outputs (a long session prunes thousands).
+PRUNED_OUTPUTS_SHOWN = 500
+
+
+def compaction_pruned_outputs(*, session: Session, compaction: Compaction) -> list[prune.PrunedOutput]:
+    """The tool outputs a prune serves as placeholders: below its boundary, after its cut."""
+    if compaction.prune_before_seq is None:
+        return []
+    below = Message.objects.filter(
+        session=session, seq__gte=compaction.first_kept_seq or 1, seq__lt=compaction.prune_before_seq
+    )
+    # Only messages carrying tool results are read in full (their ids first: small rows).
+    results = {seq: ids for seq, ids in below.values_list("seq", "tool_result_ids") if ids}
+    names = dict(
+        ToolCall.objects.filter(
+            session=session, tool_use_id__in=[i for ids in results.values() for i in ids]
+        ).values_list("tool_use_id", "name")
+    )
+    rows = below.filter(seq__in=list(results)).order_by("seq").values_list("seq", "content")
+    found = prune.pruned_outputs(
+        rows,
+        tool_names=names,
+        tokenizer=session_services.session_tokenizer(session),
+    )
+    return found[:PRUNED_OUTPUTS_SHOWN]
 
 
 def compaction_rerun_source(*, session: Session, compaction: Compaction) -> Compaction | None:

@@ -16,6 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from compaction import review
 from compaction.models import EventKind
 from compaction.services import describe
 from sessions import trash
@@ -23,7 +24,17 @@ from sessions import trash
 from . import keys, queries
 from .chart import build_chart
 from .forms import ApiKeyForm, ImportForm, SessionFilterForm
-from .present import fmt_duration, fmt_int, render_markdown, skip_reason, strip_file_tags
+from .present import (
+    HIDDEN_USAGE_KEYS,
+    collapse_skipped,
+    fidelity_view,
+    fmt_duration,
+    fmt_int,
+    render_markdown,
+    skip_reason,
+    strip_file_tags,
+    tokens_saved,
+)
 from .timeline import build_timeline, fallbacks_text, usage_items
 
 
@@ -79,7 +90,7 @@ def _overview_context(request: HttpRequest, session, compactions, *, version: st
         current_tokens=usage.tokens,  # the line ends where the gauge says the context is
     )
     undone = queries.reverted_ids(session=session) if compactions else set()
-    history = [
+    history = collapse_skipped([
         {
             "c": c,
             "fallbacks": fallbacks_text(c),
@@ -90,7 +101,7 @@ def _overview_context(request: HttpRequest, session, compactions, *, version: st
             "undone": c.pk in undone and c.pk != session.active_compaction_id,
         }
         for c in compactions
-    ]
+    ])
     in_flight = next((c for c in compactions if c.in_flight), None)
     return {
         "session": session,
@@ -226,7 +237,13 @@ def compaction_detail(request: HttpRequest, session_id: UUID, compaction_id: UUI
         "summary_html": render_markdown(strip_file_tags(compaction.summary)),
         "turn_prefix_html": render_markdown(compaction.turn_prefix_summary) if compaction.turn_prefix_summary else "",
         "fallbacks": compaction.fallbacks or [],
-        "usage_items": usage_items(compaction.usage),
+        "usage_items": usage_items(
+            {k: v for k, v in (compaction.usage or {}).items() if k not in HIDDEN_USAGE_KEYS}
+        ),
+        "saved": fmt_int(tokens_saved(compaction)),
+        "fidelity": fidelity_view(compaction.fidelity),
+        "pruned_outputs": queries.compaction_pruned_outputs(session=session, compaction=compaction),
+        "pruned_outputs_cap": queries.PRUNED_OUTPUTS_SHOWN,
         "rerun_of": queries.compaction_rerun_source(session=session, compaction=compaction),
         "reruns": queries.compaction_reruns(session=session, compaction=compaction),
         "file_lists": [("Read", compaction.read_files or []), ("Modified", compaction.modified_files or [])],
@@ -236,8 +253,29 @@ def compaction_detail(request: HttpRequest, session_id: UUID, compaction_id: UUI
         "after": fmt_int(compaction.tokens_after),
         "active": compaction.pk == session.active_compaction_id,
         "can_compact": session.owner_id == request.user.id,
+        "review_url": reverse("admin:compaction_compaction_review", args=[compaction.pk])
+        if request.user.is_staff
+        else "",
     }
     return render(request, "dashboard/compaction_detail.html", context)
+
+
+@login_required
+@require_POST
+def compaction_rerun(request: HttpRequest, session_id: UUID, compaction_id: UUID) -> HttpResponse:
+    """The owner re-runs a compaction (e.g. a rejected summary still served): undone first if
+    active, then a new job; the session page shows its progress."""
+    session = queries.session_get_visible(user=request.user, session_id=session_id)
+    if session.owner_id != request.user.id:
+        raise Http404("not your session")
+    compaction = queries.compaction_get_visible(session=session, compaction_id=compaction_id)
+    try:
+        review.compaction_rerun(compaction=compaction, user=request.user)
+    except review.ReviewError as exc:
+        flash.error(request, f"Could not re-run: {exc}")
+        return redirect("dashboard:compaction-detail", session_id=session.pk, compaction_id=compaction.pk)
+    flash.success(request, "Re-run queued: the summary it replaces is no longer served.")
+    return redirect("dashboard:session-detail", session_id=session.pk)
 
 
 @login_required
