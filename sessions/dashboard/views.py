@@ -37,7 +37,6 @@ from .present import (
 )
 from .timeline import build_timeline, fallbacks_text, usage_items
 
-
 # Live pages: the session page and the list re-ask every LIVE_POLL (while the tab is visible,
 # static/js/dashboard.js) with the fingerprint of what they show as ?v=. Unchanged, the answer
 # is a 204 (htmx swaps nothing) after one aggregate query: cheap enough for many open tabs on
@@ -90,18 +89,20 @@ def _overview_context(request: HttpRequest, session, compactions, *, version: st
         current_tokens=usage.tokens,  # the line ends where the gauge says the context is
     )
     undone = queries.reverted_ids(session=session) if compactions else set()
-    history = collapse_skipped([
-        {
-            "c": c,
-            "fallbacks": fallbacks_text(c),
-            "duration": fmt_duration(c.duration_ms),
-            "before": fmt_int(c.tokens_before),
-            "after": fmt_int(c.tokens_after),
-            "active": c.pk == session.active_compaction_id,
-            "undone": c.pk in undone and c.pk != session.active_compaction_id,
-        }
-        for c in compactions
-    ])
+    history = collapse_skipped(
+        [
+            {
+                "c": c,
+                "fallbacks": fallbacks_text(c),
+                "duration": fmt_duration(c.duration_ms),
+                "before": fmt_int(c.tokens_before),
+                "after": fmt_int(c.tokens_after),
+                "active": c.pk == session.active_compaction_id,
+                "undone": c.pk in undone and c.pk != session.active_compaction_id,
+            }
+            for c in compactions
+        ]
+    )
     in_flight = next((c for c in compactions if c.in_flight), None)
     return {
         "session": session,
@@ -237,9 +238,7 @@ def compaction_detail(request: HttpRequest, session_id: UUID, compaction_id: UUI
         "summary_html": render_markdown(strip_file_tags(compaction.summary)),
         "turn_prefix_html": render_markdown(compaction.turn_prefix_summary) if compaction.turn_prefix_summary else "",
         "fallbacks": compaction.fallbacks or [],
-        "usage_items": usage_items(
-            {k: v for k, v in (compaction.usage or {}).items() if k not in HIDDEN_USAGE_KEYS}
-        ),
+        "usage_items": usage_items({k: v for k, v in (compaction.usage or {}).items() if k not in HIDDEN_USAGE_KEYS}),
         "saved": fmt_int(tokens_saved(compaction)),
         "fidelity": fidelity_view(compaction.fidelity),
         "pruned_outputs": queries.compaction_pruned_outputs(session=session, compaction=compaction),

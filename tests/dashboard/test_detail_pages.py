@@ -49,7 +49,9 @@ def test_a_rejected_summary_still_served_says_so_and_offers_undo_and_rerun(logge
     assert f'action="{rerun}"' in body
 
     response = logged_in.post(rerun)
-    assert response.status_code == 302 and response["Location"] == reverse("dashboard:session-detail", args=[session.pk])
+    assert response.status_code == 302 and response["Location"] == reverse(
+        "dashboard:session-detail", args=[session.pk]
+    )
     session.refresh_from_db()
     assert session.active_compaction_id is None  # the rejected summary is no longer served
     job = Compaction.objects.get(session=session, status=Status.QUEUED)
@@ -196,10 +198,14 @@ def test_queued_seconds_is_the_wait_for_the_first_worker(user):
     assert Compaction.objects.get(pk=job.pk).queued_seconds(now=created + timedelta(seconds=7)) == 7
     # Claimed 4 s after it was queued...
     Compaction.objects.filter(pk=job.pk).update(
-        status=Status.RUNNING, started_at=created + timedelta(seconds=4), first_started_at=created + timedelta(seconds=4)
+        status=Status.RUNNING,
+        started_at=created + timedelta(seconds=4),
+        first_started_at=created + timedelta(seconds=4),
     )
     # ...its worker died, the sweeper re-queued it and another worker claimed it 100 s later.
-    Compaction.objects.filter(pk=job.pk).update(status=Status.QUEUED, started_at=None, enqueued_at=created + timedelta(seconds=40))
+    Compaction.objects.filter(pk=job.pk).update(
+        status=Status.QUEUED, started_at=None, enqueued_at=created + timedelta(seconds=40)
+    )
     compaction_services.compaction_run(compaction_id=job.pk, now=created + timedelta(seconds=140))
     job.refresh_from_db()
     assert job.started_at == created + timedelta(seconds=140)

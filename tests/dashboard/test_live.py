@@ -55,7 +55,9 @@ def test_overview_after_an_api_append_shows_the_new_gauge(logged_in, user, api):
     assert after != before
     assert response["HX-Trigger"] == "compactor:refreshed"
     # The new fragment polls with the new fingerprint: asked again, nothing changed.
-    assert logged_in.get(poll_url(body, reverse("dashboard:session-overview", args=[session.pk])), **HX).status_code == 204
+    assert (
+        logged_in.get(poll_url(body, reverse("dashboard:session-overview", args=[session.pk])), **HX).status_code == 204
+    )
 
 
 def test_overview_changes_when_a_job_starts_and_when_it_is_reviewed(logged_in, user, staff_user):
