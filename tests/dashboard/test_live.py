@@ -31,12 +31,14 @@ def append(api, session, text: str = "More work. " * 50) -> None:
     assert response.status_code == 201, response.content
 
 
-def test_unchanged_overview_answers_204_without_rendering(logged_in, user):
+def test_unchanged_overview_answers_204_without_rendering(logged_in, user, django_assert_max_num_queries):
     session = make_session(user)
     add_messages(session, conversation(6), tokens=500)
     page = logged_in.get(reverse("dashboard:session-detail", args=[session.pk])).content.decode()
     url = poll_url(page, reverse("dashboard:session-overview", args=[session.pk]))
-    response = logged_in.get(url, **HX)
+    # Login session, user, the session row, one aggregate over its compactions.
+    with django_assert_max_num_queries(4):
+        response = logged_in.get(url, **HX)
     assert response.status_code == 204 and response.content == b""
     assert [t.name for t in response.templates] == []
 
