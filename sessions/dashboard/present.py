@@ -233,6 +233,10 @@ class FidelityView:
         return f"{self.score * 100:.0f} %"
 
     @property
+    def percent_before_repair(self) -> str:
+        return "" if self.score_before_repair is None else f"{float(self.score_before_repair) * 100:.0f} %"
+
+    @property
     def missed_count(self) -> int:
         return sum(len(c.missed) for c in self.categories)
 

@@ -66,3 +66,29 @@ def test_api_keys_table_shows_state_and_revoke_on_a_phone(live_server, page_fact
     assert wrap[0] <= wrap[1], wrap
     screenshot(page, "api-keys-phone")
     assert page.errors == []
+
+
+@pytest.mark.parametrize("width,label", [(1280, "laptop"), (375, "phone")])
+def test_rejected_summary_page_undo_in_the_browser(live_server, page_factory, user, staff_user, width, label):
+    from compaction.core.ledger import Ledger, fidelity_report
+    from compaction.models import ReviewStatus
+
+    ledger = Ledger()
+    ledger.items["files"].append("src/parser.py")
+    ledger.items["commands"].append("pytest -k nested --maxfail=1")
+    _, fidelity = fidelity_report("## Goal\nFix `src/parser.py`.", ledger)
+    session = make_session(user, title="Rejected in the browser")
+    add_messages(session, conversation(16), tokens=500)
+    c = make_compaction(session, review_status=ReviewStatus.REJECTED, reviewed_by=staff_user, fidelity=fidelity)
+    page = page_factory(width, 900)
+    log_in(page, live_server.url, "alice", "alice-password")
+    page.goto(f"{live_server.url}/sessions/{session.pk}/compactions/{c.pk}/")
+    assert page.get_by_role("heading", name="Rejected, but still served").is_visible()
+    assert page.locator(".fidelity-score").inner_text() == "50 %"
+    assert page.get_by_text("pytest -k nested --maxfail=1").is_visible()
+    screenshot(page, f"compaction-rejected-{label}")
+    page.get_by_role("button", name="Undo").click()
+    page.locator("#rejected-status").get_by_text("Compaction undone").wait_for()
+    session.refresh_from_db()
+    assert session.active_compaction_id is None
+    assert page.errors == [] and page.csp_violations == []
