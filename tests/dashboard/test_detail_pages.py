@@ -220,3 +220,20 @@ def test_a_claim_records_the_first_start_once(user):
     compaction_services.compaction_run(compaction_id=job.pk, now=start)
     job.refresh_from_db()
     assert job.first_started_at == start and job.queued_seconds() == 2
+
+
+def test_a_real_prune_lists_as_many_outputs_as_the_engine_pruned(logged_in, user):
+    from tests.compaction.factories import append
+    from tests.compaction.factories import conversation as tool_conversation
+    from tests.compaction.factories import make_session as engine_session
+
+    session = engine_session(user, window=200_000, auto_compact_token_limit=60_000, keep_recent_tokens=20_000)
+    append(session, tool_conversation(12, tools=2, size=150))
+    job = compaction_services.compaction_request(session=session, reason="manual", strategy="prune")
+    job = compaction_services.compaction_run(compaction_id=job.pk)
+    assert job.status == Status.SUCCEEDED and job.strategy == "prune", job.detail
+    body = logged_in.get(detail_url(job)).content.decode()
+    rows = re.findall(r"#(\d+)</a></td><td>([^<]+)</td>", body)
+    assert len(rows) == job.usage["tool_results_pruned"] > 0
+    assert all(int(seq) < job.prune_before_seq and name != "unknown tool" for seq, name in rows)
+    assert f'<dd class="saved">{job.tokens_before - job.tokens_after:,} tokens</dd>' in body
