@@ -150,9 +150,10 @@ def session_overview(request: HttpRequest, session_id: UUID) -> HttpResponse:
     if _unchanged(request, version):
         return _no_change()
     compactions = queries.compaction_history(session=session)
-    response = render(
-        request, "dashboard/_overview.html", _overview_context(request, session, compactions, version=version)
-    )
+    context = _overview_context(request, session, compactions, version=version)
+    # The message count and last activity under the title change with the gauge.
+    context["meta_oob"] = True
+    response = render(request, "dashboard/_overview.html", context)
     # Something changed: the timeline's tail asks for messages appended since it was drawn.
     response["HX-Trigger"] = "compactor:refreshed"
     return response

@@ -57,6 +57,8 @@ def test_session_page_follows_an_api_append(live_server, page_factory, user, api
     assert after != before and waited < 2.0
     # The new message appears at the end of the timeline, and the page was not reloaded.
     page.locator("#m-9").wait_for(timeout=2000)
+    assert "9 messages" in page.locator("#session-meta").inner_text()
+    assert page.locator("#session-meta").count() == 1 and page.locator("#overview").count() == 1
     assert "keeps working on the parser" in page.locator("#m-9").inner_text()
     assert page.evaluate("window.__notReloaded") is True
     screenshot(page, "live-session-after-append", full_page=False)

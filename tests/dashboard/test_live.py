@@ -56,6 +56,8 @@ def test_overview_after_an_api_append_shows_the_new_gauge(logged_in, user, api):
     after = re.search(r'class="gauge-words[^"]*">([^<]+)<', body).group(1)
     assert after != before
     assert response["HX-Trigger"] == "compactor:refreshed"
+    # The line under the title (message count, last activity) is swapped along, out of band.
+    assert re.search(r'id="session-meta" hx-swap-oob="true">\s+claude-code · claude-sonnet-4-5 ·\s+7 messages', body)
     # The new fragment polls with the new fingerprint: asked again, nothing changed.
     assert (
         logged_in.get(poll_url(body, reverse("dashboard:session-overview", args=[session.pk])), **HX).status_code == 204
