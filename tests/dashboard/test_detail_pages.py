@@ -206,6 +206,11 @@ def test_queued_seconds_is_the_wait_for_the_first_worker(user):
     Compaction.objects.filter(pk=job.pk).update(
         status=Status.QUEUED, started_at=None, enqueued_at=created + timedelta(seconds=40)
     )
+    requeued = Compaction.objects.get(pk=job.pk)
+    assert requeued.queued_seconds(now=created + timedelta(seconds=60)) == 4
+    # The "no worker?" hint counts the wait since it was handed back, not since it was created.
+    assert requeued.queued_hint(now=created + timedelta(seconds=50)) == ""
+    assert requeued.queued_hint(now=created + timedelta(seconds=60)).startswith("Still queued after 20 s")
     compaction_services.compaction_run(compaction_id=job.pk, now=created + timedelta(seconds=140))
     job.refresh_from_db()
     assert job.started_at == created + timedelta(seconds=140)
