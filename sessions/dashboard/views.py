@@ -269,12 +269,16 @@ def compaction_rerun(request: HttpRequest, session_id: UUID, compaction_id: UUID
     if session.owner_id != request.user.id:
         raise Http404("not your session")
     compaction = queries.compaction_get_visible(session=session, compaction_id=compaction_id)
+    was_active = compaction.pk == session.active_compaction_id
     try:
         review.compaction_rerun(compaction=compaction, user=request.user)
     except review.ReviewError as exc:
         flash.error(request, f"Could not re-run: {exc}")
         return redirect("dashboard:compaction-detail", session_id=session.pk, compaction_id=compaction.pk)
-    flash.success(request, "Re-run queued: the summary it replaces is no longer served.")
+    flash.success(
+        request,
+        "Re-run queued" + (": the summary it re-runs is undone and no longer served." if was_active else "."),
+    )
     return redirect("dashboard:session-detail", session_id=session.pk)
 
 
