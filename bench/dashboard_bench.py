@@ -6,8 +6,9 @@ Runs in a throwaway database (with DATABASE_URL, a `test_<name>` database on tha
 dropped at the end; else a fresh SQLite file under a temporary COMPACTOR_VAR_DIR). Prints the
 median time of the whole request (login session, view, queries, template) for the session
 list as it opens, sorted by usage, and filtered by each status, beside the session detail
-(gauge, chart, history, first message page) of the 10,000-message session. Issue #8 bounds
-the sorted and filtered list at 150 ms for 10,000 sessions.
+(gauge, chart, history, first message page) of the 10,000-message session, and what the
+live pages' polls cost: unchanged (204) against changed (rendered). Issue #8 bounds the sorted
+and filtered list at 150 ms for 10,000 sessions.
 """
 
 from __future__ import annotations
@@ -89,14 +90,43 @@ def main() -> int:
             ("detail, 10k-message session", reverse("dashboard:session-detail", args=[big.pk]), {}),
         ]
         for name, url, params in cases:
-            times = []
-            for _ in range(args.repeat + 1):
-                t0 = time.perf_counter()
-                response = client.get(url, params)
-                times.append((time.perf_counter() - t0) * 1000)
-                assert response.status_code == 200, (name, response.status_code)
-            print(f"{name:<32} {statistics.median(times[1:]):7.1f} ms", flush=True)
+            print(f"{name:<32} {_median_ms(client, url, params, args.repeat, name=name):7.1f} ms", flush=True)
+        _live_polls(client, big, user, args.repeat)
     return 0
+
+
+def _median_ms(client, url: str, params: dict, repeat: int, *, name: str, status: int = 200, **headers) -> float:
+    times = []
+    for _ in range(repeat + 1):
+        t0 = time.perf_counter()
+        response = client.get(url, params, **headers)
+        times.append((time.perf_counter() - t0) * 1000)
+        assert response.status_code == status, (name, response.status_code)
+    return statistics.median(times[1:])
+
+
+def _live_polls(client, big, user, repeat: int) -> None:
+    """What an open page costs per poll (every 1.5 s per visible tab): unchanged (204, the
+    usual answer) against a change (the fragment rendered), for the 10k-message session's
+    overview and the 10,000-session list."""
+    from django.urls import reverse
+
+    from sessions.dashboard import queries
+    from sessions.models import Session
+
+    htmx = {"HTTP_HX_REQUEST": "true"}
+    overview = reverse("dashboard:session-overview", args=[big.pk])
+    version = queries.session_overview_version(session=Session.objects.get(pk=big.pk))
+    changed = _median_ms(client, overview, {}, repeat, name="overview", **htmx)
+    same = _median_ms(client, overview, {"v": version}, repeat, name="overview poll", status=204, **htmx)
+    print(f"{'overview poll: changed (200)':<32} {changed:7.1f} ms", flush=True)
+    print(f"{'overview poll: unchanged (204)':<32} {same:7.1f} ms  ({changed / same:.1f}x cheaper)", flush=True)
+    listing = reverse("dashboard:session-list")
+    version = queries.session_list_version(user=user)
+    changed = _median_ms(client, listing, {}, repeat, name="list", **htmx)
+    same = _median_ms(client, listing, {"v": version}, repeat, name="list poll", status=204, **htmx)
+    print(f"{'list poll: changed (200)':<32} {changed:7.1f} ms", flush=True)
+    print(f"{'list poll: unchanged (204)':<32} {same:7.1f} ms  ({changed / same:.1f}x cheaper)", flush=True)
 
 
 if __name__ == "__main__":

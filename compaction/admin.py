@@ -12,7 +12,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from sessions.dashboard.present import message_blocks, render_markdown, strip_file_tags
+from sessions.dashboard.present import fidelity_view, message_blocks, render_markdown, strip_file_tags
 from sessions.models import Message, Session
 
 from . import review
@@ -212,6 +212,10 @@ class CompactionAdmin(admin.ModelAdmin):
                     review.summary_version_activate(version=version, user=request.user)
                     self.message_user(request, "That version is now the served summary.")
                     return HttpResponseRedirect(here)
+                elif action == "undo":
+                    review.compaction_undo(compaction=compaction, user=request.user)
+                    self.message_user(request, "Undone: the session is served what it was before this compaction.")
+                    return HttpResponseRedirect(here)
                 elif action == "rerun":
                     rerun_form = RerunForm(request.POST)
                     if rerun_form.is_valid():
@@ -238,6 +242,7 @@ class CompactionAdmin(admin.ModelAdmin):
             ).order_by("seq")
             source_total = compaction.last_summarized_seq - compaction.first_summarized_seq + 1
             source = [{"m": m, "blocks": message_blocks(m.content)} for m in qs[:REVIEW_SOURCE_LIMIT]]
+        is_active = compaction.session.active_compaction_id == compaction.pk
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
@@ -257,7 +262,9 @@ class CompactionAdmin(admin.ModelAdmin):
             "edit_form": edit_form,
             "rerun_form": rerun_form,
             "can_change": can_change,
-            "is_active": compaction.session.active_compaction_id == compaction.pk,
+            "is_active": is_active,
+            "rejected_active": is_active and compaction.review_status == ReviewStatus.REJECTED,
+            "fidelity": fidelity_view(compaction.fidelity),
             "rerun_of": review.rerun_of(compaction),
             "dashboard_url": reverse("dashboard:compaction-detail", args=[compaction.session_id, compaction.pk]),
             "timeline_url": reverse("dashboard:session-detail", args=[compaction.session_id]),

@@ -111,6 +111,9 @@ class Compaction(models.Model):
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    # The first claim by a worker. started_at is the current attempt's (a re-queued job gets a
+    # new one), so the wait for a worker is measured to this instead.
+    first_started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     deadline_at = models.DateTimeField(
         null=True, blank=True, help_text="A RUNNING job past this is re-queued by the sweeper."
@@ -154,21 +157,26 @@ class Compaction(models.Model):
         return self.status in IN_FLIGHT
 
     def queued_seconds(self, now=None) -> int | None:
-        """How long the job waited for a worker: so far while queued, until it started after."""
+        """How long the job waited for a worker: from its creation to its first start (so far,
+        while it has never started). Not to a later attempt's start: a job re-queued after
+        its worker died had already waited once, and its first run is not waiting."""
         if self.created_at is None:
             return None
-        if self.status == Status.QUEUED:
+        end = self.first_started_at or self.started_at
+        if end is None:
+            if self.status != Status.QUEUED:
+                return None  # never started (e.g. retired by an overflow compaction while queued)
             end = now or timezone.now()
-        elif self.started_at is not None:
-            end = self.started_at
-        else:
-            return None  # never started (e.g. retired by an overflow compaction while queued)
         return max(0, int((end - self.created_at).total_seconds()))
 
     def queued_hint(self, now=None, *, after: float = QUEUED_HINT_AFTER_SECONDS) -> str:
         """Why a job may be stuck in the queue, once it has waited `after` seconds."""
-        waited = self.queued_seconds(now) if self.status == Status.QUEUED else None
-        if waited is None or waited < after:
+        if self.status != Status.QUEUED or self.created_at is None:
+            return ""
+        # A job re-queued after a run waits again from its hand-back (enqueued_at).
+        since = self.created_at if self.first_started_at is None else (self.enqueued_at or self.created_at)
+        waited = max(0, int(((now or timezone.now()) - since).total_seconds()))
+        if waited < after:
             return ""
         return (
             f"Still queued after {waited} s — is a Celery worker running? (`make run` starts one; see var/worker.log)"

@@ -5,6 +5,7 @@
   SummaryVersion; the edit is either made active at once or stored as a draft version.
 - summary_version_activate: make a stored version the compaction's summary (the current
   text is kept as a version in turn), e.g. to go back to the original.
+- compaction_undo: stop serving a summary (e.g. a rejected one that is still active).
 - compaction_rerun: ask the engine for a new compaction with another strategy or prompt.
 
 Whenever the served text of the session's active compaction changes, the cached usage is
@@ -139,6 +140,15 @@ def summary_version_activate(*, version: SummaryVersion, user) -> Compaction:
         )
         _recompute_if_active(locked)
     return locked
+
+
+def compaction_undo(*, compaction: Compaction, user) -> Compaction | None:
+    """Stop serving this (active) compaction's summary: the one it was based on is served again.
+    Returns the compaction active afterwards (None = the full history)."""
+    try:
+        return compaction_services.compaction_revert(compaction=compaction, user=user)
+    except compaction_services.CompactionError as exc:
+        raise ReviewError(str(exc), field="compaction") from None
 
 
 def compaction_rerun(

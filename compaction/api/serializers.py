@@ -120,7 +120,8 @@ class CompactionSerializer(serializers.ModelSerializer):
     active = serializers.SerializerMethodField()
     message = serializers.SerializerMethodField()
     queued_seconds = serializers.SerializerMethodField(
-        help_text="Seconds the job waited for a worker: so far while queued, until it started after."
+        help_text="Seconds the job waited for a worker: from its creation to its first start (so far, while it "
+        "has not started yet)."
     )
     detail = serializers.SerializerMethodField(
         help_text="The outcome's detail; while queued for long, a hint that no worker may be running."

@@ -108,6 +108,39 @@ def prune_content(
 
 
 @dataclass(frozen=True)
+class PrunedOutput:
+    seq: int
+    tool_use_id: str
+    tool_name: str
+    tokens: int  # the output's tokens, replaced by a placeholder
+
+
+def pruned_outputs(
+    messages: Iterable[tuple[int, Content]],
+    *,
+    tool_names: Mapping[str, str],
+    tokenizer: Tokenizer | None = None,
+    protected_tools: frozenset[str] = DEFAULT_PROTECTED_TOOLS,
+) -> list[PrunedOutput]:
+    """Which tool results of (seq, content) pairs below a prune boundary are served as
+    placeholders: the same decision as `prune_content`, listed for people (the detail page)."""
+    tokenizer = tokenizer or get_tokenizer()
+    found: list[PrunedOutput] = []
+    for seq, content in messages:
+        if isinstance(content, str):
+            continue
+        for block in content:
+            if block.get("type") != "tool_result":
+                continue
+            tool_use_id = str(block.get("tool_use_id", ""))
+            name = tool_names.get(tool_use_id, "")
+            tokens = count_tool_result_content(block.get("content"), tokenizer)
+            if _prunable(block, name, tokens, protected_tools):
+                found.append(PrunedOutput(seq, tool_use_id, name or UNKNOWN_TOOL, tokens))
+    return found
+
+
+@dataclass(frozen=True)
 class PrunedMessage:
     content: Content  # as served (the stored object itself when nothing was pruned)
     tokens: int  # served tokens

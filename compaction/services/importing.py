@@ -64,6 +64,7 @@ def compaction_record_import(
             strategy_requested="import",
             attempts=1,
             started_at=timezone.now(),
+            first_started_at=timezone.now(),
         )
         outcome = _Outcome(
             "summary",

@@ -25,7 +25,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
-from django.db.models import F, Q, Sum
+from django.db.models import F, Q, Sum, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from compaction.core.summarizers.anthropic import llm_time_budget
@@ -236,6 +237,7 @@ def compaction_run(*, compaction_id, now=None) -> Compaction | None:
         status=Status.RUNNING,
         attempts=F("attempts") + 1,
         started_at=now,
+        first_started_at=Coalesce(F("first_started_at"), Value(now)),
         deadline_at=now + timedelta(seconds=_deadline_seconds()),
         error="",
     )

@@ -60,6 +60,7 @@ def compaction_overflow(
     if not check.is_overflow:
         return {"overflow": False, "reason": check.reason}
     started = time.monotonic()
+    started_at = now or timezone.now()
     job = Compaction(
         session_id=session.pk,
         reason=Reason.OVERFLOW,
@@ -67,7 +68,8 @@ def compaction_overflow(
         strategy_requested="auto",
         params={"force": True, "provider": check.provider, "pattern": check.pattern},
         attempts=1,
-        started_at=now or timezone.now(),
+        started_at=started_at,
+        first_started_at=started_at,  # run at once: it never waited for a worker
     )
     # The summary is computed with no transaction open: it may take the whole overflow budget,
     # and an open write transaction would hold the session's row (on SQLite, the database's

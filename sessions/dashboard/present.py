@@ -184,6 +184,110 @@ def skip_reason(detail: str | None) -> str:
     return text[:1].upper() + text[1:] if text else "the conversation is already short enough."
 
 
+def tokens_saved(compaction: Any) -> int | None:
+    """What the compaction took off the served context: before − after, the figures shown
+    beside it (never the planner's estimate, which is counted on another basis)."""
+    if compaction.tokens_before is None or compaction.tokens_after is None:
+        return None
+    return compaction.tokens_before - compaction.tokens_after
+
+
+# The prune planner's own estimate; the page shows tokens_saved instead (one figure, one basis).
+HIDDEN_USAGE_KEYS = frozenset({"tokens_saved_estimate"})
+
+
+# --- fidelity ---------------------------------------------------------------------------
+
+FIDELITY_LABELS = {
+    "instructions": "User instructions",
+    "errors": "Errors",
+    "files": "Files",
+    "commands": "Commands",
+    "decisions": "Decisions",
+    "focus": "Requested focus",
+}
+
+
+@dataclass
+class FidelityCategory:
+    name: str
+    kept: int
+    total: int
+    missed: list[str]
+
+
+@dataclass
+class FidelityView:
+    """compaction.core.ledger's report, shaped for the detail and review pages."""
+
+    score: float  # 0..1, after repair
+    score_before_repair: float | None
+    kept: int
+    total: int
+    repaired: int  # items the repair step appended verbatim
+    categories: list[FidelityCategory]
+    error: str = ""  # why there is no score (the check itself failed)
+
+    @property
+    def percent(self) -> str:
+        return f"{self.score * 100:.0f} %"
+
+    @property
+    def percent_before_repair(self) -> str:
+        return "" if self.score_before_repair is None else f"{float(self.score_before_repair) * 100:.0f} %"
+
+    @property
+    def missed_count(self) -> int:
+        return sum(len(c.missed) for c in self.categories)
+
+
+def fidelity_view(fidelity: dict[str, Any] | None) -> FidelityView | None:
+    """None without a report (no summary); a view with `error` set if the check failed."""
+    if not fidelity:
+        return None
+    if "score" not in fidelity:
+        error = str(fidelity.get("error") or "no fidelity score recorded")
+        return FidelityView(0.0, None, 0, 0, 0, [], error=error)
+    after = (fidelity.get("after_repair") or {}).get("categories") or {}
+    categories = [
+        FidelityCategory(
+            name=FIDELITY_LABELS.get(name, name.replace("_", " ").capitalize()),
+            kept=int(figures.get("kept", 0)),
+            total=int(figures.get("total", 0)),
+            missed=[str(item) for item in figures.get("missed") or []],
+        )
+        for name, figures in after.items()
+        if figures.get("total")
+    ]
+    repaired = fidelity.get("repaired") or {}
+    return FidelityView(
+        score=float(fidelity["score"]),
+        score_before_repair=fidelity.get("score_before_repair"),
+        kept=int((fidelity.get("after_repair") or {}).get("kept", sum(c.kept for c in categories))),
+        total=int((fidelity.get("after_repair") or {}).get("total", sum(c.total for c in categories))),
+        repaired=sum(int(v) for k, v in repaired.items() if k != "skipped_for_budget" and isinstance(v, int)),
+        categories=categories,
+    )
+
+
+# --- compaction history -------------------------------------------------------------------
+
+
+def collapse_skipped(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """History rows (newest first) with each run of consecutive "nothing to compact" attempts
+    folded into its newest row, which counts the others (`skipped_runs`): a session whose
+    agent keeps asking does not bury its real compactions under identical lines."""
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        skipped = row["c"].status == "skipped"
+        if skipped and out and out[-1]["c"].status == "skipped":
+            out[-1]["skipped_runs"] += 1
+            out[-1]["oldest"] = row["c"]
+            continue
+        out.append({**row, "skipped_runs": 1 if skipped else 0, "oldest": row["c"]})
+    return out
+
+
 # --- message content -------------------------------------------------------------------
 
 

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Exists, ExpressionWrapper, F, IntegerField, Max, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, ExpressionWrapper, F, IntegerField, Max, OuterRef, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
+from compaction.core import prune
 from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Status
 from compaction.review import rerun_of
 from sessions import services as session_services
-from sessions.models import Message, Session
+from sessions.models import Message, Session, ToolCall
 
 from .present import Usage, compaction_line
 
@@ -116,6 +118,51 @@ def model_choices(*, user) -> list[str]:
     )
 
 
+# --- live pages: what changed since the page was drawn ----------------------------------------
+#
+# The session page and the list poll; an unchanged page answers 204 from these fingerprints
+# (one aggregate query each) instead of rendering gauge, chart, history or table. Every write
+# that changes what those show moves one of the figures below: appends and usage reports set
+# the session's updated_at/last_seq/usage columns, activation and undo its active compaction,
+# a job's progress its created/started/finished times, a review its reviewed_at.
+
+_COMPACTION_MARKS = {
+    "compactions": Count("id"),
+    "created": Max("created_at"),
+    "started": Max("started_at"),
+    "finished": Max("finished_at"),
+    "reviewed": Max("reviewed_at"),
+    "activated": Max("activated_at"),
+}
+
+
+def _fingerprint(*parts: Any) -> str:
+    return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
+
+
+def session_overview_version(*, session: Session) -> str:
+    """Changes whenever the session page's overview (gauge, chart, history) would."""
+    marks = Compaction.objects.filter(session=session).aggregate(**_COMPACTION_MARKS)
+    return _fingerprint(
+        session.updated_at,
+        session.last_seq,
+        session.usage_tokens,
+        session.active_compaction_id,
+        session.reported_input_tokens,
+        sorted(marks.items()),
+    )
+
+
+def session_list_version(*, user) -> str:
+    """Changes whenever any row of the user's session list could (any filter, sort or page)."""
+    visible = sessions_visible(user=user)
+    rows = visible.aggregate(
+        sessions=Count("id"), updated=Max("updated_at"), activity=Max("last_activity_at"), seq=Sum("last_seq")
+    )
+    marks = Compaction.objects.filter(session__in=visible).aggregate(**_COMPACTION_MARKS)
+    return _fingerprint(sorted(rows.items()), sorted(marks.items()))
+
+
 def compaction_history(*, session: Session) -> list[Compaction]:
     return list(Compaction.objects.filter(session=session).select_related("reviewed_by").order_by("-created_at"))
 
@@ -138,6 +185,33 @@ def effective_compactions(*, session: Session, compactions: list[Compaction]) ->
         chain.append(current)
         current = by_id.get(current.based_on_id) if current.based_on_id else None
     return list(reversed(chain))
+
+
+# The detail page lists at most this many pruned outputs (a long session prunes thousands).
+PRUNED_OUTPUTS_SHOWN = 500
+
+
+def compaction_pruned_outputs(*, session: Session, compaction: Compaction) -> list[prune.PrunedOutput]:
+    """The tool outputs a prune serves as placeholders: below its boundary, after its cut."""
+    if compaction.prune_before_seq is None:
+        return []
+    below = Message.objects.filter(
+        session=session, seq__gte=compaction.first_kept_seq or 1, seq__lt=compaction.prune_before_seq
+    )
+    # Only messages carrying tool results are read in full (their ids first: small rows).
+    results = {seq: ids for seq, ids in below.values_list("seq", "tool_result_ids") if ids}
+    names = dict(
+        ToolCall.objects.filter(
+            session=session, tool_use_id__in=[i for ids in results.values() for i in ids]
+        ).values_list("tool_use_id", "name")
+    )
+    rows = below.filter(seq__in=list(results)).order_by("seq").values_list("seq", "content")
+    found = prune.pruned_outputs(
+        rows,
+        tool_names=names,
+        tokenizer=session_services.session_tokenizer(session),
+    )
+    return found[:PRUNED_OUTPUTS_SHOWN]
 
 
 def compaction_rerun_source(*, session: Session, compaction: Compaction) -> Compaction | None:

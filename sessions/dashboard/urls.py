@@ -22,6 +22,11 @@ dashboard_patterns = [
         views.compaction_progress,
         name="compaction-progress",
     ),
+    path(
+        "sessions/<uuid:session_id>/compactions/<uuid:compaction_id>/rerun/",
+        views.compaction_rerun,
+        name="compaction-rerun",
+    ),
     path("import/", views.transcript_import, name="import"),
     path("sessions/<uuid:session_id>/trash/", views.session_trash, name="session-trash"),
     path("sessions/<uuid:session_id>/restore/", views.session_restore, name="session-restore"),

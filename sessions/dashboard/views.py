@@ -16,6 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from compaction import review
 from compaction.models import EventKind
 from compaction.services import describe
 from sessions import trash
@@ -24,24 +25,61 @@ from . import keys, queries
 from .chart import build_chart
 from .context_breakdown import context_breakdown_view
 from .forms import ApiKeyForm, ImportForm, SessionFilterForm
-from .present import fmt_duration, fmt_int, render_markdown, skip_reason, strip_file_tags
+from .present import (
+    HIDDEN_USAGE_KEYS,
+    collapse_skipped,
+    fidelity_view,
+    fmt_duration,
+    fmt_int,
+    render_markdown,
+    skip_reason,
+    strip_file_tags,
+    tokens_saved,
+)
 from .timeline import build_timeline, fallbacks_text, usage_items
+
+# Live pages: the session page and the list re-ask every LIVE_POLL (while the tab is visible,
+# static/js/dashboard.js) with the fingerprint of what they show as ?v=. Unchanged, the answer
+# is a 204 (htmx swaps nothing) after one aggregate query: cheap enough for many open tabs on
+# gunicorn's threads, where a server-sent-events stream would hold a thread per tab. The period
+# keeps "an append shows within 2 s" with room for the request itself.
+LIVE_VERSION_PARAM = "v"
+LIVE_POLL = "1500ms"
+
+
+def _unchanged(request: HttpRequest, version: str) -> bool:
+    return bool(request.htmx) and request.GET.get(LIVE_VERSION_PARAM) == version
+
+
+def _no_change() -> HttpResponse:
+    return HttpResponse(status=204)
 
 
 @login_required
 @require_GET
 def session_list(request: HttpRequest) -> HttpResponse:
+    version = queries.session_list_version(user=request.user)
+    if _unchanged(request, version):
+        return _no_change()
     form = SessionFilterForm(request.GET or None, models=queries.model_choices(user=request.user))
     filters = form.filters() if request.GET else {"q": "", "model": "", "status": "", "sort": "activity"}
     page = queries.session_list_page(user=request.user, page=request.GET.get("page", 1), **filters)
     query = request.GET.copy()
     query.pop("page", None)
-    context = {"form": form, "page": page, "query": query.urlencode(), "show_owner": request.user.is_staff}
+    query.pop(LIVE_VERSION_PARAM, None)
+    context = {
+        "form": form,
+        "page": page,
+        "query": query.urlencode(),
+        "show_owner": request.user.is_staff,
+        "version": version,
+        "live_poll": LIVE_POLL,
+    }
     template = "dashboard/_session_table.html" if request.htmx else "dashboard/session_list.html"
     return render(request, template, context)
 
 
-def _overview_context(request: HttpRequest, session, compactions) -> dict:
+def _overview_context(request: HttpRequest, session, compactions, *, version: str) -> dict:
     usage = queries.session_usage_view(session)
     chart = build_chart(
         messages=queries.message_token_series(session=session),
@@ -52,18 +90,20 @@ def _overview_context(request: HttpRequest, session, compactions) -> dict:
         current_tokens=usage.tokens,  # the line ends where the gauge says the context is
     )
     undone = queries.reverted_ids(session=session) if compactions else set()
-    history = [
-        {
-            "c": c,
-            "fallbacks": fallbacks_text(c),
-            "duration": fmt_duration(c.duration_ms),
-            "before": fmt_int(c.tokens_before),
-            "after": fmt_int(c.tokens_after),
-            "active": c.pk == session.active_compaction_id,
-            "undone": c.pk in undone and c.pk != session.active_compaction_id,
-        }
-        for c in compactions
-    ]
+    history = collapse_skipped(
+        [
+            {
+                "c": c,
+                "fallbacks": fallbacks_text(c),
+                "duration": fmt_duration(c.duration_ms),
+                "before": fmt_int(c.tokens_before),
+                "after": fmt_int(c.tokens_after),
+                "active": c.pk == session.active_compaction_id,
+                "undone": c.pk in undone and c.pk != session.active_compaction_id,
+            }
+            for c in compactions
+        ]
+    )
     in_flight = next((c for c in compactions if c.in_flight), None)
     return {
         "session": session,
@@ -75,6 +115,8 @@ def _overview_context(request: HttpRequest, session, compactions) -> dict:
         # The REST API serves owners only; staff looking at someone else's session read only.
         "can_compact": session.owner_id == request.user.id,
         "retention_days": settings.TRASH_RETENTION_DAYS,
+        "version": version,
+        "live_poll": LIVE_POLL,
     }
 
 
@@ -82,12 +124,14 @@ def _overview_context(request: HttpRequest, session, compactions) -> dict:
 @require_GET
 def session_detail(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = queries.session_get_visible(user=request.user, session_id=session_id)
+    # The fingerprint before the reads it stands for: a write in between shows on the next poll.
+    version = queries.session_overview_version(session=session)
     compactions = queries.compaction_history(session=session)
     # Without ?from= the timeline opens at the latest messages (what the agent works on now);
     # "Load earlier messages" and "First messages" go back.
     start = _int_param(request, "from", _latest_from(session))
     page = queries.messages_page(session=session, start=start)
-    context = _overview_context(request, session, compactions)
+    context = _overview_context(request, session, compactions, version=version)
     context.update(_timeline_context(session, compactions, page, start, full_page=True))
     # Subagents imported with the session (Claude Code's subagents/*.jsonl), and its parent.
     context["children"] = queries.session_children(user=request.user, session=session)
@@ -101,17 +145,28 @@ def _latest_from(session) -> int:
 @login_required
 @require_GET
 def session_overview(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    """Gauge, chart and history, re-fetched by htmx after a compaction finishes or is undone."""
+    """Gauge, chart and history: polled by the open page (204 while nothing changed) and
+    re-fetched by htmx after a compaction finishes or is undone."""
     session = queries.session_get_visible(user=request.user, session_id=session_id)
+    version = queries.session_overview_version(session=session)
+    if _unchanged(request, version):
+        return _no_change()
     compactions = queries.compaction_history(session=session)
-    return render(request, "dashboard/_overview.html", _overview_context(request, session, compactions))
+    context = _overview_context(request, session, compactions, version=version)
+    # The message count and last activity under the title change with the gauge.
+    context["meta_oob"] = True
+    response = render(request, "dashboard/_overview.html", context)
+    # Something changed: the timeline's tail asks for messages appended since it was drawn.
+    response["HX-Trigger"] = "compactor:refreshed"
+    return response
 
 
 @login_required
 @require_GET
 def session_messages(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    """A page of the timeline for htmx: the next one ("load more", ?from=) or, with ?to=, the
-    messages before what is shown ("load earlier", ?from=…&to=first shown). A full page when
+    """A page of the timeline for htmx: the next one ("load more", ?from=), with ?to= the
+    messages before what is shown ("load earlier", ?from=N&to=first shown), or with ?tail=1
+    the messages appended since the page was drawn (204 when there are none). A full page when
     opened directly."""
     session = queries.session_get_visible(user=request.user, session_id=session_id)
     if not request.htmx:
@@ -126,9 +181,18 @@ def session_messages(request: HttpRequest, session_id: UUID) -> HttpResponse:
     else:
         end = None
         page = queries.messages_page(session=session, start=start)
+    tail = request.GET.get("tail") == "1"
+    if tail and not page:
+        return _no_change()
     context = _timeline_context(session, compactions, page, start, full_page=request.GET.get("full") == "1")
     if end is not None:
         context["next_from"] = None  # the messages from `end` on are already on the page
+        context["tail_from"] = None
+        # The range line above the timeline now starts where the earlier page does.
+        context["range_oob"] = True
+        context["shown_from"] = start
+    if tail:
+        context["earlier_from"] = None  # what comes before the tail is on the page already
     return render(request, "dashboard/_timeline_page.html", context)
 
 
@@ -143,7 +207,11 @@ def _timeline_context(session, compactions, page, start: int, *, full_page: bool
         "session": session,
         "items": items,
         "next_from": next_from,
+        # At the end of the history the timeline follows the agent: its tail asks for what
+        # comes after the last message shown whenever the overview saw a change.
+        "tail_from": (page[-1].seq + 1 if page else start) if next_from is None else None,
         "start": start,
+        "shown_from": first_shown,
         # "Load earlier messages": the page before the first message shown.
         "earlier_from": max(1, first_shown - queries.MESSAGES_PAGE_SIZE) if first_shown > 1 else None,
         "earlier_to": first_shown,
@@ -173,7 +241,11 @@ def compaction_detail(request: HttpRequest, session_id: UUID, compaction_id: UUI
         "summary_html": render_markdown(strip_file_tags(compaction.summary)),
         "turn_prefix_html": render_markdown(compaction.turn_prefix_summary) if compaction.turn_prefix_summary else "",
         "fallbacks": compaction.fallbacks or [],
-        "usage_items": usage_items(compaction.usage),
+        "usage_items": usage_items({k: v for k, v in (compaction.usage or {}).items() if k not in HIDDEN_USAGE_KEYS}),
+        "saved": fmt_int(tokens_saved(compaction)),
+        "fidelity": fidelity_view(compaction.fidelity),
+        "pruned_outputs": queries.compaction_pruned_outputs(session=session, compaction=compaction),
+        "pruned_outputs_cap": queries.PRUNED_OUTPUTS_SHOWN,
         "rerun_of": queries.compaction_rerun_source(session=session, compaction=compaction),
         "reruns": queries.compaction_reruns(session=session, compaction=compaction),
         "file_lists": [("Read", compaction.read_files or []), ("Modified", compaction.modified_files or [])],
@@ -183,8 +255,33 @@ def compaction_detail(request: HttpRequest, session_id: UUID, compaction_id: UUI
         "after": fmt_int(compaction.tokens_after),
         "active": compaction.pk == session.active_compaction_id,
         "can_compact": session.owner_id == request.user.id,
+        "review_url": reverse("admin:compaction_compaction_review", args=[compaction.pk])
+        if request.user.is_staff
+        else "",
     }
     return render(request, "dashboard/compaction_detail.html", context)
+
+
+@login_required
+@require_POST
+def compaction_rerun(request: HttpRequest, session_id: UUID, compaction_id: UUID) -> HttpResponse:
+    """The owner re-runs a compaction (e.g. a rejected summary still served): undone first if
+    active, then a new job; the session page shows its progress."""
+    session = queries.session_get_visible(user=request.user, session_id=session_id)
+    if session.owner_id != request.user.id:
+        raise Http404("not your session")
+    compaction = queries.compaction_get_visible(session=session, compaction_id=compaction_id)
+    was_active = compaction.pk == session.active_compaction_id
+    try:
+        review.compaction_rerun(compaction=compaction, user=request.user)
+    except review.ReviewError as exc:
+        flash.error(request, f"Could not re-run: {exc}")
+        return redirect("dashboard:compaction-detail", session_id=session.pk, compaction_id=compaction.pk)
+    flash.success(
+        request,
+        "Re-run queued" + (": the summary it re-runs is undone and no longer served." if was_active else "."),
+    )
+    return redirect("dashboard:session-detail", session_id=session.pk)
 
 
 @login_required

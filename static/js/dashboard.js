@@ -206,6 +206,14 @@
     submit(form, event.submitter);
   });
 
+  // Live pages (data-live: the session overview, the session list) poll only while the tab is
+  // visible: a hidden tab's polls are dropped here, and its visibilitychange trigger asks once
+  // when the tab shows again.
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var elt = event.detail && event.detail.elt;
+    if (document.hidden && elt && elt.hasAttribute && elt.hasAttribute("data-live")) event.preventDefault();
+  });
+
   // Import page: the upload's progress (htmx reports the XHR's upload events), then a note
   // that the server is importing; a 400 (not a transcript) is swapped in like a success.
   document.addEventListener("htmx:xhr:progress", function (event) {
