@@ -47,7 +47,7 @@ from compaction.core.summary_message import render_summary_message
 from compaction.core.types import Msg
 
 from . import validation
-from .models import Message, Session, ToolCall
+from .models import Message, Session, ToolCall, UsageSample
 
 logger = logging.getLogger(__name__)
 
@@ -653,6 +653,11 @@ def usage_report(
     dropped: list[str] = []
     with transaction.atomic():
         locked = Session.objects.select_for_update().get(pk=session.pk)
+        # The meter's basis before this report: the last accepted report and the served
+        # estimate it was compared with (what the plausibility check predicts from).
+        last_report = None
+        if locked.reported_input_tokens is not None:
+            last_report = (locked.context_tokens - locked.tokens_since_report, locked.reported_input_tokens)
         target: Message | None = None
         if message_seq is not None:
             target = Message.objects.filter(session=locked, seq=message_seq).first()
@@ -676,7 +681,6 @@ def usage_report(
             reported_at_seq = target.seq - 1
             before, _ = _served_assistant(locked, target)
             target.provider_usage = record
-            target.save(update_fields=["provider_usage"])
             after, dropped = _served_assistant(locked, target)
             if after != before and _in_context(locked, target.seq):
                 locked.context_tokens = max(0, locked.context_tokens + after - before)
@@ -684,22 +688,33 @@ def usage_report(
         # A report for a call made before the active compaction's snapshot describes the old,
         # larger context: keep it on the message, but don't calibrate the served context with it.
         stale = _reported_before_active_compaction(locked, reported_at_seq)
+        verdict = None
+        reported_at_seq = max(0, reported_at_seq)
         if not stale:
-            locked.reported_input_tokens = prompt_tokens
-            locked.reported_at_seq = max(0, reported_at_seq)
             # Our estimate of the context the provider saw = the served estimate minus what came
             # after the report point; the difference is what only the provider counts.
-            locked.tokens_since_report = _served_after(locked, locked.reported_at_seq, target)
-            seen = max(0, locked.context_tokens - locked.tokens_since_report)
-            locked.calibration_offset = prompt_tokens - seen
-            locked.calibration = calibration.update(
-                locked.calibration, estimate=seen, reported=prompt_tokens, model=_model_key(model or locked.model)
-            )
+            since = _served_after(locked, reported_at_seq, target)
+            seen = max(0, locked.context_tokens - since)
+            verdict = _judge_report(locked, reported=prompt_tokens, served=seen, model=model, last_report=last_report)
+            model_key = _model_key(model or locked.model)
+            if verdict.plausible:
+                locked.reported_input_tokens = prompt_tokens
+                locked.reported_at_seq = reported_at_seq
+                locked.tokens_since_report = since
+                locked.calibration_offset = prompt_tokens - seen
+                locked.calibration = calibration.accepted(locked.calibration, verdict, model=model_key)
+            else:
+                # Stored and shown, but the meter keeps its basis: the last plausible report
+                # plus what was appended since (or the calibrated estimate, or the estimate).
+                locked.calibration = calibration.flagged(locked.calibration, verdict, model=model_key)
+            record["implausible"] = verdict.flag()
+        if target is not None:
+            target.save(update_fields=["provider_usage"])
         locked.last_usage = {
             **record,
             "reported_at": now.isoformat(),
             "message_seq": target.seq if target else None,
-            "calibrated": not stale,
+            "calibrated": verdict is not None and verdict.plausible,
         }
         update = [
             "reported_input_tokens",
@@ -717,6 +732,16 @@ def usage_report(
             update.append("model")
         locked.last_activity_at = now
         locked.save(update_fields=[*update, *_set_meter(locked)])
+        usage_sample_record(
+            session=locked,
+            kind=UsageSample.Kind.REPORT,
+            seq=reported_at_seq,
+            tokens=locked.usage_tokens,
+            estimated_tokens=verdict.served_tokens if verdict else locked.context_tokens,
+            reported_tokens=prompt_tokens,
+            flagged=verdict is not None and not verdict.plausible,
+            now=now,
+        )
     usage = session_usage(locked)
     _copy_counters(locked, session)
     return UsageReportResult(
@@ -724,6 +749,25 @@ def usage_report(
         message_seq=target.seq if target else None,
         dropped_tool_use_ids=dropped,
         session=locked,
+    )
+
+
+def _judge_report(
+    session: Session, *, reported: int, served: int, model: str | None, last_report: tuple[int, int] | None
+) -> calibration.Verdict:
+    """compaction.core.calibration.judge against the meter's prediction for this call. A report
+    from another model than the one calibrated is judged against the served floor only (its
+    tokenizer and hidden prompt are new: the calibration will start over)."""
+    cal = session.calibration or {}
+    same_model = not cal.get("model") or not model or cal.get("model") == _model_key(model)
+    fit = session_calibration(session) if same_model else None
+    expected = calibration.expected_report(fit, served=served, last_report=last_report if same_model else None)
+    return calibration.judge(
+        reported=reported,
+        served=served,
+        expected=expected,
+        pending=cal.get("pending") if same_model else None,
+        ratio=float(fit["ratio"]) if fit else 1.0,
     )
 
 
@@ -849,7 +893,37 @@ def session_usage(session: Session) -> dict[str, Any]:
         "usage_ratio": round(tokens / window, 4) if window else None,
         "trigger_tokens": config.trigger_tokens,
         "auto_compact": config.auto_compact,
+        # The last usage report failed the plausibility check (compaction.core.calibration.judge):
+        # {code, reason, reported_tokens, served_tokens, expected_tokens}; None when it passed.
+        "implausible": (session.calibration or {}).get("last_flag"),
     }
+
+
+def usage_sample_record(
+    *,
+    session: Session,
+    kind: str,
+    seq: int,
+    tokens: int,
+    estimated_tokens: int | None,
+    reported_tokens: int | None = None,
+    flagged: bool = False,
+    compaction: Any = None,
+    now: datetime | None = None,
+) -> UsageSample:
+    """One point of the usage history (UsageSample): written by a usage report and by a
+    compaction's activation, in their transaction; the chart reads them."""
+    return UsageSample.objects.create(
+        session_id=session.pk,
+        kind=kind,
+        seq=max(0, seq),
+        tokens=max(0, tokens),
+        estimated_tokens=None if estimated_tokens is None else max(0, estimated_tokens),
+        reported_tokens=reported_tokens,
+        flagged=flagged,
+        compaction=compaction,
+        created_at=now or timezone.now(),
+    )
 
 
 METER_FIELDS = ("usage_tokens", "usage_percent", "usage_level")
@@ -912,7 +986,7 @@ def session_calibration(session: Session) -> dict[str, Any] | None:
     Sessions calibrated before the history existed fall back to their additive offset.
     """
     cal = session.calibration
-    if cal:
+    if cal and cal.get("pairs"):
         return {
             "fixed": int(cal["fixed"]),
             "ratio": float(cal["ratio"]),

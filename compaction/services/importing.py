@@ -10,15 +10,14 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from compaction.core.summary_message import render_summary_message
-from compaction.core.tokens import count_content, count_text
+from compaction.core.tokens import count_text
 from compaction.models import Compaction, Reason, Status
 from sessions import services as session_services
 from sessions.models import Message, Session
 
 from .activation import _apply
 from .jobs import compaction_run, messages_append_then_compact, usage_report_then_compact
-from .planning import _on_provider_scale, _Outcome, _tokenizer
+from .planning import _Outcome, _tokenizer
 
 
 class _ReplayServices:
@@ -47,12 +46,6 @@ def compaction_record_import(
         session = Session.objects.select_related("active_compaction").get(pk=session.pk)
         based_on = session.active_compaction
         usage = _session_services().session_usage(session)
-        # Right after the agent compacted, its context was the system prompt and the summary
-        # (the messages after the boundary came later): on the provider's scale, like tokens_before.
-        tokens_after = _on_provider_scale(
-            usage,
-            session.system_prompt_tokens + count_content(render_summary_message(summary), _tokenizer(session)),
-        )
         summarized = Message.objects.filter(session=session, seq__lt=first_kept_seq)
         if based_on and based_on.first_kept_seq:
             summarized = summarized.filter(seq__gte=based_on.first_kept_seq)
@@ -83,7 +76,6 @@ def compaction_record_import(
                 "first_kept_seq": first_kept_seq,
                 "messages_summarized": len(seqs),
             },
-            tokens_after=tokens_after,
         )
         applied = _apply(job, outcome, attempt=None, started=started)
     assert applied is not None

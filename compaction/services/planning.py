@@ -77,11 +77,6 @@ def _calibration(usage: dict[str, Any]) -> dict[str, Any] | None:
     return usage.get("calibration")
 
 
-def _on_provider_scale(usage: dict[str, Any], estimated: int) -> int:
-    """A served-context estimate as session_usage shows it once no current report covers it."""
-    return calibrated_tokens(_calibration(usage), estimated)
-
-
 def _tokenizer(session: Session):
     # The session's per-model tokenizer: count like the meter does.
     return ss.session_tokenizer(session)
@@ -448,9 +443,6 @@ class Activate:
     snapshot_seq: int
     overlay: Overlay
     detail: str = ""
-    # The usage right after this compaction when the meter at activation is not it (an import
-    # activated after messages that came later are already stored); else measured at activation.
-    tokens_after: int | None = None
     trigger: int | None = None  # a summary's trigger: the job detail notes a result still over it
 
 
@@ -465,13 +457,12 @@ def _Outcome(  # noqa: N802 - the name importing.compaction_record_import calls 
     snapshot_seq: int,
     detail: str = "",
     values: dict[str, Any] | None = None,
-    tokens_after: int | None = None,
     trigger: int | None = None,
 ) -> Outcome:
     """Build a typed outcome from the older (kind, values) form; `values` must be Overlay fields."""
     if kind == "skip":
         return Skipped(based_on_id, tokens_before, snapshot_seq, detail)
-    return Activate(based_on_id, tokens_before, snapshot_seq, Overlay(**(values or {})), detail, tokens_after, trigger)
+    return Activate(based_on_id, tokens_before, snapshot_seq, Overlay(**(values or {})), detail, trigger)
 
 
 def _compute(
