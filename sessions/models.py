@@ -195,8 +195,9 @@ class UsageSample(models.Model):
     kind = models.CharField(max_length=16, choices=Kind.choices)
     # The provider's prompt size (input + cache read + cache write); None for a compaction.
     reported_tokens = models.PositiveIntegerField(null=True, blank=True)
-    # The meter right after (sessions.services.session_usage: the figure the trigger compares;
-    # for a compaction's "before" row, its tokens_before).
+    # The meter's figure for the context up to `seq` (the scale of sessions.services.session_usage,
+    # the figure the trigger compares): a plausible report's own figure, a flagged one's
+    # prediction; a compaction's tokens_before (at its snapshot) and tokens_after (at activation).
     tokens = models.PositiveIntegerField()
     # Our estimate (uncalibrated) of the context served for that call / at that point.
     # None for a compaction's "before" row (its snapshot's estimate is not kept).

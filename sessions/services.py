@@ -736,7 +736,7 @@ def usage_report(
             session=locked,
             kind=UsageSample.Kind.REPORT,
             seq=reported_at_seq,
-            tokens=locked.usage_tokens,
+            tokens=_meter_at_report(verdict, fallback=locked.usage_tokens),
             estimated_tokens=verdict.served_tokens if verdict else locked.context_tokens,
             reported_tokens=prompt_tokens,
             flagged=verdict is not None and not verdict.plausible,
@@ -750,6 +750,17 @@ def usage_report(
         dropped_tool_use_ids=dropped,
         session=locked,
     )
+
+
+def _meter_at_report(verdict: calibration.Verdict | None, *, fallback: int) -> int:
+    """The meter's figure for the context the reported call saw (UsageSample.tokens): the report
+    itself when plausible, else what the meter predicted for it (the estimate before any
+    calibration). A stale report (a call before the active compaction) keeps the meter's figure."""
+    if verdict is None:
+        return fallback
+    if verdict.plausible:
+        return verdict.reported_tokens
+    return verdict.expected_tokens if verdict.expected_tokens is not None else verdict.served_tokens
 
 
 def _judge_report(

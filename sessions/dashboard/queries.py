@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404
 from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Status
 from compaction.review import rerun_of
 from sessions import services as session_services
-from sessions.models import Message, Session
+from sessions.models import Message, Session, UsageSample
 
 from .present import Usage, compaction_line
 
@@ -175,6 +175,43 @@ def message_token_series(*, session: Session) -> list[tuple[int, int, Any]]:
         .values_list("last", "tokens", "at")
     )
     return list(buckets)
+
+
+def report_series(*, session: Session) -> list[tuple[int, int]]:
+    """(seq, tokens) of the session's usage reports (UsageSample.tokens: the provider's figure,
+    or the meter's prediction where the report was flagged), bounded like message_token_series:
+    beyond SERIES_MAX_ROWS seqs, one row per seq bucket holding its highest figure (the peak
+    survives), at the bucket's last report."""
+    rows = UsageSample.objects.filter(session=session, kind=UsageSample.Kind.REPORT)
+    if session.last_seq <= SERIES_MAX_ROWS:
+        latest: dict[int, int] = {}
+        for seq, tokens in rows.order_by("seq", "id").values_list("seq", "tokens"):
+            latest[seq] = tokens  # several reports on one context: the last one stands
+        return sorted(latest.items())
+    size = -(-session.last_seq // SERIES_MAX_ROWS)
+    buckets = (
+        rows.annotate(bucket=ExpressionWrapper((F("seq") - 1) / size, output_field=IntegerField()))
+        .values("bucket")
+        .annotate(last=Max("seq"), peak=Max("tokens"))
+        .order_by("bucket")
+        .values_list("last", "peak")
+    )
+    return list(buckets)
+
+
+def compaction_measured_at(*, session: Session, compactions: list[Compaction]) -> dict[Any, int]:
+    """Compaction id → the last seq its tokens_after counted (its "after" UsageSample)."""
+    if not compactions:
+        return {}
+    rows = UsageSample.objects.filter(
+        session=session, kind=UsageSample.Kind.COMPACTION, compaction__in=[c.pk for c in compactions]
+    )
+    return {
+        compaction_id: seq
+        for compaction_id, seq in rows.values("compaction_id")
+        .annotate(seq=Max("seq"))
+        .values_list("compaction_id", "seq")
+    }
 
 
 def messages_page(*, session: Session, start: int, limit: int = MESSAGES_PAGE_SIZE) -> list[Message]:

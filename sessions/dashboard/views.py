@@ -42,13 +42,16 @@ def session_list(request: HttpRequest) -> HttpResponse:
 
 def _overview_context(request: HttpRequest, session, compactions) -> dict:
     usage = queries.session_usage_view(session)
+    effective = queries.effective_compactions(session=session, compactions=compactions)
     chart = build_chart(
         messages=queries.message_token_series(session=session),
-        compactions=queries.effective_compactions(session=session, compactions=compactions),
+        compactions=effective,
         base_tokens=session.system_prompt_tokens,
         trigger_tokens=usage.trigger_tokens,
         context_window=usage.context_window,
         current_tokens=usage.tokens,  # the line ends where the gauge says the context is
+        reports=queries.report_series(session=session),
+        measured_at=queries.compaction_measured_at(session=session, compactions=effective),
     )
     undone = queries.reverted_ids(session=session) if compactions else set()
     history = [

@@ -23,6 +23,8 @@ from compaction import services as engine
 from compaction.core.calibration import BELOW_SERVED
 from compaction.core.transcripts.claude_code import read_claude_code
 from sessions import services
+from sessions.dashboard import queries
+from sessions.dashboard.chart import context_series
 from sessions.models import Message, UsageSample
 from tests.api.helpers import url
 from tests.services import TRANSCRIPTS
@@ -160,6 +162,16 @@ def test_a_compaction_after_a_replay_without_trigger_lands_where_the_meter_says(
     # The provider's real peak is in the history: where Claude Code compacted (166,759 reported).
     reports = UsageSample.objects.filter(session=session, kind="report", flagged=False)
     assert max(reports.values_list("reported_tokens", flat=True)) == 166_759
+    # ... and on the chart (which drew 79,517 from message sizes alone).
+    points, _drops = context_series(
+        messages=queries.message_token_series(session=session),
+        compactions=queries.effective_compactions(
+            session=session, compactions=queries.compaction_history(session=session)
+        ),
+        base_tokens=session.system_prompt_tokens,
+        reports=queries.report_series(session=session),
+    )
+    assert max(t for _s, t in points) >= 166_759
 
     response = api.post(url(session, "compactions/"), {"strategy": "extractive"}, format="json")
     assert response.status_code in (200, 201, 202), response.json()

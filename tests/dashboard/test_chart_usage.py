@@ -76,3 +76,28 @@ def test_replayed_session_with_several_compactions_ends_at_the_gauge(logged_in, 
     chart, tokens = _chart_and_usage(logged_in, session)
     assert len(chart.drops) >= 2
     assert chart.last_tokens == tokens
+
+
+@pytest.mark.slow
+def test_an_imported_session_charts_the_providers_real_peak(logged_in, user):
+    """The chart used to be rebuilt from message sizes: 258c7280's import printed a peak of
+    167,081 while the chart said 79,517. The usage history puts the provider's figures on it."""
+    from compaction.importing import transcript_import
+
+    path = TRANSCRIPTS / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+    session = transcript_import(owner=user, path=path, window=200_000, subagents=False).session
+    chart, tokens = _chart_and_usage(logged_in, session)
+    # Claude Code's last report before compacting said 166,759 and its boundary 167,094 (preTokens):
+    # the line reaches them, then drops.
+    compaction = Compaction.objects.get(session=session, status=Status.SUCCEEDED)
+    assert compaction.tokens_before == 167_094
+    assert "peak 167,094" in chart.description, chart.description
+    assert len(chart.drops) == 1 and chart.last_tokens == tokens
+    points, _drops = context_series(
+        messages=queries.message_token_series(session=session),
+        compactions=[compaction],
+        base_tokens=session.system_prompt_tokens,
+        current_tokens=tokens,
+        reports=queries.report_series(session=session),
+    )
+    assert 166_759 in {t for _s, t in points}
