@@ -133,8 +133,8 @@ def test_without_spread_a_fitted_ratio_is_kept_and_fixed_reanchored(api, calibra
         ([[10_000, 50_000], [40_000, 170_000]], (65_000, 1.8)),
         # Negative fixed → a fit through the origin (Σxy / Σxx) ...
         ([[10_000, 1_000], [40_000, 38_000]], (0, 0.9)),
-        # ... clamped to at least 0.8.
-        ([[10_000, 500], [40_000, 20_000]], (0, 0.8)),
+        # ... clamped to at least 0.9 (MIN_PROVIDER_RATIO: no provider counts less).
+        ([[10_000, 500], [40_000, 20_000]], (0, 0.9)),
         ([[10_000, 40_000], [11_000, 42_000]], None),  # 1k apart: not enough spread
         ([[10_000, 40_000]], None),
     ],
