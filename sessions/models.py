@@ -69,7 +69,7 @@ class Session(models.Model):
     # reports), "fixed": int, "ratio": float, "fitted": bool}. Only written on a usage report.
     calibration = models.JSONField(null=True, blank=True)
 
-    # The meter's figure (sessions.services.session_usage()["tokens"]) and where it stands,
+    # The meter's figure (sessions.services.session_usage().tokens) and where it stands,
     # stored by every write that changes it, so the dashboard list sorts by usage and filters
     # by level in SQL instead of computing every session's config and usage in Python. A change
     # of the global defaults (settings.COMPACTOR) reaches a session at its next write, or at

@@ -16,8 +16,15 @@ Usage figures (seed 002):
   fitted on the session's recent reports (`compaction.core.calibration`): `fixed` is what the provider counts
   and Compactor cannot see (tool definitions, the agent's own system prompt), `ratio` the
   provider tokenizer's count per cl100k token. So figures before and after a compaction are on
-  the same scale. Without any report it is the pure estimate.
-  This one figure is what the meter shows and what the auto-compaction trigger compares.
+  the same scale. Without any report it is the pure estimate. Never below 0.9 × the estimate
+  (compaction.core.calibration.served_floor): no provider counts less than it was served.
+  This one figure (`session_usage().tokens`) is what the meter shows, what the auto-compaction
+  trigger compares, a compaction's tokens_before / tokens_after, the dry run's estimate, the
+  list's stored usage and the chart's line.
+- Each usage report is judged first (compaction.core.calibration.judge): one far below what
+  was served for that call (a client dropping the cache figures) or far off the calibrated
+  prediction is stored and flagged (`implausible`) but neither calibrates nor moves the meter.
+- Every report and every compaction is a row of the usage history (UsageSample), for the chart.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -219,7 +226,7 @@ def session_delete(*, session: Session) -> None:
 @dataclass
 class AppendResult:
     messages: list[Message]
-    usage: dict[str, Any]
+    usage: Usage
     # The auto-compaction job queued after this append, if any: set by the compaction layer
     # (compaction.services.messages_append_then_compact); the message store never compacts.
     compaction: Any = None
@@ -607,13 +614,35 @@ def _copy_counters(source: Session, target: Session) -> None:
 
 @dataclass
 class UsageReportResult:
-    usage: dict[str, Any]
+    usage: Usage
     message_seq: int | None  # the assistant message the report was attached to
     dropped_tool_use_ids: list[str]
     # A truncated reply or a calibrated (usually higher) figure can cross the trigger: the
     # job the compaction layer queued after this report, if any (usage_report_then_compact).
     compaction: Any = None
     session: Session | None = None  # the reported-on session, as stored
+
+
+# Columns a usage report reads under its row lock (like APPEND_FIELDS: not the system prompt,
+# title or last_usage): the meter's inputs, where the report lands, and the active compaction's
+# boundaries (stale reports, what is in context). The compaction row is joined, not locked.
+REPORT_FIELDS = (
+    "id",
+    "model",
+    "context_window_override",
+    "compaction_settings",
+    "last_seq",
+    "context_tokens",
+    "reported_input_tokens",
+    "reported_at_seq",
+    "tokens_since_report",
+    "calibration",
+    "calibration_offset",
+    "last_activity_at",
+    "active_compaction__id",
+    "active_compaction__first_kept_seq",
+    "active_compaction__snapshot_seq",
+)
 
 
 def usage_report(
@@ -652,7 +681,12 @@ def usage_report(
     }
     dropped: list[str] = []
     with transaction.atomic():
-        locked = Session.objects.select_for_update().get(pk=session.pk)
+        locked = (
+            Session.objects.select_for_update(of=("self",))
+            .select_related("active_compaction")
+            .only(*REPORT_FIELDS)
+            .get(pk=session.pk)
+        )
         # The meter's basis before this report: the last accepted report and the served
         # estimate it was compared with (what the plausibility check predicts from).
         last_report = None
@@ -873,7 +907,38 @@ def _served_assistant(session: Session, message: Message) -> tuple[int, list[str
 # --- usage figures ---------------------------------------------------------------------------
 
 
-def session_usage(session: Session) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Usage:
+    """The meter: one session's usage on the provider's scale and what it is measured against.
+
+    `tokens` is the one figure the gauge, the list, the trigger, a compaction's tokens_before
+    and tokens_after, the dry run and the chart's line share (see the module doc). The API's
+    JSON is `as_dict()`.
+    """
+
+    tokens: int
+    estimated_tokens: int  # ours, uncalibrated: system prompt + summary + kept messages as served
+    reported_tokens: int | None  # the last plausible report, while it describes the served context
+    reported_at_seq: int | None
+    trailing_tokens: int  # estimated tokens on top of the report (or the whole estimate)
+    calibration_offset: int | None
+    calibration: dict[str, Any] | None  # {fixed, ratio, reports, fitted}
+    source: str  # "estimate", "provider+estimate" or "estimate+calibration"
+    tokenizer: str
+    exact: bool
+    context_window: int
+    usage_ratio: float | None
+    trigger_tokens: int
+    auto_compact: bool
+    # The last usage report failed the plausibility check (compaction.core.calibration.judge):
+    # {code, reason, reported_tokens, served_tokens, expected_tokens}; None when it passed.
+    implausible: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def session_usage(session: Session) -> Usage:
     """Both figures (pure estimate and hybrid provider+estimate) and what they are measured against.
 
     Reads only the session row (no query), so listing sessions costs no query per session.
@@ -889,25 +954,23 @@ def session_usage(session: Session) -> dict[str, Any]:
     tokenizer = session_tokenizer(session)
     window = session.context_window
     config = session_config(session)
-    return {
-        "tokens": tokens,
-        "estimated_tokens": estimate.estimated_tokens,
-        "reported_tokens": estimate.reported_tokens,
-        "reported_at_seq": session.reported_at_seq if estimate.reported_tokens is not None else None,
-        "trailing_tokens": estimate.trailing_tokens,
-        "calibration_offset": session.calibration_offset,
-        "calibration": cal,
-        "source": estimate.source,
-        "tokenizer": tokenizer.name,
-        "exact": tokenizer.exact,
-        "context_window": window,
-        "usage_ratio": round(tokens / window, 4) if window else None,
-        "trigger_tokens": config.trigger_tokens,
-        "auto_compact": config.auto_compact,
-        # The last usage report failed the plausibility check (compaction.core.calibration.judge):
-        # {code, reason, reported_tokens, served_tokens, expected_tokens}; None when it passed.
-        "implausible": (session.calibration or {}).get("last_flag"),
-    }
+    return Usage(
+        tokens=tokens,
+        estimated_tokens=estimate.estimated_tokens,
+        reported_tokens=estimate.reported_tokens,
+        reported_at_seq=session.reported_at_seq if estimate.reported_tokens is not None else None,
+        trailing_tokens=estimate.trailing_tokens,
+        calibration_offset=session.calibration_offset,
+        calibration=cal,
+        source=estimate.source,
+        tokenizer=tokenizer.name,
+        exact=tokenizer.exact,
+        context_window=window,
+        usage_ratio=round(tokens / window, 4) if window else None,
+        trigger_tokens=config.trigger_tokens,
+        auto_compact=config.auto_compact,
+        implausible=(session.calibration or {}).get("last_flag"),
+    )
 
 
 def usage_sample_record(
@@ -940,15 +1003,14 @@ def usage_sample_record(
 METER_FIELDS = ("usage_tokens", "usage_percent", "usage_level")
 
 
-def _meter_fields(session: Session, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+def _meter_fields(session: Session, usage: Usage | None = None) -> dict[str, Any]:
     """The stored meter columns (Session.usage_*) for the session's current counters."""
     usage = usage if usage is not None else session_usage(session)
-    tokens = int(usage["tokens"])
-    window = int(usage["context_window"])
+    tokens, window = usage.tokens, usage.context_window
     return {
         "usage_tokens": tokens,
         "usage_percent": 100.0 * tokens / window if window else 0.0,
-        "usage_level": usage_level(tokens=tokens, trigger_tokens=int(usage["trigger_tokens"]), context_window=window),
+        "usage_level": usage_level(tokens=tokens, trigger_tokens=usage.trigger_tokens, context_window=window),
     }
 
 
@@ -1278,7 +1340,7 @@ def context_build(*, session: Session) -> dict[str, Any]:
         "system": view.system,
         "messages": messages,
         "seqs": seqs,
-        "tokens": usage["tokens"],
+        "tokens": usage.tokens,
         "estimated_tokens": view.tokens,
         "breakdown": {
             "system": view.system_tokens,
@@ -1286,11 +1348,11 @@ def context_build(*, session: Session) -> dict[str, Any]:
             "messages": sum(m.tokens for m in view.messages),
             "pruned_tool_results_saved": sum(m.stored_tokens - m.tokens for m in view.messages if m.pruned),
         },
-        "context_window": usage["context_window"],
-        "usage_ratio": usage["usage_ratio"],
-        "trigger_tokens": usage["trigger_tokens"],
+        "context_window": usage.context_window,
+        "usage_ratio": usage.usage_ratio,
+        "trigger_tokens": usage.trigger_tokens,
         "active_compaction": _active_compaction_dict(session),
-        "usage": usage,
+        "usage": usage.as_dict(),
     }
 
 

@@ -187,14 +187,14 @@ def compaction_revert(*, compaction: Compaction, user=None) -> Compaction | None
                     else "; none is active"
                 )
             )
-        usage_before = int(ss.session_usage(session)["tokens"])
+        usage_before = ss.session_usage(session).tokens
         previous = compaction.based_on
         if previous is not None and previous.status != Status.SUCCEEDED:
             previous = None
         session.active_compaction = previous
         session.save(update_fields=["active_compaction", "updated_at"])
         ss.session_recompute_usage(session=session)  # also brings `session`'s counters up to date
-        usage_after = int(ss.session_usage(session)["tokens"])
+        usage_after = ss.session_usage(session).tokens
         who = f" by {user.get_username()}" if user is not None else ""
         target = f"compaction {previous.pk}" if previous else "the full history"
         _event(

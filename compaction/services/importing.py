@@ -62,7 +62,7 @@ def compaction_record_import(
             "summary",
             based_on_id=based_on.pk if based_on else None,
             # The agent's own figure (provider's scale), else the meter's: never the raw estimate.
-            tokens_before=tokens_before if tokens_before is not None else int(usage["tokens"]),
+            tokens_before=tokens_before if tokens_before is not None else usage.tokens,
             # The agent compacted when the messages before the boundary were all it had: calls
             # made after the boundary ran on the compacted context (their usage reports count).
             snapshot_seq=max(0, first_kept_seq - 1),
@@ -102,7 +102,7 @@ class ReplayResult:
     compactions: list[Compaction] = field(default_factory=list)
     first_compaction_index: int | None = None
     usage_before_first: int | None = None
-    # The highest usage (session_usage()["tokens"], the figure the trigger compares) after
+    # The highest usage (session_usage().tokens, the figure the trigger compares) after
     # any step or just before a compaction (its tokens_before), and the step: tells why a
     # replay that never compacted did not.
     peak_usage: int = 0
@@ -201,7 +201,7 @@ def transcript_replay(
                 result.first_compaction_index = index
                 result.usage_before_first = activated.tokens_before
         result.steps += 1
-        usage_tokens = int(ss.session_usage(session)["tokens"])
+        usage_tokens = ss.session_usage(session).tokens
         if result.peak_index is None or usage_tokens > result.peak_usage:
             result.peak_usage, result.peak_index = usage_tokens, index
         if on_step is not None:

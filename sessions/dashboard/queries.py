@@ -59,11 +59,7 @@ def session_usage_view(session: Session) -> Usage:
     session_usage reads only the row (running counters and calibration), so list rows and the
     gauge agree at no query per row."""
     usage = session_services.session_usage(session)
-    return Usage(
-        tokens=int(usage["tokens"]),
-        context_window=int(usage["context_window"]),
-        trigger_tokens=int(usage["trigger_tokens"]),
-    )
+    return Usage(tokens=usage.tokens, context_window=usage.context_window, trigger_tokens=usage.trigger_tokens)
 
 
 @dataclass

@@ -109,7 +109,7 @@ def test_tokens_after_a_compaction_stay_on_the_providers_scale(api, user):
     job = engine.compaction_run(compaction_id=job.pk)
     assert job.status == "succeeded", (job.error, job.detail)
     session.refresh_from_db()
-    after = services.session_usage(session)
+    after = services.session_usage(session).as_dict()
     assert after["source"] == "estimate+calibration"
     assert after["calibration_offset"] == HIDDEN
     assert after["tokens"] == after["estimated_tokens"] + HIDDEN

@@ -126,7 +126,7 @@ def test_a_cache_dropping_client_never_drives_the_meter_below_what_is_served(api
     assert UsageSample.objects.filter(session=session, kind="report", flagged=True).count() == len(reports)
     assert session.calibration.get("pairs") == []  # nothing calibrated on them
 
-    meter = services.session_usage(session)
+    meter = services.session_usage(session).as_dict()
     assert meter["tokens"] > 60_000 and meter["tokens"] >= 0.9 * meter["estimated_tokens"]
     assert session.usage_level == "over"
 
@@ -145,7 +145,7 @@ def test_a_cache_dropping_client_never_drives_the_meter_below_what_is_served(api
     job = engine.compaction_run(compaction_id=out["compaction"]["id"])
     assert job.status == "succeeded", (job.error, job.detail)
     session.refresh_from_db()
-    after = services.session_usage(session)
+    after = services.session_usage(session).as_dict()
     assert job.tokens_after == after["tokens"] == session.usage_tokens > 0
     assert after["tokens"] >= 0.9 * after["estimated_tokens"]
 
@@ -177,7 +177,7 @@ def test_a_compaction_after_a_replay_without_trigger_lands_where_the_meter_says(
     assert response.status_code in (200, 201, 202), response.json()
     job = engine.compaction_run(compaction_id=response.json()["id"])
     session.refresh_from_db()
-    usage = services.session_usage(session)
+    usage = services.session_usage(session).as_dict()
     assert job.status == "succeeded", (job.error, job.detail)
     assert job.tokens_after > 0
     assert job.tokens_after == usage["tokens"] == session.usage_tokens

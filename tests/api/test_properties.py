@@ -66,7 +66,7 @@ def test_bookkeeping_is_exact_for_any_split(user, turns, merge):
             result = services.usage_report(session=session, input_tokens=item)
             covered = last_seq - 1 if newest is not None and newest.role == "assistant" else last_seq
             # A flagged report (compaction.core.calibration.judge) leaves the meter's basis as it was.
-            if result.usage["implausible"] is None:
+            if result.usage.implausible is None:
                 last_report = (item, covered)
         elif merge:
             pending += item  # several turns in one request
@@ -86,7 +86,7 @@ def test_bookkeeping_is_exact_for_any_split(user, turns, merge):
     context = services.context_build(session=session)
     assert context["estimated_tokens"] == session.context_tokens
     assert len(context["messages"]) == len(stored)
-    usage = services.session_usage(session)
+    usage = services.session_usage(session).as_dict()
     if last_report is None:
         assert usage["tokens"] == usage["estimated_tokens"]
     else:

@@ -193,3 +193,22 @@ def test_it_rejects_token_counts_beyond_the_database_range(api, session):
     response = api.post(url(session, "usage/"), {"input_tokens": 3_000_000_000}, format="json")
     assert response.status_code == 400
     assert response.json()["error"].startswith("input_tokens: Ensure this value is less than or equal to")
+
+
+def test_a_usage_report_locks_only_the_columns_it_needs(user):
+    """Like an append: no full-row locked read (the system prompt can be large), and the active
+    compaction is joined for its boundaries, not locked."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from sessions import services
+
+    session = services.session_create(owner=user, system_prompt="You are a careful agent. " * 200)
+    services.messages_append(session=session, messages=[{"role": "user", "content": "hello"}])
+    with CaptureQueriesContext(connection) as queries:
+        result = services.usage_report(session=session, input_tokens=3_000, cache_read_input_tokens=20_000)
+    locked = [q["sql"] for q in queries.captured_queries if "FOR UPDATE" in q["sql"]]
+    assert len(locked) == 1 and '"system_prompt"' not in locked[0] and '"last_usage"' not in locked[0]
+    assert result.usage.tokens == 23_000 and result.usage.implausible is None
+    session.refresh_from_db()
+    assert session.last_usage["prompt_tokens"] == 23_000 and session.usage_tokens == 23_000

@@ -42,7 +42,7 @@ def test_bulk_import_records_claude_codes_compaction(user):
     # Both figures on the provider's scale: the recorded usage just before Claude Code's
     # boundary calibrated the meter, so tokens_after carries the same offset (the ~26k+ only
     # the provider counts) as the preTokens figure in tokens_before.
-    usage = session_services.session_usage(session)
+    usage = session_services.session_usage(session).as_dict()
     offset = usage["calibration_offset"]
     assert offset is not None and offset > 20_000
     # tokens_after = right after Claude Code compacted: its summary (+ the offset), not the
@@ -93,7 +93,7 @@ def test_a_replay_that_never_compacts_says_why(user):
     output = run(str(path), "--user", user.username, "--replay", "--window", "400000")
     session = Session.objects.get(owner=user, parent=None)
     assert not Compaction.objects.filter(session=session).exists()
-    trigger = session_services.session_usage(session)["trigger_tokens"]
+    trigger = session_services.session_usage(session).trigger_tokens
     assert trigger == 383_616
     last = output.strip().splitlines()[-1]
     assert "0 compaction(s), none" in last and f"trigger {trigger:,}" in last

@@ -1,4 +1,4 @@
-"""The chart's line ends where the gauge is: session_usage()["tokens"], whatever compacted the session."""
+"""The chart's line ends where the gauge is: session_usage().tokens, whatever compacted the session."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _chart_and_usage(client, session):
     response = client.get(reverse("dashboard:session-detail", args=[session.pk]))
     assert response.status_code == 200
     session.refresh_from_db()
-    return response.context["chart"], session_services.session_usage(session)["tokens"]
+    return response.context["chart"], session_services.session_usage(session).tokens
 
 
 def test_plain_session_ends_at_the_gauge(logged_in, user):
