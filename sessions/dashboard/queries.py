@@ -7,7 +7,19 @@ from typing import Any
 from uuid import UUID
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Exists, ExpressionWrapper, F, IntegerField, Max, OuterRef, Q, QuerySet, Sum
+from django.db.models import (
+    Exists,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Sum,
+    UUIDField,
+    Value,
+)
 from django.shortcuts import get_object_or_404
 
 from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Status
@@ -173,41 +185,47 @@ def message_token_series(*, session: Session) -> list[tuple[int, int, Any]]:
     return list(buckets)
 
 
-def report_series(*, session: Session) -> list[tuple[int, int]]:
-    """(seq, tokens) of the session's usage reports (UsageSample.tokens: the provider's figure,
-    or the meter's prediction where the report was flagged), bounded like message_token_series:
-    beyond SERIES_MAX_ROWS seqs, one row per seq bucket holding its highest figure (the peak
-    survives), at the bucket's last report."""
-    rows = UsageSample.objects.filter(session=session, kind=UsageSample.Kind.REPORT)
-    if session.last_seq <= SERIES_MAX_ROWS:
-        latest: dict[int, int] = {}
-        for seq, tokens in rows.order_by("seq", "id").values_list("seq", "tokens"):
-            latest[seq] = tokens  # several reports on one context: the last one stands
-        return sorted(latest.items())
-    size = -(-session.last_seq // SERIES_MAX_ROWS)
-    buckets = (
-        rows.annotate(bucket=ExpressionWrapper((F("seq") - 1) / size, output_field=IntegerField()))
+@dataclass
+class UsageHistory:
+    """The usage history the chart draws (UsageSample rows, read by usage_history)."""
+
+    # (seq, tokens) per usage report: the provider's figure, or the meter's prediction where the
+    # report was flagged; at most SERIES_MAX_ROWS rows.
+    reports: list[tuple[int, int]]
+    # Compaction id → the last seq its tokens_after counted (its "after" sample).
+    measured_at: dict[Any, int]
+
+
+def usage_history(*, session: Session, compactions: list[Compaction]) -> UsageHistory:
+    """The session's usage reports and its compactions' "after" points, in one query and bounded
+    like message_token_series: beyond SERIES_MAX_ROWS seqs, one report row per seq bucket holding
+    its highest figure (the peak survives), at the bucket's last report."""
+    samples = UsageSample.objects.filter(session=session)
+    ids = [c.pk for c in compactions]
+    bucket = 1 if session.last_seq <= SERIES_MAX_ROWS else -(-session.last_seq // SERIES_MAX_ROWS)
+    reports = (
+        samples.filter(kind=UsageSample.Kind.REPORT)
+        .annotate(bucket=ExpressionWrapper((F("seq") - 1) / bucket, output_field=IntegerField()))
         .values("bucket")
         .annotate(last=Max("seq"), peak=Max("tokens"))
-        .order_by("bucket")
-        .values_list("last", "peak")
+        .order_by()
+        .values_list("last", "peak", Value(None, output_field=UUIDField()))
     )
-    return list(buckets)
-
-
-def compaction_measured_at(*, session: Session, compactions: list[Compaction]) -> dict[Any, int]:
-    """Compaction id → the last seq its tokens_after counted (its "after" UsageSample)."""
-    if not compactions:
-        return {}
-    rows = UsageSample.objects.filter(
-        session=session, kind=UsageSample.Kind.COMPACTION, compaction__in=[c.pk for c in compactions]
+    afters = (
+        samples.filter(kind=UsageSample.Kind.COMPACTION, compaction__in=ids)
+        .values("compaction_id")
+        .annotate(last=Max("seq"), peak=Max("tokens"))
+        .order_by()
+        .values_list("last", "peak", "compaction_id")
     )
-    return {
-        compaction_id: seq
-        for compaction_id, seq in rows.values("compaction_id")
-        .annotate(seq=Max("seq"))
-        .values_list("compaction_id", "seq")
-    }
+    history = UsageHistory(reports=[], measured_at={})
+    for seq, tokens, compaction_id in reports.union(afters, all=True) if ids else reports:
+        if compaction_id is None:
+            history.reports.append((seq, tokens))
+        else:
+            history.measured_at[compaction_id] = seq
+    history.reports.sort()
+    return history
 
 
 def messages_page(*, session: Session, start: int, limit: int = MESSAGES_PAGE_SIZE) -> list[Message]:

@@ -43,6 +43,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
 def _overview_context(request: HttpRequest, session, compactions) -> dict:
     usage = queries.session_usage_view(session)
     effective = queries.effective_compactions(session=session, compactions=compactions)
+    history = queries.usage_history(session=session, compactions=effective)
     chart = build_chart(
         messages=queries.message_token_series(session=session),
         compactions=effective,
@@ -50,8 +51,8 @@ def _overview_context(request: HttpRequest, session, compactions) -> dict:
         trigger_tokens=usage.trigger_tokens,
         context_window=usage.context_window,
         current_tokens=usage.tokens,  # the line ends where the gauge says the context is
-        reports=queries.report_series(session=session),
-        measured_at=queries.compaction_measured_at(session=session, compactions=effective),
+        reports=history.reports,
+        measured_at=history.measured_at,
     )
     undone = queries.reverted_ids(session=session) if compactions else set()
     history = [

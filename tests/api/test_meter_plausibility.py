@@ -169,7 +169,7 @@ def test_a_compaction_after_a_replay_without_trigger_lands_where_the_meter_says(
             session=session, compactions=queries.compaction_history(session=session)
         ),
         base_tokens=session.system_prompt_tokens,
-        reports=queries.report_series(session=session),
+        reports=queries.usage_history(session=session, compactions=[]).reports,
     )
     assert max(t for _s, t in points) >= 166_759
 

@@ -98,6 +98,33 @@ def test_an_imported_session_charts_the_providers_real_peak(logged_in, user):
         compactions=[compaction],
         base_tokens=session.system_prompt_tokens,
         current_tokens=tokens,
-        reports=queries.report_series(session=session),
+        reports=queries.usage_history(session=session, compactions=[]).reports,
     )
     assert 166_759 in {t for _s, t in points}
+
+
+def test_the_usage_history_is_read_bounded_and_keeps_the_peak(user, django_assert_num_queries):
+    from django.utils import timezone
+
+    from sessions.models import Session, UsageSample
+
+    session = session_services.session_create(owner=user, title="long")
+    last = 3 * queries.SERIES_MAX_ROWS + 7
+    Session.objects.filter(pk=session.pk).update(last_seq=last)
+    session.refresh_from_db()
+    now = timezone.now()
+    UsageSample.objects.bulk_create(
+        UsageSample(session=session, seq=seq, kind="report", tokens=1_000 + seq, estimated_tokens=seq, created_at=now)
+        for seq in range(1, last + 1)
+    )
+    UsageSample.objects.filter(session=session, seq=1_234).update(tokens=190_000)
+    compaction = Compaction.objects.create(session=session, status=Status.SUCCEEDED, reason="manual")
+    UsageSample.objects.create(
+        session=session, seq=2_000, kind="compaction", tokens=9_000, compaction=compaction, created_at=now
+    )
+    with django_assert_num_queries(1):
+        history = queries.usage_history(session=session, compactions=[compaction])
+    assert len(history.reports) <= queries.SERIES_MAX_ROWS
+    assert max(t for _s, t in history.reports) == 190_000
+    assert history.reports[-1] == (last, 1_000 + last)
+    assert history.measured_at == {compaction.pk: 2_000}
