@@ -623,22 +623,11 @@ class UsageReportResult:
     session: Session | None = None  # the reported-on session, as stored
 
 
-# Columns a usage report reads under its row lock (like APPEND_FIELDS: not the system prompt,
-# title or last_usage): the meter's inputs, where the report lands, and the active compaction's
+# Columns a usage report reads under its row lock: what an append reads (the meter's inputs and
+# the counters; not the system prompt, title or last_usage) and the active compaction's
 # boundaries (stale reports, what is in context). The compaction row is joined, not locked.
 REPORT_FIELDS = (
-    "id",
-    "model",
-    "context_window_override",
-    "compaction_settings",
-    "last_seq",
-    "context_tokens",
-    "reported_input_tokens",
-    "reported_at_seq",
-    "tokens_since_report",
-    "calibration",
-    "calibration_offset",
-    "last_activity_at",
+    *APPEND_FIELDS,
     "active_compaction__id",
     "active_compaction__first_kept_seq",
     "active_compaction__snapshot_seq",
@@ -678,6 +667,8 @@ def usage_report(
         "stop_reason": stop_reason,
         "model": model or None,
         "prompt_tokens": prompt_tokens,
+        # Set by the plausibility check (None: passed, or a stale report, which is not judged).
+        "implausible": None,
     }
     dropped: list[str] = []
     with transaction.atomic():
