@@ -702,6 +702,7 @@ def usage_report(
                 target = newest
 
         reported_at_seq = locked.last_seq
+        truncated = 0  # the served change of the reported reply (max_tokens hides its tool calls)
         if target is not None:
             reported_at_seq = target.seq - 1
             before, _ = _served_assistant(locked, target)
@@ -709,6 +710,7 @@ def usage_report(
             after, dropped = _served_assistant(locked, target)
             if after != before and _in_context(locked, target.seq):
                 locked.context_tokens = max(0, locked.context_tokens + after - before)
+                truncated = after - before
 
         # A report for a call made before the active compaction's snapshot describes the old,
         # larger context: keep it on the message, but don't calibrate the served context with it.
@@ -733,6 +735,10 @@ def usage_report(
                 # plus what was appended since (or the calibrated estimate, or the estimate).
                 locked.calibration = calibration.flagged(locked.calibration, verdict, model=model_key)
             record["implausible"] = verdict.flag()
+        if (verdict is None or not verdict.plausible) and truncated and locked.reported_input_tokens is not None:
+            # The meter keeps its basis report: the reply after it is served smaller now.
+            if target.seq > (locked.reported_at_seq or 0):
+                locked.tokens_since_report += truncated
         if target is not None:
             target.save(update_fields=["provider_usage"])
         locked.last_usage = {

@@ -212,3 +212,22 @@ def test_a_usage_report_locks_only_the_columns_it_needs(user):
     assert result.usage.tokens == 23_000 and result.usage.implausible is None
     session.refresh_from_db()
     assert session.last_usage["prompt_tokens"] == 23_000 and session.usage_tokens == 23_000
+
+
+def test_a_flagged_max_tokens_report_still_hides_the_cut_off_tool_call_from_the_meter(user):
+    from sessions import services
+
+    session = services.session_create(owner=user)
+    services.messages_append(session=session, messages=[{"role": "user", "content": "word " * 400}])
+    basis = services.usage_report(session=session, input_tokens=30_000).usage
+    assert basis.implausible is None and basis.tokens == 30_000
+    reply = tool_use("toolu_cut", command="x " * 300, text="let me look")
+    services.messages_append(session=session, messages=[reply])
+    # A client that drops the cache figures: 2 input tokens for a ~400-token context.
+    result = services.usage_report(session=session, input_tokens=2, stop_reason="max_tokens")
+    assert result.usage.implausible["code"] == "below_served" and result.dropped_tool_use_ids == ["toolu_cut"]
+    session.refresh_from_db()
+    # The meter keeps its basis (the plausible report) plus the reply as served now: cut down.
+    assert session.tokens_since_report == session.context_tokens - basis.estimated_tokens
+    assert session.tokens_since_report < count_content(reply["content"])
+    assert result.usage.tokens == 30_000 + session.tokens_since_report
