@@ -15,7 +15,8 @@ For each call the meter read before it (the previous request's `usage.tokens`) i
 the prompt the provider really counted (the recorded input + cache figures). Printed: median and
 p90 of |meter − real| / real (each session's first call left out: nothing predicts it), the share
 of reports flagged implausible, and the lowest meter / served-estimate ratio seen (the meter's
-floor is 0.9).
+floor is 0.9). Then the session page (gauge, chart, history) of a 10,000-message session with
+a usage report every second message, beside a 100-message one.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,6 +116,51 @@ def replay(client, user, path: Path, messages: list[dict], mode: str, figures: F
         meter = usage["tokens"]
 
 
+def chart_cost(client, user, messages: int, repeat: int = 7) -> tuple[float, int]:
+    """(median ms of the session page, rows the chart's usage history returned) for a session
+    of `messages` messages with a usage report every second message (the history bulk-loaded)."""
+    from django.urls import reverse
+    from django.utils import timezone
+
+    from sessions import services
+    from sessions.dashboard import queries
+    from sessions.models import UsageSample
+
+    session = services.session_create(owner=user, title=f"chart {messages}", model="claude-sonnet-4-5")
+    text = "Looked at the parser again; the failing case is the nested quote. " * 3
+    for start in range(0, messages, services.MAX_BATCH):
+        batch = [
+            {"role": "user" if (start + i) % 2 == 0 else "assistant", "content": f"{start + i}: {text}"}
+            for i in range(min(services.MAX_BATCH, messages - start))
+        ]
+        services.messages_append(session=session, messages=batch)
+    now = timezone.now()
+    UsageSample.objects.bulk_create(
+        (
+            UsageSample(
+                session=session,
+                seq=seq,
+                kind="report",
+                tokens=26_000 + 40 * seq,
+                estimated_tokens=30 * seq,
+                created_at=now,
+            )
+            for seq in range(1, messages + 1, 2)
+        ),
+        batch_size=2000,
+    )
+    rows = len(queries.usage_history(session=session, compactions=[]).reports)
+    client.force_login(user)
+    url = reverse("dashboard:session-detail", args=[session.pk])
+    times = []
+    for _ in range(repeat + 1):
+        started = time.perf_counter()
+        response = client.get(url)
+        times.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200, response.status_code
+    return statistics.median(times[1:]), rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--transcript", action="append", type=Path, help="Claude Code JSONL (default: all shared)")
@@ -135,6 +182,15 @@ def main() -> None:
         print(f"Meter read before each call vs the prompt the provider counted ({len(paths)} Claude Code sessions):")
         for name in CLIENTS:
             print("  " + figures[name].line(name))
+        from django.test import Client
+
+        page = Client()
+        small, small_rows = chart_cost(page, user, 100)
+        large, large_rows = chart_cost(page, user, 10_000)
+        print(
+            f"Session page with its chart: 10,000 messages / 5,000 reports {large:.1f} ms ({large_rows} history rows) "
+            f"vs 100 / 50 {small:.1f} ms ({small_rows} rows): {large / small:.2f}×"
+        )
         honest, baseline = figures[CLIENTS[0]], figures[CLIENTS[2]]
         print(
             f"  honest median error is {statistics.median(honest.errors) / statistics.median(baseline.errors):.3f}× "
