@@ -231,3 +231,31 @@ def test_a_flagged_max_tokens_report_still_hides_the_cut_off_tool_call_from_the_
     assert session.tokens_since_report == session.context_tokens - basis.estimated_tokens
     assert session.tokens_since_report < count_content(reply["content"])
     assert result.usage.tokens == 30_000 + session.tokens_since_report
+
+
+def test_another_sessions_numbers_are_flagged_until_a_second_report_confirms_a_change(api, user):
+    from sessions import services
+
+    session = services.session_create(owner=user, model="claude-sonnet-4-5")
+
+    def turn(i: int, reported_on_top: int) -> dict:
+        services.messages_append(session=session, messages=[{"role": "user", "content": f"step {i} " * 300}])
+        session.refresh_from_db()
+        body = {"input_tokens": session.context_tokens + reported_on_top}
+        response = api.post(url(session, "usage/"), body, format="json")
+        assert response.status_code == 200, response.json()
+        return response.json()["usage"]
+
+    for i in range(4):
+        assert turn(i, 26_000)["implausible"] is None  # 26k of tools and system prompt we never see
+    meter_before = services.session_usage(session).tokens
+    odd = turn(4, 150_000)  # another session's figure: far above the calibrated prediction
+    assert (
+        odd["implausible"]["code"] == "above_expected"
+        and odd["reported_tokens"] != odd["implausible"]["reported_tokens"]
+    )
+    assert odd["tokens"] < 150_000 and odd["tokens"] >= meter_before
+    # The agent really added ~124k of tools: the next report agrees with the flagged one.
+    confirmed = turn(5, 150_000)
+    assert confirmed["implausible"] is None and confirmed["reported_tokens"] > 150_000
+    assert confirmed["tokens"] == confirmed["reported_tokens"]
