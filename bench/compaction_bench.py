@@ -151,12 +151,12 @@ def main() -> int:
     return 0
 
 
-def _usage_scale(usage: dict, result) -> str:
+def _usage_scale(usage, result) -> str:
     """The meter's figure and what it is made of: every before/after above is on this scale."""
-    cal = usage.get("calibration")
-    parts = f"{usage['tokens']:,} tokens now ({usage['source']}: estimate {usage['estimated_tokens']:,}"
+    cal = usage.calibration
+    parts = f"{usage.tokens:,} tokens now ({usage.source}: estimate {usage.estimated_tokens:,}"
     parts += f"; calibration {cal['fixed']:,} + {cal['ratio']} × estimate, {cal['reports']} reports)" if cal else ")"
-    return f"{parts}; peak {result.peak_usage:,}; trigger {usage['trigger_tokens']:,}"
+    return f"{parts}; peak {result.peak_usage:,}; trigger {usage.trigger_tokens:,}"
 
 
 def _fidelity(fidelity: dict) -> str:

@@ -124,7 +124,7 @@ def main() -> int:
         )
         elapsed = time.perf_counter() - started
         session.refresh_from_db()
-        usage = session_services.session_usage(session)
+        usage = session_services.session_usage(session).as_dict()
         trigger = usage["trigger_tokens"]
         print(
             f"=== {path.name}: {len(messages)} messages, window {args.window:,}, trigger {trigger:,} ({elapsed:.0f} s)"

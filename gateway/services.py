@@ -216,7 +216,7 @@ def _wait_if_it_cannot_fit(session: Session) -> None:
     """Auto-compaction runs in the workers; a call waits for it only when the context is over
     the window (the provider would refuse it), and at most GATEWAY_SUMMARY_WAIT seconds."""
     usage = session_usage(session)
-    if usage["tokens"] <= usage["context_window"]:
+    if usage.tokens <= usage.context_window:
         return
     job = compaction_in_flight(session_id=session.pk)
     if job is None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.db.models import Sum
 from django.utils.dateparse import parse_datetime
@@ -42,7 +41,7 @@ class LastReport:
 @dataclass(frozen=True)
 class SessionBreakdown:
     breakdown: core.Breakdown
-    usage: dict[str, Any]  # sessions.services.session_usage(session)
+    usage: services.Usage  # sessions.services.session_usage(session)
     auto_compact: bool
     compacted: bool  # a compaction is active (a summary, a prune, or both)
     first_kept_seq: int
@@ -59,14 +58,13 @@ class SessionBreakdown:
 
     @property
     def reports(self) -> int:
-        cal = self.usage.get("calibration") or {}
-        return int(cal.get("reports") or 0)
+        return int((self.usage.calibration or {}).get("reports") or 0)
 
     @property
     def calibrated_estimate_tokens(self) -> int | None:
         """Compactor's count on the provider's scale (fixed + ratio × estimate): the figure to
         hold against a report; None before any report."""
-        cal = self.usage.get("calibration")
+        cal = self.usage.calibration
         return calibrated_tokens(cal, self.breakdown.estimated_tokens) if cal else None
 
     @property
@@ -193,14 +191,14 @@ def session_context_breakdown(*, session: Session) -> SessionBreakdown:
             Message.objects.filter(session=session, seq__gte=first_kept).aggregate(total=Sum("token_count"))["total"]
             or 0
         )
-    calibration = usage.get("calibration")
+    calibration = usage.calibration
     result = core.context_breakdown(
-        meter_tokens=int(usage["tokens"]),
-        estimated_tokens=int(usage["estimated_tokens"]),
+        meter_tokens=usage.tokens,
+        estimated_tokens=usage.estimated_tokens,
         system_tokens=session.system_prompt_tokens,
         summary_tokens=served_summary_tokens(session),
-        context_window=int(usage["context_window"]),
-        trigger_tokens=int(usage["trigger_tokens"]),
+        context_window=usage.context_window,
+        trigger_tokens=usage.trigger_tokens,
         ratio=float(calibration["ratio"]) if calibration else None,
         stored_kept_tokens=stored_kept,
     )
@@ -208,7 +206,7 @@ def session_context_breakdown(*, session: Session) -> SessionBreakdown:
     return SessionBreakdown(
         breakdown=result,
         usage=usage,
-        auto_compact=bool(usage.get("auto_compact", True)),
+        auto_compact=usage.auto_compact,
         compacted=active is not None,
         first_kept_seq=first_kept,
         last_seq=session.last_seq,
@@ -216,7 +214,7 @@ def session_context_breakdown(*, session: Session) -> SessionBreakdown:
         prune_before_seq=prune_before,
         tool_results_pruned=pruned_count if isinstance(pruned_count, int) else None,
         last_report=last_report(session),
-        warning=usage_warning(usage, session.last_usage),
+        warning=usage_warning(usage),
     )
 
 
@@ -247,35 +245,10 @@ def last_report(session: Session) -> LastReport | None:
     )
 
 
-# Where a plausibility check may leave its verdict: on the usage figures (session_usage) or on
-# the stored report (Session.last_usage). Each is read as True/a reason string, or as a dict
-# with a "reason" (or "detail"); `plausible: False` counts too.
-WARNING_KEYS = ("implausible", "plausibility", "usage_warning", "warning")
-GENERIC_WARNING = "The provider's last usage report looks implausible."
-
-
-def usage_warning(usage: Mapping[str, Any] | None, last_usage: Mapping[str, Any] | None) -> str:
-    """The plausibility warning to show about the last report, "" when there is none."""
-    for source in (usage, last_usage):
-        if not isinstance(source, Mapping):
-            continue
-        for key in WARNING_KEYS:
-            text = _warning_text(source.get(key))
-            if text:
-                return text
-        if source.get("plausible") is False:
-            return _warning_text(source.get("reason")) or GENERIC_WARNING
-    return ""
-
-
-def _warning_text(value: Any) -> str:
-    if not value:
+def usage_warning(usage: services.Usage) -> str:
+    """The plausibility warning about the last report (its `implausible` verdict, see
+    compaction.core.calibration.judge), "" when it passed."""
+    verdict = usage.implausible
+    if not verdict:
         return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Mapping):
-        if value.get("plausible") is True or value.get("ok") is True:
-            return ""
-        reason = value.get("reason") or value.get("detail") or value.get("message")
-        return str(reason) if reason else GENERIC_WARNING
-    return GENERIC_WARNING if value is True else ""
+    return str(verdict.get("reason") or "The provider's last usage report looks implausible.")

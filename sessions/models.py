@@ -69,7 +69,7 @@ class Session(models.Model):
     # reports), "fixed": int, "ratio": float, "fitted": bool}. Only written on a usage report.
     calibration = models.JSONField(null=True, blank=True)
 
-    # The meter's figure (sessions.services.session_usage()["tokens"]) and where it stands,
+    # The meter's figure (sessions.services.session_usage().tokens) and where it stands,
     # stored by every write that changes it, so the dashboard list sorts by usage and filters
     # by level in SQL instead of computing every session's config and usage in Python. A change
     # of the global defaults (settings.COMPACTOR) reaches a session at its next write, or at
@@ -172,3 +172,46 @@ class ApiKey(AbstractAPIKey):
     class Meta(AbstractAPIKey.Meta):
         verbose_name = "API key"
         verbose_name_plural = "API keys"
+
+
+class UsageSample(models.Model):
+    """One point of a session's usage history: a provider report or a compaction.
+
+    The chart draws these (what the provider really reported, its real peak, and each
+    compaction's before → after) with our estimate between them; the meter itself never reads
+    them. One row per usage report (API, gateway, import, replay) and two per compaction
+    (before at its snapshot, after at activation), so a long session's history is as long as
+    its reports, and the chart reads it bucketed in SQL (sessions.dashboard.queries).
+    """
+
+    class Kind(models.TextChoices):
+        REPORT = "report", "Usage report"
+        COMPACTION = "compaction", "Compaction"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="usage_samples")
+    # The last message the figure describes: a report's call saw the messages up to this seq.
+    seq = models.PositiveIntegerField()
+    created_at = models.DateTimeField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    # The provider's prompt size (input + cache read + cache write); None for a compaction.
+    reported_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # The meter's figure for the context up to `seq` (the scale of sessions.services.session_usage,
+    # the figure the trigger compares): a plausible report's own figure, a flagged one's
+    # prediction; a compaction's tokens_before (at its snapshot) and tokens_after (at activation).
+    tokens = models.PositiveIntegerField()
+    # Our estimate (uncalibrated) of the context served for that call / at that point.
+    # None for a compaction's "before" row (its snapshot's estimate is not kept).
+    estimated_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # The report failed the plausibility check (sessions.services.usage_report): not calibrated on.
+    flagged = models.BooleanField(default=False)
+    compaction = models.ForeignKey(
+        "compaction.Compaction", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["session", "seq", "id"]
+        indexes = [models.Index(fields=["session", "seq"], name="usage_sample_session_seq")]
+
+    def __str__(self) -> str:
+        figure = self.reported_tokens if self.reported_tokens is not None else self.tokens
+        return f"{self.get_kind_display()} at #{self.seq}: {figure:,}"

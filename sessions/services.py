@@ -16,8 +16,15 @@ Usage figures (seed 002):
   fitted on the session's recent reports (`compaction.core.calibration`): `fixed` is what the provider counts
   and Compactor cannot see (tool definitions, the agent's own system prompt), `ratio` the
   provider tokenizer's count per cl100k token. So figures before and after a compaction are on
-  the same scale. Without any report it is the pure estimate.
-  This one figure is what the meter shows and what the auto-compaction trigger compares.
+  the same scale. Without any report it is the pure estimate. Never below 0.9 × the estimate
+  (compaction.core.calibration.served_floor): no provider counts less than it was served.
+  This one figure (`session_usage().tokens`) is what the meter shows, what the auto-compaction
+  trigger compares, a compaction's tokens_before / tokens_after, the dry run's estimate, the
+  list's stored usage and the chart's line.
+- Each usage report is judged first (compaction.core.calibration.judge): one far below what
+  was served for that call (a client dropping the cache figures) or far off the calibrated
+  prediction is stored and flagged (`implausible`) but neither calibrates nor moves the meter.
+- Every report and every compaction is a row of the usage history (UsageSample), for the chart.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -47,7 +54,7 @@ from compaction.core.summary_message import render_summary_message
 from compaction.core.types import Msg
 
 from . import validation
-from .models import Message, Session, ToolCall
+from .models import Message, Session, ToolCall, UsageSample
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +226,7 @@ def session_delete(*, session: Session) -> None:
 @dataclass
 class AppendResult:
     messages: list[Message]
-    usage: dict[str, Any]
+    usage: Usage
     # The auto-compaction job queued after this append, if any: set by the compaction layer
     # (compaction.services.messages_append_then_compact); the message store never compacts.
     compaction: Any = None
@@ -607,13 +614,24 @@ def _copy_counters(source: Session, target: Session) -> None:
 
 @dataclass
 class UsageReportResult:
-    usage: dict[str, Any]
+    usage: Usage
     message_seq: int | None  # the assistant message the report was attached to
     dropped_tool_use_ids: list[str]
     # A truncated reply or a calibrated (usually higher) figure can cross the trigger: the
     # job the compaction layer queued after this report, if any (usage_report_then_compact).
     compaction: Any = None
     session: Session | None = None  # the reported-on session, as stored
+
+
+# Columns a usage report reads under its row lock: what an append reads (the meter's inputs and
+# the counters; not the system prompt, title or last_usage) and the active compaction's
+# boundaries (stale reports, what is in context). The compaction row is joined, not locked.
+REPORT_FIELDS = (
+    *APPEND_FIELDS,
+    "active_compaction__id",
+    "active_compaction__first_kept_seq",
+    "active_compaction__snapshot_seq",
+)
 
 
 def usage_report(
@@ -649,10 +667,22 @@ def usage_report(
         "stop_reason": stop_reason,
         "model": model or None,
         "prompt_tokens": prompt_tokens,
+        # Set by the plausibility check (None: passed, or a stale report, which is not judged).
+        "implausible": None,
     }
     dropped: list[str] = []
     with transaction.atomic():
-        locked = Session.objects.select_for_update().get(pk=session.pk)
+        locked = (
+            Session.objects.select_for_update(of=("self",))
+            .select_related("active_compaction")
+            .only(*REPORT_FIELDS)
+            .get(pk=session.pk)
+        )
+        # The meter's basis before this report: the last accepted report and the served
+        # estimate it was compared with (what the plausibility check predicts from).
+        last_report = None
+        if locked.reported_input_tokens is not None:
+            last_report = (locked.context_tokens - locked.tokens_since_report, locked.reported_input_tokens)
         target: Message | None = None
         if message_seq is not None:
             target = Message.objects.filter(session=locked, seq=message_seq).first()
@@ -672,34 +702,50 @@ def usage_report(
                 target = newest
 
         reported_at_seq = locked.last_seq
+        truncated = 0  # the served change of the reported reply (max_tokens hides its tool calls)
         if target is not None:
             reported_at_seq = target.seq - 1
             before, _ = _served_assistant(locked, target)
             target.provider_usage = record
-            target.save(update_fields=["provider_usage"])
             after, dropped = _served_assistant(locked, target)
             if after != before and _in_context(locked, target.seq):
                 locked.context_tokens = max(0, locked.context_tokens + after - before)
+                truncated = after - before
 
         # A report for a call made before the active compaction's snapshot describes the old,
         # larger context: keep it on the message, but don't calibrate the served context with it.
         stale = _reported_before_active_compaction(locked, reported_at_seq)
+        verdict = None
+        reported_at_seq = max(0, reported_at_seq)
         if not stale:
-            locked.reported_input_tokens = prompt_tokens
-            locked.reported_at_seq = max(0, reported_at_seq)
             # Our estimate of the context the provider saw = the served estimate minus what came
             # after the report point; the difference is what only the provider counts.
-            locked.tokens_since_report = _served_after(locked, locked.reported_at_seq, target)
-            seen = max(0, locked.context_tokens - locked.tokens_since_report)
-            locked.calibration_offset = prompt_tokens - seen
-            locked.calibration = calibration.update(
-                locked.calibration, estimate=seen, reported=prompt_tokens, model=_model_key(model or locked.model)
-            )
+            since = _served_after(locked, reported_at_seq, target)
+            seen = max(0, locked.context_tokens - since)
+            verdict = _judge_report(locked, reported=prompt_tokens, served=seen, model=model, last_report=last_report)
+            model_key = _model_key(model or locked.model)
+            if verdict.plausible:
+                locked.reported_input_tokens = prompt_tokens
+                locked.reported_at_seq = reported_at_seq
+                locked.tokens_since_report = since
+                locked.calibration_offset = prompt_tokens - seen
+                locked.calibration = calibration.accepted(locked.calibration, verdict, model=model_key)
+            else:
+                # Stored and shown, but the meter keeps its basis: the last plausible report
+                # plus what was appended since (or the calibrated estimate, or the estimate).
+                locked.calibration = calibration.flagged(locked.calibration, verdict, model=model_key)
+            record["implausible"] = verdict.flag()
+        if (verdict is None or not verdict.plausible) and truncated and locked.reported_input_tokens is not None:
+            # The meter keeps its basis report: the reply after it is served smaller now.
+            if target.seq > (locked.reported_at_seq or 0):
+                locked.tokens_since_report += truncated
+        if target is not None:
+            target.save(update_fields=["provider_usage"])
         locked.last_usage = {
             **record,
             "reported_at": now.isoformat(),
             "message_seq": target.seq if target else None,
-            "calibrated": not stale,
+            "calibrated": verdict is not None and verdict.plausible,
         }
         update = [
             "reported_input_tokens",
@@ -717,6 +763,16 @@ def usage_report(
             update.append("model")
         locked.last_activity_at = now
         locked.save(update_fields=[*update, *_set_meter(locked)])
+        usage_sample_record(
+            session=locked,
+            kind=UsageSample.Kind.REPORT,
+            seq=reported_at_seq,
+            tokens=_meter_at_report(verdict, fallback=locked.usage_tokens),
+            estimated_tokens=verdict.served_tokens if verdict else locked.context_tokens,
+            reported_tokens=prompt_tokens,
+            flagged=verdict is not None and not verdict.plausible,
+            now=now,
+        )
     usage = session_usage(locked)
     _copy_counters(locked, session)
     return UsageReportResult(
@@ -724,6 +780,36 @@ def usage_report(
         message_seq=target.seq if target else None,
         dropped_tool_use_ids=dropped,
         session=locked,
+    )
+
+
+def _meter_at_report(verdict: calibration.Verdict | None, *, fallback: int) -> int:
+    """The meter's figure for the context the reported call saw (UsageSample.tokens): the report
+    itself when plausible, else what the meter predicted for it (the estimate before any
+    calibration). A stale report (a call before the active compaction) keeps the meter's figure."""
+    if verdict is None:
+        return fallback
+    if verdict.plausible:
+        return verdict.reported_tokens
+    return verdict.expected_tokens if verdict.expected_tokens is not None else verdict.served_tokens
+
+
+def _judge_report(
+    session: Session, *, reported: int, served: int, model: str | None, last_report: tuple[int, int] | None
+) -> calibration.Verdict:
+    """compaction.core.calibration.judge against the meter's prediction for this call. A report
+    from another model than the one calibrated is judged against the served floor only (its
+    tokenizer and hidden prompt are new: the calibration will start over)."""
+    cal = session.calibration or {}
+    same_model = not cal.get("model") or not model or cal.get("model") == _model_key(model)
+    fit = session_calibration(session) if same_model else None
+    expected = calibration.expected_report(fit, served=served, last_report=last_report if same_model else None)
+    return calibration.judge(
+        reported=reported,
+        served=served,
+        expected=expected,
+        pending=cal.get("pending") if same_model else None,
+        ratio=float(fit["ratio"]) if fit else 1.0,
     )
 
 
@@ -818,7 +904,38 @@ def _served_assistant(session: Session, message: Message) -> tuple[int, list[str
 # --- usage figures ---------------------------------------------------------------------------
 
 
-def session_usage(session: Session) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Usage:
+    """The meter: one session's usage on the provider's scale and what it is measured against.
+
+    `tokens` is the one figure the gauge, the list, the trigger, a compaction's tokens_before
+    and tokens_after, the dry run and the chart's line share (see the module doc). The API's
+    JSON is `as_dict()`.
+    """
+
+    tokens: int
+    estimated_tokens: int  # ours, uncalibrated: system prompt + summary + kept messages as served
+    reported_tokens: int | None  # the last plausible report, while it describes the served context
+    reported_at_seq: int | None
+    trailing_tokens: int  # estimated tokens on top of the report (or the whole estimate)
+    calibration_offset: int | None
+    calibration: dict[str, Any] | None  # {fixed, ratio, reports, fitted}
+    source: str  # "estimate", "provider+estimate" or "estimate+calibration"
+    tokenizer: str
+    exact: bool
+    context_window: int
+    usage_ratio: float | None
+    trigger_tokens: int
+    auto_compact: bool
+    # The last usage report failed the plausibility check (compaction.core.calibration.judge):
+    # {code, reason, reported_tokens, served_tokens, expected_tokens}; None when it passed.
+    implausible: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def session_usage(session: Session) -> Usage:
     """Both figures (pure estimate and hybrid provider+estimate) and what they are measured against.
 
     Reads only the session row (no query), so listing sessions costs no query per session.
@@ -834,36 +951,63 @@ def session_usage(session: Session) -> dict[str, Any]:
     tokenizer = session_tokenizer(session)
     window = session.context_window
     config = session_config(session)
-    return {
-        "tokens": tokens,
-        "estimated_tokens": estimate.estimated_tokens,
-        "reported_tokens": estimate.reported_tokens,
-        "reported_at_seq": session.reported_at_seq if estimate.reported_tokens is not None else None,
-        "trailing_tokens": estimate.trailing_tokens,
-        "calibration_offset": session.calibration_offset,
-        "calibration": cal,
-        "source": estimate.source,
-        "tokenizer": tokenizer.name,
-        "exact": tokenizer.exact,
-        "context_window": window,
-        "usage_ratio": round(tokens / window, 4) if window else None,
-        "trigger_tokens": config.trigger_tokens,
-        "auto_compact": config.auto_compact,
-    }
+    return Usage(
+        tokens=tokens,
+        estimated_tokens=estimate.estimated_tokens,
+        reported_tokens=estimate.reported_tokens,
+        reported_at_seq=session.reported_at_seq if estimate.reported_tokens is not None else None,
+        trailing_tokens=estimate.trailing_tokens,
+        calibration_offset=session.calibration_offset,
+        calibration=cal,
+        source=estimate.source,
+        tokenizer=tokenizer.name,
+        exact=tokenizer.exact,
+        context_window=window,
+        usage_ratio=round(tokens / window, 4) if window else None,
+        trigger_tokens=config.trigger_tokens,
+        auto_compact=config.auto_compact,
+        implausible=(session.calibration or {}).get("last_flag"),
+    )
+
+
+def usage_sample_record(
+    *,
+    session: Session,
+    kind: str,
+    seq: int,
+    tokens: int,
+    estimated_tokens: int | None,
+    reported_tokens: int | None = None,
+    flagged: bool = False,
+    compaction: Any = None,
+    now: datetime | None = None,
+) -> UsageSample:
+    """One point of the usage history (UsageSample): written by a usage report and by a
+    compaction's activation, in their transaction; the chart reads them."""
+    return UsageSample.objects.create(
+        session_id=session.pk,
+        kind=kind,
+        seq=max(0, seq),
+        tokens=max(0, tokens),
+        estimated_tokens=None if estimated_tokens is None else max(0, estimated_tokens),
+        reported_tokens=reported_tokens,
+        flagged=flagged,
+        compaction=compaction,
+        created_at=now or timezone.now(),
+    )
 
 
 METER_FIELDS = ("usage_tokens", "usage_percent", "usage_level")
 
 
-def _meter_fields(session: Session, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+def _meter_fields(session: Session, usage: Usage | None = None) -> dict[str, Any]:
     """The stored meter columns (Session.usage_*) for the session's current counters."""
     usage = usage if usage is not None else session_usage(session)
-    tokens = int(usage["tokens"])
-    window = int(usage["context_window"])
+    tokens, window = usage.tokens, usage.context_window
     return {
         "usage_tokens": tokens,
         "usage_percent": 100.0 * tokens / window if window else 0.0,
-        "usage_level": usage_level(tokens=tokens, trigger_tokens=int(usage["trigger_tokens"]), context_window=window),
+        "usage_level": usage_level(tokens=tokens, trigger_tokens=usage.trigger_tokens, context_window=window),
     }
 
 
@@ -912,7 +1056,7 @@ def session_calibration(session: Session) -> dict[str, Any] | None:
     Sessions calibrated before the history existed fall back to their additive offset.
     """
     cal = session.calibration
-    if cal:
+    if cal and cal.get("pairs"):
         return {
             "fixed": int(cal["fixed"]),
             "ratio": float(cal["ratio"]),
@@ -1193,7 +1337,7 @@ def context_build(*, session: Session) -> dict[str, Any]:
         "system": view.system,
         "messages": messages,
         "seqs": seqs,
-        "tokens": usage["tokens"],
+        "tokens": usage.tokens,
         "estimated_tokens": view.tokens,
         "breakdown": {
             "system": view.system_tokens,
@@ -1201,11 +1345,11 @@ def context_build(*, session: Session) -> dict[str, Any]:
             "messages": sum(m.tokens for m in view.messages),
             "pruned_tool_results_saved": sum(m.stored_tokens - m.tokens for m in view.messages if m.pruned),
         },
-        "context_window": usage["context_window"],
-        "usage_ratio": usage["usage_ratio"],
-        "trigger_tokens": usage["trigger_tokens"],
+        "context_window": usage.context_window,
+        "usage_ratio": usage.usage_ratio,
+        "trigger_tokens": usage.trigger_tokens,
         "active_compaction": _active_compaction_dict(session),
-        "usage": usage,
+        "usage": usage.as_dict(),
     }
 
 

@@ -13,11 +13,17 @@ entered the context), and a fit over all reports, dominated by those early point
 the later half 4% off against 0.4% for the last 20 (tests/api/test_calibration_replay.py).
 After a compaction the new, small estimates join the window and give it a wide spread.
 
+Plausibility (issue #10): every report is first judged against our own figure for what was
+served for that call (`judge`); a report far off is stored and flagged but neither calibrates
+nor moves the meter, and the meter never shows less than MIN_PROVIDER_RATIO × the served
+estimate (`served_floor`), whatever the calibration says. See `judge` for the rule.
+
 Pure: plain dicts in and out, stored by the caller (Session.calibration).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +32,21 @@ CALIBRATION_REPORTS = 20
 # A fit needs reports that span enough of the estimate scale, or the slope is noise.
 MIN_SPREAD_TOKENS = 2_000
 MIN_SPREAD_FRACTION = 0.10  # of the largest estimate in the window
-RATIO_BOUNDS = (0.8, 1.8)
+# No provider counts the context Compactor served at less than this share of our estimate
+# (cl100k, or the model's own tokenizer): Claude's tokenizer counts 25–35% more than cl100k on
+# top of the tools and system prompt only the provider sees (reported / served ≥ 1.48 on every
+# report of the shared Claude Code sessions), OpenAI's count is o200k itself plus message
+# framing. A report below it did not count what was served (cache figures dropped, a call on
+# another context); the meter never goes below it either.
+MIN_PROVIDER_RATIO = 0.9
+RATIO_BOUNDS = (MIN_PROVIDER_RATIO, 1.8)
+# Once calibrated, the meter predicts each report within ~1% (p90, the shared sessions; at most
+# 0.944–1.33 × the prediction: dense JSON entering the context moves the ratio). A report outside
+# this band of the prediction is flagged until the next report confirms it (CONFIRM_TOLERANCE):
+# a client that really added or removed tools, or changed its own system prompt, is believed
+# after two reports that agree; a single far-off figure (another session's numbers) is not.
+EXPECTED_BAND = (0.8, 1.5)
+CONFIRM_TOLERANCE = 0.05
 
 
 def fit(pairs: list[list[int]]) -> tuple[float, float] | None:
@@ -83,14 +103,22 @@ def update(previous: Mapping[str, Any] | None, *, estimate: int, reported: int, 
     return {"model": kept_model, "pairs": pairs, "fixed": round(fixed), "ratio": round(ratio, 4), "fitted": fitted}
 
 
+def served_floor(estimated: int) -> int:
+    """The least the provider can count for a context we estimate at `estimated` (see
+    MIN_PROVIDER_RATIO): the meter's floor, so no calibration can show a served context as 0."""
+    return max(0, math.ceil(MIN_PROVIDER_RATIO * estimated))
+
+
 def calibrated_tokens(calibration: Mapping[str, Any] | None, estimated: int) -> int:
-    """An estimate of the served context on the provider's scale: fixed + ratio × estimate.
+    """An estimate of the served context on the provider's scale: fixed + ratio × estimate,
+    never below the served floor (an additive offset measured on a large context, where we
+    overestimated, would otherwise take a small one below 0).
 
     None (no report yet) leaves the estimate as it is.
     """
-    if not calibration:
+    if not calibration or "fixed" not in calibration:
         return max(0, estimated)
-    return max(0, round(calibration["fixed"] + calibration["ratio"] * estimated))
+    return max(served_floor(estimated), round(calibration["fixed"] + calibration["ratio"] * estimated))
 
 
 def scaled(calibration: Mapping[str, Any] | None, estimated: int) -> int:
@@ -129,12 +157,12 @@ def usage_estimate(
     if reported_prompt_tokens is not None:
         return UsageEstimate(
             estimated_tokens,
-            max(0, reported_prompt_tokens + scaled(calibration, tokens_since_report)),
+            max(served_floor(estimated_tokens), reported_prompt_tokens + scaled(calibration, tokens_since_report)),
             "provider+estimate",
             reported_prompt_tokens,
             tokens_since_report,
         )
-    if calibration:
+    if calibration and "fixed" in calibration:
         return UsageEstimate(
             estimated_tokens,
             calibrated_tokens(calibration, estimated_tokens),
@@ -143,3 +171,122 @@ def usage_estimate(
             estimated_tokens,
         )
     return UsageEstimate(estimated_tokens, estimated_tokens, "estimate", None, estimated_tokens)
+
+
+# --- plausibility ---------------------------------------------------------------------------
+
+BELOW_SERVED = "below_served"
+BELOW_EXPECTED = "below_expected"
+ABOVE_EXPECTED = "above_expected"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What `judge` made of one report: `code` None when plausible, else why not (`reason`)."""
+
+    reported_tokens: int
+    served_tokens: int  # our estimate of the context served for that call (uncalibrated)
+    expected_tokens: int | None  # the meter's prediction for that call; None before calibration
+    code: str | None = None
+    reason: str = ""
+    confirmed: bool = False  # outside the band, but the previous flagged report agrees with it
+
+    @property
+    def plausible(self) -> bool:
+        return self.code is None
+
+    def flag(self) -> dict[str, Any] | None:
+        """The machine-readable flag stored with the report (None when plausible)."""
+        if self.code is None:
+            return None
+        return {
+            "code": self.code,
+            "reason": self.reason,
+            "reported_tokens": self.reported_tokens,
+            "served_tokens": self.served_tokens,
+            "expected_tokens": self.expected_tokens,
+        }
+
+
+def expected_report(
+    calibration: Mapping[str, Any] | None, *, served: int, last_report: tuple[int, int] | None
+) -> int | None:
+    """The meter's prediction for a call on a context we estimate at `served`: the last accepted
+    report (served then, reported) plus the change since, scaled; without a current report the
+    affine calibration; None before any accepted report (nothing to predict with)."""
+    if last_report is not None:
+        served_then, reported_then = last_report
+        return max(served_floor(served), reported_then + scaled(calibration, served - served_then))
+    if calibration and "fixed" in calibration:
+        return calibrated_tokens(calibration, served)
+    return None
+
+
+def judge(
+    *, reported: int, served: int, expected: int | None, pending: list[int] | None = None, ratio: float = 1.0
+) -> Verdict:
+    """Is `reported` a plausible count of the context served for that call?
+
+    The rule (README, "Usage reports"):
+    1. Below MIN_PROVIDER_RATIO × served: never plausible (`below_served`). No provider counts
+       less than what it was sent; the usual cause is a client that forwards `input_tokens` but
+       drops `cache_read_input_tokens` / `cache_creation_input_tokens`.
+    2. Before any accepted report nothing else is judged: a first report is legitimately far
+       above our estimate (the provider's tokenizer, the tools and system prompt we never see).
+    3. Once calibrated, outside EXPECTED_BAND × the meter's prediction (`below_expected` /
+       `above_expected`), unless the previous flagged report (`pending`: [served, reported])
+       predicts this one within CONFIRM_TOLERANCE: two reports that agree are a real change.
+    """
+    verdict = Verdict(reported, served, expected)
+    if reported < MIN_PROVIDER_RATIO * served:
+        share = reported / served if served else 0.0
+        return Verdict(
+            reported,
+            served,
+            expected,
+            BELOW_SERVED,
+            f"reported prompt {reported:,} tokens is {share:.0%} of the {served:,} tokens Compactor served for "
+            f"this call (a provider counts at least {MIN_PROVIDER_RATIO:.0%}); are cache_read_input_tokens and "
+            "cache_creation_input_tokens missing, or is this another context's usage?",
+        )
+    if expected is None or expected <= 0:
+        return verdict
+    low, high = EXPECTED_BAND
+    if low * expected <= reported <= high * expected:
+        return verdict
+    if pending:
+        served_then, reported_then = int(pending[0]), int(pending[1])
+        predicted = reported_then + round(ratio * (served - served_then))
+        if abs(predicted - reported) <= CONFIRM_TOLERANCE * reported:
+            return Verdict(reported, served, expected, confirmed=True)
+    code = BELOW_EXPECTED if reported < expected else ABOVE_EXPECTED
+    return Verdict(
+        reported,
+        served,
+        expected,
+        code,
+        f"reported prompt {reported:,} tokens is {reported / expected:.0%} of the {expected:,} the calibration "
+        f"predicted for this call (accepted: {low:.0%}–{high:.0%}); the next report that agrees with it is believed",
+    )
+
+
+def flagged(previous: Mapping[str, Any] | None, verdict: Verdict, *, model: str) -> dict[str, Any]:
+    """The calibration after a flagged report: the fit unchanged, the flag kept for the meter to
+    show, and a band miss kept as `pending` for the next report to confirm (never a report below
+    the served floor: a client that drops cache figures does so every time)."""
+    out = dict(previous or {"model": model, "pairs": []})
+    out["last_flag"] = verdict.flag()
+    if verdict.code in (BELOW_EXPECTED, ABOVE_EXPECTED):
+        out["pending"] = [verdict.served_tokens, verdict.reported_tokens]
+    else:
+        out.pop("pending", None)
+    return out
+
+
+def accepted(previous: Mapping[str, Any] | None, verdict: Verdict, *, model: str) -> dict[str, Any]:
+    """The calibration after a plausible report (`update`); a confirmed change starts the
+    window over from the pending report it confirms, so the old level does not drag the fit."""
+    base: dict[str, Any] | None = dict(previous) if previous else None
+    if base is not None and verdict.confirmed and base.get("pending"):
+        base["pairs"] = [list(base["pending"])]
+    return update(base, estimate=verdict.served_tokens, reported=verdict.reported_tokens, model=model)

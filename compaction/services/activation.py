@@ -12,7 +12,7 @@ from django.utils import timezone
 from compaction.core.policy import cache_invalidated
 from compaction.models import Compaction, EventKind, ReviewStatus, Status
 from sessions import services as ss
-from sessions.models import Session
+from sessions.models import Session, UsageSample
 
 from .common import CompactionError, _event, describe
 from .planning import Activate, Outcome, Overlay, Skipped
@@ -108,10 +108,12 @@ def _apply(job: Compaction, outcome: Outcome, *, attempt: int | None, started: f
         session.active_compaction = job
         session.save(update_fields=["active_compaction", "updated_at"])
         ss.session_recompute_usage(session=session)  # also brings `session`'s counters up to date
-        job.tokens_after = (
-            outcome.tokens_after if outcome.tokens_after is not None else int(ss.session_usage(session)["tokens"])
-        )
+        # "After" is the meter right after activation, from the one function every figure comes
+        # from (session_usage): never 0 for a served context (its served floor), equal to the
+        # gauge, the list's stored usage and the chart's point after the drop.
+        job.tokens_after = int(session.usage_tokens)
         update = ["tokens_after"]
+        _record_samples(session, job, now=now)
         # Runway and cache cost from the measured tokens_after (the policy chose on estimates).
         trigger = outcome.overlay.policy_trigger or outcome.trigger or ss.session_config(session).trigger_tokens
         job.runway_tokens = trigger - job.tokens_after
@@ -143,6 +145,28 @@ def _apply(job: Compaction, outcome: Outcome, *, attempt: int | None, started: f
         return job
 
 
+def _record_samples(session: Session, job: Compaction, *, now) -> None:
+    """The compaction in the usage history: the meter before it (at its snapshot) and after it."""
+    ss.usage_sample_record(
+        session=session,
+        kind=UsageSample.Kind.COMPACTION,
+        seq=job.snapshot_seq or 0,
+        tokens=job.tokens_before or 0,
+        estimated_tokens=None,
+        compaction=job,
+        now=now,
+    )
+    ss.usage_sample_record(
+        session=session,
+        kind=UsageSample.Kind.COMPACTION,
+        seq=session.last_seq,
+        tokens=job.tokens_after,
+        estimated_tokens=session.context_tokens,
+        compaction=job,
+        now=now,
+    )
+
+
 # --- undo --------------------------------------------------------------------------------
 
 
@@ -163,14 +187,14 @@ def compaction_revert(*, compaction: Compaction, user=None) -> Compaction | None
                     else "; none is active"
                 )
             )
-        usage_before = int(ss.session_usage(session)["tokens"])
+        usage_before = ss.session_usage(session).tokens
         previous = compaction.based_on
         if previous is not None and previous.status != Status.SUCCEEDED:
             previous = None
         session.active_compaction = previous
         session.save(update_fields=["active_compaction", "updated_at"])
         ss.session_recompute_usage(session=session)  # also brings `session`'s counters up to date
-        usage_after = int(ss.session_usage(session)["tokens"])
+        usage_after = ss.session_usage(session).tokens
         who = f" by {user.get_username()}" if user is not None else ""
         target = f"compaction {previous.pk}" if previous else "the full history"
         _event(

@@ -10,15 +10,14 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from compaction.core.summary_message import render_summary_message
-from compaction.core.tokens import count_content, count_text
+from compaction.core.tokens import count_text
 from compaction.models import Compaction, Reason, Status
 from sessions import services as session_services
 from sessions.models import Message, Session
 
 from .activation import _apply
 from .jobs import compaction_run, messages_append_then_compact, usage_report_then_compact
-from .planning import _on_provider_scale, _Outcome, _tokenizer
+from .planning import _Outcome, _tokenizer
 
 
 class _ReplayServices:
@@ -47,12 +46,6 @@ def compaction_record_import(
         session = Session.objects.select_related("active_compaction").get(pk=session.pk)
         based_on = session.active_compaction
         usage = _session_services().session_usage(session)
-        # Right after the agent compacted, its context was the system prompt and the summary
-        # (the messages after the boundary came later): on the provider's scale, like tokens_before.
-        tokens_after = _on_provider_scale(
-            usage,
-            session.system_prompt_tokens + count_content(render_summary_message(summary), _tokenizer(session)),
-        )
         summarized = Message.objects.filter(session=session, seq__lt=first_kept_seq)
         if based_on and based_on.first_kept_seq:
             summarized = summarized.filter(seq__gte=based_on.first_kept_seq)
@@ -70,7 +63,7 @@ def compaction_record_import(
             "summary",
             based_on_id=based_on.pk if based_on else None,
             # The agent's own figure (provider's scale), else the meter's: never the raw estimate.
-            tokens_before=tokens_before if tokens_before is not None else int(usage["tokens"]),
+            tokens_before=tokens_before if tokens_before is not None else usage.tokens,
             # The agent compacted when the messages before the boundary were all it had: calls
             # made after the boundary ran on the compacted context (their usage reports count).
             snapshot_seq=max(0, first_kept_seq - 1),
@@ -84,7 +77,6 @@ def compaction_record_import(
                 "first_kept_seq": first_kept_seq,
                 "messages_summarized": len(seqs),
             },
-            tokens_after=tokens_after,
         )
         applied = _apply(job, outcome, attempt=None, started=started)
     assert applied is not None
@@ -111,7 +103,7 @@ class ReplayResult:
     compactions: list[Compaction] = field(default_factory=list)
     first_compaction_index: int | None = None
     usage_before_first: int | None = None
-    # The highest usage (session_usage()["tokens"], the figure the trigger compares) after
+    # The highest usage (session_usage().tokens, the figure the trigger compares) after
     # any step or just before a compaction (its tokens_before), and the step: tells why a
     # replay that never compacted did not.
     peak_usage: int = 0
@@ -210,7 +202,7 @@ def transcript_replay(
                 result.first_compaction_index = index
                 result.usage_before_first = activated.tokens_before
         result.steps += 1
-        usage_tokens = int(ss.session_usage(session)["tokens"])
+        usage_tokens = ss.session_usage(session).tokens
         if result.peak_index is None or usage_tokens > result.peak_usage:
             result.peak_usage, result.peak_index = usage_tokens, index
         if on_step is not None:

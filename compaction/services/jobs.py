@@ -152,7 +152,7 @@ def _loop_guard(*, session: Session, tokens: int, trigger: int) -> tuple[str, Co
     ), last
 
 
-def compaction_maybe_auto(*, session: Session, usage: dict[str, Any] | None = None) -> Compaction | None:
+def compaction_maybe_auto(*, session: Session, usage: ss.Usage | None = None) -> Compaction | None:
     """After an append or a usage report: queue an auto compaction when usage crossed the trigger.
 
     `usage`: session_usage(session) when the caller has it already (the append's result).
@@ -162,13 +162,13 @@ def compaction_maybe_auto(*, session: Session, usage: dict[str, Any] | None = No
     # are the config's, so the config is not resolved a second time on every append.
     if usage is None:
         usage = ss.session_usage(session)
-    if not usage["auto_compact"]:
+    if not usage.auto_compact:
         return None
     # A report made on the context from before the active compaction never reaches this
     # figure: activation drops the report, and usage_report does not record a later-arriving
     # one for a call made before the snapshot (sessions.services._reported_before_active_compaction).
-    tokens = int(usage["tokens"])
-    trigger = int(usage["trigger_tokens"])
+    tokens = usage.tokens
+    trigger = usage.trigger_tokens
     if tokens <= trigger:
         return None
     in_flight = compaction_in_flight(session_id=session.pk)

@@ -62,7 +62,7 @@ LANDING_MARGIN = 0.05
 
 # One measure everywhere (field notes: "same token figure for the trigger and for the meter"):
 # every token figure the engine compares with the trigger, stores as tokens_before/after or
-# predicts in a dry run is session_usage()["tokens"] — what the provider will see. It is the
+# predicts in a dry run is session_usage().tokens — what the provider will see. It is the
 # provider's last report plus estimates since, or, after a (de)activation dropped the report,
 # the session's affine calibration of our estimate of the served context, fixed + ratio ×
 # estimate (fixed: what only the provider counts — tool definitions, the agent's own system
@@ -70,16 +70,6 @@ LANDING_MARGIN = 0.05
 # we compute ourselves (served-context estimates, prune savings) is brought onto that scale
 # the same way, never compared raw; stored (unpruned) message counts are never mixed with
 # served ones.
-
-
-def _calibration(usage: dict[str, Any]) -> dict[str, Any] | None:
-    """session_usage()["calibration"]: {fixed, ratio, reports, fitted}, None before any report."""
-    return usage.get("calibration")
-
-
-def _on_provider_scale(usage: dict[str, Any], estimated: int) -> int:
-    """A served-context estimate as session_usage shows it once no current report covers it."""
-    return calibrated_tokens(_calibration(usage), estimated)
 
 
 def _tokenizer(session: Session):
@@ -92,11 +82,11 @@ class _Snapshot:
     session: Session
     based_on: Compaction | None
     config: CompactionConfig
-    tokens_before: int  # session_usage()["tokens"]: the provider's scale
+    tokens_before: int  # session_usage().tokens: the provider's scale
     messages: list[Msg]  # in context, as stored (what is cut and summarized)
     snapshot_seq: int
     estimated_before: int = 0  # our estimate of the served context, uncalibrated
-    # session_usage()["calibration"]: maps an estimate of the served context to the provider's
+    # session_usage().calibration: maps an estimate of the served context to the provider's
     # scale after (de)activation (fixed + ratio × estimate); None before any report.
     calibration: dict[str, Any] | None = None
     calibration_offset: int = 0  # the last report's additive offset (informational, dry run)
@@ -129,12 +119,12 @@ def _snapshot(session_id, overrides: dict[str, Any] | None) -> _Snapshot:
         session,
         session.active_compaction,
         config,
-        int(usage["tokens"]),
+        usage.tokens,
         messages,
         snapshot_seq,
-        estimated_before=int(usage["estimated_tokens"]),
-        calibration=_calibration(usage),
-        calibration_offset=int(usage.get("calibration_offset") or 0),
+        estimated_before=usage.estimated_tokens,
+        calibration=usage.calibration,
+        calibration_offset=usage.calibration_offset or 0,
         served_tokens=served,
         served_messages=served_messages,
         keep_explicit=keep_explicit,
@@ -448,9 +438,6 @@ class Activate:
     snapshot_seq: int
     overlay: Overlay
     detail: str = ""
-    # The usage right after this compaction when the meter at activation is not it (an import
-    # activated after messages that came later are already stored); else measured at activation.
-    tokens_after: int | None = None
     trigger: int | None = None  # a summary's trigger: the job detail notes a result still over it
 
 
@@ -465,13 +452,12 @@ def _Outcome(  # noqa: N802 - the name importing.compaction_record_import calls 
     snapshot_seq: int,
     detail: str = "",
     values: dict[str, Any] | None = None,
-    tokens_after: int | None = None,
     trigger: int | None = None,
 ) -> Outcome:
     """Build a typed outcome from the older (kind, values) form; `values` must be Overlay fields."""
     if kind == "skip":
         return Skipped(based_on_id, tokens_before, snapshot_seq, detail)
-    return Activate(based_on_id, tokens_before, snapshot_seq, Overlay(**(values or {})), detail, tokens_after, trigger)
+    return Activate(based_on_id, tokens_before, snapshot_seq, Overlay(**(values or {})), detail, trigger)
 
 
 def _compute(
@@ -614,7 +600,7 @@ def compaction_dry_run(
     """What a compaction would summarize now, and the estimated tokens after. Changes nothing.
 
     `estimated_tokens_after` is on the same scale as `tokens_before` and as the real run's
-    `tokens_after` (session_usage()["tokens"], see the note above _calibration): it is built
+    `tokens_after` (session_usage().tokens, see the note above _Snapshot): it is built
     from what will be served — system prompt + the summary message (its size estimated, see
     _estimate_summary_tokens) + the kept messages as served (prune overlay applied) — mapped by
     the session's calibration (fixed + ratio × estimate). `tokens_summarized` is what the summarizer reads (messages

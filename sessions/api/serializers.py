@@ -36,6 +36,20 @@ class CalibrationOutSerializer(serializers.Serializer):
     fitted = serializers.BooleanField(help_text="False while the ratio is not fitted yet (1.0).")
 
 
+class ImplausibleOutSerializer(serializers.Serializer):
+    code = serializers.ChoiceField(
+        choices=["below_served", "below_expected", "above_expected"],
+        help_text="below_served: under 0.9 × the tokens Compactor served for that call (cache figures dropped?); "
+        "below_expected / above_expected: outside 0.8–1.5 × the meter's prediction, not confirmed by a next report.",
+    )
+    reason = serializers.CharField(help_text="The same in words, with the figures.")
+    reported_tokens = serializers.IntegerField(help_text="input + cache read + cache write, as reported.")
+    served_tokens = serializers.IntegerField(help_text="Our estimate of the context served for that call.")
+    expected_tokens = serializers.IntegerField(
+        allow_null=True, help_text="The meter's prediction for that call; null before any plausible report."
+    )
+
+
 class UsageOutSerializer(serializers.Serializer):
     tokens = serializers.IntegerField(
         help_text="Best figure (hybrid when the provider reported usage); meter and trigger use it."
@@ -63,8 +77,8 @@ class UsageOutSerializer(serializers.Serializer):
     )
     source = serializers.ChoiceField(
         choices=["estimate", "provider+estimate", "estimate+calibration"],
-        help_text="provider+estimate: last report + estimated change since; estimate+calibration: estimate + "
-        "calibration_offset (no report since the last compaction); estimate: no report yet.",
+        help_text="provider+estimate: last plausible report + estimated change since; estimate+calibration: "
+        "fixed + ratio × estimate (no report since the last compaction); estimate: no plausible report yet.",
     )
     tokenizer = serializers.CharField(
         help_text="Encoding used for this session: o200k_base for OpenAI's gpt-4o/4.1/5 and o-series models "
@@ -75,6 +89,11 @@ class UsageOutSerializer(serializers.Serializer):
     usage_ratio = serializers.FloatField(allow_null=True)
     trigger_tokens = serializers.IntegerField()
     auto_compact = serializers.BooleanField()
+    implausible = ImplausibleOutSerializer(
+        allow_null=True,
+        help_text="The last usage report failed the plausibility check (stored, but neither calibrates nor moves "
+        "the meter); null when it passed or none was made.",
+    )
 
 
 class CompactionJobSerializer(serializers.Serializer):
@@ -117,7 +136,7 @@ class SessionOutSerializer(serializers.Serializer):
 
     @extend_schema_field(UsageOutSerializer)
     def get_usage(self, session) -> dict:
-        return services.session_usage(session)
+        return services.session_usage(session).as_dict()
 
 
 class SessionInSerializer(RejectUnknownFieldsMixin, serializers.Serializer):

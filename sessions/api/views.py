@@ -225,7 +225,7 @@ class MessageListView(AtomicWritesMixin, APIView):
         return Response(
             {
                 "messages": s.MessageOutSerializer(result.messages, many=True).data,
-                "usage": result.usage,
+                "usage": result.usage.as_dict(),
                 "compaction": _job(result.compaction),
             },
             status=status.HTTP_201_CREATED,
@@ -296,7 +296,7 @@ class UsageView(AtomicWritesMixin, APIView):
         result = compaction_services.usage_report_then_compact(session=session, **data.validated_data)
         return Response(
             {
-                "usage": result.usage,
+                "usage": result.usage.as_dict(),
                 "message_seq": result.message_seq,
                 "dropped_tool_use_ids": result.dropped_tool_use_ids,
                 "compaction": _job(result.compaction),

@@ -1,8 +1,12 @@
 """Server-rendered SVG chart of a session's context tokens over its life (zero JavaScript).
 
-The series is derived from stored data only: every message's token count in seq order,
-and each effective compaction dropping the context to its `tokens_after` at the point it
-was activated. The output is numbers for `templates/dashboard/_chart.html` to draw.
+The series is derived from stored data only, all on the meter's scale (sessions.services
+.session_usage): the usage history (UsageSample) gives the figure at each usage report — what
+the provider reported when plausible, the meter's prediction when the report was flagged — and
+each effective compaction drops the context from its `tokens_before` to its `tokens_after` (the
+meter right after it) at the point it was activated; between those points our estimate (every
+message's token count in seq order) draws the line, spread to meet them. The output is numbers
+for `templates/dashboard/_chart.html` to draw.
 """
 
 from __future__ import annotations
@@ -71,13 +75,17 @@ def drop_seq(compaction: Any, messages: list[tuple[int, int, datetime]]) -> int:
     return last
 
 
-def _measured_seq(compaction: Any, drop_at: int) -> int:
+def _measured_seq(compaction: Any, drop_at: int, measured_at: dict[Any, int]) -> int:
     """The last seq counted in `tokens_after`.
 
-    Live compactions measure it when activated, i.e. at the drop. An import is recorded after
-    the whole transcript was stored, so its `tokens_after` also counts the messages from the
-    cut to the end of the import (`snapshot_seq`).
+    The usage history records it (the compaction's "after" sample: the last seq stored at
+    activation). Without one, live compactions measured it when activated, i.e. at the drop,
+    and an import recorded after the whole transcript was stored also counted the messages
+    from the cut to the end of the import (`snapshot_seq`).
     """
+    recorded = measured_at.get(getattr(compaction, "pk", None))
+    if recorded is not None:
+        return max(drop_at, recorded)
     if compaction.reason != "import":
         return drop_at
     snapshot = compaction.snapshot_seq
@@ -116,13 +124,18 @@ def context_series(
     compactions: list[Any],
     base_tokens: int = 0,
     current_tokens: int | None = None,
+    reports: list[tuple[int, int]] = (),
+    measured_at: dict[Any, int] | None = None,
 ) -> tuple[list[tuple[int, int]], list[Drop]]:
     """[(seq, context tokens)] including a vertical step at every compaction, and the drops.
 
     Each drop starts at the compaction's `tokens_before` and ends at its `tokens_after`
-    less the messages after the drop that figure already counts (imports); later messages
-    add on top. With `current_tokens` (the gauge's figure) the line ends exactly there.
+    less the messages after the drop that figure already counts (`measured_at`: compaction →
+    the last seq its tokens_after counted); later messages add on top. The line passes through
+    each usage report's figure (`reports`: (seq, tokens), the usage history), so its peak is the
+    provider's; with `current_tokens` (the gauge's figure) it ends exactly there.
     """
+    measured_at = measured_at or {}
     # Cumulative message tokens by seq, to take out what an import's tokens_after already counts.
     seqs: list[int] = []
     cumulative: list[int] = []
@@ -131,15 +144,19 @@ def context_series(
         running += tokens
         seqs.append(seq)
         cumulative.append(running)
+
+    def on_series(seq: int) -> int:
+        # A long session's series stands at bucket ends (queries.message_token_series): a drop
+        # or a report goes to the end of the bucket holding its seq.
+        index = bisect_left(seqs, seq)
+        return seqs[index] if seq and index < len(seqs) and seqs[index] != seq else seq
+
     at: dict[int, list[Any]] = {}
     for compaction in compactions:
-        seq = drop_seq(compaction, messages)
-        index = bisect_left(seqs, seq)
-        if seq and index < len(seqs) and seqs[index] != seq:
-            # A long session's series stands at bucket ends (queries.message_token_series):
-            # the drop goes to the end of the bucket holding its seq.
-            seq = seqs[index]
-        at.setdefault(seq, []).append(compaction)
+        at.setdefault(on_series(drop_seq(compaction, messages)), []).append(compaction)
+    anchors: dict[int, int] = {}
+    for seq, tokens in reports:
+        anchors[on_series(seq)] = tokens  # the last report of a bucket stands for it
 
     def upto(seq: int) -> int:
         index = bisect_right(seqs, seq) - 1
@@ -152,6 +169,14 @@ def context_series(
 
     def apply(seq: int) -> None:
         nonlocal segment, context
+        if seq in anchors:
+            # A usage report: the line meets its figure, our estimate spread over the messages before.
+            if len(segment) == 1:
+                segment.append([seq, context])
+            _blend(segment, anchors[seq])
+            points.extend((s, t) for s, t in segment[:-1])
+            segment = [segment[-1]]
+            context = segment[-1][1]
         for compaction in at.get(seq, []):
             if len(segment) == 1:
                 segment.append([seq, context])  # keep the segment's start when two drops share a seq
@@ -161,7 +186,7 @@ def context_series(
             if compaction.tokens_after is None:
                 after = before
             else:
-                later = upto(_measured_seq(compaction, seq)) - upto(seq)
+                later = upto(_measured_seq(compaction, seq, measured_at)) - upto(seq)
                 after = max(0, compaction.tokens_after - later)
             drops.append(
                 Drop(
@@ -245,13 +270,20 @@ def build_chart(
     trigger_tokens: int,
     context_window: int,
     current_tokens: int | None = None,
+    reports: list[tuple[int, int]] = (),
+    measured_at: dict[Any, int] | None = None,
 ) -> Chart:
     chart = Chart()
     if not messages:
         chart.description = "No messages yet."
         return chart
     points, drops = context_series(
-        messages=messages, compactions=compactions, base_tokens=base_tokens, current_tokens=current_tokens
+        messages=messages,
+        compactions=compactions,
+        base_tokens=base_tokens,
+        current_tokens=current_tokens,
+        reports=reports,
+        measured_at=measured_at,
     )
     keep: set[int] = set()
     for index in range(1, len(points)):

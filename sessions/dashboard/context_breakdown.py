@@ -102,7 +102,7 @@ def scale_words(sb: SessionBreakdown) -> str:
         return "Compactor's own counts: no provider report yet to put them on the provider's scale."
     reports = f"{sb.reports} report{'s' if sb.reports != 1 else ''}"
     return (
-        f"System prompt, summary and messages are Compactor's counts ({sb.usage.get('tokenizer', 'its tokenizer')}) "
+        f"System prompt, summary and messages are Compactor's counts ({sb.usage.tokenizer}) "
         f"× {b.scale:.3f}, the provider's tokens per Compactor token (calibrated on {reports}); "
         f"the fixed part is inferred from provider reports."
     )
@@ -130,9 +130,7 @@ def figures(sb: SessionBreakdown, now: datetime | None = None) -> list[Figure]:
             when_words=fmt_ago(report.reported_at, now) if report.reported_at else "",
         )
     calibrated = sb.calibrated_estimate_tokens
-    estimate_detail = (
-        f"Compactor's own count ({sb.usage.get('tokenizer', 'tokenizer')}) of system prompt, summary and kept messages"
-    )
+    estimate_detail = f"Compactor's own count ({sb.usage.tokenizer}) of system prompt, summary and kept messages"
     if calibrated is not None:
         estimate_detail += f"; on the provider's scale (fixed + ratio × count) ≈ {calibrated:,}"
     estimated = Figure("Estimated by Compactor", sb.breakdown.estimated_tokens, estimate_detail + ".")
@@ -141,9 +139,9 @@ def figures(sb: SessionBreakdown, now: datetime | None = None) -> list[Figure]:
 
 
 def _meter_detail(sb: SessionBreakdown) -> str:
-    source = sb.usage.get("source")
+    source = sb.usage.source
     if source == "provider+estimate":
-        trailing = int(sb.usage.get("trailing_tokens") or 0)
+        trailing = sb.usage.trailing_tokens
         return f"The last report + {trailing:,} estimated tokens since (× the calibrated ratio)."
     if source == "estimate+calibration":
         return "No report since the last compaction: fixed + ratio × Compactor's count."

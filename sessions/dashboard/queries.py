@@ -8,14 +8,27 @@ from typing import Any
 from uuid import UUID
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Exists, ExpressionWrapper, F, IntegerField, Max, OuterRef, Q, QuerySet, Sum
+from django.db.models import (
+    Count,
+    Exists,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    Max,
+    OuterRef,
+    Q,
+    QuerySet,
+    Sum,
+    UUIDField,
+    Value,
+)
 from django.shortcuts import get_object_or_404
 
 from compaction.core import prune
 from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Status
 from compaction.review import rerun_of
 from sessions import services as session_services
-from sessions.models import Message, Session, ToolCall
+from sessions.models import Message, Session, ToolCall, UsageSample
 
 from .present import Usage, compaction_line
 
@@ -61,11 +74,7 @@ def session_usage_view(session: Session) -> Usage:
     session_usage reads only the row (running counters and calibration), so list rows and the
     gauge agree at no query per row."""
     usage = session_services.session_usage(session)
-    return Usage(
-        tokens=int(usage["tokens"]),
-        context_window=int(usage["context_window"]),
-        trigger_tokens=int(usage["trigger_tokens"]),
-    )
+    return Usage(tokens=usage.tokens, context_window=usage.context_window, trigger_tokens=usage.trigger_tokens)
 
 
 @dataclass
@@ -249,6 +258,49 @@ def message_token_series(*, session: Session) -> list[tuple[int, int, Any]]:
         .values_list("last", "tokens", "at")
     )
     return list(buckets)
+
+
+@dataclass
+class UsageHistory:
+    """The usage history the chart draws (UsageSample rows, read by usage_history)."""
+
+    # (seq, tokens) per usage report: the provider's figure, or the meter's prediction where the
+    # report was flagged; at most SERIES_MAX_ROWS rows.
+    reports: list[tuple[int, int]]
+    # Compaction id → the last seq its tokens_after counted (its "after" sample).
+    measured_at: dict[Any, int]
+
+
+def usage_history(*, session: Session, compactions: list[Compaction]) -> UsageHistory:
+    """The session's usage reports and its compactions' "after" points, in one query and bounded
+    like message_token_series: beyond SERIES_MAX_ROWS seqs, one report row per seq bucket holding
+    its highest figure (the peak survives), at the bucket's last report."""
+    samples = UsageSample.objects.filter(session=session)
+    ids = [c.pk for c in compactions]
+    bucket = 1 if session.last_seq <= SERIES_MAX_ROWS else -(-session.last_seq // SERIES_MAX_ROWS)
+    reports = (
+        samples.filter(kind=UsageSample.Kind.REPORT)
+        .annotate(bucket=ExpressionWrapper((F("seq") - 1) / bucket, output_field=IntegerField()))
+        .values("bucket")
+        .annotate(last=Max("seq"), peak=Max("tokens"))
+        .order_by()
+        .values_list("last", "peak", Value(None, output_field=UUIDField()))
+    )
+    afters = (
+        samples.filter(kind=UsageSample.Kind.COMPACTION, compaction__in=ids)
+        .values("compaction_id")
+        .annotate(last=Max("seq"), peak=Max("tokens"))
+        .order_by()
+        .values_list("last", "peak", "compaction_id")
+    )
+    history = UsageHistory(reports=[], measured_at={})
+    for seq, tokens, compaction_id in reports.union(afters, all=True) if ids else reports:
+        if compaction_id is None:
+            history.reports.append((seq, tokens))
+        else:
+            history.measured_at[compaction_id] = seq
+    history.reports.sort()
+    return history
 
 
 def messages_page(*, session: Session, start: int, limit: int = MESSAGES_PAGE_SIZE) -> list[Message]:

@@ -81,13 +81,17 @@ def session_list(request: HttpRequest) -> HttpResponse:
 
 def _overview_context(request: HttpRequest, session, compactions, *, version: str) -> dict:
     usage = queries.session_usage_view(session)
+    effective = queries.effective_compactions(session=session, compactions=compactions)
+    history = queries.usage_history(session=session, compactions=effective)
     chart = build_chart(
         messages=queries.message_token_series(session=session),
-        compactions=queries.effective_compactions(session=session, compactions=compactions),
+        compactions=effective,
         base_tokens=session.system_prompt_tokens,
         trigger_tokens=usage.trigger_tokens,
         context_window=usage.context_window,
         current_tokens=usage.tokens,  # the line ends where the gauge says the context is
+        reports=history.reports,
+        measured_at=history.measured_at,
     )
     undone = queries.reverted_ids(session=session) if compactions else set()
     history = collapse_skipped(

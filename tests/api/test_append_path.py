@@ -75,7 +75,7 @@ def json_text(response) -> str:
 def test_the_meter_columns_follow_every_write(api, session):
     def stored_matches() -> None:
         session.refresh_from_db()
-        usage = services.session_usage(session)
+        usage = services.session_usage(session).as_dict()
         assert session.usage_tokens == usage["tokens"]
         assert session.usage_percent == pytest.approx(100 * usage["tokens"] / usage["context_window"])
         expected = (

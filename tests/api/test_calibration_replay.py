@@ -47,7 +47,7 @@ SESSIONS = ["8463c716-a2ea-4c14-9efa-87158ebd9f20", "258c7280-ae70-4798-800f-634
 @dataclass
 class Measured:
     pairs: list[tuple[int, int]] = field(default_factory=list)  # (estimate at report, reported)
-    calibrations: list[dict] = field(default_factory=list)  # session_usage()["calibration"] after each
+    calibrations: list[dict] = field(default_factory=list)  # session_usage().calibration after each
     offsets: list[int] = field(default_factory=list)  # the additive offset after each
     post: list[tuple[int, int]] = field(default_factory=list)  # after Claude Code's compaction
 
@@ -74,7 +74,7 @@ def measure(user, name: str) -> Measured:
             return
         # The estimate the service compared the report with: what the provider had seen.
         measured.pairs.append((session.context_tokens - session.tokens_since_report, step.reported_tokens))
-        usage = services.session_usage(session)
+        usage = services.session_usage(session).as_dict()
         measured.calibrations.append(usage["calibration"])
         measured.offsets.append(usage["calibration_offset"])
 

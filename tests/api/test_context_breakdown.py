@@ -35,9 +35,9 @@ def assert_adds_up(body: dict, session) -> None:
     usage = services.session_usage(session)
     segments = parts(body)
     assert list(segments) == [*USED, "free", "reserve"]
-    assert body["tokens"] == usage["tokens"] == sum(segments[k]["tokens"] for k in USED)
-    assert sum(s["tokens"] for s in body["segments"]) == max(usage["context_window"], usage["tokens"])
-    assert body["tokens_left_before_compact"] == usage["trigger_tokens"] - usage["tokens"]
+    assert body["tokens"] == usage.tokens == sum(segments[k]["tokens"] for k in USED)
+    assert sum(s["tokens"] for s in body["segments"]) == max(usage.context_window, usage.tokens)
+    assert body["tokens_left_before_compact"] == usage.trigger_tokens - usage.tokens
     assert all(s["tokens"] >= 0 for s in body["segments"])
 
 
@@ -58,7 +58,7 @@ def test_before_any_report_the_parts_are_compactors_own_counts(api, session):
 def test_after_a_report_the_fixed_part_is_what_only_the_provider_counted(api, session):
     append(api, session, {"role": "user", "content": "Fix the parser"}, tool_use("t1"), tool_result("t1", "a.py"))
     session.refresh_from_db()
-    seen = services.session_usage(session)["estimated_tokens"]
+    seen = services.session_usage(session).estimated_tokens
     report = {"input_tokens": 900, "cache_read_input_tokens": 30_000, "cache_creation_input_tokens": 100}
     assert api.post(url(session, "usage/"), report, format="json").status_code == 200
     body = breakdown(api, session)
@@ -106,16 +106,22 @@ def test_after_a_compaction_the_summary_shows_and_the_old_report_is_not_current(
     assert segments["messages"]["note"].startswith(f"#{session.active_compaction.first_kept_seq:,}–#90")
     assert body["last_report"]["current"] is False and body["source"] == "estimate+calibration"
     # After the report was dropped the meter is fixed + ratio × estimate: the fixed part is the calibration's.
-    assert segments["fixed"]["tokens"] == services.session_usage(session)["calibration"]["fixed"]
+    assert segments["fixed"]["tokens"] == services.session_usage(session).calibration["fixed"]
 
 
 def test_a_plausibility_flag_on_the_last_report_becomes_the_warning(api, session):
-    append(api, session, {"role": "user", "content": "Fix the parser"})
-    assert api.post(url(session, "usage/"), {"input_tokens": 5_000}, format="json").status_code == 200
-    session.refresh_from_db()
-    session.last_usage = {**session.last_usage, "implausible": "cache figures missing: 5,000 vs ~40,000 served"}
-    session.save(update_fields=["last_usage"])
-    assert breakdown(api, session)["warning"] == "cache figures missing: 5,000 vs ~40,000 served"
+    """A report far below what was served (cache figures dropped) is flagged by the meter; the
+    breakdown carries its reason as the warning, and a later honest report clears it."""
+    append(api, session, {"role": "user", "content": "Fix the parser " * 400})
+    served = services.session_usage(session).estimated_tokens
+    report = api.post(url(session, "usage/"), {"input_tokens": served // 10}, format="json")
+    assert report.status_code == 200
+    flag = report.json()["usage"]["implausible"]
+    assert flag and flag["code"] == "below_served"
+    assert breakdown(api, session)["warning"] == flag["reason"]
+    honest = api.post(url(session, "usage/"), {"input_tokens": served + 3_000}, format="json")
+    assert honest.json()["usage"]["implausible"] is None
+    assert breakdown(api, session)["warning"] == ""
 
 
 def test_another_owners_session_is_a_404(api, other_session):

@@ -63,9 +63,11 @@ def test_bookkeeping_is_exact_for_any_split(user, turns, merge):
             session.refresh_from_db()
             last_seq = session.last_seq
             newest = Message.objects.filter(session=session, seq=last_seq).first()
-            services.usage_report(session=session, input_tokens=item)
+            result = services.usage_report(session=session, input_tokens=item)
             covered = last_seq - 1 if newest is not None and newest.role == "assistant" else last_seq
-            last_report = (item, covered)
+            # A flagged report (compaction.core.calibration.judge) leaves the meter's basis as it was.
+            if result.usage.implausible is None:
+                last_report = (item, covered)
         elif merge:
             pending += item  # several turns in one request
         else:
@@ -84,10 +86,11 @@ def test_bookkeeping_is_exact_for_any_split(user, turns, merge):
     context = services.context_build(session=session)
     assert context["estimated_tokens"] == session.context_tokens
     assert len(context["messages"]) == len(stored)
-    usage = services.session_usage(session)
+    usage = services.session_usage(session).as_dict()
     if last_report is None:
         assert usage["tokens"] == usage["estimated_tokens"]
     else:
         reported, covered = last_report
         trailing = sum(t for s, t in stored if s > covered)
-        assert usage["tokens"] == reported + trailing
+        # Never below the served floor (0.9 × the estimate).
+        assert usage["tokens"] == max(reported + trailing, -(-9 * usage["estimated_tokens"] // 10))

@@ -193,3 +193,69 @@ def test_it_rejects_token_counts_beyond_the_database_range(api, session):
     response = api.post(url(session, "usage/"), {"input_tokens": 3_000_000_000}, format="json")
     assert response.status_code == 400
     assert response.json()["error"].startswith("input_tokens: Ensure this value is less than or equal to")
+
+
+def test_a_usage_report_locks_only_the_columns_it_needs(user):
+    """Like an append: no full-row locked read (the system prompt can be large), and the active
+    compaction is joined for its boundaries, not locked."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from sessions import services
+
+    session = services.session_create(owner=user, system_prompt="You are a careful agent. " * 200)
+    services.messages_append(session=session, messages=[{"role": "user", "content": "hello"}])
+    with CaptureQueriesContext(connection) as queries:
+        result = services.usage_report(session=session, input_tokens=3_000, cache_read_input_tokens=20_000)
+    locked = [q["sql"] for q in queries.captured_queries if "FOR UPDATE" in q["sql"]]
+    assert len(locked) == 1 and '"system_prompt"' not in locked[0] and '"last_usage"' not in locked[0]
+    assert result.usage.tokens == 23_000 and result.usage.implausible is None
+    session.refresh_from_db()
+    assert session.last_usage["prompt_tokens"] == 23_000 and session.usage_tokens == 23_000
+
+
+def test_a_flagged_max_tokens_report_still_hides_the_cut_off_tool_call_from_the_meter(user):
+    from sessions import services
+
+    session = services.session_create(owner=user)
+    services.messages_append(session=session, messages=[{"role": "user", "content": "word " * 400}])
+    basis = services.usage_report(session=session, input_tokens=30_000).usage
+    assert basis.implausible is None and basis.tokens == 30_000
+    reply = tool_use("toolu_cut", command="x " * 300, text="let me look")
+    services.messages_append(session=session, messages=[reply])
+    # A client that drops the cache figures: 2 input tokens for a ~400-token context.
+    result = services.usage_report(session=session, input_tokens=2, stop_reason="max_tokens")
+    assert result.usage.implausible["code"] == "below_served" and result.dropped_tool_use_ids == ["toolu_cut"]
+    session.refresh_from_db()
+    # The meter keeps its basis (the plausible report) plus the reply as served now: cut down.
+    assert session.tokens_since_report == session.context_tokens - basis.estimated_tokens
+    assert session.tokens_since_report < count_content(reply["content"])
+    assert result.usage.tokens == 30_000 + session.tokens_since_report
+
+
+def test_another_sessions_numbers_are_flagged_until_a_second_report_confirms_a_change(api, user):
+    from sessions import services
+
+    session = services.session_create(owner=user, model="claude-sonnet-4-5")
+
+    def turn(i: int, reported_on_top: int) -> dict:
+        services.messages_append(session=session, messages=[{"role": "user", "content": f"step {i} " * 300}])
+        session.refresh_from_db()
+        body = {"input_tokens": session.context_tokens + reported_on_top}
+        response = api.post(url(session, "usage/"), body, format="json")
+        assert response.status_code == 200, response.json()
+        return response.json()["usage"]
+
+    for i in range(4):
+        assert turn(i, 26_000)["implausible"] is None  # 26k of tools and system prompt we never see
+    meter_before = services.session_usage(session).tokens
+    odd = turn(4, 150_000)  # another session's figure: far above the calibrated prediction
+    assert (
+        odd["implausible"]["code"] == "above_expected"
+        and odd["reported_tokens"] != odd["implausible"]["reported_tokens"]
+    )
+    assert odd["tokens"] < 150_000 and odd["tokens"] >= meter_before
+    # The agent really added ~124k of tools: the next report agrees with the flagged one.
+    confirmed = turn(5, 150_000)
+    assert confirmed["implausible"] is None and confirmed["reported_tokens"] > 150_000
+    assert confirmed["tokens"] == confirmed["reported_tokens"]

@@ -38,7 +38,7 @@ def imported(user):
 def test_chart_matches_the_gauge_and_keeps_its_labels_inside(live_server, page_factory, imported, width, label):
     session = imported
     assert session.compactions.filter(reason="import").count() == 1
-    tokens = session_services.session_usage(session)["tokens"]
+    tokens = session_services.session_usage(session).tokens
     page = page_factory(width, 900)
     log_in(page, live_server.url, "alice", "alice-password")
     page.goto(f"{live_server.url}/sessions/{session.pk}/")

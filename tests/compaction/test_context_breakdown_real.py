@@ -38,8 +38,8 @@ def check(session: Session) -> core.Breakdown:
         core.SUMMARY: served["breakdown"]["summary"],
         core.MESSAGES: served["breakdown"]["messages"],
     }
-    assert b.used_tokens == usage["tokens"] == sum(b.segment(k).tokens for k in core.USED_KEYS)
-    assert sum(s.tokens for s in b.segments) == max(usage["context_window"], usage["tokens"])
+    assert b.used_tokens == usage.tokens == sum(b.segment(k).tokens for k in core.USED_KEYS)
+    assert sum(s.tokens for s in b.segments) == max(usage.context_window, usage.tokens)
     if served["breakdown"]["pruned_tool_results_saved"]:
         assert b.pruned is not None
         assert b.pruned.saved_estimated_tokens == served["breakdown"]["pruned_tool_results_saved"]

@@ -161,7 +161,7 @@ def test_whole_replay_compacts_no_more_often_than_claude_code_and_lands_at_half_
     )
     assert cc_after < jobs[0].tokens_after  # it keeps nothing verbatim; we keep the recent tail
     session.refresh_from_db()
-    assert session_services.session_usage(session)["tokens"] < REPLAY_TRIGGER
+    assert session_services.session_usage(session).tokens < REPLAY_TRIGGER
 
 
 def test_the_dashboard_shows_the_runway_left_and_what_a_compaction_cost(client, user):

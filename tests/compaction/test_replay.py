@@ -196,7 +196,7 @@ def test_dry_run_estimate_matches_the_real_run_after_an_auto_prune(user, name):
     assert done.tokens_before == preview["tokens_before"]
     estimate, real = preview["estimated_tokens_after"], done.tokens_after
     session.refresh_from_db()
-    cal = session_services.session_usage(session)["calibration"]
+    cal = session_services.session_usage(session).calibration
     print(f"{name}: before {done.tokens_before:,}, dry run {estimate:,}, real {real:,} (calibration {cal})")
     # Both on the provider's scale: the same calibration (fixed + ratio × estimate) maps both ...
     assert preview["calibration"] == cal and cal["fitted"]

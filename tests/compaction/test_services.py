@@ -46,7 +46,7 @@ def test_request_queues_one_job_and_returns_the_in_flight_one(user, django_captu
 def test_run_activates_a_summary_and_records_the_outcome(user):
     session = make_session(user)
     append(session, conversation(8))
-    before = session_services.session_usage(session)["tokens"]
+    before = session_services.session_usage(session).tokens
     job = request_and_run(session)
     session.refresh_from_db()
     assert job.status == Status.SUCCEEDED, job.error
@@ -54,7 +54,7 @@ def test_run_activates_a_summary_and_records_the_outcome(user):
     assert job.attempts == 1 and job.started_at and job.finished_at and job.activated_at
     assert job.duration_ms is not None
     assert job.tokens_before == before
-    assert job.tokens_after == session_services.session_usage(session)["tokens"] < before
+    assert job.tokens_after == session_services.session_usage(session).tokens < before
     assert job.first_summarized_seq == 1
     assert job.last_summarized_seq == job.first_kept_seq - 1
     assert job.messages_summarized == job.first_kept_seq - 1
@@ -231,7 +231,7 @@ def test_loop_guard_holds_auto_compaction_until_new_messages(user):
     session.refresh_from_db()
     session_services.session_update(session=session, compaction_settings={"auto_compact": True})
     session.refresh_from_db()
-    assert session_services.session_usage(session)["tokens"] > session_services.session_config(session).trigger_tokens
+    assert session_services.session_usage(session).tokens > session_services.session_config(session).trigger_tokens
     assert services.compaction_maybe_auto(session=session) is None
     assert services.compaction_maybe_auto(session=session) is None
     held = Event.objects.filter(session=session, data__loop_guard=True)
@@ -250,7 +250,7 @@ def test_loop_guard_judges_tokens_after_on_the_provider_scale(user):
     session = make_session(user, window=40_000, keep_recent_tokens=3_000, reserve_tokens=2_000)
     append(session, conversation(10))
     session.refresh_from_db()
-    estimate = session_services.session_usage(session)["estimated_tokens"]
+    estimate = session_services.session_usage(session).estimated_tokens
     last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
     overhead = 12_000
     services.usage_report_then_compact(
@@ -266,7 +266,7 @@ def test_loop_guard_judges_tokens_after_on_the_provider_scale(user):
     job = request_and_run(session, reason="threshold")
     session.refresh_from_db()
     assert job.status == Status.SUCCEEDED, job.error or job.detail
-    usage = session_services.session_usage(session)
+    usage = session_services.session_usage(session).as_dict()
     assert usage["estimated_tokens"] <= trigger < job.tokens_after == usage["tokens"]
     session_services.session_update(session=session, compaction_settings={"auto_compact": True})
     session.refresh_from_db()
@@ -366,7 +366,7 @@ def test_prune_tier_activates_without_a_summary(user, monkeypatch):
     )
     append(session, conversation(12, tools=2, size=150))
     session.refresh_from_db()
-    tokens = session_services.session_usage(session)["tokens"]
+    tokens = session_services.session_usage(session).tokens
     assert tokens > 60_000
 
     def no_llm(**kwargs):
@@ -403,14 +403,14 @@ def test_prune_tier_decides_and_reports_on_the_calibrated_figure(user, overhead)
     )
     append(session, conversation(12, tools=2, size=150))
     session.refresh_from_db()
-    estimate = session_services.session_usage(session)["estimated_tokens"]
+    estimate = session_services.session_usage(session).estimated_tokens
     last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
     # The provider saw our estimate + the overhead (the reply itself is not in its prompt).
     services.usage_report_then_compact(
         session=session, input_tokens=estimate - last.token_count + overhead, message_seq=last.seq
     )
     session.refresh_from_db()
-    usage = session_services.session_usage(session)
+    usage = session_services.session_usage(session).as_dict()
     assert usage["tokens"] == estimate + overhead
     from compaction.core.prune import plan_prune
 
@@ -424,7 +424,7 @@ def test_prune_tier_decides_and_reports_on_the_calibrated_figure(user, overhead)
     session.refresh_from_db()
     assert job.status == Status.SUCCEEDED, job.error or job.detail
     assert job.tokens_before == estimate + overhead
-    after = session_services.session_usage(session)
+    after = session_services.session_usage(session).as_dict()
     assert job.tokens_after == after["tokens"] == after["estimated_tokens"] + overhead
     if overhead:
         assert job.strategy == "extractive", job.strategy  # prune alone would leave ~estimate-saved+30k
@@ -531,7 +531,7 @@ def test_a_usage_report_for_the_context_before_the_compaction_does_not_retrigger
     # Nor does it calibrate the meter: the served context is the compacted one.
     assert session.reported_input_tokens is None
     assert session.last_usage["calibrated"] is False
-    assert session_services.session_usage(session)["tokens"] < 19_000
+    assert session_services.session_usage(session).tokens < 19_000
     # A report for a reply produced after the compaction is current: it does count.
     append(session, [{"role": "user", "content": "next question"}, {"role": "assistant", "content": "answer"}])
     newest = Message.objects.filter(session=session).order_by("-seq").first()
@@ -555,7 +555,7 @@ def _calibrated_low_trigger_session(user, *, overhead: int, **settings):
     )
     append(session, conversation(40, size=12))
     session.refresh_from_db()
-    estimate = session_services.session_usage(session)["estimated_tokens"]
+    estimate = session_services.session_usage(session).estimated_tokens
     last = Message.objects.filter(session=session, role="assistant").order_by("-seq").first()
     services.usage_report_then_compact(session=session, input_tokens=estimate + overhead, message_seq=last.seq)
     session.refresh_from_db()

@@ -243,7 +243,8 @@ def test_usage_estimate_without_and_with_a_report():
         tokens_since_report=0,
         calibration={"fixed": -5000, "ratio": 1.0},
     )
-    assert below.tokens == 0
+    # An offset measured where we overestimated never takes a served context below the floor.
+    assert below.tokens == 900
 
 
 def test_core_modules_do_not_import_django():

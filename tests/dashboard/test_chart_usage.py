@@ -1,4 +1,4 @@
-"""The chart's line ends where the gauge is: session_usage()["tokens"], whatever compacted the session."""
+"""The chart's line ends where the gauge is: session_usage().tokens, whatever compacted the session."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _chart_and_usage(client, session):
     response = client.get(reverse("dashboard:session-detail", args=[session.pk]))
     assert response.status_code == 200
     session.refresh_from_db()
-    return response.context["chart"], session_services.session_usage(session)["tokens"]
+    return response.context["chart"], session_services.session_usage(session).tokens
 
 
 def test_plain_session_ends_at_the_gauge(logged_in, user):
@@ -76,3 +76,55 @@ def test_replayed_session_with_several_compactions_ends_at_the_gauge(logged_in, 
     chart, tokens = _chart_and_usage(logged_in, session)
     assert len(chart.drops) >= 2
     assert chart.last_tokens == tokens
+
+
+@pytest.mark.slow
+def test_an_imported_session_charts_the_providers_real_peak(logged_in, user):
+    """The chart used to be rebuilt from message sizes: 258c7280's import printed a peak of
+    167,081 while the chart said 79,517. The usage history puts the provider's figures on it."""
+    from compaction.importing import transcript_import
+
+    path = TRANSCRIPTS / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+    session = transcript_import(owner=user, path=path, window=200_000, subagents=False).session
+    chart, tokens = _chart_and_usage(logged_in, session)
+    # Claude Code's last report before compacting said 166,759 and its boundary 167,094 (preTokens):
+    # the line reaches them, then drops.
+    compaction = Compaction.objects.get(session=session, status=Status.SUCCEEDED)
+    assert compaction.tokens_before == 167_094
+    assert "peak 167,094" in chart.description, chart.description
+    assert len(chart.drops) == 1 and chart.last_tokens == tokens
+    points, _drops = context_series(
+        messages=queries.message_token_series(session=session),
+        compactions=[compaction],
+        base_tokens=session.system_prompt_tokens,
+        current_tokens=tokens,
+        reports=queries.usage_history(session=session, compactions=[]).reports,
+    )
+    assert 166_759 in {t for _s, t in points}
+
+
+def test_the_usage_history_is_read_bounded_and_keeps_the_peak(user, django_assert_num_queries):
+    from django.utils import timezone
+
+    from sessions.models import Session, UsageSample
+
+    session = session_services.session_create(owner=user, title="long")
+    last = 3 * queries.SERIES_MAX_ROWS + 7
+    Session.objects.filter(pk=session.pk).update(last_seq=last)
+    session.refresh_from_db()
+    now = timezone.now()
+    UsageSample.objects.bulk_create(
+        UsageSample(session=session, seq=seq, kind="report", tokens=1_000 + seq, estimated_tokens=seq, created_at=now)
+        for seq in range(1, last + 1)
+    )
+    UsageSample.objects.filter(session=session, seq=1_234).update(tokens=190_000)
+    compaction = Compaction.objects.create(session=session, status=Status.SUCCEEDED, reason="manual")
+    UsageSample.objects.create(
+        session=session, seq=2_000, kind="compaction", tokens=9_000, compaction=compaction, created_at=now
+    )
+    with django_assert_num_queries(1):
+        history = queries.usage_history(session=session, compactions=[compaction])
+    assert len(history.reports) <= queries.SERIES_MAX_ROWS
+    assert max(t for _s, t in history.reports) == 190_000
+    assert history.reports[-1] == (last, 1_000 + last)
+    assert history.measured_at == {compaction.pk: 2_000}

@@ -7,6 +7,7 @@ from html.parser import HTMLParser
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from sessions import services
 from sessions.breakdown import usage_warning
@@ -77,20 +78,20 @@ def test_the_card_lists_every_part_and_they_add_up_to_the_gauge(logged_in, repor
     assert list(table) == ["system", "fixed", "summary", "messages", "free", "reserve"]
     usage = services.session_usage(reported)
     used = sum(tokens(table[k]) for k in ("system", "fixed", "summary", "messages"))
-    assert used == usage["tokens"] and usage["reported_tokens"] == 30_000
-    assert used + tokens(table["free"]) + tokens(table["reserve"]) == usage["context_window"]
+    assert used == usage.tokens and usage.reported_tokens == 30_000
+    assert used + tokens(table["free"]) + tokens(table["reserve"]) == usage.context_window
     assert tokens(table["system"]) == reported.system_prompt_tokens
     # The fixed part is marked as an inference, in words (not only by colour).
     assert "inferred" in table["fixed"][0] and "Inferred from 1 provider report" in table["fixed"][0]
     assert "Stored with the session" in table["system"][0]
-    left = usage["trigger_tokens"] - usage["tokens"]
+    left = usage.trigger_tokens - usage.tokens
     assert (
-        f"{left:,} tokens left before auto-compact ({100 * left / usage['context_window']:.1f} % of the window)" in body
+        f"{left:,} tokens left before auto-compact ({100 * left / usage.context_window:.1f} % of the window)" in body
     )
     # The report and the estimate side by side, with the report's time.
     assert "Reported by the provider" in body and "Estimated by Compactor" in body
     assert re.search(r'<time datetime="[^"]+">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time>', body)
-    assert f"{usage['estimated_tokens']:,}" in body
+    assert f"{usage.estimated_tokens:,}" in body
     assert 'class="usage-warning"' not in body
 
 
@@ -122,25 +123,19 @@ def test_a_compacted_session_shows_its_summary_and_kept_range(logged_in, user):
 
 
 def test_an_implausible_report_shows_a_warning_line(logged_in, reported):
-    reported.last_usage = {**reported.last_usage, "implausible": {"reason": "cache figures missing"}}
-    reported.save(update_fields=["last_usage"])
+    """A client that forwards input_tokens but drops the cache figures: the report is flagged
+    by the meter (sessions.services.usage_report) and the card says why."""
+    result = services.usage_report(session=reported, input_tokens=12)
+    assert result.usage.implausible and result.usage.implausible["code"] == "below_served"
+    assert usage_warning(result.usage) == result.usage.implausible["reason"]
     body = page(logged_in, reported)
-    assert re.search(r'class="usage-warning"><strong>Warning: [^<]+</strong> cache figures missing', body)
+    reason = re.escape(str(escape(result.usage.implausible["reason"])))
+    assert re.search(rf'class="usage-warning"><strong>Warning: [^<]+</strong> {reason}', body), body
 
 
-@pytest.mark.parametrize(
-    "usage,last_usage,expected",
-    [
-        ({"implausible": True}, None, "The provider's last usage report looks implausible."),
-        ({}, {"implausible": "another session's numbers"}, "another session's numbers"),
-        ({"plausibility": {"plausible": False, "reason": "cache dropped"}}, {}, "cache dropped"),
-        ({"plausibility": {"plausible": True}}, {}, ""),
-        ({}, {"plausible": False, "reason": "too low"}, "too low"),
-        (None, None, ""),
-    ],
-)
-def test_the_warning_lookup_reads_the_shapes_a_plausibility_check_may_leave(usage, last_usage, expected):
-    assert usage_warning(usage, last_usage) == expected
+def test_no_warning_once_a_report_passes(logged_in, reported):
+    assert usage_warning(services.session_usage(reported)) == ""
+    assert 'class="usage-warning"' not in page(logged_in, reported)
 
 
 def test_the_overview_fragment_carries_the_card_for_live_updates(logged_in, reported):

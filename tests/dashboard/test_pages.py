@@ -346,7 +346,7 @@ def test_list_row_and_gauge_show_the_same_hybrid_figure(logged_in, user):
     # The provider saw far more than the local estimate at #8 (tool definitions etc.).
     services.usage_report(session=session, input_tokens=150_000, message_seq=8)
     session.refresh_from_db()
-    tokens = services.session_usage(session)["tokens"]
+    tokens = services.session_usage(session).tokens
     assert tokens > 150_000  # the report plus what came after it
     list_body = logged_in.get(reverse("dashboard:session-list")).content.decode()
     assert f"{fmt_short(tokens)} / 200k · {round(100 * tokens / 200_000)}%" in list_body

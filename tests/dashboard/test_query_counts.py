@@ -126,4 +126,4 @@ def test_refresh_session_usage_rewrites_stale_meter_columns(user):
     Session.objects.filter(pk=session.pk).update(usage_tokens=0, usage_percent=0, usage_level="ok")
     call_command("refresh_session_usage", stdout=__import__("io").StringIO())
     session.refresh_from_db()
-    assert session.usage_level == "over" and session.usage_tokens == session_services.session_usage(session)["tokens"]
+    assert session.usage_level == "over" and session.usage_tokens == session_services.session_usage(session).tokens

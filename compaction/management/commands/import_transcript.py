@@ -111,7 +111,7 @@ class Command(BaseCommand):
             return
         self.stdout.write(
             f"Imported {report.messages} messages ({name}) into session {session.pk} ({session.title}); "
-            f"context {usage['tokens']:,} tokens of {usage['context_window']:,}"
+            f"context {usage.tokens:,} tokens of {usage.context_window:,}"
         )
         for line in report.lines():
             self.stdout.write(line)
@@ -134,7 +134,7 @@ class Command(BaseCommand):
         for job in result.compactions:
             self.stdout.write(f"  {services.describe(job)} (reason {job.reason}, strategy {job.strategy})")
         failed = Compaction.objects.filter(session=session, status=Status.FAILED).count()
-        trigger = usage["trigger_tokens"]
+        trigger = usage.trigger_tokens
         where = (
             f"first at message {result.first_compaction_index + 1} (usage {result.usage_before_first:,})"
             if result.first_compaction_index is not None
@@ -148,11 +148,11 @@ class Command(BaseCommand):
         if not result.compactions and result.peak_usage <= trigger:
             self.stdout.write(
                 f"  No auto-compaction: usage peaked at {result.peak_usage:,} tokens, never above the trigger "
-                f"{trigger:,} (window {usage['context_window']:,}); pass --trigger N to compact earlier, "
+                f"{trigger:,} (window {usage.context_window:,}); pass --trigger N to compact earlier, "
                 f"e.g. --trigger 167000 where Claude Code compacts on a 200k window"
             )
         self.stdout.write(
             f"Replayed {result.steps} messages into session {session.pk} ({session.title}); "
             f"{result.reports} usage reports; {len(result.compactions)} compaction(s), {where}; "
-            f"{failed} failed; {peak}; trigger {trigger:,}; context now {usage['tokens']:,} tokens"
+            f"{failed} failed; {peak}; trigger {trigger:,}; context now {usage.tokens:,} tokens"
         )
