@@ -85,9 +85,7 @@ def test_the_card_lists_every_part_and_they_add_up_to_the_gauge(logged_in, repor
     assert "inferred" in table["fixed"][0] and "Inferred from 1 provider report" in table["fixed"][0]
     assert "Stored with the session" in table["system"][0]
     left = usage.trigger_tokens - usage.tokens
-    assert (
-        f"{left:,} tokens left before auto-compact ({100 * left / usage.context_window:.1f} % of the window)" in body
-    )
+    assert f"{left:,} tokens left before auto-compact ({100 * left / usage.context_window:.1f} % of the window)" in body
     # The report and the estimate side by side, with the report's time.
     assert "Reported by the provider" in body and "Estimated by Compactor" in body
     assert re.search(r'<time datetime="[^"]+">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</time>', body)
