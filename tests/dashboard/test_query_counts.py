@@ -14,10 +14,10 @@ from tests.dashboard.factories import add_messages, conversation, make_compactio
 pytestmark = pytest.mark.django_db
 
 # Measured: list 5 (auth session, user, model choices, count or slim rows, page rows) and
-# detail 7 (auth ×2, session, compactions, undone ids, message page, token series); +1 for the hybrid
-# usage sum when the provider reported usage, +1 slack. Independent of the data size.
+# detail 10 (auth ×2, session, the live fingerprint's compaction aggregate, compactions, message
+# page, usage history, token series, undone ids, subagents), +1 slack. Independent of the data size.
 LIST_QUERIES = 7
-DETAIL_QUERIES = 9
+DETAIL_QUERIES = 11
 
 
 @pytest.fixture
