@@ -58,7 +58,10 @@ urlpatterns: list = []
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=200, help="turns (each: 3 appends)")
-    parser.add_argument("--profile", action="store_true", help="cProfile the tool_result appends")
+    parser.add_argument("--profile", action="store_true", help="cProfile the appends of one kind (--profile-kind)")
+    parser.add_argument("--profile-kind", default="tool_result", help="floor, user text, assistant tool_use, tool_result")
+    parser.add_argument("--profile-sort", default="tottime", help="pstats sort key (tottime, cumulative)")
+    parser.add_argument("--profile-callees", default="", help="regex: print what these functions call")
     parser.add_argument("--show-queries", action="store_true", help="print the SQL of the last append of each kind")
     args = parser.parse_args()
 
@@ -86,12 +89,12 @@ def main() -> int:
 
         def timed(name: str, target: str, body: dict) -> None:
             with CaptureQueriesContext(connection) as ctx:
-                if profiler is not None and name == "tool_result":
+                if profiler is not None and name == args.profile_kind:
                     profiler.enable()
                 started = time.perf_counter()
                 response = client.post(target, body, format="json")
                 elapsed = (time.perf_counter() - started) * 1000
-                if profiler is not None and name == "tool_result":
+                if profiler is not None and name == args.profile_kind:
                     profiler.disable()
             assert response.status_code == 201, (name, response.status_code, response.content[:300])
             times[name].append(elapsed)
@@ -127,7 +130,9 @@ def main() -> int:
             print(f"{name:<20} {ms:7.2f} ms  {ms / floor:5.2f}× floor  {q:g} statements (max {max(queries[name][5:])})")
         if profiler is not None:
             out = io.StringIO()
-            pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
+            stats = pstats.Stats(profiler, stream=out).sort_stats(args.profile_sort)
+            stats.print_stats(45)
+            stats.print_callees(args.profile_callees) if args.profile_callees else None
             print(out.getvalue())
         if args.show_queries:
             for name, sqls in last_sql.items():

@@ -32,8 +32,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
-from django.db.models import Case, Exists, F, IntegerField, OuterRef, Sum, Value, When
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Exists, OuterRef, Sum
 from django.utils import timezone
 
 from compaction.core import calibration, registry
@@ -315,32 +315,88 @@ def _is_max_tokens(usage: Any) -> bool:
     return isinstance(usage, dict) and usage.get("stop_reason") == STOP_MAX_TOKENS
 
 
-def _check_tool_ids(prepared: list[_Prepared], known: dict[str, ToolCall]) -> dict[str, str]:
-    """Duplicate tool_use ids and tool_results without an earlier tool_use (session or batch)."""
+def _check_tool_ids(prepared: list[_Prepared], known: dict[str, ToolCall] | None) -> dict[str, str]:
+    """Duplicate tool_use ids and tool_results without an earlier tool_use (session or batch).
+
+    `known` None (before the lock): only the batch itself is checked; a result for an id not
+    used earlier in the batch is taken to answer a stored, unanswered tool_use, which the
+    UPDATE answering it checks under the lock (_answer_stored_calls).
+    """
     errors = validation.Errors()
+    stored_calls = known or {}
     used_in_batch: dict[str, str] = {}
     answered_in_batch: dict[str, str] = {}
     for item in prepared:
         # Results first: a message's results can only answer tool_uses of earlier messages.
         for tool_use_id, path in item.tool_results:
-            stored = known.get(tool_use_id)
+            stored = stored_calls.get(tool_use_id)
             if tool_use_id in answered_in_batch:
                 errors.add(path, f"tool_use {tool_use_id!r} already has a result at {answered_in_batch[tool_use_id]}")
             elif stored is not None and stored.result_seq is not None:
                 errors.add(path, f"tool_use {tool_use_id!r} already has a result at seq {stored.result_seq}")
-            elif stored is None and tool_use_id not in used_in_batch:
+            elif known is not None and stored is None and tool_use_id not in used_in_batch:
                 errors.add(path, f"no earlier tool_use with id {tool_use_id!r} in this session")
             answered_in_batch.setdefault(tool_use_id, path)
         for tool_use_id, _name, path in item.tool_uses:
-            if tool_use_id in known:
+            if tool_use_id in stored_calls:
                 errors.add(
-                    path, f"duplicate tool_use id {tool_use_id!r}: already used at seq {known[tool_use_id].use_seq}"
+                    path,
+                    f"duplicate tool_use id {tool_use_id!r}: already used at seq {stored_calls[tool_use_id].use_seq}",
                 )
             elif tool_use_id in used_in_batch:
                 errors.add(path, f"duplicate tool_use id {tool_use_id!r}: already used at {used_in_batch[tool_use_id]}")
             else:
                 used_in_batch[tool_use_id] = path
     return errors.items
+
+
+def _stored_answers(prepared: list[_Prepared]) -> dict[str, int]:
+    """{tool_use id: index of the message answering it} for the results that answer a tool_use
+    stored by an earlier request (not one earlier in this batch)."""
+    used_in_batch: set[str] = set()
+    answers: dict[str, int] = {}
+    for index, item in enumerate(prepared):
+        for tool_use_id, _ in item.tool_results:
+            if tool_use_id not in used_in_batch:
+                answers.setdefault(tool_use_id, index)
+        used_in_batch.update(tid for tid, _, _ in item.tool_uses)
+    return answers
+
+
+# The JSON test "this message's usage says max_tokens", per database (the two the project runs on).
+_STOP_REASON_SQL = {
+    "postgresql": "m.provider_usage ->> 'stop_reason'",
+    "sqlite": "json_extract(m.provider_usage, '$.stop_reason')",
+}
+
+
+def _answer_stored_calls(session_id: Any, answers: dict[str, int]) -> dict[str, bool]:
+    """Set result_seq on the stored, still unanswered tool calls in `answers` ({id: seq}), in one
+    statement; returns {id: truncated_use} for the rows it answered (an id missing from it was
+    not stored or already answered: the caller names the problem).
+
+    `truncated_use`: the tool_use is in a reply a max_tokens report cut off, so answering it
+    makes that reply's hidden tool_use served again. One UPDATE ... RETURNING instead of a
+    SELECT and an UPDATE: the ORM has no RETURNING for updates, and this is the hot path of
+    every tool_result (the row lock on the session is held meanwhile).
+    """
+    tool_calls = connection.ops.quote_name(ToolCall._meta.db_table)
+    messages = connection.ops.quote_name(Message._meta.db_table)
+    session_param = ToolCall._meta.get_field("session").get_db_prep_value(session_id, connection)
+    ids = list(answers)
+    marks = ", ".join(["%s"] * len(ids))
+    sql = (
+        f"UPDATE {tool_calls} SET result_seq = CASE tool_use_id {' '.join(['WHEN %s THEN %s'] * len(ids))} END "
+        f"WHERE session_id = %s AND result_seq IS NULL AND tool_use_id IN ({marks}) "
+        f"RETURNING tool_use_id, EXISTS (SELECT 1 FROM {messages} m WHERE m.session_id = {tool_calls}.session_id "
+        f"AND m.seq = {tool_calls}.use_seq AND m.role = 'assistant' "
+        f"AND {_STOP_REASON_SQL[connection.vendor]} = %s)"
+    )
+    params: list[Any] = [value for tid in ids for value in (tid, answers[tid])]
+    params += [session_param, *ids, STOP_MAX_TOKENS]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {tool_use_id: bool(truncated) for tool_use_id, truncated in cursor.fetchall()}
 
 
 # Columns the append reads under its row lock: the counters it bumps and what the meter
@@ -425,13 +481,16 @@ def messages_append(
             # outside the lock (nothing was written).
             tokenizer = other.tokenizer
             continue
-        except IntegrityError:
-            # A tool_use id already stored (the unique index said so; the batch had no
-            # tool_result, so it was not looked up first): name it like the check would.
+        except (IntegrityError, _ToolIdConflict) as conflict:
+            # A tool_use id already stored (the unique index said so) or a tool_result whose
+            # tool_use is not stored or already answered (the UPDATE answering it said so):
+            # nothing was written; read the stored calls to name the problem.
             errors = _tool_id_errors(session_id, prepared)
             if errors:
                 raise ValidationError({path: [problem] for path, problem in errors.items()}) from None
-            raise
+            if isinstance(conflict, IntegrityError):
+                raise
+            continue  # the stored calls changed between the UPDATE and the look-up: try again
         break
     else:  # pragma: no cover - the model changed between every attempt
         raise ValidationError({"model": ["the session's model kept changing during the append; retry"]})
@@ -446,6 +505,10 @@ def messages_append(
 class _OtherTokenizer(Exception):
     def __init__(self, tokenizer: core_tokens.Tokenizer) -> None:
         self.tokenizer = tokenizer
+
+
+class _ToolIdConflict(Exception):
+    """A tool_result of the batch answers no stored, unanswered tool_use (rolls the append back)."""
 
 
 def _known_tool_calls(session_id: Any, ids: set[str]) -> dict[str, ToolCall]:
@@ -477,14 +540,13 @@ def _append_locked(
 ) -> Session:
     """The writes of one append, inside its transaction. Returns the session (APPEND_FIELDS
     only) with its counters as stored and the new rows as `appended`."""
-    has_results = any(item.tool_results for item in prepared)
-    if not has_results:
-        # Duplicates within the batch are found without the database; an id already stored is
-        # rejected by the unique index (messages_append then names it).
-        errors = _check_tool_ids(prepared, {})
-        if errors:
-            raise ValidationError({path: [problem] for path, problem in errors.items()})
-    rows_qs = Session.objects.select_for_update().only(*APPEND_FIELDS).filter(pk=session_id)
+    # Problems within the batch are found without the database; an id already stored is
+    # rejected by the unique index, a result answering nothing stored by _answer_stored_calls
+    # (messages_append then names either).
+    errors = _check_tool_ids(prepared, None)
+    if errors:
+        raise ValidationError({path: [problem] for path, problem in errors.items()})
+    rows_qs = Session.objects.select_for_update().only(*APPEND_FIELDS).order_by().filter(pk=session_id)
     if owner is not None:
         # The owner's view (the API): another owner's or a trashed session does not exist.
         rows_qs = rows_qs.filter(owner=owner, deleted_at__isnull=True)
@@ -493,19 +555,14 @@ def _append_locked(
     if actual.name != tokenizer.name:
         raise _OtherTokenizer(actual)
 
-    known: dict[str, ToolCall] = {}
-    if has_results:
-        # One query, under the lock, for the duplicate, orphan and already-answered checks.
-        known = _known_tool_calls(
-            session_id,
-            {tid for item in prepared for tid, _, _ in item.tool_uses}
-            | {tid for item in prepared for tid, _ in item.tool_results},
-        )
-        errors = _check_tool_ids(prepared, known)
-        if errors:
-            raise ValidationError({path: [problem] for path, problem in errors.items()})
-
     first_seq = locked.last_seq + 1
+    answers = {tid: first_seq + index for tid, index in _stored_answers(prepared).items()}
+    truncated: dict[str, bool] = {}
+    if answers:
+        truncated = _answer_stored_calls(session_id, answers)
+        if truncated.keys() != answers.keys():
+            raise _ToolIdConflict
+
     rows = [
         Message(
             session_id=session_id,
@@ -531,22 +588,12 @@ def _append_locked(
     ]
     if new_calls:
         ToolCall.objects.bulk_create(new_calls)
-    answered_stored = {tid: seq for tid, seq in result_seq.items() if tid in known}
-    if answered_stored:
-        # One UPDATE for all results that answer tool_uses stored by earlier requests.
-        ToolCall.objects.filter(session_id=session_id, tool_use_id__in=list(answered_stored)).update(
-            result_seq=Case(
-                *(When(tool_use_id=tid, then=Value(seq)) for tid, seq in answered_stored.items()),
-                output_field=IntegerField(),
-            )
-        )
 
     added = sum(item.tokens for item in prepared)
     served = sum(item.served_tokens for item in prepared)
     # New messages are always in context (after any first_kept_seq); they count on top of the
     # provider's last report when there is one.
     since_report = served if locked.reported_input_tokens is not None else 0
-    # The row is locked: these are the values the F() expressions below compute.
     locked.last_seq = rows[-1].seq
     locked.message_count += len(rows)
     locked.total_message_tokens += added
@@ -558,17 +605,19 @@ def _append_locked(
     meter = _meter_fields(locked, locked.usage)
     for name, value in meter.items():
         setattr(locked, name, value)
+    # The row is locked since it was read: the new values are written as they are (plain
+    # values compile faster than F() expressions, and give the same result under the lock).
     Session.objects.filter(pk=session_id).update(
-        last_seq=F("last_seq") + len(rows),
-        message_count=F("message_count") + len(rows),
-        total_message_tokens=F("total_message_tokens") + added,
-        context_tokens=F("context_tokens") + served,
-        tokens_since_report=F("tokens_since_report") + since_report,
+        last_seq=locked.last_seq,
+        message_count=locked.message_count,
+        total_message_tokens=locked.total_message_tokens,
+        context_tokens=locked.context_tokens,
+        tokens_since_report=locked.tokens_since_report,
         last_activity_at=now,
         updated_at=now,
         **meter,
     )
-    if any(known[tid].truncated_use for tid in answered_stored):
+    if any(truncated.values()):
         # A result for a tool_use that a max_tokens report had hidden: it is served again.
         _recompute(locked, reset_reported=False)
         locked.usage = session_usage(locked)
