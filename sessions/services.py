@@ -22,8 +22,10 @@ Usage figures (seed 002):
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -449,10 +451,11 @@ def messages_append(
     Raises ValidationError ({field path: [problem]}) and stores nothing when any message is
     malformed, a tool_result has no earlier tool_use, or a tool_use id is already taken.
 
-    Cost (the hot path of every agent): one locked read of the needed columns, the tool-call
-    check (only when the batch has tool_results: one query), the message INSERT, the tool-call
-    INSERT/UPDATE when there are tool blocks, one counter UPDATE. Tokens are counted before the
-    lock; the row lock is held only for the writes.
+    Cost (the hot path of every agent): one locked read of the needed columns, one UPDATE
+    answering the stored tool calls (only when the batch has tool_results; it is also the
+    check), the message INSERT, the tool-call INSERT when there are tool_uses, one counter
+    UPDATE; the two statements on the session row are compiled once per process. Tokens are
+    counted before the lock; the row lock is held only for the writes.
     """
     instance = session if isinstance(session, Session) else None
     session_id = instance.pk if instance is not None else session
@@ -511,6 +514,63 @@ class _ToolIdConflict(Exception):
     """A tool_result of the batch answers no stored, unanswered tool_use (rolls the append back)."""
 
 
+# The append's two statements on the session row have a fixed text: compiled once per process
+# (compiling them through the ORM cost as much as running them, on every agent's every turn).
+
+
+@functools.cache
+def _lock_sql(vendor: str, scoped: bool) -> str:
+    """SQL of the locked read of APPEND_FIELDS, as the ORM writes it for this database (FOR
+    UPDATE where there is one). Parameters: the session id, then (scoped) the owner's id."""
+    rows = Session.objects.select_for_update().only(*APPEND_FIELDS).order_by().filter(pk=uuid.UUID(int=0))
+    if scoped:
+        rows = rows.filter(owner_id=0, deleted_at__isnull=True)
+    sql, params = rows.query.sql_with_params()
+    if len(params) != 1 + scoped:  # pragma: no cover - a Django upgrade changed the shape
+        raise RuntimeError(f"unexpected parameters for the append's locked read: {params!r}")
+    return sql
+
+
+def _lock_session(session_id: Any, owner) -> Session:
+    """The session's row, locked, with APPEND_FIELDS loaded. With `owner`, the owner's view (the
+    API): another owner's or a trashed session does not exist (Session.DoesNotExist)."""
+    params = [Session._meta.pk.get_db_prep_value(session_id, connection)]
+    if owner is not None:
+        params.append(owner.pk)
+    for row in Session.objects.raw(_lock_sql(connection.vendor, owner is not None), params):
+        return row
+    raise Session.DoesNotExist("No such session.")
+
+
+# Columns every append writes (besides the meter's).
+APPEND_WRITES = (
+    "last_seq",
+    "message_count",
+    "total_message_tokens",
+    "context_tokens",
+    "tokens_since_report",
+    "last_activity_at",
+    "updated_at",
+)
+
+
+@functools.cache
+def _update_sql(vendor: str, names: tuple[str, ...]) -> str:
+    quote = connection.ops.quote_name
+    columns = ", ".join(f"{quote(Session._meta.get_field(name).column)} = %s" for name in names)
+    return f"UPDATE {quote(Session._meta.db_table)} SET {columns} WHERE {quote(Session._meta.pk.column)} = %s"
+
+
+def _write_counters(session: Session, names: tuple[str, ...]) -> None:
+    """Write these fields of a locked session as they are on the instance. The row is locked
+    since it was read, so plain values give what F() expressions would."""
+    fields = [Session._meta.get_field(name) for name in names]
+    params = [f.get_db_prep_save(getattr(session, f.attname), connection) for f in fields]
+    params.append(Session._meta.pk.get_db_prep_value(session.pk, connection))
+    with connection.cursor() as cursor:
+        cursor.execute(_update_sql(connection.vendor, names), params)
+
+
 def _known_tool_calls(session_id: Any, ids: set[str]) -> dict[str, ToolCall]:
     """The stored tool calls among `ids`, each with `truncated_use`: its tool_use is in a reply a
     max_tokens report cut off (answering it makes that reply's hidden tool_use served again)."""
@@ -546,11 +606,7 @@ def _append_locked(
     errors = _check_tool_ids(prepared, None)
     if errors:
         raise ValidationError({path: [problem] for path, problem in errors.items()})
-    rows_qs = Session.objects.select_for_update().only(*APPEND_FIELDS).order_by().filter(pk=session_id)
-    if owner is not None:
-        # The owner's view (the API): another owner's or a trashed session does not exist.
-        rows_qs = rows_qs.filter(owner=owner, deleted_at__isnull=True)
-    locked = rows_qs.get()
+    locked = _lock_session(session_id, owner)
     actual = session_tokenizer(locked)
     if actual.name != tokenizer.name:
         raise _OtherTokenizer(actual)
@@ -605,18 +661,8 @@ def _append_locked(
     meter = _meter_fields(locked, locked.usage)
     for name, value in meter.items():
         setattr(locked, name, value)
-    # The row is locked since it was read: the new values are written as they are (plain
-    # values compile faster than F() expressions, and give the same result under the lock).
-    Session.objects.filter(pk=session_id).update(
-        last_seq=locked.last_seq,
-        message_count=locked.message_count,
-        total_message_tokens=locked.total_message_tokens,
-        context_tokens=locked.context_tokens,
-        tokens_since_report=locked.tokens_since_report,
-        last_activity_at=now,
-        updated_at=now,
-        **meter,
-    )
+    locked.updated_at = now
+    _write_counters(locked, (*APPEND_WRITES, *meter))
     if any(truncated.values()):
         # A result for a tool_use that a max_tokens report had hidden: it is served again.
         _recompute(locked, reset_reported=False)
