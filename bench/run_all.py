@@ -17,7 +17,7 @@ if __name__ == "__main__":
     runs = [
         *([script] for script in sorted(HERE.glob("*_bench.py"))),
         [HERE / "policy_eval.py"],
-        [HERE / "api_load.py", "--duration", "3", "--appends", "100"],
+        [HERE / "api_load.py", "--duration", "3"],
         [HERE / "summary_eval.py"],
     ]
     for script, *args in runs:

@@ -24,6 +24,7 @@ from sessions.models import Session
 
 from . import serializers as s
 from .pagination import StrictCursorPagination, StrictPageNumberPagination
+from .renderers import AsciiJSONRenderer
 from .transactions import AtomicWritesMixin
 
 ERROR_DESCRIPTIONS = {
@@ -172,6 +173,7 @@ APPEND_EXAMPLES = [
 
 class MessageListView(AtomicWritesMixin, APIView):
     pagination_class = MessageCursorPagination
+    renderer_classes = [AsciiJSONRenderer]
 
     @extend_schema(
         operation_id="messages_list",
@@ -232,6 +234,8 @@ class MessageListView(AtomicWritesMixin, APIView):
 
 
 class ContextView(APIView):
+    renderer_classes = [AsciiJSONRenderer]
+
     @extend_schema(
         operation_id="context_retrieve",
         description=(
