@@ -1091,15 +1091,11 @@ def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView
     summary_text = None
     if active and active.summary.strip():
         summary_text = render_summary_message(active.summary, active.turn_prefix_summary or "")
-    rows = list(
-        Message.objects.filter(session=session, seq__gte=first_kept)
-        .order_by("seq")
-        .values_list("seq", "role", "content", "token_count", "provider_usage")
-    )
+    rows = _context_rows(session, first_kept)
     names: dict[str, str] = {}
     if prune_before:
         # Tool names of the results below the boundary (their uses are before them, maybe before the cut).
-        below = [Msg(seq, role, content, tokens) for seq, role, content, tokens, _ in rows if seq < prune_before]
+        below = [Msg(*row[:4], row[5], row[6]) for row in rows if row[0] < prune_before]
         names = tool_names(below)
         missing = {tid for m in below if m.role == "user" for tid in m.tool_result_ids} - names.keys()
         if missing:
@@ -1110,7 +1106,7 @@ def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView
     stored_exact = core_tokens.single_tokenizer()
     answered: set[str] | None = None
     served: list[ServedMessage] = []
-    for seq, role, content, stored_tokens, usage in rows:
+    for seq, role, content, stored_tokens, usage, _uses, _results in rows:
         out, tokens, changed = content, stored_tokens, False
         if seq < prune_before and role == "user" and isinstance(content, list):
             key = (session.pk, seq, tokenizer.name)
@@ -1131,7 +1127,7 @@ def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView
         elif _needs_serving(role, content, usage):  # rare: only these messages are recounted
             was_pruned = False
             if answered is None:
-                answered = {tid for _, r, c, _, _ in rows if r == "user" for tid in _tool_result_ids(c)}
+                answered = _answered_ids(rows)
             out, changed = served_content(role, content, usage, answered)
             if changed:
                 tokens = 0 if out is None else core_tokens.count_content(out, tokenizer)
@@ -1169,21 +1165,39 @@ def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView
     )
 
 
-def _engine_messages(rows: list[tuple[int, str, Any, int, Any]]) -> list[Msg]:
-    """(seq, role, content, token_count, provider_usage) rows as the engine cuts them: as stored,
-    except that a max_tokens reply's dropped tool calls are not tool_uses waiting for a result
-    (they are never answered nor served), which the cut would never summarize."""
+# A message row as the served context and the engine read it: seq, role, content, token_count,
+# provider_usage, and the tool ids stored beside the content at append.
+ContextRow = tuple[int, str, Any, int, Any, list[str], list[str]]
+
+
+def _context_rows(session: Session, first_kept: int) -> list[ContextRow]:
+    return list(
+        Message.objects.filter(session=session, seq__gte=first_kept)
+        .order_by("seq")
+        .values_list("seq", "role", "content", "token_count", "provider_usage", "tool_use_ids", "tool_result_ids")
+    )
+
+
+def _answered_ids(rows: list[ContextRow]) -> set[str]:
+    """Every tool_use id a message of `rows` holds a result for (from the stored ids)."""
+    return {tool_id for row in rows if row[1] == "user" for tool_id in row[6]}
+
+
+def _engine_messages(rows: list[ContextRow]) -> list[Msg]:
+    """Context rows as the engine cuts them: as stored, with their stored tool ids (the cut reads
+    no block), except that a max_tokens reply's dropped tool calls are not tool_uses waiting for
+    a result (they are never answered nor served), which the cut would never summarize."""
     answered: set[str] | None = None
     messages = []
-    for seq, role, content, tokens, usage in rows:
-        uses = None
+    for seq, role, content, tokens, usage, use_ids, result_ids in rows:
+        uses = use_ids
         if role == "assistant" and _is_max_tokens(usage) and isinstance(content, list):
             if answered is None:
-                answered = {tool_id for _, r, c, _, _ in rows if r == "user" for tool_id in _tool_result_ids(c)}
+                answered = _answered_ids(rows)
             hidden = set(truncated_content(content, answered)[1])
             if hidden:
-                uses = [b["id"] for b in content if b.get("type") == "tool_use" and "id" in b and b["id"] not in hidden]
-        messages.append(Msg(seq, role, content, tokens, uses))
+                uses = [tool_id for tool_id in use_ids if tool_id not in hidden]
+        messages.append(Msg(seq, role, content, tokens, uses, result_ids))
     return messages
 
 
@@ -1215,12 +1229,6 @@ def _summary_tokens(active: Any, summary_text: str, tokenizer: core_tokens.Token
     return core_tokens.count_content_cached(summary_text, tokenizer)
 
 
-def _tool_result_ids(content: Any) -> list[str]:
-    if not isinstance(content, list):
-        return []
-    return [b["tool_use_id"] for b in content if b.get("type") == "tool_result" and "tool_use_id" in b]
-
-
 def context_messages(session: Session, *, served: bool = False) -> list[Msg]:
     """The messages currently in context (from the active compaction's first_kept_seq on).
 
@@ -1235,12 +1243,7 @@ def context_messages(session: Session, *, served: bool = False) -> list[Msg]:
         ]
     active = session.active_compaction
     first_kept = (active.first_kept_seq if active else None) or 1
-    rows = list(
-        Message.objects.filter(session=session, seq__gte=first_kept)
-        .order_by("seq")
-        .values_list("seq", "role", "content", "token_count", "provider_usage")
-    )
-    return _engine_messages(rows)
+    return _engine_messages(_context_rows(session, first_kept))
 
 
 def context_messages_both(session: Session) -> tuple[list[Msg], list[Msg]]:
