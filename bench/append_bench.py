@@ -59,7 +59,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=200, help="turns (each: 3 appends)")
     parser.add_argument("--profile", action="store_true", help="cProfile the appends of one kind (--profile-kind)")
-    parser.add_argument("--profile-kind", default="tool_result", help="floor, user text, assistant tool_use, tool_result")
+    parser.add_argument(
+        "--profile-kind", default="tool_result", help="floor, user text, assistant tool_use, tool_result"
+    )
     parser.add_argument("--profile-sort", default="tottime", help="pstats sort key (tottime, cumulative)")
     parser.add_argument("--profile-callees", default="", help="regex: print what these functions call")
     parser.add_argument("--show-queries", action="store_true", help="print the SQL of the last append of each kind")

@@ -238,7 +238,10 @@ def _locate_fast(
             if not ids:
                 starts.append(i)
                 before_start.append(total)
-            elif ids == recent:
+            elif ids == recent or (
+                # Parallel calls are often answered in another order: the same ids, each once.
+                len(ids) == len(recent) and len(answered := set(ids)) == len(ids) and answered == set(recent)
+            ):
                 results_at.append(i)
                 lows.append(recent_at)
                 recent = ()
@@ -297,7 +300,7 @@ def _locate_fast(
         if budget <= 0:
             target = last
             kept = max(0, messages[last].tokens)
-        else:
+        elif total >= budget:  # else no walk meets the budget: the whole history fits
             c = n
             for m in reversed(messages):
                 c -= 1
