@@ -420,18 +420,18 @@ APPEND_FIELDS = (
     "calibration_offset",
     "last_activity_at",
 )
-# What an append changes: copied into the caller's Session instance afterwards.
-APPEND_COUNTERS = (
+# Columns every append writes besides the meter's (one UPDATE, _write_counters).
+APPEND_WRITES = (
     "last_seq",
     "message_count",
     "total_message_tokens",
     "context_tokens",
     "tokens_since_report",
     "last_activity_at",
-    "usage_tokens",
-    "usage_percent",
-    "usage_level",
+    "updated_at",
 )
+# What an append changes: copied into the caller's Session instance afterwards.
+APPEND_COUNTERS = (*APPEND_WRITES, "usage_tokens", "usage_percent", "usage_level")
 
 
 def messages_append(
@@ -540,18 +540,6 @@ def _lock_session(session_id: Any, owner) -> Session:
     for row in Session.objects.raw(_lock_sql(connection.vendor, owner is not None), params):
         return row
     raise Session.DoesNotExist("No such session.")
-
-
-# Columns every append writes (besides the meter's).
-APPEND_WRITES = (
-    "last_seq",
-    "message_count",
-    "total_message_tokens",
-    "context_tokens",
-    "tokens_since_report",
-    "last_activity_at",
-    "updated_at",
-)
 
 
 @functools.cache
