@@ -9,7 +9,8 @@ appends, turn after turn, a user message, an assistant reply with a tool_use and
 tool_result, and prints per kind the median time and the SQL queries of one append, beside
 the floor: a minimal DRF endpoint (no authentication) that inserts one row. The ratio
 append / floor is the figure issue #8 bounds (≤ 3×, ≤ 5 queries). Statements are counted
-without BEGIN/COMMIT, the API key lookup included (one query while it is not cached).
+without transaction control (BEGIN/COMMIT, savepoints), the API key lookup included (one query
+while it is not cached). `--profile --profile-kind KIND` shows where one kind's time goes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from _django import api_user, bench_database, django_setup
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+CONTROL = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK")
 TEXT = "Run the parser tests again and tell me which ones still fail; then fix the first one. " * 4
 OUTPUT = "\n".join(f"tests/test_parser.py::test_case_{n} PASSED" for n in range(40))
 
@@ -58,7 +60,12 @@ urlpatterns: list = []
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=200, help="turns (each: 3 appends)")
-    parser.add_argument("--profile", action="store_true", help="cProfile the tool_result appends")
+    parser.add_argument("--profile", action="store_true", help="cProfile the appends of one kind (--profile-kind)")
+    parser.add_argument(
+        "--profile-kind", default="tool_result", help="floor, user text, assistant tool_use, tool_result"
+    )
+    parser.add_argument("--profile-sort", default="tottime", help="pstats sort key (tottime, cumulative)")
+    parser.add_argument("--profile-callees", default="", help="regex: print what these functions call")
     parser.add_argument("--show-queries", action="store_true", help="print the SQL of the last append of each kind")
     args = parser.parse_args()
 
@@ -86,17 +93,18 @@ def main() -> int:
 
         def timed(name: str, target: str, body: dict) -> None:
             with CaptureQueriesContext(connection) as ctx:
-                if profiler is not None and name == "tool_result":
+                if profiler is not None and name == args.profile_kind:
                     profiler.enable()
                 started = time.perf_counter()
                 response = client.post(target, body, format="json")
                 elapsed = (time.perf_counter() - started) * 1000
-                if profiler is not None and name == "tool_result":
+                if profiler is not None and name == args.profile_kind:
                     profiler.disable()
             assert response.status_code == 201, (name, response.status_code, response.content[:300])
             times[name].append(elapsed)
-            # SQL statements; BEGIN/COMMIT (logged by psycopg) are not round trips of their own kind.
-            queries[name].append(sum(1 for q in ctx.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")))
+            # SQL statements, transaction control (BEGIN/COMMIT, the savepoint of the service's
+            # atomic block inside the request's) aside, as tests/api/test_append_path.py counts.
+            queries[name].append(sum(1 for q in ctx.captured_queries if not q["sql"].startswith(CONTROL)))
             last_sql[name] = [q["sql"] for q in ctx.captured_queries]
 
         for turn in range(args.repeat + 5):
@@ -127,7 +135,9 @@ def main() -> int:
             print(f"{name:<20} {ms:7.2f} ms  {ms / floor:5.2f}× floor  {q:g} statements (max {max(queries[name][5:])})")
         if profiler is not None:
             out = io.StringIO()
-            pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
+            stats = pstats.Stats(profiler, stream=out).sort_stats(args.profile_sort)
+            stats.print_stats(45)
+            stats.print_callees(args.profile_callees) if args.profile_callees else None
             print(out.getvalue())
         if args.show_queries:
             for name, sqls in last_sql.items():

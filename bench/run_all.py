@@ -18,7 +18,7 @@ if __name__ == "__main__":
         *([script] for script in sorted(HERE.glob("*_bench.py"))),
         [HERE / "policy_eval.py"],
         [HERE / "meter_eval.py"],
-        [HERE / "api_load.py", "--duration", "3", "--appends", "100"],
+        [HERE / "api_load.py", "--duration", "3"],
         [HERE / "summary_eval.py"],
     ]
     for script, *args in runs:

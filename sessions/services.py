@@ -29,8 +29,10 @@ Usage figures (seed 002):
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -39,8 +41,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
-from django.db.models import Case, Exists, F, IntegerField, OuterRef, Sum, Value, When
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Exists, OuterRef, Sum
 from django.utils import timezone
 
 from compaction.core import calibration, registry
@@ -322,32 +324,88 @@ def _is_max_tokens(usage: Any) -> bool:
     return isinstance(usage, dict) and usage.get("stop_reason") == STOP_MAX_TOKENS
 
 
-def _check_tool_ids(prepared: list[_Prepared], known: dict[str, ToolCall]) -> dict[str, str]:
-    """Duplicate tool_use ids and tool_results without an earlier tool_use (session or batch)."""
+def _check_tool_ids(prepared: list[_Prepared], known: dict[str, ToolCall] | None) -> dict[str, str]:
+    """Duplicate tool_use ids and tool_results without an earlier tool_use (session or batch).
+
+    `known` None (before the lock): only the batch itself is checked; a result for an id not
+    used earlier in the batch is taken to answer a stored, unanswered tool_use, which the
+    UPDATE answering it checks under the lock (_answer_stored_calls).
+    """
     errors = validation.Errors()
+    stored_calls = known or {}
     used_in_batch: dict[str, str] = {}
     answered_in_batch: dict[str, str] = {}
     for item in prepared:
         # Results first: a message's results can only answer tool_uses of earlier messages.
         for tool_use_id, path in item.tool_results:
-            stored = known.get(tool_use_id)
+            stored = stored_calls.get(tool_use_id)
             if tool_use_id in answered_in_batch:
                 errors.add(path, f"tool_use {tool_use_id!r} already has a result at {answered_in_batch[tool_use_id]}")
             elif stored is not None and stored.result_seq is not None:
                 errors.add(path, f"tool_use {tool_use_id!r} already has a result at seq {stored.result_seq}")
-            elif stored is None and tool_use_id not in used_in_batch:
+            elif known is not None and stored is None and tool_use_id not in used_in_batch:
                 errors.add(path, f"no earlier tool_use with id {tool_use_id!r} in this session")
             answered_in_batch.setdefault(tool_use_id, path)
         for tool_use_id, _name, path in item.tool_uses:
-            if tool_use_id in known:
+            if tool_use_id in stored_calls:
                 errors.add(
-                    path, f"duplicate tool_use id {tool_use_id!r}: already used at seq {known[tool_use_id].use_seq}"
+                    path,
+                    f"duplicate tool_use id {tool_use_id!r}: already used at seq {stored_calls[tool_use_id].use_seq}",
                 )
             elif tool_use_id in used_in_batch:
                 errors.add(path, f"duplicate tool_use id {tool_use_id!r}: already used at {used_in_batch[tool_use_id]}")
             else:
                 used_in_batch[tool_use_id] = path
     return errors.items
+
+
+def _stored_answers(prepared: list[_Prepared]) -> dict[str, int]:
+    """{tool_use id: index of the message answering it} for the results that answer a tool_use
+    stored by an earlier request (not one earlier in this batch)."""
+    used_in_batch: set[str] = set()
+    answers: dict[str, int] = {}
+    for index, item in enumerate(prepared):
+        for tool_use_id, _ in item.tool_results:
+            if tool_use_id not in used_in_batch:
+                answers.setdefault(tool_use_id, index)
+        used_in_batch.update(tid for tid, _, _ in item.tool_uses)
+    return answers
+
+
+# The JSON test "this message's usage says max_tokens", per database (the two the project runs on).
+_STOP_REASON_SQL = {
+    "postgresql": "m.provider_usage ->> 'stop_reason'",
+    "sqlite": "json_extract(m.provider_usage, '$.stop_reason')",
+}
+
+
+def _answer_stored_calls(session_id: Any, answers: dict[str, int]) -> dict[str, bool]:
+    """Set result_seq on the stored, still unanswered tool calls in `answers` ({id: seq}), in one
+    statement; returns {id: truncated_use} for the rows it answered (an id missing from it was
+    not stored or already answered: the caller names the problem).
+
+    `truncated_use`: the tool_use is in a reply a max_tokens report cut off, so answering it
+    makes that reply's hidden tool_use served again. One UPDATE ... RETURNING instead of a
+    SELECT and an UPDATE: the ORM has no RETURNING for updates, and this is the hot path of
+    every tool_result (the row lock on the session is held meanwhile).
+    """
+    tool_calls = connection.ops.quote_name(ToolCall._meta.db_table)
+    messages = connection.ops.quote_name(Message._meta.db_table)
+    session_param = ToolCall._meta.get_field("session").get_db_prep_value(session_id, connection)
+    ids = list(answers)
+    marks = ", ".join(["%s"] * len(ids))
+    sql = (
+        f"UPDATE {tool_calls} SET result_seq = CASE tool_use_id {' '.join(['WHEN %s THEN %s'] * len(ids))} END "
+        f"WHERE session_id = %s AND result_seq IS NULL AND tool_use_id IN ({marks}) "
+        f"RETURNING tool_use_id, EXISTS (SELECT 1 FROM {messages} m WHERE m.session_id = {tool_calls}.session_id "
+        f"AND m.seq = {tool_calls}.use_seq AND m.role = 'assistant' "
+        f"AND {_STOP_REASON_SQL[connection.vendor]} = %s)"
+    )
+    params: list[Any] = [value for tid in ids for value in (tid, answers[tid])]
+    params += [session_param, *ids, STOP_MAX_TOKENS]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {tool_use_id: bool(truncated) for tool_use_id, truncated in cursor.fetchall()}
 
 
 # Columns the append reads under its row lock: the counters it bumps and what the meter
@@ -369,18 +427,18 @@ APPEND_FIELDS = (
     "calibration_offset",
     "last_activity_at",
 )
-# What an append changes: copied into the caller's Session instance afterwards.
-APPEND_COUNTERS = (
+# Columns every append writes besides the meter's (one UPDATE, _write_counters).
+APPEND_WRITES = (
     "last_seq",
     "message_count",
     "total_message_tokens",
     "context_tokens",
     "tokens_since_report",
     "last_activity_at",
-    "usage_tokens",
-    "usage_percent",
-    "usage_level",
+    "updated_at",
 )
+# What an append changes: copied into the caller's Session instance afterwards.
+APPEND_COUNTERS = (*APPEND_WRITES, "usage_tokens", "usage_percent", "usage_level")
 
 
 def messages_append(
@@ -400,10 +458,11 @@ def messages_append(
     Raises ValidationError ({field path: [problem]}) and stores nothing when any message is
     malformed, a tool_result has no earlier tool_use, or a tool_use id is already taken.
 
-    Cost (the hot path of every agent): one locked read of the needed columns, the tool-call
-    check (only when the batch has tool_results: one query), the message INSERT, the tool-call
-    INSERT/UPDATE when there are tool blocks, one counter UPDATE. Tokens are counted before the
-    lock; the row lock is held only for the writes.
+    Cost (the hot path of every agent): one locked read of the needed columns, one UPDATE
+    answering the stored tool calls (only when the batch has tool_results; it is also the
+    check), the message INSERT, the tool-call INSERT when there are tool_uses, one counter
+    UPDATE; the two statements on the session row are compiled once per process. Tokens are
+    counted before the lock; the row lock is held only for the writes.
     """
     instance = session if isinstance(session, Session) else None
     session_id = instance.pk if instance is not None else session
@@ -432,13 +491,16 @@ def messages_append(
             # outside the lock (nothing was written).
             tokenizer = other.tokenizer
             continue
-        except IntegrityError:
-            # A tool_use id already stored (the unique index said so; the batch had no
-            # tool_result, so it was not looked up first): name it like the check would.
+        except (IntegrityError, _ToolIdConflict) as conflict:
+            # A tool_use id already stored (the unique index said so) or a tool_result whose
+            # tool_use is not stored or already answered (the UPDATE answering it said so):
+            # nothing was written; read the stored calls to name the problem.
             errors = _tool_id_errors(session_id, prepared)
             if errors:
                 raise ValidationError({path: [problem] for path, problem in errors.items()}) from None
-            raise
+            if isinstance(conflict, IntegrityError):
+                raise
+            continue  # the stored calls changed between the UPDATE and the look-up: try again
         break
     else:  # pragma: no cover - the model changed between every attempt
         raise ValidationError({"model": ["the session's model kept changing during the append; retry"]})
@@ -453,6 +515,55 @@ def messages_append(
 class _OtherTokenizer(Exception):
     def __init__(self, tokenizer: core_tokens.Tokenizer) -> None:
         self.tokenizer = tokenizer
+
+
+class _ToolIdConflict(Exception):
+    """A tool_result of the batch answers no stored, unanswered tool_use (rolls the append back)."""
+
+
+# The append's two statements on the session row have a fixed text: compiled once per process
+# (compiling them through the ORM cost as much as running them, on every agent's every turn).
+
+
+@functools.cache
+def _lock_sql(vendor: str, scoped: bool) -> str:
+    """SQL of the locked read of APPEND_FIELDS, as the ORM writes it for this database (FOR
+    UPDATE where there is one). Parameters: the session id, then (scoped) the owner's id."""
+    rows = Session.objects.select_for_update().only(*APPEND_FIELDS).order_by().filter(pk=uuid.UUID(int=0))
+    if scoped:
+        rows = rows.filter(owner_id=0, deleted_at__isnull=True)
+    sql, params = rows.query.sql_with_params()
+    if len(params) != 1 + scoped:  # pragma: no cover - a Django upgrade changed the shape
+        raise RuntimeError(f"unexpected parameters for the append's locked read: {params!r}")
+    return sql
+
+
+def _lock_session(session_id: Any, owner) -> Session:
+    """The session's row, locked, with APPEND_FIELDS loaded. With `owner`, the owner's view (the
+    API): another owner's or a trashed session does not exist (Session.DoesNotExist)."""
+    params = [Session._meta.pk.get_db_prep_value(session_id, connection)]
+    if owner is not None:
+        params.append(owner.pk)
+    for row in Session.objects.raw(_lock_sql(connection.vendor, owner is not None), params):
+        return row
+    raise Session.DoesNotExist("No such session.")
+
+
+@functools.cache
+def _update_sql(vendor: str, names: tuple[str, ...]) -> str:
+    quote = connection.ops.quote_name
+    columns = ", ".join(f"{quote(Session._meta.get_field(name).column)} = %s" for name in names)
+    return f"UPDATE {quote(Session._meta.db_table)} SET {columns} WHERE {quote(Session._meta.pk.column)} = %s"
+
+
+def _write_counters(session: Session, names: tuple[str, ...]) -> None:
+    """Write these fields of a locked session as they are on the instance. The row is locked
+    since it was read, so plain values give what F() expressions would."""
+    fields = [Session._meta.get_field(name) for name in names]
+    params = [f.get_db_prep_save(getattr(session, f.attname), connection) for f in fields]
+    params.append(Session._meta.pk.get_db_prep_value(session.pk, connection))
+    with connection.cursor() as cursor:
+        cursor.execute(_update_sql(connection.vendor, names), params)
 
 
 def _known_tool_calls(session_id: Any, ids: set[str]) -> dict[str, ToolCall]:
@@ -484,35 +595,25 @@ def _append_locked(
 ) -> Session:
     """The writes of one append, inside its transaction. Returns the session (APPEND_FIELDS
     only) with its counters as stored and the new rows as `appended`."""
-    has_results = any(item.tool_results for item in prepared)
-    if not has_results:
-        # Duplicates within the batch are found without the database; an id already stored is
-        # rejected by the unique index (messages_append then names it).
-        errors = _check_tool_ids(prepared, {})
-        if errors:
-            raise ValidationError({path: [problem] for path, problem in errors.items()})
-    rows_qs = Session.objects.select_for_update().only(*APPEND_FIELDS).filter(pk=session_id)
-    if owner is not None:
-        # The owner's view (the API): another owner's or a trashed session does not exist.
-        rows_qs = rows_qs.filter(owner=owner, deleted_at__isnull=True)
-    locked = rows_qs.get()
+    # Problems within the batch are found without the database; an id already stored is
+    # rejected by the unique index, a result answering nothing stored by _answer_stored_calls
+    # (messages_append then names either).
+    errors = _check_tool_ids(prepared, None)
+    if errors:
+        raise ValidationError({path: [problem] for path, problem in errors.items()})
+    locked = _lock_session(session_id, owner)
     actual = session_tokenizer(locked)
     if actual.name != tokenizer.name:
         raise _OtherTokenizer(actual)
 
-    known: dict[str, ToolCall] = {}
-    if has_results:
-        # One query, under the lock, for the duplicate, orphan and already-answered checks.
-        known = _known_tool_calls(
-            session_id,
-            {tid for item in prepared for tid, _, _ in item.tool_uses}
-            | {tid for item in prepared for tid, _ in item.tool_results},
-        )
-        errors = _check_tool_ids(prepared, known)
-        if errors:
-            raise ValidationError({path: [problem] for path, problem in errors.items()})
-
     first_seq = locked.last_seq + 1
+    answers = {tid: first_seq + index for tid, index in _stored_answers(prepared).items()}
+    truncated: dict[str, bool] = {}
+    if answers:
+        truncated = _answer_stored_calls(session_id, answers)
+        if truncated.keys() != answers.keys():
+            raise _ToolIdConflict
+
     rows = [
         Message(
             session_id=session_id,
@@ -538,22 +639,12 @@ def _append_locked(
     ]
     if new_calls:
         ToolCall.objects.bulk_create(new_calls)
-    answered_stored = {tid: seq for tid, seq in result_seq.items() if tid in known}
-    if answered_stored:
-        # One UPDATE for all results that answer tool_uses stored by earlier requests.
-        ToolCall.objects.filter(session_id=session_id, tool_use_id__in=list(answered_stored)).update(
-            result_seq=Case(
-                *(When(tool_use_id=tid, then=Value(seq)) for tid, seq in answered_stored.items()),
-                output_field=IntegerField(),
-            )
-        )
 
     added = sum(item.tokens for item in prepared)
     served = sum(item.served_tokens for item in prepared)
     # New messages are always in context (after any first_kept_seq); they count on top of the
     # provider's last report when there is one.
     since_report = served if locked.reported_input_tokens is not None else 0
-    # The row is locked: these are the values the F() expressions below compute.
     locked.last_seq = rows[-1].seq
     locked.message_count += len(rows)
     locked.total_message_tokens += added
@@ -565,17 +656,9 @@ def _append_locked(
     meter = _meter_fields(locked, locked.usage)
     for name, value in meter.items():
         setattr(locked, name, value)
-    Session.objects.filter(pk=session_id).update(
-        last_seq=F("last_seq") + len(rows),
-        message_count=F("message_count") + len(rows),
-        total_message_tokens=F("total_message_tokens") + added,
-        context_tokens=F("context_tokens") + served,
-        tokens_since_report=F("tokens_since_report") + since_report,
-        last_activity_at=now,
-        updated_at=now,
-        **meter,
-    )
-    if any(known[tid].truncated_use for tid in answered_stored):
+    locked.updated_at = now
+    _write_counters(locked, (*APPEND_WRITES, *meter))
+    if any(truncated.values()):
         # A result for a tool_use that a max_tokens report had hidden: it is served again.
         _recompute(locked, reset_reported=False)
         locked.usage = session_usage(locked)
@@ -1140,15 +1223,11 @@ def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView
     summary_text = None
     if active and active.summary.strip():
         summary_text = render_summary_message(active.summary, active.turn_prefix_summary or "")
-    rows = list(
-        Message.objects.filter(session=session, seq__gte=first_kept)
-        .order_by("seq")
-        .values_list("seq", "role", "content", "token_count", "provider_usage")
-    )
+    rows = _context_rows(session, first_kept)
     names: dict[str, str] = {}
     if prune_before:
         # Tool names of the results below the boundary (their uses are before them, maybe before the cut).
-        below = [Msg(seq, role, content, tokens) for seq, role, content, tokens, _ in rows if seq < prune_before]
+        below = [Msg(*row[:4], row[5], row[6]) for row in rows if row[0] < prune_before]
         names = tool_names(below)
         missing = {tid for m in below if m.role == "user" for tid in m.tool_result_ids} - names.keys()
         if missing:
@@ -1159,7 +1238,7 @@ def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView
     stored_exact = core_tokens.single_tokenizer()
     answered: set[str] | None = None
     served: list[ServedMessage] = []
-    for seq, role, content, stored_tokens, usage in rows:
+    for seq, role, content, stored_tokens, usage, _uses, _results in rows:
         out, tokens, changed = content, stored_tokens, False
         if seq < prune_before and role == "user" and isinstance(content, list):
             key = (session.pk, seq, tokenizer.name)
@@ -1180,7 +1259,7 @@ def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView
         elif _needs_serving(role, content, usage):  # rare: only these messages are recounted
             was_pruned = False
             if answered is None:
-                answered = {tid for _, r, c, _, _ in rows if r == "user" for tid in _tool_result_ids(c)}
+                answered = _answered_ids(rows)
             out, changed = served_content(role, content, usage, answered)
             if changed:
                 tokens = 0 if out is None else core_tokens.count_content(out, tokenizer)
@@ -1218,21 +1297,39 @@ def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView
     )
 
 
-def _engine_messages(rows: list[tuple[int, str, Any, int, Any]]) -> list[Msg]:
-    """(seq, role, content, token_count, provider_usage) rows as the engine cuts them: as stored,
-    except that a max_tokens reply's dropped tool calls are not tool_uses waiting for a result
-    (they are never answered nor served), which the cut would never summarize."""
+# A message row as the served context and the engine read it: seq, role, content, token_count,
+# provider_usage, and the tool ids stored beside the content at append.
+ContextRow = tuple[int, str, Any, int, Any, list[str], list[str]]
+
+
+def _context_rows(session: Session, first_kept: int) -> list[ContextRow]:
+    return list(
+        Message.objects.filter(session=session, seq__gte=first_kept)
+        .order_by("seq")
+        .values_list("seq", "role", "content", "token_count", "provider_usage", "tool_use_ids", "tool_result_ids")
+    )
+
+
+def _answered_ids(rows: list[ContextRow]) -> set[str]:
+    """Every tool_use id a message of `rows` holds a result for (from the stored ids)."""
+    return {tool_id for row in rows if row[1] == "user" for tool_id in row[6]}
+
+
+def _engine_messages(rows: list[ContextRow]) -> list[Msg]:
+    """Context rows as the engine cuts them: as stored, with their stored tool ids (the cut reads
+    no block), except that a max_tokens reply's dropped tool calls are not tool_uses waiting for
+    a result (they are never answered nor served), which the cut would never summarize."""
     answered: set[str] | None = None
     messages = []
-    for seq, role, content, tokens, usage in rows:
-        uses = None
+    for seq, role, content, tokens, usage, use_ids, result_ids in rows:
+        uses = use_ids
         if role == "assistant" and _is_max_tokens(usage) and isinstance(content, list):
             if answered is None:
-                answered = {tool_id for _, r, c, _, _ in rows if r == "user" for tool_id in _tool_result_ids(c)}
+                answered = _answered_ids(rows)
             hidden = set(truncated_content(content, answered)[1])
             if hidden:
-                uses = [b["id"] for b in content if b.get("type") == "tool_use" and "id" in b and b["id"] not in hidden]
-        messages.append(Msg(seq, role, content, tokens, uses))
+                uses = [tool_id for tool_id in use_ids if tool_id not in hidden]
+        messages.append(Msg(seq, role, content, tokens, uses, result_ids))
     return messages
 
 
@@ -1264,12 +1361,6 @@ def _summary_tokens(active: Any, summary_text: str, tokenizer: core_tokens.Token
     return core_tokens.count_content_cached(summary_text, tokenizer)
 
 
-def _tool_result_ids(content: Any) -> list[str]:
-    if not isinstance(content, list):
-        return []
-    return [b["tool_use_id"] for b in content if b.get("type") == "tool_result" and "tool_use_id" in b]
-
-
 def context_messages(session: Session, *, served: bool = False) -> list[Msg]:
     """The messages currently in context (from the active compaction's first_kept_seq on).
 
@@ -1284,12 +1375,7 @@ def context_messages(session: Session, *, served: bool = False) -> list[Msg]:
         ]
     active = session.active_compaction
     first_kept = (active.first_kept_seq if active else None) or 1
-    rows = list(
-        Message.objects.filter(session=session, seq__gte=first_kept)
-        .order_by("seq")
-        .values_list("seq", "role", "content", "token_count", "provider_usage")
-    )
-    return _engine_messages(rows)
+    return _engine_messages(_context_rows(session, first_kept))
 
 
 def context_messages_both(session: Session) -> tuple[list[Msg], list[Msg]]:

@@ -26,7 +26,8 @@ decides identically (a property test holds the two together).
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from compaction.core.types import Msg
@@ -45,14 +46,36 @@ FORCE_MAX_KEEP_SHARE = 0.35
 MIN_MESSAGES = 2
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class CutPlan:
+    """A cut: what is summarized, what is kept. Treat it as a value (never changed once made).
+
+    `reason` (one sentence for the job's record) is written when it is read: a job plans
+    several cuts (policy candidates) and records the reason of one, and the text (thousands
+    separators, seqs) cost as much as the planning itself on a short history.
+    """
+
     to_summarize: list[Msg]  # history part to summarize (includes a short (<5) turn prefix)
     turn_prefix: list[Msg]  # split turn: compacted prefix (>= 5 msgs) of the turn being cut; else []
     kept: list[Msg]
     first_kept_seq: int | None  # None = nothing to compact
     split_turn: bool
-    reason: str
+    why: str | Callable[[], str] = field(repr=False)  # the reason, or what writes it
+
+    @property
+    def reason(self) -> str:
+        why = self.why
+        if not isinstance(why, str):
+            why = self.why = why()
+        return why
+
+    def _key(self) -> tuple:
+        return (self.to_summarize, self.turn_prefix, self.kept, self.first_kept_seq, self.split_turn, self.reason)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key()  # type: ignore[attr-defined]
 
     @property
     def nothing_to_compact(self) -> bool:
@@ -159,7 +182,7 @@ class _Located(NamedTuple):
     """Where the budget puts the cut, before the turn-start preference (a tuple: cheap to make)."""
 
     cut: int
-    mode: str
+    mode: Callable[[], str]  # writes how the budget was set, for the reason
     turn_start: int | None  # last user turn start at or before the cut
     turn_start_valid: bool  # the kept part may start there
     kept_at_cut: int
@@ -168,7 +191,7 @@ class _Located(NamedTuple):
 
 
 def _locate_fast(
-    messages: list[Msg], *, budget: int | None, target: int | None, force: bool, mode: str
+    messages: list[Msg], *, budget: int | None, target: int | None, force: bool, mode: Callable[[], str]
 ) -> _Located | CutPlan | None:
     """pi's way (findValidCutPoints, then findCutPoint walking back from the newest message):
     one pass reads each message's tool ids once, then a walk back from the end adds up token
@@ -215,7 +238,10 @@ def _locate_fast(
             if not ids:
                 starts.append(i)
                 before_start.append(total)
-            elif ids == recent:
+            elif ids == recent or (
+                # Parallel calls are often answered in another order: the same ids, each once.
+                len(ids) == len(recent) and len(answered := set(ids)) == len(ids) and answered == set(recent)
+            ):
                 results_at.append(i)
                 lows.append(recent_at)
                 recent = ()
@@ -274,7 +300,7 @@ def _locate_fast(
         if budget <= 0:
             target = last
             kept = max(0, messages[last].tokens)
-        else:
+        elif total >= budget:  # else no walk meets the budget: the whole history fits
             c = n
             for m in reversed(messages):
                 c -= 1
@@ -307,7 +333,6 @@ def _locate_fast(
     if cut < 0:
         if force:
             return None  # the minimum valid tail beyond the budget: `_locate_exact`
-        any_valid = any(_valid_at(c, limit, results_at, lows) for c in range(min(limit, last), 0, -1))
         return _nothing_reason(
             messages,
             budget=budget,
@@ -315,10 +340,10 @@ def _locate_fast(
             mode=mode,
             total=total,
             waiting_at=limit if pending else n,
-            any_valid=any_valid,
+            any_valid=_any_valid(limit, last, results_at, lows),
         )
     if pending and cut == limit < last:
-        mode += f"; the tool_use at seq {messages[cut].seq} is still waiting for its result, so it stays"
+        mode = _waiting_mode(mode, messages[cut].seq)
     s = bisect_left(starts, cut + 1) - 1
     turn_start = starts[s] if s >= 0 else None
     return _Located(
@@ -330,6 +355,25 @@ def _locate_fast(
         kept_at_turn_start=total - before_start[s] if s >= 0 else 0,
         total=total,
     )
+
+
+def _waiting_mode(mode: Callable[[], str], seq: int) -> Callable[[], str]:
+    return lambda: f"{mode()}; the tool_use at seq {seq} is still waiting for its result, so it stays"
+
+
+def _any_valid(limit: int, last: int, results_at: list[int], lows: list[int]) -> bool:
+    """Is there any valid cut (1 <= c <= limit)? Walks back from the newest candidate like the
+    budget walk; the newest message is nearly always one."""
+    k = len(results_at)
+    min_low = last + 1
+    for c in range(last, 0, -1):
+        if k and results_at[k - 1] == c:
+            k -= 1
+            if lows[k] < min_low:
+                min_low = lows[k]
+        elif min_low >= c and c <= limit:
+            return True
+    return False
 
 
 def _turn_start_at_or_before(starts: list[int], index: int) -> int | None:
@@ -351,7 +395,7 @@ def _nothing_reason(
     *,
     budget: int | None,
     target: int | None,
-    mode: str,
+    mode: Callable[[], str],
     total: int,
     waiting_at: int,
     any_valid: bool,
@@ -359,25 +403,32 @@ def _nothing_reason(
     """Why there is nothing to compact (unforced), in the order the checks are made."""
     n = len(messages)
     if not any_valid:
-        waiting = (
-            f"; a tool_use at seq {messages[waiting_at].seq} is still waiting for its result"
-            if waiting_at < n - 1
-            else ""
-        )
-        return _nothing(
-            f"no valid cut point in {n} messages (every position would split a tool_use from its result{waiting})",
-            messages,
-        )
+
+        def why() -> str:
+            waiting = (
+                f"; a tool_use at seq {messages[waiting_at].seq} is still waiting for its result"
+                if waiting_at < n - 1
+                else ""
+            )
+            return (
+                f"no valid cut point in {n} messages (every position would split a tool_use from its result{waiting})"
+            )
+
+        return _nothing(why, messages)
     if budget is None:  # by message count
         if target is None or target <= 0:
-            return _nothing(f"only {n} messages and {mode}", messages)
+            return _nothing(lambda: f"only {n} messages and {mode()}", messages)
     elif not target:
         if total <= budget:
-            why = f"all {n} messages ({_fmt(total)} tokens) fit within keep_recent_tokens={_fmt(budget)}"
-        else:
-            why = f"keeping keep_recent_tokens={_fmt(budget)} needs all {n} messages ({_fmt(total)} tokens)"
-        return _nothing(why, messages)
-    return _nothing(f"meeting the {mode} requires every message once tool pairs are kept together", messages)
+            return _nothing(
+                lambda: f"all {n} messages ({_fmt(total)} tokens) fit within keep_recent_tokens={_fmt(budget)}",
+                messages,
+            )
+        return _nothing(
+            lambda: f"keeping keep_recent_tokens={_fmt(budget)} needs all {n} messages ({_fmt(total)} tokens)",
+            messages,
+        )
+    return _nothing(lambda: f"meeting the {mode()} requires every message once tool pairs are kept together", messages)
 
 
 def valid_cut_mask(messages: list[Msg]) -> list[bool]:
@@ -392,15 +443,10 @@ def valid_cut_indices(messages: list[Msg]) -> list[int]:
     return [c for c, ok in enumerate(valid_cut_mask(messages)) if ok]
 
 
-def _nothing(reason: str, messages: list[Msg]) -> CutPlan:
-    return CutPlan(
-        to_summarize=[],
-        turn_prefix=[],
-        kept=list(messages),
-        first_kept_seq=None,
-        split_turn=False,
-        reason=f"nothing to compact: {reason}",
-    )
+def _nothing(reason: str | Callable[[], str], messages: list[Msg]) -> CutPlan:
+    if isinstance(reason, str):
+        return CutPlan([], [], list(messages), None, False, f"nothing to compact: {reason}")
+    return CutPlan([], [], list(messages), None, False, lambda: f"nothing to compact: {reason()}")
 
 
 def _fmt(n: int) -> str:
@@ -428,7 +474,7 @@ def _locate_exact(
     if limit < 1 or not any(cuttable[last - limit : last]):
         waiting_at = limit if scan.pending else n
         return _nothing_reason(
-            messages, budget=None, target=None, mode="", total=0, waiting_at=waiting_at, any_valid=False
+            messages, budget=None, target=None, mode=str, total=0, waiting_at=waiting_at, any_valid=False
         )
     total = scan.total
     starts = scan.starts  # newest first
@@ -471,9 +517,10 @@ def _locate_exact(
     if scan.pending and cut == limit < last:
         mode += f"; the tool_use at seq {messages[cut].seq} is still waiting for its result, so it stays"
     turn_start = next((s for s in starts if s <= cut), None)
+    text = mode
     return _Located(
         cut=cut,
-        mode=mode,
+        mode=lambda: text,
         turn_start=turn_start,
         turn_start_valid=turn_start is not None and valid(turn_start),
         kept_at_cut=kept_tokens[last - cut],
@@ -523,7 +570,7 @@ def plan_cut(
             budget=None,
             target=n - preserve_messages,
             force=False,
-            mode=f"preserve_messages={preserve_messages}",
+            mode=lambda: f"preserve_messages={preserve_messages}",
         )
     else:
         max_extra_messages = None
@@ -532,7 +579,7 @@ def plan_cut(
             budget=budget,
             target=None,
             force=force,
-            mode=f"{'forced, ' if force else ''}keep budget {_fmt(budget)} tokens",
+            mode=lambda: f"{'forced, ' if force else ''}keep budget {_fmt(budget)} tokens",
         )
     if located is None:
         located = _locate_exact(messages, budget=budget, max_extra_messages=max_extra_messages, force=force)
@@ -556,7 +603,9 @@ def _plan(messages: list[Msg], located: _Located, *, max_keep: int, max_extra_me
 
     first_kept = messages[cut].seq
     kept = messages[cut:]
-    kept_desc = f"keeping {len(kept)} messages ({_fmt(kept_at_cut)} tokens) from seq {first_kept}"
+
+    def kept_desc() -> str:
+        return f"keeping {len(kept)} messages ({_fmt(kept_at_cut)} tokens) from seq {first_kept}"
 
     if messages[cut].is_user_turn_start:
         return CutPlan(
@@ -565,8 +614,10 @@ def _plan(messages: list[Msg], located: _Located, *, max_keep: int, max_extra_me
             kept=kept,
             first_kept_seq=first_kept,
             split_turn=False,
-            reason=f"cut at a user turn start ({mode}): summarizing {cut} messages "
-            f"({_fmt(total - kept_at_cut)} tokens), {kept_desc}",
+            why=lambda: (
+                f"cut at a user turn start ({mode()}): summarizing {cut} messages "
+                f"({_fmt(total - kept_at_cut)} tokens), {kept_desc()}"
+            ),
         )
     if turn_start is None:
         # The history already begins mid-turn (an earlier compaction split this turn); its
@@ -577,8 +628,10 @@ def _plan(messages: list[Msg], located: _Located, *, max_keep: int, max_extra_me
             kept=kept,
             first_kept_seq=first_kept,
             split_turn=False,
-            reason=f"cut mid-turn at an assistant message ({mode}); the turn began before this history: "
-            f"summarizing {cut} messages, {kept_desc}",
+            why=lambda: (
+                f"cut mid-turn at an assistant message ({mode()}); the turn began before this history: "
+                f"summarizing {cut} messages, {kept_desc()}"
+            ),
         )
     prefix_len = cut - turn_start
     if prefix_len >= SPLIT_TURN_MIN_PREFIX:
@@ -588,9 +641,11 @@ def _plan(messages: list[Msg], located: _Located, *, max_keep: int, max_extra_me
             kept=kept,
             first_kept_seq=first_kept,
             split_turn=True,
-            reason=f"split turn ({mode}): the turn starting at seq {messages[turn_start].seq} is cut after "
-            f"{prefix_len} messages; summarizing {turn_start} history messages and a {prefix_len}-message "
-            f"turn prefix separately, {kept_desc}",
+            why=lambda: (
+                f"split turn ({mode()}): the turn starting at seq {messages[turn_start].seq} is cut after "
+                f"{prefix_len} messages; summarizing {turn_start} history messages and a {prefix_len}-message "
+                f"turn prefix separately, {kept_desc()}"
+            ),
         )
     return CutPlan(
         to_summarize=messages[:cut],
@@ -598,6 +653,8 @@ def _plan(messages: list[Msg], located: _Located, *, max_keep: int, max_extra_me
         kept=kept,
         first_kept_seq=first_kept,
         split_turn=False,
-        reason=f"cut mid-turn at an assistant message ({mode}); the {prefix_len}-message turn prefix is "
-        f"summarized with the history (shorter than {SPLIT_TURN_MIN_PREFIX}): summarizing {cut} messages, {kept_desc}",
+        why=lambda: (
+            f"cut mid-turn at an assistant message ({mode()}); the {prefix_len}-message turn prefix is "
+            f"summarized with the history (shorter than {SPLIT_TURN_MIN_PREFIX}): summarizing {cut} messages, {kept_desc()}"
+        ),
     )

@@ -41,7 +41,7 @@ from compaction.core.text_heuristics import (  # noqa: F401 - re-exported for ca
     user_texts,
 )
 from compaction.core.tool_vocabulary import tool_key
-from compaction.core.types import Msg
+from compaction.core.types import FileOps, Msg
 
 # "focus": what the compaction's focus instructions asked to keep ("the commit hashes pushed").
 CATEGORIES = ("instructions", "files", "commands", "errors", "decisions", "focus")
@@ -100,7 +100,11 @@ def _add_previous(ledger: Ledger, previous_summary: str) -> None:
 
 
 def build_ledger(
-    messages: list[Msg], previous_summary: str | None = None, *, instructions: str | None = None
+    messages: list[Msg],
+    previous_summary: str | None = None,
+    *,
+    instructions: str | None = None,
+    file_ops: FileOps | None = None,
 ) -> Ledger:
     """List what a compacted range held: instructions, files, commands, current error lines,
     decisions, and the items the focus `instructions` ask for.
@@ -109,6 +113,8 @@ def build_ledger(
     silently drops them is caught and repaired like any other loss. An error line is listed
     only while it is current: a later successful run of the same command (or tool) in the
     range supersedes it, and it moves to `resolved_errors`.
+
+    `file_ops`: the file operations of `messages` when the caller extracted them already.
     """
     ledger = Ledger()
     if previous_summary:
@@ -163,7 +169,7 @@ def build_ledger(
                     if DECISION_RE.search(sentence) and 20 <= len(sentence) <= 300:
                         ledger.add("decisions", sentence)
     _add_errors(ledger, errors, last_ok)
-    ops = extract_file_ops(messages)
+    ops = file_ops if file_ops is not None else extract_file_ops(messages)
     for path in [*ops.modified, *ops.read]:
         ledger.add("files", path)
     if instructions:

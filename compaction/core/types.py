@@ -8,7 +8,7 @@ from typing import Any
 Content = str | list[dict[str, Any]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Msg:
     """One stored message as the core sees it: seq, role, content blocks, token count."""
 

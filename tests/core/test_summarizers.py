@@ -329,3 +329,24 @@ def test_summarize_never_raises_on_arbitrary_content(contents, previous, split):
     assert result.summary.strip()
     assert result.strategy in ("extractive", "truncate")
     assert "error" not in result.fidelity and "score" in result.fidelity
+
+
+def test_file_operations_are_extracted_once_per_summary(monkeypatch):
+    """The chain extracts the range's file operations once; the extractive summary and the
+    fidelity ledger use them instead of reading every tool call again."""
+    from compaction.core import fileops, ledger
+    from compaction.core.summarizers import chain
+    from compaction.core.summarizers.extractive import analysis
+
+    calls: list[int] = []
+
+    def counting(messages):
+        calls.append(len(messages))
+        return fileops.extract_file_ops(messages)
+
+    for module in (chain, ledger, analysis):
+        monkeypatch.setattr(module, "extract_file_ops", counting)
+    result = summarize(_input(), [ExtractiveSummarizer()])
+    assert result.strategy == "extractive"
+    assert calls == [len(_history())]
+    assert result.modified_files == ["src/api.py"]

@@ -25,6 +25,9 @@ class SummaryInput:
     custom_prompt: str | None = None
     output_budget: int = 13_107
     model: str = "claude-haiku-4-5"
+    # The file operations of messages + turn_prefix, extracted once per job (by the chain) and
+    # handed to whatever needs them (extractive analysis, fidelity ledger); None: not yet.
+    file_ops: FileOps | None = None
 
     @property
     def input_tokens(self) -> int:

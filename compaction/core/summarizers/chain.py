@@ -159,7 +159,10 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     # File tags are part of the stored summary: the body gets what they leave of the budget.
     all_messages = [*inp.messages, *inp.turn_prefix]
     try:
-        ops = merge_file_ops(inp.previous_files, extract_file_ops(all_messages))
+        # Once per job: the summarizers and the ledger get them through `inp.file_ops`.
+        if inp.file_ops is None:
+            inp = replace(inp, file_ops=extract_file_ops(all_messages))
+        ops = merge_file_ops(inp.previous_files, inp.file_ops)
     except Exception:  # noqa: BLE001 - odd content must not cost the summary; keep what was known
         logger.exception("File-op extraction failed")
         ops = inp.previous_files
@@ -208,7 +211,9 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
 
     fidelity: dict[str, Any]
     try:
-        ledger = build_ledger(all_messages, previous_summary=inp.previous_summary, instructions=inp.instructions)
+        ledger = build_ledger(
+            all_messages, previous_summary=inp.previous_summary, instructions=inp.instructions, file_ops=inp.file_ops
+        )
         # The turn-prefix summary is served too, so items it kept count as kept.
         # Repair adds what the summary missed, but never past the output budget or the cap.
         repaired, fidelity = fidelity_report(

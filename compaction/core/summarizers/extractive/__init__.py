@@ -24,7 +24,7 @@ from compaction.core.summarizers.base import SIZE_CHECK_FLOOR_TOKENS, Draft, Sum
 from compaction.core.summarizers.extractive.analysis import analyze
 from compaction.core.summarizers.extractive.sections import MAX_BODY_CHARS, build_sections, fit_budget
 from compaction.core.summarizers.extractive.turn_prefix import covered_turn_prefix, extractive_turn_prefix
-from compaction.core.types import Msg
+from compaction.core.types import FileOps, Msg
 
 
 def extractive_summary(
@@ -34,8 +34,9 @@ def extractive_summary(
     instructions: str | None = None,
     budget: int = 13_107,
     max_chars: int = MAX_BODY_CHARS,
+    file_ops: FileOps | None = None,
 ) -> str:
-    analysis = analyze(messages)
+    analysis = analyze(messages, file_ops)
     sections = build_sections(analysis, previous_summary=previous_summary, instructions=instructions)
     return fit_budget(sections, budget, max_chars)
 
@@ -52,7 +53,11 @@ class ExtractiveSummarizer:
         # status at the end, and summarizing it again apart would say the same things twice.
         history = [*inp.messages, *inp.turn_prefix]
         summary = extractive_summary(
-            history, previous_summary=inp.previous_summary, instructions=inp.instructions, budget=budget
+            history,
+            previous_summary=inp.previous_summary,
+            instructions=inp.instructions,
+            budget=budget,
+            file_ops=inp.file_ops,  # history is the chain's whole range: its operations as extracted
         )
         turn = covered_turn_prefix(inp.turn_prefix) if inp.turn_prefix else ""
         return Draft(summary=summary, turn_prefix_summary=turn, model="extractive")

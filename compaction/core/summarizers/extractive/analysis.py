@@ -79,7 +79,7 @@ from compaction.core.tool_vocabulary import (
     tool_input,
     tool_key,
 )
-from compaction.core.types import Msg
+from compaction.core.types import FileOps, Msg
 
 MAX_ITEM_CHARS = 300
 # A user message this short is read together with the assistant message it answers.
@@ -809,9 +809,10 @@ def _telling(text: str) -> str:
     )
 
 
-def analyze(messages: list[Msg]) -> Analysis:
+def analyze(messages: list[Msg], file_ops: FileOps | None = None) -> Analysis:
+    """`file_ops`: the file operations of `messages` when the caller extracted them already."""
     a = Analysis()
-    ops = extract_file_ops(messages)
+    ops = file_ops if file_ops is not None else extract_file_ops(messages)
     a.modified, a.read = list(ops.modified), list(ops.read)
     a.root = _find_root(a)
     a.final_text = ""
