@@ -27,6 +27,7 @@ from compaction.core.summarizers.extractive.patterns import (
     DECISION_REASON_RE,
     DEFINES_RE,
     DIAGNOSIS_RE,
+    EDIT_REJECTED_RE,
     DONE_START_RE,
     ENV_RE,
     EXIT_CODE_RE,
@@ -71,6 +72,7 @@ from compaction.core.text_heuristics import (
     user_messages,
 )
 from compaction.core.tool_vocabulary import (
+    is_completion_tool,
     is_create_tool,
     is_modify_tool,
     is_plan_tool,
@@ -143,14 +145,18 @@ class Command:
 
     @property
     def shown(self) -> str:
-        """How to name the command to a reader: a commit by its message, never a cut heredoc."""
-        message = commit_message(self.full) if GIT_COMMIT_RE.search(self.full) else ""
-        if message:
-            return f'git commit -m "{message}"'
-        first = self.command
-        if "<<" in first or "$(cat" in first:
-            first = re.split(r"\s*(?:\$\(cat\s*)?<<", first)[0].rstrip(" ($\"'") or first
-        return first
+        return command_shown(self.command, self.full)
+
+
+def command_shown(command: str, full: str) -> str:
+    """How to name a command to a reader: a commit by its message, never a cut heredoc."""
+    message = commit_message(full) if GIT_COMMIT_RE.search(full) else ""
+    if message:
+        return f'git commit -m "{message}"'
+    first = command
+    if "<<" in first or "$(cat" in first:
+        first = re.split(r"\s*(?:\$\(cat\s*)?<<", first)[0].rstrip(" ($\"'") or first
+    return first
 
 
 @dataclass
@@ -182,6 +188,8 @@ class FileWork:
     purposes: list[str] = field(default_factory=list)
     units: set[int] = field(default_factory=set)
     last_event: int = 0
+    rejected: int = 0  # attempts the tool refused (the file stayed as it was)
+    deleted: bool = False  # removed after the edits (and not written again)
 
 
 @dataclass
@@ -253,6 +261,18 @@ class Analysis:
     note_keys: list[set[str]] = field(default_factory=list)
     seen_sentences: set[str] = field(default_factory=set)
     file_mentions: dict[str, str] = field(default_factory=dict)  # basename -> latest statement naming it
+    # What a refused edit was for: the retry that goes through changes the same thing, and its
+    # own words are usually about the retry ("I will correct the syntax and try again").
+    retry_purposes: dict[str, str] = field(default_factory=dict)
+    deleted: list[tuple[str, int]] = field(default_factory=list)  # (file, event): removed, not edited here
+    # The work handed over with a completion tool (`submit`): (call as shown, its answer or "").
+    submitted: tuple[str, str] | None = None
+    # The range ends on an assistant message without tool calls: the agent ended its turn.
+    turn_ended: bool = False
+    git_seen: bool = False
+    # Tool calls since the latest typed user message: where the work stood when the range
+    # ends inside a turn.
+    calls_since_request: list[str] = field(default_factory=list)
 
     def rel(self, path: str) -> str:
         """A path relative to the project root shared by the touched files (shorter, same file)."""
@@ -419,6 +439,10 @@ def is_sign_off(sentence: str) -> bool:
     return sentence.rstrip().endswith("!") or bool(SIGN_OFF_RE.search(sentence))
 
 
+# "I see that…", "There is a typo…": what the agent noticed, not what it chose.
+OBSERVATION_RE = re.compile(r"(?i)^(i see|i notice|i noticed|there is|there's|there are|it seems|it looks|looks like)\b")
+
+
 # A guess about a cause, not a choice that was made.
 HYPOTHESIS_RE = re.compile(r"(?i)\b(might|would explain|probably|perhaps|maybe|possibly|i suspect|i guess)\b")
 
@@ -495,6 +519,7 @@ def on_user_message(a: Analysis, msg: Msg) -> None:
     a.activity_after_latest = 0
     if typed:
         a.texts = []  # a new user turn: intents before it are stale
+        a.calls_since_request = []
 
 
 def on_assistant_text(a: Analysis, text: str) -> None:
@@ -506,6 +531,7 @@ def on_assistant_text(a: Analysis, text: str) -> None:
     for ident in IDENT_RE.findall(text):
         a.identifiers[ident.strip()] += 1
     previous_diagnosis = ""
+    purpose_set = False
     for sentence in condense(text):
         key = sentence.lower()
         if key in a.seen_sentences:
@@ -525,8 +551,13 @@ def on_assistant_text(a: Analysis, text: str) -> None:
                 body = purpose.group(1)
                 body = re.split(r"(?i)\s+(?:since|because)\s+", body)[0].rstrip(":").strip()
                 deictic = re.search(r"(?i)\b(this|that|it|them)\b", body) and len(body.split()) <= 5
-                if not VAGUE_PURPOSE_RE.search(body) and len(body) >= 12 and not deictic:
+                if not VAGUE_PURPOSE_RE.search(body) and len(body) >= 12 and not deictic and not (
+                    purpose_set and re.search(r"(?i)\b(this|that|these|it)\b", body)
+                ):
+                    # "We need to exclude X when Y. Let's edit the code to implement this
+                    # logic.": the first says what the edit is for; the second points back at it.
                     a.purpose = one_line(body[0].upper() + body[1:], 160)
+                    purpose_set = True
                     if previous_diagnosis:
                         # "X doesn't support Y. I need to rewrite Z": a choice with its reason.
                         a.decisions.append(f"{a.purpose}, because {_lower_first(previous_diagnosis)}")
@@ -539,8 +570,9 @@ def on_assistant_text(a: Analysis, text: str) -> None:
             a.file_mentions[name.lower()] = one_line(sentence, 240)
         if DECISION_RE.search(sentence) and DECISION_REASON_RE.search(sentence) and len(sentence) >= 30:
             # Alternatives and reasons are listed as decisions, once; a hypothesis ("If X, it
-            # might be loading Y instead of Z") chose nothing and stays a diagnosis.
-            if not HYPOTHESIS_RE.search(sentence):
+            # might be loading Y instead of Z") or an observation ("I see that X is used
+            # instead of Y") chose nothing and stays a diagnosis.
+            if not HYPOTHESIS_RE.search(sentence) and not OBSERVATION_RE.match(sentence):
                 a.decisions.append(one_line(sentence))
                 continue
         if DONE_START_RE.search(sentence) and ANCHOR_RE.search(sentence):
@@ -591,18 +623,30 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
         a.plan_title, a.plan_steps, plan_choices = _plan_of(args["plan"])
         a.decisions.extend(f"From the approved plan: {choice}" for choice in plan_choices)
     command = command_of(block)
+    if is_completion_tool(key):
+        a.submitted = (_completion_call(name, command, args), "")
     if command:
         a.env.update(dict(ENV_RE.findall(command.splitlines()[0])))
         branch = BRANCH_CMD_RE.search(command)
         if branch:
             a.branch = branch.group(1)
     shown = a.rel(path) if path else ""
-    a.last_tools.append(
-        f"{name} `{one_line(clean_command(command), 120)}`" if command else f"{name} `{shown}`" if path else name
-    )
+    call = _call_shown(name, command, shown, args)
+    a.last_tools.append(call)
+    a.calls_since_request.append(call)
     if "id" in block:
         description = args.get("description") if isinstance(args.get("description"), str) else ""
         a.pending[block["id"]] = (name, command, path, description, args)
+
+
+def _call_shown(name: str, command: str | None, path: str, args: dict[str, Any]) -> str:
+    """A tool call as a reader recognises it: its command, its file, or its main argument."""
+    if command:
+        return f"{name} `{one_line(command_shown(clean_command(command), command), 120)}`"
+    if path:
+        return f"{name} `{path}`"
+    main = next((v for k, v in args.items() if k in ("query", "url", "pattern", "command") and isinstance(v, str)), "")
+    return f"{name} `{one_line(main, 100)}`" if main.strip() else name
 
 
 def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> None:
@@ -614,8 +658,10 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> Non
     for pending_list in (a.edits_since_test, a.edits_since_commit):
         if path not in pending_list:
             pending_list.append(path)
-    if a.purpose and a.purpose not in work.purposes:
-        work.purposes.append(a.purpose)
+    work.deleted = False
+    purpose = a.retry_purposes.pop(path, "") or a.purpose
+    if purpose and purpose not in work.purposes:
+        work.purposes.append(purpose)
     edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
     for edit in edits:
         if isinstance(edit, dict) and isinstance(edit.get("new_string"), str):
@@ -627,6 +673,55 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> Non
         defined = [n for n in DEFINES_RE.findall(content[:50_000]) if n not in work.added]
         # What the file offers first; its tests only when that is all it defines.
         work.added.extend([n for n in defined if not n.lower().startswith("test")] or defined)
+
+
+def _record_rejected_edit(a: Analysis, name: str, path: str, output: str) -> None:
+    """An edit the tool refused: counted apart, its error lines kept, its purpose carried to
+    the retry."""
+    work = a.files.get(path)
+    if work is not None:
+        work.rejected += 1
+    else:
+        a.files[path] = FileWork(path, rejected=1, last_event=a.clock)
+    if a.purpose and path not in a.retry_purposes:
+        a.retry_purposes[path] = a.purpose
+    lines = error_lines_of(strip_ansi(output[:3000]), is_error=True)
+    said = next((line for line in lines if not EDIT_REJECTED_RE.search(line)), "")
+    first = one_line(next((s for s in sentences(output) if EDIT_REJECTED_RE.search(s)), ""), 140)
+    said = re.sub(r"^\s*[-*•]\s+", "", said)
+    record = ErrorRecord(one_line(said or first, 200), a.clock, None, tool_key(name))
+    record.context = f"edit of `{a.rel(path)}` refused" if said else ""
+    a.errors.append(record)
+
+
+def _completion_call(name: str, command: str | None, args: dict[str, Any]) -> str:
+    if command:
+        return one_line(command, 120)
+    raw = args.get("command") if isinstance(args.get("command"), str) else ""
+    return one_line(raw.strip() or name, 120)
+
+
+_DELETE_CMD_RE = re.compile(r"(?:^|&&|\|\||;|\n)\s*(?:sudo\s+)?(?:git\s+rm|rm|unlink)\s+([^;&|\n]+)")
+
+
+def _record_deletions(a: Analysis, command: str) -> None:
+    """Files a successful `rm` / `git rm` / `unlink` removed: a file written in this range
+    and removed again leaves nothing behind; one that was there before is a change to commit."""
+    for match in _DELETE_CMD_RE.finditer(command):
+        for word in match.group(1).split():
+            word = word.strip("\"'")
+            if not word or word.startswith("-") or any(c in word for c in "*?$`{}[]<>"):
+                continue
+            work = next((w for p, w in a.files.items() if p == word or p.endswith("/" + word.lstrip("./"))), None)
+            if work is not None:
+                work.deleted = True
+                work.last_event = a.clock
+                if work.written and work.path in a.edits_since_commit:
+                    a.edits_since_commit.remove(work.path)
+                if work.path in a.edits_since_test:
+                    a.edits_since_test.remove(work.path)
+            elif "." in word.rsplit("/", 1)[-1] and word not in [d for d, _event in a.deleted]:
+                a.deleted.append((word, a.clock))
 
 
 def _record_tracker(a: Analysis, command: str, cmd_line: str, output: str, ok: bool) -> None:
@@ -702,6 +797,12 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
             said = one_line(sentences(output)[0], 110) if sentences(output) else ""
             a.rejections.append(f'{what} ("{said}")' if said else what)
         return
+    if path and is_modify_tool(name) and not is_error and EDIT_REJECTED_RE.search(output[:1000]):
+        _record_rejected_edit(a, name, path, output)
+        return
+    if is_completion_tool(name):
+        a.submitted = (_completion_call(name, command, args), output)
+        return
     if not is_error:
         a.tool_ok[tool_key(name)] = a.clock
         if path and not is_modify_tool(name) and a.look and path not in a.read_purposes:
@@ -724,7 +825,10 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         # Set after the tracker: starting the next issue ends the wrap-up of the last commit.
         cmd.unit = a.unit - 1 if a.wrapping_up and a.unit > 0 else a.unit
         if ok and ("git" in command):
+            a.git_seen = True
             _record_git(a, command, output)
+        if ok:
+            _record_deletions(a, command)
         if TEST_RE.search(cmd_line):
             a.tests_seen = True
             if ok:
@@ -790,19 +894,24 @@ def _reconcile(a: Analysis) -> None:
             error.resolved, error.how = True, f"a later {error.tool} call succeeded"
 
 
+# A step an intent puts after the one being taken: still ahead once that one is done.
+LATER_STEP_RE = re.compile(r"(?i)\b(then|after that|afterwards|once (?:that|this|it)\b|and finally)\b")
+
+
 WAITING_RE = re.compile(
     r"(?i)^(?:now,? |ok,? )?(?:let me|i'll|let's)\s+(?:just |now )?(?:wait|sleep|check (?:the |on )?(?:output|progress|status))\b"
     r"|^still (compiling|running|waiting)\b"
 )
 
 
-def _telling(text: str) -> str:
-    """An assistant message without its narration of waiting; what it was about to do stays."""
+def _telling(text: str, *, guesses: bool = False) -> str:
+    """An assistant message without its narration of waiting (and its guesses, unless
+    `guesses`); what it was about to do stays."""
     return " ".join(
         s
         for s in condense(text)
         if not WAITING_RE.search(s)
-        and not SPECULATION_RE.match(s)
+        and (guesses or not SPECULATION_RE.match(s))
         # "Now run tests." says nothing; "Let me check `project.ex` for X" names the next move.
         and not (JUNK_INTENT_RE.search(s) and not ANCHOR_RE.search(s))
         and not (is_sign_off(s) and not ANCHOR_RE.search(s))
@@ -833,13 +942,29 @@ def analyze(messages: list[Msg]) -> Analysis:
     # What the assistant was doing at the cut: intents stated in the latest turn, and only
     # in its final stretch — "now add X" followed by a dozen more tool calls is done already.
     total_tools = len(a.last_tools)
+    last = messages[-1] if messages else None
+    a.turn_ended = (
+        last is not None
+        and last.role == "assistant"
+        and not any(b.get("type") in ("tool_use", "toolCall", "server_tool_use") for b in last.blocks)
+    )
     for text, _event, tools_before in a.texts[-3:]:
         if total_tools - tools_before > STALE_INTENT_TOOL_CALLS:
             continue
+        # "Next, I will run the script" said with the call that ran it, answered: acted on.
+        # A later step it names ("…, then commit") is still ahead.
+        acted_on = tools_before < total_tools and not a.pending
         for sentence in condense(text):
             if (INTENT_RE.search(sentence) or NEXT_RE.search(sentence)) and 10 <= len(sentence) <= 400:
+                if acted_on and not LATER_STEP_RE.search(sentence):
+                    continue
                 a.last_intents.append(one_line(sentence))
     said = [t for t in (_telling(text) for text, _event, _tools in a.texts[-2:]) if t]
+    latest = a.texts[-1][0] if a.texts else ""
+    if latest and not _telling(latest) and _telling(latest, guesses=True):
+        # The latest words are a guess ("It seems we found the flag; submitting it"): still
+        # the latest; the message before them would read as where the work stopped.
+        said = [_telling(latest, guesses=True)]
     if said:
         # A short last word ("Now run tests.") is read with the message before it.
         a.final_text = " … ".join(said[-2:]) if len(said[-1]) < 80 else said[-1]
