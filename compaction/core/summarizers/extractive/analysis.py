@@ -121,6 +121,7 @@ class UserMessage:
     event: int
     reply_to: str = ""  # what the assistant had just said, for short replies
     after_interrupt: bool = False
+    calls_after: int = 0  # tool calls the assistant made before the user's next typed message
 
     @property
     def kind(self) -> str:
@@ -505,6 +506,7 @@ def on_user_message(a: Analysis, msg: Msg) -> None:
     typed = [t for t, queued in found if not queued]
     if typed:
         _close_turn(a)
+        _count_calls(a)
     for text, queued in found:
         reply_to = ""
         if a.texts and len(text) <= SHORT_REPLY_CHARS and not queued:
@@ -520,6 +522,13 @@ def on_user_message(a: Analysis, msg: Msg) -> None:
     if typed:
         a.texts = []  # a new user turn: intents before it are stale
         a.calls_since_request = []
+
+
+def _count_calls(a: Analysis) -> None:
+    """The work a typed request set going: the tool calls made until the next one."""
+    previous = next((u for u in reversed(a.users) if not u.queued), None)
+    if previous is not None:
+        previous.calls_after = len(a.calls_since_request)
 
 
 def on_assistant_text(a: Analysis, text: str) -> None:
@@ -540,7 +549,12 @@ def on_assistant_text(a: Analysis, text: str) -> None:
         purpose = PURPOSE_RE.match(sentence.rstrip("."))
         if (INTENT_RE.search(sentence) or purpose) and 10 <= len(sentence) <= 400:
             a.intents.append((one_line(sentence), len(a.last_tools)))
-            if DECISION_RE.search(sentence) and DECISION_REASON_RE.search(sentence) and len(sentence) >= 30:
+            if (
+                DECISION_RE.search(sentence)
+                and DECISION_REASON_RE.search(sentence)
+                and len(sentence) >= 30
+                and not sentence.endswith(":")  # "Let me fix it by X instead of Y:" leads into a code block
+            ):
                 a.decisions.append(one_line(sentence))  # "I'll use X instead of Y because Z"
             look = LOOK_RE.match(sentence.rstrip("."))
             if look and re.search(
@@ -600,6 +614,8 @@ def _editor_path(a: Analysis, key: str, args: dict[str, Any]) -> str | None:
     """The file of a text-format editor action (SWE-agent): `open x.py 40` and `create x.py`
     name it, `edit 10:12` works on the file opened last — the change the work is about."""
     words = args.get("command").split(maxsplit=2) if isinstance(args.get("command"), str) else []
+    if key == "edit" and not words and a.open_file and isinstance(args.get("replace"), str):
+        return a.open_file  # the function-calling form: {"search": …, "replace": …} on the open file
     if words[:1] != [key]:
         return None
     if key in ("open", "open_file", "create") and len(words) > 1:
@@ -615,6 +631,8 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
     args = tool_input(block)
     args = args if isinstance(args, dict) else {}
     path = path_argument(args) or _editor_path(a, key, args)
+    if path and key in ("open", "open_file"):
+        a.open_file = path
     if is_todo_tool(key):
         todos = _todos_of(args)
         if todos is not None:
@@ -645,7 +663,8 @@ def _call_shown(name: str, command: str | None, path: str, args: dict[str, Any])
         return f"{name} `{one_line(command_shown(clean_command(command), command), 120)}`"
     if path:
         return f"{name} `{path}`"
-    main = next((v for k, v in args.items() if k in ("query", "url", "pattern", "command") and isinstance(v, str)), "")
+    keys = ("query", "url", "pattern", "command", "file_name", "search_term")
+    main = next((v for k, v in args.items() if k in keys and isinstance(v, str)), "")
     return f"{name} `{one_line(main, 100)}`" if main.strip() else name
 
 
@@ -664,9 +683,12 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> Non
         work.purposes.append(purpose)
     edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
     for edit in edits:
-        if isinstance(edit, dict) and isinstance(edit.get("new_string"), str):
-            old = edit.get("old_string") if isinstance(edit.get("old_string"), str) else ""
-            work.added.extend(t for t in _added_identifiers(old, edit["new_string"]) if t not in work.added)
+        if not isinstance(edit, dict):
+            continue
+        new = edit.get("new_string", edit.get("replace"))
+        if isinstance(new, str):
+            old = edit.get("old_string", edit.get("search"))
+            work.added.extend(t for t in _added_identifiers(old if isinstance(old, str) else "", new) if t not in work.added)
     if is_create_tool(name) or isinstance(args.get("content"), str):
         work.written = True
         content = args.get("content") if isinstance(args.get("content"), str) else ""
@@ -938,6 +960,7 @@ def analyze(messages: list[Msg]) -> Analysis:
             elif kind == "tool_result":
                 on_tool_result(a, block)
     # The last text of the range is quoted whole as where the work stopped, not as notes.
+    _count_calls(a)
     _reconcile(a)
     # What the assistant was doing at the cut: intents stated in the latest turn, and only
     # in its final stretch — "now add X" followed by a dozen more tool calls is done already.

@@ -166,14 +166,38 @@ def goal_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
     ]
     for item in prev_goal[:2]:
         s.add("goal", item, 100, protected=True)
+    chores = [] if prev_goal else _opening_chores(requests)
+    if chores:
+        requests = requests[len(chores) :]
     if requests and not s.items["goal"]:
         # The task as the user stated it (its opening); its rules are quoted under Constraints.
         s.add("goal", one_line(_link_texts(requests[0].text), 600), 100, protected=True)
+    if chores:
+        said = "; ".join(f'"{one_line(u.text, 120)}"' for u in chores)
+        s.add("goal", f"Asked before this task: {said}", 96, protected=True)
     latest = requests[-1] if requests and (len(requests) > 1 or prev_goal) else None
     if latest is not None and normalize(latest.text) != normalize(requests[0].text if requests else ""):
         how = " (sent while the assistant was working)" if latest.queued else ""
         answering = f' (replying to the assistant: "{latest.reply_to}")' if latest.reply_to else ""
         s.add("goal", f'Latest request{how}: "{one_line(latest.text, 400)}"{answering}', 97, protected=True)
+
+
+# A one-line request the assistant settled in a call or two ("start the server in the
+# background") before the user asked for the real work: not the session's goal.
+CHORE_CHARS = 60
+CHORE_CALLS = 2
+
+
+def _opening_chores(requests: list) -> list:
+    """The leading requests that were chores. What follows one must be a new request — a
+    correction ("actually, the bug is in auth.py") continues the first one instead."""
+    chores = []
+    for user, following in zip(requests, requests[1:], strict=False):
+        small = len(user.text) <= CHORE_CHARS and "\n" not in user.text.strip() and user.calls_after <= CHORE_CALLS
+        if not small or following.kind != "request" or len(following.text) <= len(user.text):
+            break
+        chores.append(user)
+    return chores
 
 
 _MARKDOWN_LINK_RE = re.compile(r"\[([^\]\n]{1,200})\]\((https?://[^)\s]+)\)")
@@ -296,7 +320,9 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             if n.kind == "report" or (n.kind == "diagnosis" and not _PLAN_OR_GUESS_RE.search(n.text))
         ]
     for index, note in enumerate(reports[-MAX_NOTES_PER_UNIT * 2 :]):
-        s.add("done", note.text, 55 + 15 * recency(index, len(reports)) + (5 if s.is_focus(note.text) else 0))
+        # A diagnosis is something learned, not something finished: it says so.
+        text = f"Found: {note.text}" if note.kind == "diagnosis" else note.text
+        s.add("done", text, 55 + 15 * recency(index, len(reports)) + (5 if s.is_focus(note.text) else 0))
     if a.submitted is not None and a.submitted[1].strip():
         s.add("done", submission_note(a), 84)
     completed = [content for status, content in a.todos if status == "completed"]
@@ -455,8 +481,9 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
     elif not a.turn_ended and a.calls_since_request and a.submitted is None:
         # The range ends inside the assistant's turn: what it had just done, and what came back.
         calls = "; ".join(a.calls_since_request[-5:])
-        more = f" ({len(a.calls_since_request) - 5} earlier calls not shown)" if len(a.calls_since_request) > 5 else ""
-        s.add("in_progress", f"The range ends inside the assistant's turn. Its latest calls{more}: {calls}", 79)
+        total = len(a.calls_since_request)
+        of = f" (of {total} since the user's latest message)" if total > 5 else ""
+        s.add("in_progress", f"The range ends inside the assistant's turn; its latest calls{of}: {calls}", 79)
     if a.final_text and a.activity_after_latest and not said_before:
         said = f'"{one_line(a.final_text, 700)}"'
         # Without commits or issues to tell, the last words say whether the work is finished;
