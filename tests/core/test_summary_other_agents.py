@@ -260,3 +260,56 @@ def test_real_runs_name_their_task_and_ending():
     assert title in goal
     assert len(re.findall(r'^- User: "', _section(summary, "## Constraints", "## Progress"), re.MULTILINE)) == 1
     assert "ask the user" not in _section(summary, "## Next Steps", "## Critical Context")
+
+
+# ------------------------------------------------------------------ Claude Code turn endings
+
+
+def _tool(raw: list[dict], name: str, inputs: dict, output: str, *, error: bool = False) -> None:
+    tool_id = f"toolu_{len(raw):04d}"
+    raw.append({"role": "assistant", "content": [{"type": "tool_use", "id": tool_id, "name": name, "input": inputs}]})
+    result = {"type": "tool_result", "tool_use_id": tool_id, "content": output, "is_error": error}
+    raw.append({"role": "user", "content": [result]})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.sampled_from(["src/app.py", ".gitignore", "README.md", "lib/core.ex"]), min_size=1, unique=True),
+    st.booleans(),
+)
+def test_gits_clean_tree_settles_what_is_pending(edited, commit_attempt):
+    """`git status` saying "nothing to commit, working tree clean" (a hook committed for the
+    agent) leaves nothing uncommitted, and a `git commit` that finds nothing is no failure."""
+    raw: list[dict] = [{"role": "user", "content": "Add the ignore rules and commit."}]
+    _tool(raw, "Bash", {"command": "pytest -q"}, "3 passed in 0.01s")
+    _tool(raw, "Bash", {"command": "git commit -am 'first'"}, "[main 1a2b3c4] first\n 1 file changed")
+    for path in edited:
+        _tool(raw, "Edit", {"file_path": path, "old_string": "a", "new_string": "b"}, "The file was updated.")
+    _tool(raw, "Bash", {"command": "git status"}, "On branch main\nnothing to commit, working tree clean")
+    if commit_attempt:
+        output = "Exit code 1\nOn branch main\nnothing to commit, working tree clean"
+        _tool(raw, "Bash", {"command": "git add -A && git commit -m 'second'"}, output, error=True)
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": "The tree is clean; everything is in."}]})
+    summary = extractive_summary(_msgs(raw))
+    assert "Uncommitted" not in summary and "not committed" not in summary
+    assert "(none)" in _section(summary, "### Blocked", "## Key Decisions")
+    next_steps = _section(summary, "## Next Steps", "## Critical Context")
+    assert "Commit the changes" not in next_steps and "Fix what still fails" not in next_steps
+    # Only code asks for the checks again; a docs or ignore-file edit does not.
+    assert ("Re-run the checks" in next_steps) == any(p.endswith((".py", ".ex")) for p in edited)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["Stop", "SubagentStop", "PreToolUse"]), WORDS)
+def test_a_hooks_feedback_is_labelled_and_names_no_user_paths(hook, word):
+    feedback = f"{hook} hook feedback:\n[/opt/hooks/{word}.sh]: Cannot exit with untracked files:\n  build/{word}.pyc"
+    raw = [
+        {"role": "user", "content": f"Write src/{word}.py with a main function."},
+        {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+        {"role": "user", "content": feedback},
+        {"role": "assistant", "content": [{"type": "text", "text": "I will ignore the build files."}]},
+    ]
+    summary = extractive_summary(_msgs(raw))
+    goal = _section(summary, "## Goal", "## Constraints")
+    assert f"the user's {hook} hook, sent by the harness" in goal
+    assert f"/opt/hooks/{word}.sh" not in "".join(line for line in summary.splitlines() if "named by the user" in line)

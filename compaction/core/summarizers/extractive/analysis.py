@@ -127,6 +127,17 @@ class UserMessage:
     def kind(self) -> str:
         return classify_user_text(self.text)
 
+    @property
+    def hook(self) -> str:
+        """The hook whose output this is ("Stop"), when the harness sent it in the user's place."""
+        match = HOOK_FEEDBACK_RE.match(self.text)
+        return match.group(1) if match else ""
+
+
+# Claude Code delivers a hook's verdict as a user message ("Stop hook feedback:\n[cmd]: …"):
+# an order from the user's own setup, not words the user typed.
+HOOK_FEEDBACK_RE = re.compile(r"^(\w+) hook (?:feedback|error|blocking error)\b", re.IGNORECASE)
+
 
 @dataclass
 class Command:
@@ -302,7 +313,8 @@ def _outcome(output: str, is_error: bool) -> tuple[bool, str]:
     """(ok, detail) of one command from its output."""
     output = strip_ansi(output)
     outcome_lines = [m.group(0).strip() for m in TEST_OUTCOME_RE.finditer(output)]
-    detail = one_line(outcome_lines[-1], 160) if outcome_lines else ""
+    # pytest frames its tally in "=====": the rule is no part of the outcome.
+    detail = one_line(outcome_lines[-1].rstrip("= "), 160) if outcome_lines else ""
     failed = is_error or bool(EXIT_CODE_RE.search(output)) or bool(detail and FAILED_COUNT_RE.search(detail))
     if failed:
         errors = [line for line in error_lines_of(output, is_error=False) if not EXIT_CODE_RE.search(line)]
@@ -514,7 +526,8 @@ def on_user_message(a: Analysis, msg: Msg) -> None:
             reply_to = one_line(" ".join(said[-2:]), 240) if said else ""
         user = UserMessage(text, queued, a.clock, reply_to, interrupted or a.interruptions > 0 and not a.texts)
         a.users.append(user)
-        a.user_paths.extend(paths_in(text))
+        if not user.hook:
+            a.user_paths.extend(paths_in(text))
         a.urls.extend(URL_RE.findall(text))
         if reply_to and APPROVAL_RE.match(text) and ("?" in reply_to or "should i" in reply_to.lower()):
             a.decisions.append(f'The user approved ("{one_line(text, 80)}") what the assistant proposed: "{reply_to}"')
@@ -668,15 +681,20 @@ def _call_shown(name: str, command: str | None, path: str, args: dict[str, Any])
     return f"{name} `{one_line(main, 100)}`" if main.strip() else name
 
 
+# Files no test or compiler looks at: an edit to one asks for no re-run of the checks.
+NO_CHECK_RE = re.compile(r"(?i)(?:^|/)(?:\.[\w-]*ignore|\.editorconfig|license|changelog|readme)$|\.(?:md|rst|txt|adoc)$")
+
+
 def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> None:
     a.wrapping_up = False
     work = a.files.setdefault(path, FileWork(path))
     work.edits += 1
     work.units.add(a.unit)
     work.last_event = a.clock
-    for pending_list in (a.edits_since_test, a.edits_since_commit):
-        if path not in pending_list:
-            pending_list.append(path)
+    if path not in a.edits_since_commit:
+        a.edits_since_commit.append(path)
+    if path not in a.edits_since_test and not NO_CHECK_RE.search(path):
+        a.edits_since_test.append(path)
     work.deleted = False
     purpose = a.retry_purposes.pop(path, "") or a.purpose
     if purpose and purpose not in work.purposes:
@@ -695,6 +713,9 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> Non
         defined = [n for n in DEFINES_RE.findall(content[:50_000]) if n not in work.added]
         # What the file offers first; its tests only when that is all it defines.
         work.added.extend([n for n in defined if not n.lower().startswith("test")] or defined)
+
+
+CLEAN_TREE_RE = re.compile(r"(?i)nothing to commit,? \(?working (?:tree|directory) clean")
 
 
 def _record_rejected_edit(a: Analysis, name: str, path: str, output: str) -> None:
@@ -838,6 +859,14 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         if is_probe_command(command):
             # A grep without matches "fails" with status 1: an answer, not a failure.
             ok, detail = True, ""
+        clean_tree = "git" in command and bool(CLEAN_TREE_RE.search(output[:5000]))
+        if clean_tree:
+            # git's own word that nothing is pending: a `git commit` that "fails" on it had
+            # nothing left to commit, and no edit before it is uncommitted any more.
+            a.edits_since_commit = []
+            a.git_seen = True
+            if not ok and GIT_COMMIT_RE.search(command):
+                ok, detail = True, "nothing to commit, working tree clean"
         cmd_line = clean_command(command)
         cmd = Command(cmd_line, command, ok, detail, len(a.commands), a.clock, one_line(description, 120))
         cmd.output_head = strip_ansi(output[:300]) if not ok else ""

@@ -178,6 +178,8 @@ def goal_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
     latest = requests[-1] if requests and (len(requests) > 1 or prev_goal) else None
     if latest is not None and normalize(latest.text) != normalize(requests[0].text if requests else ""):
         how = " (sent while the assistant was working)" if latest.queued else ""
+        if latest.hook:
+            how = f" (the user's {latest.hook} hook, sent by the harness, not typed)"
         answering = f' (replying to the assistant: "{latest.reply_to}")' if latest.reply_to else ""
         s.add("goal", f'Latest request{how}: "{one_line(latest.text, 400)}"{answering}', 97, protected=True)
 
@@ -194,7 +196,8 @@ def _opening_chores(requests: list) -> list:
     chores = []
     for user, following in zip(requests, requests[1:], strict=False):
         small = len(user.text) <= CHORE_CHARS and "\n" not in user.text.strip() and user.calls_after <= CHORE_CALLS
-        if not small or following.kind != "request" or len(following.text) <= len(user.text):
+        new_task = following.kind == "request" and not following.hook and len(following.text) > len(user.text)
+        if not small or not new_task:
             break
         chores.append(user)
     return chores
@@ -228,10 +231,14 @@ def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str
             notes.append("sent while the assistant was working")
         if user.after_interrupt:
             notes.append("after interrupting the assistant")
+        if user.hook:
+            notes.append(f"the {user.hook} hook's output, sent by the harness")
         if user.reply_to and user.kind != "instruction":
             notes.append(f'replying to: "{one_line(user.reply_to, 160)}"')
         recent = index >= len(shown) - RECENT_USER_MESSAGES
-        text = quote(user.text) if recent else quote(user.text, OLDER_QUOTE_CHARS)
+        limit = USER_QUOTE_CHARS if recent else OLDER_QUOTE_CHARS
+        # A hook's report has no rule sentences to pick: its opening says what it checked.
+        text = one_line(user.text, limit) if user.hook else quote(user.text, limit)
         if normalize(user.text[:200]) in normalize(quoted_above) and not user.queued:
             continue  # quoted under Goal just above: the same words twice help no one
         suffix = f" ({'; '.join(notes)})" if notes else ""
@@ -464,10 +471,15 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
     for status, content in a.todos:
         if status == "in_progress":
             s.add("in_progress", f"Todo in progress: {content}", 86)
-    # Reports of the unfinished stretch after the last commit.
+    # Reports of the unfinished stretch after the last commit; with nothing left pending
+    # they are what was learned after it, not work under way.
     if a.commits:
+        pending_work = bool(pending) or any(not c.ok and c.fixed_by is None for c in a.commands[-3:])
         for note in [n for n in a.notes if n.unit == a.unit and n.kind == "diagnosis"][-4:]:
-            s.add("in_progress", note.text, 74)
+            if pending_work:
+                s.add("in_progress", note.text, 74)
+            else:
+                s.add("done", f"Found: {note.text}", 70)
     final = [t for t in a.last_intents if not JUNK_INTENT_RE.search(t) and not is_sign_off(t)]
     # Only open work has a place where it stopped; after a finished piece the assistant's last
     # words are a report, and listing them as "in progress" would reopen what they mention.
@@ -482,8 +494,13 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
         # The range ends inside the assistant's turn: what it had just done, and what came back.
         calls = "; ".join(a.calls_since_request[-5:])
         total = len(a.calls_since_request)
-        of = f" (of {total} since the user's latest message)" if total > 5 else ""
-        s.add("in_progress", f"The range ends inside the assistant's turn; its latest calls{of}: {calls}", 79)
+        count = f"{total} tool calls" if total > 1 else "one tool call"
+        latest = ", and the latest of them were" if total > 5 else ", which were"
+        s.add(
+            "in_progress",
+            f"The range ends inside the assistant's turn, after {count} since the user's latest message{latest}: {calls}",
+            79,
+        )
     if a.final_text and a.activity_after_latest and not said_before:
         said = f'"{one_line(a.final_text, 700)}"'
         # Without commits or issues to tell, the last words say whether the work is finished;
@@ -616,9 +633,16 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             72,
         )
     elif not s.items["next"] and (finished or a.turn_ended) and settled:
-        # Finished is not committed: an engineer checks git before touching it.
         count = len(a.edits_since_commit)
-        pending = f" ({count} edited {'file is' if count == 1 else 'files are'} not committed)" if count else ""
+        files = f"{count} edited {'file' if count == 1 else 'files'}"
+        # Finished is not committed: an engineer checks git before touching it. Without a
+        # commit or git in sight, "not committed" would be a guess.
+        if not count:
+            pending = ""
+        elif a.commits or a.git_seen:
+            pending = f" ({files} {'is' if count == 1 else 'are'} not committed)"
+        else:
+            pending = f" ({files}, no commit seen)"
         how = "reported the work finished" if finished else "ended its turn with the reply quoted above"
         s.add("next", f"Nothing is left open: the assistant {how}{pending}; wait for the user's next message", 72)
     elif not s.items["next"] and requests:
