@@ -313,3 +313,20 @@ def test_a_hooks_feedback_is_labelled_and_names_no_user_paths(hook, word):
     goal = _section(summary, "## Goal", "## Constraints")
     assert f"the user's {hook} hook, sent by the harness" in goal
     assert f"/opt/hooks/{word}.sh" not in "".join(line for line in summary.splitlines() if "named by the user" in line)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, WORDS, st.booleans())
+def test_instead_of_alone_is_a_comparison_not_a_decision(old, new, chosen):
+    old, new = f"old{old}", f"new{new}"
+    sentence = (
+        f"I'll use the `{new}` helper instead of `{old}` for all the rendering code."
+        if chosen
+        else f"The `render` signature now takes a `{new}` function instead of an `{old}` object."
+    )
+    raw = [
+        {"role": "user", "content": "Port the renderer to the new helpers."},
+        {"role": "assistant", "content": [{"type": "text", "text": sentence}]},
+    ]
+    decisions = _section(extractive_summary(_msgs(raw)), "## Key Decisions", "## Next Steps")
+    assert (new in decisions) == chosen

@@ -456,6 +456,26 @@ def is_sign_off(sentence: str) -> bool:
 OBSERVATION_RE = re.compile(r"(?i)^(i see|i notice|i noticed|there is|there's|there are|it seems|it looks|looks like)\b")
 
 
+# "instead of" alone is a comparison ("it now takes a function instead of an RGB object",
+# "Fixed the tests to use themes instead of chalk"): a choice needs someone choosing.
+_COMPARISON_ONLY = frozenset({"instead of", "rather than"})
+CHOICE_VERB_RE = re.compile(
+    r"(?i)\b(i'll|i will|we'll|we will|let's|i'm going to|we're going to|use[sd]?|using|switch(?:ed)?|chose|choose|"
+    r"decided|prefer(?:red)?|opt(?:ed)?|went with|going with|keep(?:ing)?|kept)\b"
+)
+
+
+def _states_choice(sentence: str) -> bool:
+    """A decision, not a comparison: evidence beyond "instead of", or someone choosing in a
+    sentence that is not a report of finished work."""
+    found = {m.group(0).lower() for pattern in (DECISION_RE, DECISION_REASON_RE) for m in pattern.finditer(sentence)}
+    if not found <= _COMPARISON_ONLY:
+        return True
+    # The chosen side comes before "instead of": "…with chalk instead of using themes" chose nothing.
+    chosen = re.split(r"(?i)\b(?:instead of|rather than)\b", sentence, maxsplit=1)[0]
+    return bool(CHOICE_VERB_RE.search(chosen)) and not DONE_START_RE.search(sentence)
+
+
 # A guess about a cause, not a choice that was made.
 HYPOTHESIS_RE = re.compile(r"(?i)\b(might|would explain|probably|perhaps|maybe|possibly|i suspect|i guess)\b")
 
@@ -599,7 +619,7 @@ def on_assistant_text(a: Analysis, text: str) -> None:
             # Alternatives and reasons are listed as decisions, once; a hypothesis ("If X, it
             # might be loading Y instead of Z") or an observation ("I see that X is used
             # instead of Y") chose nothing and stays a diagnosis.
-            if not HYPOTHESIS_RE.search(sentence) and not OBSERVATION_RE.match(sentence):
+            if not HYPOTHESIS_RE.search(sentence) and not OBSERVATION_RE.match(sentence) and _states_choice(sentence):
                 a.decisions.append(one_line(sentence))
                 continue
         if DONE_START_RE.search(sentence) and ANCHOR_RE.search(sentence):
