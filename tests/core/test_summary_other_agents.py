@@ -330,3 +330,23 @@ def test_instead_of_alone_is_a_comparison_not_a_decision(old, new, chosen):
     ]
     decisions = _section(extractive_summary(_msgs(raw)), "## Key Decisions", "## Next Steps")
     assert (new in decisions) == chosen
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(WORDS, st.integers(min_value=0, max_value=2)), min_size=2, max_size=8, unique_by=lambda t: t[0]))
+def test_without_commits_each_report_sits_under_the_request_it_answered(requests):
+    """Many requests and no commit: a report is listed under the request before it, and no
+    lead-in line is left without the lines it introduces."""
+    raw: list[dict] = []
+    for word, reports in requests:
+        raw.append({"role": "user", "content": f"make the {word} color a little brighter please"})
+        text = " ".join(f"Updated `{word}{n}.json` so the {word} color is brighter now." for n in range(reports))
+        raw.append({"role": "assistant", "content": [{"type": "text", "text": text or "Looking."}]})
+    done = _section(extractive_summary(_msgs(raw), budget=4000), "### Done", "### In Progress").strip().splitlines()
+    for index, line in enumerate(done):
+        if line.startswith("- For "):
+            assert index + 1 < len(done) and done[index + 1].startswith("  - "), done
+        match = re.search(r"Updated `(\w+?)\d\.json`", line)
+        if match and len([r for r in requests if r[1]]) >= 2:
+            header = next(h for h in reversed(done[:index]) if h.startswith("- For "))
+            assert f"the {match.group(1)} color" in header

@@ -434,6 +434,7 @@ def _is_statement(sentence: str) -> bool:
         and not SPECULATION_RE.match(sentence)
         and not INTENT_RE.search(sentence)
         and not INTERJECTION_RE.match(sentence)
+        and not TABLE_ROW_RE.match(sentence)
         and not (is_sign_off(sentence) and not ANCHOR_RE.search(sentence))
     )
 
@@ -450,6 +451,11 @@ SIGN_OFF_RE = re.compile(
 def is_sign_off(sentence: str) -> bool:
     """A closing remark to the user (an exclamation or a reassurance), not a finding."""
     return sentence.rstrip().endswith("!") or bool(SIGN_OFF_RE.search(sentence))
+
+
+# "`mdLink`: `#81a2be` (blue)", "Here's a bare URL: …": a row of a listing or a sample shown
+# to the user; out of its list it states nothing.
+TABLE_ROW_RE = re.compile(r"(?i)^(?:`[^`]+`\s*[:=]\s*(?:`|#|\d|\"|')|here(?:'s| is| are)\b)")
 
 
 # "I see that…", "There is a typo…": what the agent noticed, not what it chose.

@@ -326,10 +326,19 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             for n in a.notes
             if n.kind == "report" or (n.kind == "diagnosis" and not _PLAN_OR_GUESS_RE.search(n.text))
         ]
+    groups = _notes_by_request(a, reports) if not a.commits else []
+    if len(groups) >= 2:
+        # Many requests and no commit to hang the work on: each report under the request it
+        # answered, so "Footer now uses dim" reads as the answer to "make the footer dimmer".
+        for index, (user, notes) in enumerate(groups):
+            weight = 56 + 20 * recency(index, len(groups))
+            header = f'For "{one_line(user.text, 110)}":' if user else "Before the first request of this range:"
+            s.add("done", header, weight)
+            for note in notes[-MAX_NOTES_PER_UNIT // 2 :]:
+                s.add("done", _note_line(note), weight - 2 + (5 if s.is_focus(note.text) else 0), nested=True)
+        reports = []
     for index, note in enumerate(reports[-MAX_NOTES_PER_UNIT * 2 :]):
-        # A diagnosis is something learned, not something finished: it says so.
-        text = f"Found: {note.text}" if note.kind == "diagnosis" else note.text
-        s.add("done", text, 55 + 15 * recency(index, len(reports)) + (5 if s.is_focus(note.text) else 0))
+        s.add("done", _note_line(note), 55 + 15 * recency(index, len(reports)) + (5 if s.is_focus(note.text) else 0))
     if a.submitted is not None and a.submitted[1].strip():
         s.add("done", submission_note(a), 84)
     completed = [content for status, content in a.todos if status == "completed"]
@@ -377,6 +386,23 @@ def _patch_files(diff: str) -> str:
         removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
         parts.append(f"`{path}` (+{added} −{removed} lines)")
     return ", ".join(parts)
+
+
+def _note_line(note) -> str:
+    # A diagnosis is something learned, not something finished: it says so.
+    return f"Found: {note.text}" if note.kind == "diagnosis" else note.text
+
+
+def _notes_by_request(a: Analysis, notes: list) -> list[tuple]:
+    """(request, its notes) in order, for the typed requests that led to any; notes before
+    the range's first request come first, under None."""
+    requests = [u for u in a.users if not u.queued and u.kind != "chatter" and not u.hook]
+    groups: dict[int, tuple] = {}
+    for note in notes:
+        user = next((u for u in reversed(requests) if u.event < note.event), None)
+        key = user.event if user else -1
+        groups.setdefault(key, (user, []))[1].append(note)
+    return [groups[k] for k in sorted(groups)]
 
 
 STEP_KINDS = (
@@ -951,7 +977,14 @@ def _apply_drops(s: Sections, dropped: set[int]) -> None:
             if id(item) in dropped or (nested and parent_dropped):
                 continue
             kept.append(item)
-        s.items[key] = kept
+        # A lead-in ("For "make it dimmer":") whose lines all went says nothing on its own.
+        s.items[key] = [
+            item
+            for index, item in enumerate(kept)
+            if item.nested
+            or not item.text.endswith(":")
+            or (index + 1 < len(kept) and kept[index + 1].nested)
+        ]
 
 
 def _drop_until(s: Sections, budget: int, max_chars: int, candidates: list[Item]) -> bool:
