@@ -390,7 +390,8 @@ def _patch_files(diff: str) -> str:
 
 def _note_line(note) -> str:
     # A diagnosis is something learned, not something finished: it says so.
-    return f"Found: {note.text}" if note.kind == "diagnosis" else note.text
+    said_so = re.match(r"(?i)^(?:key |main )?(?:findings?|found|missing)\b", note.text)
+    return f"Found: {note.text}" if note.kind == "diagnosis" and not said_so else note.text
 
 
 def _notes_by_request(a: Analysis, notes: list) -> list[tuple]:
@@ -518,10 +519,10 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
         s.add("in_progress", submission_note(a), 82)
     elif not a.turn_ended and a.calls_since_request and a.submitted is None:
         # The range ends inside the assistant's turn: what it had just done, and what came back.
-        calls = "; ".join(a.calls_since_request[-5:])
+        calls = "; ".join(_runs(a.calls_since_request[-5:]))
         total = len(a.calls_since_request)
         count = f"{total} tool calls" if total > 1 else "one tool call"
-        latest = ", and the latest of them were" if total > 5 else ", which were"
+        latest = ", and the latest of them were" if total > 5 else ", which were" if total > 1 else ", which was"
         s.add(
             "in_progress",
             f"The range ends inside the assistant's turn, after {count} since the user's latest message{latest}: {calls}",
@@ -538,6 +539,19 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
             s.add("done", f"The assistant's last words in this range: {said}", 76)
     elif final:
         s.add("in_progress", f"Working on: {final[-1]}", 78)
+
+
+def _runs(calls: list[str]) -> list[str]:
+    """The same call made several times in a row, said once with its count."""
+    out: list[str] = []
+    counts: list[int] = []
+    for call in calls:
+        if out and out[-1] == call:
+            counts[-1] += 1
+        else:
+            out.append(call)
+            counts.append(1)
+    return [f"{call} (×{n})" if n > 1 else call for call, n in zip(out, counts, strict=True)]
 
 
 def settled_point(a: Analysis) -> int:
