@@ -128,8 +128,12 @@ def test_a_runs_last_action_is_answered_by_the_trajectorys_observation(path: Pat
     steps = traj.get("trajectory") or []
     t = read_swe_agent(path)
     last = t.messages[-1]
+    info = traj.get("info") or {}
     if traj["history"][-1]["role"] == "assistant" and steps and steps[-1]["observation"].strip():
         assert last["role"] == "user" and last["content"][0]["content"] == steps[-1]["observation"]
+    elif traj["history"][-1]["role"] == "assistant" and info.get("exit_status") == "submitted":
+        # Submitted without an observation: what was submitted answers the last action.
+        assert last["role"] == "user" and last["content"][0]["content"] == info["submission"]
     results = [b for m in t.messages if m["role"] == "user" for b in m["content"] if isinstance(b, dict)]
     assert all(b.get("content") != "" for b in results if b.get("type") == "tool_result")
 

@@ -79,13 +79,16 @@ def _final_observation(traj: dict[str, Any], last: dict[str, Any]) -> str | None
     the same one."""
     steps = traj.get("trajectory")
     step = steps[-1] if isinstance(steps, list) and steps and isinstance(steps[-1], dict) else None
-    if step is None or not isinstance(step.get("observation"), str) or not step["observation"].strip():
-        return None  # nothing recorded: the call stays unanswered, as the agent left it
     calls = [b for b in last.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
     action = str((calls[-1].get("input") or {}).get("command", "")).strip() if calls else ""
-    if not action or str(step.get("action", "")).strip() != action:
+    if step is None or not action or str(step.get("action", "")).strip() != action:
         return None
-    return step["observation"]
+    observation = step.get("observation") if isinstance(step.get("observation"), str) else ""
+    info = traj.get("info") if isinstance(traj.get("info"), dict) else {}
+    if not observation.strip() and info.get("exit_status") == "submitted" and isinstance(info.get("submission"), str):
+        # The run ended on the submission without printing it: what was submitted answers it.
+        observation = info["submission"]
+    return observation if observation.strip() else None  # nothing recorded: left unanswered, as the agent left it
 
 
 def parse_swe_agent(traj: Any) -> ImportedTranscript:

@@ -353,7 +353,7 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
 
 # A sentence that announces a step or guesses at a cause: not a finding to list as done.
 _PLAN_OR_GUESS_RE = re.compile(
-    r"(?i)\b(let'?s|let me|i will|i'll|we will|we'll|we can now|(?:now|so|then),? we can|we should|we need to|"
+    r"(?i)\b(let'?s|let me|i will|i'll|we will|we'll|we can now|(?:now|so|then|[,;:]) ?we can|we should|we need to|"
     r"i need to|i'm going to|"
     r"i am going to|might|could be|probably|perhaps|maybe|possibly|likely)\b"
 )
