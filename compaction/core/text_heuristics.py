@@ -41,7 +41,11 @@ PATH_RE = re.compile(
     r"(?<![\w/.@:-])((?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+\.[A-Za-z0-9]{1,10}|/(?:[\w.@+-]+/)+[\w.@+-]+)(?![\w/])"
 )
 _BARE_EXIT_RE = re.compile(r"(?i)^exit (code|status):? ?\d+$")
-_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+# Also where a model ran two sentences together ("…in a system context.Now, I will…"):
+# a word's full stop straight before a word that opens a sentence.
+_SENTENCE_SPLIT_RE = re.compile(
+    r"(?<=[.!?])\s+|\n+|(?<=[a-z]{3}[.!?])(?=(?:Now|Let's|Let|I|We|This|That|The|So|First|Then|Next|Which|Since|It)\b)"
+)
 CONSTRAINT_RE = re.compile(
     r"(?i)\b(always|never|must|mustn't|don't|do not|dont|should|shouldn't|should not|prefer|make sure|"
     r"avoid|instead of|only use|no need to|required?|requirement|not allowed|please use|keep)\b"
@@ -76,8 +80,27 @@ INSTRUCTION_RE = re.compile(
 )
 
 
+# A worked example the harness puts before the task (SWE-agent's demonstration template:
+# a short preamble, then the example run between `--- DEMONSTRATION ---` and
+# `--- END OF DEMONSTRATION ---`). Its issue, paths and rules belong to another task.
+_DEMONSTRATION_RE = re.compile(
+    r"(?:\A[^\n]*\bdemonstration\b[^\n]*\n(?:[^\n]*\n){0,4}?)?"
+    r"^-{2,} ?(DEMONSTRATION|EXAMPLE) ?-{2,}[ \t]*$.*?^-{2,} ?END OF \1 ?-{2,}[ \t]*$\n?",
+    re.DOTALL | re.MULTILINE | re.IGNORECASE,
+)
+
+
+def without_demonstrations(text: str) -> str:
+    """A user message without the worked examples shown to the model before the task."""
+    if "-- " not in text and "--\n" not in text:
+        return text
+    return _DEMONSTRATION_RE.sub("", text).strip() if _DEMONSTRATION_RE.search(text) else text
+
+
 def clean_user_text(text: str) -> str:
-    """A user message as the user wrote it: harness wrappers removed, slash commands kept."""
+    """A user message as the user wrote it: harness wrappers and worked examples removed,
+    slash commands kept."""
+    text = without_demonstrations(text)
     command = _COMMAND_RE.search(text)
     args = _COMMAND_ARGS_RE.search(text)
     text = _WRAPPER_RE.sub("", text)

@@ -84,6 +84,9 @@ PATCH_TOOLS = frozenset({"apply_patch", "applypatch", "patch", "apply_diff"})
 SEARCH_TOOLS = frozenset({"grep", "glob", "search", "find_file", "search_dir", "list_dir", "ls"})
 TODO_TOOLS = frozenset({"todowrite", "todo_write", "update_plan", "write_todos"})
 PLAN_TOOLS = frozenset({"exitplanmode", "exit_plan_mode"})
+# Tools that hand the finished work over and end the run (SWE-agent `submit`, Cline
+# `attempt_completion`, OpenHands `finish`): after one, nothing is left for the agent to do.
+COMPLETION_TOOLS = frozenset({"submit", "finish", "attempt_completion", "task_complete", "complete_task"})
 # Argument names that hold the file a tool works on, most specific first.
 PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "target_file", "file", "absolute_path", "filepath")
 TOOL_USE_TYPES = ("tool_use", "toolCall", "server_tool_use")
@@ -123,6 +126,10 @@ def is_todo_tool(name: Any) -> bool:
 
 def is_plan_tool(name: Any) -> bool:
     return tool_key(name) in PLAN_TOOLS
+
+
+def is_completion_tool(name: Any) -> bool:
+    return tool_key(name) in COMPLETION_TOOLS
 
 
 def tool_input(block: dict[str, Any]) -> Any:
@@ -179,7 +186,7 @@ def shell_command_of(block: dict[str, Any]) -> str | None:
         command = inp["command"]
         head = command.split(maxsplit=1)[:1]
         file_tool = name in READ_TOOLS or name in WRITE_TOOLS or name in SEARCH_TOOLS or name in EDITOR_TOOLS
-        text = command if head == [name] and not file_tool and name not in ("submit",) else None
+        text = command if head == [name] and not file_tool and name not in COMPLETION_TOOLS else None
     else:
         text = None
     return text.strip() if isinstance(text, str) and text.strip() else None

@@ -5,6 +5,12 @@
 on tool messages; older text-format runs put the command in the assistant's `action` and
 the observation in the next user message. Both become tool_use / tool_result pairs, so the
 service sees (and can cut around) the same structure either way.
+
+Demonstrations (a solved example run SWE-agent shows the model before its task, marked
+`is_demo`) join the system prompt: they are fixed prompt material the model keeps seeing,
+not the conversation, and read as messages they would make another issue look like the
+task and the example's actions look like work done. A run's last action (`submit`) is not
+answered in `history`; its observation (the submitted patch) is in `trajectory[-1]`.
 """
 
 from __future__ import annotations
@@ -58,6 +64,33 @@ def read_swe_agent(path: str | Path) -> ImportedTranscript:
     return parse_swe_agent(traj)
 
 
+def _demonstration_text(item: dict[str, Any], text: str) -> str:
+    """A demonstration entry as prompt text: its content, and its action when the content
+    does not already show it (demos put in the history one message at a time)."""
+    action = item.get("action")
+    if isinstance(action, str) and action.strip() and action.strip() not in text:
+        return f"{text}\n{action.strip()}".strip()
+    return text
+
+
+def _final_observation(traj: dict[str, Any], last: dict[str, Any]) -> str | None:
+    """The observation of the run's last action, which `history` ends without (the agent
+    stopped there, usually on `submit`): the trajectory's last step, when its action is
+    the same one."""
+    steps = traj.get("trajectory")
+    step = steps[-1] if isinstance(steps, list) and steps and isinstance(steps[-1], dict) else None
+    calls = [b for b in last.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
+    action = str((calls[-1].get("input") or {}).get("command", "")).strip() if calls else ""
+    if step is None or not action or str(step.get("action", "")).strip() != action:
+        return None
+    observation = step.get("observation") if isinstance(step.get("observation"), str) else ""
+    info = traj.get("info") if isinstance(traj.get("info"), dict) else {}
+    if not observation.strip() and info.get("exit_status") == "submitted" and isinstance(info.get("submission"), str):
+        # The run ended on the submission without printing it: what was submitted answers it.
+        observation = info["submission"]
+    return observation if observation.strip() else None  # nothing recorded: left unanswered, as the agent left it
+
+
 def parse_swe_agent(traj: Any) -> ImportedTranscript:
     """Like `read_swe_agent`, from the decoded document."""
     stats: Counter[str] = Counter()
@@ -77,6 +110,10 @@ def parse_swe_agent(traj: Any) -> ImportedTranscript:
         text = _text(item.get("content"))
         if role == "system":
             system_parts.append(text)
+            continue
+        if item.get("is_demo"):
+            system_parts.append(_demonstration_text(item, text))
+            stats["demonstration_messages_moved_to_system_prompt"] += 1
             continue
         if role == "assistant":
             blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
@@ -127,6 +164,13 @@ def parse_swe_agent(traj: Any) -> ImportedTranscript:
                 raw.append({"role": "user", "content": text})
         else:
             stats[f"skipped_role_{role}"] += 1
+    if pending_action_id is not None:
+        final = _final_observation(traj, raw[-1])
+        if final is not None:
+            raw.append(
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": pending_action_id, "content": final}]}
+            )
+            stats["final_observation_from_trajectory"] += 1
 
     messages, reported, _ = assemble(raw, stats)
     texts = [
@@ -136,8 +180,7 @@ def parse_swe_agent(traj: Any) -> ImportedTranscript:
         for b in as_blocks(m["content"])
         if b.get("type") == "text"
     ]
-    # Demonstrations (an example run shown to the model) carry an ISSUE of their own.
-    issue = next((t for t in texts if "ISSUE:" in t and not t.startswith("Here is a demonstration")), None)
+    issue = next((t for t in texts if "ISSUE:" in t), None)
     title = first_line(issue.split("ISSUE:", 1)[1]) if issue else first_line(texts[0] if texts else "")
     return ImportedTranscript(
         messages=messages,

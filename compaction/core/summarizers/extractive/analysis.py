@@ -27,6 +27,7 @@ from compaction.core.summarizers.extractive.patterns import (
     DECISION_REASON_RE,
     DEFINES_RE,
     DIAGNOSIS_RE,
+    EDIT_REJECTED_RE,
     DONE_START_RE,
     ENV_RE,
     EXIT_CODE_RE,
@@ -71,6 +72,7 @@ from compaction.core.text_heuristics import (
     user_messages,
 )
 from compaction.core.tool_vocabulary import (
+    is_completion_tool,
     is_create_tool,
     is_modify_tool,
     is_plan_tool,
@@ -119,10 +121,22 @@ class UserMessage:
     event: int
     reply_to: str = ""  # what the assistant had just said, for short replies
     after_interrupt: bool = False
+    calls_after: int = 0  # tool calls the assistant made before the user's next typed message
 
     @property
     def kind(self) -> str:
         return classify_user_text(self.text)
+
+    @property
+    def hook(self) -> str:
+        """The hook whose output this is ("Stop"), when the harness sent it in the user's place."""
+        match = HOOK_FEEDBACK_RE.match(self.text)
+        return match.group(1) if match else ""
+
+
+# Claude Code delivers a hook's verdict as a user message ("Stop hook feedback:\n[cmd]: …"):
+# an order from the user's own setup, not words the user typed.
+HOOK_FEEDBACK_RE = re.compile(r"^(\w+) hook (?:feedback|error|blocking error)\b", re.IGNORECASE)
 
 
 @dataclass
@@ -143,14 +157,18 @@ class Command:
 
     @property
     def shown(self) -> str:
-        """How to name the command to a reader: a commit by its message, never a cut heredoc."""
-        message = commit_message(self.full) if GIT_COMMIT_RE.search(self.full) else ""
-        if message:
-            return f'git commit -m "{message}"'
-        first = self.command
-        if "<<" in first or "$(cat" in first:
-            first = re.split(r"\s*(?:\$\(cat\s*)?<<", first)[0].rstrip(" ($\"'") or first
-        return first
+        return command_shown(self.command, self.full)
+
+
+def command_shown(command: str, full: str) -> str:
+    """How to name a command to a reader: a commit by its message, never a cut heredoc."""
+    message = commit_message(full) if GIT_COMMIT_RE.search(full) else ""
+    if message:
+        return f'git commit -m "{message}"'
+    first = command
+    if "<<" in first or "$(cat" in first:
+        first = re.split(r"\s*(?:\$\(cat\s*)?<<", first)[0].rstrip(" ($\"'") or first
+    return first
 
 
 @dataclass
@@ -182,6 +200,8 @@ class FileWork:
     purposes: list[str] = field(default_factory=list)
     units: set[int] = field(default_factory=set)
     last_event: int = 0
+    rejected: int = 0  # attempts the tool refused (the file stayed as it was)
+    deleted: bool = False  # removed after the edits (and not written again)
 
 
 @dataclass
@@ -253,6 +273,18 @@ class Analysis:
     note_keys: list[set[str]] = field(default_factory=list)
     seen_sentences: set[str] = field(default_factory=set)
     file_mentions: dict[str, str] = field(default_factory=dict)  # basename -> latest statement naming it
+    # What a refused edit was for: the retry that goes through changes the same thing, and its
+    # own words are usually about the retry ("I will correct the syntax and try again").
+    retry_purposes: dict[str, str] = field(default_factory=dict)
+    deleted: list[tuple[str, int]] = field(default_factory=list)  # (file, event): removed, not edited here
+    # The work handed over with a completion tool (`submit`): (call as shown, its answer or "").
+    submitted: tuple[str, str] | None = None
+    # The range ends on an assistant message without tool calls: the agent ended its turn.
+    turn_ended: bool = False
+    git_seen: bool = False
+    # Tool calls since the latest typed user message: where the work stood when the range
+    # ends inside a turn.
+    calls_since_request: list[str] = field(default_factory=list)
 
     def rel(self, path: str) -> str:
         """A path relative to the project root shared by the touched files (shorter, same file)."""
@@ -281,7 +313,8 @@ def _outcome(output: str, is_error: bool) -> tuple[bool, str]:
     """(ok, detail) of one command from its output."""
     output = strip_ansi(output)
     outcome_lines = [m.group(0).strip() for m in TEST_OUTCOME_RE.finditer(output)]
-    detail = one_line(outcome_lines[-1], 160) if outcome_lines else ""
+    # pytest frames its tally in "=====": the rule is no part of the outcome.
+    detail = one_line(outcome_lines[-1].rstrip("= "), 160) if outcome_lines else ""
     failed = is_error or bool(EXIT_CODE_RE.search(output)) or bool(detail and FAILED_COUNT_RE.search(detail))
     if failed:
         errors = [line for line in error_lines_of(output, is_error=False) if not EXIT_CODE_RE.search(line)]
@@ -401,6 +434,7 @@ def _is_statement(sentence: str) -> bool:
         and not SPECULATION_RE.match(sentence)
         and not INTENT_RE.search(sentence)
         and not INTERJECTION_RE.match(sentence)
+        and not TABLE_ROW_RE.match(sentence)
         and not (is_sign_off(sentence) and not ANCHOR_RE.search(sentence))
     )
 
@@ -417,6 +451,35 @@ SIGN_OFF_RE = re.compile(
 def is_sign_off(sentence: str) -> bool:
     """A closing remark to the user (an exclamation or a reassurance), not a finding."""
     return sentence.rstrip().endswith("!") or bool(SIGN_OFF_RE.search(sentence))
+
+
+# "`mdLink`: `#81a2be` (blue)", "Here's a bare URL: …": a row of a listing or a sample shown
+# to the user; out of its list it states nothing.
+TABLE_ROW_RE = re.compile(r"(?i)^(?:`[^`]+`\s*[:=]\s*(?:`|#|\d|\"|')|here(?:'s| is| are)\b)")
+
+
+# "I see that…", "There is a typo…": what the agent noticed, not what it chose.
+OBSERVATION_RE = re.compile(r"(?i)^(i see|i notice|i noticed|there is|there's|there are|it seems|it looks|looks like)\b")
+
+
+# "instead of" alone is a comparison ("it now takes a function instead of an RGB object",
+# "Fixed the tests to use themes instead of chalk"): a choice needs someone choosing.
+_COMPARISON_ONLY = frozenset({"instead of", "rather than"})
+CHOICE_VERB_RE = re.compile(
+    r"(?i)\b(i'll|i will|we'll|we will|let's|i'm going to|we're going to|use[sd]?|using|switch(?:ed)?|chose|choose|"
+    r"decided|prefer(?:red)?|opt(?:ed)?|went with|going with|keep(?:ing)?|kept)\b"
+)
+
+
+def _states_choice(sentence: str) -> bool:
+    """A decision, not a comparison: evidence beyond "instead of", or someone choosing in a
+    sentence that is not a report of finished work."""
+    found = {m.group(0).lower() for pattern in (DECISION_RE, DECISION_REASON_RE) for m in pattern.finditer(sentence)}
+    if not found <= _COMPARISON_ONLY:
+        return True
+    # The chosen side comes before "instead of": "…with chalk instead of using themes" chose nothing.
+    chosen = re.split(r"(?i)\b(?:instead of|rather than)\b", sentence, maxsplit=1)[0]
+    return bool(CHOICE_VERB_RE.search(chosen)) and not DONE_START_RE.search(sentence)
 
 
 # A guess about a cause, not a choice that was made.
@@ -481,6 +544,7 @@ def on_user_message(a: Analysis, msg: Msg) -> None:
     typed = [t for t, queued in found if not queued]
     if typed:
         _close_turn(a)
+        _count_calls(a)
     for text, queued in found:
         reply_to = ""
         if a.texts and len(text) <= SHORT_REPLY_CHARS and not queued:
@@ -488,13 +552,22 @@ def on_user_message(a: Analysis, msg: Msg) -> None:
             reply_to = one_line(" ".join(said[-2:]), 240) if said else ""
         user = UserMessage(text, queued, a.clock, reply_to, interrupted or a.interruptions > 0 and not a.texts)
         a.users.append(user)
-        a.user_paths.extend(paths_in(text))
+        if not user.hook:
+            a.user_paths.extend(paths_in(text))
         a.urls.extend(URL_RE.findall(text))
         if reply_to and APPROVAL_RE.match(text) and ("?" in reply_to or "should i" in reply_to.lower()):
             a.decisions.append(f'The user approved ("{one_line(text, 80)}") what the assistant proposed: "{reply_to}"')
     a.activity_after_latest = 0
     if typed:
         a.texts = []  # a new user turn: intents before it are stale
+        a.calls_since_request = []
+
+
+def _count_calls(a: Analysis) -> None:
+    """The work a typed request set going: the tool calls made until the next one."""
+    previous = next((u for u in reversed(a.users) if not u.queued), None)
+    if previous is not None:
+        previous.calls_after = len(a.calls_since_request)
 
 
 def on_assistant_text(a: Analysis, text: str) -> None:
@@ -506,6 +579,7 @@ def on_assistant_text(a: Analysis, text: str) -> None:
     for ident in IDENT_RE.findall(text):
         a.identifiers[ident.strip()] += 1
     previous_diagnosis = ""
+    purpose_set = False
     for sentence in condense(text):
         key = sentence.lower()
         if key in a.seen_sentences:
@@ -514,7 +588,12 @@ def on_assistant_text(a: Analysis, text: str) -> None:
         purpose = PURPOSE_RE.match(sentence.rstrip("."))
         if (INTENT_RE.search(sentence) or purpose) and 10 <= len(sentence) <= 400:
             a.intents.append((one_line(sentence), len(a.last_tools)))
-            if DECISION_RE.search(sentence) and DECISION_REASON_RE.search(sentence) and len(sentence) >= 30:
+            if (
+                DECISION_RE.search(sentence)
+                and DECISION_REASON_RE.search(sentence)
+                and len(sentence) >= 30
+                and not sentence.endswith(":")  # "Let me fix it by X instead of Y:" leads into a code block
+            ):
                 a.decisions.append(one_line(sentence))  # "I'll use X instead of Y because Z"
             look = LOOK_RE.match(sentence.rstrip("."))
             if look and re.search(
@@ -525,8 +604,13 @@ def on_assistant_text(a: Analysis, text: str) -> None:
                 body = purpose.group(1)
                 body = re.split(r"(?i)\s+(?:since|because)\s+", body)[0].rstrip(":").strip()
                 deictic = re.search(r"(?i)\b(this|that|it|them)\b", body) and len(body.split()) <= 5
-                if not VAGUE_PURPOSE_RE.search(body) and len(body) >= 12 and not deictic:
+                if not VAGUE_PURPOSE_RE.search(body) and len(body) >= 12 and not deictic and not (
+                    purpose_set and re.search(r"(?i)\b(this|that|these|it)\b", body)
+                ):
+                    # "We need to exclude X when Y. Let's edit the code to implement this
+                    # logic.": the first says what the edit is for; the second points back at it.
                     a.purpose = one_line(body[0].upper() + body[1:], 160)
+                    purpose_set = True
                     if previous_diagnosis:
                         # "X doesn't support Y. I need to rewrite Z": a choice with its reason.
                         a.decisions.append(f"{a.purpose}, because {_lower_first(previous_diagnosis)}")
@@ -539,8 +623,9 @@ def on_assistant_text(a: Analysis, text: str) -> None:
             a.file_mentions[name.lower()] = one_line(sentence, 240)
         if DECISION_RE.search(sentence) and DECISION_REASON_RE.search(sentence) and len(sentence) >= 30:
             # Alternatives and reasons are listed as decisions, once; a hypothesis ("If X, it
-            # might be loading Y instead of Z") chose nothing and stays a diagnosis.
-            if not HYPOTHESIS_RE.search(sentence):
+            # might be loading Y instead of Z") or an observation ("I see that X is used
+            # instead of Y") chose nothing and stays a diagnosis.
+            if not HYPOTHESIS_RE.search(sentence) and not OBSERVATION_RE.match(sentence) and _states_choice(sentence):
                 a.decisions.append(one_line(sentence))
                 continue
         if DONE_START_RE.search(sentence) and ANCHOR_RE.search(sentence):
@@ -568,6 +653,8 @@ def _editor_path(a: Analysis, key: str, args: dict[str, Any]) -> str | None:
     """The file of a text-format editor action (SWE-agent): `open x.py 40` and `create x.py`
     name it, `edit 10:12` works on the file opened last — the change the work is about."""
     words = args.get("command").split(maxsplit=2) if isinstance(args.get("command"), str) else []
+    if key == "edit" and not words and a.open_file and isinstance(args.get("replace"), str):
+        return a.open_file  # the function-calling form: {"search": …, "replace": …} on the open file
     if words[:1] != [key]:
         return None
     if key in ("open", "open_file", "create") and len(words) > 1:
@@ -583,6 +670,8 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
     args = tool_input(block)
     args = args if isinstance(args, dict) else {}
     path = path_argument(args) or _editor_path(a, key, args)
+    if path and key in ("open", "open_file"):
+        a.open_file = path
     if is_todo_tool(key):
         todos = _todos_of(args)
         if todos is not None:
@@ -591,18 +680,35 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
         a.plan_title, a.plan_steps, plan_choices = _plan_of(args["plan"])
         a.decisions.extend(f"From the approved plan: {choice}" for choice in plan_choices)
     command = command_of(block)
+    if is_completion_tool(key):
+        a.submitted = (_completion_call(name, command, args), "")
     if command:
         a.env.update(dict(ENV_RE.findall(command.splitlines()[0])))
         branch = BRANCH_CMD_RE.search(command)
         if branch:
             a.branch = branch.group(1)
     shown = a.rel(path) if path else ""
-    a.last_tools.append(
-        f"{name} `{one_line(clean_command(command), 120)}`" if command else f"{name} `{shown}`" if path else name
-    )
+    call = _call_shown(name, command, shown, args)
+    a.last_tools.append(call)
+    a.calls_since_request.append(call)
     if "id" in block:
         description = args.get("description") if isinstance(args.get("description"), str) else ""
         a.pending[block["id"]] = (name, command, path, description, args)
+
+
+def _call_shown(name: str, command: str | None, path: str, args: dict[str, Any]) -> str:
+    """A tool call as a reader recognises it: its command, its file, or its main argument."""
+    if command:
+        return f"{name} `{one_line(command_shown(clean_command(command), command), 120)}`"
+    if path:
+        return f"{name} `{path}`"
+    keys = ("query", "url", "pattern", "command", "file_name", "search_term")
+    main = next((v for k, v in args.items() if k in keys and isinstance(v, str)), "")
+    return f"{name} `{one_line(main, 100)}`" if main.strip() else name
+
+
+# Files no test or compiler looks at: an edit to one asks for no re-run of the checks.
+NO_CHECK_RE = re.compile(r"(?i)(?:^|/)(?:\.[\w-]*ignore|\.editorconfig|license|changelog|readme)$|\.(?:md|rst|txt|adoc)$")
 
 
 def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> None:
@@ -611,22 +717,80 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> Non
     work.edits += 1
     work.units.add(a.unit)
     work.last_event = a.clock
-    for pending_list in (a.edits_since_test, a.edits_since_commit):
-        if path not in pending_list:
-            pending_list.append(path)
-    if a.purpose and a.purpose not in work.purposes:
-        work.purposes.append(a.purpose)
+    if path not in a.edits_since_commit:
+        a.edits_since_commit.append(path)
+    if path not in a.edits_since_test and not NO_CHECK_RE.search(path):
+        a.edits_since_test.append(path)
+    work.deleted = False
+    purpose = a.retry_purposes.pop(path, "") or a.purpose
+    if purpose and purpose not in work.purposes:
+        work.purposes.append(purpose)
     edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
     for edit in edits:
-        if isinstance(edit, dict) and isinstance(edit.get("new_string"), str):
-            old = edit.get("old_string") if isinstance(edit.get("old_string"), str) else ""
-            work.added.extend(t for t in _added_identifiers(old, edit["new_string"]) if t not in work.added)
+        if not isinstance(edit, dict):
+            continue
+        new = edit.get("new_string", edit.get("replace"))
+        if isinstance(new, str):
+            old = edit.get("old_string", edit.get("search"))
+            work.added.extend(t for t in _added_identifiers(old if isinstance(old, str) else "", new) if t not in work.added)
     if is_create_tool(name) or isinstance(args.get("content"), str):
         work.written = True
         content = args.get("content") if isinstance(args.get("content"), str) else ""
         defined = [n for n in DEFINES_RE.findall(content[:50_000]) if n not in work.added]
         # What the file offers first; its tests only when that is all it defines.
         work.added.extend([n for n in defined if not n.lower().startswith("test")] or defined)
+
+
+CLEAN_TREE_RE = re.compile(r"(?i)nothing to commit,? \(?working (?:tree|directory) clean")
+
+
+def _record_rejected_edit(a: Analysis, name: str, path: str, output: str) -> None:
+    """An edit the tool refused: counted apart, its error lines kept, its purpose carried to
+    the retry."""
+    work = a.files.get(path)
+    if work is not None:
+        work.rejected += 1
+    else:
+        a.files[path] = FileWork(path, rejected=1, last_event=a.clock)
+    if a.purpose and path not in a.retry_purposes:
+        a.retry_purposes[path] = a.purpose
+    lines = error_lines_of(strip_ansi(output[:3000]), is_error=True)
+    said = next((line for line in lines if not EDIT_REJECTED_RE.search(line)), "")
+    first = one_line(next((s for s in sentences(output) if EDIT_REJECTED_RE.search(s)), ""), 140)
+    said = re.sub(r"^\s*[-*•]\s+", "", said)
+    record = ErrorRecord(one_line(said or first, 200), a.clock, None, tool_key(name))
+    record.context = f"edit of `{a.rel(path)}` refused" if said else ""
+    a.errors.append(record)
+
+
+def _completion_call(name: str, command: str | None, args: dict[str, Any]) -> str:
+    if command:
+        return one_line(command, 120)
+    raw = args.get("command") if isinstance(args.get("command"), str) else ""
+    return one_line(raw.strip() or name, 120)
+
+
+_DELETE_CMD_RE = re.compile(r"(?:^|&&|\|\||;|\n)\s*(?:sudo\s+)?(?:git\s+rm|rm|unlink)\s+([^;&|\n]+)")
+
+
+def _record_deletions(a: Analysis, command: str) -> None:
+    """Files a successful `rm` / `git rm` / `unlink` removed: a file written in this range
+    and removed again leaves nothing behind; one that was there before is a change to commit."""
+    for match in _DELETE_CMD_RE.finditer(command):
+        for word in match.group(1).split():
+            word = word.strip("\"'")
+            if not word or word.startswith("-") or any(c in word for c in "*?$`{}[]<>"):
+                continue
+            work = next((w for p, w in a.files.items() if p == word or p.endswith("/" + word.lstrip("./"))), None)
+            if work is not None:
+                work.deleted = True
+                work.last_event = a.clock
+                if work.written and work.path in a.edits_since_commit:
+                    a.edits_since_commit.remove(work.path)
+                if work.path in a.edits_since_test:
+                    a.edits_since_test.remove(work.path)
+            elif "." in word.rsplit("/", 1)[-1] and word not in [d for d, _event in a.deleted]:
+                a.deleted.append((word, a.clock))
 
 
 def _record_tracker(a: Analysis, command: str, cmd_line: str, output: str, ok: bool) -> None:
@@ -702,6 +866,12 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
             said = one_line(sentences(output)[0], 110) if sentences(output) else ""
             a.rejections.append(f'{what} ("{said}")' if said else what)
         return
+    if path and is_modify_tool(name) and not is_error and EDIT_REJECTED_RE.search(output[:1000]):
+        _record_rejected_edit(a, name, path, output)
+        return
+    if is_completion_tool(name):
+        a.submitted = (_completion_call(name, command, args), output)
+        return
     if not is_error:
         a.tool_ok[tool_key(name)] = a.clock
         if path and not is_modify_tool(name) and a.look and path not in a.read_purposes:
@@ -715,6 +885,14 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         if is_probe_command(command):
             # A grep without matches "fails" with status 1: an answer, not a failure.
             ok, detail = True, ""
+        clean_tree = "git" in command and bool(CLEAN_TREE_RE.search(output[:5000]))
+        if clean_tree:
+            # git's own word that nothing is pending: a `git commit` that "fails" on it had
+            # nothing left to commit, and no edit before it is uncommitted any more.
+            a.edits_since_commit = []
+            a.git_seen = True
+            if not ok and GIT_COMMIT_RE.search(command):
+                ok, detail = True, "nothing to commit, working tree clean"
         cmd_line = clean_command(command)
         cmd = Command(cmd_line, command, ok, detail, len(a.commands), a.clock, one_line(description, 120))
         cmd.output_head = strip_ansi(output[:300]) if not ok else ""
@@ -724,7 +902,10 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         # Set after the tracker: starting the next issue ends the wrap-up of the last commit.
         cmd.unit = a.unit - 1 if a.wrapping_up and a.unit > 0 else a.unit
         if ok and ("git" in command):
+            a.git_seen = True
             _record_git(a, command, output)
+        if ok:
+            _record_deletions(a, command)
         if TEST_RE.search(cmd_line):
             a.tests_seen = True
             if ok:
@@ -790,19 +971,24 @@ def _reconcile(a: Analysis) -> None:
             error.resolved, error.how = True, f"a later {error.tool} call succeeded"
 
 
+# A step an intent puts after the one being taken: still ahead once that one is done.
+LATER_STEP_RE = re.compile(r"(?i)\b(then|after that|afterwards|once (?:that|this|it)\b|and finally)\b")
+
+
 WAITING_RE = re.compile(
     r"(?i)^(?:now,? |ok,? )?(?:let me|i'll|let's)\s+(?:just |now )?(?:wait|sleep|check (?:the |on )?(?:output|progress|status))\b"
     r"|^still (compiling|running|waiting)\b"
 )
 
 
-def _telling(text: str) -> str:
-    """An assistant message without its narration of waiting; what it was about to do stays."""
+def _telling(text: str, *, guesses: bool = False) -> str:
+    """An assistant message without its narration of waiting (and its guesses, unless
+    `guesses`); what it was about to do stays."""
     return " ".join(
         s
         for s in condense(text)
         if not WAITING_RE.search(s)
-        and not SPECULATION_RE.match(s)
+        and (guesses or not SPECULATION_RE.match(s))
         # "Now run tests." says nothing; "Let me check `project.ex` for X" names the next move.
         and not (JUNK_INTENT_RE.search(s) and not ANCHOR_RE.search(s))
         and not (is_sign_off(s) and not ANCHOR_RE.search(s))
@@ -830,17 +1016,34 @@ def analyze(messages: list[Msg], file_ops: FileOps | None = None) -> Analysis:
             elif kind == "tool_result":
                 on_tool_result(a, block)
     # The last text of the range is quoted whole as where the work stopped, not as notes.
+    _count_calls(a)
     _reconcile(a)
     # What the assistant was doing at the cut: intents stated in the latest turn, and only
     # in its final stretch — "now add X" followed by a dozen more tool calls is done already.
     total_tools = len(a.last_tools)
+    last = messages[-1] if messages else None
+    a.turn_ended = (
+        last is not None
+        and last.role == "assistant"
+        and not any(b.get("type") in ("tool_use", "toolCall", "server_tool_use") for b in last.blocks)
+    )
     for text, _event, tools_before in a.texts[-3:]:
         if total_tools - tools_before > STALE_INTENT_TOOL_CALLS:
             continue
+        # "Next, I will run the script" said with the call that ran it, answered: acted on.
+        # A later step it names ("…, then commit") is still ahead.
+        acted_on = tools_before < total_tools and not a.pending
         for sentence in condense(text):
             if (INTENT_RE.search(sentence) or NEXT_RE.search(sentence)) and 10 <= len(sentence) <= 400:
+                if acted_on and not LATER_STEP_RE.search(sentence):
+                    continue
                 a.last_intents.append(one_line(sentence))
     said = [t for t in (_telling(text) for text, _event, _tools in a.texts[-2:]) if t]
+    latest = a.texts[-1][0] if a.texts else ""
+    if latest and not _telling(latest) and _telling(latest, guesses=True):
+        # The latest words are a guess ("It seems we found the flag; submitting it"): still
+        # the latest; the message before them would read as where the work stopped.
+        said = [_telling(latest, guesses=True)]
     if said:
         # A short last word ("Now run tests.") is read with the message before it.
         a.final_text = " … ".join(said[-2:]) if len(said[-1]) < 80 else said[-1]

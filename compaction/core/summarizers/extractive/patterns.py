@@ -28,6 +28,10 @@ DONE_START_RE = re.compile(
     r"created|updated|completed|committed|refactored|removed|resolved|renamed|extracted|replaced|wired|moved|"
     r"pushed|merged|wrote|rewrote|converted|migrated|all \d+ tests|all green|all clean|the tests? (now )?pass|"
     r"tests pass|clean compile|both|everything)\b"
+    # "The code has been updated to …", "The `x.py` script has been removed": a report in the passive.
+    r"|^(?:now,? )?(?:the|this|that|these|those|our|my|all)\b[^.;:!?]{1,80}?\b(?:has|have) (?:now )?been "
+    r"(?:\w+ly )?(?:updated|changed|modified|fixed|added|removed|deleted|created|implemented|refactored|resolved|"
+    r"corrected|applied|renamed|moved|replaced|rewritten|written|adjusted|extended|simplified|reverted)\b"
 )
 # A diagnosis: a stated cause or constraint, the richest thing an agent says.
 DIAGNOSIS_RE = re.compile(
@@ -61,7 +65,14 @@ SPECULATION_RE = re.compile(
 PURPOSE_RE = re.compile(
     r"(?i)^(?:now,? |next,? |then,? |ok,? |good\.? |great\.? )*(?:let me |i'll |i will |i need to |we need to |let's )?"
     r"(?:also |now |then )?((?:add|update|replace|create|remove|fix|extract|rewrite|write|implement|change|rename|"
-    r"move|wire|register|rebuild|refactor|make|use|switch|convert|delete|drop|introduce|split|handle|apply)\b.{8,})$"
+    r"move|wire|register|rebuild|refactor|make|use|switch|convert|delete|drop|introduce|split|handle|apply|"
+    r"modify|edit|adjust|correct|exclude|include|allow|restrict|guard|skip|insert|set|patch)\b.{8,})$"
+)
+# A file tool's answer that the edit was refused and the file left as it was (SWE-agent's
+# lint gate, an editor's "no replacement was performed"): a failed attempt, not an edit.
+EDIT_REJECTED_RE = re.compile(
+    r"(?i)\b(your proposed edit has introduced|edit (?:was|has) not (?:been )?applied|(?:file|it) (?:was )?not modified|"
+    r"no replacement was performed|did not appear verbatim|no changes? (?:was|were) made)\b"
 )
 # Purposes too vague to say what an edit was for.
 VAGUE_PURPOSE_RE = re.compile(

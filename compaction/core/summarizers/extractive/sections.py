@@ -166,14 +166,50 @@ def goal_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
     ]
     for item in prev_goal[:2]:
         s.add("goal", item, 100, protected=True)
+    chores = [] if prev_goal else _opening_chores(requests)
+    if chores:
+        requests = requests[len(chores) :]
     if requests and not s.items["goal"]:
         # The task as the user stated it (its opening); its rules are quoted under Constraints.
-        s.add("goal", one_line(requests[0].text, 600), 100, protected=True)
+        s.add("goal", one_line(_link_texts(requests[0].text), 600), 100, protected=True)
+    if chores:
+        said = "; ".join(f'"{one_line(u.text, 120)}"' for u in chores)
+        s.add("goal", f"Asked before this task: {said}", 96, protected=True)
     latest = requests[-1] if requests and (len(requests) > 1 or prev_goal) else None
     if latest is not None and normalize(latest.text) != normalize(requests[0].text if requests else ""):
         how = " (sent while the assistant was working)" if latest.queued else ""
+        if latest.hook:
+            how = f" (the user's {latest.hook} hook, sent by the harness, not typed)"
         answering = f' (replying to the assistant: "{latest.reply_to}")' if latest.reply_to else ""
         s.add("goal", f'Latest request{how}: "{one_line(latest.text, 400)}"{answering}', 97, protected=True)
+
+
+# A one-line request the assistant settled in a call or two ("start the server in the
+# background") before the user asked for the real work: not the session's goal.
+CHORE_CHARS = 60
+CHORE_CALLS = 2
+
+
+def _opening_chores(requests: list) -> list:
+    """The leading requests that were chores. What follows one must be a new request — a
+    correction ("actually, the bug is in auth.py") continues the first one instead."""
+    chores = []
+    for user, following in zip(requests, requests[1:], strict=False):
+        small = len(user.text) <= CHORE_CHARS and "\n" not in user.text.strip() and user.calls_after <= CHORE_CALLS
+        new_task = following.kind == "request" and not following.hook and len(following.text) > len(user.text)
+        if not small or not new_task:
+            break
+        chores.append(user)
+    return chores
+
+
+_MARKDOWN_LINK_RE = re.compile(r"\[([^\]\n]{1,200})\]\((https?://[^)\s]+)\)")
+
+
+def _link_texts(text: str) -> str:
+    """Markdown links as their text: a pasted issue's URLs would take the goal's room (they
+    are listed under Critical Context)."""
+    return _MARKDOWN_LINK_RE.sub(r"\1", text)
 
 
 def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
@@ -195,10 +231,14 @@ def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str
             notes.append("sent while the assistant was working")
         if user.after_interrupt:
             notes.append("after interrupting the assistant")
+        if user.hook:
+            notes.append(f"the {user.hook} hook's output, sent by the harness")
         if user.reply_to and user.kind != "instruction":
             notes.append(f'replying to: "{one_line(user.reply_to, 160)}"')
         recent = index >= len(shown) - RECENT_USER_MESSAGES
-        text = quote(user.text) if recent else quote(user.text, OLDER_QUOTE_CHARS)
+        limit = USER_QUOTE_CHARS if recent else OLDER_QUOTE_CHARS
+        # A hook's report has no rule sentences to pick: its opening says what it checked.
+        text = one_line(user.text, limit) if user.hook else quote(user.text, limit)
         if normalize(user.text[:200]) in normalize(quoted_above) and not user.queued:
             continue  # quoted under Goal just above: the same words twice help no one
         suffix = f" ({'; '.join(notes)})" if notes else ""
@@ -220,12 +260,11 @@ def constraints_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
         rule = instruction_quote(text).strip()
         if rule.endswith(":") or len(re.findall(r"[A-Za-z]{2,}", rule)) < 3:
             continue  # a heading without its rule ("Stop hook feedback:") is no constraint
+        said = one_line(rule, MAX_INSTRUCTION_CHARS + 1)
+        if any(similar(said, item.text, 0.8) for item in s.items["constraints"]):
+            continue  # the same rules sent again (a harness repeats its instructions): once
         # A long message (a bug report with a pasted log) is quoted by its rule sentences.
-        s.add(
-            "constraints",
-            f'User: "{one_line(instruction_quote(text), MAX_INSTRUCTION_CHARS + 1)}"',
-            95 + 4 * recency(index, len(rules)),
-        )
+        s.add("constraints", f'User: "{said}"', 95 + 4 * recency(index, len(rules)))
 
 
 def _unit_header(a: Analysis, unit: int) -> str:
@@ -281,9 +320,27 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         s.add("done", "Closed " + ", ".join(f"`{i}`" for i in closed_now), 78)
     reports = [n for n in a.notes if n.unit == last_unit and n.kind == "report"]
     if not a.commits:
-        reports = [n for n in a.notes if n.kind in ("report", "diagnosis")]
+        # Findings count as progress; a plan ("we can now clean up") or a guess does not.
+        reports = [
+            n
+            for n in a.notes
+            if n.kind == "report" or (n.kind == "diagnosis" and not _PLAN_OR_GUESS_RE.search(n.text))
+        ]
+    groups = _notes_by_request(a, reports) if not a.commits else []
+    if len(groups) >= 2:
+        # Many requests and no commit to hang the work on: each report under the request it
+        # answered, so "Footer now uses dim" reads as the answer to "make the footer dimmer".
+        for index, (user, notes) in enumerate(groups):
+            weight = 56 + 20 * recency(index, len(groups))
+            header = f'For "{one_line(user.text, 110)}":' if user else "Before the first request of this range:"
+            s.add("done", header, weight)
+            for note in notes[-MAX_NOTES_PER_UNIT // 2 :]:
+                s.add("done", _note_line(note), weight - 2 + (5 if s.is_focus(note.text) else 0), nested=True)
+        reports = []
     for index, note in enumerate(reports[-MAX_NOTES_PER_UNIT * 2 :]):
-        s.add("done", note.text, 55 + 15 * recency(index, len(reports)) + (5 if s.is_focus(note.text) else 0))
+        s.add("done", _note_line(note), 55 + 15 * recency(index, len(reports)) + (5 if s.is_focus(note.text) else 0))
+    if a.submitted is not None and a.submitted[1].strip():
+        s.add("done", submission_note(a), 84)
     completed = [content for status, content in a.todos if status == "completed"]
     if completed:  # one line: a checklist of nine "Todo completed:" lines buries the report
         s.add("done", "Todos completed: " + "; ".join(completed), 66)
@@ -292,6 +349,61 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         for cmd in passing[-6:]:
             detail = f" → {cmd.detail}" if cmd.detail else " → ok"
             s.add("done", f"`{one_line(cmd.shown, COMMAND_CHARS)}`{detail}", 60)
+
+
+# A sentence that announces a step or guesses at a cause: not a finding to list as done.
+_PLAN_OR_GUESS_RE = re.compile(
+    r"(?i)\b(let'?s|let me|i will|i'll|we will|we'll|we can now|(?:now|so|then|[,;:]) ?we can|we should|we need to|"
+    r"i need to|i'm going to|"
+    r"i am going to|might|could be|probably|perhaps|maybe|possibly|likely)\b"
+)
+
+
+def submission_note(a: Analysis) -> str:
+    """The work handed over with a completion tool, and what it handed over: the files a
+    submitted patch changes, or the answer it gave."""
+    if a.submitted is None:
+        return ""
+    call, answer = a.submitted
+    if not answer.strip():
+        return f"The agent's last action was `{call}`; no answer to it is recorded in this range"
+    patch = _patch_files(answer)
+    if patch:
+        return f"The work was handed over with `{call}`: the submitted patch changes {patch}"
+    return f"The work was handed over with `{call}`, which answered: {one_line(answer, 160)}"
+
+
+_DIFF_FILE_RE = re.compile(r"^diff --git a/(\S+) b/\S+", re.MULTILINE)
+
+
+def _patch_files(diff: str) -> str:
+    """"`a.py` (+3 −1)" for each file of a unified diff."""
+    parts = []
+    chunks = _DIFF_FILE_RE.split(diff)
+    for path, body in zip(chunks[1::2], chunks[2::2], strict=False):
+        lines = body.splitlines()
+        added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
+        removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
+        parts.append(f"`{path}` (+{added} −{removed} lines)")
+    return ", ".join(parts)
+
+
+def _note_line(note) -> str:
+    # A diagnosis is something learned, not something finished: it says so.
+    said_so = re.match(r"(?i)^(?:key |main )?(?:findings?|found|missing)\b", note.text)
+    return f"Found: {note.text}" if note.kind == "diagnosis" and not said_so else note.text
+
+
+def _notes_by_request(a: Analysis, notes: list) -> list[tuple]:
+    """(request, its notes) in order, for the typed requests that led to any; notes before
+    the range's first request come first, under None."""
+    requests = [u for u in a.users if not u.queued and u.kind != "chatter" and not u.hook]
+    groups: dict[int, tuple] = {}
+    for note in notes:
+        user = next((u for u in reversed(requests) if u.event < note.event), None)
+        key = user.event if user else -1
+        groups.setdefault(key, (user, []))[1].append(note)
+    return [groups[k] for k in sorted(groups)]
 
 
 STEP_KINDS = (
@@ -386,10 +498,15 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
     for status, content in a.todos:
         if status == "in_progress":
             s.add("in_progress", f"Todo in progress: {content}", 86)
-    # Reports of the unfinished stretch after the last commit.
+    # Reports of the unfinished stretch after the last commit; with nothing left pending
+    # they are what was learned after it, not work under way.
     if a.commits:
+        pending_work = bool(pending) or any(not c.ok and c.fixed_by is None for c in a.commands[-3:])
         for note in [n for n in a.notes if n.unit == a.unit and n.kind == "diagnosis"][-4:]:
-            s.add("in_progress", note.text, 74)
+            if pending_work:
+                s.add("in_progress", note.text, 74)
+            else:
+                s.add("done", f"Found: {note.text}", 70)
     final = [t for t in a.last_intents if not JUNK_INTENT_RE.search(t) and not is_sign_off(t)]
     # Only open work has a place where it stopped; after a finished piece the assistant's last
     # words are a report, and listing them as "in progress" would reopen what they mention.
@@ -397,16 +514,44 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
     done = s.text_of("done")
     # The last words already listed under Done (a report ending the range) say nothing new.
     said_before = a.final_text and all(normalize(t) in normalize(done) for t in sentences(a.final_text))
+    handed_over = a.submitted is not None and bool(a.submitted[1].strip())
+    if a.submitted is not None and not handed_over:
+        s.add("in_progress", submission_note(a), 82)
+    elif not a.turn_ended and a.calls_since_request and a.submitted is None:
+        # The range ends inside the assistant's turn: what it had just done, and what came back.
+        calls = "; ".join(_runs(a.calls_since_request[-5:]))
+        total = len(a.calls_since_request)
+        count = f"{total} tool calls" if total > 1 else "one tool call"
+        latest = ", and the latest of them were" if total > 5 else ", which were" if total > 1 else ", which was"
+        s.add(
+            "in_progress",
+            f"The range ends inside the assistant's turn, after {count} since the user's latest message{latest}: {calls}",
+            79,
+        )
     if a.final_text and a.activity_after_latest and not said_before:
         said = f'"{one_line(a.final_text, 700)}"'
-        # Without commits or issues to tell, the last words say whether the work is finished.
+        # Without commits or issues to tell, the last words say whether the work is finished;
+        # a turn that ended on them (no tool call after) handed the word back to the user.
         finished_by_words = not (a.commits or a.issues) and bool(FINISHED_RE.search(a.final_text))
-        if open_work or not (a.commits or a.issues or finished_by_words):
+        if open_work or not (a.commits or a.issues or finished_by_words or a.turn_ended or handed_over):
             s.add("in_progress", f"Where the work stopped, in the assistant's words: {said}", 80)
         else:
             s.add("done", f"The assistant's last words in this range: {said}", 76)
     elif final:
         s.add("in_progress", f"Working on: {final[-1]}", 78)
+
+
+def _runs(calls: list[str]) -> list[str]:
+    """The same call made several times in a row, said once with its count."""
+    out: list[str] = []
+    counts: list[int] = []
+    for call in calls:
+        if out and out[-1] == call:
+            counts[-1] += 1
+        else:
+            out.append(call)
+            counts.append(1)
+    return [f"{call} (×{n})" if n > 1 else call for call, n in zip(out, counts, strict=True)]
 
 
 def settled_point(a: Analysis) -> int:
@@ -517,14 +662,29 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         if not own_plan or item.startswith("Todo: "):
             s.add("next", item, 40)
     finished = FINISHED_RE.search(a.final_text)
-    if not s.items["next"] and finished and not s.items["in_progress"] and not s.items["blocked"]:
-        # Finished is not committed: an engineer checks git before touching it.
-        pending = f" ({len(a.edits_since_commit)} edited files are not committed)" if a.edits_since_commit else ""
+    settled = not s.items["in_progress"] and not s.items["blocked"]
+    if a.submitted is not None and not a.submitted[1].strip():
+        s.add("next", f"Find out whether `{a.submitted[0]}` went through (its answer is not in this range)", 86)
+    elif not s.items["next"] and a.submitted is not None and settled:
         s.add(
             "next",
-            f"Nothing is left open: the assistant reported the work finished{pending}; ask the user what comes next",
+            f"Nothing is left for the agent: the work was handed over with `{a.submitted[0]}`; "
+            "what follows is the user's (or the harness's) verdict on it",
             72,
         )
+    elif not s.items["next"] and (finished or a.turn_ended) and settled:
+        count = len(a.edits_since_commit)
+        files = f"{count} edited {'file' if count == 1 else 'files'}"
+        # Finished is not committed: an engineer checks git before touching it. Without a
+        # commit or git in sight, "not committed" would be a guess.
+        if not count:
+            pending = ""
+        elif a.commits or a.git_seen:
+            pending = f" ({files} {'is' if count == 1 else 'are'} not committed)"
+        else:
+            pending = f" ({files}, no commit seen)"
+        how = "reported the work finished" if finished else "ended its turn with the reply quoted above"
+        s.add("next", f"Nothing is left open: the assistant {how}{pending}; wait for the user's next message", 72)
     elif not s.items["next"] and requests:
         s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
 
@@ -554,14 +714,25 @@ def repo_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         subject = f' "{commit.subject}"' if commit.subject else ""
         pushed = f" (pushed to `{commit.pushed_to}`)" if commit.pushed_to else " (not pushed)"
         s.add("repo", f"Commit `{commit.hash}`{subject}{pushed}", 82 if s.focus else 74)
-    if a.commits or a.edits_since_commit:
-        pending = a.edits_since_commit if a.commits else list(a.files)
-        if pending:
-            files = ", ".join(f"`{a.rel(p)}`" for p in pending[:10])
-            more = f" (+{len(pending) - 10} more)" if len(pending) > 10 else ""
-            s.add("repo", f"Uncommitted edits: {files}{more}", 83)
-        else:
+    since = max([0, *(c.event for c in a.commits)])
+    deleted = [w.path for w in a.files.values() if w.deleted and not w.written and w.last_event > since]
+    deleted += [path for path, event in a.deleted if event > since]
+    if a.commits or a.edits_since_commit or deleted:
+        pending = a.edits_since_commit if a.commits else [p for p in a.edits_since_commit if not a.files[p].deleted]
+        files = ", ".join(f"`{a.rel(p)}`" for p in pending[:10])
+        files += f" (+{len(pending) - 10} more)" if len(pending) > 10 else ""
+        if pending and a.commits:
+            s.add("repo", f"Uncommitted edits: {files}", 83)
+        elif pending and a.submitted is not None and _patch_files(a.submitted[1]):
+            s.add("repo", f"No commit in this range; the changes went out with `{a.submitted[0]}`: {files}", 83)
+        elif pending:
+            # Without a commit in sight, "uncommitted" would be a guess about git.
+            git = "" if a.git_seen else " (no git command was run)"
+            s.add("repo", f"Changed in this range, no commit seen{git}: {files}", 83)
+        elif a.commits:
             s.add("repo", "No edits after the last commit.", 70)
+        if deleted:
+            s.add("repo", "Deleted: " + ", ".join(f"`{a.rel(p)}`" for p in deleted[:10]), 80)
 
 
 def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
@@ -628,10 +799,18 @@ def files_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> N
     for index, work in enumerate(works):
         # One sentence: what was done to the file, where it stands, and what it was for —
         # "`a.ex` was edited twice and is committed in `3bb8701`, to extract a helper".
+        if not work.edits:
+            refused = "once" if work.rejected == 1 else f"{work.rejected} times"
+            s.add("files", f"`{a.rel(work.path)}`: an edit was refused {refused}; the file is unchanged", 50)
+            continue
         times = {1: "once", 2: "twice"}.get(work.edits, f"{work.edits} times")
         more = work.edits - 1
         then = f", then edited {'once more' if more == 1 else f'{more} more times'}" if more else ""
         what = f"written{then}" if work.written else f"edited {times}"
+        if work.rejected:
+            what += f" (after {work.rejected} refused attempt{'s' if work.rejected > 1 else ''})"
+        if work.deleted:
+            what += ", then deleted: nothing of it remains" if work.written else ", then deleted"
         in_repo = not a.root or work.path.startswith(a.root + "/") or not work.path.startswith(("/", "~"))
         if a.commits and in_repo:
             commits = [committed_at[u] for u in sorted(work.units) if u in committed_at]
@@ -812,7 +991,14 @@ def _apply_drops(s: Sections, dropped: set[int]) -> None:
             if id(item) in dropped or (nested and parent_dropped):
                 continue
             kept.append(item)
-        s.items[key] = kept
+        # A lead-in ("For "make it dimmer":") whose lines all went says nothing on its own.
+        s.items[key] = [
+            item
+            for index, item in enumerate(kept)
+            if item.nested
+            or not item.text.endswith(":")
+            or (index + 1 < len(kept) and kept[index + 1].nested)
+        ]
 
 
 def _drop_until(s: Sections, budget: int, max_chars: int, candidates: list[Item]) -> bool:
