@@ -48,7 +48,7 @@ from .jobs import (
 from .overflow import compaction_overflow
 from .planning import (
     KEEP_FLOOR_TOKENS,
-    SUMMARY_MIN_TOKENS,
+    SUMMARY_BASE_TOKENS,
     SUMMARY_SHARE,
     TARGET_AFTER_SHARE,
     build_summarizer_chain,
@@ -62,7 +62,7 @@ __all__ = [
     "LOOP_GUARD_MIN_NEW_TOKENS",
     "LOOP_GUARD_TRIGGER_SHARE",
     "STRATEGIES",
-    "SUMMARY_MIN_TOKENS",
+    "SUMMARY_BASE_TOKENS",
     "SUMMARY_SHARE",
     "TARGET_AFTER_SHARE",
     "CompactionError",

@@ -53,7 +53,7 @@ logger = logging.getLogger("compaction.services")
 TARGET_AFTER_SHARE = DEFAULT_TARGET_RATIO  # the default; config.target_ratio is what applies
 KEEP_FLOOR_TOKENS = 4_000
 # The kept tail is sized to land this share of the trigger below the target: the summary's size
-# is only estimated (SUMMARY_SHARE), and the cut lands at a turn start, not on the budget.
+# is only estimated (_estimate_summary_tokens), and the cut lands at a turn start, not on the budget.
 LANDING_MARGIN = 0.05
 
 
@@ -340,17 +340,19 @@ def _previous_summary(based_on: Compaction | None) -> str | None:
 
 
 # Dry-run guess of a new summary's size: the previous summary (the update prompt keeps what it
-# held) plus this share of the served tokens summarized now, at least SUMMARY_MIN_TOKENS, at
-# most the summary budget (the summarizer's output limit). Observed on the real Claude Code
-# sessions: the offline extractive summary of 100k-150k served tokens is 2k-4k tokens, an LLM
-# summary rarely more than a few thousand; the budget caps the worst case.
-SUMMARY_SHARE = 0.02
-SUMMARY_MIN_TOKENS = 400
+# held) plus a fixed part (a handoff's sections, goal, rules and repository state are there
+# whatever the range) and a share of the served tokens summarized now, at most the summary
+# budget (the summarizer's output limit). Fitted on the offline summary of every shared
+# transcript cut at a quarter, half, three quarters and the whole (58 cuts, 40 to 170k tokens):
+# 3k tokens give ~750, 15k ~1,000, 100k ~1,800-2,600, 150k ~2,300-3,600. The earlier guess
+# (2 %, at least 400) said 1,388 for a small manual compaction that came out at 2,900.
+SUMMARY_BASE_TOKENS = 700
+SUMMARY_SHARE = 0.018
 
 
 def _estimate_summary_tokens(config: CompactionConfig, based_on: Compaction | None, tokens_summarized: int) -> int:
     previous = based_on.summary_tokens if based_on else 0
-    return min(config.summary_budget, previous + max(SUMMARY_MIN_TOKENS, int(tokens_summarized * SUMMARY_SHARE)))
+    return min(config.summary_budget, previous + SUMMARY_BASE_TOKENS + int(tokens_summarized * SUMMARY_SHARE))
 
 
 def build_summarizer_chain(*, config: CompactionConfig, strategy: str, timeout: float, max_retries: int) -> list:

@@ -337,7 +337,9 @@ def test_instead_of_alone_is_a_comparison_not_a_decision(old, new, chosen):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(WORDS, st.integers(min_value=0, max_value=2)), min_size=2, max_size=8, unique_by=lambda t: t[0]))
+@given(
+    st.lists(st.tuples(WORDS, st.integers(min_value=0, max_value=2)), min_size=2, max_size=8, unique_by=lambda t: t[0])
+)
 def test_without_commits_each_report_sits_under_the_request_it_answered(requests):
     """Many requests and no commit: a report is listed under the request before it, and no
     lead-in line is left without the lines it introduces."""

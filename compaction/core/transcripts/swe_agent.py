@@ -168,7 +168,10 @@ def parse_swe_agent(traj: Any) -> ImportedTranscript:
         final = _final_observation(traj, raw[-1])
         if final is not None:
             raw.append(
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": pending_action_id, "content": final}]}
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": pending_action_id, "content": final}],
+                }
             )
             stats["final_observation_from_trajectory"] += 1
 

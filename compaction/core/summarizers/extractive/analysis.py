@@ -27,8 +27,8 @@ from compaction.core.summarizers.extractive.patterns import (
     DECISION_REASON_RE,
     DEFINES_RE,
     DIAGNOSIS_RE,
-    EDIT_REJECTED_RE,
     DONE_START_RE,
+    EDIT_REJECTED_RE,
     ENV_RE,
     EXIT_CODE_RE,
     FAILED_COUNT_RE,
@@ -459,7 +459,9 @@ TABLE_ROW_RE = re.compile(r"(?i)^(?:`[^`]+`\s*[:=]\s*(?:`|#|\d|\"|')|here(?:'s| 
 
 
 # "I see that…", "There is a typo…": what the agent noticed, not what it chose.
-OBSERVATION_RE = re.compile(r"(?i)^(i see|i notice|i noticed|there is|there's|there are|it seems|it looks|looks like)\b")
+OBSERVATION_RE = re.compile(
+    r"(?i)^(i see|i notice|i noticed|there is|there's|there are|it seems|it looks|looks like)\b"
+)
 
 
 # "instead of" alone is a comparison ("it now takes a function instead of an RGB object",
@@ -604,8 +606,11 @@ def on_assistant_text(a: Analysis, text: str) -> None:
                 body = purpose.group(1)
                 body = re.split(r"(?i)\s+(?:since|because)\s+", body)[0].rstrip(":").strip()
                 deictic = re.search(r"(?i)\b(this|that|it|them)\b", body) and len(body.split()) <= 5
-                if not VAGUE_PURPOSE_RE.search(body) and len(body) >= 12 and not deictic and not (
-                    purpose_set and re.search(r"(?i)\b(this|that|these|it)\b", body)
+                if (
+                    not VAGUE_PURPOSE_RE.search(body)
+                    and len(body) >= 12
+                    and not deictic
+                    and not (purpose_set and re.search(r"(?i)\b(this|that|these|it)\b", body))
                 ):
                     # "We need to exclude X when Y. Let's edit the code to implement this
                     # logic.": the first says what the edit is for; the second points back at it.
@@ -708,7 +713,9 @@ def _call_shown(name: str, command: str | None, path: str, args: dict[str, Any])
 
 
 # Files no test or compiler looks at: an edit to one asks for no re-run of the checks.
-NO_CHECK_RE = re.compile(r"(?i)(?:^|/)(?:\.[\w-]*ignore|\.editorconfig|license|changelog|readme)$|\.(?:md|rst|txt|adoc)$")
+NO_CHECK_RE = re.compile(
+    r"(?i)(?:^|/)(?:\.[\w-]*ignore|\.editorconfig|license|changelog|readme)$|\.(?:md|rst|txt|adoc)$"
+)
 
 
 def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> None:
@@ -732,7 +739,9 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> Non
         new = edit.get("new_string", edit.get("replace"))
         if isinstance(new, str):
             old = edit.get("old_string", edit.get("search"))
-            work.added.extend(t for t in _added_identifiers(old if isinstance(old, str) else "", new) if t not in work.added)
+            work.added.extend(
+                t for t in _added_identifiers(old if isinstance(old, str) else "", new) if t not in work.added
+            )
     if is_create_tool(name) or isinstance(args.get("content"), str):
         work.written = True
         content = args.get("content") if isinstance(args.get("content"), str) else ""

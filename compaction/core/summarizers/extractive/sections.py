@@ -322,9 +322,7 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
     if not a.commits:
         # Findings count as progress; a plan ("we can now clean up") or a guess does not.
         reports = [
-            n
-            for n in a.notes
-            if n.kind == "report" or (n.kind == "diagnosis" and not _PLAN_OR_GUESS_RE.search(n.text))
+            n for n in a.notes if n.kind == "report" or (n.kind == "diagnosis" and not _PLAN_OR_GUESS_RE.search(n.text))
         ]
     groups = _notes_by_request(a, reports) if not a.commits else []
     if len(groups) >= 2:
@@ -377,7 +375,7 @@ _DIFF_FILE_RE = re.compile(r"^diff --git a/(\S+) b/\S+", re.MULTILINE)
 
 
 def _patch_files(diff: str) -> str:
-    """"`a.py` (+3 −1)" for each file of a unified diff."""
+    """ "`a.py` (+3 −1)" for each file of a unified diff."""
     parts = []
     chunks = _DIFF_FILE_RE.split(diff)
     for path, body in zip(chunks[1::2], chunks[2::2], strict=False):
@@ -995,9 +993,7 @@ def _apply_drops(s: Sections, dropped: set[int]) -> None:
         s.items[key] = [
             item
             for index, item in enumerate(kept)
-            if item.nested
-            or not item.text.endswith(":")
-            or (index + 1 < len(kept) and kept[index + 1].nested)
+            if item.nested or not item.text.endswith(":") or (index + 1 < len(kept) and kept[index + 1].nested)
         ]
 
 
