@@ -1,6 +1,7 @@
 """API load benchmark: append and context GET against gunicorn on PostgreSQL, beside a floor.
 
     .venv/bin/python bench/api_load.py [--duration S] [--clients N] [--workers N] [--rounds N] [--keep-db]
+        [--profile DIR]
 
 Needs PostgreSQL: DATABASE_URL names the server (its database name is ignored; default
 postgres://root@127.0.0.1:5432/). The bench creates its own database, `compactor_bench`
@@ -189,7 +190,7 @@ def under_load(
     port = free_port()
     command = [
         str(ROOT / ".venv" / "bin" / "gunicorn"),
-        "project.wsgi:application",
+        "bench.api_load_wsgi:application",
         "--bind",
         f"127.0.0.1:{port}",
         "--workers",
@@ -284,6 +285,12 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--rounds", type=int, default=1, help="run the three phases this many times")
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="cProfile the append requests in each gunicorn worker; stats in DIR/worker-<pid>.prof "
+        "(read with python -m pstats); the figures of a profiled run are not comparable",
+    )
     parser.add_argument("--keep-db", action="store_true", help="leave compactor_bench in place at the end")
     args = parser.parse_args()
 
@@ -305,6 +312,9 @@ def main() -> int:
         "ALLOWED_HOSTS": "127.0.0.1,localhost,testserver",
         "COMPACTOR_VAR_DIR": var_dir,
     }
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
+        env["API_LOAD_PROFILE_DIR"] = str(Path(args.profile).resolve())
     os.environ.update(env)
     try:
         import django
