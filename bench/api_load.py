@@ -16,7 +16,10 @@ to back for DURATION seconds per phase: floor (POST /bench/floor/: same middlewa
 and API key authentication, one INSERT of the body), append (POST /api/v1/sessions/{id}/messages/,
 one message), context GET (sessions of 150 messages). An untimed warm-up phase of each kind
 comes first (each worker loads its tokenizer and caches the key once, not inside a timed phase).
-Prints req/s, p50 and p99 latency per phase and the ratios to the floor of the same round; with
+Prints req/s, p50 and p99 latency per phase and the ratios to the floor of the same round;
+also the CPU per answered request of the gunicorn processes and of their PostgreSQL backends
+(from /proc), and the floor's CPU per request over the phase's: the steadier figure on a shared
+machine, where other work moves req/s but not the CPU a request costs; with
 --rounds N, the phases run N times and the spread of the ratios is printed. The server is started
 and stopped by the bench (its process group is killed at the end, whatever happens); every phase
 stops by itself. The ratios are what to compare: other work on the machine moves the absolute
@@ -181,10 +184,49 @@ def run_phase(port: int, clients: int, duration: float, make_request) -> tuple[f
 
 
 KEYS: list[str] = []  # one per client
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_seconds(pid: int) -> tuple[int, float] | None:
+    """(process group, user + system CPU seconds) of a live process, from /proc (Linux)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return int(fields[2]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def cpu_of(server_group: int, db_pids: list[int]) -> tuple[float, float]:
+    """CPU seconds used so far by the gunicorn processes (the server's process group) and by the
+    PostgreSQL backends serving them. Other work on the machine does not count, so CPU per
+    request compares phases more steadily than req/s on a shared machine."""
+    web = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            found = _cpu_seconds(int(entry.name))
+            if found is not None and found[0] == server_group:
+                web += found[1]
+    db = sum(found[1] for found in map(_cpu_seconds, db_pids) if found is not None)
+    return web, db
+
+
+def backend_pids(admin_url: str) -> list[int]:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [DB_NAME]).fetchall()
+    return [pid for (pid,) in rows]
 
 
 def under_load(
-    args, env: dict, keys: list[str], messages: list[dict], append_sessions: list[str], context_sessions: list[str]
+    args,
+    admin_url: str,
+    env: dict,
+    keys: list[str],
+    messages: list[dict],
+    append_sessions: list[str],
+    context_sessions: list[str],
 ):
     KEYS[:] = keys
     port = free_port()
@@ -238,28 +280,40 @@ def under_load(
         for _name, make in phases:
             run_phase(port, args.clients, warm_up, make)
         print(f"  warm-up {warm_up:g} s per phase done; {args.rounds} round(s) of {args.duration:g} s per phase")
+        db_pids = backend_pids(admin_url)  # the workers' connections stay open (CONN_MAX_AGE)
         ratios: dict[str, list[float]] = {name: [] for name, _ in phases[1:]}
+        cpu_ratios: dict[str, list[float]] = {name: [] for name, _ in phases[1:]}
         for round_number in range(1, args.rounds + 1):
             results = {}
             for name, make in phases:
+                web_before, db_before = cpu_of(server.pid, db_pids)
+                started = time.monotonic()
                 rps, lat, errors = run_phase(port, args.clients, args.duration, make)
-                results[name] = (rps, percentile(lat, 0.5), percentile(lat, 0.99))
+                answered = max(1.0, rps * (time.monotonic() - started))
+                web_after, db_after = cpu_of(server.pid, db_pids)
+                web_ms, db_ms = (web_after - web_before) * 1000 / answered, (db_after - db_before) * 1000 / answered
+                results[name] = (rps, percentile(lat, 0.5), percentile(lat, 0.99), web_ms + db_ms)
                 print(
                     f"  {name:22} {rps:7.1f} req/s   p50 {results[name][1]:7.1f} ms   p99 {results[name][2]:7.1f} ms"
-                    + (f"   {errors} errors" if errors else "")
+                    f"   CPU/req web {web_ms:5.2f} ms + db {db_ms:5.2f} ms" + (f"   {errors} errors" if errors else "")
                 )
-            floor_rps, floor_p50, _ = results[phases[0][0]]
+            floor_rps, floor_p50, _, floor_cpu = results[phases[0][0]]
             for name in ratios:
-                rps, p50, _ = results[name]
+                rps, p50, _, cpu = results[name]
                 ratios[name].append(rps / floor_rps)
-                print(f"  {name:22} {rps / floor_rps:5.2f}x the floor's req/s, p50 {p50 / floor_p50:5.1f}x the floor's")
+                cpu_ratios[name].append(floor_cpu / cpu)
+                print(
+                    f"  {name:22} {rps / floor_rps:5.2f}x the floor's req/s, p50 {p50 / floor_p50:5.1f}x the floor's, "
+                    f"floor's CPU/req / its own {floor_cpu / cpu:5.2f}"
+                )
             if args.rounds > 1:
                 print(f"  -- end of round {round_number}")
         if args.rounds > 1:
             for name, values in ratios.items():
                 print(
                     f"  {name:22} req/s / floor over {args.rounds} rounds: median {statistics.median(values):.2f}, "
-                    f"min {min(values):.2f}, max {max(values):.2f}"
+                    f"min {min(values):.2f}, max {max(values):.2f}; floor's CPU/req / its own: median "
+                    f"{statistics.median(cpu_ratios[name]):.2f}"
                 )
         print("  (targets: >= 300 req/s or >= 0.6x the floor's req/s)")
     finally:
@@ -327,7 +381,7 @@ def main() -> int:
         messages = transcript_messages()
         _user, keys, append_sessions, context_sessions = setup_data(messages, args.clients)
         connections.close_all()
-        under_load(args, env, keys, messages, append_sessions, context_sessions)
+        under_load(args, admin_url, env, keys, messages, append_sessions, context_sessions)
     finally:
         try:
             from django.db import connections
