@@ -28,6 +28,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain, compress
+from operator import attrgetter
 from typing import NamedTuple
 
 from compaction.core.types import Msg
@@ -187,7 +189,200 @@ class _Located(NamedTuple):
     turn_start_valid: bool  # the kept part may start there
     kept_at_cut: int
     kept_at_turn_start: int
-    total: int
+    total: Callable[[], int]  # tokens of the whole history (read for the reason only)
+
+
+_USES = attrgetter("stored_use_ids")
+_RESULTS = attrgetter("stored_result_ids")
+_ROLE = attrgetter("role")
+_TOKENS = attrgetter("tokens")
+_USER_ONLY = frozenset(("user",))
+
+
+def _locate_back(
+    messages: list[Msg],
+    *,
+    budget: int | None,
+    target: int | None,
+    mode: Callable[[], str],
+    exact: Callable[[], _Located | CutPlan],
+) -> _Located | CutPlan | None:
+    """pi's findCutPoint and findTurnStartIndex, and nothing before them: walk back from the
+    newest message adding token counts until the budget (or `target` messages) is kept, on
+    to the first valid cut, on to the start of its turn, reading only the stored tool ids of
+    the messages walked over.
+
+    Walking back, a tool_result is *open* until its tool_use is met: a cut is valid where
+    none is open. Results nearly always answer exactly the tool_uses of the assistant
+    message before them: one comparison closes them (`recent`), and sets are touched only
+    otherwise. A tool_use met with no result after it is waiting: no cut comes after it.
+    What lies before the turn start (the prefix) is checked, not walked, with set
+    operations on the stored ids: every tool_use there is answered there (none waits), and
+    no tool id there is one walked over. Why there is nothing to compact is written by
+    `exact` (the exhaustive scan) when the reason is read.
+
+    Returns None (the forward pass, then the exhaustive scan decide) without stored ids, for
+    other roles, duplicate ids, results before their tool_use or without one, a waiting
+    tool_use before the cut, or a result after the turn start answering a tool_use before it.
+    """
+    n = len(messages)
+    last = n - 1
+    recent = None  # the last result message's ids walked over, until its tool_uses are met
+    opened: set = set()  # other result ids walked over whose tool_use is not met yet
+    results_seen: set = set()  # every id that went into `opened` (a second one is a duplicate)
+    uses_seen: set = set()  # tool_use ids met outside the one-comparison case
+    unanswered: list[str] = []  # tool_uses with no result after them
+    waiting_at = n  # the oldest of them
+    if target is None:
+        if budget <= 0:
+            target = last
+        elif sum(tokens := list(map(_TOKENS, messages))) < budget and min(tokens) >= 0:
+            # No walk meets the budget: the whole history fits (summed without a walk).
+            return CutPlan([], [], list(messages), None, False, lambda: _reason_of(exact()))
+    kept = 0
+    cut = -1
+    kept_at_cut = 0
+    turn_start = -1
+    c = n
+    for m in reversed(messages):
+        c -= 1
+        t = m.tokens
+        if t > 0:
+            kept += t
+        role = m.role
+        if role == "user":
+            ids = m.stored_result_ids
+            if ids is None:
+                return None
+            if ids:
+                if recent is not None and not _open(recent, opened, results_seen):
+                    return None
+                recent = ids
+                if target is None and kept >= budget:
+                    target = c
+                continue  # a result message is never a cut
+            start = True
+        elif role == "assistant":
+            ids = m.stored_use_ids
+            if ids is None:
+                return None
+            if ids:
+                if recent is not None and (ids == recent or _same_ids(ids, recent)):
+                    recent = None
+                else:
+                    if recent is not None:
+                        if not _open(recent, opened, results_seen):
+                            return None
+                        recent = None
+                    before = len(uses_seen)
+                    uses_seen.update(ids)
+                    if len(uses_seen) - before != len(ids):
+                        return None  # a duplicate tool_use id
+                    missing = [tool_id for tool_id in ids if tool_id not in opened]
+                    if missing:
+                        unanswered += missing
+                        waiting_at = c
+                    opened.difference_update(ids)
+            start = False
+        else:
+            return None
+        if cut < 0:
+            if target is None:
+                if kept < budget:
+                    continue
+                target = c
+            if c > target or c < 1 or opened or recent is not None:
+                continue
+            cut, kept_at_cut = c, kept
+            if start:
+                turn_start = c
+                break
+        elif waiting_at < cut:
+            return None  # a tool_use before the cut waits for its result: no cut may come after it
+        elif start:
+            turn_start = c
+            break
+    if recent is not None:
+        if not _open(recent, opened, results_seen):
+            return None
+    walked = messages[turn_start:] if turn_start > 0 else messages
+    if unanswered and not _waiting(unanswered, walked):
+        return None
+    prefix = messages[:turn_start] if turn_start > 0 else []
+    if prefix:
+        if not _prefix_apart(prefix, walked, opened):
+            return None
+    elif opened:
+        return None  # results without their tool_use
+    if cut < 0:
+        return CutPlan([], [], list(messages), None, False, lambda: _reason_of(exact()))
+    if waiting_at < n and cut == waiting_at < last:
+        mode = _waiting_mode(mode, messages[cut].seq)
+    walked_tokens = kept
+
+    def total() -> int:
+        return walked_tokens + sum(t for m in prefix if (t := m.tokens) > 0)
+
+    return _Located(
+        cut=cut,
+        mode=mode,
+        turn_start=turn_start if turn_start >= 0 else None,
+        turn_start_valid=turn_start >= 1 and not opened,
+        kept_at_cut=kept_at_cut,
+        kept_at_turn_start=kept if turn_start >= 0 else 0,
+        total=total,
+    )
+
+
+def _same_ids(ids: list[str] | tuple[str, ...], recent: list[str] | tuple[str, ...]) -> bool:
+    """Parallel calls are often answered in another order: the same ids, each once."""
+    if len(ids) != len(recent):
+        return False
+    answered = set(recent)
+    return len(answered) == len(ids) and answered == set(ids)
+
+
+def _open(ids: list[str] | tuple[str, ...], opened: set, results_seen: set) -> bool:
+    """Results whose tool_uses are further back; False for a duplicate result id."""
+    before = len(results_seen)
+    results_seen.update(ids)
+    if len(results_seen) - before != len(ids):
+        return False
+    opened.update(ids)
+    return True
+
+
+def _waiting(unanswered: list[str], walked: list[Msg]) -> bool:
+    """The tool_uses met with no result after them have none before them either (a result
+    before its tool_use is malformed input, which the exhaustive scan handles)."""
+    roles = list(map(_ROLE, walked))
+    results = chain.from_iterable(map(_RESULTS, compress(walked, map("user".__eq__, roles))))
+    return set(unanswered).isdisjoint(results)
+
+
+def _prefix_apart(prefix: list[Msg], walked: list[Msg], opened: set) -> bool:
+    """What comes before the turn start holds no tool_use waiting for its result, no result
+    of a tool_use walked over and no id walked over again; results still open after the
+    walk answer tool_uses there. Set operations on the stored ids, no message walked."""
+    try:
+        result_lists = list(map(_RESULTS, prefix))
+        answered = set(chain.from_iterable(result_lists))
+        uses = set(chain.from_iterable(map(_USES, prefix)))
+    except TypeError:  # ids not stored
+        return False
+    if not _USER_ONLY.issuperset(map(_ROLE, compress(prefix, result_lists))):
+        return False  # results on another role: the exhaustive scan ignores them
+    if not opened <= uses or not uses <= (answered | opened if opened else answered):
+        return False
+    return (answered | uses).isdisjoint(chain.from_iterable(map(_USES, walked)))
+
+
+def _reason_of(located: _Located | CutPlan) -> str:
+    """The reason the exhaustive scan gives for a history with nothing to compact."""
+    if not isinstance(located, CutPlan):
+        raise AssertionError("the walk back found nothing to compact where the exhaustive scan found a cut")
+    return located.reason
+
 
 
 def _locate_fast(
@@ -353,7 +548,7 @@ def _locate_fast(
         turn_start_valid=turn_start is not None and _valid_at(turn_start, limit, results_at, lows),
         kept_at_cut=kept,
         kept_at_turn_start=total - before_start[s] if s >= 0 else 0,
-        total=total,
+        total=lambda: total,
     )
 
 
@@ -525,7 +720,7 @@ def _locate_exact(
         turn_start_valid=turn_start is not None and valid(turn_start),
         kept_at_cut=kept_tokens[last - cut],
         kept_at_turn_start=kept_tokens[last - turn_start] if turn_start is not None else 0,
-        total=total,
+        total=lambda: total,
     )
 
 
@@ -565,24 +760,28 @@ def plan_cut(
     if preserve_messages is not None and preserve_messages > 0 and not force:
         # Moving back to the turn start may keep up to twice the requested messages.
         max_extra_messages = preserve_messages
-        located = _locate_fast(
-            messages,
-            budget=None,
-            target=n - preserve_messages,
-            force=False,
-            mode=lambda: f"preserve_messages={preserve_messages}",
-        )
+        by_budget, target = None, n - preserve_messages
+
+        def mode() -> str:
+            return f"preserve_messages={preserve_messages}"
+
     else:
         max_extra_messages = None
-        located = _locate_fast(
-            messages,
-            budget=budget,
-            target=None,
-            force=force,
-            mode=lambda: f"{'forced, ' if force else ''}keep budget {_fmt(budget)} tokens",
-        )
+        by_budget, target = budget, None
+
+        def mode() -> str:
+            return f"{'forced, ' if force else ''}keep budget {_fmt(budget)} tokens"
+
+    def exact() -> _Located | CutPlan:
+        return _locate_exact(messages, budget=budget, max_extra_messages=max_extra_messages, force=force)
+
+    # The walk back only, as pi; then one forward pass; then every message read, for the
+    # input (and forced cuts) the quicker ones leave to the next.
+    located = None if force else _locate_back(messages, budget=by_budget, target=target, mode=mode, exact=exact)
     if located is None:
-        located = _locate_exact(messages, budget=budget, max_extra_messages=max_extra_messages, force=force)
+        located = _locate_fast(messages, budget=by_budget, target=target, force=force, mode=mode)
+    if located is None:
+        located = exact()
     if isinstance(located, CutPlan):
         return located
     return _plan(messages, located, max_keep=max_keep, max_extra_messages=max_extra_messages)
@@ -616,7 +815,7 @@ def _plan(messages: list[Msg], located: _Located, *, max_keep: int, max_extra_me
             split_turn=False,
             why=lambda: (
                 f"cut at a user turn start ({mode()}): summarizing {cut} messages "
-                f"({_fmt(total - kept_at_cut)} tokens), {kept_desc()}"
+                f"({_fmt(total() - kept_at_cut)} tokens), {kept_desc()}"
             ),
         )
     if turn_start is None:
