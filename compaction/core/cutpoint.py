@@ -233,12 +233,8 @@ def _locate_back(
     uses_seen: set = set()  # tool_use ids met outside the one-comparison case
     unanswered: list[str] = []  # tool_uses with no result after them
     waiting_at = n  # the oldest of them
-    if target is None:
-        if budget <= 0:
-            target = last
-        elif sum(tokens := list(map(_TOKENS, messages))) < budget and min(tokens) >= 0:
-            # No walk meets the budget: the whole history fits (summed without a walk).
-            return CutPlan([], [], list(messages), None, False, lambda: _reason_of(exact()))
+    if target is None and budget <= 0:
+        target = last
     kept = 0
     cut = -1
     kept_at_cut = 0
@@ -305,12 +301,11 @@ def _locate_back(
     if recent is not None:
         if not _open(recent, opened, results_seen):
             return None
-    walked = messages[turn_start:] if turn_start > 0 else messages
-    if unanswered and not _waiting(unanswered, walked):
+    if unanswered and not _waiting(unanswered, messages):
         return None
     prefix = messages[:turn_start] if turn_start > 0 else []
     if prefix:
-        if not _prefix_apart(prefix, walked, opened):
+        if not _prefix_apart(prefix, opened):
             return None
     elif opened:
         return None  # results without their tool_use
@@ -334,6 +329,15 @@ def _locate_back(
     )
 
 
+def _fits(messages: list[Msg], budget: int) -> bool:
+    """The whole history is within the keep budget, so no walk back can meet it: summed in
+    C (token counts only), not walked."""
+    if budget <= 0:
+        return False
+    tokens = list(map(_TOKENS, messages))
+    return sum(tokens) < budget and min(tokens) >= 0
+
+
 def _same_ids(ids: list[str] | tuple[str, ...], recent: list[str] | tuple[str, ...]) -> bool:
     """Parallel calls are often answered in another order: the same ids, each once."""
     if len(ids) != len(recent):
@@ -352,18 +356,20 @@ def _open(ids: list[str] | tuple[str, ...], opened: set, results_seen: set) -> b
     return True
 
 
-def _waiting(unanswered: list[str], walked: list[Msg]) -> bool:
-    """The tool_uses met with no result after them have none before them either (a result
-    before its tool_use is malformed input, which the exhaustive scan handles)."""
-    roles = list(map(_ROLE, walked))
-    results = chain.from_iterable(map(_RESULTS, compress(walked, map("user".__eq__, roles))))
-    return set(unanswered).isdisjoint(results)
+def _waiting(unanswered: list[str], messages: list[Msg]) -> bool:
+    """The tool_uses met with no result after them have no result anywhere (a result before
+    its tool_use, or a second tool_use with the id, is input the exhaustive scan handles).
+    Read only when a tool_use waits; result ids stored on another role only make it stricter."""
+    try:
+        return set(unanswered).isdisjoint(chain.from_iterable(map(_RESULTS, messages)))
+    except TypeError:  # ids not stored
+        return False
 
 
-def _prefix_apart(prefix: list[Msg], walked: list[Msg], opened: set) -> bool:
-    """What comes before the turn start holds no tool_use waiting for its result, no result
-    of a tool_use walked over and no id walked over again; results still open after the
-    walk answer tool_uses there. Set operations on the stored ids, no message walked."""
+def _prefix_apart(prefix: list[Msg], opened: set) -> bool:
+    """What comes before the turn start is a history of its own: its results answer its
+    tool_uses, which are all answered there or by the results still open after the walk
+    (answered later, so none waits). With set operations on the stored ids, no message walked."""
     try:
         result_lists = list(map(_RESULTS, prefix))
         answered = set(chain.from_iterable(result_lists))
@@ -372,9 +378,9 @@ def _prefix_apart(prefix: list[Msg], walked: list[Msg], opened: set) -> bool:
         return False
     if not _USER_ONLY.issuperset(map(_ROLE, compress(prefix, result_lists))):
         return False  # results on another role: the exhaustive scan ignores them
-    if not opened <= uses or not uses <= (answered | opened if opened else answered):
-        return False
-    return (answered | uses).isdisjoint(chain.from_iterable(map(_USES, walked)))
+    if opened:
+        return opened <= uses and answered <= uses and uses <= answered | opened
+    return answered == uses
 
 
 def _reason_of(located: _Located | CutPlan) -> str:
@@ -382,7 +388,6 @@ def _reason_of(located: _Located | CutPlan) -> str:
     if not isinstance(located, CutPlan):
         raise AssertionError("the walk back found nothing to compact where the exhaustive scan found a cut")
     return located.reason
-
 
 
 def _locate_fast(
@@ -746,6 +751,17 @@ def plan_cut(
     n = len(messages)
     if n < MIN_MESSAGES:
         return _nothing(f"only {n} message{'s' if n != 1 else ''}", messages)
+    if not force and (preserve_messages is None or preserve_messages <= 0) and _fits(messages, keep_recent_tokens):
+        return CutPlan(
+            [],
+            [],
+            list(messages),
+            None,
+            False,
+            lambda: _reason_of(
+                _locate_exact(messages, budget=keep_recent_tokens, max_extra_messages=None, force=False)
+            ),
+        )
 
     if force:
         budget = int(context_window * FORCE_KEEP_SHARE) if context_window else keep_recent_tokens
