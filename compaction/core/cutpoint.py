@@ -263,7 +263,10 @@ def _locate_back(
             if ids is None:
                 return None
             if ids:
-                if recent is not None and (ids == recent or _same_ids(ids, recent)):
+                # Parallel calls are often answered in another order: compared sorted then.
+                if recent is not None and (
+                    ids == recent or (len(ids) == len(recent) and sorted(ids) == sorted(recent))
+                ):
                     recent = None
                 else:
                     if recent is not None:
@@ -334,16 +337,7 @@ def _fits(messages: list[Msg], budget: int) -> bool:
     C (token counts only), not walked."""
     if budget <= 0:
         return False
-    tokens = list(map(_TOKENS, messages))
-    return sum(tokens) < budget and min(tokens) >= 0
-
-
-def _same_ids(ids: list[str] | tuple[str, ...], recent: list[str] | tuple[str, ...]) -> bool:
-    """Parallel calls are often answered in another order: the same ids, each once."""
-    if len(ids) != len(recent):
-        return False
-    answered = set(recent)
-    return len(answered) == len(ids) and answered == set(ids)
+    return sum(map(_TOKENS, messages)) < budget and min(map(_TOKENS, messages)) >= 0
 
 
 def _open(ids: list[str] | tuple[str, ...], opened: set, results_seen: set) -> bool:
