@@ -196,6 +196,9 @@ _USES = attrgetter("stored_use_ids")
 _RESULTS = attrgetter("stored_result_ids")
 _ROLE = attrgetter("role")
 _TOKENS = attrgetter("tokens")
+# The newest messages summed first to tell a history that cannot fit the keep budget without
+# summing all of it (any size is correct; this one is a few turns).
+_FITS_PROBE = 32
 _USER_ONLY = frozenset(("user",))
 
 
@@ -335,8 +338,8 @@ def _locate_back(
 def _fits(messages: list[Msg], budget: int) -> bool:
     """The whole history is within the keep budget, so no walk back can meet it: summed in
     C (token counts only), not walked."""
-    if budget <= 0:
-        return False
+    if budget <= 0 or sum(map(_TOKENS, messages[-_FITS_PROBE:])) >= budget:
+        return False  # the newest messages alone meet the budget: usual when a cut is asked for
     return sum(map(_TOKENS, messages)) < budget and min(map(_TOKENS, messages)) >= 0
 
 
