@@ -196,9 +196,8 @@ _USES = attrgetter("stored_use_ids")
 _RESULTS = attrgetter("stored_result_ids")
 _ROLE = attrgetter("role")
 _TOKENS = attrgetter("tokens")
-# The newest messages summed first to tell a history that cannot fit the keep budget without
-# summing all of it (any size is correct; this one is a few turns).
-_FITS_PROBE = 32
+# How many of the newest messages `_fits` sums first (any size is correct; a few turns).
+_FITS_PROBE = 16
 _USER_ONLY = frozenset(("user",))
 
 
@@ -336,11 +335,20 @@ def _locate_back(
 
 
 def _fits(messages: list[Msg], budget: int) -> bool:
-    """The whole history is within the keep budget, so no walk back can meet it: summed in
-    C (token counts only), not walked."""
-    if budget <= 0 or sum(map(_TOKENS, messages[-_FITS_PROBE:])) >= budget:
-        return False  # the newest messages alone meet the budget: usual when a cut is asked for
-    return sum(map(_TOKENS, messages)) < budget and min(map(_TOKENS, messages)) >= 0
+    """The whole history is within the keep budget, so no walk back can meet it. Summed in C
+    from the newest messages in doubling stretches, stopping once the budget is met: a
+    history that cannot fit (usual when a cut is asked for) is summed about as far as the
+    walk goes anyway."""
+    if budget <= 0:
+        return False
+    end, size, total = len(messages), _FITS_PROBE, 0
+    while end > 0:
+        start = max(0, end - size)
+        total += sum(map(_TOKENS, messages[start:end]))
+        if total >= budget:
+            return False
+        end, size = start, size * 2
+    return min(map(_TOKENS, messages)) >= 0  # a negative count (0 to the scan) may hide more
 
 
 def _open(ids: list[str] | tuple[str, ...], opened: set, results_seen: set) -> bool:
@@ -819,7 +827,7 @@ def _plan(messages: list[Msg], located: _Located, *, max_keep: int, max_extra_me
     def kept_desc() -> str:
         return f"keeping {len(kept)} messages ({_fmt(kept_at_cut)} tokens) from seq {first_kept}"
 
-    if messages[cut].is_user_turn_start:
+    if cut == turn_start:  # at a user turn start (the last one at or before the cut)
         return CutPlan(
             to_summarize=messages[:cut],
             turn_prefix=[],
