@@ -195,9 +195,6 @@ class _Located(NamedTuple):
 _USES = attrgetter("stored_use_ids")
 _RESULTS = attrgetter("stored_result_ids")
 _ROLE = attrgetter("role")
-_TOKENS = attrgetter("tokens")
-# How many of the newest messages `_fits` sums first (any size is correct; a few turns).
-_FITS_PROBE = 16
 _USER_ONLY = frozenset(("user",))
 
 
@@ -332,23 +329,6 @@ def _locate_back(
         kept_at_turn_start=kept if turn_start >= 0 else 0,
         total=total,
     )
-
-
-def _fits(messages: list[Msg], budget: int) -> bool:
-    """The whole history is within the keep budget, so no walk back can meet it. Summed in C
-    from the newest messages in doubling stretches, stopping once the budget is met: a
-    history that cannot fit (usual when a cut is asked for) is summed about as far as the
-    walk goes anyway."""
-    if budget <= 0:
-        return False
-    end, size, total = len(messages), _FITS_PROBE, 0
-    while end > 0:
-        start = max(0, end - size)
-        total += sum(map(_TOKENS, messages[start:end]))
-        if total >= budget:
-            return False
-        end, size = start, size * 2
-    return min(map(_TOKENS, messages)) >= 0  # a negative count (0 to the scan) may hide more
 
 
 def _open(ids: list[str] | tuple[str, ...], opened: set, results_seen: set) -> bool:
@@ -756,18 +736,6 @@ def plan_cut(
     n = len(messages)
     if n < MIN_MESSAGES:
         return _nothing(f"only {n} message{'s' if n != 1 else ''}", messages)
-    if not force and (preserve_messages is None or preserve_messages <= 0) and _fits(messages, keep_recent_tokens):
-        return CutPlan(
-            [],
-            [],
-            list(messages),
-            None,
-            False,
-            lambda: _reason_of(
-                _locate_exact(messages, budget=keep_recent_tokens, max_extra_messages=None, force=False)
-            ),
-        )
-
     if force:
         budget = int(context_window * FORCE_KEEP_SHARE) if context_window else keep_recent_tokens
         max_keep = (
