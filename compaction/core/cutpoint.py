@@ -247,20 +247,16 @@ def _locate_back(
         role = m.role
         if role == "user":
             ids = m.stored_result_ids
-            if ids is None:
-                return None
             if ids:
                 if recent is not None and not _open(recent, opened, results_seen):
                     return None
                 recent = ids
-                if target is None and kept >= budget:
-                    target = c
-                continue  # a result message is never a cut
+                continue  # never a cut, nor the target (the cut is before it either way)
+            if ids is None:
+                return None
             start = True
         elif role == "assistant":
             ids = m.stored_use_ids
-            if ids is None:
-                return None
             if ids:
                 # Parallel calls are often answered in another order: compared sorted then.
                 if recent is not None and (
@@ -272,32 +268,32 @@ def _locate_back(
                         if not _open(recent, opened, results_seen):
                             return None
                         recent = None
-                    before = len(uses_seen)
-                    uses_seen.update(ids)
-                    if len(uses_seen) - before != len(ids):
-                        return None  # a duplicate tool_use id
-                    missing = [tool_id for tool_id in ids if tool_id not in opened]
+                    missing = _close(ids, opened, uses_seen)
+                    if missing is None:
+                        return None
                     if missing:
                         unanswered += missing
                         waiting_at = c
-                    opened.difference_update(ids)
+            elif ids is None:
+                return None
             start = False
         else:
             return None
-        if cut < 0:
-            if target is None:
-                if kept < budget:
-                    continue
-                target = c
-            if c > target or c < 1 or opened or recent is not None:
-                continue
-            cut, kept_at_cut = c, kept
+        if cut >= 0:  # on to the start of the cut's turn
             if start:
                 turn_start = c
                 break
-        elif waiting_at < cut:
-            return None  # a tool_use before the cut waits for its result: no cut may come after it
-        elif start:
+            if waiting_at < cut:
+                return None  # a tool_use before the cut waits for its result: no cut may come after it
+            continue
+        if target is None:
+            if kept < budget:
+                continue
+            target = c
+        if c > target or c < 1 or opened or recent is not None:
+            continue
+        cut, kept_at_cut = c, kept
+        if start:
             turn_start = c
             break
     if recent is not None:
@@ -329,6 +325,18 @@ def _locate_back(
         kept_at_turn_start=kept if turn_start >= 0 else 0,
         total=total,
     )
+
+
+def _close(ids: list[str] | tuple[str, ...], opened: set, uses_seen: set) -> list[str] | None:
+    """Tool_uses met walking back: their open results are closed. Returns those with no result
+    after them, or None for a duplicate tool_use id."""
+    before = len(uses_seen)
+    uses_seen.update(ids)
+    if len(uses_seen) - before != len(ids):
+        return None
+    missing = [tool_id for tool_id in ids if tool_id not in opened]
+    opened.difference_update(ids)
+    return missing
 
 
 def _open(ids: list[str] | tuple[str, ...], opened: set, results_seen: set) -> bool:
