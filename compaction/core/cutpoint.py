@@ -216,20 +216,19 @@ def _locate_back(
     message before them: one comparison closes them (`recent`), and sets are touched only
     otherwise. A tool_use met with no result after it is waiting: no cut comes after it.
     What lies before the turn start (the prefix) is checked, not walked, with set
-    operations on the stored ids: every tool_use there is answered there (none waits), and
-    no tool id there is one walked over. Why there is nothing to compact is written by
-    `exact` (the exhaustive scan) when the reason is read.
+    operations on the stored ids: its results answer its own tool_uses, and each of those is
+    answered there or by a result still open after the walk (so none waits). Why there is
+    nothing to compact is written by `exact` (the exhaustive scan) when the reason is read.
 
     Returns None (the forward pass, then the exhaustive scan decide) without stored ids, for
-    other roles, duplicate ids, results before their tool_use or without one, a waiting
-    tool_use before the cut, or a result after the turn start answering a tool_use before it.
+    other roles, a result without its tool_use, a tool_use met with no result after it whose
+    id is answered somewhere (a result before its tool_use, or the id used twice), a waiting
+    tool_use before the cut, or a prefix that is not a history of its own.
     """
     n = len(messages)
     last = n - 1
     recent = None  # the last result message's ids walked over, until its tool_uses are met
     opened: set = set()  # other result ids walked over whose tool_use is not met yet
-    results_seen: set = set()  # every id that went into `opened` (a second one is a duplicate)
-    uses_seen: set = set()  # tool_use ids met outside the one-comparison case
     unanswered: list[str] = []  # tool_uses with no result after them
     waiting_at = n  # the oldest of them
     if target is None and budget <= 0:
@@ -248,8 +247,8 @@ def _locate_back(
         if role == "user":
             ids = m.stored_result_ids
             if ids:
-                if recent is not None and not _open(recent, opened, results_seen):
-                    return None
+                if recent is not None:
+                    opened.update(recent)
                 recent = ids
                 continue  # never a cut, nor the target (the cut is before it either way)
             if ids is None:
@@ -265,12 +264,10 @@ def _locate_back(
                     recent = None
                 else:
                     if recent is not None:
-                        if not _open(recent, opened, results_seen):
-                            return None
+                        opened.update(recent)
                         recent = None
-                    missing = _close(ids, opened, uses_seen)
-                    if missing is None:
-                        return None
+                    missing = [tool_id for tool_id in ids if tool_id not in opened]
+                    opened.difference_update(ids)
                     if missing:
                         unanswered += missing
                         waiting_at = c
@@ -297,8 +294,7 @@ def _locate_back(
             turn_start = c
             break
     if recent is not None:
-        if not _open(recent, opened, results_seen):
-            return None
+        opened.update(recent)
     if unanswered and not _waiting(unanswered, messages):
         return None
     prefix = messages[:turn_start] if turn_start > 0 else []
@@ -325,28 +321,6 @@ def _locate_back(
         kept_at_turn_start=kept if turn_start >= 0 else 0,
         total=total,
     )
-
-
-def _close(ids: list[str] | tuple[str, ...], opened: set, uses_seen: set) -> list[str] | None:
-    """Tool_uses met walking back: their open results are closed. Returns those with no result
-    after them, or None for a duplicate tool_use id."""
-    before = len(uses_seen)
-    uses_seen.update(ids)
-    if len(uses_seen) - before != len(ids):
-        return None
-    missing = [tool_id for tool_id in ids if tool_id not in opened]
-    opened.difference_update(ids)
-    return missing
-
-
-def _open(ids: list[str] | tuple[str, ...], opened: set, results_seen: set) -> bool:
-    """Results whose tool_uses are further back; False for a duplicate result id."""
-    before = len(results_seen)
-    results_seen.update(ids)
-    if len(results_seen) - before != len(ids):
-        return False
-    opened.update(ids)
-    return True
 
 
 def _waiting(unanswered: list[str], messages: list[Msg]) -> bool:

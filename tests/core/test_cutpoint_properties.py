@@ -264,3 +264,56 @@ def monkeypatch_module():
     # Hypothesis runs many examples per test call: a function-scoped monkeypatch would be shared.
     with pytest.MonkeyPatch.context() as mp:
         yield mp
+
+
+def _msg(seq: int, role: str, uses: list[str] = (), results: list[str] = (), tokens: int = 100) -> Msg:
+    blocks = [{"type": "text", "text": "x"}]
+    blocks += [{"type": "tool_use", "id": i, "name": "Read", "input": {}} for i in uses]
+    blocks += [{"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in results]
+    return Msg(seq, role, blocks, tokens, list(uses), list(results))
+
+
+# Histories whose stored ids repeat an id where the walk back's one-comparison shortcut would
+# not see it: each must be planned as the exhaustive scan plans it, at every budget.
+REPEATED_IDS = {
+    "a tool_use id answered earlier, used again later": [
+        _msg(1, "user"),
+        _msg(2, "assistant", uses=["a"]),
+        _msg(3, "user", results=["a"]),
+        _msg(4, "assistant"),
+        _msg(5, "user"),
+        _msg(6, "assistant", uses=["a"]),
+        _msg(7, "assistant"),
+        _msg(8, "user"),
+        _msg(9, "assistant"),
+    ],
+    "one result id twice, spread over two messages": [
+        _msg(1, "user"),
+        _msg(2, "assistant", uses=["a", "b"]),
+        _msg(3, "user", results=["a"]),
+        _msg(4, "assistant"),
+        _msg(5, "user", results=["b", "a"]),
+        _msg(6, "assistant"),
+        _msg(7, "user"),
+        _msg(8, "assistant"),
+    ],
+    "one tool_use id in two unanswered calls": [
+        _msg(1, "user"),
+        _msg(2, "assistant", uses=["a"]),
+        _msg(3, "user", results=["a"]),
+        _msg(4, "assistant", uses=["w"]),
+        _msg(5, "user"),
+        _msg(6, "assistant", uses=["w", "c"]),
+        _msg(7, "user", results=["c"]),
+        _msg(8, "assistant"),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPEATED_IDS))
+def test_walk_back_with_repeated_ids_plans_as_the_exhaustive_scan(monkeypatch, name: str) -> None:
+    messages = REPEATED_IDS[name]
+    for keep in range(0, 100 * len(messages) + 100, 50):
+        for preserve in (None, 1, 3):
+            kwargs = dict(keep_recent_tokens=keep, preserve_messages=preserve)
+            _plans_alike(monkeypatch, messages, kwargs, tiers=("_locate_back", "_locate_fast"))
