@@ -258,8 +258,11 @@ def _locate_back(
             ids = m.stored_use_ids
             if ids:
                 # Parallel calls are often answered in another order: compared sorted then.
-                if recent is not None and (
-                    ids == recent or (len(ids) == len(recent) and sorted(ids) == sorted(recent))
+                # Only with nothing else open: an open result may share an id with them.
+                if (
+                    recent is not None
+                    and not opened
+                    and (ids == recent or (len(ids) == len(recent) and sorted(ids) == sorted(recent)))
                 ):
                     recent = None
                 else:
@@ -409,6 +412,8 @@ def _locate_fast(
                 # Parallel calls are often answered in another order: the same ids, each once.
                 len(ids) == len(recent) and len(answered := set(ids)) == len(ids) and answered == set(recent)
             ):
+                if waiting and not waiting.keys().isdisjoint(recent):
+                    return None  # an id used again: the result pairs with the nearer use
                 results_at.append(i)
                 lows.append(recent_at)
                 recent = ()

@@ -297,6 +297,17 @@ REPEATED_IDS = {
         _msg(7, "user"),
         _msg(8, "assistant"),
     ],
+    "a result naming an id used twice, the first use unanswered (found by the damaged-input test)": [
+        _msg(1, "assistant", uses=["a"]),
+        _msg(2, "assistant", uses=["b", "c"]),
+        _msg(3, "user", results=["b"]),
+        _msg(4, "user", results=["c"]),
+        _msg(5, "assistant", uses=["a"]),
+        _msg(6, "user", results=["a"]),
+        _msg(7, "user"),
+        _msg(8, "assistant", uses=["d"]),
+        _msg(9, "user", results=["d", "a"]),
+    ],
     "one tool_use id in two unanswered calls": [
         _msg(1, "user"),
         _msg(2, "assistant", uses=["a"]),
