@@ -18,7 +18,10 @@ then times, interleaved round by round so a busy machine slows all alike:
   `tokensBefore` and file operations (the service does those outside `plan_cut`);
 - `plan_cut` as it was at `--old-rev` (read with `git show`; skipped when git cannot).
 
-Prints per implementation the median time of one pass over all sessions and the ratios.
+Like with like: both sides get the same `Msg` lists (token counts and tool ids computed once,
+before any timing, as the service stores them), one call per session and budget, results
+not read (plan_cut's reason is written only when read; pi builds none). Prints per
+implementation the median time of one pass over all sessions and the ratios.
 Target (issue 8): `plan_cut` at most pi's time, i.e. plan_cut / pi <= 1.0.
 """
 
@@ -223,9 +226,11 @@ def main() -> int:
     for fn in impls.values():  # warm up
         one_pass(fn)
     times: dict[str, list[float]] = {name: [] for name in impls}
+    order = list(impls)
     for _ in range(args.rounds):
-        for name, fn in impls.items():
-            times[name].append(one_pass(fn))
+        order.append(order.pop(0))  # each implementation in each position in turn: none always runs first
+        for name in order:
+            times[name].append(one_pass(impls[name]))
     medians = {name: statistics.median(t) for name, t in times.items()}
     passes = len(sessions) * len(args.keep)
     for name, ms in medians.items():

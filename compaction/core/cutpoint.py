@@ -28,6 +28,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import chain, compress
+from operator import attrgetter
 from typing import NamedTuple
 
 from compaction.core.types import Msg
@@ -187,7 +189,175 @@ class _Located(NamedTuple):
     turn_start_valid: bool  # the kept part may start there
     kept_at_cut: int
     kept_at_turn_start: int
-    total: int
+    total: Callable[[], int]  # tokens of the whole history (read for the reason only)
+
+
+_USES = attrgetter("stored_use_ids")
+_RESULTS = attrgetter("stored_result_ids")
+_ROLE = attrgetter("role")
+_USER_ONLY = frozenset(("user",))
+
+
+def _locate_back(
+    messages: list[Msg],
+    *,
+    budget: int | None,
+    target: int | None,
+    mode: Callable[[], str],
+    exact: Callable[[], _Located | CutPlan],
+) -> _Located | CutPlan | None:
+    """pi's findCutPoint and findTurnStartIndex, and nothing before them: walk back from the
+    newest message adding token counts until the budget (or `target` messages) is kept, on
+    to the first valid cut, on to the start of its turn, reading only the stored tool ids of
+    the messages walked over.
+
+    Walking back, a tool_result is *open* until its tool_use is met: a cut is valid where
+    none is open. Results nearly always answer exactly the tool_uses of the assistant
+    message before them: one comparison closes them (`recent`), and sets are touched only
+    otherwise. A tool_use met with no result after it is waiting: no cut comes after it.
+    What lies before the turn start (the prefix) is checked, not walked, with set
+    operations on the stored ids: its results answer its own tool_uses, and each of those is
+    answered there or by a result still open after the walk (so none waits). Why there is
+    nothing to compact is written by `exact` (the exhaustive scan) when the reason is read.
+
+    Returns None (the forward pass, then the exhaustive scan decide) without stored ids, for
+    other roles, a result without its tool_use, a tool_use met with no result after it whose
+    id is answered somewhere (a result before its tool_use, or the id used twice), a waiting
+    tool_use before the cut, or a prefix that is not a history of its own.
+    """
+    n = len(messages)
+    last = n - 1
+    recent = None  # the last result message's ids walked over, until its tool_uses are met
+    opened: set = set()  # other result ids walked over whose tool_use is not met yet
+    unanswered: list[str] = []  # tool_uses with no result after them
+    waiting_at = n  # the oldest of them
+    if target is None and budget <= 0:
+        target = last
+    kept = 0
+    cut = -1
+    kept_at_cut = 0
+    turn_start = -1
+    c = n
+    for m in reversed(messages):
+        c -= 1
+        t = m.tokens
+        if t > 0:
+            kept += t
+        role = m.role
+        if role == "user":
+            ids = m.stored_result_ids
+            if ids:
+                if recent is not None:
+                    opened.update(recent)
+                recent = ids
+                continue  # never a cut, nor the target (the cut is before it either way)
+            if ids is None:
+                return None
+            start = True
+        elif role == "assistant":
+            ids = m.stored_use_ids
+            if ids:
+                # Parallel calls are often answered in another order: compared sorted then.
+                # Only with nothing else open: an open result may share an id with them.
+                if (
+                    recent is not None
+                    and not opened
+                    and (ids == recent or (len(ids) == len(recent) and sorted(ids) == sorted(recent)))
+                ):
+                    recent = None
+                else:
+                    if recent is not None:
+                        opened.update(recent)
+                        recent = None
+                    missing = [tool_id for tool_id in ids if tool_id not in opened]
+                    opened.difference_update(ids)
+                    if missing:
+                        unanswered += missing
+                        waiting_at = c
+            elif ids is None:
+                return None
+            start = False
+        else:
+            return None
+        if cut >= 0:  # on to the start of the cut's turn
+            if start:
+                turn_start = c
+                break
+            if waiting_at < cut:
+                return None  # a tool_use before the cut waits for its result: no cut may come after it
+            continue
+        if target is None:
+            if kept < budget:
+                continue
+            target = c
+        if c > target or c < 1 or opened or recent is not None:
+            continue
+        cut, kept_at_cut = c, kept
+        if start:
+            turn_start = c
+            break
+    if recent is not None:
+        opened.update(recent)
+    if unanswered and not _waiting(unanswered, messages):
+        return None
+    prefix = messages[:turn_start] if turn_start > 0 else []
+    if prefix:
+        if not _prefix_apart(prefix, opened):
+            return None
+    elif opened:
+        return None  # results without their tool_use
+    if cut < 0:
+        return CutPlan([], [], list(messages), None, False, lambda: _reason_of(exact()))
+    if waiting_at < n and cut == waiting_at < last:
+        mode = _waiting_mode(mode, messages[cut].seq)
+    walked_tokens = kept
+
+    def total() -> int:
+        return walked_tokens + sum(t for m in prefix if (t := m.tokens) > 0)
+
+    return _Located(
+        cut=cut,
+        mode=mode,
+        turn_start=turn_start if turn_start >= 0 else None,
+        turn_start_valid=turn_start >= 1 and not opened,
+        kept_at_cut=kept_at_cut,
+        kept_at_turn_start=kept if turn_start >= 0 else 0,
+        total=total,
+    )
+
+
+def _waiting(unanswered: list[str], messages: list[Msg]) -> bool:
+    """The tool_uses met with no result after them have no result anywhere (a result before
+    its tool_use, or a second tool_use with the id, is input the exhaustive scan handles).
+    Read only when a tool_use waits; result ids stored on another role only make it stricter."""
+    try:
+        return set(unanswered).isdisjoint(chain.from_iterable(map(_RESULTS, messages)))
+    except TypeError:  # ids not stored
+        return False
+
+
+def _prefix_apart(prefix: list[Msg], opened: set) -> bool:
+    """What comes before the turn start is a history of its own: its results answer its
+    tool_uses, which are all answered there or by the results still open after the walk
+    (answered later, so none waits). With set operations on the stored ids, no message walked."""
+    try:
+        result_lists = list(map(_RESULTS, prefix))
+        answered = set(chain.from_iterable(result_lists))
+        uses = set(chain.from_iterable(map(_USES, prefix)))
+    except TypeError:  # ids not stored
+        return False
+    if not _USER_ONLY.issuperset(map(_ROLE, compress(prefix, result_lists))):
+        return False  # results on another role: the exhaustive scan ignores them
+    if opened:
+        return opened <= uses and answered <= uses and uses <= answered | opened
+    return answered == uses
+
+
+def _reason_of(located: _Located | CutPlan) -> str:
+    """The reason the exhaustive scan gives for a history with nothing to compact."""
+    if not isinstance(located, CutPlan):
+        raise AssertionError("the walk back found nothing to compact where the exhaustive scan found a cut")
+    return located.reason
 
 
 def _locate_fast(
@@ -242,6 +412,8 @@ def _locate_fast(
                 # Parallel calls are often answered in another order: the same ids, each once.
                 len(ids) == len(recent) and len(answered := set(ids)) == len(ids) and answered == set(recent)
             ):
+                if waiting and not waiting.keys().isdisjoint(recent):
+                    return None  # an id used again: the result pairs with the nearer use
                 results_at.append(i)
                 lows.append(recent_at)
                 recent = ()
@@ -353,7 +525,7 @@ def _locate_fast(
         turn_start_valid=turn_start is not None and _valid_at(turn_start, limit, results_at, lows),
         kept_at_cut=kept,
         kept_at_turn_start=total - before_start[s] if s >= 0 else 0,
-        total=total,
+        total=lambda: total,
     )
 
 
@@ -525,7 +697,7 @@ def _locate_exact(
         turn_start_valid=turn_start is not None and valid(turn_start),
         kept_at_cut=kept_tokens[last - cut],
         kept_at_turn_start=kept_tokens[last - turn_start] if turn_start is not None else 0,
-        total=total,
+        total=lambda: total,
     )
 
 
@@ -551,7 +723,6 @@ def plan_cut(
     n = len(messages)
     if n < MIN_MESSAGES:
         return _nothing(f"only {n} message{'s' if n != 1 else ''}", messages)
-
     if force:
         budget = int(context_window * FORCE_KEEP_SHARE) if context_window else keep_recent_tokens
         max_keep = (
@@ -565,24 +736,28 @@ def plan_cut(
     if preserve_messages is not None and preserve_messages > 0 and not force:
         # Moving back to the turn start may keep up to twice the requested messages.
         max_extra_messages = preserve_messages
-        located = _locate_fast(
-            messages,
-            budget=None,
-            target=n - preserve_messages,
-            force=False,
-            mode=lambda: f"preserve_messages={preserve_messages}",
-        )
+        by_budget, target = None, n - preserve_messages
+
+        def mode() -> str:
+            return f"preserve_messages={preserve_messages}"
+
     else:
         max_extra_messages = None
-        located = _locate_fast(
-            messages,
-            budget=budget,
-            target=None,
-            force=force,
-            mode=lambda: f"{'forced, ' if force else ''}keep budget {_fmt(budget)} tokens",
-        )
+        by_budget, target = budget, None
+
+        def mode() -> str:
+            return f"{'forced, ' if force else ''}keep budget {_fmt(budget)} tokens"
+
+    def exact() -> _Located | CutPlan:
+        return _locate_exact(messages, budget=budget, max_extra_messages=max_extra_messages, force=force)
+
+    # The walk back only, as pi; then one forward pass; then every message read, for the
+    # input (and forced cuts) the quicker ones leave to the next.
+    located = None if force else _locate_back(messages, budget=by_budget, target=target, mode=mode, exact=exact)
     if located is None:
-        located = _locate_exact(messages, budget=budget, max_extra_messages=max_extra_messages, force=force)
+        located = _locate_fast(messages, budget=by_budget, target=target, force=force, mode=mode)
+    if located is None:
+        located = exact()
     if isinstance(located, CutPlan):
         return located
     return _plan(messages, located, max_keep=max_keep, max_extra_messages=max_extra_messages)
@@ -607,7 +782,7 @@ def _plan(messages: list[Msg], located: _Located, *, max_keep: int, max_extra_me
     def kept_desc() -> str:
         return f"keeping {len(kept)} messages ({_fmt(kept_at_cut)} tokens) from seq {first_kept}"
 
-    if messages[cut].is_user_turn_start:
+    if cut == turn_start:  # at a user turn start (the last one at or before the cut)
         return CutPlan(
             to_summarize=messages[:cut],
             turn_prefix=[],
@@ -616,7 +791,7 @@ def _plan(messages: list[Msg], located: _Located, *, max_keep: int, max_extra_me
             split_turn=False,
             why=lambda: (
                 f"cut at a user turn start ({mode()}): summarizing {cut} messages "
-                f"({_fmt(total - kept_at_cut)} tokens), {kept_desc()}"
+                f"({_fmt(total() - kept_at_cut)} tokens), {kept_desc()}"
             ),
         )
     if turn_start is None:

@@ -149,32 +149,114 @@ def test_forced_cut(messages: list[Msg], keep: int, window: int) -> None:
         assert all(sum(m.tokens for m in messages[c:]) < budget for c in later)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    messages=histories(),
+def _with_stored_ids(messages: list[Msg]) -> list[Msg]:
+    """As the service hands messages over: every message with both id lists, as stored."""
+    return [
+        Msg(m.seq, m.role, m.content, m.tokens, m.tool_use_ids if m.role == "assistant" else [], m.tool_result_ids)
+        for m in messages
+    ]
+
+
+@st.composite
+def damaged(draw, messages: list[Msg]) -> list[Msg]:
+    """Input the API never stores, which the walk back must hand over rather than misplan:
+    swapped messages (results before their tool_use), duplicated or forgotten ids, orphan
+    results, other roles, result ids stored on an assistant message."""
+    messages = list(messages)
+    for _ in range(draw(st.integers(min_value=1, max_value=3))):
+        i = draw(st.integers(min_value=0, max_value=len(messages) - 1))
+        j = draw(st.integers(min_value=0, max_value=len(messages) - 1))
+        m, other = messages[i], messages[j]
+        uses, results = list(m.stored_use_ids or []), list(m.stored_result_ids or [])
+        foreign = [*(other.stored_use_ids or []), *(other.stored_result_ids or []), "toolu_x"]
+        kind = draw(st.sampled_from(["swap", "copy_id", "drop_id", "role", "drop", "ids_on_assistant"]))
+        if kind == "swap":
+            messages[i], messages[j] = other, m
+            continue
+        if kind == "drop":
+            if len(messages) > 2:
+                del messages[i]
+            continue
+        role = m.role
+        if kind == "copy_id":
+            (uses if m.role == "assistant" else results).append(draw(st.sampled_from(foreign)))
+        elif kind == "drop_id":
+            if uses:
+                uses.pop(draw(st.integers(min_value=0, max_value=len(uses) - 1)))
+            elif results:
+                results.pop(draw(st.integers(min_value=0, max_value=len(results) - 1)))
+        elif kind == "role":
+            role = draw(st.sampled_from(["system", "user", "assistant"]))
+        elif kind == "ids_on_assistant":
+            results.append(draw(st.sampled_from(foreign)))
+        messages[i] = Msg(m.seq, role, m.content, m.tokens, uses, results)
+    return messages
+
+
+def _plans_alike(monkeypatch, messages: list[Msg], kwargs: dict, *, tiers: tuple[str, ...]) -> None:
+    """plan_cut as it runs equals plan_cut with the quicker `tiers` switched off (reasons included)."""
+    walked = plan_cut(messages, **kwargs)
+    for name in tiers:
+        monkeypatch.setattr(cutpoint, name, lambda *args, **kw: None)
+    try:
+        slower = plan_cut(messages, **kwargs)
+    finally:
+        monkeypatch.undo()
+    assert walked == slower
+
+
+cut_arguments = dict(
     keep=st.integers(min_value=0, max_value=40_000),
     force=st.booleans(),
     window=st.integers(min_value=1_000, max_value=200_000),
     preserve=st.one_of(st.none(), st.integers(min_value=1, max_value=30)),
-    stored_ids=st.booleans(),
 )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=histories(), stored_ids=st.booleans(), **cut_arguments)
 def test_walk_back_plans_as_the_exhaustive_scan(
     monkeypatch_module, messages: list[Msg], keep: int, force: bool, window: int, preserve: int | None, stored_ids: bool
 ) -> None:
-    """The single walk back (`_locate_fast`) decides exactly as reading every message does."""
+    """The walk back (`_locate_back`, then the forward pass `_locate_fast`) decides exactly
+    as reading every message does."""
     if stored_ids:
-        messages = [
-            Msg(m.seq, m.role, m.content, m.tokens, m.tool_use_ids if m.role == "assistant" else [], m.tool_result_ids)
-            for m in messages
-        ]
+        messages = _with_stored_ids(messages)
     kwargs = dict(keep_recent_tokens=keep, force=force, context_window=window, preserve_messages=preserve)
-    walked = plan_cut(messages, **kwargs)
+    _plans_alike(monkeypatch_module, messages, kwargs, tiers=("_locate_back", "_locate_fast"))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=histories(), **cut_arguments)
+def test_forward_pass_plans_as_the_exhaustive_scan(
+    monkeypatch_module, messages: list[Msg], keep: int, force: bool, window: int, preserve: int | None
+) -> None:
+    """The forward pass alone (what runs when the walk back hands over) decides as the scan."""
+    kwargs = dict(keep_recent_tokens=keep, force=force, context_window=window, preserve_messages=preserve)
+    monkeypatch_module.setattr(cutpoint, "_locate_back", lambda *args, **kw: None)
+    try:
+        walked = plan_cut(_with_stored_ids(messages), **kwargs)
+    finally:
+        monkeypatch_module.undo()
+    monkeypatch_module.setattr(cutpoint, "_locate_back", lambda *args, **kw: None)
     monkeypatch_module.setattr(cutpoint, "_locate_fast", lambda *args, **kw: None)
     try:
-        exhaustive = plan_cut(messages, **kwargs)
+        exhaustive = plan_cut(_with_stored_ids(messages), **kwargs)
     finally:
         monkeypatch_module.undo()
     assert walked == exhaustive
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), messages=histories(), **cut_arguments)
+def test_walk_back_on_damaged_input_plans_as_the_exhaustive_scan(
+    monkeypatch_module, data, messages: list[Msg], keep: int, force: bool, window: int, preserve: int | None
+) -> None:
+    """Whatever the stored ids say, the walk back plans as the exhaustive scan (it hands over
+    what it cannot vouch for)."""
+    messages = data.draw(damaged(_with_stored_ids(messages)))
+    kwargs = dict(keep_recent_tokens=keep, force=force, context_window=window, preserve_messages=preserve)
+    _plans_alike(monkeypatch_module, messages, kwargs, tiers=("_locate_back", "_locate_fast"))
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +264,67 @@ def monkeypatch_module():
     # Hypothesis runs many examples per test call: a function-scoped monkeypatch would be shared.
     with pytest.MonkeyPatch.context() as mp:
         yield mp
+
+
+def _msg(seq: int, role: str, uses: list[str] = (), results: list[str] = (), tokens: int = 100) -> Msg:
+    blocks = [{"type": "text", "text": "x"}]
+    blocks += [{"type": "tool_use", "id": i, "name": "Read", "input": {}} for i in uses]
+    blocks += [{"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in results]
+    return Msg(seq, role, blocks, tokens, list(uses), list(results))
+
+
+# Histories whose stored ids repeat an id where the walk back's one-comparison shortcut would
+# not see it: each must be planned as the exhaustive scan plans it, at every budget.
+REPEATED_IDS = {
+    "a tool_use id answered earlier, used again later": [
+        _msg(1, "user"),
+        _msg(2, "assistant", uses=["a"]),
+        _msg(3, "user", results=["a"]),
+        _msg(4, "assistant"),
+        _msg(5, "user"),
+        _msg(6, "assistant", uses=["a"]),
+        _msg(7, "assistant"),
+        _msg(8, "user"),
+        _msg(9, "assistant"),
+    ],
+    "one result id twice, spread over two messages": [
+        _msg(1, "user"),
+        _msg(2, "assistant", uses=["a", "b"]),
+        _msg(3, "user", results=["a"]),
+        _msg(4, "assistant"),
+        _msg(5, "user", results=["b", "a"]),
+        _msg(6, "assistant"),
+        _msg(7, "user"),
+        _msg(8, "assistant"),
+    ],
+    "a result naming an id used twice, the first use unanswered (found by the damaged-input test)": [
+        _msg(1, "assistant", uses=["a"]),
+        _msg(2, "assistant", uses=["b", "c"]),
+        _msg(3, "user", results=["b"]),
+        _msg(4, "user", results=["c"]),
+        _msg(5, "assistant", uses=["a"]),
+        _msg(6, "user", results=["a"]),
+        _msg(7, "user"),
+        _msg(8, "assistant", uses=["d"]),
+        _msg(9, "user", results=["d", "a"]),
+    ],
+    "one tool_use id in two unanswered calls": [
+        _msg(1, "user"),
+        _msg(2, "assistant", uses=["a"]),
+        _msg(3, "user", results=["a"]),
+        _msg(4, "assistant", uses=["w"]),
+        _msg(5, "user"),
+        _msg(6, "assistant", uses=["w", "c"]),
+        _msg(7, "user", results=["c"]),
+        _msg(8, "assistant"),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPEATED_IDS))
+def test_walk_back_with_repeated_ids_plans_as_the_exhaustive_scan(monkeypatch, name: str) -> None:
+    messages = REPEATED_IDS[name]
+    for keep in range(0, 100 * len(messages) + 100, 50):
+        for preserve in (None, 1, 3):
+            kwargs = dict(keep_recent_tokens=keep, preserve_messages=preserve)
+            _plans_alike(monkeypatch, messages, kwargs, tiers=("_locate_back", "_locate_fast"))
