@@ -16,7 +16,6 @@ from django.utils.dateparse import parse_datetime
 
 from compaction.core import breakdown as core
 from compaction.core.calibration import calibrated_tokens
-from compaction.core.summary_message import render_summary_message
 
 from . import services
 from .models import Message, Session
@@ -196,7 +195,7 @@ def session_context_breakdown(*, session: Session) -> SessionBreakdown:
         meter_tokens=usage.tokens,
         estimated_tokens=usage.estimated_tokens,
         system_tokens=session.system_prompt_tokens,
-        summary_tokens=served_summary_tokens(session),
+        summary_tokens=services.served_summary_tokens(session),
         context_window=usage.context_window,
         trigger_tokens=usage.trigger_tokens,
         ratio=float(calibration["ratio"]) if calibration else None,
@@ -216,16 +215,6 @@ def session_context_breakdown(*, session: Session) -> SessionBreakdown:
         last_report=last_report(session),
         warning=usage_warning(usage),
     )
-
-
-def served_summary_tokens(session: Session) -> int:
-    """The active summary as served (preamble included), as the served context counts it:
-    the count stored with the compaction, else counted once per text (cached)."""
-    active = session.active_compaction
-    if active is None or not active.summary.strip():
-        return 0
-    text = render_summary_message(active.summary, active.turn_prefix_summary or "")
-    return services._summary_tokens(active, text, services.session_tokenizer(session))
 
 
 def last_report(session: Session) -> LastReport | None:

@@ -1361,6 +1361,15 @@ def _summary_tokens(active: Any, summary_text: str, tokenizer: core_tokens.Token
     return core_tokens.count_content_cached(summary_text, tokenizer)
 
 
+def served_summary_tokens(session: Session) -> int:
+    """The active summary as served (preamble included), counted as the served context counts it."""
+    active = session.active_compaction
+    if active is None or not active.summary.strip():
+        return 0
+    text = render_summary_message(active.summary, active.turn_prefix_summary or "")
+    return _summary_tokens(active, text, session_tokenizer(session))
+
+
 def context_messages(session: Session, *, served: bool = False) -> list[Msg]:
     """The messages currently in context (from the active compaction's first_kept_seq on).
 

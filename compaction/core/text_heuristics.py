@@ -90,6 +90,11 @@ _DEMONSTRATION_RE = re.compile(
 )
 
 
+def lower_first(text: str) -> str:
+    """The text with its first letter lowercased to run on inside a sentence (not an acronym)."""
+    return text[0].lower() + text[1:] if text[:1].isupper() and not text[1:2].isupper() else text
+
+
 def without_demonstrations(text: str) -> str:
     """A user message without the worked examples shown to the model before the task."""
     if "-- " not in text and "--\n" not in text:

@@ -62,6 +62,7 @@ from compaction.core.text_heuristics import (
     error_lines_of,
     is_probe_command,
     is_tool_rejection,
+    lower_first,
     normalize,
     paths_in,
     pushes_in_output,
@@ -618,7 +619,7 @@ def on_assistant_text(a: Analysis, text: str) -> None:
                     purpose_set = True
                     if previous_diagnosis:
                         # "X doesn't support Y. I need to rewrite Z": a choice with its reason.
-                        a.decisions.append(f"{a.purpose}, because {_lower_first(previous_diagnosis)}")
+                        a.decisions.append(f"{a.purpose}, because {lower_first(previous_diagnosis)}")
             previous_diagnosis = ""
             continue
         previous_diagnosis = ""
@@ -648,10 +649,6 @@ LOOK_RE = re.compile(
 
 
 FILE_NAME_RE = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)*([\w-]+(?:\.[\w-]+)*\.[A-Za-z][A-Za-z0-9]{0,5})\b")
-
-
-def _lower_first(text: str) -> str:
-    return text[0].lower() + text[1:] if text[:1].isupper() and not text[1:2].isupper() else text
 
 
 def _editor_path(a: Analysis, key: str, args: dict[str, Any]) -> str | None:

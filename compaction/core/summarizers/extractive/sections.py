@@ -35,6 +35,7 @@ from compaction.core.text_heuristics import (
     classify_user_text,
     instruction_quote,
     is_probe_command,
+    lower_first,
     normalize,
     sentences,
 )
@@ -818,7 +819,7 @@ def files_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> N
                 what += ", with uncommitted changes since" if pending else ""
             elif pending:
                 what += " and is not committed yet"
-        purposes = [_lower_first(_ORDER_WORD_RE.sub("", p.rstrip("."))) for p in work.purposes[-2:]]
+        purposes = [lower_first(_ORDER_WORD_RE.sub("", p.rstrip("."))) for p in work.purposes[-2:]]
         said = ", to " + ", and to ".join(purposes) if purposes else ""
         noted = _mention(a, work.path)
         if noted and not said:
@@ -830,7 +831,7 @@ def files_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> N
     reads = [(p, a.read_purposes.get(p, "")) for p in a.read if p not in a.files]
     reads = [(p, why, _mention(a, p)) for p, why in reads if why or _mention(a, p)][-10:]
     for path, why, noted in reads:
-        said = f'; the agent noted: "{noted}"' if noted else f", to {_lower_first(why)}"
+        said = f'; the agent noted: "{noted}"' if noted else f", to {lower_first(why)}"
         s.add("files", f"`{a.rel(path)}` was read, not changed{said}", 44)
 
 
@@ -841,10 +842,6 @@ _ORDER_WORD_RE = re.compile(r"(?i),?\s+(first|now|next|then|too|as well|again)$"
 def _mention(a: Analysis, path: str) -> str:
     """The agent's latest statement naming this file, if it made one."""
     return a.file_mentions.get(path.rsplit("/", 1)[-1].lower(), "")
-
-
-def _lower_first(text: str) -> str:
-    return text[0].lower() + text[1:] if text[:1].isupper() and not text[1:2].isupper() else text
 
 
 def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], instructions: str | None) -> None:
