@@ -48,7 +48,7 @@ FORCE_MAX_KEEP_SHARE = 0.35
 MIN_MESSAGES = 2
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class CutPlan:
     """A cut: what is summarized, what is kept. Treat it as a value (never changed once made).
 
@@ -218,7 +218,8 @@ def _locate_back(
     What lies before the turn start (the prefix) is checked, not walked, with set
     operations on the stored ids: its results answer its own tool_uses, and each of those is
     answered there or by a result still open after the walk (so none waits). Why there is
-    nothing to compact is written by `exact` (the exhaustive scan) when the reason is read.
+    nothing to compact is written by `exact` (the exhaustive scan) when the reason is read;
+    a history within the budget is told by its token counts alone, before any tool id.
 
     Returns None (the forward pass, then the exhaustive scan decide) without stored ids, for
     other roles, a result without its tool_use, a tool_use met with no result after it whose
@@ -231,8 +232,22 @@ def _locate_back(
     opened: set = set()  # other result ids walked over whose tool_use is not met yet
     unanswered: list[str] = []  # tool_uses with no result after them
     waiting_at = n  # the oldest of them
-    if target is None and budget <= 0:
-        target = last
+    if target is None:
+        if budget <= 0:
+            target = last
+        else:
+            # Token counts only, first: a history within the budget has nothing to compact
+            # whatever its tool ids say (so says the exhaustive scan too), and most short ones
+            # are; a longer one pays a second read of the newest messages up to the budget.
+            kept = 0
+            for m in reversed(messages):
+                t = m.tokens
+                if t > 0:
+                    kept += t
+                    if kept >= budget:
+                        break
+            else:
+                return CutPlan([], [], list(messages), None, False, lambda: _reason_of(exact()))
     kept = 0
     cut = -1
     kept_at_cut = 0
@@ -315,14 +330,15 @@ def _locate_back(
     def total() -> int:
         return walked_tokens + sum(t for m in prefix if (t := m.tokens) > 0)
 
+    # Positional: keywords cost as much again, on a short history a tenth of the call.
     return _Located(
-        cut=cut,
-        mode=mode,
-        turn_start=turn_start if turn_start >= 0 else None,
-        turn_start_valid=turn_start >= 1 and not opened,
-        kept_at_cut=kept_at_cut,
-        kept_at_turn_start=kept if turn_start >= 0 else 0,
-        total=total,
+        cut,
+        mode,
+        turn_start if turn_start >= 0 else None,
+        turn_start >= 1 and not opened,  # turn_start_valid
+        kept_at_cut,
+        kept if turn_start >= 0 else 0,  # kept_at_turn_start
+        total,
     )
 
 
@@ -725,13 +741,8 @@ def plan_cut(
         return _nothing(f"only {n} message{'s' if n != 1 else ''}", messages)
     if force:
         budget = int(context_window * FORCE_KEEP_SHARE) if context_window else keep_recent_tokens
-        max_keep = (
-            int(context_window * FORCE_MAX_KEEP_SHARE) if context_window else int(budget * (1 + TURN_START_SLACK))
-        )
-        max_keep = max(max_keep, budget)
     else:
         budget = keep_recent_tokens
-        max_keep = budget + int(max(0, budget) * TURN_START_SLACK)
     # Force (overflow) always cuts by tokens: a preserved message count can be arbitrarily large.
     if preserve_messages is not None and preserve_messages > 0 and not force:
         # Moving back to the turn start may keep up to twice the requested messages.
@@ -760,76 +771,74 @@ def plan_cut(
         located = exact()
     if isinstance(located, CutPlan):
         return located
-    return _plan(messages, located, max_keep=max_keep, max_extra_messages=max_extra_messages)
+    return _plan(messages, located, budget, force, context_window, max_extra_messages)
 
 
-def _plan(messages: list[Msg], located: _Located, *, max_keep: int, max_extra_messages: int | None) -> CutPlan:
-    cut, mode, turn_start, total = located.cut, located.mode, located.turn_start, located.total
-    kept_at_cut = located.kept_at_cut
+def _plan(
+    messages: list[Msg],
+    located: _Located,
+    budget: int,
+    force: bool,
+    context_window: int | None,
+    max_extra_messages: int | None,
+) -> CutPlan:
+    cut, mode, turn_start, turn_start_valid, kept_at_cut, kept_at_turn_start, total = located
     # Prefer the start of the turn the cut landed in.
-    if turn_start is not None and turn_start < cut and located.turn_start_valid:
+    if turn_start is not None and turn_start < cut and turn_start_valid:
         if max_extra_messages is not None:
             acceptable = cut - turn_start <= max_extra_messages
         else:
-            acceptable = located.kept_at_turn_start <= max_keep
+            acceptable = kept_at_turn_start <= _max_keep(budget, force, context_window)
         if acceptable:
             cut = turn_start
-            kept_at_cut = located.kept_at_turn_start
+            kept_at_cut = kept_at_turn_start
 
-    first_kept = messages[cut].seq
-    kept = messages[cut:]
+    def why() -> str:
+        return _cut_reason(messages, cut, turn_start, kept_at_cut, mode, total)
 
-    def kept_desc() -> str:
-        return f"keeping {len(kept)} messages ({_fmt(kept_at_cut)} tokens) from seq {first_kept}"
+    if turn_start is not None and cut - turn_start >= SPLIT_TURN_MIN_PREFIX:
+        # A split turn: the history before the turn and the turn's prefix are summarized apart.
+        return CutPlan(messages[:turn_start], messages[turn_start:cut], messages[cut:], messages[cut].seq, True, why)
+    return CutPlan(messages[:cut], [], messages[cut:], messages[cut].seq, False, why)
 
+
+def _max_keep(budget: int, force: bool, context_window: int | None) -> int:
+    """The most tokens a move back to the turn start may keep (asked only when there is one)."""
+    if not force:
+        return budget + int(max(0, budget) * TURN_START_SLACK)
+    max_keep = int(context_window * FORCE_MAX_KEEP_SHARE) if context_window else int(budget * (1 + TURN_START_SLACK))
+    return max(max_keep, budget)
+
+
+def _cut_reason(
+    messages: list[Msg],
+    cut: int,
+    turn_start: int | None,
+    kept_tokens: int,
+    mode: Callable[[], str],
+    total: Callable[[], int],
+) -> str:
+    kept = f"keeping {len(messages) - cut} messages ({_fmt(kept_tokens)} tokens) from seq {messages[cut].seq}"
     if cut == turn_start:  # at a user turn start (the last one at or before the cut)
-        return CutPlan(
-            to_summarize=messages[:cut],
-            turn_prefix=[],
-            kept=kept,
-            first_kept_seq=first_kept,
-            split_turn=False,
-            why=lambda: (
-                f"cut at a user turn start ({mode()}): summarizing {cut} messages "
-                f"({_fmt(total() - kept_at_cut)} tokens), {kept_desc()}"
-            ),
+        return (
+            f"cut at a user turn start ({mode()}): summarizing {cut} messages "
+            f"({_fmt(total() - kept_tokens)} tokens), {kept}"
         )
     if turn_start is None:
         # The history already begins mid-turn (an earlier compaction split this turn); its
         # start lives in the previous summary, so the prefix is plain history here.
-        return CutPlan(
-            to_summarize=messages[:cut],
-            turn_prefix=[],
-            kept=kept,
-            first_kept_seq=first_kept,
-            split_turn=False,
-            why=lambda: (
-                f"cut mid-turn at an assistant message ({mode()}); the turn began before this history: "
-                f"summarizing {cut} messages, {kept_desc()}"
-            ),
+        return (
+            f"cut mid-turn at an assistant message ({mode()}); the turn began before this history: "
+            f"summarizing {cut} messages, {kept}"
         )
     prefix_len = cut - turn_start
     if prefix_len >= SPLIT_TURN_MIN_PREFIX:
-        return CutPlan(
-            to_summarize=messages[:turn_start],
-            turn_prefix=messages[turn_start:cut],
-            kept=kept,
-            first_kept_seq=first_kept,
-            split_turn=True,
-            why=lambda: (
-                f"split turn ({mode()}): the turn starting at seq {messages[turn_start].seq} is cut after "
-                f"{prefix_len} messages; summarizing {turn_start} history messages and a {prefix_len}-message "
-                f"turn prefix separately, {kept_desc()}"
-            ),
+        return (
+            f"split turn ({mode()}): the turn starting at seq {messages[turn_start].seq} is cut after "
+            f"{prefix_len} messages; summarizing {turn_start} history messages and a {prefix_len}-message "
+            f"turn prefix separately, {kept}"
         )
-    return CutPlan(
-        to_summarize=messages[:cut],
-        turn_prefix=[],
-        kept=kept,
-        first_kept_seq=first_kept,
-        split_turn=False,
-        why=lambda: (
-            f"cut mid-turn at an assistant message ({mode()}); the {prefix_len}-message turn prefix is "
-            f"summarized with the history (shorter than {SPLIT_TURN_MIN_PREFIX}): summarizing {cut} messages, {kept_desc()}"
-        ),
+    return (
+        f"cut mid-turn at an assistant message ({mode()}); the {prefix_len}-message turn prefix is "
+        f"summarized with the history (shorter than {SPLIT_TURN_MIN_PREFIX}): summarizing {cut} messages, {kept}"
     )
