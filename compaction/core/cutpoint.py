@@ -355,7 +355,35 @@ def _waiting(unanswered: list[str], messages: list[Msg]) -> bool:
 def _prefix_apart(prefix: list[Msg], opened: set) -> bool:
     """What comes before the turn start is a history of its own: its results answer its
     tool_uses, which are all answered there or by the results still open after the walk
-    (answered later, so none waits). With set operations on the stored ids, no message walked."""
+    (answered later, so none waits).
+
+    Read forward, a result message nearly always answers exactly the tool_uses of the last
+    assistant message (`pending`, in any order): then one comparison per pair, and the sets
+    of `_prefix_apart_sets` hold as well (the results' ids are the tool_uses' ids, the last
+    tool_uses' are `opened`). Anything else is left to those sets: hashing every id cost
+    more than the rest of a long walk."""
+    pending: list[str] | tuple[str, ...] = ()
+    for m in prefix:
+        results = m.stored_result_ids
+        uses = m.stored_use_ids
+        if results:
+            if uses or uses is None or m.role != "user" or (results != pending and sorted(results) != sorted(pending)):
+                break
+            pending = ()
+        elif uses:
+            if pending or results is None:
+                break
+            pending = uses
+        elif results is None or uses is None:
+            return False  # ids not stored
+    else:
+        if opened == set(pending):
+            return True
+    return _prefix_apart_sets(prefix, opened)
+
+
+def _prefix_apart_sets(prefix: list[Msg], opened: set) -> bool:
+    """`_prefix_apart` for any stored ids, with set operations (no message walked)."""
     try:
         result_lists = list(map(_RESULTS, prefix))
         answered = set(chain.from_iterable(result_lists))
