@@ -228,10 +228,6 @@ def _locate_back(
     """
     n = len(messages)
     last = n - 1
-    recent = None  # the last result message's ids walked over, until its tool_uses are met
-    opened: set = set()  # other result ids walked over whose tool_use is not met yet
-    unanswered: list[str] = []  # tool_uses with no result after them
-    waiting_at = n  # the oldest of them
     if target is None:
         if budget <= 0:
             target = last
@@ -248,6 +244,10 @@ def _locate_back(
                         break
             else:
                 return CutPlan([], [], list(messages), None, False, lambda: _reason_of(exact()))
+    recent = None  # the last result message's ids walked over, until its tool_uses are met
+    opened: set = set()  # other result ids walked over whose tool_use is not met yet
+    unanswered: list[str] = []  # tool_uses with no result after them
+    waiting_at = n  # the oldest of them
     kept = 0
     cut = -1
     kept_at_cut = 0
