@@ -215,8 +215,8 @@ def _locate_back(
     none is open. Results nearly always answer exactly the tool_uses of the assistant
     message before them: one comparison closes them (`recent`), and sets are touched only
     otherwise. A tool_use met with no result after it is waiting: no cut comes after it.
-    What lies before the turn start (the prefix) is checked, not walked, with set
-    operations on the stored ids: its results answer its own tool_uses, and each of those is
+    What lies before the turn start (the prefix) is checked, not walked back, on the stored
+    ids (`_prefix_apart`): its results answer its own tool_uses, and each of those is
     answered there or by a result still open after the walk (so none waits). Why there is
     nothing to compact is written by `exact` (the exhaustive scan) when the reason is read;
     a history within the budget is told by its token counts alone, before any tool id.
@@ -357,11 +357,11 @@ def _prefix_apart(prefix: list[Msg], opened: set) -> bool:
     tool_uses, which are all answered there or by the results still open after the walk
     (answered later, so none waits).
 
-    Read forward, a result message nearly always answers exactly the tool_uses of the last
-    assistant message (`pending`, in any order): then one comparison per pair, and the sets
-    of `_prefix_apart_sets` hold as well (the results' ids are the tool_uses' ids, the last
-    tool_uses' are `opened`). Anything else is left to those sets: hashing every id cost
-    more than the rest of a long walk."""
+    Read forward, a result message nearly always answers exactly the last tool_uses read
+    (`pending`, in any order): then one comparison per pair, and the sets of
+    `_prefix_apart_sets` hold as well (the results' ids are the tool_uses' ids but for the
+    last tool_uses, whose ids are `opened`). Anything else is left to those sets, which hash
+    every id: three times the cost (10 µs on a 63-message prefix)."""
     pending: list[str] | tuple[str, ...] = ()
     for m in prefix:
         results = m.stored_result_ids
