@@ -330,7 +330,7 @@ def _locate_back(
     def total() -> int:
         return walked_tokens + sum(t for m in prefix if (t := m.tokens) > 0)
 
-    # Positional: keywords cost as much again, on a short history a tenth of the call.
+    # Positional: keywords would double the cost of making it (0.25 µs more per short history).
     return _Located(
         cut,
         mode,
