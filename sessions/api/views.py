@@ -191,7 +191,7 @@ class MessageListView(APIView):
         session = selectors.session_get(user=request.user, session_id=session_id)
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(selectors.message_list(session=session), request, view=self)
-        return paginator.get_paginated_response(s.MessageOutSerializer(page, many=True).data)
+        return paginator.get_paginated_response([s.message_out(message) for message in page])
 
     @extend_schema(
         operation_id="messages_append",
@@ -232,7 +232,7 @@ class MessageListView(APIView):
             raise Http404("No such session.") from None
         return Response(
             {
-                "messages": s.MessageOutSerializer(result.messages, many=True).data,
+                "messages": [s.message_out(message) for message in result.messages],
                 "usage": result.usage.as_dict(),
                 "compaction": _job(result.compaction),
             },
