@@ -25,7 +25,7 @@ from sessions.models import Session
 
 from . import serializers as s
 from .pagination import StrictCursorPagination, StrictPageNumberPagination
-from .renderers import AsciiJSONRenderer
+from .renderers import TranscriptJSONRenderer
 from .transactions import AtomicWritesMixin
 
 ERROR_DESCRIPTIONS = {
@@ -180,7 +180,7 @@ class MessageListView(APIView):
     held the row lock through the decision."""
 
     pagination_class = MessageCursorPagination
-    renderer_classes = [AsciiJSONRenderer]
+    renderer_classes = [TranscriptJSONRenderer]
 
     @extend_schema(
         operation_id="messages_list",
@@ -241,7 +241,7 @@ class MessageListView(APIView):
 
 
 class ContextView(APIView):
-    renderer_classes = [AsciiJSONRenderer]
+    renderer_classes = [TranscriptJSONRenderer]
 
     @extend_schema(
         operation_id="context_retrieve",
@@ -254,7 +254,10 @@ class ContextView(APIView):
     )
     def get(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
-        return Response(s.ContextOutSerializer(services.context_build(session=session)).data)
+        # context_build's dict is already the documented shape (ContextOutSerializer, which
+        # tests/api/test_context.py holds equal to it): agents GET this before every model
+        # call, and walking it through the serializer cost as much as encoding it.
+        return Response(services.context_build(session=session))
 
 
 class ContextBreakdownView(APIView):
