@@ -13,7 +13,8 @@ so every tool_result follows its tool_use).
 
 gunicorn `-w WORKERS` (sync workers) on 127.0.0.1, CLIENTS threads each sending requests back
 to back for DURATION seconds per phase: floor (POST /bench/floor/: same middleware, DRF parsing
-and API key authentication, one INSERT of the body), append (POST /api/v1/sessions/{id}/messages/,
+and API key authentication, one INSERT of the body; each client posts the transcript's
+messages in order, the very bodies its appends send), append (POST /api/v1/sessions/{id}/messages/,
 one message), context GET (sessions of 150 messages). An untimed warm-up phase of each kind
 comes first (each worker loads its tokenizer and caches the key once, not inside a timed phase).
 Prints req/s, p50 and p99 latency per phase and the ratios to the floor of the same round;
@@ -254,10 +255,15 @@ def under_load(
         wait_until_up(port, keys[0])
         bodies = [json.dumps(m) for m in messages]
         per_client = len(bodies)
-        floor_body = bodies[1]
+        floor_sent = [0] * args.clients
 
         def floor(index: int, n: int):
-            return "POST", "/bench/floor/", floor_body
+            # The same bodies as the appends, in the same order: the floor stores each message
+            # as one row, so both phases parse and store the same bytes (a fixed small body made
+            # the floor cheaper than storing what the agents send).
+            count = floor_sent[index]
+            floor_sent[index] += 1
+            return "POST", "/bench/floor/", bodies[count % per_client]
 
         sent = [0] * args.clients  # appends per client over all phases: each goes on with its transcript
 

@@ -35,13 +35,13 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.db.models import Exists, OuterRef, Sum
 from django.utils import timezone
 
@@ -55,7 +55,7 @@ from compaction.core.prune import prune_served, tool_names
 from compaction.core.summary_message import render_summary_message
 from compaction.core.types import Msg
 
-from . import validation
+from . import statements, validation
 from .models import Message, Session, ToolCall, UsageSample
 
 logger = logging.getLogger(__name__)
@@ -389,9 +389,10 @@ def _answer_stored_calls(session_id: Any, answers: dict[str, int]) -> dict[str, 
     SELECT and an UPDATE: the ORM has no RETURNING for updates, and this is the hot path of
     every tool_result (the row lock on the session is held meanwhile).
     """
-    tool_calls = connection.ops.quote_name(ToolCall._meta.db_table)
-    messages = connection.ops.quote_name(Message._meta.db_table)
-    session_param = ToolCall._meta.get_field("session").get_db_prep_value(session_id, connection)
+    db = connections[DEFAULT_DB_ALIAS]
+    tool_calls = db.ops.quote_name(ToolCall._meta.db_table)
+    messages = db.ops.quote_name(Message._meta.db_table)
+    session_param = ToolCall._meta.get_field("session").get_db_prep_value(session_id, db)
     ids = list(answers)
     marks = ", ".join(["%s"] * len(ids))
     sql = (
@@ -399,11 +400,11 @@ def _answer_stored_calls(session_id: Any, answers: dict[str, int]) -> dict[str, 
         f"WHERE session_id = %s AND result_seq IS NULL AND tool_use_id IN ({marks}) "
         f"RETURNING tool_use_id, EXISTS (SELECT 1 FROM {messages} m WHERE m.session_id = {tool_calls}.session_id "
         f"AND m.seq = {tool_calls}.use_seq AND m.role = 'assistant' "
-        f"AND {_STOP_REASON_SQL[connection.vendor]} = %s)"
+        f"AND {_STOP_REASON_SQL[db.vendor]} = %s)"
     )
     params: list[Any] = [value for tid in ids for value in (tid, answers[tid])]
     params += [session_param, *ids, STOP_MAX_TOKENS]
-    with connection.cursor() as cursor:
+    with db.cursor() as cursor:
         cursor.execute(sql, params)
         return {tool_use_id: bool(truncated) for tool_use_id, truncated in cursor.fetchall()}
 
@@ -521,49 +522,68 @@ class _ToolIdConflict(Exception):
     """A tool_result of the batch answers no stored, unanswered tool_use (rolls the append back)."""
 
 
-# The append's two statements on the session row have a fixed text: compiled once per process
-# (compiling them through the ORM cost as much as running them, on every agent's every turn).
+# The append's statements have a fixed text: compiled once per process (sessions.statements;
+# through the ORM, compiling them cost as much as running them, on every agent's every turn).
 
 
 @functools.cache
-def _lock_sql(vendor: str, scoped: bool) -> str:
-    """SQL of the locked read of APPEND_FIELDS, as the ORM writes it for this database (FOR
-    UPDATE where there is one). Parameters: the session id, then (scoped) the owner's id."""
+def _session_reader(vendor: str, scoped: bool) -> statements.RowReader:
+    """The locked read of APPEND_FIELDS, as the ORM writes it for this database (FOR UPDATE where
+    there is one). Parameters: the session id, then (scoped) the owner's id."""
     rows = Session.objects.select_for_update().only(*APPEND_FIELDS).order_by().filter(pk=uuid.UUID(int=0))
     if scoped:
         rows = rows.filter(owner_id=0, deleted_at__isnull=True)
-    sql, params = rows.query.sql_with_params()
-    if len(params) != 1 + scoped:  # pragma: no cover - a Django upgrade changed the shape
-        raise RuntimeError(f"unexpected parameters for the append's locked read: {params!r}")
-    return sql
+    return statements.RowReader(rows, param_count=1 + scoped)
 
 
 def _lock_session(session_id: Any, owner) -> Session:
     """The session's row, locked, with APPEND_FIELDS loaded. With `owner`, the owner's view (the
     API): another owner's or a trashed session does not exist (Session.DoesNotExist)."""
-    params = [Session._meta.pk.get_db_prep_value(session_id, connection)]
+    db = connections[DEFAULT_DB_ALIAS]
+    params = [Session._meta.pk.get_db_prep_value(session_id, db)]
     if owner is not None:
         params.append(owner.pk)
-    for row in Session.objects.raw(_lock_sql(connection.vendor, owner is not None), params):
-        return row
-    raise Session.DoesNotExist("No such session.")
+    row = _session_reader(db.vendor, owner is not None).read(params)
+    if row is None:
+        raise Session.DoesNotExist("No such session.")
+    return row
 
 
 @functools.cache
-def _update_sql(vendor: str, names: tuple[str, ...]) -> str:
-    quote = connection.ops.quote_name
-    columns = ", ".join(f"{quote(Session._meta.get_field(name).column)} = %s" for name in names)
-    return f"UPDATE {quote(Session._meta.db_table)} SET {columns} WHERE {quote(Session._meta.pk.column)} = %s"
+def _counter_writer(vendor: str, names: tuple[str, ...]) -> statements.RowUpdater:
+    return statements.RowUpdater(Session, names)
 
 
 def _write_counters(session: Session, names: tuple[str, ...]) -> None:
     """Write these fields of a locked session as they are on the instance. The row is locked
     since it was read, so plain values give what F() expressions would."""
-    fields = [Session._meta.get_field(name) for name in names]
-    params = [f.get_db_prep_save(getattr(session, f.attname), connection) for f in fields]
-    params.append(Session._meta.pk.get_db_prep_value(session.pk, connection))
-    with connection.cursor() as cursor:
-        cursor.execute(_update_sql(connection.vendor, names), params)
+    _counter_writer(connection.vendor, names).update(session)
+
+
+# What an append inserts: every column of its messages and tool calls but the primary key
+# (returned for the messages, which the answer names; a tool call's is never read).
+MESSAGE_COLUMNS = (
+    "session",
+    "seq",
+    "role",
+    "content",
+    "token_count",
+    "tool_use_ids",
+    "tool_result_ids",
+    "provider_usage",
+    "created_at",
+)
+TOOL_CALL_COLUMNS = ("session", "tool_use_id", "name", "use_seq", "result_seq")
+
+
+@functools.cache
+def _message_inserter(vendor: str) -> statements.RowInserter:
+    return statements.RowInserter(Message, MESSAGE_COLUMNS, returning_pk=True)
+
+
+@functools.cache
+def _tool_call_inserter(vendor: str) -> statements.RowInserter:
+    return statements.RowInserter(ToolCall, TOOL_CALL_COLUMNS, returning_pk=False)
 
 
 def _known_tool_calls(session_id: Any, ids: set[str]) -> dict[str, ToolCall]:
@@ -627,7 +647,7 @@ def _append_locked(
         )
         for offset, item in enumerate(prepared)
     ]
-    Message.objects.bulk_create(rows)
+    _message_inserter(connection.vendor).insert(rows)
 
     result_seq: dict[str, int] = {
         tid: row.seq for row, item in zip(rows, prepared, strict=True) for tid, _ in item.tool_results
@@ -638,7 +658,7 @@ def _append_locked(
         for tid, name, _ in item.tool_uses
     ]
     if new_calls:
-        ToolCall.objects.bulk_create(new_calls)
+        _tool_call_inserter(connection.vendor).insert(new_calls)
 
     added = sum(item.tokens for item in prepared)
     served = sum(item.served_tokens for item in prepared)
@@ -1015,7 +1035,16 @@ class Usage:
     implausible: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Scalars and two flat dicts (calibration, implausible), copied by hand: asdict()
+        # deep-copies through every value, and this is in every append's answer.
+        out = {}
+        for name in _USAGE_FIELDS:
+            value = getattr(self, name)
+            out[name] = dict(value) if isinstance(value, dict) else value
+        return out
+
+
+_USAGE_FIELDS = tuple(f.name for f in fields(Usage))
 
 
 def session_usage(session: Session) -> Usage:

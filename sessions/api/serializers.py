@@ -192,6 +192,24 @@ class MessageOutSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+_CREATED_AT = MessageOutSerializer._declared_fields["created_at"]
+
+
+def message_out(message) -> dict:
+    """MessageOutSerializer's representation of one stored message, built directly: the
+    append answers with it on every agent's every turn, and a serializer per request (its
+    fields deep-copied) cost more than the rest of that answer. The fields are the
+    serializer's, which documents them (tests/api/test_append_path.py holds the two equal)."""
+    return {
+        "seq": message.seq,
+        "role": message.role,
+        "content": message.content,
+        "token_count": message.token_count,
+        "provider_usage": message.provider_usage,
+        "created_at": _CREATED_AT.to_representation(message.created_at),
+    }
+
+
 class MessageInSerializer(serializers.Serializer):
     """Documentation of one message; the service checks the blocks and names the bad field."""
 

@@ -25,7 +25,7 @@ from sessions.models import Session
 
 from . import serializers as s
 from .pagination import StrictCursorPagination, StrictPageNumberPagination
-from .renderers import AsciiJSONRenderer
+from .renderers import TranscriptJSONRenderer
 from .transactions import AtomicWritesMixin
 
 ERROR_DESCRIPTIONS = {
@@ -180,7 +180,7 @@ class MessageListView(APIView):
     held the row lock through the decision."""
 
     pagination_class = MessageCursorPagination
-    renderer_classes = [AsciiJSONRenderer]
+    renderer_classes = [TranscriptJSONRenderer]
 
     @extend_schema(
         operation_id="messages_list",
@@ -191,7 +191,7 @@ class MessageListView(APIView):
         session = selectors.session_get(user=request.user, session_id=session_id)
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(selectors.message_list(session=session), request, view=self)
-        return paginator.get_paginated_response(s.MessageOutSerializer(page, many=True).data)
+        return paginator.get_paginated_response([s.message_out(message) for message in page])
 
     @extend_schema(
         operation_id="messages_append",
@@ -232,7 +232,7 @@ class MessageListView(APIView):
             raise Http404("No such session.") from None
         return Response(
             {
-                "messages": s.MessageOutSerializer(result.messages, many=True).data,
+                "messages": [s.message_out(message) for message in result.messages],
                 "usage": result.usage.as_dict(),
                 "compaction": _job(result.compaction),
             },
@@ -241,7 +241,7 @@ class MessageListView(APIView):
 
 
 class ContextView(APIView):
-    renderer_classes = [AsciiJSONRenderer]
+    renderer_classes = [TranscriptJSONRenderer]
 
     @extend_schema(
         operation_id="context_retrieve",
@@ -254,7 +254,10 @@ class ContextView(APIView):
     )
     def get(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
-        return Response(s.ContextOutSerializer(services.context_build(session=session)).data)
+        # context_build's dict is already the documented shape (ContextOutSerializer, which
+        # tests/api/test_context.py holds equal to it): agents GET this before every model
+        # call, and walking it through the serializer cost as much as encoding it.
+        return Response(services.context_build(session=session))
 
 
 class ContextBreakdownView(APIView):

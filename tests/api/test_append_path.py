@@ -118,3 +118,35 @@ def test_the_auto_compaction_decision_follows_the_append(api, session):
     job = response.json()["compaction"]
     assert job is not None and job["reason"] == "threshold"
     assert Compaction.objects.filter(session=session, reason="threshold").count() == 1
+
+
+def test_the_answer_and_the_stored_rows_are_what_the_orm_gives(api, session):
+    """The append writes through compiled statements (sessions.statements): the rows it stores,
+    the ids it returns and the messages it answers with are the ORM's and the serializer's."""
+    from sessions.api.serializers import MessageOutSerializer
+
+    usage = {"input_tokens": 10, "output_tokens": 3, "stop_reason": "tool_use"}
+    batch = {
+        "messages": [
+            {"role": "user", "content": "Déjà vu: list the files 📁"},
+            {**tool_use("toolu_a", text="Listing."), "usage": usage},
+            tool_result("toolu_a", "a.py\nb.py"),
+        ]
+    }
+    response = api.post(url(session, "messages/"), batch, format="json")
+    assert response.status_code == 201, response.json()
+    answered = response.json()["messages"]
+    stored = list(Message.objects.filter(session=session).order_by("seq"))
+    assert [m.seq for m in stored] == [1, 2, 3]
+    assert answered == MessageOutSerializer(stored, many=True).data
+    assert stored[0].content == batch["messages"][0]["content"]
+    assert stored[1].provider_usage == usage and stored[1].tool_use_ids == ["toolu_a"]
+    assert stored[2].tool_result_ids == ["toolu_a"] and stored[2].created_at is not None
+    call = session.tool_calls.get()
+    assert (call.tool_use_id, call.name, call.use_seq, call.result_seq) == ("toolu_a", "Bash", 2, 3)
+    # The listing answers the same representation.
+    listed = api.get(url(session, "messages/")).json()
+    assert listed["results"] == answered
+    session.refresh_from_db()
+    assert (session.last_seq, session.message_count) == (3, 3)
+    assert session.total_message_tokens == sum(m.token_count for m in stored)

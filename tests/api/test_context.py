@@ -156,3 +156,28 @@ def test_context_messages_for_the_engine(api, session):
     assert stored[2].content[0]["content"] == BIG_OUTPUT
     assert served[2].content[0]["content"].startswith("[tool output pruned: Bash")
     assert served[2].tokens < stored[2].tokens
+
+
+def test_the_context_answer_is_the_documented_shape_in_every_state(api, session):
+    """The view answers context_build's dict as it is: it must be what ContextOutSerializer
+    (the OpenAPI schema) makes of it, field for field, whatever the session's state."""
+    from sessions.api.serializers import ContextOutSerializer
+
+    def check() -> None:
+        session.refresh_from_db()
+        answered = api.get(url(session, "context/")).json()
+        assert answered == ContextOutSerializer(services.context_build(session=session)).data
+        assert set(answered["usage"]) == set(ContextOutSerializer().fields["usage"].fields)
+
+    services.session_update(session=session, system_prompt="Be terse.")
+    check()
+    append(api, session, {"role": "user", "content": "ls"}, tool_use("t1"), tool_result("t1", BIG_OUTPUT))
+    append(api, session, {"role": "assistant", "content": [{"type": "text", "text": "  "}]})  # served without it
+    check()
+    assert api.post(url(session, "usage/"), {"input_tokens": 5_000}, format="json").status_code == 200
+    check()
+    assert api.post(url(session, "usage/"), {"input_tokens": 3}, format="json").status_code == 200  # implausible
+    check()
+    activate(session, summary="Listed the files.", summary_tokens=12, first_kept_seq=3, prune_before_seq=4)
+    check()
+    assert api.get(url(session, "context/")).json()["active_compaction"]["first_kept_seq"] == 3

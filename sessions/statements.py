@@ -1,0 +1,123 @@
+"""The append path's statements, compiled once per process.
+
+Every agent appends on every turn. Through the ORM, building those few statements (compiling
+the query, resolving its columns and their converters, preparing each value through a chain
+of field methods) cost the web process more CPU than the database spent running them. These
+helpers write the fixed-text statements of that path once per database vendor and keep the
+ORM's own pieces where they decide something: table and column names from the model's meta,
+values prepared by each field (`pre_save`, `get_db_prep_save`), results converted by the
+converters the ORM would apply and turned into instances by `Model.from_db`. Everything goes
+through Django's cursor, so the statements show in `connection.queries` and
+`CaptureQueriesContext` like any other. The database connection is looked up once per
+statement and handed to the fields as is: through `django.db.connection` (a proxy to the
+current thread's connection), every field's `connection.ops` was a thread-local lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, connections, models
+
+
+class RowReader:
+    """A one-row read compiled from a QuerySet once: its SQL, the attribute names of its
+    columns and the converters the ORM applies to them (JSON decoding, time zones, ...).
+
+    `read(params)` runs it with `params` in place of the compiled query's own and returns the
+    model instance (only the selected fields loaded, as `.only()` gives), or None. The query
+    must select the model's own columns (no annotations, no select_related).
+    """
+
+    def __init__(self, queryset: models.QuerySet, param_count: int) -> None:
+        compiler = queryset.query.get_compiler(connection=connections[DEFAULT_DB_ALIAS])
+        sql, params = compiler.as_sql()
+        if len(params) != param_count:  # pragma: no cover - a Django upgrade changed the shape
+            raise RuntimeError(f"unexpected parameters in a compiled read: {params!r}")
+        columns = [expression for expression, _sql, _alias in compiler.select]
+        self.model = queryset.model
+        self.sql = sql
+        self.attnames = [column.target.attname for column in columns]
+        self.converters = [
+            (index, functions, expression)
+            for index, (functions, expression) in compiler.get_converters(columns).items()
+        ]
+
+    def read(self, params: Sequence[Any]) -> models.Model | None:
+        connection = connections[DEFAULT_DB_ALIAS]
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, params)
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        values = list(row)
+        for index, functions, expression in self.converters:
+            value = values[index]
+            for convert in functions:
+                value = convert(value, expression, connection)
+            values[index] = value
+        return self.model.from_db(connection.alias, self.attnames, values)
+
+
+class RowInserter:
+    """INSERT of model instances, the way bulk_create writes them (each field's `pre_save`,
+    so auto_now_add is set, and `get_db_prep_save`), with the statement text kept per number
+    of rows. With `returning_pk`, sets each instance's primary key from RETURNING, like
+    bulk_create does where the database returns rows (else falls back to bulk_create)."""
+
+    def __init__(self, model: type[models.Model], field_names: Iterable[str], *, returning_pk: bool) -> None:
+        self.model = model
+        self.fields = [model._meta.get_field(name) for name in field_names]
+        self.returning_pk = returning_pk
+        self._sql: dict[int, str] = {}
+
+    def _statement(self, rows: int, connection) -> str:
+        sql = self._sql.get(rows)
+        if sql is None:
+            quote = connection.ops.quote_name
+            columns = ", ".join(quote(field.column) for field in self.fields)
+            values = ", ".join(["(" + ", ".join(["%s"] * len(self.fields)) + ")"] * rows)
+            sql = f"INSERT INTO {quote(self.model._meta.db_table)} ({columns}) VALUES {values}"
+            if self.returning_pk:
+                sql += f" RETURNING {quote(self.model._meta.pk.column)}"
+            self._sql[rows] = sql
+        return sql
+
+    def insert(self, objs: Sequence[models.Model]) -> None:
+        if not objs:
+            return
+        connection = connections[DEFAULT_DB_ALIAS]
+        if self.returning_pk and not connection.features.can_return_rows_from_bulk_insert:
+            self.model._default_manager.bulk_create(objs)  # pragma: no cover - PostgreSQL, SQLite >= 3.35 return rows
+            return
+        params = [
+            field.get_db_prep_save(field.pre_save(obj, True), connection) for obj in objs for field in self.fields
+        ]
+        pk_attname = self.model._meta.pk.attname
+        with connection.cursor() as cursor:
+            cursor.execute(self._statement(len(objs), connection), params)
+            if self.returning_pk:
+                for obj, (pk,) in zip(objs, cursor.fetchall(), strict=True):
+                    setattr(obj, pk_attname, pk)
+        for obj in objs:
+            obj._state.adding = False
+            obj._state.db = connection.alias
+
+
+class RowUpdater:
+    """UPDATE of some fields of one row by primary key, from an instance's current values."""
+
+    def __init__(self, model: type[models.Model], field_names: Iterable[str]) -> None:
+        self.model = model
+        self.fields = [model._meta.get_field(name) for name in field_names]
+        quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+        assignments = ", ".join(f"{quote(field.column)} = %s" for field in self.fields)
+        self.sql = f"UPDATE {quote(model._meta.db_table)} SET {assignments} WHERE {quote(model._meta.pk.column)} = %s"
+
+    def update(self, obj: models.Model) -> None:
+        connection = connections[DEFAULT_DB_ALIAS]
+        params = [field.get_db_prep_save(getattr(obj, field.attname), connection) for field in self.fields]
+        params.append(self.model._meta.pk.get_db_prep_value(obj.pk, connection))
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, params)
