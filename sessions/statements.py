@@ -62,9 +62,12 @@ class RowReader:
 
 class RowInserter:
     """INSERT of model instances, the way bulk_create writes them (each field's `pre_save`,
-    so auto_now_add is set, and `get_db_prep_save`), with the statement text kept per number
-    of rows. With `returning_pk`, sets each instance's primary key from RETURNING, like
-    bulk_create does where the database returns rows (else falls back to bulk_create)."""
+    so auto_now_add is set, and `get_db_prep_save`; in batches the database accepts), with
+    the statement text kept for the small row counts an append has. With `returning_pk`, sets
+    each instance's primary key from RETURNING, like bulk_create does where the database
+    returns rows (else falls back to bulk_create)."""
+
+    KEPT_STATEMENTS = 16  # statements kept for 1..16 rows; a larger batch writes its own
 
     def __init__(self, model: type[models.Model], field_names: Iterable[str], *, returning_pk: bool) -> None:
         self.model = model
@@ -81,7 +84,8 @@ class RowInserter:
             sql = f"INSERT INTO {quote(self.model._meta.db_table)} ({columns}) VALUES {values}"
             if self.returning_pk:
                 sql += f" RETURNING {quote(self.model._meta.pk.column)}"
-            self._sql[rows] = sql
+            if rows <= self.KEPT_STATEMENTS:
+                self._sql[rows] = sql
         return sql
 
     def insert(self, objs: Sequence[models.Model]) -> None:
@@ -91,15 +95,21 @@ class RowInserter:
         if self.returning_pk and not connection.features.can_return_rows_from_bulk_insert:
             self.model._default_manager.bulk_create(objs)  # pragma: no cover - PostgreSQL, SQLite >= 3.35 return rows
             return
-        params = [
-            field.get_db_prep_save(field.pre_save(obj, True), connection) for obj in objs for field in self.fields
-        ]
+        # As bulk_create: SQLite takes at most 999/32766 parameters per statement.
+        size = max(1, connection.ops.bulk_batch_size(self.fields, objs))
         pk_attname = self.model._meta.pk.attname
         with connection.cursor() as cursor:
-            cursor.execute(self._statement(len(objs), connection), params)
-            if self.returning_pk:
-                for obj, (pk,) in zip(objs, cursor.fetchall(), strict=True):
-                    setattr(obj, pk_attname, pk)
+            for start in range(0, len(objs), size):
+                batch = objs[start : start + size]
+                params = [
+                    field.get_db_prep_save(field.pre_save(obj, True), connection)
+                    for obj in batch
+                    for field in self.fields
+                ]
+                cursor.execute(self._statement(len(batch), connection), params)
+                if self.returning_pk:
+                    for obj, (pk,) in zip(batch, cursor.fetchall(), strict=True):
+                        setattr(obj, pk_attname, pk)
         for obj in objs:
             obj._state.adding = False
             obj._state.db = connection.alias

@@ -150,3 +150,46 @@ def test_the_answer_and_the_stored_rows_are_what_the_orm_gives(api, session):
     session.refresh_from_db()
     assert (session.last_seq, session.message_count) == (3, 3)
     assert session.total_message_tokens == sum(m.token_count for m in stored)
+
+
+def test_a_batch_larger_than_one_statement_takes_is_stored_whole(api, session):
+    """SQLite builds may take as few as 999 parameters per statement (Django plans for that): a
+    batch of hundreds of messages with parallel tool calls is written in several INSERTs,
+    every row with its seq and id."""
+    import sqlite3
+
+    limit = None
+    if connection.vendor == "sqlite":
+        connection.ensure_connection()
+        limit = connection.connection.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)  # the old limit
+    try:
+        _append_a_large_batch(api, session)
+    finally:
+        if limit is not None:
+            connection.connection.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
+
+
+def _append_a_large_batch(api, session) -> None:
+    from sessions.models import ToolCall
+
+    messages = []
+    for turn in range(150):
+        ids = [f"toolu_{turn}_{k}" for k in range(3)]
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": tid, "name": "Read", "input": {"path": tid}} for tid in ids],
+            }
+        )
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid, "content": "ok"} for tid in ids]}
+        )
+    response = api.post(url(session, "messages/"), {"messages": messages}, format="json")
+    assert response.status_code == 201, response.json()
+    assert [m["seq"] for m in response.json()["messages"]] == list(range(1, 301))
+    stored = Message.objects.filter(session=session)
+    assert stored.count() == 300 and len(set(stored.values_list("pk", flat=True))) == 300
+    calls = ToolCall.objects.filter(session=session)
+    assert calls.count() == 450
+    assert not calls.filter(result_seq__isnull=True).exists()
+    assert calls.get(tool_use_id="toolu_149_2").use_seq == 299
