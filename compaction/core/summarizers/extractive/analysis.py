@@ -73,6 +73,7 @@ from compaction.core.text_heuristics import (
     user_messages,
 )
 from compaction.core.tool_vocabulary import (
+    EDITOR_READ_COMMANDS,
     is_completion_tool,
     is_create_tool,
     is_modify_tool,
@@ -170,6 +171,36 @@ def command_shown(command: str, full: str) -> str:
     if "<<" in first or "$(cat" in first:
         first = re.split(r"\s*(?:\$\(cat\s*)?<<", first)[0].rstrip(" ($\"'") or first
     return first
+
+
+@dataclass
+class Step:
+    """A tool call made since the user's latest request, with what came back: the work a range
+    that ends inside a turn has done already, so the handoff reports it instead of asking for it
+    again."""
+
+    call: str  # as a reader recognises it: "edit `theme.ts`", "bash `npm run build`"
+    kind: str  # "change" (a file edited or written), "run" (a command), "look" (a read, a search)
+    event: int
+    path: str = ""
+    ok: bool | None = None  # None: its result is not in the range
+    check: bool = False  # a test, build or lint run
+    empty: bool = False  # a file created with nothing in it yet (SWE-agent's `create x.py`)
+    what: str = ""  # what an edit changed, what a check reported, what a run printed
+
+    @property
+    def shown(self) -> str:
+        if self.ok is None:
+            return f"{self.call} (no result in this range)"
+        if not self.ok:
+            return f"{self.call} (failed{': ' + self.what if self.what else ''})"
+        if self.kind == "change":
+            state = "created, still empty" if self.empty else "applied"
+            return f"{self.call} ({state}{': ' + self.what if self.what else ''})"
+        if self.kind == "run":
+            verb = "passed" if self.check else "succeeded"
+            return f"{self.call} ({verb}{': ' + self.what if self.what else ''})"
+        return self.call
 
 
 @dataclass
@@ -286,6 +317,10 @@ class Analysis:
     # Tool calls since the latest typed user message: where the work stood when the range
     # ends inside a turn.
     calls_since_request: list[str] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)  # the same calls, with their outcomes
+    pending_steps: dict[str, Step] = field(default_factory=dict)
+    # The range ends inside a turn whose work for the latest request looks finished.
+    request_done: bool = False
 
     def rel(self, path: str) -> str:
         """A path relative to the project root shared by the touched files (shorter, same file)."""
@@ -564,6 +599,7 @@ def on_user_message(a: Analysis, msg: Msg) -> None:
     if typed:
         a.texts = []  # a new user turn: intents before it are stale
         a.calls_since_request = []
+        a.steps = []
 
 
 def _count_calls(a: Analysis) -> None:
@@ -693,7 +729,17 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
     call = _call_shown(name, command, shown, args)
     a.last_tools.append(call)
     a.calls_since_request.append(call)
+    viewing = str(args.get("command", "")).lower() in EDITOR_READ_COMMANDS
+    if path and is_modify_tool(name) and not viewing:
+        kind = "change"
+    elif command and not is_probe_command(command):
+        kind = "run"
+    else:
+        kind = "look" if path or command else "other"  # a read, a search: what was looked at
+    step = Step(call, kind, a.clock, path or "", check=bool(command and TEST_RE.search(clean_command(command))))
+    a.steps.append(step)
     if "id" in block:
+        a.pending_steps[block["id"]] = step
         description = args.get("description") if isinstance(args.get("description"), str) else ""
         a.pending[block["id"]] = (name, command, path, description, args)
 
@@ -701,7 +747,9 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
 def _call_shown(name: str, command: str | None, path: str, args: dict[str, Any]) -> str:
     """A tool call as a reader recognises it: its command, its file, or its main argument."""
     if command:
-        return f"{name} `{one_line(command_shown(clean_command(command), command), 120)}`"
+        shown = f"`{one_line(command_shown(clean_command(command), command), 120)}`"
+        # SWE-agent names its tools after the command they run: `python x.py`, not python `python x.py`.
+        return shown if command.split(maxsplit=1)[0] == name else f"{name} {shown}"
     if path:
         return f"{name} `{path}`"
     keys = ("query", "url", "pattern", "command", "file_name", "search_term")
@@ -858,6 +906,9 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
     name, command, path, description, args = a.pending.pop(block.get("tool_use_id", ""), ("", None, None, "", {}))
     is_error = bool(block.get("is_error"))
     output = tool_result_text(block.get("content"))
+    step = a.pending_steps.pop(block.get("tool_use_id", ""), None)
+    if step is not None:
+        _settle_step(step, name, command, args, output, is_error)
     if is_tool_rejection(output):
         if "sibling tool call" not in output.lower():
             what = (
@@ -924,6 +975,84 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         if cmd is None and first and first != line and not first.startswith(line[:40]):
             record.context = one_line(first, 140)  # which call failed ("command failed for pattern X")
         a.errors.append(record)
+
+
+# What an agent harness appends to every observation (SWE-agent): no part of what a run printed.
+_HARNESS_TRAILER_RE = re.compile(r"^\((?:Open file|Current directory):.*\)$|^bash-\$$")
+_EDITOR_BODY_RE = re.compile(r"^edit\s+(\d+:\d+)\s*\n(.*?)\n?end_of_edit\s*$", re.DOTALL)
+_COMMENT_RE = re.compile(r"^\s*(?:#|//|/\*+|\*|--|<!--)\s*(.*?)\s*(?:\*/|-->)?\s*$")
+
+
+def _settle_step(step: Step, name: str, command: str | None, args: dict[str, Any], output: str, is_error: bool) -> None:
+    """A call's outcome, and what it did: the change an edit made, the tally of a check."""
+    if is_tool_rejection(output) or (step.kind == "change" and EDIT_REJECTED_RE.search(output[:1000])):
+        step.ok, step.what = False, "refused"
+        return
+    if step.kind == "change":
+        step.ok = not is_error
+        step.what, step.empty = _change_made(name, args) if step.ok else ("", False)
+        return
+    if command is not None:
+        ok, detail = _outcome(output, is_error)
+        if is_probe_command(command):
+            ok, detail = True, ""
+        step.ok = ok
+        step.what = detail if (step.check or not ok) else _printed(output)
+        return
+    step.ok = not is_error
+
+
+def _printed(output: str) -> str:
+    """A short output as it read (a computed value, "Done"); a long one is no one-line fact."""
+    lines = [line.strip() for line in strip_ansi(output).splitlines() if line.strip()]
+    lines = [line for line in lines if not _HARNESS_TRAILER_RE.match(line)]
+    if not lines or len(lines) > 2 or any(len(line) > 100 for line in lines):
+        return ""
+    return one_line(" | ".join(lines), 140)
+
+
+def _change_made(name: str, args: dict[str, Any]) -> tuple[str, bool]:
+    """(what an edit or write changed, whether it left the file empty): the comment it added,
+    or its new text when short, or the names it introduced."""
+    content = args.get("content", args.get("file_text"))
+    if isinstance(content, str):
+        lines = [line for line in content.splitlines() if line.strip()]
+        if not lines:
+            return "", True
+        defined = DEFINES_RE.findall(content[:50_000])[:3]
+        names = f", defining {', '.join(f'`{n}`' for n in defined)}" if defined else ""
+        return f"written, {len(lines)} lines{names}", False
+    raw = args.get("command") if isinstance(args.get("command"), str) else ""
+    body = _EDITOR_BODY_RE.match(raw.strip()) if raw else None
+    replaces = any(isinstance(args.get(k), str) for k in ("new_string", "newText", "new_str", "replace"))
+    if is_create_tool(name) and not body and not replaces:
+        return "", True  # an editor's `create x.py`: the file exists, its content is still to come
+    pairs: list[tuple[str, str]] = []
+    for edit in args.get("edits") if isinstance(args.get("edits"), list) else [args]:
+        if isinstance(edit, dict):
+            new = next((edit[k] for k in ("new_string", "newText", "new_str", "replace") if k in edit), None)
+            old = next((edit[k] for k in ("old_string", "oldText", "old_str", "search") if k in edit), None)
+            if isinstance(new, str):
+                pairs.append((old if isinstance(old, str) else "", new))
+    where = ""
+    if body:
+        where = f"lines {body.group(1)} replaced"
+        pairs.append(("", body.group(2)))
+    old_lines = {line.strip() for old, _new in pairs for line in old.splitlines()}
+    added = [line.strip() for _old, new in pairs for line in new.splitlines() if line.strip()]
+    added = [line for line in added if line not in old_lines]
+    if not added:
+        return where or "lines removed", False
+    count = f"{len(added)} new line{'s' if len(added) > 1 else ''}"
+    comments = [m.group(1) for m in map(_COMMENT_RE.match, added) if m and len(m.group(1)) >= 12]
+    if comments:
+        said = f'{count}, commented "{one_line(comments[0], 120)}"'
+    elif len(" ".join(added)) <= 100:
+        said = "adds `" + one_line(" ".join(added), 100).replace("`", "'") + "`"
+    else:
+        names = [n for n in _added_identifiers("\n".join(old_lines), "\n".join(added)) if len(n) >= 5][:3]
+        said = count + (f" ({', '.join(f'`{n}`' for n in names)})" if names else "")
+    return f"{where}: {said}" if where else said, False
 
 
 def _reconcile(a: Analysis) -> None:
@@ -1053,7 +1182,33 @@ def analyze(messages: list[Msg], file_ops: FileOps | None = None) -> Analysis:
     if said:
         # A short last word ("Now run tests.") is read with the message before it.
         a.final_text = " … ".join(said[-2:]) if len(said[-1]) < 80 else said[-1]
+    a.request_done = _request_done(a)
     return a
+
+
+def _request_done(a: Analysis) -> bool:
+    """The range ends inside a turn whose work looks finished: files changed since the latest
+    request, every call answered, the last action a success, any failure since followed by a
+    passing check, no check owed for the latest edits, nothing announced for later, no todo
+    or issue left open. The agent's own report to the user is what is missing."""
+    work = [step for step in a.steps if step.kind in ("change", "run")]
+    if a.turn_ended or a.submitted is not None or not work or any(step.ok is None for step in a.steps):
+        return False
+    if not any(step.ok and step.kind == "change" and not step.empty for step in work) or not work[-1].ok:
+        return False
+    filled = {step.path for step in work if step.kind == "change" and step.ok and not step.empty}
+    if any(step.empty and step.path not in filled for step in work):
+        return False  # a file created to be written: the writing is still to come
+    failures = [index for index, step in enumerate(work) if not step.ok]
+    if failures and not any(step.ok and step.check for step in work[failures[-1] + 1 :]):
+        return False
+    if a.tests_seen and a.edits_since_test:
+        return False
+    if any(status not in ("completed", "cancelled") for status, _content in a.todos):
+        return False
+    if any(issue.status == "in_progress" for issue in a.issues.values()):
+        return False
+    return not any(LATER_STEP_RE.search(intent) for intent in a.last_intents)
 
 
 __all__ = [
@@ -1061,6 +1216,7 @@ __all__ = [
     "Command",
     "Commit",
     "ErrorRecord",
+    "Step",
     "FileWork",
     "Issue",
     "Note",

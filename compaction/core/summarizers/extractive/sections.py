@@ -57,6 +57,7 @@ MAX_OPEN_ERRORS = 15
 MAX_FIXED_ERRORS = 15
 MAX_FILES = 40
 MAX_COMMANDS = 12
+MAX_WORK_SINCE_REQUEST = 6
 COMMAND_CHARS = 170
 # Items at or above this priority are the user's rules and the goal: trimmed last.
 RULE_PRIORITY = 90.0
@@ -149,6 +150,11 @@ STATE_PREFIXES = (
     "fix what still fails",
     "answer/handle the latest user request",
     "continue with the user's latest request",
+    "continue the task stated under goal",
+    "nothing is under way",
+    "before its latest calls",
+    "the work for ",
+    "write the content of",
     "re-run the checks",
     "commit the changes",
     "uncommitted",
@@ -348,6 +354,12 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         for cmd in passing[-6:]:
             detail = f" → {cmd.detail}" if cmd.detail else " → ok"
             s.add("done", f"`{one_line(cmd.shown, COMMAND_CHARS)}`{detail}", 60)
+    if not a.turn_ended and a.submitted is None:
+        # The range ends inside a turn: the agent has not reported this work yet, and a
+        # successor that does not see it would redo it.
+        work = work_since_request(a, listed=s.text_of("done"))
+        if work:
+            s.add("done", f"Since {_latest_request_named(a)}: " + "; ".join(work), 83)
 
 
 # A sentence that announces a step or guesses at a cause: not a finding to list as done.
@@ -467,6 +479,95 @@ def _last_runs(a: Analysis, keep) -> list[Command]:
     return [c for c in sorted(last.values(), key=lambda c: c.index) if keep(c)]
 
 
+BOOKKEEPING_RE = re.compile(r"`(?:cd \S+ && )?(?:git|bd|gh|glab|jira|linear)\s")
+
+
+def work_since_request(a: Analysis, *, brief: bool = False, listed: str = "") -> list[str]:
+    """What the calls since the user's latest request achieved: each changed file once (how
+    it was changed last), each command's latest successful run not in `listed` already.
+    `brief`: names only."""
+    latest: dict[str, tuple[int, str]] = {}
+    edits: dict[str, int] = {}
+    created: set[str] = set()
+    # A commit's work is reported with the commit; git and tracker runs by the repository
+    # state and the issue states.
+    since = max([0, *(c.event for c in a.commits)])
+    for step in a.steps:
+        if not step.ok or step.kind not in ("change", "run") or step.event <= since:
+            continue
+        if step.kind == "run" and BOOKKEEPING_RE.search(step.call):
+            continue
+        if step.kind == "change":
+            if step.empty:
+                created.add(step.path)
+                continue  # nothing in it yet: Next Steps says it is to be written
+            else:
+                edits[step.path] = edits.get(step.path, 0) + 1
+            count = edits.get(step.path, 0)
+            verb = "created" if step.path in created else "edited"
+            if step.path in created and count:
+                verb += " and edited" + (f" {count} times" if count > 1 else "")
+            elif count > 1:
+                verb += f" {count} times"
+            state = f"latest change: {step.what}" if count > 1 else step.what
+            detail = f" ({state})" if state and not brief else ""
+            key, text = step.path, f"`{a.rel(step.path)}` {verb}{detail}"
+        else:
+            if step.call[step.call.find("`") :] in listed:
+                continue  # its run is reported already (a passing check under Done)
+            verb = "passed" if step.check else "succeeded"
+            what = f": {step.what}" if step.what and not brief else ""
+            key, text = step.call, f"{step.call} {verb}{what}"
+        latest.pop(key, None)
+        latest[key] = (step.event, text)
+    entries = [text for _event, text in sorted(latest.values())]
+    limit = 3 if brief else MAX_WORK_SINCE_REQUEST
+    more = len(entries) - limit
+    return ([f"(+{more} earlier)"] if more > 0 and not brief else []) + entries[-limit:]
+
+
+def _latest_request_named(a: Analysis) -> str:
+    """The latest request as a short quote, or how to refer to it when it is the task itself."""
+    requests = [u for u in a.users if u.kind != "chatter" and not u.queued]
+    if not requests:
+        return "the latest request"
+    if len(requests) == 1 and not a.users[-1].queued:
+        return "the task (see Goal)"  # a harness's task prompt is the goal, not a step to quote
+    return f'the latest request ("{one_line(requests[-1].text, 90)}")'
+
+
+# "Then stop.", "and stop there", "nothing else": the user bounded the work.
+STOP_RE = re.compile(
+    r"(?i)(?:^|[.;,!]\s*|\b(?:then|and)\s+)(stop(?: there| after that| here)?|do nothing else|nothing (?:else|more))\b[^.!?\n]*[.!]?"
+)
+
+
+# "…you can submit your changes to the code base by simply running the submit command."
+HANDOVER_RE = re.compile(r"(?i)\bsubmit\b[^.\n]{0,80}?\bby (?:simply )?running the `?(\w+)`? command\b")
+
+
+def _handover_command(a: Analysis) -> str:
+    """The command the task prompt says hands the work over (SWE-agent's `submit`)."""
+    for user in a.users:
+        match = HANDOVER_RE.search(user.text)
+        if match:
+            return match.group(1)
+    return ""
+
+
+def _stop_order(a: Analysis) -> str:
+    """The user's own words telling the agent to stop once the request is done."""
+    requests = [u for u in a.users if u.kind != "chatter" and not u.queued and not u.hook]
+    if not requests:
+        return ""
+    text = requests[-1].text
+    match = STOP_RE.search(text)
+    if not match:
+        return ""
+    start = max(text.rfind(".", 0, match.start(1)), text.rfind("\n", 0, match.start(1))) + 1
+    return one_line(text[start : match.end()].strip(), 120)
+
+
 def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
     """Work started and not finished at the end of the range."""
     for item in previous.get("in_progress", []):
@@ -516,28 +617,54 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
     handed_over = a.submitted is not None and bool(a.submitted[1].strip())
     if a.submitted is not None and not handed_over:
         s.add("in_progress", submission_note(a), 82)
-    elif not a.turn_ended and a.calls_since_request and a.submitted is None:
-        # The range ends inside the assistant's turn: what it had just done, and what came back.
-        calls = "; ".join(_runs(a.calls_since_request[-5:]))
-        total = len(a.calls_since_request)
-        count = f"{total} tool calls" if total > 1 else "one tool call"
-        latest = ", and the latest of them were" if total > 5 else ", which were" if total > 1 else ", which was"
+    elif a.request_done:
+        # Done lists the calls and what they did: what is missing is the agent's own report.
         s.add(
             "in_progress",
-            f"The range ends inside the assistant's turn, after {count} since the user's latest message{latest}: {calls}",
+            f"Nothing is under way: the range ends inside the assistant's turn, after {len(a.steps)} tool "
+            "call(s) since the user's latest message that all succeeded (see Done); its report of them is not in the range",
+            70,
+        )
+    elif not a.turn_ended and a.steps and a.submitted is None:
+        # The range ends inside the assistant's turn: what it had just done, and what came back.
+        total = len(a.steps)
+        count = f"{total} tool calls" if total > 1 else "one tool call"
+        if work_since_request(a):
+            # What they achieved is under Done: here only where the turn stood.
+            latest = f"; what they changed and ran is under Done, and the latest was: {a.steps[-1].shown}"
+        else:
+            calls = "; ".join(_runs([step.shown for step in a.steps[-5:]]))
+            which = ", and the latest of them were" if total > 5 else ", which were" if total > 1 else ", which was"
+            latest = f"{which}: {calls}"
+        s.add(
+            "in_progress",
+            f"The range ends inside the assistant's turn, after {count} since the user's latest message{latest}",
             79,
         )
     if a.final_text and a.activity_after_latest and not said_before:
         said = f'"{one_line(a.final_text, 700)}"'
-        # Without commits or issues to tell, the last words say whether the work is finished;
-        # a turn that ended on them (no tool call after) handed the word back to the user.
-        finished_by_words = not (a.commits or a.issues) and bool(FINISHED_RE.search(a.final_text))
-        if open_work or not (a.commits or a.issues or finished_by_words or a.turn_ended or handed_over):
-            s.add("in_progress", f"Where the work stopped, in the assistant's words: {said}", 80)
+        latest_text = a.texts[-1][1] if a.texts else 0
+        acted = [step for step in a.steps if step.event > latest_text and step.kind != "look"]
+        if a.request_done:
+            # Said before the calls that carried it out: why the work was done, not what is next.
+            s.add("done", f"What the assistant said before those calls: {said}", 76)
+        elif acted and all(step.ok for step in acted) and not a.turn_ended and a.submitted is None:
+            s.add("in_progress", f"Before its latest calls the assistant said: {said}", 80)
         else:
-            s.add("done", f"The assistant's last words in this range: {said}", 76)
-    elif final:
+            _add_last_words(s, a, said, open_work, handed_over)
+    elif final and not a.request_done:
         s.add("in_progress", f"Working on: {final[-1]}", 78)
+
+
+def _add_last_words(s: Sections, a: Analysis, said: str, open_work: bool, handed_over: bool) -> None:
+    """The assistant's last words: where the work stopped, or its report of finished work."""
+    # Without commits or issues to tell, the last words say whether the work is finished;
+    # a turn that ended on them (no tool call after) handed the word back to the user.
+    finished_by_words = not (a.commits or a.issues) and bool(FINISHED_RE.search(a.final_text))
+    if open_work or not (a.commits or a.issues or finished_by_words or a.turn_ended or handed_over):
+        s.add("in_progress", f"Where the work stopped, in the assistant's words: {said}", 80)
+    else:
+        s.add("done", f"The assistant's last words in this range: {said}", 76)
 
 
 def _runs(calls: list[str]) -> list[str]:
@@ -625,6 +752,26 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
                 steps.append("commit")
             steps.append(f"close `{issue.id}`")
             s.add("next", f"Finish `{issue.id}`{title}: " + ", then ".join(steps), 88)
+    if a.request_done:
+        done = "; ".join(work_since_request(a, brief=True))
+        stop = _stop_order(a)
+        submit = _handover_command(a)
+        if submit:
+            then = f"then hand it over with `{submit}`, as the task says"
+        else:
+            then = "report the result to the user" + (
+                f'; the user said "{stop}": do nothing further' if stop else " and wait for the user's next message"
+            )
+        s.add(
+            "next",
+            f"The work for {_latest_request_named(a)} appears finished ({done}; see Done): "
+            f"check it against the request, {then}",
+            92,
+        )
+    filled = {step.path for step in a.steps if step.kind == "change" and step.ok and not step.empty}
+    for step in a.steps:
+        if step.kind == "change" and step.ok and step.empty and step.path not in filled:
+            s.add("next", f"Write the content of `{a.rel(step.path)}` (created by the latest calls, still empty)", 89)
     for status, content in a.todos:
         if status not in ("completed", "in_progress"):
             s.add("next", f"Todo: {content}", 85)
@@ -685,7 +832,12 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         how = "reported the work finished" if finished else "ended its turn with the reply quoted above"
         s.add("next", f"Nothing is left open: the assistant {how}{pending}; wait for the user's next message", 72)
     elif not s.items["next"] and requests:
-        s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
+        if len([u for u in requests if not u.queued]) == 1 and not requests[-1].queued:
+            # The only request is the task itself (a harness's prompt, quoted under Goal):
+            # quoting it again says nothing about where the work stands.
+            s.add("next", "Continue the task stated under Goal from where the work stopped (see In Progress)", 72)
+        else:
+            s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
 
 
 # The assistant's last words report the work finished.
