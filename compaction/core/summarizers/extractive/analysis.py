@@ -979,6 +979,7 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
 
 # What an agent harness appends to every observation (SWE-agent): no part of what a run printed.
 _HARNESS_TRAILER_RE = re.compile(r"^\((?:Open file|Current directory):.*\)$|^bash-\$$")
+BOOKKEEPING_CMD_RE = re.compile(r"^\s*(?:cd \S+ && )?(?:git|bd|gh|glab|jira|linear)\s")
 _EDITOR_BODY_RE = re.compile(r"^edit\s+(\d+:\d+)\s*\n(.*?)\n?end_of_edit\s*$", re.DOTALL)
 _COMMENT_RE = re.compile(r"^\s*(?:#|//|/\*+|\*|--|<!--)\s*(.*?)\s*(?:\*/|-->)?\s*$")
 
@@ -997,7 +998,10 @@ def _settle_step(step: Step, name: str, command: str | None, args: dict[str, Any
         if is_probe_command(command):
             ok, detail = True, ""
         step.ok = ok
-        step.what = detail if (step.check or not ok) else _printed(output)
+        if step.check or not ok:
+            step.what = detail
+        elif not BOOKKEEPING_CMD_RE.match(clean_command(command)):
+            step.what = _printed(output)  # git and trackers say what they did elsewhere
         return
     step.ok = not is_error
 
@@ -1186,12 +1190,27 @@ def analyze(messages: list[Msg], file_ops: FileOps | None = None) -> Analysis:
     return a
 
 
+# "…you can submit your changes to the code base by simply running the submit command."
+HANDOVER_RE = re.compile(r"(?i)\bsubmit\b[^.\n]{0,80}?\bby (?:simply )?running the `?(\w+)`? command\b")
+
+
+def handover_command(a: Analysis) -> str:
+    """The command the task prompt says hands the work over (SWE-agent's `submit`)."""
+    for user in a.users:
+        match = HANDOVER_RE.search(user.text)
+        if match:
+            return match.group(1)
+    return ""
+
+
 def _request_done(a: Analysis) -> bool:
     """The range ends inside a turn whose work looks finished: files changed since the latest
     request, every call answered, the last action a success, any failure since followed by a
     passing check, no check owed for the latest edits, nothing announced for later, no todo
     or issue left open. The agent's own report to the user is what is missing."""
     work = [step for step in a.steps if step.kind in ("change", "run")]
+    if handover_command(a):
+        return False  # the agent says when the task is done, by running that command
     if a.turn_ended or a.submitted is not None or not work or any(step.ok is None for step in a.steps):
         return False
     if not any(step.ok and step.kind == "change" and not step.empty for step in work) or not work[-1].ok:
@@ -1208,7 +1227,28 @@ def _request_done(a: Analysis) -> bool:
         return False
     if any(issue.status == "in_progress" for issue in a.issues.values()):
         return False
+    if owed_git_steps(a):
+        return False
     return not any(LATER_STEP_RE.search(intent) for intent in a.last_intents)
+
+
+# "Commit the change, then stop", "commit and push": steps the request names, and git shows.
+_ASKED_COMMIT_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bcommit\b(?! message)")
+_ASKED_PUSH_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bpush\b")
+
+
+def owed_git_steps(a: Analysis) -> list[str]:
+    """"commit" / "push" when the latest request asks for it and no such step succeeded since."""
+    requests = [u for u in a.users if u.kind != "chatter" and not u.queued and not u.hook]
+    if not requests:
+        return []
+    latest = requests[-1]
+    owed = []
+    if _ASKED_COMMIT_RE.search(latest.text) and not any(c.event > latest.event for c in a.commits):
+        owed.append("commit")
+    if _ASKED_PUSH_RE.search(latest.text) and not any(event > latest.event for _where, event in a.pushes):
+        owed.append("push")
+    return owed
 
 
 __all__ = [
@@ -1223,6 +1263,8 @@ __all__ = [
     "UserMessage",
     "analyze",
     "commit_message",
+    "handover_command",
+    "owed_git_steps",
     "condense",
     "normalize",
     "one_line",

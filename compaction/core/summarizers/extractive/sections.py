@@ -11,12 +11,15 @@ import re
 from dataclasses import dataclass
 
 from compaction.core.summarizers.extractive.analysis import (
+    BOOKKEEPING_CMD_RE,
     Analysis,
     Command,
     clean_command,
     command_signature,
     content_words,
+    handover_command,
     is_sign_off,
+    owed_git_steps,
     one_line,
     similar,
 )
@@ -359,7 +362,7 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         # successor that does not see it would redo it.
         work = work_since_request(a, listed=s.text_of("done"))
         if work:
-            s.add("done", f"Since {_latest_request_named(a)}: " + "; ".join(work), 83)
+            s.add("done", f"Since {_latest_request_named(a)}: " + "; ".join(work), 73)
 
 
 # A sentence that announces a step or guesses at a cause: not a finding to list as done.
@@ -479,9 +482,6 @@ def _last_runs(a: Analysis, keep) -> list[Command]:
     return [c for c in sorted(last.values(), key=lambda c: c.index) if keep(c)]
 
 
-BOOKKEEPING_RE = re.compile(r"`(?:cd \S+ && )?(?:git|bd|gh|glab|jira|linear)\s")
-
-
 def work_since_request(a: Analysis, *, brief: bool = False, listed: str = "") -> list[str]:
     """What the calls since the user's latest request achieved: each changed file once (how
     it was changed last), each command's latest successful run not in `listed` already.
@@ -495,7 +495,7 @@ def work_since_request(a: Analysis, *, brief: bool = False, listed: str = "") ->
     for step in a.steps:
         if not step.ok or step.kind not in ("change", "run") or step.event <= since:
             continue
-        if step.kind == "run" and BOOKKEEPING_RE.search(step.call):
+        if step.kind == "run" and BOOKKEEPING_CMD_RE.match(step.call[step.call.find("`") + 1 :]):
             continue
         if step.kind == "change":
             if step.empty:
@@ -540,19 +540,6 @@ def _latest_request_named(a: Analysis) -> str:
 STOP_RE = re.compile(
     r"(?i)(?:^|[.;,!]\s*|\b(?:then|and)\s+)(stop(?: there| after that| here)?|do nothing else|nothing (?:else|more))\b[^.!?\n]*[.!]?"
 )
-
-
-# "…you can submit your changes to the code base by simply running the submit command."
-HANDOVER_RE = re.compile(r"(?i)\bsubmit\b[^.\n]{0,80}?\bby (?:simply )?running the `?(\w+)`? command\b")
-
-
-def _handover_command(a: Analysis) -> str:
-    """The command the task prompt says hands the work over (SWE-agent's `submit`)."""
-    for user in a.users:
-        match = HANDOVER_RE.search(user.text)
-        if match:
-            return match.group(1)
-    return ""
 
 
 def _stop_order(a: Analysis) -> str:
@@ -647,22 +634,27 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
         acted = [step for step in a.steps if step.event > latest_text and step.kind != "look"]
         if a.request_done:
             # Said before the calls that carried it out: why the work was done, not what is next.
-            s.add("done", f"What the assistant said before those calls: {said}", 76)
-        elif acted and all(step.ok for step in acted) and not a.turn_ended and a.submitted is None:
-            s.add("in_progress", f"Before its latest calls the assistant said: {said}", 80)
+            s.add("done", f"What the assistant said before those calls: {said}", 66)
         else:
-            _add_last_words(s, a, said, open_work, handed_over)
+            # Words followed by calls that all went through were said before that work.
+            before_calls = bool(acted) and all(step.ok for step in acted) and not a.turn_ended
+            _add_last_words(s, a, said, open_work, handed_over, before_calls=before_calls)
     elif final and not a.request_done:
         s.add("in_progress", f"Working on: {final[-1]}", 78)
 
 
-def _add_last_words(s: Sections, a: Analysis, said: str, open_work: bool, handed_over: bool) -> None:
+def _add_last_words(
+    s: Sections, a: Analysis, said: str, open_work: bool, handed_over: bool, *, before_calls: bool
+) -> None:
     """The assistant's last words: where the work stopped, or its report of finished work."""
     # Without commits or issues to tell, the last words say whether the work is finished;
     # a turn that ended on them (no tool call after) handed the word back to the user.
     finished_by_words = not (a.commits or a.issues) and bool(FINISHED_RE.search(a.final_text))
     if open_work or not (a.commits or a.issues or finished_by_words or a.turn_ended or handed_over):
-        s.add("in_progress", f"Where the work stopped, in the assistant's words: {said}", 80)
+        if before_calls:
+            s.add("in_progress", f"Before its latest calls the assistant said: {said}", 80)
+        else:
+            s.add("in_progress", f"Where the work stopped, in the assistant's words: {said}", 80)
     else:
         s.add("done", f"The assistant's last words in this range: {said}", 76)
 
@@ -755,19 +747,20 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
     if a.request_done:
         done = "; ".join(work_since_request(a, brief=True))
         stop = _stop_order(a)
-        submit = _handover_command(a)
-        if submit:
-            then = f"then hand it over with `{submit}`, as the task says"
-        else:
-            then = "report the result to the user" + (
-                f'; the user said "{stop}": do nothing further' if stop else " and wait for the user's next message"
-            )
+        then = "report the result to the user" + (
+            f'; the user said "{stop}": do nothing further' if stop else " and wait for the user's next message"
+        )
         s.add(
             "next",
             f"The work for {_latest_request_named(a)} appears finished ({done}; see Done): "
             f"check it against the request, {then}",
             92,
         )
+    owed = owed_git_steps(a) if a.steps and not a.turn_ended else []
+    if owed and any(step.ok and step.kind == "change" for step in a.steps):
+        asked = one_line([u for u in a.users if not u.queued and u.kind != "chatter" and not u.hook][-1].text, 120)
+        what = "the commits" if owed == ["push"] else "the changes"
+        s.add("next", f'{" and ".join(owed).capitalize()} {what}, as the user asked ("{asked}")', 90)
     filled = {step.path for step in a.steps if step.kind == "change" and step.ok and not step.empty}
     for step in a.steps:
         if step.kind == "change" and step.ok and step.empty and step.path not in filled:
@@ -835,7 +828,9 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         if len([u for u in requests if not u.queued]) == 1 and not requests[-1].queued:
             # The only request is the task itself (a harness's prompt, quoted under Goal):
             # quoting it again says nothing about where the work stands.
-            s.add("next", "Continue the task stated under Goal from where the work stopped (see In Progress)", 72)
+            submit = handover_command(a)
+            then = f"; when it is done, hand it over with `{submit}`, as the task says" if submit else ""
+            s.add("next", f"Continue the task stated under Goal from where the work stopped (see In Progress){then}", 72)
         else:
             s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
 
