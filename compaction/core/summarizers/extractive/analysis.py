@@ -1238,7 +1238,7 @@ _ASKED_PUSH_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bpush\b")
 
 
 def owed_git_steps(a: Analysis) -> list[str]:
-    """"commit" / "push" when the latest request asks for it and no such step succeeded since."""
+    """ "commit" / "push" when the latest request asks for it and no such step succeeded since."""
     requests = [u for u in a.users if u.kind != "chatter" and not u.queued and not u.hook]
     if not requests:
         return []

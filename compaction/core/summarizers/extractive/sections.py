@@ -19,8 +19,8 @@ from compaction.core.summarizers.extractive.analysis import (
     content_words,
     handover_command,
     is_sign_off,
-    owed_git_steps,
     one_line,
+    owed_git_steps,
     similar,
 )
 from compaction.core.summarizers.extractive.patterns import (
@@ -633,7 +633,9 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
         latest_text = a.texts[-1][1] if a.texts else 0
         acted = [step for step in a.steps if step.event > latest_text and step.kind != "look"]
         if a.request_done:
-            # Said before the calls that carried it out: why the work was done, not what is next.
+            # Said before the calls that carried it out: why the work was done, not what is next
+            # (its lead-in to them, "Let me fix this:", says nothing once they are listed).
+            said = re.sub(r"(?<=[.!?])\s*[^.!?\"]{1,40}:\"$", '"', said)
             s.add("done", f"What the assistant said before those calls: {said}", 66)
         else:
             # Words followed by calls that all went through were said before that work.
@@ -830,7 +832,9 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             # quoting it again says nothing about where the work stands.
             submit = handover_command(a)
             then = f"; when it is done, hand it over with `{submit}`, as the task says" if submit else ""
-            s.add("next", f"Continue the task stated under Goal from where the work stopped (see In Progress){then}", 72)
+            s.add(
+                "next", f"Continue the task stated under Goal from where the work stopped (see In Progress){then}", 72
+            )
         else:
             s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
 
