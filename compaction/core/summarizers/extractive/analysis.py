@@ -348,15 +348,52 @@ def commit_message(command: str) -> str:
 def _outcome(output: str, is_error: bool) -> tuple[bool, str]:
     """(ok, detail) of one command from its output."""
     output = strip_ansi(output)
-    outcome_lines = [m.group(0).strip() for m in TEST_OUTCOME_RE.finditer(output)]
+    # (the line's start, the tally): "Tests:" and "Test Suites:" are tallies of different things.
+    outcome_lines = [
+        (output[output.rfind("\n", 0, m.start()) + 1 : m.start()], m.group(0).strip().rstrip("= "))
+        for m in TEST_OUTCOME_RE.finditer(output)
+    ]
     # pytest frames its tally in "=====": the rule is no part of the outcome.
-    detail = one_line(outcome_lines[-1].rstrip("= "), 160) if outcome_lines else ""
+    detail = one_line(_run_tally(outcome_lines), 160) if outcome_lines else ""
     failed = is_error or bool(EXIT_CODE_RE.search(output)) or bool(detail and FAILED_COUNT_RE.search(detail))
     if failed:
         errors = [line for line in error_lines_of(output, is_error=False) if not EXIT_CODE_RE.search(line)]
         first = next((line for line in output.splitlines() if line.strip() and not EXIT_CODE_RE.search(line)), "")
         detail = detail or one_line(errors[0] if errors else first, 200)
     return not failed, detail
+
+
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
+# What differs between two suites' tallies of one kind: their counts and their verdict.
+_VERDICT_RE = re.compile(r"(?i)\b(ok|failed|passed|success|failure)\b(?=[.:;])")
+
+
+def _run_tally(lines: list[tuple[str, str]]) -> str:
+    """The tally of a whole run. A runner that reports one suite after another (`cargo test`:
+    the unit tests, then "5 passed" for the doc-tests) prints one tally line per suite: the
+    lines of the same shape as the last are summed ("34 passed; … (the sum of 2 tallies)"), so the total
+    is the run's, not its last suite's. Tallies of different shapes (Jest's "Test Suites:"
+    and "Tests:") are not added up."""
+    last = lines[-1][1]
+
+    def shape(lead: str, line: str) -> str:
+        return _VERDICT_RE.sub("V", _NUMBER_RE.sub("N", lead.strip() + line))
+
+    same = [line for lead, line in lines if shape(lead, line) == shape(*lines[-1]) and _NUMBER_RE.search(line)]
+    if len(same) < 2:
+        return last
+    columns = [[float(n) for n in _NUMBER_RE.findall(line)] for line in same]
+    if len({len(c) for c in columns}) != 1:
+        return last
+    totals = [sum(column) for column in zip(*columns, strict=True)]
+    numbers = iter(totals)
+
+    def total(match: re.Match[str]) -> str:
+        value = next(numbers)
+        return f"{value:.2f}" if "." in match.group(0) else str(int(value))
+
+    summed = _NUMBER_RE.sub(total, last)
+    return f"{summed} (the sum of {len(same)} tallies)"
 
 
 def _is_code_ident(token: str) -> bool:
@@ -1238,7 +1275,7 @@ _ASKED_PUSH_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bpush\b")
 
 
 def owed_git_steps(a: Analysis) -> list[str]:
-    """ "commit" / "push" when the latest request asks for it and no such step succeeded since."""
+    """The git steps (commit, push) the latest request asks for and no success since shows."""
     requests = [u for u in a.users if u.kind != "chatter" and not u.queued and not u.hook]
     if not requests:
         return []
