@@ -4,11 +4,14 @@ for — one message typed in several blocks is one message, and messages left ou
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+import re
+
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench import summary_eval as se
 from compaction.core.summarizers.extractive import extractive_summary
+from compaction.core.summarizers.extractive.sections import MAX_USER_MESSAGES
 
 
 def _section(summary: str, start: str, end: str) -> str:
@@ -57,3 +60,48 @@ def test_tallies_of_different_things_are_not_added_up() -> None:
     raw.append({"role": "assistant", "content": [{"type": "text", "text": "Ran the tests."}]})
     summary = extractive_summary(se.as_msgs(raw))
     assert "30 passed, 30 total" in summary and "32 passed" not in summary
+
+
+# ------------------------------------------------------------------------ the user's messages
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(3, MAX_USER_MESSAGES + 25), st.sampled_from([1_500, 3_000, 13_107]))
+def test_user_messages_left_out_are_always_counted(count, budget):
+    """However many are hidden for space — between the first and the newest, or dropped to
+    fit the budget — the list says how many, so no rule goes missing without trace."""
+    raw: list[dict] = []
+    for n in range(count):
+        raw.append({"role": "user", "content": f"Request {n}: move handler_{n} into its own module " + "x" * 60})
+        raw.append({"role": "assistant", "content": [{"type": "text", "text": f"Moved handler_{n}."}]})
+    summary = extractive_summary(se.as_msgs(raw), budget=budget)
+    listed = _section(summary, "### User Messages (oldest first)", "## Constraints")
+    quoted = {n for n in range(count) if re.search(rf"Request {n}: move handler_{n}\b", summary)}
+    marker = re.search(r"\((\d+) of the user's messages in this range are not shown here\)", listed)
+    goal = _section(summary, "## Goal", "### User Messages")
+    in_list = {n for n in quoted if re.search(rf"Request {n}: move handler_{n}\b", listed)}
+    in_goal = {n for n in quoted if re.search(rf"Request {n}: move handler_{n}\b", goal)} - in_list
+    # Every message is quoted (in the list, or under Goal: the first and the latest) or counted.
+    assert (int(marker.group(1)) if marker else 0) == count - len(in_list) - len(in_goal), summary
+
+
+def test_one_message_typed_in_several_blocks_is_one_message() -> None:
+    raw: list[dict] = [
+        {"role": "user", "content": "Add a CSV export to the report page."},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "I added the export button. Should I also add a PDF export?"}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "TypeError: cannot serialize Decimal at export.py:41"},
+                {"type": "text", "text": "why does this fail?"},
+            ],
+        },
+    ]
+    summary = extractive_summary(se.as_msgs(raw))
+    # Read as one message: the question is about the pasted error, not an answer to the
+    # assistant's question about PDF exports.
+    assert "replying to" not in summary
+    assert re.search(r"TypeError: cannot serialize Decimal at export\.py:41\s+why does this fail\?", summary)

@@ -617,6 +617,13 @@ def on_user_message(a: Analysis, msg: Msg) -> None:
     if not found:
         return
     typed = [t for t, queued in found if not queued]
+    if len(typed) > 1:
+        # One message typed in several blocks (a pasted log, then the question about it) is one
+        # message: read apart, each block would seem to answer what the assistant said last.
+        joined = "\n\n".join(typed)
+        first_typed = next(i for i, (_t, queued) in enumerate(found) if not queued)
+        found = [(t, queued) for t, queued in found if queued]
+        found.insert(first_typed, (joined, False))
     if typed:
         _close_turn(a)
         _count_calls(a)

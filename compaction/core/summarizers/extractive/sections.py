@@ -104,6 +104,14 @@ class Sections:
         self.items: dict[str, list[Item]] = {k: [] for k in KEYS}
         self._seen: dict[str, set[str]] = {k: set() for k in KEYS}
         self.focus = focus or set()
+        # User messages left out before any trimming; the ones trimming drops are counted
+        # from what is missing, so the marker is right however many go.
+        self.users_hidden = 0
+        self.users_added = 0
+
+    @property
+    def users_not_shown(self) -> int:
+        return self.users_hidden + self.users_added - len(self.items["user_messages"])
 
     def add(self, key: str, text: str, priority: float, protected: bool = False, nested: bool = False) -> Item | None:
         text = text.strip()
@@ -227,13 +235,17 @@ def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str
     their start, the goal and the latest request (quoted above) by reference."""
     earlier = previous.get("user_messages", [])
     for index, item in enumerate(earlier):
-        s.add("user_messages", one_line(item, OLDER_QUOTE_CHARS + 40), 66 + 8 * recency(index, len(earlier)))
+        marker = re.match(r"^\((\d+) .*not shown", item)
+        if marker:
+            s.users_hidden += int(marker.group(1))  # still not shown: the count goes on
+            continue
+        if s.add("user_messages", one_line(item, OLDER_QUOTE_CHARS + 40), 66 + 8 * recency(index, len(earlier))):
+            s.users_added += 1
     shown = [u for u in a.users if not re.fullmatch(r"/[\w:-]+", u.text.strip())]
     if len(shown) > MAX_USER_MESSAGES:
         # The first message and the newest ones; what is between was acted on long ago.
-        hidden = len(shown) - MAX_USER_MESSAGES
+        s.users_hidden = len(shown) - MAX_USER_MESSAGES
         shown = [shown[0], *shown[-(MAX_USER_MESSAGES - 1) :]]
-        s.add("user_messages", f"({hidden} messages between the first and these not shown)", 61)
     quoted_above = s.text_of("goal")
     for index, user in enumerate(shown):
         notes = []
@@ -253,7 +265,8 @@ def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str
             continue  # quoted under Goal just above: the same words twice help no one
         suffix = f" ({'; '.join(notes)})" if notes else ""
         weight = 70 + 15 * recency(index, len(shown)) + (8 if user.kind != "chatter" else 0)
-        s.add("user_messages", f'"{text}"{suffix}', weight)
+        if s.add("user_messages", f'"{text}"{suffix}', weight):
+            s.users_added += 1
 
 
 def constraints_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
@@ -1097,8 +1110,12 @@ def render(s: Sections) -> str:
 
     goal = s.items["goal"]
     lines = ["## Goal", *([i.text for i in goal[:1]] + [f"- {i.text}" for i in goal[1:]] or ["(not stated)"])]
-    if s.items["user_messages"]:
-        lines += ["", "### User Messages (oldest first)", *bullets("user_messages")]
+    if s.items["user_messages"] or s.users_not_shown:
+        # Whenever messages are left out the reader is told so: a rule among them is not lost
+        # without trace.
+        hidden = s.users_not_shown
+        marker = [f"- ({hidden} of the user's messages in this range are not shown here)"] if hidden else []
+        lines += ["", "### User Messages (oldest first)", *marker, *bullets("user_messages", empty="")]
     lines += ["", "## Constraints & Preferences", *bullets("constraints", empty="- (none stated by the user)"), ""]
     lines += ["## Progress", "### Done", *bullets("done"), ""]
     lines += ["### In Progress", *bullets("in_progress"), ""]
