@@ -617,13 +617,14 @@ def on_user_message(a: Analysis, msg: Msg) -> None:
     if not found:
         return
     typed = [t for t, queued in found if not queued]
-    if len(typed) > 1:
+    words = [t for t in typed if not BARE_COMMAND_RE.match(t)]
+    if len(words) > 1:
         # One message typed in several blocks (a pasted log, then the question about it) is one
         # message: read apart, each block would seem to answer what the assistant said last.
-        joined = "\n\n".join(typed)
-        first_typed = next(i for i, (_t, queued) in enumerate(found) if not queued)
-        found = [(t, queued) for t, queued in found if queued]
-        found.insert(first_typed, (joined, False))
+        # A bare harness command beside them ("/mode") stays apart: it is no part of the words.
+        first_typed = next(i for i, (t, queued) in enumerate(found) if not queued and t in words)
+        found = [(t, queued) for t, queued in found if queued or t not in words]
+        found.insert(first_typed, ("\n\n".join(words), False))
     if typed:
         _close_turn(a)
         _count_calls(a)
@@ -644,6 +645,9 @@ def on_user_message(a: Analysis, msg: Msg) -> None:
         a.texts = []  # a new user turn: intents before it are stale
         a.calls_since_request = []
         a.steps = []
+
+
+BARE_COMMAND_RE = re.compile(r"^/[\w:-]*$")
 
 
 def _count_calls(a: Analysis) -> None:

@@ -189,7 +189,19 @@ def goal_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         requests = requests[len(chores) :]
     if requests and not s.items["goal"]:
         # The task as the user stated it (its opening); its rules are quoted under Constraints.
-        s.add("goal", one_line(_link_texts(requests[0].text), 600), 100, protected=True)
+        later = [u for u in requests[1:] if not u.queued and not u.hook]
+        if len(later) >= MOVED_ON_REQUESTS and requests[0].calls_after:
+            # Long since answered in its own turn: the live task is among the requests since.
+            said = one_line(_link_texts(requests[0].text), 300)
+            s.add(
+                "goal",
+                f"{said} (the session's first request, worked on in its own turn; {len(later)} requests have "
+                "followed, the latest below is the live one)",
+                100,
+                protected=True,
+            )
+        else:
+            s.add("goal", one_line(_link_texts(requests[0].text), 600), 100, protected=True)
     if chores:
         said = "; ".join(f'"{one_line(u.text, 120)}"' for u in chores)
         s.add("goal", f"Asked before this task: {said}", 96, protected=True)
@@ -201,6 +213,10 @@ def goal_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         answering = f' (replying to the assistant: "{latest.reply_to}")' if latest.reply_to else ""
         s.add("goal", f'Latest request{how}: "{one_line(latest.text, 400)}"{answering}', 97, protected=True)
 
+
+# This many typed requests after the first (which got its own turn of work): the first is
+# history, no longer the task at hand.
+MOVED_ON_REQUESTS = 3
 
 # A one-line request the assistant settled in a call or two ("start the server in the
 # background") before the user asked for the real work: not the session's goal.
