@@ -37,3 +37,22 @@ def test_the_first_request_is_history_once_the_user_moved_on(later):
     assert ("the session's first request" in goal) == moved_on
     if later:
         assert f'Latest request: "Now make the footer color number {later - 1} dimmer."' in goal
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(["mdLink", "accentColor", "footer.dim"]), st.booleans())
+def test_a_setting_changed_again_is_reported_with_its_newest_value(key, listed):
+    raw: list[dict] = []
+    first = (
+        f"Updated the theme: `heading`: `#f0c674` (yellow); `{key}`: `#b5bd68` (green)"
+        if listed
+        else f"Updated `{key}` to match: `{key}` is now `#b5bd68` (green)."
+    )
+    _request_with_work(raw, "Make the markdown colors match the old theme.", first)
+    _request_with_work(raw, f"{key} is actually 666666, fix it.", f"Fixed! `{key}` is now `#666666` (dark gray).")
+    done = _section(extractive_summary(se.as_msgs(raw)), "### Done", "### In Progress")
+    assert f"`{key}` is now `#666666`" in done
+    assert "#b5bd68" not in done
+    if listed:
+        # The rest of the older report stays: only the value changed since goes.
+        assert "`heading`: `#f0c674`" in done

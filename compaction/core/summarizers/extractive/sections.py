@@ -1074,6 +1074,51 @@ def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], i
         s.add("critical", f"Other commands run (latest of each kind, newest first): {listed}{more}", 35)
 
 
+# "`mdLink`: `#b5bd68`", "`mdLink` is now `#666666`", "Changed `dimGray` from `#585858` to `#666666`".
+_SETTING_RE = re.compile(
+    r"`([\w.-]+)`\s*(?::|=|→| is now| now uses| set to)\s*`?(#?[\w.#-]+)`?"
+    r"|`([\w.-]+)`\s+from\s+`?[^`\s]+`?\s+to\s+`?(#?[\w.#-]+)`?"
+)
+
+
+def _settings_in(text: str) -> list[tuple[str, str]]:
+    return [
+        (m.group(1) or m.group(3), (m.group(2) or m.group(4)).strip("`.,").lower()) for m in _SETTING_RE.finditer(text)
+    ]
+
+
+def drop_superseded_values(s: Sections) -> None:
+    """A setting reported done twice with different values ("`mdLink`: `#b5bd68`", later
+    "`mdLink` is now `#666666`") keeps only its newest value: the older report of it goes,
+    list item by list item; a line left with nothing goes, and a lead-in left without lines."""
+    newest: dict[str, str] = {}
+    kept: list[Item] = []
+    for item in reversed(s.items["done"]):
+        parts = item.text.split("; ")
+        keep = []
+        for index, part in enumerate(parts):
+            found = _settings_in(part)
+            if found and all(key in newest and newest[key] != value for key, value in found):
+                lead = re.match(r"^([^`;]{3,80}?):\s+`", part) if index == 0 else None
+                if lead:
+                    keep.append(lead.group(1) + ":")  # the list's lead-in stays with the rest
+                continue
+            keep.append(part)
+        for key, value in _settings_in(item.text):
+            newest.setdefault(key, value)
+        if len(keep) < len(parts) or (keep != parts):
+            if not [p for p in keep if not p.endswith(":")]:
+                continue  # every value it reported was changed again later
+            item.text = "; ".join(keep).replace(":; ", ": ")
+        kept.append(item)
+    kept.reverse()
+    s.items["done"] = [
+        item
+        for index, item in enumerate(kept)
+        if item.nested or not item.text.endswith(":") or (index + 1 < len(kept) and kept[index + 1].nested)
+    ]
+
+
 def build_sections(a: Analysis, *, previous_summary: str | None, instructions: str | None) -> Sections:
     s = Sections(focus_words(instructions))
     previous = parse_summary_sections(previous_summary) if previous_summary else {}
@@ -1083,6 +1128,7 @@ def build_sections(a: Analysis, *, previous_summary: str | None, instructions: s
     constraints_section(s, a, previous)
     done_section(s, a, previous)
     in_progress_section(s, a, previous)
+    drop_superseded_values(s)
     blocked_section(s, a, previous)
     decisions_section(s, a, previous)
     next_section(s, a, previous)
