@@ -1,9 +1,19 @@
-import sys
+"""Print the offline summary of one transcript (any format the importers read).
 
-sys.path.insert(0, "/work/wt-summary3")
-from bench import summary_eval as se
-from compaction.core.summarizers.extractive import extractive_summary
-from compaction.core.transcripts.detect import read_transcript
+    .venv/bin/python bench/summ_one.py TRANSCRIPT [N]
+
+N: summarize only the first N messages (default: all). For reading a summary cold, beside the
+agent's own (bench/summary_eval.py scores them).
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import summary_eval as se  # noqa: E402
+from compaction.core.summarizers.extractive import extractive_summary  # noqa: E402
+from compaction.core.transcripts.detect import read_transcript  # noqa: E402
 
 t = read_transcript(sys.argv[1])
 msgs = [

@@ -271,7 +271,10 @@ def test_hundreds_of_long_requests_fit_and_become_a_short_list():
     assert 'Latest request: "Request 119: please refactor handler_119' in goal
     # The newest requests are listed, the oldest between are counted, not quoted.
     assert '"Request 118: please refactor handler_118' in goal
-    assert '"Request 5: please refactor handler_5 ' not in goal and "messages between the first and these" in goal
+    assert (
+        '"Request 5: please refactor handler_5 ' not in goal
+        and "of the user's messages in this range are not shown here" in goal
+    )
     # Requests are not standing rules.
     constraints = summary.split("## Constraints & Preferences")[1].split("## Progress")[0]
     assert constraints.strip() == "- (none stated by the user)"

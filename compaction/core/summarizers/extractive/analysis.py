@@ -73,6 +73,7 @@ from compaction.core.text_heuristics import (
     user_messages,
 )
 from compaction.core.tool_vocabulary import (
+    EDITOR_READ_COMMANDS,
     is_completion_tool,
     is_create_tool,
     is_modify_tool,
@@ -170,6 +171,36 @@ def command_shown(command: str, full: str) -> str:
     if "<<" in first or "$(cat" in first:
         first = re.split(r"\s*(?:\$\(cat\s*)?<<", first)[0].rstrip(" ($\"'") or first
     return first
+
+
+@dataclass
+class Step:
+    """A tool call made since the user's latest request, with what came back: the work a range
+    that ends inside a turn has done already, so the handoff reports it instead of asking for it
+    again."""
+
+    call: str  # as a reader recognises it: "edit `theme.ts`", "bash `npm run build`"
+    kind: str  # "change" (a file edited or written), "run" (a command), "look" (a read, a search)
+    event: int
+    path: str = ""
+    ok: bool | None = None  # None: its result is not in the range
+    check: bool = False  # a test, build or lint run
+    empty: bool = False  # a file created with nothing in it yet (SWE-agent's `create x.py`)
+    what: str = ""  # what an edit changed, what a check reported, what a run printed
+
+    @property
+    def shown(self) -> str:
+        if self.ok is None:
+            return f"{self.call} (no result in this range)"
+        if not self.ok:
+            return f"{self.call} (failed{': ' + self.what if self.what else ''})"
+        if self.kind == "change":
+            state = "created, still empty" if self.empty else "applied"
+            return f"{self.call} ({state}{': ' + self.what if self.what else ''})"
+        if self.kind == "run":
+            verb = "passed" if self.check else "succeeded"
+            return f"{self.call} ({verb}{': ' + self.what if self.what else ''})"
+        return self.call
 
 
 @dataclass
@@ -286,6 +317,10 @@ class Analysis:
     # Tool calls since the latest typed user message: where the work stood when the range
     # ends inside a turn.
     calls_since_request: list[str] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)  # the same calls, with their outcomes
+    pending_steps: dict[str, Step] = field(default_factory=dict)
+    # The range ends inside a turn whose work for the latest request looks finished.
+    request_done: bool = False
 
     def rel(self, path: str) -> str:
         """A path relative to the project root shared by the touched files (shorter, same file)."""
@@ -313,15 +348,52 @@ def commit_message(command: str) -> str:
 def _outcome(output: str, is_error: bool) -> tuple[bool, str]:
     """(ok, detail) of one command from its output."""
     output = strip_ansi(output)
-    outcome_lines = [m.group(0).strip() for m in TEST_OUTCOME_RE.finditer(output)]
+    # (the line's start, the tally): "Tests:" and "Test Suites:" are tallies of different things.
+    outcome_lines = [
+        (output[output.rfind("\n", 0, m.start()) + 1 : m.start()], m.group(0).strip().rstrip("= "))
+        for m in TEST_OUTCOME_RE.finditer(output)
+    ]
     # pytest frames its tally in "=====": the rule is no part of the outcome.
-    detail = one_line(outcome_lines[-1].rstrip("= "), 160) if outcome_lines else ""
+    detail = one_line(_run_tally(outcome_lines), 160) if outcome_lines else ""
     failed = is_error or bool(EXIT_CODE_RE.search(output)) or bool(detail and FAILED_COUNT_RE.search(detail))
     if failed:
         errors = [line for line in error_lines_of(output, is_error=False) if not EXIT_CODE_RE.search(line)]
         first = next((line for line in output.splitlines() if line.strip() and not EXIT_CODE_RE.search(line)), "")
         detail = detail or one_line(errors[0] if errors else first, 200)
     return not failed, detail
+
+
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
+# What differs between two suites' tallies of one kind: their counts and their verdict.
+_VERDICT_RE = re.compile(r"(?i)\b(ok|failed|passed|success|failure)\b(?=[.:;])")
+
+
+def _run_tally(lines: list[tuple[str, str]]) -> str:
+    """The tally of a whole run. A runner that reports one suite after another (`cargo test`:
+    the unit tests, then "5 passed" for the doc-tests) prints one tally line per suite: the
+    lines of the same shape as the last are summed ("34 passed; … (the sum of 2 tallies)"), so the total
+    is the run's, not its last suite's. Tallies of different shapes (Jest's "Test Suites:"
+    and "Tests:") are not added up."""
+    last = lines[-1][1]
+
+    def shape(lead: str, line: str) -> str:
+        return _VERDICT_RE.sub("V", _NUMBER_RE.sub("N", lead.strip() + line))
+
+    same = [line for lead, line in lines if shape(lead, line) == shape(*lines[-1]) and _NUMBER_RE.search(line)]
+    if len(same) < 2:
+        return last
+    columns = [[float(n) for n in _NUMBER_RE.findall(line)] for line in same]
+    if len({len(c) for c in columns}) != 1:
+        return last
+    totals = [sum(column) for column in zip(*columns, strict=True)]
+    numbers = iter(totals)
+
+    def total(match: re.Match[str]) -> str:
+        value = next(numbers)
+        return f"{value:.2f}" if "." in match.group(0) else str(int(value))
+
+    summed = _NUMBER_RE.sub(total, last)
+    return f"{summed} (the sum of {len(same)} tallies)"
 
 
 def _is_code_ident(token: str) -> bool:
@@ -545,6 +617,14 @@ def on_user_message(a: Analysis, msg: Msg) -> None:
     if not found:
         return
     typed = [t for t, queued in found if not queued]
+    words = [t for t in typed if not BARE_COMMAND_RE.match(t)]
+    if len(words) > 1:
+        # One message typed in several blocks (a pasted log, then the question about it) is one
+        # message: read apart, each block would seem to answer what the assistant said last.
+        # A bare harness command beside them ("/mode") stays apart: it is no part of the words.
+        first_typed = next(i for i, (t, queued) in enumerate(found) if not queued and t in words)
+        found = [(t, queued) for t, queued in found if queued or t not in words]
+        found.insert(first_typed, ("\n\n".join(words), False))
     if typed:
         _close_turn(a)
         _count_calls(a)
@@ -564,6 +644,10 @@ def on_user_message(a: Analysis, msg: Msg) -> None:
     if typed:
         a.texts = []  # a new user turn: intents before it are stale
         a.calls_since_request = []
+        a.steps = []
+
+
+BARE_COMMAND_RE = re.compile(r"^/[\w:-]*$")
 
 
 def _count_calls(a: Analysis) -> None:
@@ -693,7 +777,17 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
     call = _call_shown(name, command, shown, args)
     a.last_tools.append(call)
     a.calls_since_request.append(call)
+    viewing = str(args.get("command", "")).lower() in EDITOR_READ_COMMANDS
+    if path and is_modify_tool(name) and not viewing:
+        kind = "change"
+    elif command and not is_probe_command(command):
+        kind = "run"
+    else:
+        kind = "look" if path or command else "other"  # a read, a search: what was looked at
+    step = Step(call, kind, a.clock, path or "", check=bool(command and TEST_RE.search(clean_command(command))))
+    a.steps.append(step)
     if "id" in block:
+        a.pending_steps[block["id"]] = step
         description = args.get("description") if isinstance(args.get("description"), str) else ""
         a.pending[block["id"]] = (name, command, path, description, args)
 
@@ -701,7 +795,9 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
 def _call_shown(name: str, command: str | None, path: str, args: dict[str, Any]) -> str:
     """A tool call as a reader recognises it: its command, its file, or its main argument."""
     if command:
-        return f"{name} `{one_line(command_shown(clean_command(command), command), 120)}`"
+        shown = f"`{one_line(command_shown(clean_command(command), command), 120)}`"
+        # SWE-agent names its tools after the command they run: `python x.py`, not python `python x.py`.
+        return shown if command.split(maxsplit=1)[0] == name else f"{name} {shown}"
     if path:
         return f"{name} `{path}`"
     keys = ("query", "url", "pattern", "command", "file_name", "search_term")
@@ -858,6 +954,9 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
     name, command, path, description, args = a.pending.pop(block.get("tool_use_id", ""), ("", None, None, "", {}))
     is_error = bool(block.get("is_error"))
     output = tool_result_text(block.get("content"))
+    step = a.pending_steps.pop(block.get("tool_use_id", ""), None)
+    if step is not None:
+        _settle_step(step, name, command, args, output, is_error)
     if is_tool_rejection(output):
         if "sibling tool call" not in output.lower():
             what = (
@@ -924,6 +1023,88 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         if cmd is None and first and first != line and not first.startswith(line[:40]):
             record.context = one_line(first, 140)  # which call failed ("command failed for pattern X")
         a.errors.append(record)
+
+
+# What an agent harness appends to every observation (SWE-agent): no part of what a run printed.
+_HARNESS_TRAILER_RE = re.compile(r"^\((?:Open file|Current directory):.*\)$|^bash-\$$")
+BOOKKEEPING_CMD_RE = re.compile(r"^\s*(?:cd \S+ && )?(?:git|bd|gh|glab|jira|linear)\s")
+_EDITOR_BODY_RE = re.compile(r"^edit\s+(\d+:\d+)\s*\n(.*?)\n?end_of_edit\s*$", re.DOTALL)
+_COMMENT_RE = re.compile(r"^\s*(?:#|//|/\*+|\*|--|<!--)\s*(.*?)\s*(?:\*/|-->)?\s*$")
+
+
+def _settle_step(step: Step, name: str, command: str | None, args: dict[str, Any], output: str, is_error: bool) -> None:
+    """A call's outcome, and what it did: the change an edit made, the tally of a check."""
+    if is_tool_rejection(output) or (step.kind == "change" and EDIT_REJECTED_RE.search(output[:1000])):
+        step.ok, step.what = False, "refused"
+        return
+    if step.kind == "change":
+        step.ok = not is_error
+        step.what, step.empty = _change_made(name, args) if step.ok else ("", False)
+        return
+    if command is not None:
+        ok, detail = _outcome(output, is_error)
+        if is_probe_command(command):
+            ok, detail = True, ""
+        step.ok = ok
+        if step.check or not ok:
+            step.what = detail
+        elif not BOOKKEEPING_CMD_RE.match(clean_command(command)):
+            step.what = _printed(output)  # git and trackers say what they did elsewhere
+        return
+    step.ok = not is_error
+
+
+def _printed(output: str) -> str:
+    """A short output as it read (a computed value, "Done"); a long one is no one-line fact."""
+    lines = [line.strip() for line in strip_ansi(output).splitlines() if line.strip()]
+    lines = [line for line in lines if not _HARNESS_TRAILER_RE.match(line)]
+    if not lines or len(lines) > 2 or any(len(line) > 100 for line in lines):
+        return ""
+    return one_line(" | ".join(lines), 140)
+
+
+def _change_made(name: str, args: dict[str, Any]) -> tuple[str, bool]:
+    """(what an edit or write changed, whether it left the file empty): the comment it added,
+    or its new text when short, or the names it introduced."""
+    content = args.get("content", args.get("file_text"))
+    if isinstance(content, str):
+        lines = [line for line in content.splitlines() if line.strip()]
+        if not lines:
+            return "", True
+        defined = DEFINES_RE.findall(content[:50_000])[:3]
+        names = f", defining {', '.join(f'`{n}`' for n in defined)}" if defined else ""
+        return f"written, {len(lines)} lines{names}", False
+    raw = args.get("command") if isinstance(args.get("command"), str) else ""
+    body = _EDITOR_BODY_RE.match(raw.strip()) if raw else None
+    replaces = any(isinstance(args.get(k), str) for k in ("new_string", "newText", "new_str", "replace"))
+    if is_create_tool(name) and not body and not replaces:
+        return "", True  # an editor's `create x.py`: the file exists, its content is still to come
+    pairs: list[tuple[str, str]] = []
+    for edit in args.get("edits") if isinstance(args.get("edits"), list) else [args]:
+        if isinstance(edit, dict):
+            new = next((edit[k] for k in ("new_string", "newText", "new_str", "replace") if k in edit), None)
+            old = next((edit[k] for k in ("old_string", "oldText", "old_str", "search") if k in edit), None)
+            if isinstance(new, str):
+                pairs.append((old if isinstance(old, str) else "", new))
+    where = ""
+    if body:
+        where = f"lines {body.group(1)} replaced"
+        pairs.append(("", body.group(2)))
+    old_lines = {line.strip() for old, _new in pairs for line in old.splitlines()}
+    added = [line.strip() for _old, new in pairs for line in new.splitlines() if line.strip()]
+    added = [line for line in added if line not in old_lines]
+    if not added:
+        return where or "lines removed", False
+    count = f"{len(added)} new line{'s' if len(added) > 1 else ''}"
+    comments = [m.group(1) for m in map(_COMMENT_RE.match, added) if m and len(m.group(1)) >= 12]
+    if comments:
+        said = f'{count}, commented "{one_line(comments[0], 120)}"'
+    elif len(" ".join(added)) <= 100:
+        said = "adds `" + one_line(" ".join(added), 100).replace("`", "'") + "`"
+    else:
+        names = [n for n in _added_identifiers("\n".join(old_lines), "\n".join(added)) if len(n) >= 5][:3]
+        said = count + (f" ({', '.join(f'`{n}`' for n in names)})" if names else "")
+    return f"{where}: {said}" if where else said, False
 
 
 def _reconcile(a: Analysis) -> None:
@@ -1053,7 +1234,69 @@ def analyze(messages: list[Msg], file_ops: FileOps | None = None) -> Analysis:
     if said:
         # A short last word ("Now run tests.") is read with the message before it.
         a.final_text = " … ".join(said[-2:]) if len(said[-1]) < 80 else said[-1]
+    a.request_done = _request_done(a)
     return a
+
+
+# "…you can submit your changes to the code base by simply running the submit command."
+HANDOVER_RE = re.compile(r"(?i)\bsubmit\b[^.\n]{0,80}?\bby (?:simply )?running the `?(\w+)`? command\b")
+
+
+def handover_command(a: Analysis) -> str:
+    """The command the task prompt says hands the work over (SWE-agent's `submit`)."""
+    for user in a.users:
+        match = HANDOVER_RE.search(user.text)
+        if match:
+            return match.group(1)
+    return ""
+
+
+def _request_done(a: Analysis) -> bool:
+    """The range ends inside a turn whose work looks finished: files changed since the latest
+    request, every call answered, the last action a success, any failure since followed by a
+    passing check, no check owed for the latest edits, nothing announced for later, no todo
+    or issue left open. The agent's own report to the user is what is missing."""
+    work = [step for step in a.steps if step.kind in ("change", "run")]
+    if handover_command(a):
+        return False  # the agent says when the task is done, by running that command
+    if a.turn_ended or a.submitted is not None or not work or any(step.ok is None for step in a.steps):
+        return False
+    if not any(step.ok and step.kind == "change" and not step.empty for step in work) or not work[-1].ok:
+        return False
+    filled = {step.path for step in work if step.kind == "change" and step.ok and not step.empty}
+    if any(step.empty and step.path not in filled for step in work):
+        return False  # a file created to be written: the writing is still to come
+    failures = [index for index, step in enumerate(work) if not step.ok]
+    if failures and not any(step.ok and step.check for step in work[failures[-1] + 1 :]):
+        return False
+    if a.tests_seen and a.edits_since_test:
+        return False
+    if any(status not in ("completed", "cancelled") for status, _content in a.todos):
+        return False
+    if any(issue.status == "in_progress" for issue in a.issues.values()):
+        return False
+    if owed_git_steps(a):
+        return False
+    return not any(LATER_STEP_RE.search(intent) for intent in a.last_intents)
+
+
+# "Commit the change, then stop", "commit and push": steps the request names, and git shows.
+_ASKED_COMMIT_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bcommit\b(?! message)")
+_ASKED_PUSH_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bpush\b")
+
+
+def owed_git_steps(a: Analysis) -> list[str]:
+    """The git steps (commit, push) the latest request asks for and no success since shows."""
+    requests = [u for u in a.users if u.kind != "chatter" and not u.queued and not u.hook]
+    if not requests:
+        return []
+    latest = requests[-1]
+    owed = []
+    if _ASKED_COMMIT_RE.search(latest.text) and not any(c.event > latest.event for c in a.commits):
+        owed.append("commit")
+    if _ASKED_PUSH_RE.search(latest.text) and not any(event > latest.event for _where, event in a.pushes):
+        owed.append("push")
+    return owed
 
 
 __all__ = [
@@ -1061,12 +1304,15 @@ __all__ = [
     "Command",
     "Commit",
     "ErrorRecord",
+    "Step",
     "FileWork",
     "Issue",
     "Note",
     "UserMessage",
     "analyze",
     "commit_message",
+    "handover_command",
+    "owed_git_steps",
     "condense",
     "normalize",
     "one_line",

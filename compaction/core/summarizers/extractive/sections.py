@@ -11,13 +11,16 @@ import re
 from dataclasses import dataclass
 
 from compaction.core.summarizers.extractive.analysis import (
+    BOOKKEEPING_CMD_RE,
     Analysis,
     Command,
     clean_command,
     command_signature,
     content_words,
+    handover_command,
     is_sign_off,
     one_line,
+    owed_git_steps,
     similar,
 )
 from compaction.core.summarizers.extractive.patterns import (
@@ -57,6 +60,7 @@ MAX_OPEN_ERRORS = 15
 MAX_FIXED_ERRORS = 15
 MAX_FILES = 40
 MAX_COMMANDS = 12
+MAX_WORK_SINCE_REQUEST = 6
 COMMAND_CHARS = 170
 # Items at or above this priority are the user's rules and the goal: trimmed last.
 RULE_PRIORITY = 90.0
@@ -100,6 +104,14 @@ class Sections:
         self.items: dict[str, list[Item]] = {k: [] for k in KEYS}
         self._seen: dict[str, set[str]] = {k: set() for k in KEYS}
         self.focus = focus or set()
+        # User messages left out before any trimming; the ones trimming drops are counted
+        # from what is missing, so the marker is right however many go.
+        self.users_hidden = 0
+        self.users_added = 0
+
+    @property
+    def users_not_shown(self) -> int:
+        return self.users_hidden + self.users_added - len(self.items["user_messages"])
 
     def add(self, key: str, text: str, priority: float, protected: bool = False, nested: bool = False) -> Item | None:
         text = text.strip()
@@ -149,6 +161,11 @@ STATE_PREFIXES = (
     "fix what still fails",
     "answer/handle the latest user request",
     "continue with the user's latest request",
+    "continue the task stated under goal",
+    "nothing is under way",
+    "before its latest calls",
+    "the work for ",
+    "write the content of",
     "re-run the checks",
     "commit the changes",
     "uncommitted",
@@ -172,7 +189,19 @@ def goal_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         requests = requests[len(chores) :]
     if requests and not s.items["goal"]:
         # The task as the user stated it (its opening); its rules are quoted under Constraints.
-        s.add("goal", one_line(_link_texts(requests[0].text), 600), 100, protected=True)
+        later = [u for u in requests[1:] if not u.queued and not u.hook]
+        if len(later) >= MOVED_ON_REQUESTS and requests[0].calls_after:
+            # Long since answered in its own turn: the live task is among the requests since.
+            said = one_line(_link_texts(requests[0].text), 300)
+            s.add(
+                "goal",
+                f"{said} (the session's first request, worked on in its own turn; {len(later)} requests have "
+                "followed, the latest below is the live one)",
+                100,
+                protected=True,
+            )
+        else:
+            s.add("goal", one_line(_link_texts(requests[0].text), 600), 100, protected=True)
     if chores:
         said = "; ".join(f'"{one_line(u.text, 120)}"' for u in chores)
         s.add("goal", f"Asked before this task: {said}", 96, protected=True)
@@ -184,6 +213,10 @@ def goal_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         answering = f' (replying to the assistant: "{latest.reply_to}")' if latest.reply_to else ""
         s.add("goal", f'Latest request{how}: "{one_line(latest.text, 400)}"{answering}', 97, protected=True)
 
+
+# This many typed requests after the first (which got its own turn of work): the first is
+# history, no longer the task at hand.
+MOVED_ON_REQUESTS = 3
 
 # A one-line request the assistant settled in a call or two ("start the server in the
 # background") before the user asked for the real work: not the session's goal.
@@ -218,13 +251,17 @@ def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str
     their start, the goal and the latest request (quoted above) by reference."""
     earlier = previous.get("user_messages", [])
     for index, item in enumerate(earlier):
-        s.add("user_messages", one_line(item, OLDER_QUOTE_CHARS + 40), 66 + 8 * recency(index, len(earlier)))
+        marker = re.match(r"^\((\d+) .*not shown", item)
+        if marker:
+            s.users_hidden += int(marker.group(1))  # still not shown: the count goes on
+            continue
+        if s.add("user_messages", one_line(item, OLDER_QUOTE_CHARS + 40), 66 + 8 * recency(index, len(earlier))):
+            s.users_added += 1
     shown = [u for u in a.users if not re.fullmatch(r"/[\w:-]+", u.text.strip())]
     if len(shown) > MAX_USER_MESSAGES:
         # The first message and the newest ones; what is between was acted on long ago.
-        hidden = len(shown) - MAX_USER_MESSAGES
+        s.users_hidden = len(shown) - MAX_USER_MESSAGES
         shown = [shown[0], *shown[-(MAX_USER_MESSAGES - 1) :]]
-        s.add("user_messages", f"({hidden} messages between the first and these not shown)", 61)
     quoted_above = s.text_of("goal")
     for index, user in enumerate(shown):
         notes = []
@@ -244,7 +281,8 @@ def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str
             continue  # quoted under Goal just above: the same words twice help no one
         suffix = f" ({'; '.join(notes)})" if notes else ""
         weight = 70 + 15 * recency(index, len(shown)) + (8 if user.kind != "chatter" else 0)
-        s.add("user_messages", f'"{text}"{suffix}', weight)
+        if s.add("user_messages", f'"{text}"{suffix}', weight):
+            s.users_added += 1
 
 
 def constraints_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
@@ -348,6 +386,12 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         for cmd in passing[-6:]:
             detail = f" → {cmd.detail}" if cmd.detail else " → ok"
             s.add("done", f"`{one_line(cmd.shown, COMMAND_CHARS)}`{detail}", 60)
+    if not a.turn_ended and a.submitted is None:
+        # The range ends inside a turn: the agent has not reported this work yet, and a
+        # successor that does not see it would redo it.
+        work = work_since_request(a, listed=s.text_of("done"))
+        if work:
+            s.add("done", f"Since {_latest_request_named(a)}: " + "; ".join(work), 73)
 
 
 # A sentence that announces a step or guesses at a cause: not a finding to list as done.
@@ -467,6 +511,79 @@ def _last_runs(a: Analysis, keep) -> list[Command]:
     return [c for c in sorted(last.values(), key=lambda c: c.index) if keep(c)]
 
 
+def work_since_request(a: Analysis, *, brief: bool = False, listed: str = "") -> list[str]:
+    """What the calls since the user's latest request achieved: each changed file once (how
+    it was changed last), each command's latest successful run not in `listed` already.
+    `brief`: names only."""
+    latest: dict[str, tuple[int, str]] = {}
+    edits: dict[str, int] = {}
+    created: set[str] = set()
+    # A commit's work is reported with the commit; git and tracker runs by the repository
+    # state and the issue states.
+    since = max([0, *(c.event for c in a.commits)])
+    for step in a.steps:
+        if not step.ok or step.kind not in ("change", "run") or step.event <= since:
+            continue
+        if step.kind == "run" and BOOKKEEPING_CMD_RE.match(step.call[step.call.find("`") + 1 :]):
+            continue
+        if step.kind == "change":
+            if step.empty:
+                created.add(step.path)
+                continue  # nothing in it yet: Next Steps says it is to be written
+            else:
+                edits[step.path] = edits.get(step.path, 0) + 1
+            count = edits.get(step.path, 0)
+            verb = "created" if step.path in created else "edited"
+            if step.path in created and count:
+                verb += " and edited" + (f" {count} times" if count > 1 else "")
+            elif count > 1:
+                verb += f" {count} times"
+            state = f"latest change: {step.what}" if count > 1 else step.what
+            detail = f" ({state})" if state and not brief else ""
+            key, text = step.path, f"`{a.rel(step.path)}` {verb}{detail}"
+        else:
+            if step.call[step.call.find("`") :] in listed:
+                continue  # its run is reported already (a passing check under Done)
+            verb = "passed" if step.check else "succeeded"
+            what = f": {step.what}" if step.what and not brief else ""
+            key, text = step.call, f"{step.call} {verb}{what}"
+        latest.pop(key, None)
+        latest[key] = (step.event, text)
+    entries = [text for _event, text in sorted(latest.values())]
+    limit = 3 if brief else MAX_WORK_SINCE_REQUEST
+    more = len(entries) - limit
+    return ([f"(+{more} earlier)"] if more > 0 and not brief else []) + entries[-limit:]
+
+
+def _latest_request_named(a: Analysis) -> str:
+    """The latest request as a short quote, or how to refer to it when it is the task itself."""
+    requests = [u for u in a.users if u.kind != "chatter" and not u.queued]
+    if not requests:
+        return "the latest request"
+    if len(requests) == 1 and not a.users[-1].queued:
+        return "the task (see Goal)"  # a harness's task prompt is the goal, not a step to quote
+    return f'the latest request ("{one_line(requests[-1].text, 90)}")'
+
+
+# "Then stop.", "and stop there", "nothing else": the user bounded the work.
+STOP_RE = re.compile(
+    r"(?i)(?:^|[.;,!]\s*|\b(?:then|and)\s+)(stop(?: there| after that| here)?|do nothing else|nothing (?:else|more))\b[^.!?\n]*[.!]?"
+)
+
+
+def _stop_order(a: Analysis) -> str:
+    """The user's own words telling the agent to stop once the request is done."""
+    requests = [u for u in a.users if u.kind != "chatter" and not u.queued and not u.hook]
+    if not requests:
+        return ""
+    text = requests[-1].text
+    match = STOP_RE.search(text)
+    if not match:
+        return ""
+    start = max(text.rfind(".", 0, match.start(1)), text.rfind("\n", 0, match.start(1))) + 1
+    return one_line(text[start : match.end()].strip(), 120)
+
+
 def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
     """Work started and not finished at the end of the range."""
     for item in previous.get("in_progress", []):
@@ -516,28 +633,61 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
     handed_over = a.submitted is not None and bool(a.submitted[1].strip())
     if a.submitted is not None and not handed_over:
         s.add("in_progress", submission_note(a), 82)
-    elif not a.turn_ended and a.calls_since_request and a.submitted is None:
-        # The range ends inside the assistant's turn: what it had just done, and what came back.
-        calls = "; ".join(_runs(a.calls_since_request[-5:]))
-        total = len(a.calls_since_request)
-        count = f"{total} tool calls" if total > 1 else "one tool call"
-        latest = ", and the latest of them were" if total > 5 else ", which were" if total > 1 else ", which was"
+    elif a.request_done:
+        # Done lists the calls and what they did: what is missing is the agent's own report.
         s.add(
             "in_progress",
-            f"The range ends inside the assistant's turn, after {count} since the user's latest message{latest}: {calls}",
+            f"Nothing is under way: the range ends inside the assistant's turn, after {len(a.steps)} tool "
+            "call(s) since the user's latest message that all succeeded (see Done); its report of them is not in the range",
+            70,
+        )
+    elif not a.turn_ended and a.steps and a.submitted is None:
+        # The range ends inside the assistant's turn: what it had just done, and what came back.
+        total = len(a.steps)
+        count = f"{total} tool calls" if total > 1 else "one tool call"
+        if work_since_request(a):
+            # What they achieved is under Done: here only where the turn stood.
+            latest = f"; what they changed and ran is under Done, and the latest was: {a.steps[-1].shown}"
+        else:
+            calls = "; ".join(_runs([step.shown for step in a.steps[-5:]]))
+            which = ", and the latest of them were" if total > 5 else ", which were" if total > 1 else ", which was"
+            latest = f"{which}: {calls}"
+        s.add(
+            "in_progress",
+            f"The range ends inside the assistant's turn, after {count} since the user's latest message{latest}",
             79,
         )
     if a.final_text and a.activity_after_latest and not said_before:
         said = f'"{one_line(a.final_text, 700)}"'
-        # Without commits or issues to tell, the last words say whether the work is finished;
-        # a turn that ended on them (no tool call after) handed the word back to the user.
-        finished_by_words = not (a.commits or a.issues) and bool(FINISHED_RE.search(a.final_text))
-        if open_work or not (a.commits or a.issues or finished_by_words or a.turn_ended or handed_over):
-            s.add("in_progress", f"Where the work stopped, in the assistant's words: {said}", 80)
+        latest_text = a.texts[-1][1] if a.texts else 0
+        acted = [step for step in a.steps if step.event > latest_text and step.kind != "look"]
+        if a.request_done:
+            # Said before the calls that carried it out: why the work was done, not what is next
+            # (its lead-in to them, "Let me fix this:", says nothing once they are listed).
+            said = re.sub(r"(?<=[.!?])\s*[^.!?\"]{1,40}:\"$", '"', said)
+            s.add("done", f"What the assistant said before those calls: {said}", 66)
         else:
-            s.add("done", f"The assistant's last words in this range: {said}", 76)
-    elif final:
+            # Words followed by calls that all went through were said before that work.
+            before_calls = bool(acted) and all(step.ok for step in acted) and not a.turn_ended
+            _add_last_words(s, a, said, open_work, handed_over, before_calls=before_calls)
+    elif final and not a.request_done:
         s.add("in_progress", f"Working on: {final[-1]}", 78)
+
+
+def _add_last_words(
+    s: Sections, a: Analysis, said: str, open_work: bool, handed_over: bool, *, before_calls: bool
+) -> None:
+    """The assistant's last words: where the work stopped, or its report of finished work."""
+    # Without commits or issues to tell, the last words say whether the work is finished;
+    # a turn that ended on them (no tool call after) handed the word back to the user.
+    finished_by_words = not (a.commits or a.issues) and bool(FINISHED_RE.search(a.final_text))
+    if open_work or not (a.commits or a.issues or finished_by_words or a.turn_ended or handed_over):
+        if before_calls:
+            s.add("in_progress", f"Before its latest calls the assistant said: {said}", 80)
+        else:
+            s.add("in_progress", f"Where the work stopped, in the assistant's words: {said}", 80)
+    else:
+        s.add("done", f"The assistant's last words in this range: {said}", 76)
 
 
 def _runs(calls: list[str]) -> list[str]:
@@ -625,6 +775,27 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
                 steps.append("commit")
             steps.append(f"close `{issue.id}`")
             s.add("next", f"Finish `{issue.id}`{title}: " + ", then ".join(steps), 88)
+    if a.request_done:
+        done = "; ".join(work_since_request(a, brief=True))
+        stop = _stop_order(a)
+        then = "report the result to the user" + (
+            f'; the user said "{stop}": do nothing further' if stop else " and wait for the user's next message"
+        )
+        s.add(
+            "next",
+            f"The work for {_latest_request_named(a)} appears finished ({done}; see Done): "
+            f"check it against the request, {then}",
+            92,
+        )
+    owed = owed_git_steps(a) if a.steps and not a.turn_ended else []
+    if owed and any(step.ok and step.kind == "change" for step in a.steps):
+        asked = one_line([u for u in a.users if not u.queued and u.kind != "chatter" and not u.hook][-1].text, 120)
+        what = "the commits" if owed == ["push"] else "the changes"
+        s.add("next", f'{" and ".join(owed).capitalize()} {what}, as the user asked ("{asked}")', 90)
+    filled = {step.path for step in a.steps if step.kind == "change" and step.ok and not step.empty}
+    for step in a.steps:
+        if step.kind == "change" and step.ok and step.empty and step.path not in filled:
+            s.add("next", f"Write the content of `{a.rel(step.path)}` (created by the latest calls, still empty)", 89)
     for status, content in a.todos:
         if status not in ("completed", "in_progress"):
             s.add("next", f"Todo: {content}", 85)
@@ -685,7 +856,16 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         how = "reported the work finished" if finished else "ended its turn with the reply quoted above"
         s.add("next", f"Nothing is left open: the assistant {how}{pending}; wait for the user's next message", 72)
     elif not s.items["next"] and requests:
-        s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
+        if len([u for u in requests if not u.queued]) == 1 and not requests[-1].queued:
+            # The only request is the task itself (a harness's prompt, quoted under Goal):
+            # quoting it again says nothing about where the work stands.
+            submit = handover_command(a)
+            then = f"; when it is done, hand it over with `{submit}`, as the task says" if submit else ""
+            s.add(
+                "next", f"Continue the task stated under Goal from where the work stopped (see In Progress){then}", 72
+            )
+        else:
+            s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
 
 
 # The assistant's last words report the work finished.
@@ -894,6 +1074,51 @@ def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], i
         s.add("critical", f"Other commands run (latest of each kind, newest first): {listed}{more}", 35)
 
 
+# "`mdLink`: `#b5bd68`", "`mdLink` is now `#666666`", "Changed `dimGray` from `#585858` to `#666666`".
+_SETTING_RE = re.compile(
+    r"`([\w.-]+)`\s*(?::|=|→| is now| now uses| set to)\s*`?(#?[\w.#-]+)`?"
+    r"|`([\w.-]+)`\s+from\s+`?[^`\s]+`?\s+to\s+`?(#?[\w.#-]+)`?"
+)
+
+
+def _settings_in(text: str) -> list[tuple[str, str]]:
+    return [
+        (m.group(1) or m.group(3), (m.group(2) or m.group(4)).strip("`.,").lower()) for m in _SETTING_RE.finditer(text)
+    ]
+
+
+def drop_superseded_values(s: Sections) -> None:
+    """A setting reported done twice with different values ("`mdLink`: `#b5bd68`", later
+    "`mdLink` is now `#666666`") keeps only its newest value: the older report of it goes,
+    list item by list item; a line left with nothing goes, and a lead-in left without lines."""
+    newest: dict[str, str] = {}
+    kept: list[Item] = []
+    for item in reversed(s.items["done"]):
+        parts = item.text.split("; ")
+        keep = []
+        for index, part in enumerate(parts):
+            found = _settings_in(part)
+            if found and all(key in newest and newest[key] != value for key, value in found):
+                lead = re.match(r"^([^`;]{3,80}?):\s+`", part) if index == 0 else None
+                if lead:
+                    keep.append(lead.group(1) + ":")  # the list's lead-in stays with the rest
+                continue
+            keep.append(part)
+        for key, value in _settings_in(item.text):
+            newest.setdefault(key, value)
+        if len(keep) < len(parts) or (keep != parts):
+            if not [p for p in keep if not p.endswith(":")]:
+                continue  # every value it reported was changed again later
+            item.text = "; ".join(keep).replace(":; ", ": ")
+        kept.append(item)
+    kept.reverse()
+    s.items["done"] = [
+        item
+        for index, item in enumerate(kept)
+        if item.nested or not item.text.endswith(":") or (index + 1 < len(kept) and kept[index + 1].nested)
+    ]
+
+
 def build_sections(a: Analysis, *, previous_summary: str | None, instructions: str | None) -> Sections:
     s = Sections(focus_words(instructions))
     previous = parse_summary_sections(previous_summary) if previous_summary else {}
@@ -903,6 +1128,7 @@ def build_sections(a: Analysis, *, previous_summary: str | None, instructions: s
     constraints_section(s, a, previous)
     done_section(s, a, previous)
     in_progress_section(s, a, previous)
+    drop_superseded_values(s)
     blocked_section(s, a, previous)
     decisions_section(s, a, previous)
     next_section(s, a, previous)
@@ -946,8 +1172,12 @@ def render(s: Sections) -> str:
 
     goal = s.items["goal"]
     lines = ["## Goal", *([i.text for i in goal[:1]] + [f"- {i.text}" for i in goal[1:]] or ["(not stated)"])]
-    if s.items["user_messages"]:
-        lines += ["", "### User Messages (oldest first)", *bullets("user_messages")]
+    if s.items["user_messages"] or s.users_not_shown:
+        # Whenever messages are left out the reader is told so: a rule among them is not lost
+        # without trace.
+        hidden = s.users_not_shown
+        marker = [f"- ({hidden} of the user's messages in this range are not shown here)"] if hidden else []
+        lines += ["", "### User Messages (oldest first)", *marker, *bullets("user_messages", empty="")]
     lines += ["", "## Constraints & Preferences", *bullets("constraints", empty="- (none stated by the user)"), ""]
     lines += ["## Progress", "### Done", *bullets("done"), ""]
     lines += ["### In Progress", *bullets("in_progress"), ""]
