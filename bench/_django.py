@@ -14,6 +14,7 @@ COMPACTOR_VAR_DIR, migrated from scratch.
 
 from __future__ import annotations
 
+import atexit
 import os
 import tempfile
 from collections.abc import Iterator
@@ -63,6 +64,14 @@ def bench_database(*, celery_eager: bool | None = None) -> Iterator[None]:
     finally:
         if throwaway:
             connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+def bench_database_until_exit(*, celery_eager: bool | None = None) -> None:
+    """`bench_database()` for the rest of the process, dropped when it exits: for the scripts
+    whose main() is one long body. Never the DATABASE_URL database itself."""
+    block = bench_database(celery_eager=celery_eager)
+    block.__enter__()
+    atexit.register(block.__exit__, None, None, None)
 
 
 def api_user(*, username: str) -> tuple[Any, str, Any]:

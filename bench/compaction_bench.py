@@ -4,7 +4,8 @@
 
 Replays the transcript message by message through the services the API uses (usage reported
 after each assistant message until the first compaction, compactions run inline), in a fresh
-SQLite database under a temporary COMPACTOR_VAR_DIR (or DATABASE_URL if set), then prints:
+SQLite database under a temporary COMPACTOR_VAR_DIR (with DATABASE_URL, a throwaway
+`test_<name>` database on that server, dropped at the end), then prints:
 append throughput, context build time against a baseline of just reading the messages,
 cut and summarize times, tokens before/after, compression ratio and summary fidelity.
 """
@@ -12,10 +13,8 @@ cut and summarize times, tokens before/after, compression ratio and summary fide
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -45,13 +44,10 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    os.environ.setdefault("COMPACTOR_VAR_DIR", tempfile.mkdtemp(prefix="compactor-bench-"))
-    import django
+    from _django import bench_database_until_exit, django_setup
 
-    django.setup()
+    django_setup(prefix="compactor-bench-")
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
 
     from compaction import services
     from compaction.core.cutpoint import plan_cut
@@ -63,7 +59,7 @@ def main() -> int:
     from sessions import services as session_services
     from sessions.models import Message
 
-    call_command("migrate", verbosity=0)
+    bench_database_until_exit()  # a throwaway database, never DATABASE_URL's own
     celery_app.conf.task_always_eager = True  # compactions run inline, timed by the job itself
     user, _ = get_user_model().objects.get_or_create(username="bench")
 

@@ -3,7 +3,7 @@
     DEBUG=1 .venv/bin/python bench/import_bench.py [PATH ...]
 
 Runs `import_transcript` (bulk) on each file in a fresh SQLite database under a temporary
-COMPACTOR_VAR_DIR (or DATABASE_URL if set) and prints per file: the detected format, messages,
+COMPACTOR_VAR_DIR (with DATABASE_URL, a throwaway `test_<name>` database on that server) and prints per file: the detected format, messages,
 tool calls stored / tool_use blocks in the file, usage reports stored / in the file, queued user
 messages, subagent sessions, and the wall time against the time to only read (parse) the file
 — the ratio is what storing costs on top of reading.
@@ -12,9 +12,7 @@ messages, subagent sessions, and the wall time against the time to only read (pa
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -55,18 +53,15 @@ def in_file(path: Path, fmt: str) -> tuple[int, int]:
 
 
 def main() -> int:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    os.environ.setdefault("COMPACTOR_VAR_DIR", tempfile.mkdtemp(prefix="compactor-bench-"))
-    import django
+    from _django import bench_database_until_exit, django_setup
 
-    django.setup()
+    django_setup(prefix="compactor-bench-")
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
 
     from compaction import importing
     from compaction.core.transcripts import read_transcript
 
-    call_command("migrate", verbosity=0)
+    bench_database_until_exit()  # a throwaway database, never DATABASE_URL's own
     owner = get_user_model().objects.create_user("bench")
     paths = [Path(p) for p in sys.argv[1:]] or sorted(
         p for p in SHARED.rglob("*") if p.suffix in (".jsonl", ".traj") and "subagents" not in p.parts

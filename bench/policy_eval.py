@@ -6,7 +6,7 @@ Each session is replayed whole through the services the API uses (the replay of
 import_transcript --replay: the recorded usage reported after each assistant reply until the
 service has compacted once, compactions run inline), at the trigger where Claude Code compacted
 (window 200k, trigger 167k), in a fresh SQLite database under a temporary COMPACTOR_VAR_DIR (or
-DATABASE_URL if set). Printed per session:
+with DATABASE_URL, a throwaway `test_<name>` database on that server). Printed per session:
 
 - every Compactor compaction: strategy, tokens before → after (share of the trigger), the first
   changed message, the cache tokens it invalidates, the runway it bought (tokens until the
@@ -19,9 +19,7 @@ DATABASE_URL if set). Printed per session:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -76,14 +74,11 @@ def main() -> int:
     parser.add_argument("--trigger", type=int, default=167_000, help="auto_compact_token_limit")
     args = parser.parse_args()
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    os.environ.setdefault("COMPACTOR_VAR_DIR", tempfile.mkdtemp(prefix="compactor-policy-"))
-    import django
+    from _django import bench_database_until_exit, django_setup
 
-    django.setup()
+    django_setup(prefix="compactor-policy-")
     from django.conf import settings
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
 
     from compaction import services
     from compaction.core.transcripts.claude_code import read_claude_code
@@ -91,7 +86,7 @@ def main() -> int:
     from sessions import services as session_services
 
     settings.ANTHROPIC_API_KEY = None  # the offline summarizer: the same figures on every run
-    call_command("migrate", verbosity=0)
+    bench_database_until_exit()  # a throwaway database, never DATABASE_URL's own
     celery_app.conf.task_always_eager = True
     user, _ = get_user_model().objects.get_or_create(username="policy-eval")
 
