@@ -314,6 +314,16 @@ class Analysis:
     # The range ends on an assistant message without tool calls: the agent ended its turn.
     turn_ended: bool = False
     git_seen: bool = False
+    # The working tree as git last printed it (`git status`, `git diff --stat`), path -> state
+    # ("modified", "staged", "untracked", "deleted"), less what commits since took: git's word
+    # on what is pending, which editor calls alone miss (`npm install` changing package.json).
+    tree: dict[str, str] | None = None
+    tree_event: int = 0
+    tree_source: str = ""  # the command that printed it: "git status" or "git diff --stat"
+    # Files a package manager rewrote (`npm install x` → package.json, its lock file): (path,
+    # event, command). No editor call names them; git shows them as modified.
+    command_changes: list[tuple[str, int, str]] = field(default_factory=list)
+    cwd: str = ""  # the shell's directory, as the latest `cd` left it (the shell keeps it between calls)
     # Tool calls since the latest typed user message: where the work stood when the range
     # ends inside a turn.
     calls_since_request: list[str] = field(default_factory=list)
@@ -950,6 +960,199 @@ def _record_git(a: Analysis, command: str, output: str) -> None:
             a.commits.append(Commit(sha, "", destination, a.clock, a.unit, pushed_to=destination))
 
 
+_CD_RE = re.compile(r"^\s*cd\s+(\"[^\"]+\"|'[^']+'|[^\s;&|]+)\s*(?:&&|;|$)")
+_GIT_STATUS_RE = re.compile(r"\bgit\s+(?:-C\s+\S+\s+)?status\b([^;&|\n]*)")
+# `git diff --stat` of the working tree (or of the index with --cached): not of a revision range.
+_GIT_DIFF_STAT_RE = re.compile(r"\bgit\s+diff\s+((?:-{1,2}[\w-]+(?:=\S+)?\s*)*)(?=$|[;&|\n>2])")
+_STATUS_HEADER_RE = re.compile(
+    r"^(Changes to be committed|Changes not staged for commit|Untracked files|Unmerged paths):\s*$"
+)
+_STATUS_ENTRY_RE = re.compile(r"^\s+(?:(modified|new file|deleted|renamed|typechange|both modified):\s+)?(\S.*?)\s*$")
+_SHORT_STATUS_RE = re.compile(r"^([ MADRCU?!]{2}) (\S.*?)\s*$")
+_DIFF_STAT_RE = re.compile(r"^\s*(\S[^|]*?)\s+\|\s+(?:\d+|Bin\b)")
+
+
+def _follow_cd(a: Analysis, command: str) -> None:
+    """The directory a leading `cd` moves the shell to: git prints paths relative to it."""
+    match = _CD_RE.match(command)
+    if not match:
+        return
+    target = os.path.expanduser(match.group(1).strip("\"'"))
+    if target.startswith("/"):
+        a.cwd = os.path.normpath(target)
+    elif a.cwd:
+        a.cwd = os.path.normpath(os.path.join(a.cwd, target))
+
+
+def _tree_path(a: Analysis, shown: str, *, from_root: bool = False) -> str:
+    """A path as git printed it, as the file the editor calls name when they name it."""
+    shown = shown.strip("\"'")
+    bare = re.sub(r"^(?:\.\.?/)+", "", shown)
+    if not from_root and a.cwd and not shown.startswith("/"):
+        joined = os.path.normpath(os.path.join(a.cwd, shown))
+        if joined in a.files or joined in a.modified:
+            return joined
+    known = [*a.files, *a.modified]
+    match = next((p for p in known if p == bare or p.endswith("/" + bare)), None)
+    if match:
+        return match
+    if not from_root and a.cwd and not shown.startswith("/") and a.root and a.cwd.startswith(a.root):
+        return os.path.normpath(os.path.join(a.cwd, shown)) + ("/" if shown.endswith("/") else "")
+    return bare or shown
+
+
+def _tree_in_output(a: Analysis, command: str, output: str) -> dict[str, str] | None:
+    """What `git status` / `git diff --stat` printed about the working tree, path -> state,
+    or None when the command printed neither."""
+    status = _GIT_STATUS_RE.search(command)
+    diff = _GIT_DIFF_STAT_RE.search(command)
+    stat = bool(diff and "--stat" in diff.group(1))
+    if not status and not stat:
+        return None
+    short = bool(status and re.search(r"(?:^|\s)(?:-\w*s\w*|--short|--porcelain\S*)\b", status.group(1)))
+    porcelain = bool(status and "--porcelain" in status.group(1))
+    staged_stat = bool(diff and re.search(r"--(?:cached|staged)\b", diff.group(1)))
+    entries: dict[str, str] = {}
+    section = ""
+    for line in strip_ansi(output[:20_000]).splitlines():
+        header = _STATUS_HEADER_RE.match(line.strip())
+        if header:
+            section = header.group(1)
+            continue
+        if not line.strip():
+            continue
+        if section and line[:1] in ("\t", " ") and not line.strip().startswith("("):
+            entry = _STATUS_ENTRY_RE.match(line)
+            if entry:
+                label, shown = entry.group(1) or "", entry.group(2).split(" -> ")[-1]
+                state = (
+                    "untracked"
+                    if section == "Untracked files"
+                    else "staged"
+                    if section == "Changes to be committed"
+                    else "deleted"
+                    if label == "deleted"
+                    else "modified"
+                )
+                entries[_tree_path(a, shown)] = state
+                continue
+        section = "" if not line[:1].isspace() else section
+        if short and status:
+            entry = _SHORT_STATUS_RE.match(line)
+            if entry:
+                code, shown = entry.group(1), entry.group(2).split(" -> ")[-1]
+                state = (
+                    "untracked"
+                    if code == "??"
+                    else "deleted"
+                    if "D" in code
+                    else "staged"
+                    if code[1] == " "
+                    else "modified"
+                )
+                if code != "!!":
+                    entries[_tree_path(a, shown, from_root=porcelain)] = state
+                continue
+        if stat:
+            entry = _DIFF_STAT_RE.match(line)
+            if entry and not re.match(r"^\d+ files? changed", line.strip()):
+                entries[_tree_path(a, entry.group(1), from_root=True)] = "staged" if staged_stat else "modified"
+    if not status and stat and a.tree is not None:
+        # A diff shows the tracked changes of one side only: the rest of the tree stands.
+        side = "staged" if staged_stat else "modified"
+        kept = {p: s for p, s in a.tree.items() if s != side and p not in entries}
+        entries = {**kept, **entries}
+    return entries
+
+
+def _record_tree(a: Analysis, command: str, output: str, *, committed: bool) -> None:
+    """git's own view of the working tree: the latest status replaces what the edits suggested;
+    a commit after it takes away what it committed."""
+    if committed and a.tree:
+        taken = _committed_paths(a, command)
+        a.tree = {
+            path: state
+            for path, state in a.tree.items()
+            if not (
+                state == "staged"
+                or (taken is True and state != "untracked")
+                or (isinstance(taken, set) and any(path == t or path.startswith(t.rstrip("/") + "/") for t in taken))
+            )
+        }
+    if CLEAN_TREE_RE.search(output[:5000]) and _GIT_STATUS_RE.search(command):
+        a.tree, a.tree_event, a.tree_source = {}, a.clock, "git status"
+        return
+    entries = _tree_in_output(a, command, output)
+    if entries is not None:
+        a.tree, a.tree_event = entries, a.clock
+        a.tree_source = "git status" if _GIT_STATUS_RE.search(command) else "git diff --stat"
+
+
+# A package manager adding or removing a dependency rewrites its manifest and lock file.
+_MANIFEST_CMD_RE = re.compile(
+    r"(?:^|&&|;|\|\|)\s*(npm\s+(?:install|i|add|uninstall|remove|rm)|yarn\s+(?:add|remove)|pnpm\s+(?:add|remove|install|i)|"
+    r"cargo\s+(?:add|remove)|poetry\s+(?:add|remove)|uv\s+(?:add|remove)|go\s+get|bundle\s+add)((?:\s+(?!\d*>)[^\s;&|>]+)*)"
+)
+_MANIFESTS = {
+    "npm": ("package.json", "package-lock.json"),
+    "yarn": ("package.json", "yarn.lock"),
+    "pnpm": ("package.json", "pnpm-lock.yaml"),
+    "cargo": ("Cargo.toml", "Cargo.lock"),
+    "poetry": ("pyproject.toml", "poetry.lock"),
+    "uv": ("pyproject.toml", "uv.lock"),
+    "go": ("go.mod", "go.sum"),
+    "bundle": ("Gemfile", "Gemfile.lock"),
+}
+
+
+def _record_manifest_change(a: Analysis, command: str) -> None:
+    """The manifest and lock file a successful `npm install <pkg>` (`cargo add`, `go get`, …)
+    rewrote: changes to commit that no editor call shows."""
+    for match in _MANIFEST_CMD_RE.finditer(command):
+        if not any(not word.startswith("-") for word in match.group(2).split()):
+            continue  # `npm install` alone installs what the manifest lists: it changes neither
+        tool = match.group(1).split()[0]
+        shown = one_line(f"{match.group(1)}{match.group(2)}", 80)
+        for name in _MANIFESTS[tool]:
+            path = os.path.join(a.cwd, name) if a.cwd else name
+            a.command_changes = [c for c in a.command_changes if c[0] != path]
+            a.command_changes.append((path, a.clock, shown))
+
+
+_GIT_ADD_RE = re.compile(r"\bgit\s+add\s+([^;&|\n]+)")
+
+
+def _committed_paths(a: Analysis, command: str) -> set[str] | bool:
+    """What a committing command took: the paths it `git add`-ed, or True for everything
+    tracked (`git add -A`, `git add .`, `git commit -a`)."""
+    taken: set[str] = set()
+    for match in _GIT_ADD_RE.finditer(command):
+        words = [w.strip("\"'") for w in match.group(1).split()]
+        if any(w in ("-A", "--all", ".", ":/", "-u", "--update") for w in words):
+            return True
+        taken.update(_tree_path(a, w) for w in words if not w.startswith("-"))
+    if re.search(r"\bgit\s+commit\s+(?:[^;&|\n]*\s)?-(?:a\w*|-all)\b", command):
+        return True
+    return taken
+
+
+def uncommitted_changes(a: Analysis) -> list[tuple[str, str]] | None:
+    """(path, state) of what is not committed at the end of the range: the latest `git status`
+    (or `git diff --stat`) less what commits took since, with the files edited after it; None
+    when git never showed the working tree in the range."""
+    if a.tree is None:
+        return None
+    changes = dict(a.tree)
+    for path, event, command in a.command_changes:
+        if event > a.tree_event and event > max([0, *(c.event for c in a.commits)]):
+            changes.setdefault(path, f"changed by `{command}`")
+    for path in a.edits_since_commit:
+        work = a.files.get(path)
+        if work is not None and work.last_event > a.tree_event and path not in changes:
+            changes[path] = "edited"
+    return list(changes.items())
+
+
 def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
     name, command, path, description, args = a.pending.pop(block.get("tool_use_id", ""), ("", None, None, "", {}))
     is_error = bool(block.get("is_error"))
@@ -1008,7 +1211,14 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         cmd.unit = a.unit - 1 if a.wrapping_up and a.unit > 0 else a.unit
         if ok and ("git" in command):
             a.git_seen = True
+            commits_before = len(a.commits)
+            _follow_cd(a, command)
             _record_git(a, command, output)
+            _record_tree(a, command, output, committed=len(a.commits) > commits_before)
+        else:
+            _follow_cd(a, command)
+        if ok:
+            _record_manifest_change(a, command)
         if ok:
             _record_deletions(a, command)
         if TEST_RE.search(cmd_line):
@@ -1317,4 +1527,5 @@ __all__ = [
     "normalize",
     "one_line",
     "similar",
+    "uncommitted_changes",
 ]

@@ -22,6 +22,7 @@ from compaction.core.summarizers.extractive.analysis import (
     one_line,
     owed_git_steps,
     similar,
+    uncommitted_changes,
 )
 from compaction.core.summarizers.extractive.patterns import (
     EXIT_CODE_RE,
@@ -594,7 +595,7 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
         if any(f"`{i.id}`" in item for i in a.issues.values() if i.status == "closed"):
             continue
         s.add("in_progress", item, 72)
-    pending = a.edits_since_commit if a.commits else []
+    pending = pending_commit(a) if a.commits else []
     untested = a.edits_since_test if a.tests_seen else []
     for issue in a.issues.values():
         if issue.status != "in_progress":
@@ -771,7 +772,7 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             steps = []
             if a.edits_since_test and a.tests_seen:
                 steps.append("run the checks")
-            if a.edits_since_commit and a.commits:
+            if pending_commit(a) and a.commits:
                 steps.append("commit")
             steps.append(f"close `{issue.id}`")
             s.add("next", f"Finish `{issue.id}`{title}: " + ", then ".join(steps), 88)
@@ -811,8 +812,8 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             s.add(
                 "next", f"Re-run the checks (last: `{one_line(tests[-1].command, 120)}`) for the edits to {files}", 80
             )
-        if a.edits_since_commit and a.commits:
-            files = ", ".join(f"`{a.rel(p)}`" for p in a.edits_since_commit[:6])
+        if pending_commit(a) and a.commits:
+            files = ", ".join(f"`{a.rel(p)}`" for p in pending_commit(a)[:6])
             s.add("next", f"Commit the changes made after the last commit: {files}", 78)
     plan = [
         t
@@ -896,7 +897,14 @@ def repo_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
     since = max([0, *(c.event for c in a.commits)])
     deleted = [w.path for w in a.files.values() if w.deleted and not w.written and w.last_event > since]
     deleted += [path for path, event in a.deleted if event > since]
-    if a.commits or a.edits_since_commit or deleted:
+    tree = uncommitted_changes(a)
+    if tree is not None and a.submitted is None:
+        s.add("repo", _tree_line(a, tree), 83)
+        shown = {a.rel(p).lstrip("./") for p, _state in tree}
+        deleted = [p for p in deleted if a.rel(p).lstrip("./") not in shown]
+        if deleted:
+            s.add("repo", "Deleted: " + ", ".join(f"`{a.rel(p)}`" for p in deleted[:10]), 80)
+    elif a.commits or a.edits_since_commit or deleted:
         pending = a.edits_since_commit if a.commits else [p for p in a.edits_since_commit if not a.files[p].deleted]
         files = ", ".join(f"`{a.rel(p)}`" for p in pending[:10])
         files += f" (+{len(pending) - 10} more)" if len(pending) > 10 else ""
@@ -912,6 +920,42 @@ def repo_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             s.add("repo", "No edits after the last commit.", 70)
         if deleted:
             s.add("repo", "Deleted: " + ", ".join(f"`{a.rel(p)}`" for p in deleted[:10]), 80)
+
+
+_TREE_STATES = ("staged", "modified", "deleted", "untracked")
+
+
+def _tree_line(a: Analysis, tree: list[tuple[str, str]]) -> str:
+    """What is not committed, in git's words: the latest `git status` (or `git diff --stat`)
+    of the range, less what later commits took, then the files edited after it."""
+
+    def names(paths: list[str]) -> str:
+        more = f" (+{len(paths) - 10} more)" if len(paths) > 10 else ""
+        return ", ".join(f"`{a.rel(p)}`" for p in paths[:10]) + more
+
+    later = ", less the commits after it" if any(c.event > a.tree_event for c in a.commits) else ""
+    source = f"per the latest `{a.tree_source}`{later}"
+    groups = [f"{state} {names(paths)}" for state in _TREE_STATES if (paths := [p for p, st in tree if st == state])]
+    later_parts = [f"edited {names(edited)}"] if (edited := [p for p, st in tree if st == "edited"]) else []
+    # Changed by a command after it (`npm install x`): named with the command.
+    for state in dict.fromkeys(st for _p, st in tree if st.startswith("changed by ")):
+        later_parts.append(f"{state}: {names([p for p, st in tree if st == state])}")
+    if not groups:
+        if not later_parts:
+            return f"Nothing uncommitted ({source})"
+        return f"Uncommitted changes: {'; '.join(later_parts)}; nothing else was pending {source}"
+    after = f"; after it: {'; '.join(later_parts)}" if later_parts else ""
+    return f"Not committed ({source}): " + "; ".join(groups) + after
+
+
+def pending_commit(a: Analysis) -> list[str]:
+    """Tracked files whose changes are not committed: git's latest word on them when the range
+    shows one, else the files edited since the last commit. Untracked files are no part of it:
+    they may be build output to ignore rather than commit."""
+    tree = uncommitted_changes(a)
+    if tree is None:
+        return a.edits_since_commit
+    return [path for path, state in tree if state != "untracked"]
 
 
 def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
