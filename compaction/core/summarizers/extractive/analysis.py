@@ -1392,6 +1392,45 @@ def _telling(text: str, *, guesses: bool = False) -> str:
     )
 
 
+# What a planned step does, by its verb: the kind of call that carries it out (see `Step.kind`).
+_STEP_VERBS = (
+    ("look", re.compile(r"(?i)\b(examine|inspect|open|read|look|check|review|view|search|find|explore)\b")),
+    (
+        "change",
+        re.compile(
+            r"(?i)\b(edit|fix|correct|add|change|update|modify|implement|write|create|remove|replace|refactor)\b"
+        ),
+    ),
+    ("run", re.compile(r"(?i)\b(run|test|execute|build|compile|reproduce|verify)\b")),
+)
+_CODE_SPAN_RE = re.compile(r"`([^`]{3,})`")
+
+
+def _carried_out(a: Analysis, sentence: str, event: int) -> bool:
+    """A planned step ("I will then examine the file and correct it") that the calls made after
+    it carried out: the file it names opened or edited, the command it names run, or, when it
+    names neither, a call of each kind its verbs ask for (a look, a change, a run)."""
+    later = LATER_STEP_RE.search(sentence)
+    step_text = sentence[later.end() :] if later else sentence
+    calls = [step for step in a.steps if step.event > event and step.ok is not False]
+    kinds = {kind for kind, verb in _STEP_VERBS if verb.search(step_text)}
+    if not calls or not kinds:
+        return False
+    names = [name.lower() for name in FILE_NAME_RE.findall(step_text)]
+    commands = [c for c in _CODE_SPAN_RE.findall(step_text) if " " in c.strip() and c.lower() not in names]
+
+    def done(kind: str, steps: list[Step]) -> bool:
+        return any(step.kind == kind or (kind == "look" and step.kind == "change") for step in steps)
+
+    if commands and not all(any(command in step.call for step in calls) for command in commands):
+        return False
+    for name in names:
+        on_file = [step for step in calls if name in step.call.lower() or step.path.lower().endswith(name)]
+        if not all(done(kind, on_file) for kind in kinds - {"run"}):
+            return False
+    return all(done(kind, calls) for kind in kinds if not names or kind == "run")
+
+
 def analyze(messages: list[Msg], file_ops: FileOps | None = None) -> Analysis:
     """`file_ops`: the file operations of `messages` when the caller extracted them already."""
     a = Analysis()
@@ -1424,7 +1463,7 @@ def analyze(messages: list[Msg], file_ops: FileOps | None = None) -> Analysis:
         and last.role == "assistant"
         and not any(b.get("type") in ("tool_use", "toolCall", "server_tool_use") for b in last.blocks)
     )
-    for text, _event, tools_before in a.texts[-3:]:
+    for text, event, tools_before in a.texts[-3:]:
         if total_tools - tools_before > STALE_INTENT_TOOL_CALLS:
             continue
         # "Next, I will run the script" said with the call that ran it, answered: acted on.
@@ -1434,6 +1473,8 @@ def analyze(messages: list[Msg], file_ops: FileOps | None = None) -> Analysis:
             if (INTENT_RE.search(sentence) or NEXT_RE.search(sentence)) and 10 <= len(sentence) <= 400:
                 if acted_on and not LATER_STEP_RE.search(sentence):
                     continue
+                if _carried_out(a, sentence, event):
+                    continue  # "I will then examine the file and correct it": the calls since did
                 a.last_intents.append(one_line(sentence))
     said = [t for t in (_telling(text) for text, _event, _tools in a.texts[-2:]) if t]
     latest = a.texts[-1][0] if a.texts else ""
