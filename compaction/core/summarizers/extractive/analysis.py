@@ -255,6 +255,7 @@ class Issue:
     title: str = ""
     description: str = ""
     unit: int = -1  # the commit unit in which it was closed
+    blocked_by: list[str] = field(default_factory=list)  # as the tracker's latest listing said
 
 
 @dataclass
@@ -921,6 +922,7 @@ def _record_tracker(a: Analysis, command: str, cmd_line: str, output: str, ok: b
         if description and not issue.description:
             # "## Problem\nThe panel is…": a heading line flattened into the text reads as noise.
             issue.description = one_line(re.sub(r"(?m)^\s*#+\s+[^\n]*\n", "", description.group(1)), 300)
+    _record_issue_rows(a, head)  # after the headers: the children of an issue shown are its family
     if not ok:
         return
     for match in STATUS_RE.finditer(cmd_line):
@@ -932,6 +934,40 @@ def _record_tracker(a: Analysis, command: str, cmd_line: str, output: str, ok: b
             if issue_id.startswith("-") or "=" in issue_id or '"' in issue_id:
                 break  # options follow the ids
             _set_issue(a, issue_id, "closed")
+
+
+# A row of a tracker's listing: `bd list` ("○ proj-gqc.7 [● P2] [task] - Title (blocked by: …)"),
+# the children under `bd show` ("↳ ✓ proj-fum.1: Title ● P2"), `bd ready` ("3. [● P2] [task]
+# proj-fum.2: Title": ready is open with nothing blocking it).
+_ISSUE_ROW_RE = re.compile(
+    r"^\s*(?:↳\s*)?([○◐●✓✔])\s+([A-Za-z][\w-]*-[\w.]+)(?::\s+|(?:\s+\[[^\]]*\])+\s+-\s+)(.+?)\s*$", re.MULTILINE
+)
+_READY_ROW_RE = re.compile(r"^\s*\d+\.\s+(?:\[[^\]]*\]\s+)+([A-Za-z][\w-]*-[\w.]+):\s+(.+?)\s*$", re.MULTILINE)
+_ROW_STATUS = {"○": "open", "◐": "in_progress", "●": "blocked", "✓": "closed", "✔": "closed"}
+_BLOCKED_BY_RE = re.compile(r"\(blocked by:\s*([^)]*?)(?:,\s*blocks:[^)]*)?\)")
+
+
+def _record_issue_rows(a: Analysis, head: str) -> None:
+    """Issues a tracker listed in rows: the status it shows for the issues already in play, and
+    the other issues of their family (children of the same epic), so the next one can be named.
+    An unrelated issue of the project's backlog is no part of this work."""
+    rows = [(m.group(2), _ROW_STATUS[m.group(1)], m.group(3)) for m in _ISSUE_ROW_RE.finditer(head)]
+    rows += [(m.group(1), "", m.group(2)) for m in _READY_ROW_RE.finditer(head)]
+    families = {issue_id.split(".")[0] for issue_id in a.issues}
+    for issue_id, status, rest in rows:
+        blocked = _BLOCKED_BY_RE.search(rest)
+        title = one_line(re.sub(r"\s*(?:\([^)]*\)|●\s*P\d)\s*$", "", _BLOCKED_BY_RE.sub("", rest)).strip(), 100)
+        issue = a.issues.get(issue_id)
+        if issue is None:
+            if issue_id.split(".")[0] not in families:
+                continue
+            issue = a.issues[issue_id] = Issue(issue_id, status or "open", a.clock, title=title)
+        issue.title = issue.title or title
+        if blocked is not None:
+            issue.blocked_by = [b.strip() for b in blocked.group(1).split(",") if b.strip()]
+        if status and status != issue.status:
+            # Closed before this range, as far as it shows: no unit of its work to claim it.
+            issue.status, issue.event = status, a.clock
 
 
 def _set_issue(a: Analysis, issue_id: str, status: str) -> None:

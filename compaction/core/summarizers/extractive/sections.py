@@ -603,7 +603,7 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
         title = f" ({issue.title})" if issue.title else ""
         state = []
         if pending:
-            state.append("uncommitted edits to " + ", ".join(f"`{a.rel(p)}`" for p in pending[:5]))
+            state.append("uncommitted changes to " + ", ".join(f"`{a.rel(p)}`" for p in pending[:5]))
         if untested:
             state.append("not tested since those edits")
         tail = f": {'; '.join(state)}" if state else " (not closed yet)"
@@ -822,10 +822,19 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
     ]
     for text in plan[-3:]:
         s.add("next", text, 79)
-    opened = [i for i in a.issues.values() if i.status in ("open", "ready", "blocked")]
-    for issue in opened[:6]:
+    for issue in open_issues_in_order(a)[:6]:
         title = f" ({issue.title})" if issue.title else ""
-        s.add("next", f"Then the open issue `{issue.id}`{title}", 70)
+        waiting = [b for b in issue.blocked_by if b in a.issues and a.issues[b].status != "closed" and b != issue.id]
+        # Its epic is no blocker to speak of: the child is part of it.
+        waiting = [b for b in waiting if not issue.id.startswith(b + ".")]
+        after = f" (after {', '.join(f'`{b}`' for b in waiting)})" if waiting else ""
+        children = [i.id for i in open_issues_in_order(a) if i.id.startswith(issue.id + ".")]
+        children += [i for i in a.issues if i.startswith(issue.id + ".") and a.issues[i].status == "in_progress"]
+        if children:
+            names = ", ".join(f"`{c}`" for c in children)
+            s.add("next", f"Then the open issue `{issue.id}`{title}, once its open children ({names}) are closed", 70)
+            continue
+        s.add("next", f"Then the open issue `{issue.id}`{title}{after}", 70)
     own_plan = bool(s.items["next"])
     for item in previous.get("next", []):
         if item.lower().startswith(STATE_PREFIXES) or _mentions_only(item, closed):
@@ -867,6 +876,26 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             )
         else:
             s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
+
+
+def open_issues_in_order(a: Analysis) -> list:
+    """The open issues in the order they come up: the children of an epic before the epic (it
+    closes when they are done), those nothing open blocks first, then by their number."""
+    unfinished = {i.id for i in a.issues.values() if i.status != "closed"}
+
+    def has_open_children(issue_id: str) -> bool:
+        return any(other.startswith(issue_id + ".") for other in unfinished)
+
+    def blocked(issue) -> bool:
+        return any(b in unfinished and not issue.id.startswith(b + ".") for b in issue.blocked_by)
+
+    def number(issue_id: str) -> list[int]:
+        return [int(part) if part.isdigit() else 0 for part in issue_id.split(".")[1:]]
+
+    opened = [i for i in a.issues.values() if i.status in ("open", "ready", "blocked")]
+    children = [i for i in opened if not has_open_children(i.id)]
+    epics = [i for i in opened if has_open_children(i.id)]
+    return sorted(children, key=lambda i: (blocked(i) or i.status == "blocked", number(i.id))) + epics
 
 
 # The assistant's last words report the work finished.
