@@ -559,6 +559,12 @@ def work_since_request(a: Analysis, *, brief: bool = False, listed: str = "") ->
 def _latest_request_named(a: Analysis) -> str:
     """The latest request as a short quote, or how to refer to it when it is the task itself."""
     requests = [u for u in a.users if u.kind != "chatter" and not u.queued]
+    latest = next((u for u in reversed(a.users) if u.kind != "chatter"), None)
+    if latest is not None and latest.queued:
+        # Typed while the assistant worked on the turn: the latest request, as Goal names it,
+        # though the turn's work began with the message before it.
+        began = "the task (see Goal)" if len(requests) <= 1 else f'"{one_line(requests[-1].text, 60)}"'
+        return f'the latest request ("{one_line(latest.text, 90)}", sent while the assistant was working on {began})'
     if not requests:
         return "the latest request"
     if len(requests) == 1 and not a.users[-1].queued:
