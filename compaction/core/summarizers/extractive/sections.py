@@ -968,7 +968,7 @@ def _tree_line(a: Analysis, tree: list[tuple[str, str]]) -> str:
         more = f" (+{len(paths) - 10} more)" if len(paths) > 10 else ""
         return ", ".join(f"`{a.rel(p)}`" for p in paths[:10]) + more
 
-    later = ", less the commits after it" if any(c.event > a.tree_event for c in a.commits) else ""
+    later = ", minus what later commits took" if any(c.event > a.tree_event for c in a.commits) else ""
     source = f"per the latest `{a.tree_source}`{later}"
     groups = [f"{state} {names(paths)}" for state in _TREE_STATES if (paths := [p for p, st in tree if st == state])]
     later_parts = [f"edited {names(edited)}"] if (edited := [p for p, st in tree if st == "edited"]) else []
