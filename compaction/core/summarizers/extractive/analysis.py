@@ -255,6 +255,7 @@ class Issue:
     title: str = ""
     description: str = ""
     unit: int = -1  # the commit unit in which it was closed
+    blocked_by: list[str] = field(default_factory=list)  # as the tracker's latest listing said
 
 
 @dataclass
@@ -314,6 +315,16 @@ class Analysis:
     # The range ends on an assistant message without tool calls: the agent ended its turn.
     turn_ended: bool = False
     git_seen: bool = False
+    # The working tree as git last printed it (`git status`, `git diff --stat`), path -> state
+    # ("modified", "staged", "untracked", "deleted"), less what commits since took: git's word
+    # on what is pending, which editor calls alone miss (`npm install` changing package.json).
+    tree: dict[str, str] | None = None
+    tree_event: int = 0
+    tree_source: str = ""  # the command that printed it: "git status" or "git diff --stat"
+    # Files a package manager rewrote (`npm install x` → package.json, its lock file): (path,
+    # event, command). No editor call names them; git shows them as modified.
+    command_changes: list[tuple[str, int, str]] = field(default_factory=list)
+    cwd: str = ""  # the shell's directory, as the latest `cd` left it (the shell keeps it between calls)
     # Tool calls since the latest typed user message: where the work stood when the range
     # ends inside a turn.
     calls_since_request: list[str] = field(default_factory=list)
@@ -911,6 +922,7 @@ def _record_tracker(a: Analysis, command: str, cmd_line: str, output: str, ok: b
         if description and not issue.description:
             # "## Problem\nThe panel is…": a heading line flattened into the text reads as noise.
             issue.description = one_line(re.sub(r"(?m)^\s*#+\s+[^\n]*\n", "", description.group(1)), 300)
+    _record_issue_rows(a, head)  # after the headers: the children of an issue shown are its family
     if not ok:
         return
     for match in STATUS_RE.finditer(cmd_line):
@@ -922,6 +934,40 @@ def _record_tracker(a: Analysis, command: str, cmd_line: str, output: str, ok: b
             if issue_id.startswith("-") or "=" in issue_id or '"' in issue_id:
                 break  # options follow the ids
             _set_issue(a, issue_id, "closed")
+
+
+# A row of a tracker's listing: `bd list` ("○ proj-gqc.7 [● P2] [task] - Title (blocked by: …)"),
+# the children under `bd show` ("↳ ✓ proj-fum.1: Title ● P2"), `bd ready` ("3. [● P2] [task]
+# proj-fum.2: Title": ready is open with nothing blocking it).
+_ISSUE_ROW_RE = re.compile(
+    r"^\s*(?:↳\s*)?([○◐●✓✔])\s+([A-Za-z][\w-]*-[\w.]+)(?::\s+|(?:\s+\[[^\]]*\])+\s+-\s+)(.+?)\s*$", re.MULTILINE
+)
+_READY_ROW_RE = re.compile(r"^\s*\d+\.\s+(?:\[[^\]]*\]\s+)+([A-Za-z][\w-]*-[\w.]+):\s+(.+?)\s*$", re.MULTILINE)
+_ROW_STATUS = {"○": "open", "◐": "in_progress", "●": "blocked", "✓": "closed", "✔": "closed"}
+_BLOCKED_BY_RE = re.compile(r"\(blocked by:\s*([^)]*?)(?:,\s*blocks:[^)]*)?\)")
+
+
+def _record_issue_rows(a: Analysis, head: str) -> None:
+    """Issues a tracker listed in rows: the status it shows for the issues already in play, and
+    the other issues of their family (children of the same epic), so the next one can be named.
+    An unrelated issue of the project's backlog is no part of this work."""
+    rows = [(m.group(2), _ROW_STATUS[m.group(1)], m.group(3)) for m in _ISSUE_ROW_RE.finditer(head)]
+    rows += [(m.group(1), "", m.group(2)) for m in _READY_ROW_RE.finditer(head)]
+    families = {issue_id.split(".")[0] for issue_id in a.issues}
+    for issue_id, status, rest in rows:
+        blocked = _BLOCKED_BY_RE.search(rest)
+        title = one_line(re.sub(r"\s*(?:\([^)]*\)|●\s*P\d)\s*$", "", _BLOCKED_BY_RE.sub("", rest)).strip(), 100)
+        issue = a.issues.get(issue_id)
+        if issue is None:
+            if issue_id.split(".")[0] not in families:
+                continue
+            issue = a.issues[issue_id] = Issue(issue_id, status or "open", a.clock, title=title)
+        issue.title = issue.title or title
+        if blocked is not None:
+            issue.blocked_by = [b.strip() for b in blocked.group(1).split(",") if b.strip()]
+        if status and status != issue.status:
+            # Closed before this range, as far as it shows: no unit of its work to claim it.
+            issue.status, issue.event = status, a.clock
 
 
 def _set_issue(a: Analysis, issue_id: str, status: str) -> None:
@@ -948,6 +994,199 @@ def _record_git(a: Analysis, command: str, output: str) -> None:
                 commit.pushed_to = destination
         if sha and not any(c.hash.startswith(sha) or sha.startswith(c.hash) for c in a.commits):
             a.commits.append(Commit(sha, "", destination, a.clock, a.unit, pushed_to=destination))
+
+
+_CD_RE = re.compile(r"^\s*cd\s+(\"[^\"]+\"|'[^']+'|[^\s;&|]+)\s*(?:&&|;|$)")
+_GIT_STATUS_RE = re.compile(r"\bgit\s+(?:-C\s+\S+\s+)?status\b([^;&|\n]*)")
+# `git diff --stat` of the working tree (or of the index with --cached): not of a revision range.
+_GIT_DIFF_STAT_RE = re.compile(r"\bgit\s+diff\s+((?:-{1,2}[\w-]+(?:=\S+)?\s*)*)(?=$|[;&|\n>2])")
+_STATUS_HEADER_RE = re.compile(
+    r"^(Changes to be committed|Changes not staged for commit|Untracked files|Unmerged paths):\s*$"
+)
+_STATUS_ENTRY_RE = re.compile(r"^\s+(?:(modified|new file|deleted|renamed|typechange|both modified):\s+)?(\S.*?)\s*$")
+_SHORT_STATUS_RE = re.compile(r"^([ MADRCU?!]{2}) (\S.*?)\s*$")
+_DIFF_STAT_RE = re.compile(r"^\s*(\S[^|]*?)\s+\|\s+(?:\d+|Bin\b)")
+
+
+def _follow_cd(a: Analysis, command: str) -> None:
+    """The directory a leading `cd` moves the shell to: git prints paths relative to it."""
+    match = _CD_RE.match(command)
+    if not match:
+        return
+    target = os.path.expanduser(match.group(1).strip("\"'"))
+    if target.startswith("/"):
+        a.cwd = os.path.normpath(target)
+    elif a.cwd:
+        a.cwd = os.path.normpath(os.path.join(a.cwd, target))
+
+
+def _tree_path(a: Analysis, shown: str, *, from_root: bool = False) -> str:
+    """A path as git printed it, as the file the editor calls name when they name it."""
+    shown = shown.strip("\"'")
+    bare = re.sub(r"^(?:\.\.?/)+", "", shown)
+    if not from_root and a.cwd and not shown.startswith("/"):
+        joined = os.path.normpath(os.path.join(a.cwd, shown))
+        if joined in a.files or joined in a.modified:
+            return joined
+    known = [*a.files, *a.modified]
+    match = next((p for p in known if p == bare or p.endswith("/" + bare)), None)
+    if match:
+        return match
+    if not from_root and a.cwd and not shown.startswith("/") and a.root and a.cwd.startswith(a.root):
+        return os.path.normpath(os.path.join(a.cwd, shown)) + ("/" if shown.endswith("/") else "")
+    return bare or shown
+
+
+def _tree_in_output(a: Analysis, command: str, output: str) -> dict[str, str] | None:
+    """What `git status` / `git diff --stat` printed about the working tree, path -> state,
+    or None when the command printed neither."""
+    status = _GIT_STATUS_RE.search(command)
+    diff = _GIT_DIFF_STAT_RE.search(command)
+    stat = bool(diff and "--stat" in diff.group(1))
+    if not status and not stat:
+        return None
+    short = bool(status and re.search(r"(?:^|\s)(?:-\w*s\w*|--short|--porcelain\S*)\b", status.group(1)))
+    porcelain = bool(status and "--porcelain" in status.group(1))
+    staged_stat = bool(diff and re.search(r"--(?:cached|staged)\b", diff.group(1)))
+    entries: dict[str, str] = {}
+    section = ""
+    for line in strip_ansi(output[:20_000]).splitlines():
+        header = _STATUS_HEADER_RE.match(line.strip())
+        if header:
+            section = header.group(1)
+            continue
+        if not line.strip():
+            continue
+        if section and line[:1] in ("\t", " ") and not line.strip().startswith("("):
+            entry = _STATUS_ENTRY_RE.match(line)
+            if entry:
+                label, shown = entry.group(1) or "", entry.group(2).split(" -> ")[-1]
+                state = (
+                    "untracked"
+                    if section == "Untracked files"
+                    else "staged"
+                    if section == "Changes to be committed"
+                    else "deleted"
+                    if label == "deleted"
+                    else "modified"
+                )
+                entries[_tree_path(a, shown)] = state
+                continue
+        section = "" if not line[:1].isspace() else section
+        if short and status:
+            entry = _SHORT_STATUS_RE.match(line)
+            if entry:
+                code, shown = entry.group(1), entry.group(2).split(" -> ")[-1]
+                state = (
+                    "untracked"
+                    if code == "??"
+                    else "deleted"
+                    if "D" in code
+                    else "staged"
+                    if code[1] == " "
+                    else "modified"
+                )
+                if code != "!!":
+                    entries[_tree_path(a, shown, from_root=porcelain)] = state
+                continue
+        if stat:
+            entry = _DIFF_STAT_RE.match(line)
+            if entry and not re.match(r"^\d+ files? changed", line.strip()):
+                entries[_tree_path(a, entry.group(1), from_root=True)] = "staged" if staged_stat else "modified"
+    if not status and stat and a.tree is not None:
+        # A diff shows the tracked changes of one side only: the rest of the tree stands.
+        side = "staged" if staged_stat else "modified"
+        kept = {p: s for p, s in a.tree.items() if s != side and p not in entries}
+        entries = {**kept, **entries}
+    return entries
+
+
+def _record_tree(a: Analysis, command: str, output: str, *, committed: bool) -> None:
+    """git's own view of the working tree: the latest status replaces what the edits suggested;
+    a commit after it takes away what it committed."""
+    if committed and a.tree:
+        taken = _committed_paths(a, command)
+        a.tree = {
+            path: state
+            for path, state in a.tree.items()
+            if not (
+                state == "staged"
+                or (taken is True and state != "untracked")
+                or (isinstance(taken, set) and any(path == t or path.startswith(t.rstrip("/") + "/") for t in taken))
+            )
+        }
+    if CLEAN_TREE_RE.search(output[:5000]) and _GIT_STATUS_RE.search(command):
+        a.tree, a.tree_event, a.tree_source = {}, a.clock, "git status"
+        return
+    entries = _tree_in_output(a, command, output)
+    if entries is not None:
+        a.tree, a.tree_event = entries, a.clock
+        a.tree_source = "git status" if _GIT_STATUS_RE.search(command) else "git diff --stat"
+
+
+# A package manager adding or removing a dependency rewrites its manifest and lock file.
+_MANIFEST_CMD_RE = re.compile(
+    r"(?:^|&&|;|\|\|)\s*(npm\s+(?:install|i|add|uninstall|remove|rm)|yarn\s+(?:add|remove)|pnpm\s+(?:add|remove|install|i)|"
+    r"cargo\s+(?:add|remove)|poetry\s+(?:add|remove)|uv\s+(?:add|remove)|go\s+get|bundle\s+add)((?:\s+(?!\d*>)[^\s;&|>]+)*)"
+)
+_MANIFESTS = {
+    "npm": ("package.json", "package-lock.json"),
+    "yarn": ("package.json", "yarn.lock"),
+    "pnpm": ("package.json", "pnpm-lock.yaml"),
+    "cargo": ("Cargo.toml", "Cargo.lock"),
+    "poetry": ("pyproject.toml", "poetry.lock"),
+    "uv": ("pyproject.toml", "uv.lock"),
+    "go": ("go.mod", "go.sum"),
+    "bundle": ("Gemfile", "Gemfile.lock"),
+}
+
+
+def _record_manifest_change(a: Analysis, command: str) -> None:
+    """The manifest and lock file a successful `npm install <pkg>` (`cargo add`, `go get`, …)
+    rewrote: changes to commit that no editor call shows."""
+    for match in _MANIFEST_CMD_RE.finditer(command):
+        if not any(not word.startswith("-") for word in match.group(2).split()):
+            continue  # `npm install` alone installs what the manifest lists: it changes neither
+        tool = match.group(1).split()[0]
+        shown = one_line(f"{match.group(1)}{match.group(2)}", 80)
+        for name in _MANIFESTS[tool]:
+            path = os.path.join(a.cwd, name) if a.cwd else name
+            a.command_changes = [c for c in a.command_changes if c[0] != path]
+            a.command_changes.append((path, a.clock, shown))
+
+
+_GIT_ADD_RE = re.compile(r"\bgit\s+add\s+([^;&|\n]+)")
+
+
+def _committed_paths(a: Analysis, command: str) -> set[str] | bool:
+    """What a committing command took: the paths it `git add`-ed, or True for everything
+    tracked (`git add -A`, `git add .`, `git commit -a`)."""
+    taken: set[str] = set()
+    for match in _GIT_ADD_RE.finditer(command):
+        words = [w.strip("\"'") for w in match.group(1).split()]
+        if any(w in ("-A", "--all", ".", ":/", "-u", "--update") for w in words):
+            return True
+        taken.update(_tree_path(a, w) for w in words if not w.startswith("-"))
+    if re.search(r"\bgit\s+commit\s+(?:[^;&|\n]*\s)?-(?:a\w*|-all)\b", command):
+        return True
+    return taken
+
+
+def uncommitted_changes(a: Analysis) -> list[tuple[str, str]] | None:
+    """(path, state) of what is not committed at the end of the range: the latest `git status`
+    (or `git diff --stat`) less what commits took since, with the files edited after it; None
+    when git never showed the working tree in the range."""
+    if a.tree is None:
+        return None
+    changes = dict(a.tree)
+    for path, event, command in a.command_changes:
+        if event > a.tree_event and event > max([0, *(c.event for c in a.commits)]):
+            changes.setdefault(path, f"changed by `{command}`")
+    for path in a.edits_since_commit:
+        work = a.files.get(path)
+        if work is not None and work.last_event > a.tree_event and path not in changes:
+            changes[path] = "edited"
+    return list(changes.items())
 
 
 def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
@@ -1008,7 +1247,14 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         cmd.unit = a.unit - 1 if a.wrapping_up and a.unit > 0 else a.unit
         if ok and ("git" in command):
             a.git_seen = True
+            commits_before = len(a.commits)
+            _follow_cd(a, command)
             _record_git(a, command, output)
+            _record_tree(a, command, output, committed=len(a.commits) > commits_before)
+        else:
+            _follow_cd(a, command)
+        if ok:
+            _record_manifest_change(a, command)
         if ok:
             _record_deletions(a, command)
         if TEST_RE.search(cmd_line):
@@ -1182,6 +1428,45 @@ def _telling(text: str, *, guesses: bool = False) -> str:
     )
 
 
+# What a planned step does, by its verb: the kind of call that carries it out (see `Step.kind`).
+_STEP_VERBS = (
+    ("look", re.compile(r"(?i)\b(examine|inspect|open|read|look|check|review|view|search|find|explore)\b")),
+    (
+        "change",
+        re.compile(
+            r"(?i)\b(edit|fix|correct|add|change|update|modify|implement|write|create|remove|replace|refactor)\b"
+        ),
+    ),
+    ("run", re.compile(r"(?i)\b(run|test|execute|build|compile|reproduce|verify)\b")),
+)
+_CODE_SPAN_RE = re.compile(r"`([^`]{3,})`")
+
+
+def _carried_out(a: Analysis, sentence: str, event: int) -> bool:
+    """A planned step ("I will then examine the file and correct it") that the calls made after
+    it carried out: the file it names opened or edited, the command it names run, or, when it
+    names neither, a call of each kind its verbs ask for (a look, a change, a run)."""
+    later = LATER_STEP_RE.search(sentence)
+    step_text = sentence[later.end() :] if later else sentence
+    calls = [step for step in a.steps if step.event > event and step.ok is not False]
+    kinds = {kind for kind, verb in _STEP_VERBS if verb.search(step_text)}
+    if not calls or not kinds:
+        return False
+    names = [name.lower() for name in FILE_NAME_RE.findall(step_text)]
+    commands = [c for c in _CODE_SPAN_RE.findall(step_text) if " " in c.strip() and c.lower() not in names]
+
+    def done(kind: str, steps: list[Step]) -> bool:
+        return any(step.kind == kind or (kind == "look" and step.kind == "change") for step in steps)
+
+    if commands and not all(any(command in step.call for step in calls) for command in commands):
+        return False
+    for name in names:
+        on_file = [step for step in calls if name in step.call.lower() or step.path.lower().endswith(name)]
+        if not all(done(kind, on_file) for kind in kinds - {"run"}):
+            return False
+    return all(done(kind, calls) for kind in kinds if not names or kind == "run")
+
+
 def analyze(messages: list[Msg], file_ops: FileOps | None = None) -> Analysis:
     """`file_ops`: the file operations of `messages` when the caller extracted them already."""
     a = Analysis()
@@ -1214,7 +1499,7 @@ def analyze(messages: list[Msg], file_ops: FileOps | None = None) -> Analysis:
         and last.role == "assistant"
         and not any(b.get("type") in ("tool_use", "toolCall", "server_tool_use") for b in last.blocks)
     )
-    for text, _event, tools_before in a.texts[-3:]:
+    for text, event, tools_before in a.texts[-3:]:
         if total_tools - tools_before > STALE_INTENT_TOOL_CALLS:
             continue
         # "Next, I will run the script" said with the call that ran it, answered: acted on.
@@ -1224,6 +1509,8 @@ def analyze(messages: list[Msg], file_ops: FileOps | None = None) -> Analysis:
             if (INTENT_RE.search(sentence) or NEXT_RE.search(sentence)) and 10 <= len(sentence) <= 400:
                 if acted_on and not LATER_STEP_RE.search(sentence):
                     continue
+                if _carried_out(a, sentence, event):
+                    continue  # "I will then examine the file and correct it": the calls since did
                 a.last_intents.append(one_line(sentence))
     said = [t for t in (_telling(text) for text, _event, _tools in a.texts[-2:]) if t]
     latest = a.texts[-1][0] if a.texts else ""
@@ -1317,4 +1604,5 @@ __all__ = [
     "normalize",
     "one_line",
     "similar",
+    "uncommitted_changes",
 ]

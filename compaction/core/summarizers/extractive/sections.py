@@ -22,6 +22,7 @@ from compaction.core.summarizers.extractive.analysis import (
     one_line,
     owed_git_steps,
     similar,
+    uncommitted_changes,
 )
 from compaction.core.summarizers.extractive.patterns import (
     EXIT_CODE_RE,
@@ -558,6 +559,12 @@ def work_since_request(a: Analysis, *, brief: bool = False, listed: str = "") ->
 def _latest_request_named(a: Analysis) -> str:
     """The latest request as a short quote, or how to refer to it when it is the task itself."""
     requests = [u for u in a.users if u.kind != "chatter" and not u.queued]
+    latest = next((u for u in reversed(a.users) if u.kind != "chatter"), None)
+    if latest is not None and latest.queued:
+        # Typed while the assistant worked on the turn: the latest request, as Goal names it,
+        # though the turn's work began with the message before it.
+        began = "the task (see Goal)" if len(requests) <= 1 else f'"{one_line(requests[-1].text, 60)}"'
+        return f'the latest request ("{one_line(latest.text, 90)}", sent while the assistant was working on {began})'
     if not requests:
         return "the latest request"
     if len(requests) == 1 and not a.users[-1].queued:
@@ -594,7 +601,7 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
         if any(f"`{i.id}`" in item for i in a.issues.values() if i.status == "closed"):
             continue
         s.add("in_progress", item, 72)
-    pending = a.edits_since_commit if a.commits else []
+    pending = pending_commit(a) if a.commits else []
     untested = a.edits_since_test if a.tests_seen else []
     for issue in a.issues.values():
         if issue.status != "in_progress":
@@ -602,7 +609,7 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
         title = f" ({issue.title})" if issue.title else ""
         state = []
         if pending:
-            state.append("uncommitted edits to " + ", ".join(f"`{a.rel(p)}`" for p in pending[:5]))
+            state.append("uncommitted changes to " + ", ".join(f"`{a.rel(p)}`" for p in pending[:5]))
         if untested:
             state.append("not tested since those edits")
         tail = f": {'; '.join(state)}" if state else " (not closed yet)"
@@ -771,7 +778,7 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             steps = []
             if a.edits_since_test and a.tests_seen:
                 steps.append("run the checks")
-            if a.edits_since_commit and a.commits:
+            if pending_commit(a) and a.commits:
                 steps.append("commit")
             steps.append(f"close `{issue.id}`")
             s.add("next", f"Finish `{issue.id}`{title}: " + ", then ".join(steps), 88)
@@ -811,8 +818,8 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             s.add(
                 "next", f"Re-run the checks (last: `{one_line(tests[-1].command, 120)}`) for the edits to {files}", 80
             )
-        if a.edits_since_commit and a.commits:
-            files = ", ".join(f"`{a.rel(p)}`" for p in a.edits_since_commit[:6])
+        if pending_commit(a) and a.commits:
+            files = ", ".join(f"`{a.rel(p)}`" for p in pending_commit(a)[:6])
             s.add("next", f"Commit the changes made after the last commit: {files}", 78)
     plan = [
         t
@@ -821,10 +828,19 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
     ]
     for text in plan[-3:]:
         s.add("next", text, 79)
-    opened = [i for i in a.issues.values() if i.status in ("open", "ready", "blocked")]
-    for issue in opened[:6]:
+    for issue in open_issues_in_order(a)[:6]:
         title = f" ({issue.title})" if issue.title else ""
-        s.add("next", f"Then the open issue `{issue.id}`{title}", 70)
+        waiting = [b for b in issue.blocked_by if b in a.issues and a.issues[b].status != "closed" and b != issue.id]
+        # Its epic is no blocker to speak of: the child is part of it.
+        waiting = [b for b in waiting if not issue.id.startswith(b + ".")]
+        after = f" (after {', '.join(f'`{b}`' for b in waiting)})" if waiting else ""
+        children = [i.id for i in open_issues_in_order(a) if i.id.startswith(issue.id + ".")]
+        children += [i for i in a.issues if i.startswith(issue.id + ".") and a.issues[i].status == "in_progress"]
+        if children:
+            names = ", ".join(f"`{c}`" for c in children)
+            s.add("next", f"Then the open issue `{issue.id}`{title}, once its open children ({names}) are closed", 70)
+            continue
+        s.add("next", f"Then the open issue `{issue.id}`{title}{after}", 70)
     own_plan = bool(s.items["next"])
     for item in previous.get("next", []):
         if item.lower().startswith(STATE_PREFIXES) or _mentions_only(item, closed):
@@ -868,6 +884,26 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
 
 
+def open_issues_in_order(a: Analysis) -> list:
+    """The open issues in the order they come up: the children of an epic before the epic (it
+    closes when they are done), those nothing open blocks first, then by their number."""
+    unfinished = {i.id for i in a.issues.values() if i.status != "closed"}
+
+    def has_open_children(issue_id: str) -> bool:
+        return any(other.startswith(issue_id + ".") for other in unfinished)
+
+    def blocked(issue) -> bool:
+        return any(b in unfinished and not issue.id.startswith(b + ".") for b in issue.blocked_by)
+
+    def number(issue_id: str) -> list[int]:
+        return [int(part) if part.isdigit() else 0 for part in issue_id.split(".")[1:]]
+
+    opened = [i for i in a.issues.values() if i.status in ("open", "ready", "blocked")]
+    children = [i for i in opened if not has_open_children(i.id)]
+    epics = [i for i in opened if has_open_children(i.id)]
+    return sorted(children, key=lambda i: (blocked(i) or i.status == "blocked", number(i.id))) + epics
+
+
 # The assistant's last words report the work finished.
 FINISHED_RE = re.compile(
     r"(?i)\b(complete[ds]?|done|finished|all .{0,40}\b(pass|passing|green)|committed|pushed|created|"
@@ -896,7 +932,14 @@ def repo_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
     since = max([0, *(c.event for c in a.commits)])
     deleted = [w.path for w in a.files.values() if w.deleted and not w.written and w.last_event > since]
     deleted += [path for path, event in a.deleted if event > since]
-    if a.commits or a.edits_since_commit or deleted:
+    tree = uncommitted_changes(a)
+    if tree is not None and a.submitted is None:
+        s.add("repo", _tree_line(a, tree), 83)
+        shown = {a.rel(p).lstrip("./") for p, _state in tree}
+        deleted = [p for p in deleted if a.rel(p).lstrip("./") not in shown]
+        if deleted:
+            s.add("repo", "Deleted: " + ", ".join(f"`{a.rel(p)}`" for p in deleted[:10]), 80)
+    elif a.commits or a.edits_since_commit or deleted:
         pending = a.edits_since_commit if a.commits else [p for p in a.edits_since_commit if not a.files[p].deleted]
         files = ", ".join(f"`{a.rel(p)}`" for p in pending[:10])
         files += f" (+{len(pending) - 10} more)" if len(pending) > 10 else ""
@@ -912,6 +955,42 @@ def repo_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             s.add("repo", "No edits after the last commit.", 70)
         if deleted:
             s.add("repo", "Deleted: " + ", ".join(f"`{a.rel(p)}`" for p in deleted[:10]), 80)
+
+
+_TREE_STATES = ("staged", "modified", "deleted", "untracked")
+
+
+def _tree_line(a: Analysis, tree: list[tuple[str, str]]) -> str:
+    """What is not committed, in git's words: the latest `git status` (or `git diff --stat`)
+    of the range, less what later commits took, then the files edited after it."""
+
+    def names(paths: list[str]) -> str:
+        more = f" (+{len(paths) - 10} more)" if len(paths) > 10 else ""
+        return ", ".join(f"`{a.rel(p)}`" for p in paths[:10]) + more
+
+    later = ", minus what later commits took" if any(c.event > a.tree_event for c in a.commits) else ""
+    source = f"per the latest `{a.tree_source}`{later}"
+    groups = [f"{state} {names(paths)}" for state in _TREE_STATES if (paths := [p for p, st in tree if st == state])]
+    later_parts = [f"edited {names(edited)}"] if (edited := [p for p, st in tree if st == "edited"]) else []
+    # Changed by a command after it (`npm install x`): named with the command.
+    for state in dict.fromkeys(st for _p, st in tree if st.startswith("changed by ")):
+        later_parts.append(f"{state}: {names([p for p, st in tree if st == state])}")
+    if not groups:
+        if not later_parts:
+            return f"Nothing uncommitted ({source})"
+        return f"Uncommitted changes: {'; '.join(later_parts)}; nothing else was pending {source}"
+    after = f"; after it: {'; '.join(later_parts)}" if later_parts else ""
+    return f"Not committed ({source}): " + "; ".join(groups) + after
+
+
+def pending_commit(a: Analysis) -> list[str]:
+    """Tracked files whose changes are not committed: git's latest word on them when the range
+    shows one, else the files edited since the last commit. Untracked files are no part of it:
+    they may be build output to ignore rather than commit."""
+    tree = uncommitted_changes(a)
+    if tree is None:
+        return a.edits_since_commit
+    return [path for path, state in tree if state != "untracked"]
 
 
 def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
