@@ -73,10 +73,9 @@ from compaction.core.text_heuristics import (
     user_messages,
 )
 from compaction.core.tool_vocabulary import (
-    EDITOR_READ_COMMANDS,
     is_completion_tool,
     is_create_tool,
-    is_modify_tool,
+    is_edit_call,
     is_plan_tool,
     is_todo_tool,
     path_argument,
@@ -777,8 +776,7 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
     call = _call_shown(name, command, shown, args)
     a.last_tools.append(call)
     a.calls_since_request.append(call)
-    viewing = str(args.get("command", "")).lower() in EDITOR_READ_COMMANDS
-    if path and is_modify_tool(name) and not viewing:
+    if path and is_edit_call(name, args):
         kind = "change"
     elif command and not is_probe_command(command):
         kind = "run"
@@ -971,7 +969,8 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
             said = one_line(sentences(output)[0], 110) if sentences(output) else ""
             a.rejections.append(f'{what} ("{said}")' if said else what)
         return
-    if path and is_modify_tool(name) and not is_error and EDIT_REJECTED_RE.search(output[:1000]):
+    editing = bool(path) and is_edit_call(name, args)
+    if editing and not is_error and EDIT_REJECTED_RE.search(output[:1000]):
         _record_rejected_edit(a, name, path, output)
         return
     if is_completion_tool(name):
@@ -979,9 +978,9 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         return
     if not is_error:
         a.tool_ok[tool_key(name)] = a.clock
-        if path and not is_modify_tool(name) and a.look and path not in a.read_purposes:
+        if path and not editing and a.look and path not in a.read_purposes:
             a.read_purposes[path] = a.look
-    if path and is_modify_tool(name) and not is_error:
+    if editing and not is_error:
         # Counted when it succeeded: a failed edit changed nothing.
         _record_edit(a, name, path, args)
     cmd: Command | None = None

@@ -1,0 +1,80 @@
+"""What a cold reader of the handoff found wrong, as properties: a file only looked at is
+never "edited", an edit's purpose is its own call's (never a neighbouring tool's), the
+standing rules are rules (not bug reports, not the goal again), a choice with its reason is a
+decision, a Stop hook's order is the hook's, and a harness's preamble is not the goal.
+Generated sessions in every agent's tool dialect, plus the shared transcripts."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compaction.core.summarizers.extractive import extractive_summary
+from compaction.core.tokens import count_content
+from compaction.core.types import Msg
+
+WORDS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=5, max_size=9)
+
+
+def _msgs(raw: list[dict]) -> list[Msg]:
+    return [Msg(i + 1, m["role"], m["content"], count_content(m["content"])) for i, m in enumerate(raw)]
+
+
+def _section(summary: str, start: str, end: str) -> str:
+    return summary.split(start, 1)[1].split(end, 1)[0] if start in summary else ""
+
+
+def _tool(raw: list[dict], name: str, inputs: dict, output: str, text: str = "") -> None:
+    tool_id = f"toolu_{len(raw):04d}"
+    said = [{"type": "text", "text": text}] if text else []
+    use = {"type": "tool_use", "id": tool_id, "name": name, "input": inputs}
+    raw.append({"role": "assistant", "content": [*said, use]})
+    raw.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": output}]})
+
+
+# ------------------------------------------------------------------ reads are not edits
+
+# Each agent's ways of looking at a file: (tool, arguments for path p).
+READ_FORMS = [
+    ("str_replace_editor", lambda p: {"command": "view", "path": p}),
+    ("str_replace_based_edit_tool", lambda p: {"command": "view", "path": p}),
+    ("text_editor", lambda p: {"command": "view", "path": p, "view_range": [1, 20]}),
+    ("Read", lambda p: {"file_path": p}),
+    ("read", lambda p: {"path": p}),
+    ("open", lambda p: {"command": f"open {p}"}),
+    ("find_file", lambda p: {"command": f"find_file {p.rsplit('/', 1)[-1]}"}),
+    ("search_file", lambda p: {"command": f"search_file needle {p}"}),
+    ("Bash", lambda p: {"command": f"cat {p}"}),
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    WORDS,
+    st.lists(st.sampled_from(range(len(READ_FORMS))), min_size=1, max_size=5),
+    st.integers(min_value=0, max_value=3),
+)
+def test_a_file_only_looked_at_is_never_edited(word, reads, edits):
+    looked = f"/repo/pkg/{word}_seen.py"
+    changed = f"/repo/pkg/{word}_fixed.py"
+    raw: list[dict] = [{"role": "user", "content": f"Fix the {word} parser."}]
+    for index in reads:
+        name, args = READ_FORMS[index]
+        _tool(raw, name, args(looked), f"1 {word} = 1")
+        _tool(raw, name, args(changed), f"1 {word} = 1")
+    for n in range(edits):
+        inputs = {"command": "str_replace", "path": changed, "old_str": f"{word} = {n}", "new_str": f"{word} = {n + 1}"}
+        _tool(raw, "str_replace_editor", inputs, f"The file {changed} has been edited.")
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": "Done."}]})
+    summary = extractive_summary(_msgs(raw))
+    files = _section(summary, "### Files", "###")
+    repo = _section(summary, "### Repository State", "###")
+    assert not re.search(rf"{word}_seen\.py`[^\n]*\b(edited|written|created)", files)
+    assert f"{word}_seen.py" not in repo
+    line = next((line for line in files.splitlines() if f"{word}_fixed.py" in line), "")
+    if edits:
+        assert {1: "edited once", 2: "edited twice"}.get(edits, f"edited {edits} times") in line
+    else:
+        assert "edited" not in line and f"{word}_fixed.py" not in repo
