@@ -78,3 +78,59 @@ def test_a_file_only_looked_at_is_never_edited(word, reads, edits):
         assert {1: "edited once", 2: "edited twice"}.get(edits, f"edited {edits} times") in line
     else:
         assert "edited" not in line and f"{word}_fixed.py" not in repo
+
+
+# ------------------------------------------------------------------ an edit's own purpose
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    WORDS,
+    st.sampled_from(["TodoWrite", "todo_write", "update_plan"]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_an_edits_purpose_is_never_a_neighbouring_calls(word, todo_tool, same_message, names_file):
+    """Words said of a todo-list update are not what the edit after it was for; words that
+    name the edited file are, even with the todo update and a read in between."""
+    target = f"/repo/{word}.toml"
+    raw: list[dict] = [{"role": "user", "content": f"Port the {word} project."}]
+    said = f"Let me create a todo list and start porting the {word} code"
+    if names_file:
+        said = f"Now let me update {word}.toml for the new lints."
+    todos = {"todos": [{"content": f"Port the {word} module", "status": "in_progress"}]}
+    todos = (
+        todos if todo_tool != "update_plan" else {"plan": [{"step": f"Port the {word} module", "status": "pending"}]}
+    )
+    edit = {"file_path": target, "old_string": "[dependencies]", "new_string": "[dependencies]\n\n[lints.rust]"}
+    if same_message:
+        uses = [
+            {"type": "tool_use", "id": "t1", "name": todo_tool, "input": todos},
+            {"type": "tool_use", "id": "e1", "name": "Edit", "input": edit},
+        ]
+        raw.append({"role": "assistant", "content": [{"type": "text", "text": said}, *uses]})
+        results = [{"type": "tool_result", "tool_use_id": i, "content": "ok"} for i in ("t1", "e1")]
+        raw.append({"role": "user", "content": results})
+    else:
+        _tool(raw, todo_tool, todos, "Todos have been modified successfully.", text=said)
+        _tool(raw, "Read", {"file_path": target}, "[dependencies]")
+        _tool(raw, "Edit", edit, f"The file {target} has been updated successfully.")
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": "The lints are configured."}]})
+    files = _section(extractive_summary(_msgs(raw)), "### Files", "###")
+    line = next(line for line in files.splitlines() if f"{word}.toml" in line)
+    assert "todo list" not in line
+    assert ("for the new lints" in line) == names_file
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS)
+def test_a_preliminary_run_does_not_take_the_edits_purpose(word):
+    """ "Now create the X test. Let me first install Y." → the install, then the write: the
+    write is what the first sentence was for."""
+    raw: list[dict] = [{"role": "user", "content": "Add the missing tests."}]
+    said = f"Now create the {word} highlight test. Let me first install happy-dom."
+    _tool(raw, "Bash", {"command": "npm install --save-dev happy-dom"}, "added 8 packages", text=said)
+    _tool(raw, "Write", {"file_path": f"/repo/test/{word}.test.js", "content": "it('x', () => {})\n"}, "File created.")
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": "The test is written."}]})
+    files = _section(extractive_summary(_msgs(raw)), "### Files", "###")
+    assert f"{word} highlight test" in next(line for line in files.splitlines() if f"{word}.test.js" in line)

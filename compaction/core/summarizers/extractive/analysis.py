@@ -300,7 +300,11 @@ class Analysis:
     wrapping_up: bool = False
     pending: dict[str, tuple[str, str | None, str | None, str, dict[str, Any]]] = field(default_factory=dict)
     texts: list[tuple[str, int, int]] = field(default_factory=list)  # (text, event, tool calls before) this turn
+    # What the agent said its next change is for ("Now add X to Y"), until it speaks again.
     purpose: str = ""
+    # A call of another kind (a todo list, a run) came after those words: they were said of it.
+    purpose_spent: bool = False
+    call_purposes: dict[str, str] = field(default_factory=dict)  # edit call id -> its purpose
     note_keys: list[set[str]] = field(default_factory=list)
     seen_sentences: set[str] = field(default_factory=set)
     file_mentions: dict[str, str] = field(default_factory=dict)  # basename -> latest statement naming it
@@ -661,6 +665,7 @@ def on_assistant_text(a: Analysis, text: str) -> None:
     a.activity_after_latest += 1
     a.urls.extend(URL_RE.findall(text))
     a.purpose = ""
+    a.purpose_spent = False
     a.look = ""
     for ident in IDENT_RE.findall(text):
         a.identifiers[ident.strip()] += 1
@@ -784,10 +789,53 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
         kind = "look" if path or command else "other"  # a read, a search: what was looked at
     step = Step(call, kind, a.clock, path or "", check=bool(command and TEST_RE.search(clean_command(command))))
     a.steps.append(step)
+    if kind == "change" and "id" in block:
+        # Taken now: a call beside it in the same message (a TodoWrite) must not be read first.
+        a.call_purposes[block["id"]] = _purpose_for(a, path or "")
+    elif kind not in ("change", "look") and _answers(a.purpose, name, command, args):
+        a.purpose_spent = True
     if "id" in block:
         a.pending_steps[block["id"]] = step
         description = args.get("description") if isinstance(args.get("description"), str) else ""
         a.pending[block["id"]] = (name, command, path, description, args)
+
+
+# The verb of a purpose says what kind of change, not which: "create" fits any call.
+_PURPOSE_VERBS = frozenset(
+    "add update replace create remove extract rewrite write implement change rename move wire register rebuild "
+    "refactor make switch convert delete drop introduce split handle apply modify edit adjust correct exclude "
+    "include allow restrict guard skip insert patch start with from into that this then also".split()
+)
+
+
+def _answers(purpose: str, name: str, command: str | None, args: dict[str, Any]) -> bool:
+    """Whether a call other than an edit is what the agent's words were about: they share a
+    word ("Let me create a todo list" → TodoWrite; "install the linter" → `npm install eslint`).
+    "Now create the JS test. Let me first install happy-dom." → `npm install happy-dom` shares
+    none with the purpose: the edit after it is still what the words were for."""
+    if not purpose:
+        return False
+    words = content_words(purpose) - _PURPOSE_VERBS
+    called = " ".join([re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name), command or "", str(args)[:2000]])
+    return bool(words & content_words(called))
+
+
+def _purpose_for(a: Analysis, path: str) -> str:
+    """What an edit of `path` is for, from the agent's words before it. Words that name the
+    file are about it even with a todo update or a read in between ("Now let me update the
+    Justfile" → TodoWrite → Read → Write); words naming another file are not; words naming no
+    file are the purpose of the calls right after them only — "Let me create a todo list and
+    start porting" was said of the TodoWrite, not of the edit that followed it."""
+    if not a.purpose:
+        return ""
+    said = a.purpose.lower()
+    base = path.rsplit("/", 1)[-1].lower()
+    if base and re.search(rf"(?<![\w.-]){re.escape(base)}(?![\w-])", said):
+        return a.purpose
+    # Another file of the session named ("Now update `lib.rs`" before an edit of `main.rs`).
+    touched = {p.rsplit("/", 1)[-1].lower() for p in (*a.modified, *a.read)}
+    names_other = any(name.lower() in touched for name in FILE_NAME_RE.findall(a.purpose))
+    return "" if a.purpose_spent or names_other else a.purpose
 
 
 def _call_shown(name: str, command: str | None, path: str, args: dict[str, Any]) -> str:
@@ -809,7 +857,7 @@ NO_CHECK_RE = re.compile(
 )
 
 
-def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> None:
+def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any], purpose: str) -> None:
     a.wrapping_up = False
     work = a.files.setdefault(path, FileWork(path))
     work.edits += 1
@@ -820,7 +868,7 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> Non
     if path not in a.edits_since_test and not NO_CHECK_RE.search(path):
         a.edits_since_test.append(path)
     work.deleted = False
-    purpose = a.retry_purposes.pop(path, "") or a.purpose
+    purpose = a.retry_purposes.pop(path, "") or purpose
     if purpose and purpose not in work.purposes:
         work.purposes.append(purpose)
     edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
@@ -844,7 +892,7 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> Non
 CLEAN_TREE_RE = re.compile(r"(?i)nothing to commit,? \(?working (?:tree|directory) clean")
 
 
-def _record_rejected_edit(a: Analysis, name: str, path: str, output: str) -> None:
+def _record_rejected_edit(a: Analysis, name: str, path: str, output: str, purpose: str) -> None:
     """An edit the tool refused: counted apart, its error lines kept, its purpose carried to
     the retry."""
     work = a.files.get(path)
@@ -852,8 +900,8 @@ def _record_rejected_edit(a: Analysis, name: str, path: str, output: str) -> Non
         work.rejected += 1
     else:
         a.files[path] = FileWork(path, rejected=1, last_event=a.clock)
-    if a.purpose and path not in a.retry_purposes:
-        a.retry_purposes[path] = a.purpose
+    if purpose and path not in a.retry_purposes:
+        a.retry_purposes[path] = purpose
     lines = error_lines_of(strip_ansi(output[:3000]), is_error=True)
     said = next((line for line in lines if not EDIT_REJECTED_RE.search(line)), "")
     first = one_line(next((s for s in sentences(output) if EDIT_REJECTED_RE.search(s)), ""), 140)
@@ -970,8 +1018,9 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
             a.rejections.append(f'{what} ("{said}")' if said else what)
         return
     editing = bool(path) and is_edit_call(name, args)
+    purpose = a.call_purposes.pop(block.get("tool_use_id", ""), "")
     if editing and not is_error and EDIT_REJECTED_RE.search(output[:1000]):
-        _record_rejected_edit(a, name, path, output)
+        _record_rejected_edit(a, name, path, output, purpose)
         return
     if is_completion_tool(name):
         a.submitted = (_completion_call(name, command, args), output)
@@ -982,7 +1031,7 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
             a.read_purposes[path] = a.look
     if editing and not is_error:
         # Counted when it succeeded: a failed edit changed nothing.
-        _record_edit(a, name, path, args)
+        _record_edit(a, name, path, args, purpose)
     cmd: Command | None = None
     if command is not None:
         ok, detail = _outcome(output, is_error)
