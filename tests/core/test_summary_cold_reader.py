@@ -134,3 +134,71 @@ def test_a_preliminary_run_does_not_take_the_edits_purpose(word):
     raw.append({"role": "assistant", "content": [{"type": "text", "text": "The test is written."}]})
     files = _section(extractive_summary(_msgs(raw)), "### Files", "###")
     assert f"{word} highlight test" in next(line for line in files.splitlines() if f"{word}.test.js" in line)
+
+
+# ------------------------------------------------------------------ standing rules
+
+
+def _session_with(messages: list[str]) -> str:
+    raw: list[dict] = []
+    for n, text in enumerate(messages):
+        raw.append({"role": "user", "content": text})
+        _tool(raw, "Read", {"file_path": f"/repo/src/theme{n}.ts"}, "export const x = 1")
+        raw.append({"role": "assistant", "content": [{"type": "text", "text": "Looked at it."}]})
+    raw.append({"role": "user", "content": "ok, next"})
+    return extractive_summary(_msgs(raw))
+
+
+# Bug reports and questions that carry a rule word or a correction opener: the user saw
+# something, or asks; nothing here binds the work that follows.
+REPORTS = [
+    "actually, it's the bg color of the {w} panel that doesn't change",
+    "ok, i think the {w} component doesn't adhere to the invariant that lines must not be wider than the width. investigate",
+    "hm, i selected the {w} theme while you were working and got a crash, that should never happen.",
+    "wait, do we only have a single {w} color? we have link text and link url in the old version",
+    "no, that's not it, both use the {w} theme. can you write a test that prints each color?",
+]
+# Standing rules, with and without the usual rule words.
+RULES = [
+    "use rgb values in the {w} themes, no color indices!",
+    "omfg use hex colors for {w}, not names",
+    "no console logs in {w}!",
+    "don't modify the {w} theme",
+    "always run the {w} tests before committing",
+    "no, the {w} block should stay as is",
+]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.lists(st.sampled_from(REPORTS), min_size=1, max_size=3), st.sampled_from(RULES))
+def test_constraints_hold_standing_rules_not_bug_reports(word, reports, rule):
+    said = [f"port the {word} selector to the theme system", *[r.format(w=word) for r in reports]]
+    said.append(rule.format(w=word))
+    constraints = _section(_session_with(said), "## Constraints & Preferences", "## Progress")
+    assert rule.format(w=word) in constraints
+    for report in reports:
+        assert report.format(w=word) not in constraints
+
+
+def _transcript_summaries(cuts: int = 4):
+    """(name, cut, summary) at a few cuts of every shared transcript."""
+    from tests.core.test_summary_mid_turn import TRANSCRIPTS, _messages
+
+    for path in TRANSCRIPTS:
+        msgs = _messages(path)
+        for k in range(1, cuts + 1):
+            cut = max(2, len(msgs) * k // cuts)
+            yield f"{path.stem[:30]}@{cut}", extractive_summary(msgs[:cut])
+
+
+def test_constraints_never_repeat_the_goals_words():
+    """A rule sentence the Goal quotes already (the first request's "Don't stop until …")
+    is not quoted a second time under Constraints."""
+    for name, summary in _transcript_summaries():
+        goal = _section(summary, "## Goal", "\n## ").split("### User Messages")[0]
+        task = "\n".join(line for line in goal.splitlines() if not line.startswith("- Latest request"))
+        constraints = _section(summary, "## Constraints & Preferences", "## Progress")
+        for item in re.findall(r'^- User: "(.*)"$', constraints, re.MULTILINE):
+            for part in item.split(" … "):
+                part = part.rstrip("…").strip()
+                assert len(part) < 40 or part not in task, (name, part)

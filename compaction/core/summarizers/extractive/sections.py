@@ -33,6 +33,7 @@ from compaction.core.summarizers.extractive.patterns import (
 )
 from compaction.core.summary_markdown import parse_summary_sections
 from compaction.core.text_heuristics import (
+    CORRECTION_RE,
     GIT_COMMIT_RE,
     MAX_INSTRUCTION_CHARS,
     classify_user_text,
@@ -230,7 +231,12 @@ def _opening_chores(requests: list) -> list:
     chores = []
     for user, following in zip(requests, requests[1:], strict=False):
         small = len(user.text) <= CHORE_CHARS and "\n" not in user.text.strip() and user.calls_after <= CHORE_CALLS
-        new_task = following.kind == "request" and not following.hook and len(following.text) > len(user.text)
+        new_task = (
+            following.kind == "request"
+            and not CORRECTION_RE.match(following.text.strip())
+            and not following.hook
+            and len(following.text) > len(user.text)
+        )
         if not small or not new_task:
             break
         chores.append(user)
@@ -295,15 +301,28 @@ def constraints_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
             continue
         s.add("constraints", f'User: "{inner}"' if quoted else item, 91 + 3 * recency(index, len(prev)))
     rules = [u.text for u in a.users if u.kind == "instruction"]
+    # The task's own words only: the latest request's line is rebuilt at every compaction, a
+    # rule in it would be lost with it.
+    goal = normalize("\n".join(i.text for i in s.items["goal"] if not i.text.startswith("Latest request")))
+    in_goal = False
     for index, text in enumerate(rules):
         rule = instruction_quote(text).strip()
-        if rule.endswith(":") or len(re.findall(r"[A-Za-z]{2,}", rule)) < 3:
-            continue  # a heading without its rule ("Stop hook feedback:") is no constraint
+        # Rule sentences the Goal quotes already ("Don't stop until all tests pass" in the first
+        # request): the same words twice under two headings help no one.
+        # A heading without its rule ("Stop hook feedback:", "Generated system must:") is none.
+        parts = [p for p in rule.split(" … ") if not p.endswith(":") and len(re.findall(r"[A-Za-z]{2,}", p)) >= 3]
+        kept = [part for part in parts if normalize(part.rstrip("…")) not in goal]
+        in_goal = in_goal or len(kept) < len(parts)
+        rule = " … ".join(kept)
+        if not rule:
+            continue
         said = one_line(rule, MAX_INSTRUCTION_CHARS + 1)
         if any(similar(said, item.text, 0.8) for item in s.items["constraints"]):
             continue  # the same rules sent again (a harness repeats its instructions): once
         # A long message (a bug report with a pasted log) is quoted by its rule sentences.
         s.add("constraints", f'User: "{said}"', 95 + 4 * recency(index, len(rules)))
+    if in_goal and not s.items["constraints"]:
+        s.add("constraints", "The user's rules are those in the request quoted under Goal", 90)
 
 
 def _unit_header(a: Analysis, unit: int) -> str:
