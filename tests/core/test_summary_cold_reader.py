@@ -202,3 +202,36 @@ def test_constraints_never_repeat_the_goals_words():
             for part in item.split(" … "):
                 part = part.rstrip("…").strip()
                 assert len(part) < 40 or part not in task, (name, part)
+
+
+# ------------------------------------------------------------------ decisions
+
+
+CHOICES = [
+    "We have 100% line coverage on {w} (which is what matters for the coverage requirement).",
+    "The {w} cache hit rate is good enough for this release.",
+    "In Rust, I'll use a generic approach with an enum to represent either a single {w} or a nested list.",
+]
+PLAIN = [
+    "The {w} module compiles and all 12 tests pass.",
+    "Updated `{w}.rs` with the new function.",
+]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.sampled_from(CHOICES + PLAIN), st.booleans())
+def test_a_choice_with_its_reason_is_a_decision_and_a_report_is_not(word, said, reason_follows):
+    said = said.format(w=word)
+    follow = (
+        " The one uncovered region can't fail in practice because the input is validated." if reason_follows else ""
+    )
+    raw: list[dict] = [{"role": "user", "content": f"Port the {word} library and reach 100% coverage."}]
+    _tool(raw, "Bash", {"command": "cargo llvm-cov"}, "TOTAL 99.71% regions, 100.00% lines", text="Checking coverage.")
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": said + follow}]})
+    decisions = _section(extractive_summary(_msgs(raw)), "## Key Decisions", "## Next Steps")
+    if said in [c.format(w=word) for c in CHOICES]:
+        assert said in decisions
+        if reason_follows and "matters" in said:
+            assert "because the input is validated" in decisions
+    else:
+        assert "(none)" in decisions

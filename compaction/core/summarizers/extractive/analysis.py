@@ -671,7 +671,8 @@ def on_assistant_text(a: Analysis, text: str) -> None:
         a.identifiers[ident.strip()] += 1
     previous_diagnosis = ""
     purpose_set = False
-    for sentence in condense(text):
+    said = condense(text)
+    for index, sentence in enumerate(said):
         key = sentence.lower()
         if key in a.seen_sentences:
             continue  # said before: recorded then (and re-reading it costs a long turn dearly)
@@ -722,12 +723,26 @@ def on_assistant_text(a: Analysis, text: str) -> None:
             if not HYPOTHESIS_RE.search(sentence) and not OBSERVATION_RE.match(sentence) and _states_choice(sentence):
                 a.decisions.append(one_line(sentence))
                 continue
+        if ACCEPTED_RE.search(sentence) and not sentence.endswith("?"):
+            # "We have 100% line coverage (which is what matters here)": the agent settled for
+            # something, and why; the sentence after it often carries the rest of the reason.
+            following = said[index + 1] if index + 1 < len(said) else ""
+            reason = following if re.search(r"(?i)\b(because|since|so that|can'?t|cannot)\b", following) else ""
+            a.decisions.append(one_line(f"{sentence} {reason}".strip(), 400))
+            continue
         if DONE_START_RE.search(sentence) and ANCHOR_RE.search(sentence):
             _add_note(a, sentence, "report")
         elif DIAGNOSIS_RE.search(sentence) and (ANCHOR_RE.search(sentence) or len(sentence) >= 60):
             _add_note(a, sentence, "diagnosis")
             if not re.search(r"(?i)\b(likely|probably|maybe|might|perhaps|seems|guess)\b", sentence):
                 previous_diagnosis = sentence.rstrip(".")  # a finding, not a guess: a reason to act on
+
+
+# The agent settling for something short of what it aimed at, with its reason.
+ACCEPTED_RE = re.compile(
+    r"(?i)\b(?:which|that|this) is what matters\b|\bis (?:good|close) enough\b|\b(?:is|are) sufficient\b"
+    r"|\bis an acceptable\b|\bsettle for\b|\bsettled for\b|\bwe can live with\b"
+)
 
 
 LOOK_RE = re.compile(
