@@ -235,3 +235,39 @@ def test_a_choice_with_its_reason_is_a_decision_and_a_report_is_not(word, said, 
             assert "because the input is validated" in decisions
     else:
         assert "(none)" in decisions
+
+
+# ------------------------------------------------------------------ a hook's demand
+
+
+def _hook_feedback(found: str, steps: list[str]) -> str:
+    listed = "\n".join(f"{n}. {step}" for n, step in enumerate(steps, 1))
+    return (
+        "Stop hook feedback:\n[${CLAUDE_PLUGIN_ROOT}/scripts/hooks/stop.sh]: # Running Quality Checks...\n\n"
+        f"# {found}\n\nCannot exit with unstaged changes.\n\nBefore stopping, please:\n\n{listed}\n\n---\n\n"
+        'If you\'ve hit a problem you cannot solve without user input:\n\n  "I have run into a problem."'
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.integers(min_value=0, max_value=2), st.booleans())
+def test_a_hooks_demand_is_stated_as_the_hooks(word, calls_after, asks_commit):
+    steps = [f"Run the {word} quality checks to verify they pass"]
+    steps += ["Commit with a descriptive message: `git commit -m '...'`"] if asks_commit else []
+    raw: list[dict] = [{"role": "user", "content": f"Fix the {word} rounding bug."}]
+    _tool(raw, "Edit", {"file_path": f"/repo/{word}.py", "old_string": "a", "new_string": "b"}, "The file was updated.")
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": "The rounding is fixed."}]})
+    raw.append({"role": "user", "content": _hook_feedback(f"{word.title()} Changes Detected", steps)})
+    for n in range(calls_after):
+        _tool(raw, "Bash", {"command": f"git status --short {n}"}, f" M {word}.py")
+    next_steps = _section(extractive_summary(_msgs(raw)), "## Next Steps", "## Critical Context")
+    assert "Stop hook feedback" not in next_steps and "user's latest" not in next_steps
+    assert "Stop hook" in next_steps and "harness" in next_steps
+    assert f"{word.title()} Changes Detected" in next_steps or "Commit the changes" in next_steps
+    assert ("ommit" in next_steps) == asks_commit
+
+
+def test_real_hook_feedback_is_never_quoted_as_the_users_request():
+    for name, summary in _transcript_summaries(cuts=6):
+        next_steps = _section(summary, "## Next Steps", "## Critical Context")
+        assert not re.search(r"user's latest (?:request|message): \"\w+ hook", next_steps), name

@@ -134,10 +134,53 @@ class UserMessage:
         match = HOOK_FEEDBACK_RE.match(self.text)
         return match.group(1) if match else ""
 
+    def hook_asks(self, limit: int) -> str:
+        """A hook's demand, as the hook's: "the Stop hook demands (sent by the harness, not
+        the user): Uncommitted Changes Detected…; it asks: Run `git status`…"."""
+        demand = hook_demand(self.text) or self.text
+        return f"the {self.hook} hook demands (sent by the harness, not the user): {one_line(demand, limit)}"
+
 
 # Claude Code delivers a hook's verdict as a user message ("Stop hook feedback:\n[cmd]: …"):
 # an order from the user's own setup, not words the user typed.
 HOOK_FEEDBACK_RE = re.compile(r"^(\w+) hook (?:feedback|error|blocking error)\b", re.IGNORECASE)
+_HOOK_ITEM_RE = re.compile(r"^(?:\d+[.)]|[-*•])\s+(.+)$")
+_HOOK_VERDICT_RE = re.compile(r"(?i)\b(cannot|can't|must|not allowed|blocked|failed|please)\b")
+
+
+def hook_demand(text: str) -> str:
+    """What a hook's report asks of the agent, in its own words: what it found (its first
+    heading, its "Cannot exit with unstaged changes"), then the steps it lists ("Run `git
+    status`…; Commit with a descriptive message…"). Its escape hatch after a `---` rule
+    ("If you've hit a problem you cannot solve…") and the file lists it prints are left out."""
+    head, _, body = text.partition("]:")
+    if not body or not head.rsplit("\n", 1)[-1].startswith("["):
+        body = text.split("\n", 1)[1] if "\n" in text else ""
+    found: list[str] = []
+    steps: list[str] = []
+    for line in (line.strip() for line in body.splitlines()):
+        if line.startswith("---"):
+            break
+        if re.match(r"(?i)^if\b.*:$", line):
+            steps.append(line)  # "If you have NOT completed the task:": the steps below are its
+            continue
+        heading = re.match(r"^#+\s*(.+?)\s*$", line)
+        if heading:
+            title = heading.group(1).rstrip(":")
+            if not title.endswith("...") and not found:
+                found.append(title)
+            continue
+        item = _HOOK_ITEM_RE.match(line)
+        if item and steps and steps[-1].endswith(":"):
+            steps[-1] += " " + item.group(1).rstrip(".")
+        elif item:
+            steps.append(item.group(1).rstrip("."))
+        elif line and not line.endswith(":") and _HOOK_VERDICT_RE.search(line):
+            found.append(line.rstrip("."))
+    said = ". ".join(found)
+    if steps:
+        said = f"{said}; it asks: {'; '.join(steps)}" if said else "; ".join(steps)
+    return one_line(said, 360)
 
 
 @dataclass
@@ -1349,15 +1392,17 @@ _ASKED_PUSH_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bpush\b")
 
 
 def owed_git_steps(a: Analysis) -> list[str]:
-    """The git steps (commit, push) the latest request asks for and no success since shows."""
-    requests = [u for u in a.users if u.kind != "chatter" and not u.queued and not u.hook]
+    """The git steps (commit, push) the latest request asks for and no success since shows. A
+    hook that blocks the stop until the work is committed asks it too."""
+    requests = [u for u in a.users if u.kind != "chatter" and not u.queued]
     if not requests:
         return []
     latest = requests[-1]
+    text = hook_demand(latest.text) if latest.hook else latest.text
     owed = []
-    if _ASKED_COMMIT_RE.search(latest.text) and not any(c.event > latest.event for c in a.commits):
+    if _ASKED_COMMIT_RE.search(text) and not any(c.event > latest.event for c in a.commits):
         owed.append("commit")
-    if _ASKED_PUSH_RE.search(latest.text) and not any(event > latest.event for _where, event in a.pushes):
+    if _ASKED_PUSH_RE.search(text) and not any(event > latest.event for _where, event in a.pushes):
         owed.append("push")
     return owed
 
@@ -1375,6 +1420,7 @@ __all__ = [
     "analyze",
     "commit_message",
     "handover_command",
+    "hook_demand",
     "owed_git_steps",
     "condense",
     "normalize",

@@ -18,6 +18,7 @@ from compaction.core.summarizers.extractive.analysis import (
     command_signature,
     content_words,
     handover_command,
+    hook_demand,
     is_sign_off,
     one_line,
     owed_git_steps,
@@ -162,6 +163,7 @@ STATE_PREFIXES = (
     "fix what still fails",
     "answer/handle the latest user request",
     "continue with the user's latest request",
+    "do what the ",
     "continue the task stated under goal",
     "nothing is under way",
     "before its latest calls",
@@ -581,6 +583,9 @@ def _latest_request_named(a: Analysis) -> str:
         return "the latest request"
     if len(requests) == 1 and not a.users[-1].queued:
         return "the task (see Goal)"  # a harness's task prompt is the goal, not a step to quote
+    if requests[-1].hook:
+        demand = one_line(hook_demand(requests[-1].text) or requests[-1].text, 90)
+        return f'the {requests[-1].hook} hook\'s demand (sent by the harness: "{demand}")'
     return f'the latest request ("{one_line(requests[-1].text, 90)}")'
 
 
@@ -782,7 +787,10 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
     closed = {i.id for i in a.issues.values() if i.status == "closed"}
     if requests and a.users and a.users[-1].kind != "chatter" and not a.activity_after_latest:
         latest = requests[-1]
-        s.add("next", f'Answer the user\'s latest message: "{quote(latest.text, 200)}"', 90)
+        if latest.hook:
+            s.add("next", f"Do what {latest.hook_asks(300)}", 90)
+        else:
+            s.add("next", f'Answer the user\'s latest message: "{quote(latest.text, 200)}"', 90)
     for issue in a.issues.values():
         if issue.status == "in_progress":
             # In Progress, just above, names it with its title.
@@ -808,9 +816,19 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         )
     owed = owed_git_steps(a) if a.steps and not a.turn_ended else []
     if owed and any(step.ok and step.kind == "change" for step in a.steps):
-        asked = one_line([u for u in a.users if not u.queued and u.kind != "chatter" and not u.hook][-1].text, 120)
+        latest = [u for u in a.users if not u.queued and u.kind != "chatter"][-1]
         what = "the commits" if owed == ["push"] else "the changes"
-        s.add("next", f'{" and ".join(owed).capitalize()} {what}, as the user asked ("{asked}")', 90)
+        if latest.hook:
+            demand = one_line(hook_demand(latest.text), 200)
+            s.add(
+                "next",
+                f"{' and '.join(owed).capitalize()} {what}: the {latest.hook} hook (sent by the harness) "
+                f'blocks the stop until then ("{demand}")',
+                90,
+            )
+        else:
+            asked = one_line(latest.text, 120)
+            s.add("next", f'{" and ".join(owed).capitalize()} {what}, as the user asked ("{asked}")', 90)
     filled = {step.path for step in a.steps if step.kind == "change" and step.ok and not step.empty}
     for step in a.steps:
         if step.kind == "change" and step.ok and step.empty and step.path not in filled:
@@ -883,6 +901,9 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             s.add(
                 "next", f"Continue the task stated under Goal from where the work stopped (see In Progress){then}", 72
             )
+        elif requests[-1].hook:
+            # The harness's words, not the user's: what the hook demands, as the hook's.
+            s.add("next", f"Do what {requests[-1].hook_asks(300)}", 72)
         else:
             s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
 
