@@ -271,3 +271,38 @@ def test_real_hook_feedback_is_never_quoted_as_the_users_request():
     for name, summary in _transcript_summaries(cuts=6):
         next_steps = _section(summary, "## Next Steps", "## Critical Context")
         assert not re.search(r"user's latest (?:request|message): \"\w+ hook", next_steps), name
+
+
+# ------------------------------------------------------------------ a harness's task prompt
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, WORDS, st.sampled_from(["ISSUE", "TASK", "PROBLEM STATEMENT"]), st.booleans())
+def test_the_goal_leads_with_the_task_not_the_harness_preamble(lead, task_word, label, templated):
+    lead = f"lead{lead}"  # never a word of the task
+    preamble = f"We are currently working on the following {lead} in our repository. Here is the text:"
+    task = f"The {task_word} parser drops the last field of every record."
+    rules = "INSTRUCTIONS:\nYou should always wait for feedback after every command.\nAlways run the tests."
+    text = f"{preamble}\n{label}:\n{task}\n\n{rules}" if templated else f"{preamble} {task}\nPlease fix it."
+    raw: list[dict] = [{"role": "user", "content": text}]
+    _tool(raw, "Bash", {"command": f"grep -rn {task_word} src"}, f"src/{task_word}.py:3: def parse")
+    summary = extractive_summary(_msgs(raw))
+    goal = _section(summary, "## Goal", "\n## ").strip().splitlines()[0]
+    constraints = _section(summary, "## Constraints & Preferences", "## Progress")
+    if templated:
+        assert goal.startswith(f"{label.capitalize()}: {task}")
+        assert lead not in goal and "wait for feedback" not in goal
+        # The harness's rules are named as the template's, not as the user's own.
+        assert "harness template" in constraints and 'User: "You should always' not in constraints
+    else:
+        assert goal.startswith(preamble)
+
+
+def test_real_swe_runs_lead_with_their_issue():
+    from tests.core.test_summary_mid_turn import TRANSCRIPTS, _messages
+
+    for path in [p for p in TRANSCRIPTS if p.suffix == ".traj"]:
+        msgs = _messages(path)
+        summary = extractive_summary(msgs)
+        goal = _section(summary, "## Goal", "\n## ").strip().splitlines()[0]
+        assert not goal.startswith("We're currently solving the following issue"), path.name

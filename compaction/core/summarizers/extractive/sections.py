@@ -204,7 +204,7 @@ def goal_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
                 protected=True,
             )
         else:
-            s.add("goal", one_line(_link_texts(requests[0].text), 600), 100, protected=True)
+            s.add("goal", one_line(_link_texts(task_block(requests[0].text)), 600), 100, protected=True)
     if chores:
         said = "; ".join(f'"{one_line(u.text, 120)}"' for u in chores)
         s.add("goal", f"Asked before this task: {said}", 96, protected=True)
@@ -243,6 +243,32 @@ def _opening_chores(requests: list) -> list:
             break
         chores.append(user)
     return chores
+
+
+# A label on a line of its own ("ISSUE:", "TASK DESCRIPTION:"): a harness template's blocks.
+_BLOCK_LABEL_RE = re.compile(r"^[ \t]*([A-Z][A-Z0-9 _-]{2,40}):[ \t]*$", re.MULTILINE)
+# The most a harness's lead-in before the task block may be ("We're currently solving the
+# following issue within our repository. Here's the issue text:").
+PREAMBLE_CHARS = 300
+
+
+def task_block(text: str) -> str:
+    """The task of a harness's prompt, without its lead-in: a short preamble ending in a colon,
+    then a labelled block ("ISSUE:\n…") up to the next label ("INSTRUCTIONS:"), given as
+    "Issue: …". The goal leads with the task; what the harness says around it is boilerplate.
+    Any other message is returned as it is."""
+    labels = list(_BLOCK_LABEL_RE.finditer(text))
+    if not labels:
+        return text
+    first = labels[0]
+    preamble = text[: first.start()].strip()
+    if len(preamble) > PREAMBLE_CHARS or (preamble and not preamble.endswith(":")):
+        return text
+    end = labels[1].start() if len(labels) > 1 else len(text)
+    block = text[first.end() : end].strip()
+    if not block:
+        return text
+    return f"{first.group(1).strip().capitalize()}: {block}"
 
 
 _MARKDOWN_LINK_RE = re.compile(r"\[([^\]\n]{1,200})\]\((https?://[^)\s]+)\)")
@@ -285,7 +311,7 @@ def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str
         limit = USER_QUOTE_CHARS if recent else OLDER_QUOTE_CHARS
         # A hook's report has no rule sentences to pick: its opening says what it checked.
         text = one_line(user.text, limit) if user.hook else quote(user.text, limit)
-        if normalize(user.text[:200]) in normalize(quoted_above) and not user.queued:
+        if normalize(_link_texts(task_block(user.text))[:200]) in normalize(quoted_above) and not user.queued:
             continue  # quoted under Goal just above: the same words twice help no one
         suffix = f" ({'; '.join(notes)})" if notes else ""
         weight = 70 + 15 * recency(index, len(shown)) + (8 if user.kind != "chatter" else 0)
@@ -309,10 +335,10 @@ def constraints_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
     in_goal = False
     for index, text in enumerate(rules):
         rule = instruction_quote(text).strip()
-        # Rule sentences the Goal quotes already ("Don't stop until all tests pass" in the first
-        # request): the same words twice under two headings help no one.
         # A heading without its rule ("Stop hook feedback:", "Generated system must:") is none.
         parts = [p for p in rule.split(" … ") if not p.endswith(":") and len(re.findall(r"[A-Za-z]{2,}", p)) >= 3]
+        # Rule sentences the Goal quotes already ("Don't stop until all tests pass" in the first
+        # request): the same words twice under two headings help no one.
         kept = [part for part in parts if normalize(part.rstrip("…")) not in goal]
         in_goal = in_goal or len(kept) < len(parts)
         rule = " … ".join(kept)
@@ -321,10 +347,21 @@ def constraints_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
         said = one_line(rule, MAX_INSTRUCTION_CHARS + 1)
         if any(similar(said, item.text, 0.8) for item in s.items["constraints"]):
             continue  # the same rules sent again (a harness repeats its instructions): once
+        if task_block(text) != text:
+            # A harness's task template (SWE-agent's INSTRUCTIONS and TIPS around the ISSUE):
+            # the same boilerplate for every task, named as such and shorter, and the first
+            # to go when room runs out — the user's own rules outrank it.
+            said = one_line(rule, TEMPLATE_RULES_CHARS)
+            s.add("constraints", f'The task prompt\'s standing instructions (harness template): "{said}"', 60)
+            continue
         # A long message (a bug report with a pasted log) is quoted by its rule sentences.
         s.add("constraints", f'User: "{said}"', 95 + 4 * recency(index, len(rules)))
     if in_goal and not s.items["constraints"]:
         s.add("constraints", "The user's rules are those in the request quoted under Goal", 90)
+
+
+# How much of a harness template's rules to quote: its first few, not the whole list.
+TEMPLATE_RULES_CHARS = 300
 
 
 def _unit_header(a: Analysis, unit: int) -> str:
