@@ -80,6 +80,21 @@ def test_a_file_only_looked_at_is_never_edited(word, reads, edits):
         assert "edited" not in line and f"{word}_fixed.py" not in repo
 
 
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.sampled_from(["str_replace_editor", "str_replace_based_edit_tool"]), st.integers(0, 3))
+def test_an_editors_create_writes_the_file_and_its_views_change_nothing(word, tool, views):
+    path = f"/repo/{word}_repro.py"
+    raw: list[dict] = [{"role": "user", "content": f"Reproduce the {word} bug."}]
+    body = f"def check_{word}():\n    pass\n"
+    _tool(raw, tool, {"command": "create", "path": path, "file_text": body}, f"File created successfully at: {path}")
+    for _ in range(views):
+        _tool(raw, tool, {"command": "view", "path": path}, f"1 def check_{word}():")
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": "Done."}]})
+    files = _section(extractive_summary(_msgs(raw)), "### Files", "###")
+    line = next(line for line in files.splitlines() if f"{word}_repro.py" in line)
+    assert "was written" in line and "edited" not in line and f"check_{word}" in line
+
+
 # ------------------------------------------------------------------ an edit's own purpose
 
 

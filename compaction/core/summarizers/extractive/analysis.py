@@ -939,9 +939,11 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any], purpos
             work.added.extend(
                 t for t in _added_identifiers(old if isinstance(old, str) else "", new) if t not in work.added
             )
-    if is_create_tool(name) or isinstance(args.get("content"), str):
+    # An editor's `create` sub-command carries the whole file as `file_text`.
+    content = next((args[k] for k in ("content", "file_text") if isinstance(args.get(k), str)), None)
+    if is_create_tool(name) or content is not None:
         work.written = True
-        content = args.get("content") if isinstance(args.get("content"), str) else ""
+        content = content or ""
         defined = [n for n in DEFINES_RE.findall(content[:50_000]) if n not in work.added]
         # What the file offers first; its tests only when that is all it defines.
         work.added.extend([n for n in defined if not n.lower().startswith("test")] or defined)
