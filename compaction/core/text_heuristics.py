@@ -73,7 +73,8 @@ CORRECTION_RE = re.compile(
 INSTRUCTION_RE = re.compile(
     # "don't"/"do not" as an order, not "I don't understand".
     r"(?i)(?<!\bi )(?<!\bwe )\b(always|never|must|mustn't|must not|don't|do not|dont|shouldn't|should not|prefer|"
-    r"make sure|ensure|"
+    # "make sure to run the tests", not "make sure toolText is also used" (one thing to check).
+    r"make sure(?! [\w.`'\"]+ (?:is|are|was|were|gets?)\b)|ensure(?! [\w.`'\"]+ (?:is|are|was|were|gets?)\b)|"
     r"avoid|instead of|only use|no need to|not allowed|please use|use only|stick to|from now on|going forward|"
     r"remember to|remember that|keep (the|it|all|every|them|using)|without (changing|touching|breaking)|"
     r"do(n'?t| not) (touch|change|edit|modify|delete|remove|add|use|commit|push))\b"

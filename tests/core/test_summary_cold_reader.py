@@ -172,6 +172,7 @@ REPORTS = [
     "hm, i selected the {w} theme while you were working and got a crash, that should never happen.",
     "wait, do we only have a single {w} color? we have link text and link url in the old version",
     "no, that's not it, both use the {w} theme. can you write a test that prints each color?",
+    "make sure {w}Text is also used. the heading uses another color, investigate",
 ]
 # Standing rules, with and without the usual rule words.
 RULES = [
@@ -181,6 +182,7 @@ RULES = [
     "don't modify the {w} theme",
     "always run the {w} tests before committing",
     "no, the {w} block should stay as is",
+    "make sure to run the {w} linter before every commit",
 ]
 
 
