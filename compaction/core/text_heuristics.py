@@ -73,11 +73,51 @@ CORRECTION_RE = re.compile(
 INSTRUCTION_RE = re.compile(
     # "don't"/"do not" as an order, not "I don't understand".
     r"(?i)(?<!\bi )(?<!\bwe )\b(always|never|must|mustn't|must not|don't|do not|dont|shouldn't|should not|prefer|"
-    r"make sure|ensure|"
+    # "make sure to run the tests", not "make sure toolText is also used" (one thing to check).
+    r"make sure(?! [\w.`'\"]+ (?:is|are|was|were|gets?)\b)|ensure(?! [\w.`'\"]+ (?:is|are|was|were|gets?)\b)|"
     r"avoid|instead of|only use|no need to|not allowed|please use|use only|stick to|from now on|going forward|"
     r"remember to|remember that|keep (the|it|all|every|them|using)|without (changing|touching|breaking)|"
     r"do(n'?t| not) (touch|change|edit|modify|delete|remove|add|use|commit|push))\b"
 )
+
+# A rule said without a rule word: "use rgb values in the themes, no rgb indices!" (use X, not
+# Y), "no console logs!" (a prohibition shouted on its own).
+IMPERATIVE_RULE_RE = re.compile(
+    r"(?i)^(?:(?:ok|okay|omfg|dude|so|and|also|pls|please|just|again|seriously)[,!.]?\s+)*(?:(?:fucking|only)\s+)?"
+    r"(?:use\b[^?]{3,160}?(?:,\s*|\s+)(?:no|not|never)\b[^?]*|no\s+[\w .'-]{2,40}!+)$"
+)
+# "I think X is broken", "hm, I selected the theme and got a crash, that should never happen":
+# what the user saw or believes, a bug report — its "must" and "never" describe the bug.
+_OBSERVATION_RE = re.compile(
+    r"(?i)^(?:(?:ok|okay|hm+|so|well|yeah|and|but)[,.]?\s+)*"
+    r"(?:i (?:think|guess|believe|suspect|noticed?|see|saw|selected|tried|ran|got|just|don'?t (?:think|understand|know))|"
+    r"it (?:seems|looks)|looks like|seems like)\b"
+)
+# Openers that say "that was wrong" without saying what to do: "actually, it's the bg color
+# that doesn't change" reports a bug; "no, the block should stay as is" sets a rule.
+_SOFT_CORRECTION_RE = re.compile(r"(?i)^(no[,.!:]|nope\b|actually\b|wait\b)")
+_DIRECTIVE_RE = re.compile(
+    r"(?i)\b(should|must|needs? to|has to|have to|shall)\b"
+    r"|^(?:no|nope|actually|wait)[,.!:]?\s+(?:please\s+)?(?:just\s+)?"
+    r"(?:use|keep|make|put|leave|do|remove|revert|undo|change|rename|move|add|call|set|go|try|stop|drop)\b"
+)
+
+
+def is_rule_sentence(sentence: str) -> bool:
+    """A sentence that states a standing rule for the work, not a question or a report of what
+    the user saw."""
+    said = sentence.strip()
+    if said.endswith("?") or _OBSERVATION_RE.match(said):
+        return False
+    return bool(INSTRUCTION_RE.search(said) or IMPERATIVE_RULE_RE.match(said))
+
+
+def _directs(text: str) -> bool:
+    """A correction that says what to do instead ("no, keep the block as is")."""
+    return any(
+        _DIRECTIVE_RE.search(sentence) and not sentence.rstrip().endswith("?") and not _OBSERVATION_RE.match(sentence)
+        for sentence in sentences(text)
+    )
 
 
 # A worked example the harness puts before the task (SWE-agent's demonstration template:
@@ -172,9 +212,9 @@ def classify_user_text(text: str) -> str:
     stripped = text.strip()
     if not stripped or _ACK_RE.match(stripped) or _BARE_SLASH_RE.match(stripped):
         return "chatter"
-    if CORRECTION_RE.match(stripped):
+    if CORRECTION_RE.match(stripped) and (not _SOFT_CORRECTION_RE.match(stripped) or _directs(stripped)):
         return "instruction"
-    if any(INSTRUCTION_RE.search(sentence) for sentence in sentences(stripped)):
+    if any(is_rule_sentence(sentence) for sentence in sentences(stripped)):
         return "instruction"
     return "request"
 
@@ -204,7 +244,7 @@ def instruction_quote(text: str) -> str:
     report with a pasted log) the sentences that state rules or corrections."""
     if len(text) <= LONG_INSTRUCTION_CHARS:
         return text
-    rules = [s for s in sentences(text) if 8 <= len(s) <= 400 and (INSTRUCTION_RE.search(s) or CORRECTION_RE.match(s))]
+    rules = [s for s in sentences(text) if 8 <= len(s) <= 400 and (is_rule_sentence(s) or CORRECTION_RE.match(s))]
     if not rules:
         return text
     quote = " … ".join(dict.fromkeys(rules))

@@ -116,6 +116,16 @@ def is_modify_tool(name: Any) -> bool:
     return key in WRITE_TOOLS or key in EDITOR_TOOLS or key in PATCH_TOOLS
 
 
+def is_edit_call(name: Any, args: Any) -> bool:
+    """Whether one call changes a file: a write tool, or an editor tool given a sub-command
+    that writes. An editor's `view` (SWE-agent's and Anthropic's `str_replace_editor`) reads
+    the file, like `cat`: counted as an edit, a file only looked at would read "edited"."""
+    if not is_modify_tool(name):
+        return False
+    sub = args.get("command") if isinstance(args, dict) else None
+    return not (tool_key(name) in EDITOR_TOOLS and isinstance(sub, str) and sub.strip().lower() in EDITOR_READ_COMMANDS)
+
+
 def is_create_tool(name: Any) -> bool:
     return tool_key(name) in CREATE_TOOLS
 

@@ -94,9 +94,9 @@ def test_extractive_summary_has_every_section_and_keeps_the_users_words():
     # Goal from the first request; every user instruction verbatim.
     goal = summary.split("## Goal\n")[1].split("\n\n")[0]
     assert goal.startswith("Add a CSV export to the reports page.")
-    assert (
-        '"Add a CSV export to the reports page. Always use UTF-8 with a BOM. Never change the public API."' in summary
-    )
+    # The first request's rules are in the Goal's words; Constraints does not repeat them.
+    assert "Add a CSV export to the reports page. Always use UTF-8 with a BOM. Never change the public API." in goal
+    assert summary.count("Never change the public API.") == 1
     assert '"Don\'t use the ascii codec anywhere. Use reports/encoding.py helpers."' in summary
     # Progress from tool activity with outcomes, files with what was done to them.
     assert "`reports/export.py` was edited once" in summary
@@ -198,7 +198,7 @@ def test_budget_trims_least_important_items_but_never_the_users_instructions():
     big = extractive_summary(msgs, budget=50_000)
     small = extractive_summary(msgs, budget=400)
     assert count_text(small) <= 400 < count_text(big)
-    assert '"Keep every public name stable. Never delete data files."' in small
+    assert "Keep every public name stable. Never delete data files." in small
     for heading in SECTION_HEADINGS:
         assert heading in small
     # The newest error survives trimming before older ones.
@@ -887,7 +887,9 @@ def test_user_messages_are_classified_as_people_write_them():
     assert classify_user_text("yeah, do it all") == "request"
     assert classify_user_text("i don't understand, does it capture the theme at creation time?") == "request"
     assert classify_user_text("don't modify the theme, look into the footer sources") == "instruction"
-    assert classify_user_text("actually, it's the background color that doesn't change") == "instruction"
+    # A correction that reports what is wrong is a bug report; one that says what to do is a rule.
+    assert classify_user_text("actually, it's the background color that doesn't change") == "request"
+    assert classify_user_text("no, the block should stay as is") == "instruction"
     report = (
         "my dude, this exploded when i restarted with -r. invalid themes must NEVER explode\n" + "at x (y.ts:1)\n" * 40
     )

@@ -73,10 +73,9 @@ from compaction.core.text_heuristics import (
     user_messages,
 )
 from compaction.core.tool_vocabulary import (
-    EDITOR_READ_COMMANDS,
     is_completion_tool,
     is_create_tool,
-    is_modify_tool,
+    is_edit_call,
     is_plan_tool,
     is_todo_tool,
     path_argument,
@@ -135,10 +134,53 @@ class UserMessage:
         match = HOOK_FEEDBACK_RE.match(self.text)
         return match.group(1) if match else ""
 
+    def hook_asks(self, limit: int) -> str:
+        """A hook's demand, as the hook's: "the Stop hook demands (sent by the harness, not
+        the user): Uncommitted Changes Detected…; it asks: Run `git status`…"."""
+        demand = hook_demand(self.text) or self.text
+        return f"the {self.hook} hook demands (sent by the harness, not the user): {one_line(demand, limit)}"
+
 
 # Claude Code delivers a hook's verdict as a user message ("Stop hook feedback:\n[cmd]: …"):
 # an order from the user's own setup, not words the user typed.
 HOOK_FEEDBACK_RE = re.compile(r"^(\w+) hook (?:feedback|error|blocking error)\b", re.IGNORECASE)
+_HOOK_ITEM_RE = re.compile(r"^(?:\d+[.)]|[-*•])\s+(.+)$")
+_HOOK_VERDICT_RE = re.compile(r"(?i)\b(cannot|can't|must|not allowed|blocked|failed|please)\b")
+
+
+def hook_demand(text: str) -> str:
+    """What a hook's report asks of the agent, in its own words: what it found (its first
+    heading, its "Cannot exit with unstaged changes"), then the steps it lists ("Run `git
+    status`…; Commit with a descriptive message…"). Its escape hatch after a `---` rule
+    ("If you've hit a problem you cannot solve…") and the file lists it prints are left out."""
+    head, _, body = text.partition("]:")
+    if not body or not head.rsplit("\n", 1)[-1].startswith("["):
+        body = text.split("\n", 1)[1] if "\n" in text else ""
+    found: list[str] = []
+    steps: list[str] = []
+    for line in (line.strip() for line in body.splitlines()):
+        if line.startswith("---"):
+            break
+        if re.match(r"(?i)^if\b.*:$", line):
+            steps.append(line)  # "If you have NOT completed the task:": the steps below are its
+            continue
+        heading = re.match(r"^#+\s*(.+?)\s*$", line)
+        if heading:
+            title = heading.group(1).rstrip(":")
+            if not title.endswith("...") and not found:
+                found.append(title)
+            continue
+        item = _HOOK_ITEM_RE.match(line)
+        if item and steps and steps[-1].endswith(":"):
+            steps[-1] += " " + item.group(1).rstrip(".")
+        elif item:
+            steps.append(item.group(1).rstrip("."))
+        elif line and not line.endswith(":") and _HOOK_VERDICT_RE.search(line):
+            found.append(line.rstrip("."))
+    said = ". ".join(found)
+    if steps:
+        said = f"{said}; it asks: {'; '.join(steps)}" if said else "; ".join(steps)
+    return one_line(said, 360)
 
 
 @dataclass
@@ -302,7 +344,11 @@ class Analysis:
     wrapping_up: bool = False
     pending: dict[str, tuple[str, str | None, str | None, str, dict[str, Any]]] = field(default_factory=dict)
     texts: list[tuple[str, int, int]] = field(default_factory=list)  # (text, event, tool calls before) this turn
+    # What the agent said its next change is for ("Now add X to Y"), until it speaks again.
     purpose: str = ""
+    # A call of another kind (a todo list, a run) came after those words: they were said of it.
+    purpose_spent: bool = False
+    call_purposes: dict[str, str] = field(default_factory=dict)  # edit call id -> its purpose
     note_keys: list[set[str]] = field(default_factory=list)
     seen_sentences: set[str] = field(default_factory=set)
     file_mentions: dict[str, str] = field(default_factory=dict)  # basename -> latest statement naming it
@@ -673,12 +719,14 @@ def on_assistant_text(a: Analysis, text: str) -> None:
     a.activity_after_latest += 1
     a.urls.extend(URL_RE.findall(text))
     a.purpose = ""
+    a.purpose_spent = False
     a.look = ""
     for ident in IDENT_RE.findall(text):
         a.identifiers[ident.strip()] += 1
     previous_diagnosis = ""
     purpose_set = False
-    for sentence in condense(text):
+    said = condense(text)
+    for index, sentence in enumerate(said):
         key = sentence.lower()
         if key in a.seen_sentences:
             continue  # said before: recorded then (and re-reading it costs a long turn dearly)
@@ -729,12 +777,26 @@ def on_assistant_text(a: Analysis, text: str) -> None:
             if not HYPOTHESIS_RE.search(sentence) and not OBSERVATION_RE.match(sentence) and _states_choice(sentence):
                 a.decisions.append(one_line(sentence))
                 continue
+        if ACCEPTED_RE.search(sentence) and not sentence.endswith("?"):
+            # "We have 100% line coverage (which is what matters here)": the agent settled for
+            # something, and why; the sentence after it often carries the rest of the reason.
+            following = said[index + 1] if index + 1 < len(said) else ""
+            reason = following if re.search(r"(?i)\b(because|since|so that|can'?t|cannot)\b", following) else ""
+            a.decisions.append(one_line(f"{sentence} {reason}".strip(), 400))
+            continue
         if DONE_START_RE.search(sentence) and ANCHOR_RE.search(sentence):
             _add_note(a, sentence, "report")
         elif DIAGNOSIS_RE.search(sentence) and (ANCHOR_RE.search(sentence) or len(sentence) >= 60):
             _add_note(a, sentence, "diagnosis")
             if not re.search(r"(?i)\b(likely|probably|maybe|might|perhaps|seems|guess)\b", sentence):
                 previous_diagnosis = sentence.rstrip(".")  # a finding, not a guess: a reason to act on
+
+
+# The agent settling for something short of what it aimed at, with its reason.
+ACCEPTED_RE = re.compile(
+    r"(?i)\b(?:which|that|this) is what matters\b|\bis (?:good|close) enough\b|\b(?:is|are) sufficient\b"
+    r"|\bis an acceptable\b|\bsettle for\b|\bsettled for\b|\bwe can live with\b"
+)
 
 
 LOOK_RE = re.compile(
@@ -788,8 +850,7 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
     call = _call_shown(name, command, shown, args)
     a.last_tools.append(call)
     a.calls_since_request.append(call)
-    viewing = str(args.get("command", "")).lower() in EDITOR_READ_COMMANDS
-    if path and is_modify_tool(name) and not viewing:
+    if path and is_edit_call(name, args):
         kind = "change"
     elif command and not is_probe_command(command):
         kind = "run"
@@ -797,10 +858,53 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
         kind = "look" if path or command else "other"  # a read, a search: what was looked at
     step = Step(call, kind, a.clock, path or "", check=bool(command and TEST_RE.search(clean_command(command))))
     a.steps.append(step)
+    if kind == "change" and "id" in block:
+        # Taken now: a call beside it in the same message (a TodoWrite) must not be read first.
+        a.call_purposes[block["id"]] = _purpose_for(a, path or "")
+    elif kind not in ("change", "look") and _answers(a.purpose, name, command, args):
+        a.purpose_spent = True
     if "id" in block:
         a.pending_steps[block["id"]] = step
         description = args.get("description") if isinstance(args.get("description"), str) else ""
         a.pending[block["id"]] = (name, command, path, description, args)
+
+
+# The verb of a purpose says what kind of change, not which: "create" fits any call.
+_PURPOSE_VERBS = frozenset(
+    "add update replace create remove extract rewrite write implement change rename move wire register rebuild "
+    "refactor make switch convert delete drop introduce split handle apply modify edit adjust correct exclude "
+    "include allow restrict guard skip insert patch start with from into that this then also".split()
+)
+
+
+def _answers(purpose: str, name: str, command: str | None, args: dict[str, Any]) -> bool:
+    """Whether a call other than an edit is what the agent's words were about: they share a
+    word ("Let me create a todo list" → TodoWrite; "install the linter" → `npm install eslint`).
+    "Now create the JS test. Let me first install happy-dom." → `npm install happy-dom` shares
+    none with the purpose: the edit after it is still what the words were for."""
+    if not purpose:
+        return False
+    words = content_words(purpose) - _PURPOSE_VERBS
+    called = " ".join([re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name), command or "", str(args)[:2000]])
+    return bool(words & content_words(called))
+
+
+def _purpose_for(a: Analysis, path: str) -> str:
+    """What an edit of `path` is for, from the agent's words before it. Words that name the
+    file are about it even with a todo update or a read in between ("Now let me update the
+    Justfile" → TodoWrite → Read → Write); words naming another file are not; words naming no
+    file are the purpose of the calls right after them only — "Let me create a todo list and
+    start porting" was said of the TodoWrite, not of the edit that followed it."""
+    if not a.purpose:
+        return ""
+    said = a.purpose.lower()
+    base = path.rsplit("/", 1)[-1].lower()
+    if base and re.search(rf"(?<![\w.-]){re.escape(base)}(?![\w-])", said):
+        return a.purpose
+    # Another file of the session named ("Now update `lib.rs`" before an edit of `main.rs`).
+    touched = {p.rsplit("/", 1)[-1].lower() for p in (*a.modified, *a.read)}
+    names_other = any(name.lower() in touched for name in FILE_NAME_RE.findall(a.purpose))
+    return "" if a.purpose_spent or names_other else a.purpose
 
 
 def _call_shown(name: str, command: str | None, path: str, args: dict[str, Any]) -> str:
@@ -822,7 +926,7 @@ NO_CHECK_RE = re.compile(
 )
 
 
-def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> None:
+def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any], purpose: str) -> None:
     a.wrapping_up = False
     work = a.files.setdefault(path, FileWork(path))
     work.edits += 1
@@ -833,7 +937,7 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> Non
     if path not in a.edits_since_test and not NO_CHECK_RE.search(path):
         a.edits_since_test.append(path)
     work.deleted = False
-    purpose = a.retry_purposes.pop(path, "") or a.purpose
+    purpose = a.retry_purposes.pop(path, "") or purpose
     if purpose and purpose not in work.purposes:
         work.purposes.append(purpose)
     edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
@@ -846,9 +950,11 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> Non
             work.added.extend(
                 t for t in _added_identifiers(old if isinstance(old, str) else "", new) if t not in work.added
             )
-    if is_create_tool(name) or isinstance(args.get("content"), str):
+    # An editor's `create` sub-command carries the whole file as `file_text`.
+    content = next((args[k] for k in ("content", "file_text") if isinstance(args.get(k), str)), None)
+    if is_create_tool(name) or content is not None:
         work.written = True
-        content = args.get("content") if isinstance(args.get("content"), str) else ""
+        content = content or ""
         defined = [n for n in DEFINES_RE.findall(content[:50_000]) if n not in work.added]
         # What the file offers first; its tests only when that is all it defines.
         work.added.extend([n for n in defined if not n.lower().startswith("test")] or defined)
@@ -857,7 +963,7 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any]) -> Non
 CLEAN_TREE_RE = re.compile(r"(?i)nothing to commit,? \(?working (?:tree|directory) clean")
 
 
-def _record_rejected_edit(a: Analysis, name: str, path: str, output: str) -> None:
+def _record_rejected_edit(a: Analysis, name: str, path: str, output: str, purpose: str) -> None:
     """An edit the tool refused: counted apart, its error lines kept, its purpose carried to
     the retry."""
     work = a.files.get(path)
@@ -865,8 +971,8 @@ def _record_rejected_edit(a: Analysis, name: str, path: str, output: str) -> Non
         work.rejected += 1
     else:
         a.files[path] = FileWork(path, rejected=1, last_event=a.clock)
-    if a.purpose and path not in a.retry_purposes:
-        a.retry_purposes[path] = a.purpose
+    if purpose and path not in a.retry_purposes:
+        a.retry_purposes[path] = purpose
     lines = error_lines_of(strip_ansi(output[:3000]), is_error=True)
     said = next((line for line in lines if not EDIT_REJECTED_RE.search(line)), "")
     first = one_line(next((s for s in sentences(output) if EDIT_REJECTED_RE.search(s)), ""), 140)
@@ -1210,19 +1316,21 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
             said = one_line(sentences(output)[0], 110) if sentences(output) else ""
             a.rejections.append(f'{what} ("{said}")' if said else what)
         return
-    if path and is_modify_tool(name) and not is_error and EDIT_REJECTED_RE.search(output[:1000]):
-        _record_rejected_edit(a, name, path, output)
+    editing = bool(path) and is_edit_call(name, args)
+    purpose = a.call_purposes.pop(block.get("tool_use_id", ""), "")
+    if editing and not is_error and EDIT_REJECTED_RE.search(output[:1000]):
+        _record_rejected_edit(a, name, path, output, purpose)
         return
     if is_completion_tool(name):
         a.submitted = (_completion_call(name, command, args), output)
         return
     if not is_error:
         a.tool_ok[tool_key(name)] = a.clock
-        if path and not is_modify_tool(name) and a.look and path not in a.read_purposes:
+        if path and not editing and a.look and path not in a.read_purposes:
             a.read_purposes[path] = a.look
-    if path and is_modify_tool(name) and not is_error:
+    if editing and not is_error:
         # Counted when it succeeded: a failed edit changed nothing.
-        _record_edit(a, name, path, args)
+        _record_edit(a, name, path, args, purpose)
     cmd: Command | None = None
     if command is not None:
         ok, detail = _outcome(output, is_error)
@@ -1573,15 +1681,17 @@ _ASKED_PUSH_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bpush\b")
 
 
 def owed_git_steps(a: Analysis) -> list[str]:
-    """The git steps (commit, push) the latest request asks for and no success since shows."""
-    requests = [u for u in a.users if u.kind != "chatter" and not u.queued and not u.hook]
+    """The git steps (commit, push) the latest request asks for and no success since shows. A
+    hook that blocks the stop until the work is committed asks it too."""
+    requests = [u for u in a.users if u.kind != "chatter" and not u.queued]
     if not requests:
         return []
     latest = requests[-1]
+    text = hook_demand(latest.text) if latest.hook else latest.text
     owed = []
-    if _ASKED_COMMIT_RE.search(latest.text) and not any(c.event > latest.event for c in a.commits):
+    if _ASKED_COMMIT_RE.search(text) and not any(c.event > latest.event for c in a.commits):
         owed.append("commit")
-    if _ASKED_PUSH_RE.search(latest.text) and not any(event > latest.event for _where, event in a.pushes):
+    if _ASKED_PUSH_RE.search(text) and not any(event > latest.event for _where, event in a.pushes):
         owed.append("push")
     return owed
 
@@ -1599,6 +1709,7 @@ __all__ = [
     "analyze",
     "commit_message",
     "handover_command",
+    "hook_demand",
     "owed_git_steps",
     "condense",
     "normalize",

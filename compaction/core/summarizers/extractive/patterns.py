@@ -81,7 +81,9 @@ VAGUE_PURPOSE_RE = re.compile(
 # A decision the assistant stated, with its reason or alternative.
 DECISION_REASON_RE = re.compile(
     r"(?i)\b(because|since|instead of|rather than|so that|decided|decision|going with|go with|opted|chose|"
-    r"trade-?off|in favou?r of|to avoid|to keep|backward[- ]compat\w*|unchanged|parallel)\b"
+    r"trade-?off|in favou?r of|to avoid|to keep|backward[- ]compat\w*|unchanged|parallel|"
+    # "I'll use an enum to represent either a value or a list": what the chosen means is for.
+    r"to (?:represent|model|support|preserve|mirror|match|guarantee))\b"
 )
 IDENT_RE = re.compile(r"`([^`\n]{2,80})`")
 # Names a new file defines (module, class, function), to say what a written file is.

@@ -18,6 +18,7 @@ from compaction.core.summarizers.extractive.analysis import (
     command_signature,
     content_words,
     handover_command,
+    hook_demand,
     is_sign_off,
     one_line,
     owed_git_steps,
@@ -34,6 +35,7 @@ from compaction.core.summarizers.extractive.patterns import (
 )
 from compaction.core.summary_markdown import parse_summary_sections
 from compaction.core.text_heuristics import (
+    CORRECTION_RE,
     GIT_COMMIT_RE,
     MAX_INSTRUCTION_CHARS,
     classify_user_text,
@@ -162,6 +164,7 @@ STATE_PREFIXES = (
     "fix what still fails",
     "answer/handle the latest user request",
     "continue with the user's latest request",
+    "do what the ",
     "continue the task stated under goal",
     "nothing is under way",
     "before its latest calls",
@@ -202,7 +205,7 @@ def goal_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
                 protected=True,
             )
         else:
-            s.add("goal", one_line(_link_texts(requests[0].text), 600), 100, protected=True)
+            s.add("goal", one_line(_link_texts(task_block(requests[0].text)), 600), 100, protected=True)
     if chores:
         said = "; ".join(f'"{one_line(u.text, 120)}"' for u in chores)
         s.add("goal", f"Asked before this task: {said}", 96, protected=True)
@@ -231,11 +234,42 @@ def _opening_chores(requests: list) -> list:
     chores = []
     for user, following in zip(requests, requests[1:], strict=False):
         small = len(user.text) <= CHORE_CHARS and "\n" not in user.text.strip() and user.calls_after <= CHORE_CALLS
-        new_task = following.kind == "request" and not following.hook and len(following.text) > len(user.text)
+        new_task = (
+            following.kind == "request"
+            and not CORRECTION_RE.match(following.text.strip())
+            and not following.hook
+            and len(following.text) > len(user.text)
+        )
         if not small or not new_task:
             break
         chores.append(user)
     return chores
+
+
+# A label on a line of its own ("ISSUE:", "TASK DESCRIPTION:"): a harness template's blocks.
+_BLOCK_LABEL_RE = re.compile(r"^[ \t]*([A-Z][A-Z0-9 _-]{2,40}):[ \t]*$", re.MULTILINE)
+# The most a harness's lead-in before the task block may be ("We're currently solving the
+# following issue within our repository. Here's the issue text:").
+PREAMBLE_CHARS = 300
+
+
+def task_block(text: str) -> str:
+    """The task of a harness's prompt, without its lead-in: a short preamble ending in a colon,
+    then a labelled block ("ISSUE:\n…") up to the next label ("INSTRUCTIONS:"), given as
+    "Issue: …". The goal leads with the task; what the harness says around it is boilerplate.
+    Any other message is returned as it is."""
+    labels = list(_BLOCK_LABEL_RE.finditer(text))
+    if not labels:
+        return text
+    first = labels[0]
+    preamble = text[: first.start()].strip()
+    if len(preamble) > PREAMBLE_CHARS or (preamble and not preamble.endswith(":")):
+        return text
+    end = labels[1].start() if len(labels) > 1 else len(text)
+    block = text[first.end() : end].strip()
+    if not block:
+        return text
+    return f"{first.group(1).strip().capitalize()}: {block}"
 
 
 _MARKDOWN_LINK_RE = re.compile(r"\[([^\]\n]{1,200})\]\((https?://[^)\s]+)\)")
@@ -278,7 +312,7 @@ def user_messages_section(s: Sections, a: Analysis, previous: dict[str, list[str
         limit = USER_QUOTE_CHARS if recent else OLDER_QUOTE_CHARS
         # A hook's report has no rule sentences to pick: its opening says what it checked.
         text = one_line(user.text, limit) if user.hook else quote(user.text, limit)
-        if normalize(user.text[:200]) in normalize(quoted_above) and not user.queued:
+        if normalize(_link_texts(task_block(user.text))[:200]) in normalize(quoted_above) and not user.queued:
             continue  # quoted under Goal just above: the same words twice help no one
         suffix = f" ({'; '.join(notes)})" if notes else ""
         weight = 70 + 15 * recency(index, len(shown)) + (8 if user.kind != "chatter" else 0)
@@ -296,15 +330,39 @@ def constraints_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
             continue
         s.add("constraints", f'User: "{inner}"' if quoted else item, 91 + 3 * recency(index, len(prev)))
     rules = [u.text for u in a.users if u.kind == "instruction"]
+    # The task's own words only: the latest request's line is rebuilt at every compaction, a
+    # rule in it would be lost with it.
+    goal = normalize("\n".join(i.text for i in s.items["goal"] if not i.text.startswith("Latest request")))
+    in_goal = False
     for index, text in enumerate(rules):
         rule = instruction_quote(text).strip()
-        if rule.endswith(":") or len(re.findall(r"[A-Za-z]{2,}", rule)) < 3:
-            continue  # a heading without its rule ("Stop hook feedback:") is no constraint
+        # A heading without its rule ("Stop hook feedback:", "Generated system must:") is none.
+        parts = [p for p in rule.split(" … ") if not p.endswith(":") and len(re.findall(r"[A-Za-z]{2,}", p)) >= 3]
+        # Rule sentences the Goal quotes already ("Don't stop until all tests pass" in the first
+        # request): the same words twice under two headings help no one.
+        kept = [part for part in parts if normalize(part.rstrip("…")) not in goal]
+        in_goal = in_goal or len(kept) < len(parts)
+        rule = " … ".join(kept)
+        if not rule:
+            continue
         said = one_line(rule, MAX_INSTRUCTION_CHARS + 1)
         if any(similar(said, item.text, 0.8) for item in s.items["constraints"]):
             continue  # the same rules sent again (a harness repeats its instructions): once
+        if task_block(text) != text:
+            # A harness's task template (SWE-agent's INSTRUCTIONS and TIPS around the ISSUE):
+            # the same boilerplate for every task, named as such and shorter, and the first
+            # to go when room runs out — the user's own rules outrank it.
+            said = one_line(rule, TEMPLATE_RULES_CHARS)
+            s.add("constraints", f'The task prompt\'s standing instructions (harness template): "{said}"', 60)
+            continue
         # A long message (a bug report with a pasted log) is quoted by its rule sentences.
         s.add("constraints", f'User: "{said}"', 95 + 4 * recency(index, len(rules)))
+    if in_goal and not s.items["constraints"]:
+        s.add("constraints", "The user's rules are those in the request quoted under Goal", 90)
+
+
+# How much of a harness template's rules to quote: its first few, not the whole list.
+TEMPLATE_RULES_CHARS = 300
 
 
 def _unit_header(a: Analysis, unit: int) -> str:
@@ -569,6 +627,9 @@ def _latest_request_named(a: Analysis) -> str:
         return "the latest request"
     if len(requests) == 1 and not a.users[-1].queued:
         return "the task (see Goal)"  # a harness's task prompt is the goal, not a step to quote
+    if requests[-1].hook:
+        demand = one_line(hook_demand(requests[-1].text) or requests[-1].text, 90)
+        return f'the {requests[-1].hook} hook\'s demand (sent by the harness: "{demand}")'
     return f'the latest request ("{one_line(requests[-1].text, 90)}")'
 
 
@@ -770,7 +831,10 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
     closed = {i.id for i in a.issues.values() if i.status == "closed"}
     if requests and a.users and a.users[-1].kind != "chatter" and not a.activity_after_latest:
         latest = requests[-1]
-        s.add("next", f'Answer the user\'s latest message: "{quote(latest.text, 200)}"', 90)
+        if latest.hook:
+            s.add("next", f"Do what {latest.hook_asks(300)}", 90)
+        else:
+            s.add("next", f'Answer the user\'s latest message: "{quote(latest.text, 200)}"', 90)
     for issue in a.issues.values():
         if issue.status == "in_progress":
             # In Progress, just above, names it with its title.
@@ -796,9 +860,19 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         )
     owed = owed_git_steps(a) if a.steps and not a.turn_ended else []
     if owed and any(step.ok and step.kind == "change" for step in a.steps):
-        asked = one_line([u for u in a.users if not u.queued and u.kind != "chatter" and not u.hook][-1].text, 120)
+        latest = [u for u in a.users if not u.queued and u.kind != "chatter"][-1]
         what = "the commits" if owed == ["push"] else "the changes"
-        s.add("next", f'{" and ".join(owed).capitalize()} {what}, as the user asked ("{asked}")', 90)
+        if latest.hook:
+            demand = one_line(hook_demand(latest.text), 200)
+            s.add(
+                "next",
+                f"{' and '.join(owed).capitalize()} {what}: the {latest.hook} hook (sent by the harness) "
+                f'blocks the stop until then ("{demand}")',
+                90,
+            )
+        else:
+            asked = one_line(latest.text, 120)
+            s.add("next", f'{" and ".join(owed).capitalize()} {what}, as the user asked ("{asked}")', 90)
     filled = {step.path for step in a.steps if step.kind == "change" and step.ok and not step.empty}
     for step in a.steps:
         if step.kind == "change" and step.ok and step.empty and step.path not in filled:
@@ -880,6 +954,9 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             s.add(
                 "next", f"Continue the task stated under Goal from where the work stopped (see In Progress){then}", 72
             )
+        elif requests[-1].hook:
+            # The harness's words, not the user's: what the hook demands, as the hook's.
+            s.add("next", f"Do what {requests[-1].hook_asks(300)}", 72)
         else:
             s.add("next", f'Continue with the user\'s latest request: "{one_line(requests[-1].text, 200)}"', 72)
 
