@@ -56,6 +56,7 @@ from compaction.core.text_heuristics import (
     clean_command,
     command_error_lines,
     command_of,
+    chain_parts,
     command_signature,
     command_signatures,
     commits_in_output,
@@ -885,7 +886,9 @@ def _answers(purpose: str, name: str, command: str | None, args: dict[str, Any])
     if not purpose:
         return False
     words = content_words(purpose) - _PURPOSE_VERBS
-    called = " ".join([re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name), command or "", str(args)[:2000]])
+    # The arguments' values only: a key ("command", "path") is no word the agent said of the call.
+    values = " ".join(str(value) for value in args.values())[:2000]
+    called = " ".join([re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name), command or "", values])
     return bool(words & content_words(called))
 
 
@@ -1476,16 +1479,7 @@ def _reconcile(a: Analysis) -> None:
         if fix is None or any(not c.ok for c in later if c.index > fix.index and c.full == cmd.full):
             continue
         cmd.fixed_by = fix
-        edited = [
-            w.path for w in sorted(a.files.values(), key=lambda w: w.last_event) if cmd.event < w.last_event < fix.event
-        ]
-        if fix.command != cmd.command:
-            cmd.fix_notes.append(f"`{one_line(fix.shown, 120)}` succeeded")
-        elif edited:
-            names = ", ".join(f"`{a.rel(p)}`" for p in edited[-3:])
-            cmd.fix_notes.append(f"passed after edits to {names}")
-        else:
-            cmd.fix_notes.append("a later run passed")
+        cmd.fix_notes.append(_what_fixed(a, cmd, fix))
     for cmd in a.commands:
         if cmd.ok:
             continue
@@ -1510,6 +1504,52 @@ def _reconcile(a: Analysis) -> None:
         elif a.tool_ok.get(error.tool, 0) > error.event:
             # A file tool that failed (old_string not found) and worked again later.
             error.resolved, error.how = True, f"a later {error.tool} call succeeded"
+
+
+def _what_fixed(a: Analysis, failed: Command, fix: Command) -> str:
+    """What changed between a failure and the later success of the same check: the part of the
+    retry that is new (`git add -f x` before the same `git commit`), the commands run in between
+    (`npm install x`), the files edited in between. "The retry succeeded" alone hides the fix
+    from a reader who will meet the same failure again."""
+    old_parts = chain_parts(failed.command)
+    old_words = {word for part in old_parts for word in part.split()}
+    # A part with a word the failed line lacks (a flag, a file), other than the check itself.
+    new_parts = [
+        part
+        for part in chain_parts(fix.command)
+        if part not in old_parts
+        and not set(part.split()) <= old_words
+        and command_signatures(part)
+        and command_signature(part) != command_signature(fix.command)
+    ]
+    # What ran in between and changed something: not a look, a tracker update, another attempt
+    # at a check, or a multi-line script cut at its first line.
+    between = [
+        c.command
+        for c in a.commands[failed.index + 1 : fix.index]
+        if c.ok
+        and command_signatures(c.command)
+        and not is_probe_command(c.command)
+        and not TRACKER_CMD_RE.search(c.command)
+        and not TEST_RE.search(c.command)
+        and command_signature(c.command) != command_signature(failed.command)
+        and c.command.count('"') % 2 == 0
+        and c.command.count("'") % 2 == 0
+    ]
+    edited = [
+        w.path for w in sorted(a.files.values(), key=lambda w: w.last_event) if failed.event < w.last_event < fix.event
+    ]
+    changes = [f"`{one_line(command, 100)}`" for command in list(dict.fromkeys(between))[-2:]]
+    if edited:
+        changes.append("edits to " + ", ".join(f"`{a.rel(p)}`" for p in edited[-3:]))
+    after = " and ".join(changes)
+    if fix.command == failed.command:
+        return f"passed after {after}" if after else "a later run passed"
+    outcome = f"`{one_line(fix.shown, 120)}` succeeded"
+    if new_parts:
+        added = " and ".join(f"`{one_line(part, 100)}`" for part in new_parts[:2])
+        outcome = f"the retry added {added}, then {outcome}"
+    return f"after {after}, {outcome}" if after else outcome
 
 
 # A step an intent puts after the one being taken: still ahead once that one is done.
