@@ -77,3 +77,35 @@ def test_the_fix_names_the_command_run_between_the_failure_and_the_pass(word, sh
     line = _fixed_line(summary, f"Cannot find module '{word}'")
     assert f"`npm install {word}`" in line, summary
     assert "cat package.json" not in line
+
+
+# ------------------------------------------------------------------ an intent is not a fact
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.booleans(), st.booleans())
+def test_a_stated_choice_is_a_decision_only_when_the_next_change_carries_it(word, carried, look_between):
+    """ "X can't reach Y. I need to use `:auto` mode." then an edit: a decision when the edit
+    puts `:auto` in; when it puts `{:shared, self()}` in instead, that is what the handoff
+    reports, with the reason, and no file is said to have been edited "to use `:auto` mode"."""
+    path = f"/repo/test/{word}_test.exs"
+    raw: list[dict] = [{"role": "user", "content": f"Fix the {word} live tests."}]
+    said = f"The {word} LiveView runs in a separate process that can't access the test sandbox. I need to use `:auto` mode."
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": said}]})
+    if look_between:
+        _tool(raw, "Read", {"file_path": path}, "setup do\n  Sandbox.checkout(Repo)\nend")
+    new = "Sandbox.mode(Repo, :auto)" if carried else "Sandbox.mode(Repo, {:shared, self()})"
+    edit = {"file_path": path, "old_string": "Sandbox.checkout(Repo)", "new_string": f"Sandbox.checkout(Repo)\n{new}"}
+    _tool(raw, "Edit", edit, f"The file {path} has been updated successfully.")
+    _tool(raw, "Bash", {"command": f"mix test {path}"}, "5 tests, 0 failures")
+    summary = extractive_summary(_msgs(raw))
+    decisions = _section(summary, "## Key Decisions", "\n## ")
+    files = _section(summary, "### Files", "###")
+    assert "separate process that can't access the test sandbox" in decisions, summary
+    if carried:
+        assert "Use `:auto` mode, because" in decisions
+    else:
+        assert "Use `:auto` mode, because" not in decisions
+        assert "{:shared, self()}" in decisions
+        assert "to use `:auto` mode" not in files
+

@@ -257,6 +257,18 @@ class Note:
 
 
 @dataclass
+class Intent:
+    """A choice stated before acting ("I need to use `:auto` mode"), waiting for the next change
+    or run: a decision when that call carries it out (names what the sentence names), else
+    what the call did instead is the decision."""
+
+    said: str  # the decision as stated, with its reason
+    action: str  # what it said it would do
+    reason: str
+    names: list[str]  # the code the sentence names: what a call carrying it out contains
+
+
+@dataclass
 class Commit:
     hash: str
     subject: str
@@ -306,6 +318,7 @@ class Analysis:
     users: list[UserMessage] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
+    intended: list[Intent] = field(default_factory=list)  # stated choices not yet acted on
     commands: list[Command] = field(default_factory=list)
     errors: list[ErrorRecord] = field(default_factory=list)
     files: dict[str, FileWork] = field(default_factory=dict)
@@ -715,6 +728,53 @@ def _count_calls(a: Analysis) -> None:
         previous.calls_after = len(a.calls_since_request)
 
 
+def _code_named(text: str) -> list[str]:
+    """The code a sentence names in backticks: what a call carrying it out must contain."""
+    return [span.strip() for span in re.findall(r"`([^`\n]{2,})`", text) if span.strip()]
+
+
+def _intend(a: Analysis, said: str, action: str, reason: str) -> None:
+    """A choice stated before acting: settled by the next change or run (`_settle_intents`).
+    One that names no code cannot be checked against the call, and stands as said."""
+    names = _code_named(action)
+    if names:
+        a.intended.append(Intent(said, action, reason, names))
+    else:
+        a.decisions.append(said)
+
+
+def _carries(names: list[str], call_text: str) -> bool:
+    """Whether a call contains a name the sentence gave, word for word: `<pre><code>` is
+    carried by `<pre class="x"><code>`, `:auto` is not by `{:shared, self()}`."""
+    words = {w for name in names for w in re.findall(r"[:@$]?[A-Za-z_][\w.!?]*", name) if len(w.strip(":@$")) >= 3}
+    return any(re.search(rf"(?<![\w:@$]){re.escape(w)}(?![\w])", call_text) for w in words)
+
+
+def _call_text(command: str | None, path: str, args: dict[str, Any]) -> str:
+    """What a change or run puts in place: the command line, or the edit's new text (its old
+    text is what it replaced, not what it did)."""
+    if command:
+        return command
+    new_keys = ("new_string", "newText", "new_str", "content", "file_text", "replace")
+    edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
+    texts = [e[k] for e in edits if isinstance(e, dict) for k in new_keys if isinstance(e.get(k), str)]
+    return "\n".join([path, *texts])
+
+
+def _settle_intents(a: Analysis, did: str, call_text: str) -> None:
+    """The next change or run after stated choices: each carried out is a decision; one it did
+    not carry out ("use `:auto` mode", then an edit to `{:shared, self()}`) gives way to what
+    the call did, with the reason the agent gave."""
+    for intent in a.intended:
+        if _carries(intent.names, call_text):
+            a.decisions.append(intent.said)
+            continue
+        because = f", because {intent.reason}" if intent.reason else ""
+        stated = lower_first(intent.action.rstrip("."))
+        a.decisions.append(one_line(f'{did} instead of the stated "{stated}"{because}', 400))
+    a.intended = []
+
+
 def on_assistant_text(a: Analysis, text: str) -> None:
     a.texts.append((text, a.clock, len(a.last_tools)))
     a.activity_after_latest += 1
@@ -741,7 +801,7 @@ def on_assistant_text(a: Analysis, text: str) -> None:
                 and len(sentence) >= 30
                 and not sentence.endswith(":")  # "Let me fix it by X instead of Y:" leads into a code block
             ):
-                a.decisions.append(one_line(sentence))  # "I'll use X instead of Y because Z"
+                _intend(a, one_line(sentence), sentence, "")  # "I'll use X instead of Y because Z"
             look = LOOK_RE.match(sentence.rstrip("."))
             if look and re.search(
                 r"(?i)\b(to understand|for (the )?patterns?|to see how|to learn|to find out)\b", sentence
@@ -763,7 +823,8 @@ def on_assistant_text(a: Analysis, text: str) -> None:
                     purpose_set = True
                     if previous_diagnosis:
                         # "X doesn't support Y. I need to rewrite Z": a choice with its reason.
-                        a.decisions.append(f"{a.purpose}, because {lower_first(previous_diagnosis)}")
+                        reason = lower_first(previous_diagnosis)
+                        _intend(a, f"{a.purpose}, because {reason}", a.purpose, reason)
             previous_diagnosis = ""
             continue
         previous_diagnosis = ""
@@ -1332,8 +1393,16 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         if path and not editing and a.look and path not in a.read_purposes:
             a.read_purposes[path] = a.look
     if editing and not is_error:
+        call_text = _call_text(None, path, args)
+        if purpose and _code_named(purpose) and not _carries(_code_named(purpose), call_text):
+            purpose = ""  # "to use `:auto` mode" said of an edit that put something else in
         # Counted when it succeeded: a failed edit changed nothing.
         _record_edit(a, name, path, args, purpose)
+        if a.intended:
+            change = _change_made(name, args)[0]
+            _settle_intents(a, f"Edited `{a.rel(path)}`" + (f" ({change})" if change else ""), call_text)
+    elif command is not None and a.intended and not is_probe_command(command):
+        _settle_intents(a, f"Ran `{one_line(clean_command(command), 100)}`", command)
     cmd: Command | None = None
     if command is not None:
         ok, detail = _outcome(output, is_error)
@@ -1638,6 +1707,9 @@ def analyze(messages: list[Msg], file_ops: FileOps | None = None) -> Analysis:
     # The last text of the range is quoted whole as where the work stopped, not as notes.
     _count_calls(a)
     _reconcile(a)
+    # Stated just before the range ends: nothing yet contradicts them.
+    a.decisions.extend(intent.said for intent in a.intended)
+    a.intended = []
     # What the assistant was doing at the cut: intents stated in the latest turn, and only
     # in its final stretch — "now add X" followed by a dozen more tool calls is done already.
     total_tools = len(a.last_tools)
