@@ -4,6 +4,8 @@ not carry out is no decision. Generated sessions, plus the shared transcripts.""
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -109,3 +111,87 @@ def test_a_stated_choice_is_a_decision_only_when_the_next_change_carries_it(word
         assert "{:shared, self()}" in decisions
         assert "to use `:auto` mode" not in files
 
+
+# ------------------------------------------------------------------ noise a cold reader skips
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.integers(min_value=3, max_value=40), st.integers(min_value=1, max_value=30))
+def test_a_test_tally_is_reported_once_the_newest(word, first, more):
+    """ "All 43 tests pass." said mid-way, then a run of 65 before the commit: the commit's check
+    line gives 65, and the stale 43 is gone."""
+    raw: list[dict] = [{"role": "user", "content": f"Add the {word} feature with tests."}]
+    path = f"/repo/lib/{word}.ex"
+    _tool(raw, "Edit", {"file_path": path, "old_string": "a", "new_string": "b"}, "The file has been updated.")
+    _tool(raw, "Bash", {"command": "mix test"}, f"{first} tests, 0 failures")
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": f"All {first} tests pass for `{word}`."}]})
+    _tool(raw, "Edit", {"file_path": path, "old_string": "b", "new_string": "c"}, "The file has been updated.")
+    _tool(raw, "Bash", {"command": "mix test"}, f"{first + more} tests, 0 failures")
+    _tool(raw, "Bash", {"command": f'git commit -am "Add {word}"'}, f"[main 1a2b3c4] Add {word}\n 1 file changed")
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": "Committed."}]})
+    done = _section(extractive_summary(_msgs(raw)), "### Done", "###")
+    assert f"{first + more} tests, 0 failures" in done, done
+    notes = [line for line in done.splitlines() if line.startswith("  - ")]  # under the commit
+    assert not any(f"All {first} tests pass" in line for line in notes), done
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.sampled_from(["alice", "bob"]), st.sampled_from(["/Users", "/home"]))
+def test_the_reporters_home_paths_are_not_handed_over_as_the_users(word, name, home):
+    """A traceback pasted from the reporter's machine names `/Users/alice/proj/tests/x.py`; the
+    agent works in its own checkout: that path is nothing it can open."""
+    pasted = f"{home}/{name}/code/proj/tests/{word}.py"
+    issue = f'Fix this crash:\n  File "{pasted}", line 3\n    def {word}()\nSyntaxError: invalid syntax'
+    raw: list[dict] = [{"role": "user", "content": issue}]
+    repo_file = f"/repo/tests/{word}.py"
+    _tool(raw, "Read", {"file_path": repo_file}, f"def {word}()\n    pass")
+    _tool(raw, "Edit", {"file_path": repo_file, "old_string": f"def {word}()", "new_string": f"def {word}():"}, "ok")
+    summary = extractive_summary(_msgs(raw))
+    assert pasted not in _section(summary, "### Other", "\n## "), summary
+    assert f"{word}.py" in summary
+
+
+def _transcript_summaries():
+    from tests.core.test_summary_cold_reader import _transcript_summaries as summaries
+
+    return summaries()
+
+
+_PRONOUN_LEAD = ("It ", "It's ", "They ", "They're ", "This is ", "That was ", "This means ")
+
+
+def test_no_handed_over_finding_leans_on_a_sentence_that_was_dropped():
+    """A note or a quoted remark that starts with a pronoun ("It's only in `x` which has its own
+    copy.") lost its subject with the sentence before it."""
+    for name, summary in _transcript_summaries():
+        done = _section(summary, "### Done", "###")
+        files = _section(summary, "### Files", "###")
+        for line in done.splitlines():
+            said = line.lstrip(" -").removeprefix("Found: ")
+            assert not said.startswith(_PRONOUN_LEAD), (name, line)
+        for line in files.splitlines():
+            assert 'the agent noted: "It' not in line and 'the agent noted: "This is' not in line, (name, line)
+
+
+def test_a_cause_given_with_an_error_is_not_repeated_under_done():
+    """The cause the agent found for a failure is said once, beside the error it explains."""
+    import re
+
+    for name, summary in _transcript_summaries():
+        errors = _section(summary, "### Errors and Fixes", "###")
+        causes = {c.strip() for c in re.findall(r"\) ?: .*? — ([^—]{20,}?) — ", errors)}
+        done = _section(summary, "### Done", "###")
+        for line in done.splitlines():
+            said = line.strip().lstrip("- ").removeprefix("Found: ").rstrip(".")
+            assert said not in causes, (name, line)
+
+
+def test_other_commands_lists_only_commands_the_summary_does_not_name():
+    """ "Other commands run" is for what no section names: a command named elsewhere by its
+    first words is not listed a second time."""
+    for name, summary in _transcript_summaries():
+        other = next((line for line in summary.splitlines() if line.startswith("- Other commands run")), "")
+        rest = summary.replace(other, "").lower()
+        for command in re.findall(r"`([^`]+)`", other):
+            opening = " ".join(command.split()[:2]).lower()
+            assert opening not in rest, (name, command)

@@ -38,6 +38,7 @@ from compaction.core.summarizers.extractive.patterns import (
     ISSUE_DESC_RE,
     ISSUE_TITLE_RE,
     JUNK_INTENT_RE,
+    LEANS_ON_EARLIER_RE,
     NEXT_RE,
     PURPOSE_RE,
     REOPEN_RE,
@@ -52,11 +53,11 @@ from compaction.core.summarizers.extractive.patterns import (
 from compaction.core.text_heuristics import (
     DECISION_RE,
     GIT_COMMIT_RE,
+    chain_parts,
     classify_user_text,
     clean_command,
     command_error_lines,
     command_of,
-    chain_parts,
     command_signature,
     command_signatures,
     commits_in_output,
@@ -639,6 +640,8 @@ INTERJECTION_RE = re.compile(
 
 
 def _add_note(a: Analysis, text: str, kind: str) -> None:
+    if LEANS_ON_EARLIER_RE.match(text):
+        return  # its subject was in the sentence before, which is not kept
     text = one_line(text, NOTE_MAX_CHARS)
     keys = content_words(text)
     if not keys:
@@ -831,7 +834,8 @@ def on_assistant_text(a: Analysis, text: str) -> None:
         if not _is_statement(sentence):
             continue
         for name in FILE_NAME_RE.findall(sentence):
-            a.file_mentions[name.lower()] = one_line(sentence, 240)
+            if not LEANS_ON_EARLIER_RE.match(sentence):
+                a.file_mentions[name.lower()] = one_line(sentence, 240)
         if DECISION_RE.search(sentence) and DECISION_REASON_RE.search(sentence) and len(sentence) >= 30:
             # Alternatives and reasons are listed as decisions, once; a hypothesis ("If X, it
             # might be loading Y instead of Z") or an observation ("I see that X is used

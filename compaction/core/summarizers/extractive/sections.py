@@ -402,14 +402,16 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             s.add("done", item, 55)
     committed_units = sorted({c.unit for c in a.commits if c.subject})
     total = len(committed_units)
+    said_elsewhere = _said_elsewhere(a)
     for index, unit in enumerate(committed_units):
         weight = 70 + 15 * recency(index, total)
-        s.add("done", _unit_header(a, unit), weight)
+        header = _unit_header(a, unit)
+        s.add("done", header, weight)
         steps = unit_steps(a, unit)
         if steps:
             s.add("done", steps, weight - 10, nested=True)
-        notes = [n for n in a.notes if n.unit == unit][-MAX_NOTES_PER_UNIT:]
-        for n in notes:
+        notes = [n for n in a.notes if n.unit == unit and n.text.rstrip(".") not in said_elsewhere]
+        for n in _newest_tally_only(notes, header)[-MAX_NOTES_PER_UNIT:]:
             s.add("done", n.text, weight - 12, nested=True)
     # Without commits (or after the last one): the agent's reports of finished work.
     last_unit = a.unit
@@ -451,6 +453,28 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         work = work_since_request(a, listed=s.text_of("done"))
         if work:
             s.add("done", f"Since {_latest_request_named(a)}: " + "; ".join(work), 73)
+
+
+def _said_elsewhere(a: Analysis) -> set[str]:
+    """Findings another section states already: the cause given with an error (Errors and
+    Fixes) and the reason given with a decision. Said once, where it explains something."""
+    causes = {c.diagnosis.rstrip(".") for c in a.commands if not c.ok and c.diagnosis and (c.errors or c.detail)}
+    return causes | {n.text.rstrip(".") for n in a.notes if any(n.text.rstrip(".") in d for d in a.decisions)}
+
+
+# "All 43 tests pass", "12 tests, 0 failures", "5 passed": what one run of the checks reported.
+_RUN_TALLY_RE = re.compile(
+    r"(?i)\b\d+ (?:unit |integration )?(?:tests?|examples?|specs?)\b[^.;]{0,40}?\b(?:pass(?:ed|es|ing)?|fail\w*|green)\b"
+    r"|\b\d+ (?:passed|failed|failures?)\b"
+)
+
+
+def _newest_tally_only(notes: list, header: str) -> list:
+    """A count of passing tests is true until the next run: only the newest tally stays, and
+    none when the piece's check line (its header) gives one."""
+    tallied = [n for n in notes if _RUN_TALLY_RE.search(n.text)]
+    stale = set(map(id, tallied if _RUN_TALLY_RE.search(header) else tallied[:-1]))
+    return [n for n in notes if id(n) not in stale]
 
 
 # A sentence that announces a step or guesses at a cause: not a finding to list as done.
@@ -1180,6 +1204,19 @@ def _mention(a: Analysis, path: str) -> str:
     return a.file_mentions.get(path.rsplit("/", 1)[-1].lower(), "")
 
 
+_HOME_PATH_RE = re.compile(r"^(?:/Users|/home)/[^/]+/")
+
+
+def _elsewhere_home(a: Analysis, path: str) -> bool:
+    """A path in someone's home directory outside the project (the reporter's machine in a
+    pasted traceback): no file the agent can open, and the project has its own copy."""
+    if not _HOME_PATH_RE.match(path):
+        return False
+    here = [d for d in (a.root, a.cwd) if d]
+    touched = {*a.read, *a.modified, *a.files}
+    return not any(path.startswith(d.rstrip("/") + "/") for d in here) and path not in touched
+
+
 def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], instructions: str | None) -> None:
     """Everything else an agent needs verbatim: focus, issue states, paths, URLs, events."""
     if instructions and instructions.strip():
@@ -1209,8 +1246,9 @@ def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], i
     if a.interruptions:
         times = "once" if a.interruptions == 1 else f"{a.interruptions} times"
         s.add("critical", f"The user interrupted the assistant's request {times} (Request interrupted by user)", 50)
-    if a.user_paths:
-        s.add("critical", "Paths named by the user: " + ", ".join(dict.fromkeys(a.user_paths)), 88)
+    user_paths = [p for p in dict.fromkeys(a.user_paths) if not _elsewhere_home(a, p)]
+    if user_paths:
+        s.add("critical", "Paths named by the user: " + ", ".join(user_paths), 88)
     if a.urls:
         urls = list(dict.fromkeys(u.rstrip(".,") for u in a.urls))[:8]
         s.add("critical", "URLs mentioned: " + ", ".join(urls), 56)
@@ -1218,10 +1256,13 @@ def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], i
         values = ", ".join(f"`{k}={v}`" for k, v in list(a.env.items())[:8])
         s.add("critical", f"Environment values the commands used: {values}", 56)
     shown = s.text_of("done", "blocked", "errors", "repo")
+    every_section = s.text_of(*s.items).lower()
     latest: dict[tuple[str, ...], str] = {}
     for cmd in reversed(a.commands):
         head = command_signature(cmd.command)
-        listed_already = step_command(cmd.command) in shown or cmd.shown in shown
+        # Named already, by its first words, where it was run for a reason: no second listing.
+        opening = " ".join(cmd.full.split()[:2]).lower()
+        listed_already = step_command(cmd.command) in shown or cmd.shown in shown or opening in every_section
         if head and head not in latest and not GIT_COMMIT_RE.search(cmd.full) and not listed_already:
             latest[head] = cmd.shown
     if latest:
