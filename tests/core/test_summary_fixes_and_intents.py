@@ -195,3 +195,20 @@ def test_other_commands_lists_only_commands_the_summary_does_not_name():
         for command in re.findall(r"`([^`]+)`", other):
             opening = " ".join(command.split()[:2]).lower()
             assert opening not in rest, (name, command)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.integers(min_value=26_000, max_value=90_000))
+def test_a_read_refused_for_size_then_read_in_parts_is_no_error_to_fix(word, tokens):
+    """The Read tool refuses a large file, the agent reads it in parts: nothing failed that a
+    successor must fix, so Errors and Fixes does not list it (its line stays findable)."""
+    path = f"/repo/lib/{word}.ex"
+    raw: list[dict] = [{"role": "user", "content": f"Refactor the {word} module."}]
+    refused = f"File content ({tokens} tokens) exceeds maximum allowed tokens (25000). Please use offset and limit."
+    _tool(raw, "Read", {"file_path": path}, refused, error=True)
+    _tool(raw, "Read", {"file_path": path, "offset": 1, "limit": 200}, f"defmodule {word} do")
+    _tool(raw, "Edit", {"file_path": path, "old_string": "do", "new_string": "do\n  @moduledoc false"}, "ok")
+    _tool(raw, "Bash", {"command": "mix test"}, "3 tests, 0 failures")
+    summary = extractive_summary(_msgs(raw))
+    assert f"({tokens} tokens)" not in _section(summary, "### Errors and Fixes", "###"), summary
+    assert f"File content ({tokens} tokens) exceeds maximum allowed tokens" in summary

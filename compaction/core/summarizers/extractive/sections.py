@@ -1094,6 +1094,9 @@ def pending_commit(a: Analysis) -> list[str]:
     return [path for path, state in tree if state != "untracked"]
 
 
+_CHANGE_TOOL_RE = re.compile(r"(?i)edit|write|replace|patch|create|insert")
+
+
 def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
     """Each failure once: its exact error lines, what the agent concluded, how it was fixed."""
     blocked = s.text_of("blocked")
@@ -1122,6 +1125,7 @@ def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> 
         else:
             entries.append((f"Still failing: `{one_line(cmd.shown, 100)}`{status}: {said}{why}", False))
     printed: set[tuple[str, str]] = set()
+    passing: list[str] = []
     for error in a.errors:
         if error.command is not None and error.command.ok:
             # The program, not its arguments: `python3 -c "…"` on two files, one missing module.
@@ -1133,6 +1137,15 @@ def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> 
             state = f" — {error.how}" if error.how else ""
             entries.append((f"`{one_line(error.command.shown, 100)}` printed: {error.line}{state}", error.resolved))
         elif error.command is None:
+            if not _CHANGE_TOOL_RE.search(error.tool) and (error.resolved or error.event <= settled):
+                # A read refused (too large: read in parts) or a helper that failed once, with
+                # the work carried on past it: no error to fix, so not among them; its line
+                # stays findable in one line of its own. A refused edit is kept: it says what
+                # the change had to get right.
+                how = f" ({error.how})" if error.resolved and error.how else ""
+                context = f"{one_line(error.context, 90)} → " if error.context else ""
+                passing.append(f"{error.tool or 'tool'}: {context}{one_line(error.line, 110)}{how}")
+                continue
             state = f" — {error.how}" if error.resolved else ""
             tool = f"The {error.tool} tool" if error.tool else "A tool call"
             context = f"{error.context} → " if error.context else ""
@@ -1147,6 +1160,9 @@ def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> 
         s.add("errors", text, 62 + 20 * recency(index, len(open_)))
     for item in previous.get("errors", [])[-MAX_PREVIOUS_CRITICAL:]:
         s.add("errors", item, 45)
+    if passing:
+        listed = "; ".join(dict.fromkeys(passing[-4:]))
+        s.add("critical", f"Tool calls refused along the way, with no consequence: {listed}", 40)
 
 
 def files_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
