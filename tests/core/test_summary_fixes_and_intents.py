@@ -212,3 +212,19 @@ def test_a_read_refused_for_size_then_read_in_parts_is_no_error_to_fix(word, tok
     summary = extractive_summary(_msgs(raw))
     assert f"({tokens} tokens)" not in _section(summary, "### Errors and Fixes", "###"), summary
     assert f"File content ({tokens} tokens) exceeds maximum allowed tokens" in summary
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.sampled_from(["Edit", "edit"]))
+def test_a_short_edit_is_quoted_as_code_not_as_a_list_of_its_names(word, tool):
+    """A one-line config change reads as the line it added; `String.duplicate`,
+    `test_{w}_` listed alone say nothing about what changed."""
+    path = "/repo/config/test.exs"
+    added = f'config :app, {word.title()}Web.Endpoint, secret_key_base: String.duplicate("test_{word}_", 4)'
+    raw: list[dict] = [{"role": "user", "content": f"Configure the {word} endpoint for tests."}]
+    keys = ("file_path", "old_string", "new_string") if tool == "Edit" else ("path", "oldText", "newText")
+    inputs = dict(zip(keys, (path, "import Config\n", f"import Config\n\n{added}\n"), strict=True))
+    _tool(raw, tool, inputs, f"The file {path} has been updated.")
+    summary = extractive_summary(_msgs(raw))
+    line = next(line for line in _section(summary, "### Files", "###").splitlines() if "config/test.exs" in line)
+    assert f"`{added}`" in line, line

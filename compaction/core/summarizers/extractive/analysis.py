@@ -279,6 +279,9 @@ class Commit:
     pushed_to: str = ""
 
 
+MAX_QUOTED_CODE_CHARS = 160
+
+
 @dataclass
 class FileWork:
     path: str
@@ -290,6 +293,7 @@ class FileWork:
     last_event: int = 0
     rejected: int = 0  # attempts the tool refused (the file stayed as it was)
     deleted: bool = False  # removed after the edits (and not written again)
+    latest_code: str = ""  # the latest edit's new lines, when short enough to quote whole
 
 
 @dataclass
@@ -1009,15 +1013,22 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any], purpos
     if purpose and purpose not in work.purposes:
         work.purposes.append(purpose)
     edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
+    added_lines: list[str] = []
     for edit in edits:
         if not isinstance(edit, dict):
             continue
-        new = edit.get("new_string", edit.get("replace"))
+        # Each agent's editor names the two texts its own way (see `_change_made`).
+        new = next((edit[k] for k in ("new_string", "newText", "new_str", "replace") if k in edit), None)
         if isinstance(new, str):
-            old = edit.get("old_string", edit.get("search"))
-            work.added.extend(
-                t for t in _added_identifiers(old if isinstance(old, str) else "", new) if t not in work.added
-            )
+            old = next((edit[k] for k in ("old_string", "oldText", "old_str", "search") if k in edit), "")
+            old = old if isinstance(old, str) else ""
+            work.added.extend(t for t in _added_identifiers(old, new) if t not in work.added)
+            kept = {line.strip() for line in old.splitlines()}
+            added_lines += [line.strip() for line in new.splitlines() if line.strip() and line.strip() not in kept]
+    # A short change reads better as its code than as the names in it: `config :app, Endpoint,
+    # secret_key_base: String.duplicate("x", 4)` says what `String.duplicate`, `x` cannot.
+    code = " ".join(added_lines)
+    work.latest_code = code if 0 < len(code) <= MAX_QUOTED_CODE_CHARS and "`" not in code else ""
     # An editor's `create` sub-command carries the whole file as `file_text`.
     content = next((args[k] for k in ("content", "file_text") if isinstance(args.get(k), str)), None)
     if is_create_tool(name) or content is not None:

@@ -1201,7 +1201,9 @@ def files_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> N
         if noted and not said:
             said = f'; the agent noted: "{noted}"'
         names = [n for n in work.added if len(n) >= 5][:4]
-        if names and not said:
+        if work.latest_code and work.edits == 1 and not work.written and not said:
+            said = f"; the edit adds `{work.latest_code}`"
+        elif names and not said:
             said = "; it adds " + ", ".join(f"`{n}`" for n in names)
         s.add("files", f"`{a.rel(work.path)}` was {what}{said}", 52 + 14 * recency(index, len(works)))
     reads = [(p, a.read_purposes.get(p, "")) for p in a.read if p not in a.files]
