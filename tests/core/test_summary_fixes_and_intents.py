@@ -228,3 +228,27 @@ def test_a_short_edit_is_quoted_as_code_not_as_a_list_of_its_names(word, tool):
     summary = extractive_summary(_msgs(raw))
     line = next(line for line in _section(summary, "### Files", "###").splitlines() if "config/test.exs" in line)
     assert f"`{added}`" in line, line
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.booleans())
+def test_steps_taken_do_not_repeat_the_commit_line(word, migrated):
+    """The commit line says the checks passed and the issue closed; "Steps taken" adds only
+    what it does not say (claiming the issue, a migration), or nothing."""
+    issue = f"proj-{word[:3]}.1"
+    raw: list[dict] = [{"role": "user", "content": f"Work on {issue}."}]
+    _tool(raw, "Bash", {"command": f"bd update {issue} --status in_progress"}, f"Updated {issue}")
+    if migrated:
+        _tool(raw, "Bash", {"command": "mix ecto.migrate"}, "Migrated 1 migration")
+    _tool(raw, "Edit", {"file_path": f"/repo/lib/{word}.ex", "old_string": "a", "new_string": "b"}, "ok")
+    _tool(raw, "Bash", {"command": "mix test"}, "12 tests, 0 failures")
+    _tool(raw, "Bash", {"command": f"bd close {issue}"}, f"Closed {issue}")
+    _tool(raw, "Bash", {"command": f'git commit -am "Fix {word}"'}, f"[main 1a2b3c4] Fix {word}\n 1 file changed")
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": "Done."}]})
+    summary = extractive_summary(_msgs(raw))
+    done = _section(summary, "### Done", "###")
+    assert "`mix test` → 12 tests, 0 failures" in done and f"closed `{issue}`" in done, done
+    steps = next((line for line in done.splitlines() if "Steps taken" in line), "")
+    assert "`mix test`" not in steps and "closed the issue" not in steps
+    assert ("mix ecto.migrate" in steps) == migrated
+    assert f"bd close {issue}" not in _section(summary, "### Other", "\n## ")

@@ -407,7 +407,7 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         weight = 70 + 15 * recency(index, total)
         header = _unit_header(a, unit)
         s.add("done", header, weight)
-        steps = unit_steps(a, unit)
+        steps = unit_steps(a, unit, header)
         if steps:
             s.add("done", steps, weight - 10, nested=True)
         notes = [n for n in a.notes if n.unit == unit and n.text.rstrip(".") not in said_elsewhere]
@@ -560,9 +560,10 @@ def step_command(command: str, limit: int = 50) -> str:
     return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" &|;") + " …"
 
 
-def unit_steps(a: Analysis, unit: int) -> str:
+def unit_steps(a: Analysis, unit: int, header: str = "") -> str:
     """How one piece of work was carried out, in the order the kinds of step first appear:
-    what a successor repeats for the next piece (claim, migrate, check, close, push)."""
+    what a successor repeats for the next piece (claim, migrate, check, close, push). What the
+    piece's header line says already (its checks, the issue closed) is not said again."""
     found: dict[str, dict[tuple[str, ...], str]] = {}
     for cmd in a.commands:
         if cmd.unit != unit or not cmd.ok or is_probe_command(cmd.command):
@@ -576,6 +577,12 @@ def unit_steps(a: Analysis, unit: int) -> str:
                     shown.pop(signature, None)
                     shown[signature] = step_command(cmd.command)
                 break
+    for label, commands in found.items():
+        for signature, shown in list(commands.items()):
+            named = f"`{shown.removesuffix(' …')}" in header
+            if named or (label == "closed the issue" and "closed `" in header):
+                del commands[signature]
+    found = {label: commands for label, commands in found.items() if commands}
     if len(found) < 2:
         return ""
     parts = [f"{label} ({', '.join(f'`{c}`' for c in commands.values())})" for label, commands in found.items()]
@@ -1281,6 +1288,8 @@ def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], i
         # Named already, by its first words, where it was run for a reason: no second listing.
         opening = " ".join(cmd.full.split()[:2]).lower()
         listed_already = step_command(cmd.command) in shown or cmd.shown in shown or opening in every_section
+        # An issue closed is stated with the issue (Done, issue states): not a command to list.
+        listed_already = listed_already or bool(dict(STEP_KINDS)["closed the issue"].search(cmd.command) and cmd.ok)
         if head and head not in latest and not GIT_COMMIT_RE.search(cmd.full) and not listed_already:
             latest[head] = cmd.shown
     if latest:
