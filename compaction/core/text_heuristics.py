@@ -439,6 +439,12 @@ def command_signatures(command: str) -> list[tuple[str, ...]]:
     return [sig for sig in (_part_signature(p) for p in _CHAIN_SPLIT_RE.split(first)) if sig]
 
 
+def chain_parts(command: str) -> list[str]:
+    """The commands a command line chains (`a && b; c`), each with its spacing normalized."""
+    first = command.strip().splitlines()[0] if command.strip() else ""
+    return [" ".join(part.split()) for part in _CHAIN_SPLIT_RE.split(first) if part.strip()]
+
+
 def command_signature(command: str) -> tuple[str, ...]:
     """What makes two runs "the same check": program and subcommand, not paths or flags
     (`mix test a.exs` and `mix test` are one check; `git push` and `git push -u origin x` too).

@@ -38,6 +38,7 @@ from compaction.core.summarizers.extractive.patterns import (
     ISSUE_DESC_RE,
     ISSUE_TITLE_RE,
     JUNK_INTENT_RE,
+    LEANS_ON_EARLIER_RE,
     NEXT_RE,
     PURPOSE_RE,
     REOPEN_RE,
@@ -52,6 +53,7 @@ from compaction.core.summarizers.extractive.patterns import (
 from compaction.core.text_heuristics import (
     DECISION_RE,
     GIT_COMMIT_RE,
+    chain_parts,
     classify_user_text,
     clean_command,
     command_error_lines,
@@ -256,6 +258,18 @@ class Note:
 
 
 @dataclass
+class Intent:
+    """A choice stated before acting ("I need to use `:auto` mode"), waiting for the next change
+    or run: a decision when that call carries it out (names what the sentence names), else
+    what the call did instead is the decision."""
+
+    said: str  # the decision as stated, with its reason
+    action: str  # what it said it would do
+    reason: str
+    names: list[str]  # the code the sentence names: what a call carrying it out contains
+
+
+@dataclass
 class Commit:
     hash: str
     subject: str
@@ -263,6 +277,9 @@ class Commit:
     event: int
     unit: int
     pushed_to: str = ""
+
+
+MAX_QUOTED_CODE_CHARS = 160
 
 
 @dataclass
@@ -276,6 +293,7 @@ class FileWork:
     last_event: int = 0
     rejected: int = 0  # attempts the tool refused (the file stayed as it was)
     deleted: bool = False  # removed after the edits (and not written again)
+    latest_code: str = ""  # the latest edit's new lines, when short enough to quote whole
 
 
 @dataclass
@@ -305,6 +323,7 @@ class Analysis:
     users: list[UserMessage] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     decisions: list[str] = field(default_factory=list)
+    intended: list[Intent] = field(default_factory=list)  # stated choices not yet acted on
     commands: list[Command] = field(default_factory=list)
     errors: list[ErrorRecord] = field(default_factory=list)
     files: dict[str, FileWork] = field(default_factory=dict)
@@ -625,6 +644,8 @@ INTERJECTION_RE = re.compile(
 
 
 def _add_note(a: Analysis, text: str, kind: str) -> None:
+    if LEANS_ON_EARLIER_RE.match(text):
+        return  # its subject was in the sentence before, which is not kept
     text = one_line(text, NOTE_MAX_CHARS)
     keys = content_words(text)
     if not keys:
@@ -714,6 +735,53 @@ def _count_calls(a: Analysis) -> None:
         previous.calls_after = len(a.calls_since_request)
 
 
+def _code_named(text: str) -> list[str]:
+    """The code a sentence names in backticks: what a call carrying it out must contain."""
+    return [span.strip() for span in re.findall(r"`([^`\n]{2,})`", text) if span.strip()]
+
+
+def _intend(a: Analysis, said: str, action: str, reason: str) -> None:
+    """A choice stated before acting: settled by the next change or run (`_settle_intents`).
+    One that names no code cannot be checked against the call, and stands as said."""
+    names = _code_named(action)
+    if names:
+        a.intended.append(Intent(said, action, reason, names))
+    else:
+        a.decisions.append(said)
+
+
+def _carries(names: list[str], call_text: str) -> bool:
+    """Whether a call contains a name the sentence gave, word for word: `<pre><code>` is
+    carried by `<pre class="x"><code>`, `:auto` is not by `{:shared, self()}`."""
+    words = {w for name in names for w in re.findall(r"[:@$]?[A-Za-z_][\w.!?]*", name) if len(w.strip(":@$")) >= 3}
+    return any(re.search(rf"(?<![\w:@$]){re.escape(w)}(?![\w])", call_text) for w in words)
+
+
+def _call_text(command: str | None, path: str, args: dict[str, Any]) -> str:
+    """What a change or run puts in place: the command line, or the edit's new text (its old
+    text is what it replaced, not what it did)."""
+    if command:
+        return command
+    new_keys = ("new_string", "newText", "new_str", "content", "file_text", "replace")
+    edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
+    texts = [e[k] for e in edits if isinstance(e, dict) for k in new_keys if isinstance(e.get(k), str)]
+    return "\n".join([path, *texts])
+
+
+def _settle_intents(a: Analysis, did: str, call_text: str) -> None:
+    """The next change or run after stated choices: each carried out is a decision; one it did
+    not carry out ("use `:auto` mode", then an edit to `{:shared, self()}`) gives way to what
+    the call did, with the reason the agent gave."""
+    for intent in a.intended:
+        if _carries(intent.names, call_text):
+            a.decisions.append(intent.said)
+            continue
+        because = f", because {intent.reason}" if intent.reason else ""
+        stated = lower_first(intent.action.rstrip("."))
+        a.decisions.append(one_line(f'{did} instead of the stated "{stated}"{because}', 400))
+    a.intended = []
+
+
 def on_assistant_text(a: Analysis, text: str) -> None:
     a.texts.append((text, a.clock, len(a.last_tools)))
     a.activity_after_latest += 1
@@ -740,7 +808,7 @@ def on_assistant_text(a: Analysis, text: str) -> None:
                 and len(sentence) >= 30
                 and not sentence.endswith(":")  # "Let me fix it by X instead of Y:" leads into a code block
             ):
-                a.decisions.append(one_line(sentence))  # "I'll use X instead of Y because Z"
+                _intend(a, one_line(sentence), sentence, "")  # "I'll use X instead of Y because Z"
             look = LOOK_RE.match(sentence.rstrip("."))
             if look and re.search(
                 r"(?i)\b(to understand|for (the )?patterns?|to see how|to learn|to find out)\b", sentence
@@ -762,14 +830,16 @@ def on_assistant_text(a: Analysis, text: str) -> None:
                     purpose_set = True
                     if previous_diagnosis:
                         # "X doesn't support Y. I need to rewrite Z": a choice with its reason.
-                        a.decisions.append(f"{a.purpose}, because {lower_first(previous_diagnosis)}")
+                        reason = lower_first(previous_diagnosis)
+                        _intend(a, f"{a.purpose}, because {reason}", a.purpose, reason)
             previous_diagnosis = ""
             continue
         previous_diagnosis = ""
         if not _is_statement(sentence):
             continue
         for name in FILE_NAME_RE.findall(sentence):
-            a.file_mentions[name.lower()] = one_line(sentence, 240)
+            if not LEANS_ON_EARLIER_RE.match(sentence):
+                a.file_mentions[name.lower()] = one_line(sentence, 240)
         if DECISION_RE.search(sentence) and DECISION_REASON_RE.search(sentence) and len(sentence) >= 30:
             # Alternatives and reasons are listed as decisions, once; a hypothesis ("If X, it
             # might be loading Y instead of Z") or an observation ("I see that X is used
@@ -885,7 +955,9 @@ def _answers(purpose: str, name: str, command: str | None, args: dict[str, Any])
     if not purpose:
         return False
     words = content_words(purpose) - _PURPOSE_VERBS
-    called = " ".join([re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name), command or "", str(args)[:2000]])
+    # The arguments' values only: a key ("command", "path") is no word the agent said of the call.
+    values = " ".join(str(value) for value in args.values())[:2000]
+    called = " ".join([re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name), command or "", values])
     return bool(words & content_words(called))
 
 
@@ -941,15 +1013,22 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any], purpos
     if purpose and purpose not in work.purposes:
         work.purposes.append(purpose)
     edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
+    added_lines: list[str] = []
     for edit in edits:
         if not isinstance(edit, dict):
             continue
-        new = edit.get("new_string", edit.get("replace"))
+        # Each agent's editor names the two texts its own way (see `_change_made`).
+        new = next((edit[k] for k in ("new_string", "newText", "new_str", "replace") if k in edit), None)
         if isinstance(new, str):
-            old = edit.get("old_string", edit.get("search"))
-            work.added.extend(
-                t for t in _added_identifiers(old if isinstance(old, str) else "", new) if t not in work.added
-            )
+            old = next((edit[k] for k in ("old_string", "oldText", "old_str", "search") if k in edit), "")
+            old = old if isinstance(old, str) else ""
+            work.added.extend(t for t in _added_identifiers(old, new) if t not in work.added)
+            kept = {line.strip() for line in old.splitlines()}
+            added_lines += [line.strip() for line in new.splitlines() if line.strip() and line.strip() not in kept]
+    # A short change reads better as its code than as the names in it: `config :app, Endpoint,
+    # secret_key_base: String.duplicate("x", 4)` says what `String.duplicate`, `x` cannot.
+    code = " ".join(added_lines)
+    work.latest_code = code if 0 < len(code) <= MAX_QUOTED_CODE_CHARS and "`" not in code else ""
     # An editor's `create` sub-command carries the whole file as `file_text`.
     content = next((args[k] for k in ("content", "file_text") if isinstance(args.get(k), str)), None)
     if is_create_tool(name) or content is not None:
@@ -1329,8 +1408,16 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         if path and not editing and a.look and path not in a.read_purposes:
             a.read_purposes[path] = a.look
     if editing and not is_error:
+        call_text = _call_text(None, path, args)
+        if purpose and _code_named(purpose) and not _carries(_code_named(purpose), call_text):
+            purpose = ""  # "to use `:auto` mode" said of an edit that put something else in
         # Counted when it succeeded: a failed edit changed nothing.
         _record_edit(a, name, path, args, purpose)
+        if a.intended:
+            change = _change_made(name, args)[0]
+            _settle_intents(a, f"Edited `{a.rel(path)}`" + (f" ({change})" if change else ""), call_text)
+    elif command is not None and a.intended and not is_probe_command(command):
+        _settle_intents(a, f"Ran `{one_line(clean_command(command), 100)}`", command)
     cmd: Command | None = None
     if command is not None:
         ok, detail = _outcome(output, is_error)
@@ -1476,16 +1563,7 @@ def _reconcile(a: Analysis) -> None:
         if fix is None or any(not c.ok for c in later if c.index > fix.index and c.full == cmd.full):
             continue
         cmd.fixed_by = fix
-        edited = [
-            w.path for w in sorted(a.files.values(), key=lambda w: w.last_event) if cmd.event < w.last_event < fix.event
-        ]
-        if fix.command != cmd.command:
-            cmd.fix_notes.append(f"`{one_line(fix.shown, 120)}` succeeded")
-        elif edited:
-            names = ", ".join(f"`{a.rel(p)}`" for p in edited[-3:])
-            cmd.fix_notes.append(f"passed after edits to {names}")
-        else:
-            cmd.fix_notes.append("a later run passed")
+        cmd.fix_notes.append(_what_fixed(a, cmd, fix))
     for cmd in a.commands:
         if cmd.ok:
             continue
@@ -1510,6 +1588,52 @@ def _reconcile(a: Analysis) -> None:
         elif a.tool_ok.get(error.tool, 0) > error.event:
             # A file tool that failed (old_string not found) and worked again later.
             error.resolved, error.how = True, f"a later {error.tool} call succeeded"
+
+
+def _what_fixed(a: Analysis, failed: Command, fix: Command) -> str:
+    """What changed between a failure and the later success of the same check: the part of the
+    retry that is new (`git add -f x` before the same `git commit`), the commands run in between
+    (`npm install x`), the files edited in between. "The retry succeeded" alone hides the fix
+    from a reader who will meet the same failure again."""
+    old_parts = chain_parts(failed.command)
+    old_words = {word for part in old_parts for word in part.split()}
+    # A part with a word the failed line lacks (a flag, a file), other than the check itself.
+    new_parts = [
+        part
+        for part in chain_parts(fix.command)
+        if part not in old_parts
+        and not set(part.split()) <= old_words
+        and command_signatures(part)
+        and command_signature(part) != command_signature(fix.command)
+    ]
+    # What ran in between and changed something: not a look, a tracker update, another attempt
+    # at a check, or a multi-line script cut at its first line.
+    between = [
+        c.command
+        for c in a.commands[failed.index + 1 : fix.index]
+        if c.ok
+        and command_signatures(c.command)
+        and not is_probe_command(c.command)
+        and not TRACKER_CMD_RE.search(c.command)
+        and not TEST_RE.search(c.command)
+        and command_signature(c.command) != command_signature(failed.command)
+        and c.command.count('"') % 2 == 0
+        and c.command.count("'") % 2 == 0
+    ]
+    edited = [
+        w.path for w in sorted(a.files.values(), key=lambda w: w.last_event) if failed.event < w.last_event < fix.event
+    ]
+    changes = [f"`{one_line(command, 100)}`" for command in list(dict.fromkeys(between))[-2:]]
+    if edited:
+        changes.append("edits to " + ", ".join(f"`{a.rel(p)}`" for p in edited[-3:]))
+    after = " and ".join(changes)
+    if fix.command == failed.command:
+        return f"passed after {after}" if after else "a later run passed"
+    outcome = f"`{one_line(fix.shown, 120)}` succeeded"
+    if new_parts:
+        added = " and ".join(f"`{one_line(part, 100)}`" for part in new_parts[:2])
+        outcome = f"the retry added {added}, then {outcome}"
+    return f"after {after}, {outcome}" if after else outcome
 
 
 # A step an intent puts after the one being taken: still ahead once that one is done.
@@ -1598,6 +1722,9 @@ def analyze(messages: list[Msg], file_ops: FileOps | None = None) -> Analysis:
     # The last text of the range is quoted whole as where the work stopped, not as notes.
     _count_calls(a)
     _reconcile(a)
+    # Stated just before the range ends: nothing yet contradicts them.
+    a.decisions.extend(intent.said for intent in a.intended)
+    a.intended = []
     # What the assistant was doing at the cut: intents stated in the latest turn, and only
     # in its final stretch — "now add X" followed by a dozen more tool calls is done already.
     total_tools = len(a.last_tools)

@@ -119,3 +119,11 @@ FOCUS_STOPWORDS = frozenset(
     "with what which each when where they them their there have been were will would should could must "
     "make sure also just like want need created pushed contains kept".split()
 )
+# A sentence that leans on one before it for its subject ("It's only in `x` which has its own
+# copy.", "This means the cache is stale."): alone, a reader cannot tell what it is about.
+LEANS_ON_EARLIER_RE = re.compile(
+    r"^(?:it|they|he|she|it's|they're|its)\b"
+    r"|^(?:this|that|these|those)\s+(?:is|was|are|were|'s|has|have|had|means|meant|should|will|would|can|"
+    r"could|might|may|does|did|doesn't|isn't|wasn't|seems|looks|needs|works|fixes|explains)\b",
+    re.IGNORECASE,
+)

@@ -402,14 +402,16 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             s.add("done", item, 55)
     committed_units = sorted({c.unit for c in a.commits if c.subject})
     total = len(committed_units)
+    said_elsewhere = _said_elsewhere(a)
     for index, unit in enumerate(committed_units):
         weight = 70 + 15 * recency(index, total)
-        s.add("done", _unit_header(a, unit), weight)
-        steps = unit_steps(a, unit)
+        header = _unit_header(a, unit)
+        s.add("done", header, weight)
+        steps = unit_steps(a, unit, header)
         if steps:
             s.add("done", steps, weight - 10, nested=True)
-        notes = [n for n in a.notes if n.unit == unit][-MAX_NOTES_PER_UNIT:]
-        for n in notes:
+        notes = [n for n in a.notes if n.unit == unit and n.text.rstrip(".") not in said_elsewhere]
+        for n in _newest_tally_only(notes, header)[-MAX_NOTES_PER_UNIT:]:
             s.add("done", n.text, weight - 12, nested=True)
     # Without commits (or after the last one): the agent's reports of finished work.
     last_unit = a.unit
@@ -451,6 +453,28 @@ def done_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         work = work_since_request(a, listed=s.text_of("done"))
         if work:
             s.add("done", f"Since {_latest_request_named(a)}: " + "; ".join(work), 73)
+
+
+def _said_elsewhere(a: Analysis) -> set[str]:
+    """Findings another section states already: the cause given with an error (Errors and
+    Fixes) and the reason given with a decision. Said once, where it explains something."""
+    causes = {c.diagnosis.rstrip(".") for c in a.commands if not c.ok and c.diagnosis and (c.errors or c.detail)}
+    return causes | {n.text.rstrip(".") for n in a.notes if any(n.text.rstrip(".") in d for d in a.decisions)}
+
+
+# "All 43 tests pass", "12 tests, 0 failures", "5 passed": what one run of the checks reported.
+_RUN_TALLY_RE = re.compile(
+    r"(?i)\b\d+ (?:unit |integration )?(?:tests?|examples?|specs?)\b[^.;]{0,40}?\b(?:pass(?:ed|es|ing)?|fail\w*|green)\b"
+    r"|\b\d+ (?:passed|failed|failures?)\b"
+)
+
+
+def _newest_tally_only(notes: list, header: str) -> list:
+    """A count of passing tests is true until the next run: only the newest tally stays, and
+    none when the piece's check line (its header) gives one."""
+    tallied = [n for n in notes if _RUN_TALLY_RE.search(n.text)]
+    stale = set(map(id, tallied if _RUN_TALLY_RE.search(header) else tallied[:-1]))
+    return [n for n in notes if id(n) not in stale]
 
 
 # A sentence that announces a step or guesses at a cause: not a finding to list as done.
@@ -536,9 +560,10 @@ def step_command(command: str, limit: int = 50) -> str:
     return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" &|;") + " …"
 
 
-def unit_steps(a: Analysis, unit: int) -> str:
+def unit_steps(a: Analysis, unit: int, header: str = "") -> str:
     """How one piece of work was carried out, in the order the kinds of step first appear:
-    what a successor repeats for the next piece (claim, migrate, check, close, push)."""
+    what a successor repeats for the next piece (claim, migrate, check, close, push). What the
+    piece's header line says already (its checks, the issue closed) is not said again."""
     found: dict[str, dict[tuple[str, ...], str]] = {}
     for cmd in a.commands:
         if cmd.unit != unit or not cmd.ok or is_probe_command(cmd.command):
@@ -552,6 +577,12 @@ def unit_steps(a: Analysis, unit: int) -> str:
                     shown.pop(signature, None)
                     shown[signature] = step_command(cmd.command)
                 break
+    for label, commands in found.items():
+        for signature, shown in list(commands.items()):
+            named = f"`{shown.removesuffix(' …')}" in header
+            if named or (label == "closed the issue" and "closed `" in header):
+                del commands[signature]
+    found = {label: commands for label, commands in found.items() if commands}
     if len(found) < 2:
         return ""
     parts = [f"{label} ({', '.join(f'`{c}`' for c in commands.values())})" for label, commands in found.items()]
@@ -1070,6 +1101,9 @@ def pending_commit(a: Analysis) -> list[str]:
     return [path for path, state in tree if state != "untracked"]
 
 
+_CHANGE_TOOL_RE = re.compile(r"(?i)edit|write|replace|patch|create|insert")
+
+
 def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
     """Each failure once: its exact error lines, what the agent concluded, how it was fixed."""
     blocked = s.text_of("blocked")
@@ -1098,6 +1132,7 @@ def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> 
         else:
             entries.append((f"Still failing: `{one_line(cmd.shown, 100)}`{status}: {said}{why}", False))
     printed: set[tuple[str, str]] = set()
+    passing: list[str] = []
     for error in a.errors:
         if error.command is not None and error.command.ok:
             # The program, not its arguments: `python3 -c "…"` on two files, one missing module.
@@ -1109,6 +1144,15 @@ def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> 
             state = f" — {error.how}" if error.how else ""
             entries.append((f"`{one_line(error.command.shown, 100)}` printed: {error.line}{state}", error.resolved))
         elif error.command is None:
+            if not _CHANGE_TOOL_RE.search(error.tool) and (error.resolved or error.event <= settled):
+                # A read refused (too large: read in parts) or a helper that failed once, with
+                # the work carried on past it: no error to fix, so not among them; its line
+                # stays findable in one line of its own. A refused edit is kept: it says what
+                # the change had to get right.
+                how = f" ({error.how})" if error.resolved and error.how else ""
+                context = f"{one_line(error.context, 90)} → " if error.context else ""
+                passing.append(f"{error.tool or 'tool'}: {context}{one_line(error.line, 110)}{how}")
+                continue
             state = f" — {error.how}" if error.resolved else ""
             tool = f"The {error.tool} tool" if error.tool else "A tool call"
             context = f"{error.context} → " if error.context else ""
@@ -1123,6 +1167,9 @@ def errors_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> 
         s.add("errors", text, 62 + 20 * recency(index, len(open_)))
     for item in previous.get("errors", [])[-MAX_PREVIOUS_CRITICAL:]:
         s.add("errors", item, 45)
+    if passing:
+        listed = "; ".join(dict.fromkeys(passing[-4:]))
+        s.add("critical", f"Tool calls refused along the way, with no consequence: {listed}", 40)
 
 
 def files_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> None:
@@ -1161,7 +1208,9 @@ def files_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> N
         if noted and not said:
             said = f'; the agent noted: "{noted}"'
         names = [n for n in work.added if len(n) >= 5][:4]
-        if names and not said:
+        if work.latest_code and work.edits == 1 and not work.written and not said:
+            said = f"; the edit adds `{work.latest_code}`"
+        elif names and not said:
             said = "; it adds " + ", ".join(f"`{n}`" for n in names)
         s.add("files", f"`{a.rel(work.path)}` was {what}{said}", 52 + 14 * recency(index, len(works)))
     reads = [(p, a.read_purposes.get(p, "")) for p in a.read if p not in a.files]
@@ -1178,6 +1227,19 @@ _ORDER_WORD_RE = re.compile(r"(?i),?\s+(first|now|next|then|too|as well|again)$"
 def _mention(a: Analysis, path: str) -> str:
     """The agent's latest statement naming this file, if it made one."""
     return a.file_mentions.get(path.rsplit("/", 1)[-1].lower(), "")
+
+
+_HOME_PATH_RE = re.compile(r"^(?:/Users|/home)/[^/]+/")
+
+
+def _elsewhere_home(a: Analysis, path: str) -> bool:
+    """A path in someone's home directory outside the project (the reporter's machine in a
+    pasted traceback): no file the agent can open, and the project has its own copy."""
+    if not _HOME_PATH_RE.match(path):
+        return False
+    here = [d for d in (a.root, a.cwd) if d]
+    touched = {*a.read, *a.modified, *a.files}
+    return not any(path.startswith(d.rstrip("/") + "/") for d in here) and path not in touched
 
 
 def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], instructions: str | None) -> None:
@@ -1209,8 +1271,9 @@ def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], i
     if a.interruptions:
         times = "once" if a.interruptions == 1 else f"{a.interruptions} times"
         s.add("critical", f"The user interrupted the assistant's request {times} (Request interrupted by user)", 50)
-    if a.user_paths:
-        s.add("critical", "Paths named by the user: " + ", ".join(dict.fromkeys(a.user_paths)), 88)
+    user_paths = [p for p in dict.fromkeys(a.user_paths) if not _elsewhere_home(a, p)]
+    if user_paths:
+        s.add("critical", "Paths named by the user: " + ", ".join(user_paths), 88)
     if a.urls:
         urls = list(dict.fromkeys(u.rstrip(".,") for u in a.urls))[:8]
         s.add("critical", "URLs mentioned: " + ", ".join(urls), 56)
@@ -1218,10 +1281,15 @@ def critical_section(s: Sections, a: Analysis, previous: dict[str, list[str]], i
         values = ", ".join(f"`{k}={v}`" for k, v in list(a.env.items())[:8])
         s.add("critical", f"Environment values the commands used: {values}", 56)
     shown = s.text_of("done", "blocked", "errors", "repo")
+    every_section = s.text_of(*s.items).lower()
     latest: dict[tuple[str, ...], str] = {}
     for cmd in reversed(a.commands):
         head = command_signature(cmd.command)
-        listed_already = step_command(cmd.command) in shown or cmd.shown in shown
+        # Named already, by its first words, where it was run for a reason: no second listing.
+        opening = " ".join(cmd.full.split()[:2]).lower()
+        listed_already = step_command(cmd.command) in shown or cmd.shown in shown or opening in every_section
+        # An issue closed is stated with the issue (Done, issue states): not a command to list.
+        listed_already = listed_already or bool(dict(STEP_KINDS)["closed the issue"].search(cmd.command) and cmd.ok)
         if head and head not in latest and not GIT_COMMIT_RE.search(cmd.full) and not listed_already:
             latest[head] = cmd.shown
     if latest:

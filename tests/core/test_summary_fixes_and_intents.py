@@ -1,0 +1,254 @@
+"""A cold reader's complaints about how a handoff reports what was done: the fix of a failure
+is what changed before the retry (not "the retry succeeded"), and an intent the next call did
+not carry out is no decision. Generated sessions, plus the shared transcripts."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compaction.core.summarizers.extractive import extractive_summary
+from compaction.core.tokens import count_content
+from compaction.core.types import Msg
+
+WORDS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=5, max_size=9)
+SHELLS = st.sampled_from(["Bash", "bash"])
+
+
+def _msgs(raw: list[dict]) -> list[Msg]:
+    return [Msg(i + 1, m["role"], m["content"], count_content(m["content"])) for i, m in enumerate(raw)]
+
+
+def _section(summary: str, start: str, end: str) -> str:
+    return summary.split(start, 1)[1].split(end, 1)[0] if start in summary else ""
+
+
+def _tool(raw: list[dict], name: str, inputs: dict, output: str, *, error: bool = False, text: str = "") -> None:
+    tool_id = f"toolu_{len(raw):04d}"
+    said = [{"type": "text", "text": text}] if text else []
+    use = {"type": "tool_use", "id": tool_id, "name": name, "input": inputs}
+    result = {"type": "tool_result", "tool_use_id": tool_id, "content": output, "is_error": error}
+    raw.append({"role": "assistant", "content": [*said, use]})
+    raw.append({"role": "user", "content": [result]})
+
+
+def _fixed_line(summary: str, failing: str) -> str:
+    errors = _section(summary, "### Errors and Fixes", "###")
+    return next((line for line in errors.splitlines() if failing in line and "fixed" in line), "")
+
+
+# ------------------------------------------------------------------ the fix is what changed
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, SHELLS, st.booleans())
+def test_the_fix_is_the_part_the_retry_added(word, shell, looked_between):
+    """`git add x && git commit` refused for an ignored file, then `git add -f x && git commit`:
+    the fix is `git add -f x`, not the commit that then went through."""
+    raw: list[dict] = [{"role": "user", "content": f"Commit the {word} stylesheet."}]
+    commit = f'git commit -m "Add {word} styles"'
+    ignored = (
+        "Exit code 1\nThe following paths are ignored by one of your .gitignore files:\n"
+        f"static/{word}.css\nhint: Use -f if you really want to add them."
+    )
+    _tool(raw, shell, {"command": f"git add static/{word}.css && {commit}"}, ignored, error=True)
+    if looked_between:
+        _tool(raw, shell, {"command": "git ls-files static/"}, "static/base.css")
+    done = f"[main 1a2b3c4] Add {word} styles\n 1 file changed, 3 insertions(+)"
+    _tool(raw, shell, {"command": f"git add -f static/{word}.css && {commit}"}, done)
+    summary = extractive_summary(_msgs(raw))
+    line = _fixed_line(summary, "ignored by one of your .gitignore files")
+    assert f"`git add -f static/{word}.css`" in line, summary
+    assert "git ls-files" not in line
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, SHELLS, st.booleans())
+def test_the_fix_names_the_command_run_between_the_failure_and_the_pass(word, shell, same_check):
+    """`npm test` fails on a missing module, `npm install x` runs, `npm test` passes: the
+    install is the fix, and the reader is told so."""
+    raw: list[dict] = [{"role": "user", "content": f"Make the {word} tests pass."}]
+    missing = f"Exit code 1\nError: Cannot find module '{word}'\n1 failing"
+    _tool(raw, shell, {"command": "npm test"}, missing, error=True)
+    _tool(raw, shell, {"command": f"cat package.json | grep {word}"}, "")
+    _tool(raw, shell, {"command": f"npm install {word}"}, f"added 1 package, and audited 2 packages\n{word}@1.0.0")
+    _tool(raw, shell, {"command": "npm test" if same_check else "npm test -- --runInBand"}, "3 passing")
+    summary = extractive_summary(_msgs(raw))
+    line = _fixed_line(summary, f"Cannot find module '{word}'")
+    assert f"`npm install {word}`" in line, summary
+    assert "cat package.json" not in line
+
+
+# ------------------------------------------------------------------ an intent is not a fact
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.booleans(), st.booleans())
+def test_a_stated_choice_is_a_decision_only_when_the_next_change_carries_it(word, carried, look_between):
+    """ "X can't reach Y. I need to use `:auto` mode." then an edit: a decision when the edit
+    puts `:auto` in; when it puts `{:shared, self()}` in instead, that is what the handoff
+    reports, with the reason, and no file is said to have been edited "to use `:auto` mode"."""
+    path = f"/repo/test/{word}_test.exs"
+    raw: list[dict] = [{"role": "user", "content": f"Fix the {word} live tests."}]
+    said = f"The {word} LiveView runs in a separate process that can't access the test sandbox. I need to use `:auto` mode."
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": said}]})
+    if look_between:
+        _tool(raw, "Read", {"file_path": path}, "setup do\n  Sandbox.checkout(Repo)\nend")
+    new = "Sandbox.mode(Repo, :auto)" if carried else "Sandbox.mode(Repo, {:shared, self()})"
+    edit = {"file_path": path, "old_string": "Sandbox.checkout(Repo)", "new_string": f"Sandbox.checkout(Repo)\n{new}"}
+    _tool(raw, "Edit", edit, f"The file {path} has been updated successfully.")
+    _tool(raw, "Bash", {"command": f"mix test {path}"}, "5 tests, 0 failures")
+    summary = extractive_summary(_msgs(raw))
+    decisions = _section(summary, "## Key Decisions", "\n## ")
+    files = _section(summary, "### Files", "###")
+    assert "separate process that can't access the test sandbox" in decisions, summary
+    if carried:
+        assert "Use `:auto` mode, because" in decisions
+    else:
+        assert "Use `:auto` mode, because" not in decisions
+        assert "{:shared, self()}" in decisions
+        assert "to use `:auto` mode" not in files
+
+
+# ------------------------------------------------------------------ noise a cold reader skips
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.integers(min_value=3, max_value=40), st.integers(min_value=1, max_value=30))
+def test_a_test_tally_is_reported_once_the_newest(word, first, more):
+    """ "All 43 tests pass." said mid-way, then a run of 65 before the commit: the commit's check
+    line gives 65, and the stale 43 is gone."""
+    raw: list[dict] = [{"role": "user", "content": f"Add the {word} feature with tests."}]
+    path = f"/repo/lib/{word}.ex"
+    _tool(raw, "Edit", {"file_path": path, "old_string": "a", "new_string": "b"}, "The file has been updated.")
+    _tool(raw, "Bash", {"command": "mix test"}, f"{first} tests, 0 failures")
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": f"All {first} tests pass for `{word}`."}]})
+    _tool(raw, "Edit", {"file_path": path, "old_string": "b", "new_string": "c"}, "The file has been updated.")
+    _tool(raw, "Bash", {"command": "mix test"}, f"{first + more} tests, 0 failures")
+    _tool(raw, "Bash", {"command": f'git commit -am "Add {word}"'}, f"[main 1a2b3c4] Add {word}\n 1 file changed")
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": "Committed."}]})
+    done = _section(extractive_summary(_msgs(raw)), "### Done", "###")
+    assert f"{first + more} tests, 0 failures" in done, done
+    notes = [line for line in done.splitlines() if line.startswith("  - ")]  # under the commit
+    assert not any(f"All {first} tests pass" in line for line in notes), done
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.sampled_from(["alice", "bob"]), st.sampled_from(["/Users", "/home"]))
+def test_the_reporters_home_paths_are_not_handed_over_as_the_users(word, name, home):
+    """A traceback pasted from the reporter's machine names `/Users/alice/proj/tests/x.py`; the
+    agent works in its own checkout: that path is nothing it can open."""
+    pasted = f"{home}/{name}/code/proj/tests/{word}.py"
+    issue = f'Fix this crash:\n  File "{pasted}", line 3\n    def {word}()\nSyntaxError: invalid syntax'
+    raw: list[dict] = [{"role": "user", "content": issue}]
+    repo_file = f"/repo/tests/{word}.py"
+    _tool(raw, "Read", {"file_path": repo_file}, f"def {word}()\n    pass")
+    _tool(raw, "Edit", {"file_path": repo_file, "old_string": f"def {word}()", "new_string": f"def {word}():"}, "ok")
+    summary = extractive_summary(_msgs(raw))
+    assert pasted not in _section(summary, "### Other", "\n## "), summary
+    assert f"{word}.py" in summary
+
+
+def _transcript_summaries():
+    from tests.core.test_summary_cold_reader import _transcript_summaries as summaries
+
+    return summaries()
+
+
+_PRONOUN_LEAD = ("It ", "It's ", "They ", "They're ", "This is ", "That was ", "This means ")
+
+
+def test_no_handed_over_finding_leans_on_a_sentence_that_was_dropped():
+    """A note or a quoted remark that starts with a pronoun ("It's only in `x` which has its own
+    copy.") lost its subject with the sentence before it."""
+    for name, summary in _transcript_summaries():
+        done = _section(summary, "### Done", "###")
+        files = _section(summary, "### Files", "###")
+        for line in done.splitlines():
+            said = line.lstrip(" -").removeprefix("Found: ")
+            assert not said.startswith(_PRONOUN_LEAD), (name, line)
+        for line in files.splitlines():
+            assert 'the agent noted: "It' not in line and 'the agent noted: "This is' not in line, (name, line)
+
+
+def test_a_cause_given_with_an_error_is_not_repeated_under_done():
+    """The cause the agent found for a failure is said once, beside the error it explains."""
+    import re
+
+    for name, summary in _transcript_summaries():
+        errors = _section(summary, "### Errors and Fixes", "###")
+        causes = {c.strip() for c in re.findall(r"\) ?: .*? — ([^—]{20,}?) — ", errors)}
+        done = _section(summary, "### Done", "###")
+        for line in done.splitlines():
+            said = line.strip().lstrip("- ").removeprefix("Found: ").rstrip(".")
+            assert said not in causes, (name, line)
+
+
+def test_other_commands_lists_only_commands_the_summary_does_not_name():
+    """ "Other commands run" is for what no section names: a command named elsewhere by its
+    first words is not listed a second time."""
+    for name, summary in _transcript_summaries():
+        other = next((line for line in summary.splitlines() if line.startswith("- Other commands run")), "")
+        rest = summary.replace(other, "").lower()
+        for command in re.findall(r"`([^`]+)`", other):
+            opening = " ".join(command.split()[:2]).lower()
+            assert opening not in rest, (name, command)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.integers(min_value=26_000, max_value=90_000))
+def test_a_read_refused_for_size_then_read_in_parts_is_no_error_to_fix(word, tokens):
+    """The Read tool refuses a large file, the agent reads it in parts: nothing failed that a
+    successor must fix, so Errors and Fixes does not list it (its line stays findable)."""
+    path = f"/repo/lib/{word}.ex"
+    raw: list[dict] = [{"role": "user", "content": f"Refactor the {word} module."}]
+    refused = f"File content ({tokens} tokens) exceeds maximum allowed tokens (25000). Please use offset and limit."
+    _tool(raw, "Read", {"file_path": path}, refused, error=True)
+    _tool(raw, "Read", {"file_path": path, "offset": 1, "limit": 200}, f"defmodule {word} do")
+    _tool(raw, "Edit", {"file_path": path, "old_string": "do", "new_string": "do\n  @moduledoc false"}, "ok")
+    _tool(raw, "Bash", {"command": "mix test"}, "3 tests, 0 failures")
+    summary = extractive_summary(_msgs(raw))
+    assert f"({tokens} tokens)" not in _section(summary, "### Errors and Fixes", "###"), summary
+    assert f"File content ({tokens} tokens) exceeds maximum allowed tokens" in summary
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.sampled_from(["Edit", "edit"]))
+def test_a_short_edit_is_quoted_as_code_not_as_a_list_of_its_names(word, tool):
+    """A one-line config change reads as the line it added; `String.duplicate`,
+    `test_{w}_` listed alone say nothing about what changed."""
+    path = "/repo/config/test.exs"
+    added = f'config :app, {word.title()}Web.Endpoint, secret_key_base: String.duplicate("test_{word}_", 4)'
+    raw: list[dict] = [{"role": "user", "content": f"Configure the {word} endpoint for tests."}]
+    keys = ("file_path", "old_string", "new_string") if tool == "Edit" else ("path", "oldText", "newText")
+    inputs = dict(zip(keys, (path, "import Config\n", f"import Config\n\n{added}\n"), strict=True))
+    _tool(raw, tool, inputs, f"The file {path} has been updated.")
+    summary = extractive_summary(_msgs(raw))
+    line = next(line for line in _section(summary, "### Files", "###").splitlines() if "config/test.exs" in line)
+    assert f"`{added}`" in line, line
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.booleans())
+def test_steps_taken_do_not_repeat_the_commit_line(word, migrated):
+    """The commit line says the checks passed and the issue closed; "Steps taken" adds only
+    what it does not say (claiming the issue, a migration), or nothing."""
+    issue = f"proj-{word[:3]}.1"
+    raw: list[dict] = [{"role": "user", "content": f"Work on {issue}."}]
+    _tool(raw, "Bash", {"command": f"bd update {issue} --status in_progress"}, f"Updated {issue}")
+    if migrated:
+        _tool(raw, "Bash", {"command": "mix ecto.migrate"}, "Migrated 1 migration")
+    _tool(raw, "Edit", {"file_path": f"/repo/lib/{word}.ex", "old_string": "a", "new_string": "b"}, "ok")
+    _tool(raw, "Bash", {"command": "mix test"}, "12 tests, 0 failures")
+    _tool(raw, "Bash", {"command": f"bd close {issue}"}, f"Closed {issue}")
+    _tool(raw, "Bash", {"command": f'git commit -am "Fix {word}"'}, f"[main 1a2b3c4] Fix {word}\n 1 file changed")
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": "Done."}]})
+    summary = extractive_summary(_msgs(raw))
+    done = _section(summary, "### Done", "###")
+    assert "`mix test` → 12 tests, 0 failures" in done and f"closed `{issue}`" in done, done
+    steps = next((line for line in done.splitlines() if "Steps taken" in line), "")
+    assert "`mix test`" not in steps and "closed the issue" not in steps
+    assert ("mix ecto.migrate" in steps) == migrated
+    assert f"bd close {issue}" not in _section(summary, "### Other", "\n## ")
