@@ -252,3 +252,31 @@ def test_steps_taken_do_not_repeat_the_commit_line(word, migrated):
     assert "`mix test`" not in steps and "closed the issue" not in steps
     assert ("mix ecto.migrate" in steps) == migrated
     assert f"bd close {issue}" not in _section(summary, "### Other", "\n## ")
+
+
+# ------------------------------------------------------------------ a pass fixes only its own target
+
+_RUNNERS = {
+    "mix test": ("test/{}_test.exs", "Exit code 2\n** (MatchError) no match of right hand side value: :{}\n3 tests, 1 failure"),
+    "pytest": ("tests/test_{}.py", "Exit code 1\nE   AssertionError: {} mismatch\n1 failed, 2 passed"),
+    "cargo test": ("{}", "Exit code 101\nthread '{}' panicked at src/lib.rs:3:5\ntest result: FAILED. 0 passed; 1 failed"),
+}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, WORDS, st.sampled_from(sorted(_RUNNERS)), st.sampled_from(["other", "same", "suite"]))
+def test_a_failure_is_fixed_only_by_a_pass_of_its_own_target_or_more(word, other, runner, passed):
+    """`mix test a.exs` fails, then `mix test b.exs` passes: a is still failing. A later pass of
+    a itself, or of the whole suite, fixes it."""
+    target, failure = _RUNNERS[runner]
+    raw: list[dict] = [{"role": "user", "content": f"Make the {word} tests pass."}]
+    failing = f"{runner} {target.format(word)}"
+    _tool(raw, "Bash", {"command": failing}, failure.format(word), error=True)
+    ran = {"other": f"{runner} {target.format(other + 'x')}", "same": failing, "suite": runner}[passed]
+    _tool(raw, "Bash", {"command": ran}, "7 tests, 0 failures\ntest result: ok. 7 passed")
+    errors = _section(extractive_summary(_msgs(raw)), "### Errors and Fixes", "###")
+    line = next((line for line in errors.splitlines() if f"`{failing}`" in line), "")
+    if passed == "other":
+        assert line.startswith("- Still failing") and "fixed" not in line, errors
+    else:
+        assert "fixed" in line, errors

@@ -68,6 +68,7 @@ from compaction.core.text_heuristics import (
     normalize,
     paths_in,
     pushes_in_output,
+    run_covers,
     sentences,
     strip_ansi,
     strip_error_tags,
@@ -1559,6 +1560,10 @@ def _reconcile(a: Analysis) -> None:
         if cmd.ok:
             continue
         later = [c for c in by_signature.get(command_signature(cmd.command), []) if c.index > cmd.index]
+        if TEST_RE.search(cmd.command):
+            # A check is fixed only by a run of its own targets or more: `mix test b.exs`
+            # passing leaves `mix test a.exs` failing.
+            later = [c for c in a.commands[cmd.index + 1 :] if c.full == cmd.full or run_covers(c.command, cmd.command)]
         fix = next((c for c in later if c.ok), None)
         if fix is None or any(not c.ok for c in later if c.index > fix.index and c.full == cmd.full):
             continue
