@@ -334,15 +334,19 @@ def error_lines_of(text: str, *, is_error: bool) -> list[str]:
     text = strip_error_tags(text)
     raw_lines = [raw.strip() for raw in strip_ansi(text).splitlines()]
     raw_lines = [line for line in raw_lines if line and not _BARE_EXIT_RE.match(line)]
+    joined = -1  # the line a ":" before it took in: told already
     for index, line in enumerate(raw_lines):
+        if index == joined:
+            continue
+        # "Error: ** (EXIT) an exception was raised:" says what kind, the next line what; "The
+        # following paths are ignored by one of your .gitignore files:" is nothing without the path.
+        told = f"{line} {raw_lines[index + 1]}" if line.endswith(":") and index + 1 < len(raw_lines) else line
         # A bare "Exit code 1" says nothing the next line doesn't; keep the line that explains it.
         if first is None:
-            first = line[:MAX_ERROR_LINE_CHARS]
+            first = told[:MAX_ERROR_LINE_CHARS]
         if len(line) >= 8 and is_error_line(line):
-            # "Error: ** (EXIT) an exception was raised:" says what kind, the next line what.
-            if line.endswith(":") and index + 1 < len(raw_lines) and not is_error_line(raw_lines[index + 1]):
-                line = f"{line} {raw_lines[index + 1]}"
-            lines.append(line[:MAX_ERROR_LINE_CHARS])
+            lines.append(told[:MAX_ERROR_LINE_CHARS])
+            joined = index + 1 if told != line else joined
     if is_error and not lines and first:
         lines.append(first)
     # "Traceback (most recent call last):" only announces the exception line that follows.

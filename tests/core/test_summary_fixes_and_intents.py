@@ -280,3 +280,40 @@ def test_a_failure_is_fixed_only_by_a_pass_of_its_own_target_or_more(word, other
         assert line.startswith("- Still failing") and "fixed" not in line, errors
     else:
         assert "fixed" in line, errors
+
+
+# ------------------------------------------------------------------ an error line keeps what its ":" announces
+
+_ANNOUNCED = [
+    ("The following paths are ignored by one of your .gitignore files:", "static/{}.css", "git add static/{}.css"),
+    (
+        "error: The following untracked working tree files would be overwritten by merge:",
+        "lib/{}.ex",
+        "git merge origin/{}",
+    ),
+    ("Error: Build failed with 1 error:", 'error: Could not resolve "js/{}.js"', "node assets/build.js"),
+]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.sampled_from(_ANNOUNCED), SHELLS, st.booleans())
+def test_an_error_line_ending_in_a_colon_keeps_the_line_it_announces(word, announced, shell, retried):
+    """ "…ignored by one of your .gitignore files:" names no file; the path is on the next line
+    and is the part a successor needs."""
+    header, follows, command = announced
+    raw: list[dict] = [{"role": "user", "content": f"Ship the {word} change."}]
+    output = f"Exit code 1\n{header}\n{follows.format(word)}\nhint: see the docs."
+    _tool(raw, shell, {"command": command.format(word)}, output, error=True)
+    if retried:
+        _tool(raw, shell, {"command": f"ls lib/{word}"}, f"{word}.ex")
+    summary = extractive_summary(_msgs(raw))
+    said = [line for line in summary.splitlines() if header in line]
+    assert said and all(f"{header} {follows.format(word)}" in line for line in said), summary
+
+
+def test_no_error_handed_over_ends_at_a_colon():
+    """An error line that ends in ":" announced the next line: handed over alone it says nothing."""
+    for name, summary in _transcript_summaries():
+        told = _section(summary, "### Errors and Fixes", "###") + _section(summary, "### Blocked", "###")
+        for line in told.splitlines():
+            assert not re.search(r"\S: (?:—|\|)|\S:$", line), (name, line)

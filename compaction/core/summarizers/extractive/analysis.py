@@ -434,7 +434,8 @@ def _outcome(output: str, is_error: bool) -> tuple[bool, str]:
     detail = one_line(_run_tally(outcome_lines), 160) if outcome_lines else ""
     failed = is_error or bool(EXIT_CODE_RE.search(output)) or bool(detail and FAILED_COUNT_RE.search(detail))
     if failed:
-        errors = [line for line in error_lines_of(output, is_error=False) if not EXIT_CODE_RE.search(line)]
+        # With no error line, the first line stands in (with the line its ":" announces).
+        errors = [line for line in error_lines_of(output, is_error=True) if not EXIT_CODE_RE.search(line)]
         first = next((line for line in output.splitlines() if line.strip() and not EXIT_CODE_RE.search(line)), "")
         detail = detail or one_line(errors[0] if errors else first, 200)
     return not failed, detail
