@@ -317,3 +317,37 @@ def test_no_error_handed_over_ends_at_a_colon():
         told = _section(summary, "### Errors and Fixes", "###") + _section(summary, "### Blocked", "###")
         for line in told.splitlines():
             assert not re.search(r"\S: (?:—|\|)|\S:$", line), (name, line)
+
+
+# ------------------------------------------------------------------ a read's purpose is its own
+
+
+def _use(raw: list[dict], name: str, inputs: dict) -> str:
+    tool_id = f"toolu_{len(raw):04d}_{len(str(raw))}"
+    raw[-1]["content"].append({"type": "tool_use", "id": tool_id, "name": name, "input": inputs})
+    return tool_id
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, WORDS, st.booleans())
+def test_a_read_is_given_the_reason_said_for_it_not_for_another_read(first, second, both_said):
+    """ "Let me check `a.py` to understand X." Read a.py, then "Let me also look at `b.py` to
+    understand Y." Read b.py, the results after both: b.py was read for Y, a.py for X. Without
+    the second sentence, b.py was read for no reason the summary can give (not for X)."""
+    a_path, b_path = f"/repo/src/{first}_a.py", f"/repo/src/{second}_b.py"
+    why_a = f"Let me check `{first}_a.py` to understand how the {first} cache loads."
+    why_b = f"Let me also look at `{second}_b.py` to understand how the {second} queue drains."
+    raw: list[dict] = [{"role": "user", "content": f"Explain the {first} cache."}]
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": why_a}]})
+    a_id = _use(raw, "Read", {"file_path": a_path})
+    if both_said:
+        raw[-1]["content"].append({"type": "text", "text": why_b})
+    b_id = _use(raw, "Read", {"file_path": b_path})
+    results = [(a_id, f"def {first}(): pass"), (b_id, f"def {second}(): pass")]
+    raw.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": out} for i, out in results]})
+    summary = extractive_summary(_msgs(raw))
+    lines = summary.splitlines()
+    a_line = next((line for line in lines if f"{first}_a.py` was read" in line), "")
+    b_line = next((line for line in lines if f"{second}_b.py` was read" in line), "")
+    assert f"{first} cache loads" in a_line and f"{first} cache" not in b_line, summary
+    assert (f"{second} queue drains" in b_line) == both_said and f"{second} queue" not in a_line, summary

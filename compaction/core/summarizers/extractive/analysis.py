@@ -933,6 +933,9 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
     if kind == "change" and "id" in block:
         # Taken now: a call beside it in the same message (a TodoWrite) must not be read first.
         a.call_purposes[block["id"]] = _purpose_for(a, path or "")
+    elif kind == "look" and path and "id" in block:
+        # Taken now, like an edit's: a read after the one the words were about is not theirs.
+        a.call_purposes[block["id"]] = _look_for(a, path)
     elif kind not in ("change", "look") and _answers(a.purpose, name, command, args):
         a.purpose_spent = True
     if "id" in block:
@@ -979,6 +982,21 @@ def _purpose_for(a: Analysis, path: str) -> str:
     touched = {p.rsplit("/", 1)[-1].lower() for p in (*a.modified, *a.read)}
     names_other = any(name.lower() in touched for name in FILE_NAME_RE.findall(a.purpose))
     return "" if a.purpose_spent or names_other else a.purpose
+
+
+def _look_for(a: Analysis, path: str) -> str:
+    """Why `path` is read, from the agent's "let me check X to understand Y": words naming the
+    file are about it; words naming another file are not ("Let me check `a.py` to understand X.
+    Let me also read `b.py` to understand Y." → Read `a.py`, Read `b.py`: each is read for its own
+    reason); words naming no file are about the reads after them ("explore the referenced
+    files"). Taken when the read is called: by its result the agent may have said more."""
+    if not a.look:
+        return ""
+    base = path.rstrip("/").rsplit("/", 1)[-1].lower()
+    said = a.look.lower()
+    if base and re.search(rf"(?<![\w.-]){re.escape(base)}(?![\w-])", said):
+        return a.look
+    return "" if FILE_NAME_RE.search(a.look) else a.look
 
 
 def _call_shown(name: str, command: str | None, path: str, args: dict[str, Any]) -> str:
@@ -1407,8 +1425,8 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         return
     if not is_error:
         a.tool_ok[tool_key(name)] = a.clock
-        if path and not editing and a.look and path not in a.read_purposes:
-            a.read_purposes[path] = a.look
+        if path and not editing and purpose and path not in a.read_purposes:
+            a.read_purposes[path] = purpose
     if editing and not is_error:
         call_text = _call_text(None, path, args)
         if purpose and _code_named(purpose) and not _carries(_code_named(purpose), call_text):
