@@ -351,3 +351,46 @@ def test_a_read_is_given_the_reason_said_for_it_not_for_another_read(first, seco
     b_line = next((line for line in lines if f"{second}_b.py` was read" in line), "")
     assert f"{first} cache loads" in a_line and f"{first} cache" not in b_line, summary
     assert (f"{second} queue drains" in b_line) == both_said and f"{second} queue" not in a_line, summary
+
+
+# ------------------------------------------------------------------ git undoing edits
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, WORDS, st.sampled_from(["restore", "checkout", "stash", "stash pop"]), st.booleans())
+def test_a_restore_or_stash_updates_what_is_uncommitted(kept, undone, action, status_seen):
+    """`git restore x` / `git checkout -- x` undo x's edits: x is no longer uncommitted.
+    `git stash` puts every edit away (said as stashed, not as uncommitted); `git stash pop`
+    brings them back."""
+    raw: list[dict] = [{"role": "user", "content": f"Tweak {kept} and {undone}."}]
+    _tool(raw, "Bash", {"command": "git log --oneline -1"}, "1a2b3c4 start")
+    paths = [f"/repo/lib/{kept}_k.ex", f"/repo/lib/{undone}_u.ex"]
+    for path in paths:
+        _tool(raw, "Edit", {"file_path": path, "old_string": "a", "new_string": "b"}, "ok")
+    if status_seen:
+        status = "".join(f" M lib/{p.rsplit('/', 1)[-1]}\n" for p in paths)
+        _tool(raw, "Bash", {"command": "git status --short"}, status)
+    discard = {
+        "restore": [f"git restore lib/{undone}_u.ex"],
+        "checkout": [f"git checkout -- lib/{undone}_u.ex"],
+        "stash": ["git stash"],
+        "stash pop": ["git stash", "git stash pop"],
+    }[action]
+    for command in discard:
+        _tool(raw, "Bash", {"command": command}, "")
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": "Done."}]})
+    summary = extractive_summary(_msgs(raw))
+    pending = [
+        line
+        for line in summary.splitlines()
+        if re.search(r"(?i)not committed|uncommitted|no commit seen", line) and "Other commands run" not in line
+    ]
+    said = " ".join(pending)
+    if action in ("restore", "checkout"):
+        assert f"{kept}_k.ex" in said and f"{undone}_u.ex" not in said, summary
+    elif action == "stash":
+        assert f"{kept}_k.ex" not in said and f"{undone}_u.ex" not in said, summary
+        assert re.search(rf"Stashed.*{undone}_u\.ex", summary), summary
+    else:
+        assert f"{kept}_k.ex" in said and f"{undone}_u.ex" in said, summary
+        assert "Stashed" not in summary

@@ -390,6 +390,8 @@ class Analysis:
     # Files a package manager rewrote (`npm install x` → package.json, its lock file): (path,
     # event, command). No editor call names them; git shows them as modified.
     command_changes: list[tuple[str, int, str]] = field(default_factory=list)
+    # What each `git stash` put away, newest last: (edited files, tracked tree entries).
+    stashed: list[tuple[list[str], dict[str, str]]] = field(default_factory=list)
     cwd: str = ""  # the shell's directory, as the latest `cd` left it (the shell keeps it between calls)
     # Tool calls since the latest typed user message: where the work stood when the range
     # ends inside a turn.
@@ -1346,6 +1348,53 @@ _MANIFESTS = {
 }
 
 
+_RESTORE_RE = re.compile(r"\bgit\s+(?:restore|checkout)\s+([^;&|\n]+)")
+_STASH_RE = re.compile(r"\bgit\s+stash(?:\s+(push|save|pop|apply|drop|list|show|clear))?\b")
+
+
+def _record_discard(a: Analysis, command: str) -> None:
+    """Changes a successful git command put back or away: `git restore x` and `git checkout --
+    x` undo the edits of x; `git stash` puts every tracked change away, `git stash pop` (or
+    `apply`) brings the latest back. Without this the handoff lists discarded edits as
+    uncommitted, or a stash as a clean tree."""
+    for match in _RESTORE_RE.finditer(command):
+        words = [w.strip("\"'") for w in match.group(1).split()]
+        if match.group(0).split()[1] == "checkout" and "--" not in words:
+            continue  # `git checkout main` switches branch: not a discard this can follow
+        if any(w in ("--staged", "-S") for w in words) and not any(w in ("--worktree", "-W") for w in words):
+            continue  # unstaged, still changed
+        paths = [w for w in words if not w.startswith("-")]
+        if not paths:
+            continue
+        everything = any(p in (".", ":/") for p in paths)
+        targets = {_tree_path(a, p) for p in paths}
+
+        def discarded(path: str, targets: set[str] = targets, everything: bool = everything) -> bool:
+            return everything or any(path == t or path.startswith(t.rstrip("/") + "/") for t in targets)
+
+        a.edits_since_commit = [p for p in a.edits_since_commit if not discarded(p)]
+        a.command_changes = [c for c in a.command_changes if not discarded(c[0])]
+        if a.tree is not None:
+            a.tree = {p: st for p, st in a.tree.items() if st == "untracked" or not discarded(p)}
+    for match in _STASH_RE.finditer(command):
+        action = match.group(1) or "push"
+        if action in ("push", "save"):
+            tracked = {p: st for p, st in (a.tree or {}).items() if st != "untracked"}
+            a.stashed.append((a.edits_since_commit, tracked))
+            a.edits_since_commit = []
+            if a.tree is not None:
+                a.tree = {p: st for p, st in a.tree.items() if st == "untracked"}
+        elif action in ("pop", "apply") and a.stashed:
+            edits, tracked = a.stashed.pop() if action == "pop" else a.stashed[-1]
+            a.edits_since_commit = list(dict.fromkeys([*a.edits_since_commit, *edits]))
+            if a.tree is not None:
+                a.tree = {**a.tree, **tracked}
+        elif action == "drop" and a.stashed:
+            a.stashed.pop()
+        elif action == "clear":
+            a.stashed = []
+
+
 def _record_manifest_change(a: Analysis, command: str) -> None:
     """The manifest and lock file a successful `npm install <pkg>` (`cargo add`, `go get`, …)
     rewrote: changes to commit that no editor call shows."""
@@ -1466,6 +1515,7 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
             _follow_cd(a, command)
             _record_git(a, command, output)
             _record_tree(a, command, output, committed=len(a.commits) > commits_before)
+            _record_discard(a, command)
         else:
             _follow_cd(a, command)
         if ok:

@@ -1063,6 +1063,12 @@ def repo_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             s.add("repo", "No edits after the last commit.", 70)
         if deleted:
             s.add("repo", "Deleted: " + ", ".join(f"`{a.rel(p)}`" for p in deleted[:10]), 80)
+    for edits, tracked in a.stashed:
+        # Put away, not gone: `git stash pop` brings them back.
+        stashed = list(dict.fromkeys([*edits, *tracked]))
+        if stashed:
+            files = ", ".join(f"`{a.rel(p)}`" for p in stashed[:10])
+            s.add("repo", f"Stashed (`git stash`, not popped in this range): {files}", 82)
 
 
 _TREE_STATES = ("staged", "modified", "deleted", "untracked")
