@@ -394,3 +394,21 @@ def test_a_restore_or_stash_updates_what_is_uncommitted(kept, undone, action, st
     else:
         assert f"{kept}_k.ex" in said and f"{undone}_u.ex" in said, summary
         assert "Stashed" not in summary
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.booleans(), st.sampled_from(["mix test", "pytest", "npm test"]))
+def test_work_that_appears_finished_says_when_nothing_checked_it(word, checked, check):
+    """The range ends inside the turn after an edit: "appears finished" is a guess; when no test
+    or build ran after the edit, the line says the work is not checked."""
+    path = f"/repo/lib/{word}.ex"
+    raw: list[dict] = [{"role": "user", "content": f"Rename the {word} helper."}]
+    _tool(raw, "Edit", {"file_path": path, "old_string": "old_name", "new_string": f"{word}_name"}, "ok")
+    if checked:
+        _tool(raw, "Bash", {"command": check}, "12 tests, 0 failures")
+    summary = extractive_summary(_msgs(raw))
+    line = next((line for line in summary.splitlines() if "appears finished" in line), "")
+    assert line, summary
+    assert ("not checked" in line) == (not checked), line
+    if not checked:
+        assert f"{word}.ex" in line.split("not checked", 1)[1]
