@@ -334,15 +334,19 @@ def error_lines_of(text: str, *, is_error: bool) -> list[str]:
     text = strip_error_tags(text)
     raw_lines = [raw.strip() for raw in strip_ansi(text).splitlines()]
     raw_lines = [line for line in raw_lines if line and not _BARE_EXIT_RE.match(line)]
+    joined = -1  # the line a ":" before it took in: told already
     for index, line in enumerate(raw_lines):
+        if index == joined:
+            continue
+        # "Error: ** (EXIT) an exception was raised:" says what kind, the next line what; "The
+        # following paths are ignored by one of your .gitignore files:" is nothing without the path.
+        told = f"{line} {raw_lines[index + 1]}" if line.endswith(":") and index + 1 < len(raw_lines) else line
         # A bare "Exit code 1" says nothing the next line doesn't; keep the line that explains it.
         if first is None:
-            first = line[:MAX_ERROR_LINE_CHARS]
+            first = told[:MAX_ERROR_LINE_CHARS]
         if len(line) >= 8 and is_error_line(line):
-            # "Error: ** (EXIT) an exception was raised:" says what kind, the next line what.
-            if line.endswith(":") and index + 1 < len(raw_lines) and not is_error_line(raw_lines[index + 1]):
-                line = f"{line} {raw_lines[index + 1]}"
-            lines.append(line[:MAX_ERROR_LINE_CHARS])
+            lines.append(told[:MAX_ERROR_LINE_CHARS])
+            joined = index + 1 if told != line else joined
     if is_error and not lines and first:
         lines.append(first)
     # "Traceback (most recent call last):" only announces the exception line that follows.
@@ -451,3 +455,55 @@ def command_signature(command: str) -> tuple[str, ...]:
     For a chain, its last command: the one the chain exists to run."""
     signatures = command_signatures(command)
     return signatures[-1] if signatures else ()
+
+
+# Words that name what a check runs on rather than which check it is: a path, a test id.
+_OPERAND_RE = re.compile(r"/|::|\.\w{1,5}$|^\.+$")
+_REDIRECT_RE = re.compile(r"\s*(?:\d?>>?|<)\s*\S+")
+
+
+def check_scope(part: str) -> tuple[tuple[str, ...], frozenset[str]]:
+    """A check as (runner, targets): `mix test a.exs` → (("mix", "test"), {"a.exs"});
+    `pytest tests/x.py -k slow` → (("pytest",), {"tests/x.py", "slow"}); `cargo test` runs the
+    whole suite, so its targets are empty. The runner is the program and its subcommands up to
+    the first path-like word; every later word that is not a flag is a target."""
+    part = _REDIRECT_RE.sub("", part.split("|", 1)[0])
+    words = [w.strip("'\"") for w in part.split() if "=" not in w and not w.startswith("-")]
+    runner: list[str] = []
+    for word in words:
+        if _OPERAND_RE.search(word) or len(runner) >= len(_part_signature(part) or ("",)):
+            break
+        runner.append(word)
+    return tuple(runner), frozenset(w.rstrip("/") for w in words[len(runner) :])
+
+
+def _target_covers(wide: str, narrow: str) -> bool:
+    """`tests` covers `tests/x.py`, `tests/x.py` covers `tests/x.py::test_y`, `./...` covers
+    `./pkg/a`."""
+    if wide == narrow:
+        return True
+    base = wide.removesuffix("/...").removesuffix("...").rstrip("/")
+    if base in ("", "."):
+        return True
+    return narrow.startswith((base + "/", base + "::", "./" + base + "/"))
+
+
+def run_covers(success: str, failure: str) -> bool:
+    """Whether a passing check ran everything a failing one ran: the same targets or more (the
+    whole suite after one file, a directory after a file in it). `mix test b.exs` passing says
+    nothing of `mix test a.exs`. A runner that reads one word longer than the other's (`pytest
+    tests` beside `pytest tests/x.py`) is the shorter one with that word as a target."""
+    failed_parts = chain_parts(failure)
+    failed_runner, failed_targets = check_scope(failed_parts[-1] if failed_parts else "")
+    if not failed_runner:
+        return False
+    for part in chain_parts(success):
+        runner, targets = check_scope(part)
+        common = min(len(runner), len(failed_runner))
+        if runner[:common] != failed_runner[:common]:
+            continue
+        wide = targets | set(runner[common:])
+        narrow = failed_targets | set(failed_runner[common:])
+        if not wide or (narrow and all(any(_target_covers(t, f) for t in wide) for f in narrow)):
+            return True
+    return False

@@ -252,3 +252,163 @@ def test_steps_taken_do_not_repeat_the_commit_line(word, migrated):
     assert "`mix test`" not in steps and "closed the issue" not in steps
     assert ("mix ecto.migrate" in steps) == migrated
     assert f"bd close {issue}" not in _section(summary, "### Other", "\n## ")
+
+
+# ------------------------------------------------------------------ a pass fixes only its own target
+
+_RUNNERS = {
+    "mix test": ("test/{}_test.exs", "Exit code 2\n** (MatchError) no match of right hand side value: :{}\n3 tests, 1 failure"),
+    "pytest": ("tests/test_{}.py", "Exit code 1\nE   AssertionError: {} mismatch\n1 failed, 2 passed"),
+    "cargo test": ("{}", "Exit code 101\nthread '{}' panicked at src/lib.rs:3:5\ntest result: FAILED. 0 passed; 1 failed"),
+}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, WORDS, st.sampled_from(sorted(_RUNNERS)), st.sampled_from(["other", "same", "suite"]))
+def test_a_failure_is_fixed_only_by_a_pass_of_its_own_target_or_more(word, other, runner, passed):
+    """`mix test a.exs` fails, then `mix test b.exs` passes: a is still failing. A later pass of
+    a itself, or of the whole suite, fixes it."""
+    target, failure = _RUNNERS[runner]
+    raw: list[dict] = [{"role": "user", "content": f"Make the {word} tests pass."}]
+    failing = f"{runner} {target.format(word)}"
+    _tool(raw, "Bash", {"command": failing}, failure.format(word), error=True)
+    ran = {"other": f"{runner} {target.format(other + 'x')}", "same": failing, "suite": runner}[passed]
+    _tool(raw, "Bash", {"command": ran}, "7 tests, 0 failures\ntest result: ok. 7 passed")
+    errors = _section(extractive_summary(_msgs(raw)), "### Errors and Fixes", "###")
+    line = next((line for line in errors.splitlines() if f"`{failing}`" in line), "")
+    if passed == "other":
+        assert line.startswith("- Still failing") and "fixed" not in line, errors
+    else:
+        assert "fixed" in line, errors
+
+
+# ------------------------------------------------------------------ an error line keeps what its ":" announces
+
+_ANNOUNCED = [
+    ("The following paths are ignored by one of your .gitignore files:", "static/{}.css", "git add static/{}.css"),
+    (
+        "error: The following untracked working tree files would be overwritten by merge:",
+        "lib/{}.ex",
+        "git merge origin/{}",
+    ),
+    ("Error: Build failed with 1 error:", 'error: Could not resolve "js/{}.js"', "node assets/build.js"),
+]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.sampled_from(_ANNOUNCED), SHELLS, st.booleans())
+def test_an_error_line_ending_in_a_colon_keeps_the_line_it_announces(word, announced, shell, retried):
+    """ "…ignored by one of your .gitignore files:" names no file; the path is on the next line
+    and is the part a successor needs."""
+    header, follows, command = announced
+    raw: list[dict] = [{"role": "user", "content": f"Ship the {word} change."}]
+    output = f"Exit code 1\n{header}\n{follows.format(word)}\nhint: see the docs."
+    _tool(raw, shell, {"command": command.format(word)}, output, error=True)
+    if retried:
+        _tool(raw, shell, {"command": f"ls lib/{word}"}, f"{word}.ex")
+    summary = extractive_summary(_msgs(raw))
+    said = [line for line in summary.splitlines() if header in line]
+    assert said and all(f"{header} {follows.format(word)}" in line for line in said), summary
+
+
+def test_no_error_handed_over_ends_at_a_colon():
+    """An error line that ends in ":" announced the next line: handed over alone it says nothing."""
+    for name, summary in _transcript_summaries():
+        told = _section(summary, "### Errors and Fixes", "###") + _section(summary, "### Blocked", "###")
+        for line in told.splitlines():
+            assert not re.search(r"\S: (?:—|\|)|\S:$", line), (name, line)
+
+
+# ------------------------------------------------------------------ a read's purpose is its own
+
+
+def _use(raw: list[dict], name: str, inputs: dict) -> str:
+    tool_id = f"toolu_{len(raw):04d}_{len(str(raw))}"
+    raw[-1]["content"].append({"type": "tool_use", "id": tool_id, "name": name, "input": inputs})
+    return tool_id
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, WORDS, st.booleans())
+def test_a_read_is_given_the_reason_said_for_it_not_for_another_read(first, second, both_said):
+    """ "Let me check `a.py` to understand X." Read a.py, then "Let me also look at `b.py` to
+    understand Y." Read b.py, the results after both: b.py was read for Y, a.py for X. Without
+    the second sentence, b.py was read for no reason the summary can give (not for X)."""
+    a_path, b_path = f"/repo/src/{first}_a.py", f"/repo/src/{second}_b.py"
+    why_a = f"Let me check `{first}_a.py` to understand how the {first} cache loads."
+    why_b = f"Let me also look at `{second}_b.py` to understand how the {second} queue drains."
+    raw: list[dict] = [{"role": "user", "content": f"Explain the {first} cache."}]
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": why_a}]})
+    a_id = _use(raw, "Read", {"file_path": a_path})
+    if both_said:
+        raw[-1]["content"].append({"type": "text", "text": why_b})
+    b_id = _use(raw, "Read", {"file_path": b_path})
+    results = [(a_id, f"def {first}(): pass"), (b_id, f"def {second}(): pass")]
+    raw.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": out} for i, out in results]})
+    summary = extractive_summary(_msgs(raw))
+    lines = summary.splitlines()
+    a_line = next((line for line in lines if f"{first}_a.py` was read" in line), "")
+    b_line = next((line for line in lines if f"{second}_b.py` was read" in line), "")
+    assert f"{first} cache loads" in a_line and f"{first} cache" not in b_line, summary
+    assert (f"{second} queue drains" in b_line) == both_said and f"{second} queue" not in a_line, summary
+
+
+# ------------------------------------------------------------------ git undoing edits
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, WORDS, st.sampled_from(["restore", "checkout", "stash", "stash pop"]), st.booleans())
+def test_a_restore_or_stash_updates_what_is_uncommitted(kept, undone, action, status_seen):
+    """`git restore x` / `git checkout -- x` undo x's edits: x is no longer uncommitted.
+    `git stash` puts every edit away (said as stashed, not as uncommitted); `git stash pop`
+    brings them back."""
+    raw: list[dict] = [{"role": "user", "content": f"Tweak {kept} and {undone}."}]
+    _tool(raw, "Bash", {"command": "git log --oneline -1"}, "1a2b3c4 start")
+    paths = [f"/repo/lib/{kept}_k.ex", f"/repo/lib/{undone}_u.ex"]
+    for path in paths:
+        _tool(raw, "Edit", {"file_path": path, "old_string": "a", "new_string": "b"}, "ok")
+    if status_seen:
+        status = "".join(f" M lib/{p.rsplit('/', 1)[-1]}\n" for p in paths)
+        _tool(raw, "Bash", {"command": "git status --short"}, status)
+    discard = {
+        "restore": [f"git restore lib/{undone}_u.ex"],
+        "checkout": [f"git checkout -- lib/{undone}_u.ex"],
+        "stash": ["git stash"],
+        "stash pop": ["git stash", "git stash pop"],
+    }[action]
+    for command in discard:
+        _tool(raw, "Bash", {"command": command}, "")
+    raw.append({"role": "assistant", "content": [{"type": "text", "text": "Done."}]})
+    summary = extractive_summary(_msgs(raw))
+    pending = [
+        line
+        for line in summary.splitlines()
+        if re.search(r"(?i)not committed|uncommitted|no commit seen", line) and "Other commands run" not in line
+    ]
+    said = " ".join(pending)
+    if action in ("restore", "checkout"):
+        assert f"{kept}_k.ex" in said and f"{undone}_u.ex" not in said, summary
+    elif action == "stash":
+        assert f"{kept}_k.ex" not in said and f"{undone}_u.ex" not in said, summary
+        assert re.search(rf"Stashed.*{undone}_u\.ex", summary), summary
+    else:
+        assert f"{kept}_k.ex" in said and f"{undone}_u.ex" in said, summary
+        assert "Stashed" not in summary
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.booleans(), st.sampled_from(["mix test", "pytest", "npm test"]))
+def test_work_that_appears_finished_says_when_nothing_checked_it(word, checked, check):
+    """The range ends inside the turn after an edit: "appears finished" is a guess; when no test
+    or build ran after the edit, the line says the work is not checked."""
+    path = f"/repo/lib/{word}.ex"
+    raw: list[dict] = [{"role": "user", "content": f"Rename the {word} helper."}]
+    _tool(raw, "Edit", {"file_path": path, "old_string": "old_name", "new_string": f"{word}_name"}, "ok")
+    if checked:
+        _tool(raw, "Bash", {"command": check}, "12 tests, 0 failures")
+    summary = extractive_summary(_msgs(raw))
+    line = next((line for line in summary.splitlines() if "appears finished" in line), "")
+    assert line, summary
+    assert ("not checked" in line) == (not checked), line
+    if not checked:
+        assert f"{word}.ex" in line.split("not checked", 1)[1]

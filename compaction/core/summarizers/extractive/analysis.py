@@ -68,6 +68,7 @@ from compaction.core.text_heuristics import (
     normalize,
     paths_in,
     pushes_in_output,
+    run_covers,
     sentences,
     strip_ansi,
     strip_error_tags,
@@ -389,6 +390,8 @@ class Analysis:
     # Files a package manager rewrote (`npm install x` → package.json, its lock file): (path,
     # event, command). No editor call names them; git shows them as modified.
     command_changes: list[tuple[str, int, str]] = field(default_factory=list)
+    # What each `git stash` put away, newest last: (edited files, tracked tree entries).
+    stashed: list[tuple[list[str], dict[str, str]]] = field(default_factory=list)
     cwd: str = ""  # the shell's directory, as the latest `cd` left it (the shell keeps it between calls)
     # Tool calls since the latest typed user message: where the work stood when the range
     # ends inside a turn.
@@ -433,7 +436,8 @@ def _outcome(output: str, is_error: bool) -> tuple[bool, str]:
     detail = one_line(_run_tally(outcome_lines), 160) if outcome_lines else ""
     failed = is_error or bool(EXIT_CODE_RE.search(output)) or bool(detail and FAILED_COUNT_RE.search(detail))
     if failed:
-        errors = [line for line in error_lines_of(output, is_error=False) if not EXIT_CODE_RE.search(line)]
+        # With no error line, the first line stands in (with the line its ":" announces).
+        errors = [line for line in error_lines_of(output, is_error=True) if not EXIT_CODE_RE.search(line)]
         first = next((line for line in output.splitlines() if line.strip() and not EXIT_CODE_RE.search(line)), "")
         detail = detail or one_line(errors[0] if errors else first, 200)
     return not failed, detail
@@ -931,6 +935,9 @@ def on_tool_use(a: Analysis, block: dict[str, Any]) -> None:
     if kind == "change" and "id" in block:
         # Taken now: a call beside it in the same message (a TodoWrite) must not be read first.
         a.call_purposes[block["id"]] = _purpose_for(a, path or "")
+    elif kind == "look" and path and "id" in block:
+        # Taken now, like an edit's: a read after the one the words were about is not theirs.
+        a.call_purposes[block["id"]] = _look_for(a, path)
     elif kind not in ("change", "look") and _answers(a.purpose, name, command, args):
         a.purpose_spent = True
     if "id" in block:
@@ -977,6 +984,21 @@ def _purpose_for(a: Analysis, path: str) -> str:
     touched = {p.rsplit("/", 1)[-1].lower() for p in (*a.modified, *a.read)}
     names_other = any(name.lower() in touched for name in FILE_NAME_RE.findall(a.purpose))
     return "" if a.purpose_spent or names_other else a.purpose
+
+
+def _look_for(a: Analysis, path: str) -> str:
+    """Why `path` is read, from the agent's "let me check X to understand Y": words naming the
+    file are about it; words naming another file are not ("Let me check `a.py` to understand X.
+    Let me also read `b.py` to understand Y." → Read `a.py`, Read `b.py`: each is read for its own
+    reason); words naming no file are about the reads after them ("explore the referenced
+    files"). Taken when the read is called: by its result the agent may have said more."""
+    if not a.look:
+        return ""
+    base = path.rstrip("/").rsplit("/", 1)[-1].lower()
+    said = a.look.lower()
+    if base and re.search(rf"(?<![\w.-]){re.escape(base)}(?![\w-])", said):
+        return a.look
+    return "" if FILE_NAME_RE.search(a.look) else a.look
 
 
 def _call_shown(name: str, command: str | None, path: str, args: dict[str, Any]) -> str:
@@ -1326,6 +1348,53 @@ _MANIFESTS = {
 }
 
 
+_RESTORE_RE = re.compile(r"\bgit\s+(?:restore|checkout)\s+([^;&|\n]+)")
+_STASH_RE = re.compile(r"\bgit\s+stash(?:\s+(push|save|pop|apply|drop|list|show|clear))?\b")
+
+
+def _record_discard(a: Analysis, command: str) -> None:
+    """Changes a successful git command put back or away: `git restore x` and `git checkout --
+    x` undo the edits of x; `git stash` puts every tracked change away, `git stash pop` (or
+    `apply`) brings the latest back. Without this the handoff lists discarded edits as
+    uncommitted, or a stash as a clean tree."""
+    for match in _RESTORE_RE.finditer(command):
+        words = [w.strip("\"'") for w in match.group(1).split()]
+        if match.group(0).split()[1] == "checkout" and "--" not in words:
+            continue  # `git checkout main` switches branch: not a discard this can follow
+        if any(w in ("--staged", "-S") for w in words) and not any(w in ("--worktree", "-W") for w in words):
+            continue  # unstaged, still changed
+        paths = [w for w in words if not w.startswith("-")]
+        if not paths:
+            continue
+        everything = any(p in (".", ":/") for p in paths)
+        targets = {_tree_path(a, p) for p in paths}
+
+        def discarded(path: str, targets: set[str] = targets, everything: bool = everything) -> bool:
+            return everything or any(path == t or path.startswith(t.rstrip("/") + "/") for t in targets)
+
+        a.edits_since_commit = [p for p in a.edits_since_commit if not discarded(p)]
+        a.command_changes = [c for c in a.command_changes if not discarded(c[0])]
+        if a.tree is not None:
+            a.tree = {p: st for p, st in a.tree.items() if st == "untracked" or not discarded(p)}
+    for match in _STASH_RE.finditer(command):
+        action = match.group(1) or "push"
+        if action in ("push", "save"):
+            tracked = {p: st for p, st in (a.tree or {}).items() if st != "untracked"}
+            a.stashed.append((a.edits_since_commit, tracked))
+            a.edits_since_commit = []
+            if a.tree is not None:
+                a.tree = {p: st for p, st in a.tree.items() if st == "untracked"}
+        elif action in ("pop", "apply") and a.stashed:
+            edits, tracked = a.stashed.pop() if action == "pop" else a.stashed[-1]
+            a.edits_since_commit = list(dict.fromkeys([*a.edits_since_commit, *edits]))
+            if a.tree is not None:
+                a.tree = {**a.tree, **tracked}
+        elif action == "drop" and a.stashed:
+            a.stashed.pop()
+        elif action == "clear":
+            a.stashed = []
+
+
 def _record_manifest_change(a: Analysis, command: str) -> None:
     """The manifest and lock file a successful `npm install <pkg>` (`cargo add`, `go get`, …)
     rewrote: changes to commit that no editor call shows."""
@@ -1405,8 +1474,8 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         return
     if not is_error:
         a.tool_ok[tool_key(name)] = a.clock
-        if path and not editing and a.look and path not in a.read_purposes:
-            a.read_purposes[path] = a.look
+        if path and not editing and purpose and path not in a.read_purposes:
+            a.read_purposes[path] = purpose
     if editing and not is_error:
         call_text = _call_text(None, path, args)
         if purpose and _code_named(purpose) and not _carries(_code_named(purpose), call_text):
@@ -1446,6 +1515,7 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
             _follow_cd(a, command)
             _record_git(a, command, output)
             _record_tree(a, command, output, committed=len(a.commits) > commits_before)
+            _record_discard(a, command)
         else:
             _follow_cd(a, command)
         if ok:
@@ -1559,6 +1629,10 @@ def _reconcile(a: Analysis) -> None:
         if cmd.ok:
             continue
         later = [c for c in by_signature.get(command_signature(cmd.command), []) if c.index > cmd.index]
+        if TEST_RE.search(cmd.command):
+            # A check is fixed only by a run of its own targets or more: `mix test b.exs`
+            # passing leaves `mix test a.exs` failing.
+            later = [c for c in a.commands[cmd.index + 1 :] if c.full == cmd.full or run_covers(c.command, cmd.command)]
         fix = next((c for c in later if c.ok), None)
         if fix is None or any(not c.ok for c in later if c.index > fix.index and c.full == cmd.full):
             continue

@@ -883,9 +883,17 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
         then = "report the result to the user" + (
             f'; the user said "{stop}": do nothing further' if stop else " and wait for the user's next message"
         )
+        # Edited since the request with no test or build after: "finished" is the agent's
+        # guess, and the reader must know nothing confirmed it.
+        edited = {step.path for step in a.steps if step.kind == "change" and step.ok}
+        unchecked = [p for p in a.edits_since_test if p in edited]
+        checked = ""
+        if unchecked:
+            files = ", ".join(f"`{a.rel(p)}`" for p in unchecked[:5])
+            checked = f" but is not checked (no test or build ran after the edits to {files})"
         s.add(
             "next",
-            f"The work for {_latest_request_named(a)} appears finished ({done}; see Done): "
+            f"The work for {_latest_request_named(a)} appears finished ({done}; see Done){checked}: "
             f"check it against the request, {then}",
             92,
         )
@@ -1063,6 +1071,12 @@ def repo_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             s.add("repo", "No edits after the last commit.", 70)
         if deleted:
             s.add("repo", "Deleted: " + ", ".join(f"`{a.rel(p)}`" for p in deleted[:10]), 80)
+    for edits, tracked in a.stashed:
+        # Put away, not gone: `git stash pop` brings them back.
+        stashed = list(dict.fromkeys([*edits, *tracked]))
+        if stashed:
+            files = ", ".join(f"`{a.rel(p)}`" for p in stashed[:10])
+            s.add("repo", f"Stashed (`git stash`, not popped in this range): {files}", 82)
 
 
 _TREE_STATES = ("staged", "modified", "deleted", "untracked")
