@@ -231,6 +231,7 @@ class Step:
     check: bool = False  # a test, build or lint run
     empty: bool = False  # a file created with nothing in it yet (SWE-agent's `create x.py`)
     what: str = ""  # what an edit changed, what a check reported, what a run printed
+    purpose: str = ""  # an edit's reason in the agent's words before it ("Add the hook to app.js")
 
     @property
     def shown(self) -> str:
@@ -1009,7 +1010,6 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any], purpos
     if path not in a.edits_since_test and not NO_CHECK_RE.search(path):
         a.edits_since_test.append(path)
     work.deleted = False
-    purpose = a.retry_purposes.pop(path, "") or purpose
     if purpose and purpose not in work.purposes:
         work.purposes.append(purpose)
     edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
@@ -1411,6 +1411,10 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         call_text = _call_text(None, path, args)
         if purpose and _code_named(purpose) and not _carries(_code_named(purpose), call_text):
             purpose = ""  # "to use `:auto` mode" said of an edit that put something else in
+        # A refused edit's words are the purpose of the retry that went through.
+        purpose = a.retry_purposes.pop(path, "") or purpose
+        if step is not None:
+            step.purpose = purpose
         # Counted when it succeeded: a failed edit changed nothing.
         _record_edit(a, name, path, args, purpose)
         if a.intended:

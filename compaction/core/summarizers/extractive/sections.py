@@ -22,6 +22,7 @@ from compaction.core.summarizers.extractive.analysis import (
     is_sign_off,
     one_line,
     owed_git_steps,
+    Step,
     similar,
     uncommitted_changes,
 )
@@ -628,7 +629,8 @@ def work_since_request(a: Analysis, *, brief: bool = False, listed: str = "") ->
                 verb += " and edited" + (f" {count} times" if count > 1 else "")
             elif count > 1:
                 verb += f" {count} times"
-            state = f"latest change: {step.what}" if count > 1 else step.what
+            state = _edit_told(step)
+            state = f"latest change: {state}" if count > 1 and state else state
             detail = f" ({state})" if state and not brief else ""
             key, text = step.path, f"`{a.rel(step.path)}` {verb}{detail}"
         else:
@@ -643,6 +645,16 @@ def work_since_request(a: Analysis, *, brief: bool = False, listed: str = "") ->
     limit = 3 if brief else MAX_WORK_SINCE_REQUEST
     more = len(entries) - limit
     return ([f"(+{more} earlier)"] if more > 0 and not brief else []) + entries[-limit:]
+
+
+def _edit_told(step: Step) -> str:
+    """An edit as the agent said it before making it ("update app.js to add the highlighter
+    hook"), then what it added: the names alone tell a reader who continues cold which code
+    changed, not what the change was for."""
+    purpose = lower_first(_ORDER_WORD_RE.sub("", step.purpose.rstrip(".")))
+    if not purpose:
+        return step.what
+    return f"{one_line(purpose, 120)} — {step.what}" if step.what else one_line(purpose, 120)
 
 
 def _latest_request_named(a: Analysis) -> str:
