@@ -317,6 +317,7 @@ class Issue:
     description: str = ""
     unit: int = -1  # the commit unit in which it was closed
     blocked_by: list[str] = field(default_factory=list)  # as the tracker's latest listing said
+    outputs: list[str] = field(default_factory=list)  # files its description says to create
 
 
 @dataclass
@@ -1091,6 +1092,11 @@ def _record_deletions(a: Analysis, command: str) -> None:
                 a.deleted.append((word, a.clock))
 
 
+# A file an issue's description lists as one to create ("- `test/x_test.exs` (new)"): what
+# the issue is not done without, however far its other work has gone.
+_NEW_OUTPUT_RE = re.compile(r"(?im)^\s*[-*]\s+`?([\w./-]+\.\w+)`?\s*\((?:new|create|created|to create|add|added)\)")
+
+
 def _record_tracker(a: Analysis, command: str, cmd_line: str, output: str, ok: bool) -> None:
     head = strip_ansi(output[:20_000])
     for match in ISSUE_TITLE_RE.finditer(head):
@@ -1107,6 +1113,10 @@ def _record_tracker(a: Analysis, command: str, cmd_line: str, output: str, ok: b
         if description and not issue.description:
             # "## Problem\nThe panel is…": a heading line flattened into the text reads as noise.
             issue.description = one_line(re.sub(r"(?m)^\s*#+\s+[^\n]*\n", "", description.group(1)), 300)
+        if not issue.outputs:
+            following = ISSUE_TITLE_RE.search(head, match.end())
+            shown = head[match.end() : following.start() if following else len(head)]
+            issue.outputs = list(dict.fromkeys(_NEW_OUTPUT_RE.findall(shown)))[:8]
     _record_issue_rows(a, head)  # after the headers: the children of an issue shown are its family
     if not ok:
         return

@@ -14,6 +14,8 @@ from compaction.core.summarizers.extractive.analysis import (
     BOOKKEEPING_CMD_RE,
     Analysis,
     Command,
+    Issue,
+    Step,
     clean_command,
     command_signature,
     content_words,
@@ -22,7 +24,6 @@ from compaction.core.summarizers.extractive.analysis import (
     is_sign_off,
     one_line,
     owed_git_steps,
-    Step,
     similar,
     uncommitted_changes,
 )
@@ -647,6 +648,17 @@ def work_since_request(a: Analysis, *, brief: bool = False, listed: str = "") ->
     return ([f"(+{more} earlier)"] if more > 0 and not brief else []) + entries[-limit:]
 
 
+def _outputs_missing(a: Analysis, issue: Issue) -> list[str]:
+    """The files the issue lists as new that nothing in the range wrote, edited, read or showed
+    as changed: the part of the issue still to do however far its other work has gone."""
+    known = [*a.files, *a.read, *(path for path, _event, _command in a.command_changes), *(a.tree or {})]
+    return [
+        output
+        for output in issue.outputs
+        if not any(p == output or p.endswith("/" + output) or output.endswith("/" + p) for p in known)
+    ]
+
+
 def _edit_told(step: Step) -> str:
     """An edit as the agent said it before making it ("update app.js to add the highlighter
     hook"), then what it added: the names alone tell a reader who continues cold which code
@@ -883,11 +895,19 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             # In Progress, just above, names it with its title.
             title = f" ({issue.title})" if issue.title and issue.title not in s.text_of("in_progress") else ""
             steps = []
-            if a.edits_since_test and a.tests_seen:
+            missing = _outputs_missing(a, issue)
+            if missing:
+                names = ", ".join(f"`{p}`" for p in missing)
+                steps.append(f"create {names} (the issue lists {'it' if len(missing) == 1 else 'them'} as new)")
+            if (a.edits_since_test or missing) and a.tests_seen:
                 steps.append("run the checks")
-            if pending_commit(a) and a.commits:
+            if (pending_commit(a) or missing) and a.commits:
                 steps.append("commit")
             steps.append(f"close `{issue.id}`")
+            # The agent's practice: commits it pushed before, it pushes again (the branch is
+            # under Repository State; its name may be a closed issue's).
+            if "commit" in steps and any(c.pushed_to for c in a.commits):
+                steps.append("push (as the earlier commits were)")
             s.add("next", f"Finish `{issue.id}`{title}: " + ", then ".join(steps), 88)
     if a.request_done:
         done = "; ".join(work_since_request(a, brief=True))
