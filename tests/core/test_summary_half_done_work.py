@@ -121,3 +121,34 @@ def test_the_next_step_names_the_new_files_the_issue_lists_and_no_call_made(word
     assert f"`test/{word}_live_test.exs`" in line, line
     assert (f"`lib/{word}_live.ex`" in line) != wrote_live, line
     assert f"`lib/{word}.ex`" not in line, line
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.booleans())
+def test_the_words_before_the_latest_edits_are_said_once_beside_them(word, two):
+    """The agent's "Now update app.js to add the hook." before the edit it led into is told
+    with that edit under Done, not quoted again as its last words."""
+    raw: list[dict] = [{"role": "user", "content": f"Add {word} highlighting to the transcript."}]
+    told = [f"update app.js to add the {word} highlighter hook"]
+    _tool(
+        raw,
+        "Edit",
+        {"file_path": "/repo/assets/js/app.js", "old_string": "let Hooks = {}", "new_string": _hook_code(word)},
+        "ok",
+        text=f"Now {told[0]}.",
+    )
+    if two:
+        told.append(f"add the {word} code styles to app.css")
+        css = "\n".join(f".hljs-{word}-{n} {{ color: #{n}{n}{n}; }}" for n in range(6))
+        _tool(
+            raw,
+            "Edit",
+            {"file_path": "/repo/assets/css/app.css", "old_string": "/* end */", "new_string": css},
+            "ok",
+            text=f"Now {told[1]}.",
+        )
+    summary = extractive_summary(_msgs(raw))
+    progress = _section(summary, "## Progress", "\n## ").lower()
+    for words in told:
+        assert progress.count(words) == 1, summary
+        assert any(words in line and "edited" in line for line in progress.splitlines()), summary

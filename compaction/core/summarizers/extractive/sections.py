@@ -752,7 +752,13 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
     open_work = bool(s.items["in_progress"]) or any(not c.ok and c.fixed_by is None for c in a.commands[-3:])
     done = s.text_of("done")
     # The last words already listed under Done (a report ending the range) say nothing new.
-    said_before = a.final_text and all(normalize(t) in normalize(done) for t in sentences(a.final_text))
+    # So are words that Done gives as the reasons of the edits they led into.
+    told = [normalize(_edit_told(step).split(" — ")[0]) for step in a.steps if step.purpose]
+    told = [t for t in told if t and t in normalize(done)]
+    said_before = a.final_text and all(
+        normalize(t) in normalize(done) or any(p in normalize(t) for p in told) or not normalize(t).strip("…. ")
+        for t in sentences(a.final_text)
+    )
     handed_over = a.submitted is not None and bool(a.submitted[1].strip())
     if a.submitted is not None and not handed_over:
         s.add("in_progress", submission_note(a), 82)
