@@ -232,6 +232,7 @@ class Step:
     check: bool = False  # a test, build or lint run
     empty: bool = False  # a file created with nothing in it yet (SWE-agent's `create x.py`)
     what: str = ""  # what an edit changed, what a check reported, what a run printed
+    purpose: str = ""  # an edit's reason in the agent's words before it ("Add the hook to app.js")
 
     @property
     def shown(self) -> str:
@@ -317,6 +318,7 @@ class Issue:
     description: str = ""
     unit: int = -1  # the commit unit in which it was closed
     blocked_by: list[str] = field(default_factory=list)  # as the tracker's latest listing said
+    outputs: list[str] = field(default_factory=list)  # files its description says to create
 
 
 @dataclass
@@ -1031,7 +1033,6 @@ def _record_edit(a: Analysis, name: str, path: str, args: dict[str, Any], purpos
     if path not in a.edits_since_test and not NO_CHECK_RE.search(path):
         a.edits_since_test.append(path)
     work.deleted = False
-    purpose = a.retry_purposes.pop(path, "") or purpose
     if purpose and purpose not in work.purposes:
         work.purposes.append(purpose)
     edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
@@ -1113,6 +1114,11 @@ def _record_deletions(a: Analysis, command: str) -> None:
                 a.deleted.append((word, a.clock))
 
 
+# A file an issue's description lists as one to create ("- `test/x_test.exs` (new)"): what
+# the issue is not done without, however far its other work has gone.
+_NEW_OUTPUT_RE = re.compile(r"(?im)^\s*[-*]\s+`?([\w./-]+\.\w+)`?\s*\((?:new|create|created|to create|add|added)\)")
+
+
 def _record_tracker(a: Analysis, command: str, cmd_line: str, output: str, ok: bool) -> None:
     head = strip_ansi(output[:20_000])
     for match in ISSUE_TITLE_RE.finditer(head):
@@ -1129,6 +1135,10 @@ def _record_tracker(a: Analysis, command: str, cmd_line: str, output: str, ok: b
         if description and not issue.description:
             # "## Problem\nThe panel is…": a heading line flattened into the text reads as noise.
             issue.description = one_line(re.sub(r"(?m)^\s*#+\s+[^\n]*\n", "", description.group(1)), 300)
+        if not issue.outputs:
+            following = ISSUE_TITLE_RE.search(head, match.end())
+            shown = head[match.end() : following.start() if following else len(head)]
+            issue.outputs = list(dict.fromkeys(_NEW_OUTPUT_RE.findall(shown)))[:8]
     _record_issue_rows(a, head)  # after the headers: the children of an issue shown are its family
     if not ok:
         return
@@ -1480,6 +1490,10 @@ def on_tool_result(a: Analysis, block: dict[str, Any]) -> None:
         call_text = _call_text(None, path, args)
         if purpose and _code_named(purpose) and not _carries(_code_named(purpose), call_text):
             purpose = ""  # "to use `:auto` mode" said of an edit that put something else in
+        # A refused edit's words are the purpose of the retry that went through.
+        purpose = a.retry_purposes.pop(path, "") or purpose
+        if step is not None:
+            step.purpose = purpose
         # Counted when it succeeded: a failed edit changed nothing.
         _record_edit(a, name, path, args, purpose)
         if a.intended:

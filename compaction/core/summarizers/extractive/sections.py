@@ -14,6 +14,8 @@ from compaction.core.summarizers.extractive.analysis import (
     BOOKKEEPING_CMD_RE,
     Analysis,
     Command,
+    Issue,
+    Step,
     clean_command,
     command_signature,
     content_words,
@@ -628,7 +630,8 @@ def work_since_request(a: Analysis, *, brief: bool = False, listed: str = "") ->
                 verb += " and edited" + (f" {count} times" if count > 1 else "")
             elif count > 1:
                 verb += f" {count} times"
-            state = f"latest change: {step.what}" if count > 1 else step.what
+            state = _edit_told(step)
+            state = f"latest change: {state}" if count > 1 and state else state
             detail = f" ({state})" if state and not brief else ""
             key, text = step.path, f"`{a.rel(step.path)}` {verb}{detail}"
         else:
@@ -643,6 +646,27 @@ def work_since_request(a: Analysis, *, brief: bool = False, listed: str = "") ->
     limit = 3 if brief else MAX_WORK_SINCE_REQUEST
     more = len(entries) - limit
     return ([f"(+{more} earlier)"] if more > 0 and not brief else []) + entries[-limit:]
+
+
+def _outputs_missing(a: Analysis, issue: Issue) -> list[str]:
+    """The files the issue lists as new that nothing in the range wrote, edited, read or showed
+    as changed: the part of the issue still to do however far its other work has gone."""
+    known = [*a.files, *a.read, *(path for path, _event, _command in a.command_changes), *(a.tree or {})]
+    return [
+        output
+        for output in issue.outputs
+        if not any(p == output or p.endswith("/" + output) or output.endswith("/" + p) for p in known)
+    ]
+
+
+def _edit_told(step: Step) -> str:
+    """An edit as the agent said it before making it ("update app.js to add the highlighter
+    hook"), then what it added: the names alone tell a reader who continues cold which code
+    changed, not what the change was for."""
+    purpose = lower_first(_ORDER_WORD_RE.sub("", step.purpose.rstrip(".")))
+    if not purpose:
+        return step.what
+    return f"{one_line(purpose, 120)} — {step.what}" if step.what else one_line(purpose, 120)
 
 
 def _latest_request_named(a: Analysis) -> str:
@@ -728,7 +752,13 @@ def in_progress_section(s: Sections, a: Analysis, previous: dict[str, list[str]]
     open_work = bool(s.items["in_progress"]) or any(not c.ok and c.fixed_by is None for c in a.commands[-3:])
     done = s.text_of("done")
     # The last words already listed under Done (a report ending the range) say nothing new.
-    said_before = a.final_text and all(normalize(t) in normalize(done) for t in sentences(a.final_text))
+    # So are words that Done gives as the reasons of the edits they led into.
+    told = [normalize(_edit_told(step).split(" — ")[0]) for step in a.steps if step.purpose]
+    told = [t for t in told if t and t in normalize(done)]
+    said_before = a.final_text and all(
+        normalize(t) in normalize(done) or any(p in normalize(t) for p in told) or not normalize(t).strip("…. ")
+        for t in sentences(a.final_text)
+    )
     handed_over = a.submitted is not None and bool(a.submitted[1].strip())
     if a.submitted is not None and not handed_over:
         s.add("in_progress", submission_note(a), 82)
@@ -871,11 +901,19 @@ def next_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> No
             # In Progress, just above, names it with its title.
             title = f" ({issue.title})" if issue.title and issue.title not in s.text_of("in_progress") else ""
             steps = []
-            if a.edits_since_test and a.tests_seen:
+            missing = _outputs_missing(a, issue)
+            if missing:
+                names = ", ".join(f"`{p}`" for p in missing)
+                steps.append(f"create {names} (the issue lists {'it' if len(missing) == 1 else 'them'} as new)")
+            if (a.edits_since_test or missing) and a.tests_seen:
                 steps.append("run the checks")
-            if pending_commit(a) and a.commits:
+            if (pending_commit(a) or missing) and a.commits:
                 steps.append("commit")
             steps.append(f"close `{issue.id}`")
+            # The agent's practice: commits it pushed before, it pushes again (the branch is
+            # under Repository State; its name may be a closed issue's).
+            if "commit" in steps and any(c.pushed_to for c in a.commits):
+                steps.append("push (as the earlier commits were)")
             s.add("next", f"Finish `{issue.id}`{title}: " + ", then ".join(steps), 88)
     if a.request_done:
         done = "; ".join(work_since_request(a, brief=True))
