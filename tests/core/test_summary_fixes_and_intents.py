@@ -257,9 +257,15 @@ def test_steps_taken_do_not_repeat_the_commit_line(word, migrated):
 # ------------------------------------------------------------------ a pass fixes only its own target
 
 _RUNNERS = {
-    "mix test": ("test/{}_test.exs", "Exit code 2\n** (MatchError) no match of right hand side value: :{}\n3 tests, 1 failure"),
+    "mix test": (
+        "test/{}_test.exs",
+        "Exit code 2\n** (MatchError) no match of right hand side value: :{}\n3 tests, 1 failure",
+    ),
     "pytest": ("tests/test_{}.py", "Exit code 1\nE   AssertionError: {} mismatch\n1 failed, 2 passed"),
-    "cargo test": ("{}", "Exit code 101\nthread '{}' panicked at src/lib.rs:3:5\ntest result: FAILED. 0 passed; 1 failed"),
+    "cargo test": (
+        "{}",
+        "Exit code 101\nthread '{}' panicked at src/lib.rs:3:5\ntest result: FAILED. 0 passed; 1 failed",
+    ),
 }
 
 
@@ -344,7 +350,9 @@ def test_a_read_is_given_the_reason_said_for_it_not_for_another_read(first, seco
         raw[-1]["content"].append({"type": "text", "text": why_b})
     b_id = _use(raw, "Read", {"file_path": b_path})
     results = [(a_id, f"def {first}(): pass"), (b_id, f"def {second}(): pass")]
-    raw.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": out} for i, out in results]})
+    raw.append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": out} for i, out in results]}
+    )
     summary = extractive_summary(_msgs(raw))
     lines = summary.splitlines()
     a_line = next((line for line in lines if f"{first}_a.py` was read" in line), "")
@@ -396,8 +404,12 @@ def test_a_restore_or_stash_updates_what_is_uncommitted(kept, undone, action, st
         assert "Stashed" not in summary
 
 
+# A request naming a commit, a push or a stop owes that (other tests hold it): not "finished".
+PLAIN_WORDS = WORDS.filter(lambda w: not any(verb in w for verb in ("commit", "push", "stop")))
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(WORDS, st.booleans(), st.sampled_from(["mix test", "pytest", "npm test"]))
+@given(PLAIN_WORDS, st.booleans(), st.sampled_from(["mix test", "pytest", "npm test"]))
 def test_work_that_appears_finished_says_when_nothing_checked_it(word, checked, check):
     """The range ends inside the turn after an edit: "appears finished" is a guess; when no test
     or build ran after the edit, the line says the work is not checked."""
