@@ -973,10 +973,10 @@ def _answers(purpose: str, name: str, command: str | None, args: dict[str, Any])
 def _vague_purpose(body: str) -> bool:
     """Whether the words name no particular edit: "update both files", "make the remaining
     changes". An "all" after the edit's own object ("with …", "for …") qualifies what the edit
-    adds and names no set of edits: "update the test file with new test blocks for all
-    enriched features" is that file's purpose."""
+    adds: "update the test file with new test blocks for all enriched features" is that file's
+    purpose; "write the updated file with all Task 3 changes" still names no particular edit."""
     head, *tail = re.split(r"(?i)\s+(?:with|for)\s+", body, maxsplit=1)
-    qualifier = re.sub(r"(?i)\ball\b", "", tail[0]) if tail else ""
+    qualifier = re.sub(r"(?i)\ball\b(?!.*\b(?:changes|edits|fixes|updates)\b)", "", tail[0]) if tail else ""
     return bool(VAGUE_PURPOSE_RE.search(head) or VAGUE_PURPOSE_RE.search(qualifier))
 
 

@@ -1258,9 +1258,10 @@ def files_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> N
         purposes = [lower_first(_ORDER_WORD_RE.sub("", p.rstrip("."))) for p in work.purposes[-2:]]
         said = ", to " + ", and to ".join(purposes) if purposes else ""
         names = [n for n in work.added if len(n) >= 5][:4]
-        if said:
+        if said and not work.written:
             # What the edits were for leads; a few of the names they added follow, so a reader
-            # who searches the code finds where ("to add thinking rows (`thinking_row`)").
+            # who searches the code finds where ("to add thinking rows (`thinking_row`)"). A
+            # written file's names are all it defines: its module, not what the words were about.
             unsaid = [n for n in names if n.lower() not in said.lower()][:MAX_NAMES_AFTER_PURPOSE]
             said += " (" + ", ".join(f"`{n}`" for n in unsaid) + ")" if unsaid else ""
         noted = _mention(a, work.path)
