@@ -966,7 +966,9 @@ def _answers(purpose: str, name: str, command: str | None, args: dict[str, Any])
     words = content_words(purpose) - _PURPOSE_VERBS
     # The arguments' values only: a key ("command", "path") is no word the agent said of the call.
     values = " ".join(str(value) for value in args.values())[:2000]
-    called = " ".join([re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name), command or "", values])
+    # Every agent's todo tool ("TodoWrite", "todo_write", "update_plan") keeps a todo list.
+    tool_words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name) + (" todo" if is_todo_tool(name) else "")
+    called = " ".join([tool_words, command or "", values])
     return bool(words & content_words(called))
 
 
