@@ -152,3 +152,31 @@ def test_the_words_before_the_latest_edits_are_said_once_beside_them(word, two):
     for words in told:
         assert progress.count(words) == 1, summary
         assert any(words in line and "edited" in line for line in progress.splitlines()), summary
+
+
+def _test_blocks(word: str) -> str:
+    """Test code too long to quote: a Files line can name what it adds or say what it is for."""
+    return "\n".join(
+        f'  test "{word} {field}" do\n    assert row.{word}_{field} == expected_{field}({word}_fixture())\n  end'
+        for field in ("thread_key", "subagent_ref", "code_language")
+    )
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(WORDS, st.booleans(), st.integers(min_value=1, max_value=3))
+def test_a_files_line_leads_with_what_the_agent_said_its_edits_do(word, for_all, edits):
+    """ "Now let me update the test file with new test blocks for all enriched features." then
+    a read and the edits: the file's line under Files says what the edits were for, the names
+    they added after it — an "all" that qualifies the blocks is no vague "update all files"."""
+    path = f"/repo/test/{word}_renderer_test.exs"
+    told = f"update the test file with new test blocks for {'all ' if for_all else ''}{word} rendering"
+    raw: list[dict] = [{"role": "user", "content": f"Render {word} metadata in the transcript."}]
+    _tool(raw, "Read", {"file_path": path}, "defmodule RendererTest do\nend\n", text=f"Now let me {told}.")
+    for number in range(edits):
+        code = _test_blocks(f"{word}{number}")
+        _tool(raw, "Edit", {"file_path": path, "old_string": f"end{number}", "new_string": code}, "ok")
+    _tool(raw, "Bash", {"command": "mix test"}, "3 tests, 0 failures")
+    summary = extractive_summary(_msgs(raw))
+    line = next(line for line in _section(summary, "### Files", "\n#").splitlines() if path.split("/")[-1] in line)
+    assert f"to {told} (`" in line, line
+    assert line.index(told) < line.index("thread_key"), line

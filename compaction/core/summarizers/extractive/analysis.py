@@ -825,7 +825,7 @@ def on_assistant_text(a: Analysis, text: str) -> None:
                 body = re.split(r"(?i)\s+(?:since|because)\s+", body)[0].rstrip(":").strip()
                 deictic = re.search(r"(?i)\b(this|that|it|them)\b", body) and len(body.split()) <= 5
                 if (
-                    not VAGUE_PURPOSE_RE.search(body)
+                    not _vague_purpose(body)
                     and len(body) >= 12
                     and not deictic
                     and not (purpose_set and re.search(r"(?i)\b(this|that|these|it)\b", body))
@@ -966,8 +966,20 @@ def _answers(purpose: str, name: str, command: str | None, args: dict[str, Any])
     words = content_words(purpose) - _PURPOSE_VERBS
     # The arguments' values only: a key ("command", "path") is no word the agent said of the call.
     values = " ".join(str(value) for value in args.values())[:2000]
-    called = " ".join([re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name), command or "", values])
+    # Every agent's todo tool ("TodoWrite", "todo_write", "update_plan") keeps a todo list.
+    tool_words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name) + (" todo" if is_todo_tool(name) else "")
+    called = " ".join([tool_words, command or "", values])
     return bool(words & content_words(called))
+
+
+def _vague_purpose(body: str) -> bool:
+    """Whether the words name no particular edit: "update both files", "make the remaining
+    changes". An "all" after the edit's own object ("with …", "for …") qualifies what the edit
+    adds: "update the test file with new test blocks for all enriched features" is that file's
+    purpose; "write the updated file with all Task 3 changes" still names no particular edit."""
+    head, *tail = re.split(r"(?i)\s+(?:with|for)\s+", body, maxsplit=1)
+    qualifier = re.sub(r"(?i)\ball\b(?!.*\b(?:changes|edits|fixes|updates)\b)", "", tail[0]) if tail else ""
+    return bool(VAGUE_PURPOSE_RE.search(head) or VAGUE_PURPOSE_RE.search(qualifier))
 
 
 def _purpose_for(a: Analysis, path: str) -> str:

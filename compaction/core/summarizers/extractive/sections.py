@@ -64,6 +64,7 @@ MAX_NOTES_PER_UNIT = 8
 MAX_OPEN_ERRORS = 15
 MAX_FIXED_ERRORS = 15
 MAX_FILES = 40
+MAX_NAMES_AFTER_PURPOSE = 3  # a Files line is a sentence: the purpose says what, a few names say where
 MAX_COMMANDS = 12
 MAX_WORK_SINCE_REQUEST = 6
 COMMAND_CHARS = 170
@@ -1256,10 +1257,16 @@ def files_section(s: Sections, a: Analysis, previous: dict[str, list[str]]) -> N
                 what += " and is not committed yet"
         purposes = [lower_first(_ORDER_WORD_RE.sub("", p.rstrip("."))) for p in work.purposes[-2:]]
         said = ", to " + ", and to ".join(purposes) if purposes else ""
+        names = [n for n in work.added if len(n) >= 5][:4]
+        if said and not work.written:
+            # What the edits were for leads; a few of the names they added follow, so a reader
+            # who searches the code finds where ("to add thinking rows (`thinking_row`)"). A
+            # written file's names are all it defines: its module, not what the words were about.
+            unsaid = [n for n in names if n.lower() not in said.lower()][:MAX_NAMES_AFTER_PURPOSE]
+            said += " (" + ", ".join(f"`{n}`" for n in unsaid) + ")" if unsaid else ""
         noted = _mention(a, work.path)
         if noted and not said:
             said = f'; the agent noted: "{noted}"'
-        names = [n for n in work.added if len(n) >= 5][:4]
         if work.latest_code and work.edits == 1 and not work.written and not said:
             said = f"; the edit adds `{work.latest_code}`"
         elif names and not said:
