@@ -8,27 +8,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compaction.core.summarizers.extractive import extractive_summary
-from compaction.core.tokens import count_content
-from compaction.core.types import Msg
+
+from .generated import msgs as _msgs
+from .generated import section as _section
+from .generated import tool as _tool
 
 WORDS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=5, max_size=9)
-
-
-def _msgs(raw: list[dict]) -> list[Msg]:
-    return [Msg(i + 1, m["role"], m["content"], count_content(m["content"])) for i, m in enumerate(raw)]
-
-
-def _section(summary: str, start: str, end: str) -> str:
-    return summary.split(start, 1)[1].split(end, 1)[0] if start in summary else ""
-
-
-def _tool(raw: list[dict], name: str, inputs: dict, output: str, *, error: bool = False, text: str = "") -> None:
-    tool_id = f"toolu_{len(raw):04d}"
-    said = [{"type": "text", "text": text}] if text else []
-    use = {"type": "tool_use", "id": tool_id, "name": name, "input": inputs}
-    result = {"type": "tool_result", "tool_use_id": tool_id, "content": output, "is_error": error}
-    raw.append({"role": "assistant", "content": [*said, use]})
-    raw.append({"role": "user", "content": [result]})
 
 
 def _hook_code(word: str) -> str:

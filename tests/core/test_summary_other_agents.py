@@ -16,22 +16,16 @@ from hypothesis import strategies as st
 
 from compaction.core.summarizers.extractive import extractive_summary
 from compaction.core.text_heuristics import clean_user_text
-from compaction.core.tokens import count_content
 from compaction.core.transcripts.swe_agent import read_swe_agent
-from compaction.core.types import Msg
 from tests import services
+
+from .generated import msgs as _msgs
+from .generated import section as _section
+from .generated import tool as _tool
 
 SWE_DIR = services.TRANSCRIPTS / "swe-agent"
 SWE_FILES = sorted(SWE_DIR.glob("*.traj"))
 WORDS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=5, max_size=9)
-
-
-def _msgs(raw: list[dict]) -> list[Msg]:
-    return [Msg(i + 1, m["role"], m["content"], count_content(m["content"])) for i, m in enumerate(raw)]
-
-
-def _section(summary: str, start: str, end: str) -> str:
-    return summary.split(start, 1)[1].split(end, 1)[0] if start in summary else ""
 
 
 def _demonstration(issue_word: str, path_word: str) -> str:
@@ -270,13 +264,6 @@ def test_real_runs_name_their_task_and_ending():
 
 
 # ------------------------------------------------------------------ Claude Code turn endings
-
-
-def _tool(raw: list[dict], name: str, inputs: dict, output: str, *, error: bool = False) -> None:
-    tool_id = f"toolu_{len(raw):04d}"
-    raw.append({"role": "assistant", "content": [{"type": "tool_use", "id": tool_id, "name": name, "input": inputs}]})
-    result = {"type": "tool_result", "tool_use_id": tool_id, "content": output, "is_error": error}
-    raw.append({"role": "user", "content": [result]})
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
