@@ -192,7 +192,7 @@ class MessageOutSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-_CREATED_AT = MessageOutSerializer._declared_fields["created_at"]
+_CREATED_AT = MessageOutSerializer().fields["created_at"]
 
 
 def message_out(message) -> dict:
