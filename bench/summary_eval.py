@@ -309,7 +309,7 @@ def history_before_compaction(path: Path) -> tuple[list[dict[str, Any]], str]:
     return messages_for_api(transcript.messages[: boundary["before_message_index"]]), boundary["summary"]
 
 
-def as_msgs(history: list[dict[str, Any]], first_seq: int = 0) -> list[Any]:
+def as_msgs(history: list[dict[str, Any]], first_seq: int = 1) -> list[Any]:
     """API-shaped messages as the core's Msg, with stored-style token counts."""
     from compaction.core.tokens import count_content
     from compaction.core.types import Msg
@@ -336,6 +336,7 @@ def compact_once(history: list[dict[str, Any]], *, instructions: str | None = No
         instructions=instructions,
         output_budget=config.summary_budget,
         model=config.summarizer_model,
+        kept=list(cut.kept),
     )
     return cut, summarize(inp, chain)
 

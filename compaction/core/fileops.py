@@ -431,6 +431,15 @@ def _tool_call(name: str, inp: Any, recorder: _Recorder) -> None:
                 recorder.read(path)
 
 
+def call_file_ops(name: str, inp: Any, open_file: str | None = None) -> tuple[FileOps, str | None]:
+    """The files one tool call reads and modifies, and the file it leaves open (SWE-agent's
+    `edit` works on the file opened last, so a caller folding calls one by one carries it)."""
+    recorder = _Recorder()
+    recorder.current_file = open_file
+    _tool_call(name, inp, recorder)
+    return recorder.result(), recorder.current_file
+
+
 def _tool_blocks(messages: Iterable[Msg]) -> Iterable[dict[str, Any]]:
     for message in messages:
         if message.role != "assistant" or isinstance(message.content, str):

@@ -9,6 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 from compaction.core.prompts import SECTION_HEADINGS
 from compaction.core.tokens import count_text
 from compaction.core.types import FileOps, Msg
+from compaction.core.work import WorkState
 
 # The section skeleton alone costs ~60 tokens, so a summary of a tiny range may be larger
 # than the range; below this floor "smaller than its input" is not required.
@@ -28,6 +29,15 @@ class SummaryInput:
     # The file operations of messages + turn_prefix, extracted once per job (by the chain) and
     # handed to whatever needs them (extractive analysis, fidelity ledger); None: not yet.
     file_ops: FileOps | None = None
+    # The messages kept verbatim after the summary, up to the newest: what the summary states
+    # as the current status must agree with them (they are not summarized).
+    kept: list[Msg] = field(default_factory=list)
+    # The work state the previous compaction stored (folded through its summarized range).
+    previous_state: WorkState | None = None
+    # Folded once per job by the chain: through the summarized range (stored for the next
+    # compaction), and on through the kept messages (what the summary states as current).
+    state: WorkState | None = None
+    state_now: WorkState | None = None
 
     @property
     def input_tokens(self) -> int:
@@ -48,6 +58,8 @@ class SummaryResult:
     read_files: list[str]
     modified_files: list[str]
     fidelity: dict[str, Any]
+    # The work state through the summarized range (JSON), for the next compaction to continue.
+    work_state: dict[str, Any] | None = None
 
 
 @dataclass

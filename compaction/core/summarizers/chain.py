@@ -21,8 +21,10 @@ from compaction.core.summarizers.base import (
 )
 from compaction.core.summarizers.extractive import ExtractiveSummarizer
 from compaction.core.summarizers.truncate import TruncateSummarizer, truncate_summary
+from compaction.core.prompts import SECTION_HEADINGS
 from compaction.core.tokens import count_text
 from compaction.core.types import FileOps
+from compaction.core.work import fold, to_json
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +86,9 @@ MAX_TAG_SHARE = 0.25
 # Below this the summary body gets no smaller, whatever the tags cost.
 MIN_BODY_BUDGET = 256
 # The served summary (body, file tags, repairs) stays under this many characters: past it a
-# handoff stops being read and starts being skimmed; Claude Code's own run 11-16k.
-MAX_SUMMARY_CHARS = 16_000
+# handoff stops being read and starts being skimmed (Claude Code's own run 11-16k, and blind
+# readers counted the length against them).
+MAX_SUMMARY_CHARS = 12_000
 
 
 def _capped_tags(ops: FileOps, limit: int, max_chars: int | None = None) -> str:
@@ -108,16 +111,17 @@ def _capped_tags(ops: FileOps, limit: int, max_chars: int | None = None) -> str:
     return tags
 
 
-def _check(draft: Draft, inp: SummaryInput, body_budget: int | None = None) -> str | None:
+def _check(draft: Draft, inp: SummaryInput, summarizer: Summarizer, body_budget: int | None = None) -> str | None:
     reason = check_summary_text(
         draft.summary,
         input_tokens=inp.input_tokens,
         require_sections=not inp.custom_prompt,
+        headings=getattr(summarizer, "required_headings", SECTION_HEADINGS),
         output_budget=body_budget,
     )
     if reason:
         return reason
-    if inp.turn_prefix:
+    if inp.turn_prefix and not getattr(summarizer, "covers_turn_prefix", False):
         turn_reason = check_summary_text(
             draft.turn_prefix_summary,
             input_tokens=sum(m.tokens for m in inp.turn_prefix),
@@ -147,6 +151,19 @@ def _error_reason(exc: BaseException) -> str:
     return f"{reason}: {text[:300]}" if text else reason
 
 
+def _with_state(inp: SummaryInput, summarized: list) -> SummaryInput:
+    """The work state folded once per job: through the summarized range (stored for the next
+    compaction) and on through the kept messages (the status the summary states)."""
+    if inp.state is not None and inp.state_now is not None:
+        return inp
+    try:
+        state = inp.state if inp.state is not None else fold(summarized, inp.previous_state)
+        return replace(inp, state=state, state_now=fold(inp.kept, state))
+    except Exception:  # noqa: BLE001 - odd content must not cost the summary; the chain falls back
+        logger.exception("Folding the work state failed")
+        return inp
+
+
 def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     """Run the chain; the first summary that passes the checks wins. Never raises."""
     fallbacks: list[dict[str, str]] = []
@@ -166,6 +183,7 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     except Exception:  # noqa: BLE001 - odd content must not cost the summary; keep what was known
         logger.exception("File-op extraction failed")
         ops = inp.previous_files
+    inp = _with_state(inp, all_messages)
     tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE)).strip()
     body_budget = max(MIN_BODY_BUDGET, inp.output_budget - (count_text(tags) + 2 if tags else 0))
 
@@ -180,7 +198,7 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
             # An over-budget summary is trimmed (least important bullets first) before the
             # checks; one that still does not fit is rejected like any other bad summary.
             draft.summary, dropped = trim_to_budget(draft.summary, body_budget)
-            reason = _check(draft, inp, body_budget)
+            reason = _check(draft, inp, summarizer, body_budget)
         except Exception as exc:  # noqa: BLE001 - any failure means "fall back", recorded below
             logger.warning("Summarizer %s failed: %s", summarizer.name, type(exc).__name__)
             reason = _error_reason(exc)
@@ -245,4 +263,5 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
         read_files=list(ops.read),
         modified_files=list(ops.modified),
         fidelity=fidelity,
+        work_state=to_json(inp.state) if inp.state is not None else None,
     )

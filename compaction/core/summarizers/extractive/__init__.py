@@ -1,66 +1,75 @@
-"""Offline, deterministic summarizer that writes a handoff an engineer could continue from.
+"""Offline, deterministic summarizer: the handoff rendered from a model of the work.
 
-No model and no network. It tracks the state of the work through the range (analysis.py:
-one handler per source of evidence, then a reconciliation on the latest event of each item)
-and writes it in the sections the LLM is asked for (sections.py: one function per section):
+No model and no network. The messages are folded into a typed work state (compaction.core.work:
+tasks, files, commits, checks, errors, decisions, the person's words, the turn) and every
+line of the summary is rendered from that state (render.py, one function per section), as of
+the newest message: the status sections agree with the messages kept after the summary. The
+agent's words appear only quoted and labelled, attached to the fact they explain.
 
-- the user's words: every message of the range (queued ones too), verbatim when short,
-  the rules among them quoted under Constraints, the latest request standing out;
-- progress in the agent's own words: its turn-final reports and diagnoses, deduplicated,
-  grouped by the commit they led to, files with the purpose the agent stated for the edit;
-- status reconciled to the latest event: a closed issue, a passing re-run, a fixed error
-  overrides earlier mentions; next steps only from what is open at the end;
-- the repository state (commits with hashes, pushed or not, uncommitted files, branch),
-  decisions with their reasons, and exact error lines with whether and how they were fixed.
-
-Everything is bounded by the output budget and a character cap; the least important and
-oldest items go first, the user's own words last. One linear pass, regexes only.
+The summary is fitted to its budget by compressing old finished work (level by level, see
+view.py), never by dropping the person's words or a commit.
 """
 
 from __future__ import annotations
 
-from compaction.core.prompts import SECTION_HEADINGS
 from compaction.core.summarizers.base import SIZE_CHECK_FLOOR_TOKENS, Draft, SummaryInput
-from compaction.core.summarizers.extractive.analysis import analyze
-from compaction.core.summarizers.extractive.sections import MAX_BODY_CHARS, build_sections, fit_budget
-from compaction.core.summarizers.extractive.turn_prefix import covered_turn_prefix, extractive_turn_prefix
-from compaction.core.types import FileOps, Msg
+from compaction.core.summarizers.extractive.render import REQUIRED_HEADINGS, render
+from compaction.core.summarizers.extractive.view import FULL, MINIMAL, Focus, View
+from compaction.core.tokens import count_text
+from compaction.core.types import Msg
+from compaction.core.work import WorkState, fold
+
+# The body's share of the characters a served summary may take (chain.MAX_SUMMARY_CHARS): the
+# chain fits the file tags into what is left.
+MAX_BODY_CHARS = 10_800
+
+
+def handoff(
+    state: WorkState,
+    *,
+    instructions: str | None = None,
+    budget: int = 13_107,
+    max_chars: int = MAX_BODY_CHARS,
+    cut: int = 0,
+) -> str:
+    """The handoff of `state`, at the most detail that fits `budget` tokens and `max_chars`."""
+    focus = Focus.of(instructions)
+    text = ""
+    for level in range(FULL, MINIMAL + 1):
+        text = render(View(state, focus, level, cut))
+        if len(text) <= max_chars and count_text(text) <= budget:
+            break
+    return text
 
 
 def extractive_summary(
     messages: list[Msg],
     *,
-    previous_summary: str | None = None,
+    kept: list[Msg] | None = None,
+    previous: WorkState | None = None,
     instructions: str | None = None,
     budget: int = 13_107,
     max_chars: int = MAX_BODY_CHARS,
-    file_ops: FileOps | None = None,
 ) -> str:
-    analysis = analyze(messages, file_ops)
-    sections = build_sections(analysis, previous_summary=previous_summary, instructions=instructions)
-    return fit_budget(sections, budget, max_chars)
+    """The handoff of `messages` (continuing `previous`), stated as of the last of `kept`."""
+    state = fold([*messages, *(kept or [])], previous)
+    cut = kept[0].seq if kept else 0
+    return handoff(state, instructions=instructions, budget=budget, max_chars=max_chars, cut=cut)
 
 
 class ExtractiveSummarizer:
     name = "extractive"
     exact_budget = True  # fits its output to inp.output_budget itself
+    covers_turn_prefix = True  # one state over the range, split turn included
+    required_headings = REQUIRED_HEADINGS
 
     def summarize(self, inp: SummaryInput) -> Draft:
         # A summary of a tiny range must still be smaller than the range (the chain checks it).
         budget = max(256, min(inp.output_budget, max(SIZE_CHECK_FLOOR_TOKENS, inp.input_tokens - 1)))
-        # One state over the whole range: the early part of a split turn is where issues get
-        # closed and failures fixed, so the history's summary must see it to report the
-        # status at the end, and summarizing it again apart would say the same things twice.
-        history = [*inp.messages, *inp.turn_prefix]
-        summary = extractive_summary(
-            history,
-            previous_summary=inp.previous_summary,
-            instructions=inp.instructions,
-            budget=budget,
-            file_ops=inp.file_ops,  # history is the chain's whole range: its operations as extracted
-        )
-        turn = covered_turn_prefix(inp.turn_prefix) if inp.turn_prefix else ""
-        return Draft(summary=summary, turn_prefix_summary=turn, model="extractive")
+        now = inp.state_now if inp.state_now is not None else fold([*inp.messages, *inp.turn_prefix, *inp.kept], inp.previous_state)
+        cut = inp.kept[0].seq if inp.kept else 0
+        summary = handoff(now, instructions=inp.instructions, budget=budget, cut=cut)
+        return Draft(summary=summary, turn_prefix_summary="", model="extractive")
 
 
-__all__ = ["ExtractiveSummarizer", "extractive_summary", "extractive_turn_prefix", "SECTION_HEADINGS"]
+__all__ = ["MAX_BODY_CHARS", "ExtractiveSummarizer", "extractive_summary", "handoff"]

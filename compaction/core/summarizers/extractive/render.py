@@ -1,0 +1,371 @@
+"""The handoff, one function per section, each rendered from the work state.
+
+Sections follow the summary format every summarizer writes (Goal, Constraints & Preferences,
+Progress, Key Decisions, Next Steps, Critical Context), opened by "Where Things Stand". A
+section with nothing to say is left out rather than filled with "(none)". Message numbers
+(`#12`) say where a fact comes from, so the exact text can be read back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from compaction.core.summarizers.extractive.standing import code, listing, next_steps, quoted, where_things_stand
+from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, View
+from compaction.core.text_heuristics import instruction_quote
+from compaction.core.work.parse import one_line
+from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person
+
+Lines = list[str]
+
+
+def _bullets(lines: Lines) -> Lines:
+    return [f"- {line}" for line in lines]
+
+
+# --- Goal, constraints ---------------------------------------------------------------------------
+
+
+def goal(v: View) -> Lines:
+    requests = v.requests
+    if not requests:
+        return ["Not stated in the messages summarized; the messages kept after this summary show the work."]
+    first = requests[0]
+    named = [t for t in v.tasks if t.source != "todo" and t.key in first.text and t.title]
+    about = f" — {listing([f'{code(t.key)} is {quoted(t.title, 100)}' for t in named[:2]])}" if named else ""
+    limit = 600 if v.level <= COMPACT else 300
+    out = [f"{quoted(first.text, limit)} ({v.cite(first.seq)}){about}"]
+    if len(requests) > 1:
+        out.append(f"The latest request ({v.cite(requests[-1].seq)}) is quoted under Where Things Stand.")
+    return _bullets(out)
+
+
+def constraints(v: View) -> Lines:
+    limit = {FULL: 500, COMPACT: 400, TERSE: 300}.get(v.level, 200)
+    return _bullets([f"{quoted(instruction_quote(p.text), limit)} ({v.cite(p.seq)})" for p in v.rules])
+
+
+# --- Progress ----------------------------------------------------------------------------------
+
+
+def _commit_line(v: View, commit: Commit, *, brief: bool) -> str:
+    pushed = f", pushed to `{commit.pushed_to}`" if commit.pushed_to else ", not pushed"
+    head = f"Committed {code(commit.sha[:7])} {quoted(commit.subject, 120)} ({v.cite(commit.seq)}){pushed}"
+    if brief:
+        return head
+    tasks = [v.state.tasks.tasks[k] for k in commit.tasks if k in v.state.tasks.tasks]
+    closed = [t for t in tasks if t.status == "closed"]
+    if closed:
+        head += f"; closed {listing([v.task_name(t, limit=70) for t in closed], 4)}"
+    files = [v.path(p) for p in commit.files]
+    if files:
+        head += f"; files: {listing(files, 5)}"
+    checks = [c for c in v.checks if c.ok and c.seq < commit.seq and c.tally and c.kind in ("test", "lint")]
+    if checks:
+        head += "; checks before it: " + listing([f"{code(c.command, 50)} → {c.tally}" for c in checks[-2:]])
+    return head
+
+
+def _request_line(v: View, person: Person) -> str:
+    said = f"{quoted(person.text, 160)} ({v.cite(person.seq)})"
+    if person.answer is None:
+        return said
+    return f"{said} — the agent's report ({v.cite(person.answer.seq)}): {quoted(person.answer.text, 300 if v.level < TERSE else 160)}"
+
+
+def done(v: View) -> Lines:
+    commits = [c for c in v.state.git.commits if c.subject]
+    out = []
+    keep_full = 3 if v.level >= COMPACT else len(commits)
+    for index, commit in enumerate(commits):
+        out.append(_commit_line(v, commit, brief=index < len(commits) - keep_full or v.level >= MINIMAL))
+    committed = {k for c in commits for k in c.tasks}
+    loose = [t for t in v.tasks if t.status == "closed" and t.key not in committed]
+    if loose:
+        out.append("Closed: " + listing([v.task_name(t, limit=70) for t in loose], 8) + " (no commit names them)")
+    if not commits:
+        answered = [p for p in v.requests if p.answer is not None]
+        shown = answered if v.level <= COMPACT else answered[-4:]
+        out += [_request_line(v, p) for p in shown]
+    return _bullets(out)
+
+
+def _steps_since_request(v: View) -> str:
+    turn = v.state.turn
+    steps = turn.steps
+    if not steps:
+        return ""
+    edits = list(dict.fromkeys(s.what.split(" ", 1)[1] for s in steps if s.kind == "edit" and s.ok and " " in s.what))
+    runs = [s for s in steps if s.kind in ("check", "run") and s.ok is not None]
+    said = []
+    if edits:
+        said.append("edited " + listing([v.path(p) for p in edits], 4))
+    if runs:
+        last = runs[-1]
+        said.append(f"last ran {last.what} ({'passed' if last.ok else 'failed'}{': ' + last.detail if last.detail else ''}, {v.cite(last.seq)})")
+    if not said:
+        return ""
+    return f"Latest calls ({turn.calls} since the request, {v.cite(steps[0].seq, steps[-1].seq)} shown): " + "; ".join(said)
+
+
+def in_progress(v: View) -> Lines:
+    out = []
+    for task in v.current:
+        line = f"{v.task_name(task)}, in progress since {v.cite(task.started or task.since)}"
+        if task.note and v.level <= COMPACT:
+            line += f": {one_line(task.note, 220)}"
+        out.append(line)
+    for rec in v.dirty:
+        out.append(f"Uncommitted: {_file_line(v, rec, brief=v.level >= TERSE)}")
+    steps = _steps_since_request(v)
+    if steps and not v.state.turn.ended:
+        out.append(steps)
+    return _bullets(out)
+
+
+def blocked(v: View) -> Lines:
+    out = []
+    for check in v.failing:
+        out.append(f"{code(check.failed_command or check.command, 80)} fails since {v.cite(check.failed_seq or check.seq)}: {code(check.failure, 240)}")
+    for error in [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:")][-3:]:
+        out.append(f"{code(error.line, 240)} from {code(error.source, 80)} ({v.cite(error.seq)}), not resolved yet")
+    return _bullets(out)
+
+
+# --- Decisions, next steps ----------------------------------------------------------------------
+
+
+def decisions(v: View) -> Lines:
+    out = []
+    limit = 12 if v.level <= COMPACT else 6
+    for d in v.state.decisions[-limit:]:
+        if d.by == "plan":
+            points = f": {one_line(d.reason, 500 if v.level <= COMPACT else 250)}" if d.reason else ""
+            out.append(f"Plan approved by the person ({v.cite(d.seq)}): {quoted(d.choice, 140)}{points}")
+            continue
+        about = f"{v.path(d.about)} ({v.cite(d.seq)})" if d.about else v.cite(d.seq)
+        plan = f"; what it set out to do: {quoted(d.choice, 200)}" if d.choice else ""
+        out.append(f"{about} — the agent's reason: {quoted(d.reason, 300)}{plan}")
+    return _bullets(out)
+
+
+def next_section(v: View) -> Lines:
+    return [f"{i}. {step}" for i, step in enumerate(next_steps(v), start=1)]
+
+
+# --- Critical context -------------------------------------------------------------------------
+
+
+def repository(v: View) -> Lines:
+    git = v.state.git
+    commits = [c for c in git.commits if c.subject]
+    if not commits and git.tree is None and not git.branch:
+        return []
+    out = []
+    if git.branch:
+        out.append(f"Branch `{git.branch}`")
+    for commit in commits if v.level <= TERSE else commits[-6:]:
+        pushed = f"pushed to `{commit.pushed_to}`" if commit.pushed_to else "not pushed"
+        out.append(f"{code(commit.sha[:7])} {quoted(commit.subject, 100)} ({v.cite(commit.seq)}, {pushed})")
+    if len(commits) > 6 and v.level > TERSE:
+        out.append(f"Earlier commits: {listing([code(c.sha[:7]) for c in commits[:-6]], 20)}")
+    dirty = [v.path(r.path) for r in v.dirty] + [f"{v.path(p)} ({s})" for p, s in v.tree_extra]
+    if dirty:
+        out.append("Uncommitted: " + listing(dirty, 12))
+    elif commits or git.tree is not None:
+        out.append("Nothing uncommitted (the latest `git status` and the edits since agree)")
+    if git.stash:
+        out.append(f"Stashed: {len(git.stash)} stash entr{'y' if len(git.stash) == 1 else 'ies'}")
+    return _bullets(out)
+
+
+def _error_group(v: View, group: list[ErrorRecord]) -> str:
+    first, last = group[0], group[-1]
+    lines = "; ".join(code(e.line, 220 if v.level <= COMPACT else 140) for e in group[:3])
+    more = f" (+{len(group) - 3} more lines)" if len(group) > 3 else ""
+    exit = f" with exit code {first.exit}" if first.exit else ""
+    said = f"{code(first.source, 90)} failed{exit} ({v.cite(first.seq, last.seq)}): {lines}{more}"
+    diagnosis = next((e.diagnosis for e in reversed(group) if e.diagnosis), None)
+    if diagnosis is not None and v.level <= COMPACT:
+        said += f" — the agent's reading ({v.cite(diagnosis.seq)}): {quoted(diagnosis.text, 200)}"
+    if last.status == "resolved":
+        return said + f" — fixed ({v.cite(last.resolved_seq)}): {last.resolution}"
+    if v.live(last):
+        return said + " — still open"
+    return said + " — not resolved; the work went on past it"
+
+
+def errors(v: View) -> Lines:
+    groups: list[list[ErrorRecord]] = []
+    for error in v.state.errors:
+        if groups and groups[-1][0].key == error.key and groups[-1][-1].resolution == error.resolution and groups[-1][-1].status == error.status:
+            groups[-1].append(error)
+        else:
+            groups.append([error])
+    if v.level >= TERSE:
+        groups = [g for g in groups if g[-1].status == "open" or g is groups[-1]] + [g for g in groups if g[-1].status != "open"][-4:]
+    return _bullets([_error_group(v, g) for g in groups])
+
+
+def _file_state(v: View, rec: FileRecord) -> str:
+    if rec.state == "deleted":
+        return "deleted" + ("" if rec.dirty else " (nothing left to commit)" if rec.created else "")
+    if rec.state == "moved":
+        return f"moved to {v.path(rec.moved_to)}"
+    made = "written" if rec.created else f"edited {rec.edits}×" if rec.edits > 1 else "edited"
+    if rec.created and rec.edits > 1:
+        made += f", then edited {rec.edits - 1}× more"
+    commits = f"committed in {listing([code(c[:7]) for c in rec.commits], 3)}" if rec.commits else ""
+    if rec.dirty:
+        return f"{made}, " + (f"{commits}, changed again since — uncommitted" if commits else "uncommitted")
+    return f"{made}, {commits}" if commits else made
+
+
+def _committed_at(v: View, rec: FileRecord) -> int:
+    """The message of the latest commit that took the file (0: none)."""
+    shas = set(rec.commits[-1:])
+    return max((c.seq for c in v.state.git.commits if c.sha in shas), default=0)
+
+
+def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
+    line = f"{v.path(rec.path)} — {_file_state(v, rec)} ({v.cite(rec.first, rec.last)})"
+    if brief:
+        return line
+    # An uncommitted file is described by what changed since its last commit.
+    since = _committed_at(v, rec) if rec.dirty else 0
+    purposes = [q for q in rec.purposes if q.seq > since]
+    names = [q.text for q in rec.added if q.seq > since]
+    if purposes:
+        line += f"; the agent's stated purpose ({v.cite(purposes[-1].seq)}): {quoted(purposes[-1].text, 160)}"
+    if rec.change.startswith(("written", "changed by")):
+        line += f"; {rec.change}"
+    elif names:
+        line += "; adds " + listing([code(n, 50) for n in names[-4:]], 4)
+    elif rec.change:
+        line += f"; latest change: {rec.change}"
+    return line
+
+
+def files(v: View) -> Lines:
+    recs = v.changed_files
+    chosen = sorted(recs, key=lambda r: (not v.focus.names(r.path), not r.dirty, -r.last))
+    if v.level >= TERSE:
+        chosen = [r for r in chosen if r.dirty or v.focus.names(r.path)] + [r for r in chosen if not r.dirty][:8]
+    brief = v.level >= COMPACT
+    out = [_file_line(v, r, brief=brief and not r.dirty and not v.focus.names(r.path)) for r in chosen]
+    read = [r for r in v.state.files.values() if r.state == "read" and not r.edits]
+    if read and v.level <= COMPACT:
+        out.append(f"Read without changes: {listing([v.path(r.path) for r in read[-8:]], 8)}")
+    return _bullets(out)
+
+
+def checks(v: View) -> Lines:
+    out = []
+    for check in v.checks:
+        result = "passed" if check.ok else "failed"
+        tally = f": {check.tally}" if check.tally else ""
+        runs = f", {check.runs} runs" if check.runs > 1 else ""
+        out.append(f"{code(check.command, 100)} — {result} at {v.cite(check.seq)}{tally}{runs}")
+    return _bullets(out)
+
+
+def people(v: View) -> Lines:
+    messages = [p for p in v.state.people.messages if p.kind != "chatter" or len(p.text) > 12]
+    requests = v.requests
+    shown_elsewhere = {requests[0].seq, requests[-1].seq} if requests else set()
+    if all(p.seq in shown_elsewhere and len(p.text) <= 300 for p in messages):
+        return []  # each is quoted whole under Goal or Where Things Stand
+    limit = {FULL: 400, COMPACT: 240, TERSE: 140}.get(v.level, 90)
+    out = []
+    for index, p in enumerate(messages):
+        recent = index >= len(messages) - 3
+        how = " (typed while the agent worked)" if p.queued else ""
+        out.append(f"{v.cite(p.seq)} {quoted(p.text, 400 if recent else limit)}{how}")
+    return _bullets(out)
+
+
+def other(v: View) -> Lines:
+    out = []
+    mentioned = " ".join(c.command for c in v.checks) + " " + " ".join(e.source for e in v.state.errors)
+    heads = [h for h in v.state.commands if h not in mentioned]
+    if heads and v.level <= TERSE:
+        out.append("Other commands run: " + listing([code(h, 40) for h in heads], 24))
+    refused = v.state.people.refusals
+    if refused:
+        out.append("The person refused " + listing([f"a {q.text} call ({v.cite(q.seq)})" for q in refused], 4) + "; it did not run")
+    if v.state.people.interruptions:
+        out.append("The person interrupted the agent at " + listing([v.cite(s) for s in v.state.people.interruptions], 5))
+    if v.state.people.injected:
+        out.append(f"{v.state.people.injected} harness texts (skills, reminders, hook output) were in the user turns; none is quoted above as the person's words")
+    return _bullets(out)
+
+
+def focus(v: View) -> Lines:
+    """Everything the focus instructions select, in full, gathered in one place."""
+    f = v.focus
+    out = [f"Asked to focus on: {quoted(f.text, 300)}"]
+    kinds = f.kinds
+    if "commits" in kinds:
+        out += [_commit_line(v, c, brief=False) for c in v.state.git.commits if c.subject]
+    if "uncommitted" in kinds or "files" in kinds:
+        out += [f"Uncommitted: {_file_line(v, r)}" for r in v.dirty] or ["Nothing is uncommitted."]
+    if kinds & {"failures", "errors", "checks"}:
+        out += [f"{code(c.command, 80)}: last {'passed' if c.ok else 'failed'} ({v.cite(c.seq)}){' — ' + c.tally if c.tally else ''}" for c in v.checks]
+        out += [_error_group(v, [e]) for e in v.state.errors if e.status == "open" or "errors" in kinds][-8:]
+    if "decisions" in kinds:
+        out += decisions(v)
+    if "tasks" in kinds:
+        out += [f"{v.task_name(t)}: {t.status.replace('_', ' ')} ({v.cite(t.since)})" for t in v.tasks]
+    out += [_file_line(v, r) for r in v.changed_files if f.names(r.path, *r.added, *(q.text for q in r.purposes))]
+    out += [_commit_line(v, c, brief=False) for c in v.state.git.commits if c.subject and f.names(c.subject, c.sha) and "commits" not in kinds]
+    out += [f"{v.task_name(t)}: {t.status.replace('_', ' ')}" for t in v.tasks if f.names(t.key, t.title) and "tasks" not in kinds]
+    out += [_error_group(v, [e]) for e in v.state.errors if f.names(e.line, e.source)][-6:]
+    out += [f"The person ({v.cite(p.seq)}): {quoted(p.text, 300)}" for p in v.state.people.messages if f.names(p.text)]
+    if len(out) == 1:
+        out.append("Nothing in the history matches it beyond what the other sections say.")
+    return [line if line.startswith("- ") else f"- {line}" for line in dict.fromkeys(out)]
+
+
+SECTIONS: tuple[tuple[str, Callable[[View], Lines]], ...] = (
+    ("## Where Things Stand", lambda v: _bullets(where_things_stand(v))),
+    ("## Focus", focus),
+    ("## Goal", goal),
+    ("## Constraints & Preferences", constraints),
+    ("### Done", done),
+    ("### In Progress", in_progress),
+    ("### Blocked", blocked),
+    ("## Key Decisions", decisions),
+    ("## Next Steps", next_section),
+    ("### Repository State", repository),
+    ("### Errors and Fixes", errors),
+    ("### Checks", checks),
+    ("### Files", files),
+    ("### The Person's Messages", people),
+    ("### Other", other),
+)
+PARENTS = {"### Done": "## Progress", "### In Progress": "## Progress", "### Blocked": "## Progress"}
+PARENTS.update(
+    {
+        h: "## Critical Context"
+        for h in ("### Repository State", "### Errors and Fixes", "### Checks", "### Files", "### The Person's Messages", "### Other")
+    }
+)
+# Headings every extractive summary has (the chain checks them).
+REQUIRED_HEADINGS = ("## Where Things Stand", "## Goal", "## Next Steps")
+
+
+def render(v: View) -> str:
+    out: list[str] = []
+    parents_done: set[str] = set()
+    for heading, section in SECTIONS:
+        if heading == "## Focus" and not v.focus:
+            continue
+        lines = section(v)
+        if not lines and heading not in REQUIRED_HEADINGS:
+            continue
+        parent = PARENTS.get(heading)
+        if parent and parent not in parents_done:
+            out += [parent, ""]
+            parents_done.add(parent)
+        out += [heading, *lines, ""]
+    return "\n".join(out).strip() + "\n"

@@ -1,0 +1,245 @@
+"""Where things stand, and what is next: computed from the state as of the newest message.
+
+These are the sentences a reader needs first. Every one is built from state (a task's
+status, a commit, a file's uncommitted edits, a check's latest run); the agent's words appear
+only quoted and labelled as the agent's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from compaction.core.summarizers.extractive.view import View
+from compaction.core.work.parse import one_line
+from compaction.core.work.state import Check, Task
+
+REQUEST_CHARS = 300
+WORDS_CHARS = 280
+MAX_LISTED = 6
+MAX_NEXT = 6
+_ASKED_COMMIT_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bcommit\b(?! message)")
+_ASKED_PUSH_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bpush\b")
+
+
+def code(text: str, limit: int = 100) -> str:
+    return "`" + one_line(text, limit).replace("`", "'") + "`"
+
+
+def quoted(text: str, limit: int) -> str:
+    return '"' + one_line(text, limit).replace('"', "'") + '"'
+
+
+def listing(items: list[str], limit: int = MAX_LISTED) -> str:
+    shown = items[:limit]
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    if len(shown) <= 1:
+        return "".join(shown) + more
+    return ", ".join(shown[:-1]) + (", " if more else " and ") + shown[-1] + more
+
+
+def _shas(commits: list) -> str:
+    return listing([c.sha[:7] for c in commits], 8)
+
+
+# --- tasks --------------------------------------------------------------------------------------
+
+
+def _tracker_progress(v: View) -> list[str]:
+    tasks = [t for t in v.tasks if t.source != "todo"]
+    if not tasks:
+        return []
+    closed = [t for t in tasks if t.status == "closed"]
+    out = []
+    if closed:
+        out.append(f"Closed: {listing([v.task_name(t, title=False) for t in closed], 8)}.")
+    for task in [t for t in tasks if t.status == "in_progress"]:
+        out.append(f"In progress: {v.task_name(task)} (since {v.cite(task.started or task.since)}).")
+    waiting = [t for t in tasks if t.status in ("open", "blocked")]
+    if waiting:
+        out.append(f"Still open: {listing([v.task_name(t, limit=60) for t in waiting], 4)}.")
+    return out
+
+
+def _todo_progress(v: View) -> list[str]:
+    todos = [t for t in v.tasks if t.source == "todo"]
+    if not todos:
+        return []
+    done = [t for t in todos if t.status == "closed"]
+    now = [t for t in todos if t.status == "in_progress"]
+    later = [t for t in todos if t.status == "open"]
+    said = f"The agent's todo list ({v.cite(v.state.tasks.todo_seq)}): {len(done)} of {len(todos)} done"
+    if now:
+        said += f"; in progress: {listing([v.task_name(t, limit=80) for t in now], 2)}"
+    if later:
+        said += f"; pending: {listing([v.task_name(t, limit=60) for t in later], 3)}"
+    return [said + "."]
+
+
+# --- the working tree, checks, commits -----------------------------------------------------------
+
+
+def _check_runs(v: View) -> list[Check]:
+    """The checks worth re-running: each test and lint runner seen, the latest run of each."""
+    useful = [c for c in v.checks if c.kind in ("test", "lint", "typecheck", "build")]
+    return useful[-3:]
+
+
+def _tree_sentence(v: View) -> list[str]:
+    dirty = v.dirty
+    last = v.last_commit
+    if not dirty and not v.tree_extra:
+        if last is not None:
+            return [f"Nothing is uncommitted after {code(last.sha[:7])} (as far as the edits and git show)."]
+        return []
+    names = [v.path(r.path) for r in dirty] + [f"{v.path(p)} ({s})" for p, s in v.tree_extra]
+    since = f" since {code(last.sha[:7])}" if last is not None else ""
+    said = [f"Uncommitted{since}: {listing(names)}."]
+    runs = _check_runs(v)
+    stale = [c for c in runs if v.stale(c)]
+    if dirty and stale:
+        said.append(
+            "Not checked since those edits: "
+            + listing([f"{code(c.command, 60)} last {'passed' if c.ok else 'failed'} at {v.cite(c.seq)}" for c in stale])
+            + "."
+        )
+    elif dirty and runs:
+        said.append("Checked after those edits: " + listing([f"{code(c.command, 60)} {'passed' if c.ok else 'failed'} ({v.cite(c.seq)})" for c in runs]) + ".")
+    elif dirty:
+        said.append("No test or build was run in this history.")
+    return said
+
+
+def _commit_sentence(v: View) -> list[str]:
+    commits = [c for c in v.state.git.commits if c.subject]
+    if not commits:
+        return []
+    pushed = [c for c in commits if c.pushed_to]
+    where = f" on `{v.state.git.branch}`" if v.state.git.branch else ""
+    said = f"Commits{where}: {_shas(commits)}"
+    if pushed and len(pushed) == len(commits):
+        said += f" — all pushed (to `{pushed[-1].pushed_to}`)"
+    elif pushed:
+        said += f" — not pushed: {_shas(v.unpushed)}"
+    elif v.state.git.pushes == 0:
+        said += " — none pushed in this history"
+    return [said + "."]
+
+
+def _failure_sentence(v: View) -> list[str]:
+    out = []
+    for check in v.failing:
+        failure = f": {code(check.failure, 200)}" if check.failure else ""
+        out.append(f"Failing: {code(check.failed_command or check.command, 80)} since {v.cite(check.failed_seq or check.seq)}{failure}.")
+    fresh = [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:")]
+    if fresh and not v.failing:
+        error = fresh[-1]
+        out.append(f"Last error, not resolved yet ({v.cite(error.seq)}): {code(error.line, 200)} from {code(error.source, 80)}.")
+    return out
+
+
+def _stopped(v: View) -> list[str]:
+    turn = v.state.turn
+    out = []
+    if turn.submitted is not None:
+        out.append(f"The agent handed the work in with `{turn.submitted.text}` at {v.cite(turn.submitted.seq)}.")
+    elif turn.ended and turn.report is not None:
+        out.append(f"The agent ended its turn at {v.cite(turn.report.seq)}, reporting: {quoted(turn.report.text, WORDS_CHARS)}")
+    elif turn.pending:
+        waiting = max(turn.pending.values(), key=lambda c: c.seq)
+        out.append(f"The agent was waiting for the result of a {waiting.name} call ({v.cite(waiting.seq)}).")
+    elif turn.said is not None:
+        step = f" after {turn.calls} calls" if turn.calls else ""
+        out.append(f"The agent was mid-turn{step}; its latest words ({v.cite(turn.said.seq)}): {quoted(turn.said.text, WORDS_CHARS)}")
+    if turn.interrupted and turn.interrupted >= max((s.seq for s in turn.steps), default=0):
+        out.append(f"The person interrupted the agent at {v.cite(turn.interrupted)}.")
+    demands = [d for d in v.state.people.demands if d.seq >= (v.latest_request.seq if v.latest_request else 0)]
+    if demands:
+        out.append(f"The harness's hook demanded ({v.cite(demands[-1].seq)}): {quoted(demands[-1].text, 240)}")
+    return out
+
+
+def where_things_stand(v: View) -> list[str]:
+    request = v.latest_request
+    out = []
+    if request is not None:
+        how = ", typed while the agent worked" if request.queued else ""
+        out.append(f"The person's latest request ({v.cite(request.seq)}{how}): {quoted(request.text, REQUEST_CHARS)}")
+    out += _tracker_progress(v) + _todo_progress(v)
+    out += _commit_sentence(v) + _tree_sentence(v) + _failure_sentence(v) + _stopped(v)
+    return out
+
+
+# --- next steps ----------------------------------------------------------------------------------
+
+
+def _finish(v: View, task: Task | None) -> list[str]:
+    """What remains of the work in progress: files the task says to create, checks owed for
+    the latest edits, the commit, the tracker's close, the push the earlier commits had."""
+    steps = []
+    if task is not None:
+        made = {v.rel(p) for p in v.state.files} | set(v.state.files)
+        missing = [o for o in task.outputs if not any(m.endswith(o) for m in made)]
+        if missing:
+            steps.append("create " + listing([code(m, 80) for m in missing], 3))
+    stale = [c for c in _check_runs(v) if v.stale(c) or not c.ok]
+    if stale or (v.dirty and not v.checks and v.state.git.commits):
+        steps.append("run " + listing([code(c.command, 60) for c in stale]) if stale else "check the changes")
+    if v.dirty or (task is not None and not task.commits and v.state.git.commits):
+        steps.append("commit")
+    if task is not None and task.source not in ("todo", "plan"):
+        steps.append(f"close {code(task.key)}")
+    if (v.dirty or task is not None) and v.state.git.pushes and v.state.git.commits:
+        steps.append("push (the earlier commits were pushed)")
+    return steps
+
+
+def _owed_by_request(v: View) -> list[str]:
+    request = v.latest_request
+    if request is None:
+        return []
+    owed = []
+    commits_after = [c for c in v.state.git.commits if c.seq > request.seq]
+    if _ASKED_COMMIT_RE.search(request.text) and not commits_after:
+        owed.append("commit (the latest request asks for it)")
+    if _ASKED_PUSH_RE.search(request.text) and not any((c.pushed_seq or 0) > request.seq for c in v.state.git.commits):
+        owed.append("push (the latest request asks for it)")
+    return owed
+
+
+def next_steps(v: View) -> list[str]:
+    out: list[str] = []
+    turn = v.state.turn
+    request = v.latest_request
+    if request is not None and turn.request == request.seq and turn.calls == 0 and not turn.ended:
+        out.append(f"Answer the person's latest message ({v.cite(request.seq)}): {quoted(request.text, 200)}")
+    for check in v.failing:
+        failure = f" ({code(check.failure, 160)})" if check.failure else ""
+        out.append(f"Fix the failing {code(check.failed_command or check.command, 80)}{failure}.")
+    for task in v.current:
+        steps = _finish(v, task)
+        out.append(f"Finish {v.task_name(task, limit=70)}" + (": " + ", then ".join(steps) + "." if steps else "."))
+    if not v.current:
+        steps = _finish(v, None) if v.dirty else []
+        if steps:
+            out.append("Finish the uncommitted work: " + ", then ".join(steps) + ".")
+    if v.unpushed and not v.dirty:
+        out.append(f"Push {_shas(v.unpushed)} (the earlier commits were pushed).")
+    out += [s[0].upper() + s[1:] + "." for s in _owed_by_request(v) if not any(s.split()[0] in o for o in out)]
+    for task in v.open_tasks[:4]:
+        blocked = [b for b in task.blocked_by if b in v.state.tasks.tasks and v.state.tasks.tasks[b].status != "closed"]
+        after = f" (after {listing([code(b) for b in blocked], 3)})" if blocked else ""
+        out.append(f"Then {v.task_name(task, limit=80)}{after}.")
+    if v.state.people.handover and turn.submitted is None:
+        out.append(f"When the task is done, hand it in with `{v.state.people.handover}` (the task's instructions say so).")
+    if not out:
+        out.append(_finished(v))
+    return out[:MAX_NEXT]
+
+
+def _finished(v: View) -> str:
+    turn = v.state.turn
+    if turn.submitted is not None:
+        return "Nothing further: the work was handed in."
+    if turn.ended and turn.report is not None:
+        return f"The work appears finished (the agent reported at {v.cite(turn.report.seq)}): wait for the person's next request."
+    return "Continue the latest request from where the agent stopped (see Where Things Stand)."

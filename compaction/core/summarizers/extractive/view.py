@@ -1,0 +1,236 @@
+"""What the sections read: the work state with what is derived from it once (the project root
+for short paths, the current and open tasks, uncommitted files, stale checks, focus)."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from compaction.core.work.parse import one_line
+from compaction.core.work.reducers.checks import is_open_failure
+from compaction.core.work.state import Check, Commit, ErrorRecord, FileRecord, Person, Task, WorkState
+
+# Detail levels: the renderer starts at FULL and compresses old finished work, level by level,
+# until the summary fits its budget. The person's words and the commits are never dropped.
+FULL, COMPACT, TERSE, MINIMAL = 0, 1, 2, 3
+_HOME_RE = re.compile(r"^(?:/Users|/home)/[^/]+/")
+_WORD_RE = re.compile(r"[A-Za-z0-9_][\w./:-]{2,}")
+FOCUS_STOPWORDS = frozenset(
+    "focus focusing keep keeping only mostly mainly about please the and with what that this from into "
+    "compact compaction summary summarize work working part parts things stuff every all these those "
+    "which each when where they them their there have been were will would should could must make sure "
+    "also just like want need created contains kept detail details".split()
+)
+# Focus words that select a kind of item rather than naming one.
+FOCUS_KINDS = {
+    "commit": "commits",
+    "commits": "commits",
+    "hash": "commits",
+    "hashes": "commits",
+    "push": "commits",
+    "pushed": "commits",
+    "uncommitted": "uncommitted",
+    "dirty": "uncommitted",
+    "failing": "failures",
+    "failure": "failures",
+    "failures": "failures",
+    "failed": "failures",
+    "error": "errors",
+    "errors": "errors",
+    "test": "checks",
+    "tests": "checks",
+    "check": "checks",
+    "checks": "checks",
+    "lint": "checks",
+    "build": "checks",
+    "decision": "decisions",
+    "decisions": "decisions",
+    "why": "decisions",
+    "file": "files",
+    "files": "files",
+    "user": "people",
+    "instructions": "people",
+    "requests": "people",
+    "task": "tasks",
+    "tasks": "tasks",
+    "issue": "tasks",
+    "issues": "tasks",
+    "todo": "tasks",
+}
+
+
+def common_root(paths: list[str], share: float = 0.6) -> str:
+    """The deepest directory holding at least `share` of the changed files (the project), to
+    show paths relative to it. A plan written to ~/.claude or a scratch file elsewhere does not
+    pull the root up to the home directory."""
+    dirs = [os.path.dirname(p) for p in paths if p.startswith("/")]
+    if not dirs:
+        return ""
+    best = ""
+    for candidate in {d[: i] for d in dirs for i in [len(d), *(k for k, c in enumerate(d) if c == "/")]}:
+        if candidate.count("/") < 2 or len(candidate) <= len(best):
+            continue
+        if sum(1 for d in dirs if d == candidate or d.startswith(candidate + "/")) >= share * len(dirs):
+            best = candidate
+    return best
+
+
+@dataclass
+class Focus:
+    """What the compaction's focus instructions select: words that name items, kinds of item."""
+
+    text: str = ""
+    words: set[str] = field(default_factory=set)
+    kinds: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, instructions: str | None) -> Focus:
+        text = (instructions or "").strip()
+        words = {w.lower().strip(".:") for w in _WORD_RE.findall(text)} - FOCUS_STOPWORDS
+        kinds = {FOCUS_KINDS[w] for w in words if w in FOCUS_KINDS}
+        return cls(text, {w for w in words if w not in FOCUS_KINDS and len(w) > 3}, kinds)
+
+    def __bool__(self) -> bool:
+        return bool(self.text)
+
+    def names(self, *texts: str) -> bool:
+        """Whether the focus names something in `texts` (a word or identifier of its own)."""
+        if not self.words:
+            return False
+        hay = " ".join(texts).lower()
+        return any(w in hay for w in self.words)
+
+
+@dataclass
+class View:
+    state: WorkState
+    focus: Focus = field(default_factory=Focus)
+    level: int = FULL
+    cut: int = 0  # the first message kept verbatim after the summary (0: none)
+
+    @cached_property
+    def root(self) -> str:
+        changed = [p for p, rec in self.state.files.items() if rec.edits or rec.state != "read"]
+        return common_root(changed or list(self.state.files)) or self.state.git.cwd
+
+    def rel(self, path: str) -> str:
+        if self.root and path.startswith(self.root + "/"):
+            return path[len(self.root) + 1 :]
+        return _HOME_RE.sub("~/", path)
+
+    def path(self, path: str) -> str:
+        """A file as the summary names it: relative to the project, in a code span, whole."""
+        return "`" + self.rel(path).replace("`", "'") + "`"
+
+    @property
+    def latest(self) -> int:
+        return self.state.through
+
+    # --- people -----------------------------------------------------------------------------
+
+    @cached_property
+    def requests(self) -> list[Person]:
+        return [p for p in self.state.people.messages if p.kind != "chatter"]
+
+    @cached_property
+    def latest_request(self) -> Person | None:
+        return self.requests[-1] if self.requests else None
+
+    @cached_property
+    def rules(self) -> list[Person]:
+        return [p for p in self.state.people.messages if p.kind == "rule"]
+
+    # --- tasks --------------------------------------------------------------------------------
+
+    @cached_property
+    def tasks(self) -> list[Task]:
+        return sorted(self.state.tasks.tasks.values(), key=lambda t: (t.opened, t.key))
+
+    @cached_property
+    def current(self) -> list[Task]:
+        return [t for t in self.tasks if t.status == "in_progress"]
+
+    @cached_property
+    def open_tasks(self) -> list[Task]:
+        return [t for t in self.tasks if t.status in ("open", "blocked")]
+
+    def task_name(self, task: Task, *, title: bool = True, limit: int = 90) -> str:
+        if task.source == "todo":
+            return f'"{one_line(task.title, limit)}"'
+        return f"`{task.key}`" + (f' "{one_line(task.title, limit)}"' if title and task.title else "")
+
+    # --- files and git ----------------------------------------------------------------------
+
+    @cached_property
+    def changed_files(self) -> list[FileRecord]:
+        recs = [r for r in self.state.files.values() if r.state != "read" or r.edits]
+        return sorted(recs, key=lambda r: r.last)
+
+    def inside(self, path: str) -> bool:
+        """Whether `path` is in the project (relative paths are)."""
+        return not self.root or not path.startswith("/") or path.startswith(self.root + "/")
+
+    @cached_property
+    def dirty(self) -> list[FileRecord]:
+        """Changed since their last commit, in the project (a plan in ~/.claude is no change to commit)."""
+        return [r for r in self.changed_files if r.dirty and self.inside(r.path)]
+
+    @cached_property
+    def tree_extra(self) -> list[tuple[str, str]]:
+        """Changes git showed that no edit of this history explains (untracked files, edits
+        made before it), still standing."""
+        tree = self.state.git.tree or {}
+        files = self.state.files
+        return [(p, s) for p, s in tree.items() if p not in files or (s == "untracked" and not files[p].commits)]
+
+    @cached_property
+    def last_commit(self) -> Commit | None:
+        commits = [c for c in self.state.git.commits if c.subject]
+        return commits[-1] if commits else None
+
+    @cached_property
+    def unpushed(self) -> list[Commit]:
+        commits = self.state.git.commits
+        if not any(c.pushed_to for c in commits):
+            return []
+        return [c for c in commits if not c.pushed_to]
+
+    @cached_property
+    def last_edit(self) -> int:
+        return max((r.last for r in self.changed_files if r.edits), default=0)
+
+    # --- checks and errors --------------------------------------------------------------------
+
+    @cached_property
+    def checks(self) -> list[Check]:
+        return sorted(self.state.checks.values(), key=lambda c: c.seq)
+
+    @cached_property
+    def failing(self) -> list[Check]:
+        return [c for c in self.checks if is_open_failure(c) or not c.ok]
+
+    def stale(self, check: Check) -> bool:
+        """Edits were made after the check last ran: its result does not cover them."""
+        return any(r.last > check.seq for r in self.dirty) or (not self.dirty and self.last_edit > check.seq)
+
+    @cached_property
+    def open_errors(self) -> list[ErrorRecord]:
+        return [e for e in self.state.errors if e.status == "open"]
+
+    def live(self, error: ErrorRecord) -> bool:
+        """An open error nothing has moved past: no edit, check or command succeeded after it."""
+        if error.status != "open":
+            return False
+        steps = self.state.turn.steps
+        if not steps or error.seq < steps[0].seq:
+            return False
+        return not any(s.seq > error.seq and s.ok and s.kind in ("edit", "check", "run", "git", "tracker") for s in steps)
+
+    def cite(self, *seqs: int | None) -> str:
+        """"#12" or "#12–#40": the message numbers a fact comes from."""
+        known = sorted({s for s in seqs if s})
+        if not known:
+            return ""
+        return f"#{known[0]}" if len(known) == 1 else f"#{known[0]}–#{known[-1]}"

@@ -1,0 +1,38 @@
+"""A model of the work in a conversation: events → reducers → typed state.
+
+    state = fold(messages)                # the whole history
+    state = fold(later, previous_state)   # a later compaction continues the earlier fold
+
+The state is what a handoff is rendered from (compaction.core.summarizers.extractive), what
+the LLM summarizer's output is checked against, and what is stored on a compaction (JSON,
+versioned) for the next one to continue. Pure Python: no Django, no clock, no network.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+
+from compaction.core.types import Msg
+from compaction.core.work.events import events_of
+from compaction.core.work.reducers import apply
+from compaction.core.work.serialize import from_json, to_json
+from compaction.core.work.state import STATE_VERSION, WorkState
+
+
+def fold(messages: Iterable[Msg], state: WorkState | None = None) -> WorkState:
+    """`state` (a new one when None) with `messages` folded in; a message at or before
+    `state.through` was folded already and is skipped. `state` is not modified: the result is
+    a copy."""
+    state = copy.deepcopy(state) if state is not None else WorkState()
+    for msg in messages:
+        if msg.seq <= state.through:
+            continue
+        state.messages += 1
+        for event in events_of(msg, state.turn.pending):
+            apply(state, event)
+        state.through = msg.seq
+    return state
+
+
+__all__ = ["STATE_VERSION", "WorkState", "fold", "from_json", "to_json"]

@@ -1,0 +1,338 @@
+"""Reading what tools printed and what calls did: run outcomes, tracker listings, git's view
+of the working tree, what an edit changed. Pure functions over strings."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction.core.text_heuristics import error_lines_of, strip_ansi
+from compaction.core.tool_vocabulary import is_create_tool
+from compaction.core.work.vocabulary import (
+    EXIT_CODE_RE,
+    FAILED_COUNT_RE,
+    GIT_DIFF_STAT_RE,
+    GIT_STATUS_RE,
+    TALLY_RE,
+)
+
+MAX_OUTPUT_SCAN = 20_000
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """`text` on one line, cut at `limit` characters (at a word) with an ellipsis."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[: limit - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit * 0.6 else cut).rstrip(" ,;:") + "…"
+
+
+# --- runs -------------------------------------------------------------------------------
+
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
+_VERDICT_RE = re.compile(r"(?i)\b(ok|failed|passed|success|failure)\b(?=[.:;])")
+
+
+def _tally(lines: list[tuple[str, str]]) -> str:
+    """The tally of a whole run. A runner that reports suite after suite (cargo: unit tests,
+    then doc-tests) prints a tally line per suite: same-shaped lines are summed, so the total
+    is the run's; differently shaped ones (Jest's "Test Suites:" and "Tests:") are not."""
+    last = lines[-1][1]
+
+    def shape(lead: str, line: str) -> str:
+        return _VERDICT_RE.sub("V", _NUMBER_RE.sub("N", lead.strip() + line))
+
+    same = [line for lead, line in lines if shape(lead, line) == shape(*lines[-1]) and _NUMBER_RE.search(line)]
+    columns = [[float(n) for n in _NUMBER_RE.findall(line)] for line in same]
+    if len(same) < 2 or len({len(c) for c in columns}) != 1:
+        return last
+    numbers = iter(sum(column) for column in zip(*columns, strict=True))
+
+    def total(match: re.Match[str]) -> str:
+        value = next(numbers)
+        return f"{value:.2f}" if "." in match.group(0) else str(int(value))
+
+    return _NUMBER_RE.sub(total, last)
+
+
+def run_outcome(output: str, is_error: bool) -> tuple[bool, str, str]:
+    """(ok, tally, first error line) of one command from its output."""
+    text = strip_ansi(output[-MAX_OUTPUT_SCAN:] if len(output) > MAX_OUTPUT_SCAN else output)
+    found = [
+        (text[text.rfind("\n", 0, m.start()) + 1 : m.start()], m.group(0).strip().rstrip("= "))
+        for m in TALLY_RE.finditer(text)
+    ]
+    tally = one_line(_tally(found), 160) if found else ""
+    failed = is_error or bool(EXIT_CODE_RE.search(text)) or bool(tally and FAILED_COUNT_RE.search(tally))
+    if not failed:
+        return True, tally, ""
+    errors = [line for line in error_lines_of(text, is_error=True) if not EXIT_CODE_RE.search(line)]
+    first = next((line for line in text.splitlines() if line.strip() and not EXIT_CODE_RE.search(line)), "")
+    return False, tally, one_line(errors[0] if errors else first, 240)
+
+
+# --- trackers ---------------------------------------------------------------------------
+
+# An item header: "○ proj-abc.4 · Add lifecycle state   [● P2 · OPEN]".
+_HEADER_RE = re.compile(
+    r"^\W{0,3}\s*([A-Za-z][\w-]*[-.][\w.]+)\s+(?:\[[A-Z]+\]\s+)?·\s+(.+?)(?:\s{2,}\[(.*?)\])?\s*$", re.M
+)
+_DESCRIPTION_RE = re.compile(r"\nDESCRIPTION\n(.+?)(?:\n\s*\n|$)", re.S)
+# A row of a listing: `bd list` ("○ proj-gqc.7 [● P2] [task] - Title (blocked by: …)"), children
+# under `bd show` ("↳ ✓ proj-fum.1: Title ● P2"), `bd ready` ("3. [● P2] [task] proj-fum.2: Title").
+_ROW_RE = re.compile(
+    r"^\s*(?:↳\s*)?([○◐●✓✔])\s+([A-Za-z][\w-]*-[\w.]+)(?::\s+|(?:\s+\[[^\]]*\])+\s+-\s+)(.+?)\s*$", re.M
+)
+_READY_RE = re.compile(r"^\s*\d+\.\s+(?:\[[^\]]*\]\s+)+([A-Za-z][\w-]*-[\w.]+):\s+(.+?)\s*$", re.M)
+_ROW_STATUS = {"○": "open", "◐": "in_progress", "●": "blocked", "✓": "closed", "✔": "closed"}
+_BLOCKED_BY_RE = re.compile(r"\(blocked by:\s*([^)]*?)(?:,\s*blocks:[^)]*)?\)")
+# A file a description lists as one to create ("- `test/x_test.exs` (new)").
+_NEW_FILE_RE = re.compile(r"(?im)^\s*[-*]\s+`?([\w./-]+\.\w+)`?\s*\((?:new|create|created|to create|add|added)\)")
+# `gh issue view`: "title:\tFix it\nstate:\tOPEN\n…\nnumber:\t12".
+_GH_VIEW_RE = re.compile(r"^title:\t(.+)\nstate:\t(\w+)(?:\n.*?)*?\nnumber:\t(\d+)", re.M)
+
+
+@dataclass
+class TrackerItem:
+    key: str
+    title: str = ""
+    status: str = ""  # "" when the output does not show it
+    note: str = ""
+    outputs: list[str] = field(default_factory=list)
+    blocked_by: list[str] | None = None
+    listed: bool = False  # a row of a listing (not an item shown whole)
+
+
+def _header_items(head: str) -> list[TrackerItem]:
+    items = []
+    for match in _HEADER_RE.finditer(head):
+        shown = (match.group(3) or "").upper().replace(" ", "_")
+        status = next((s for w, s in (("IN_PROGRESS", "in_progress"), ("CLOSED", "closed"), ("OPEN", "open")) if w in shown), "")
+        item = TrackerItem(match.group(1), one_line(match.group(2), 100), status)
+        description = _DESCRIPTION_RE.search(head, match.end(), match.end() + 800)
+        if description:
+            item.note = one_line(re.sub(r"(?m)^\s*#+\s+[^\n]*\n", "", description.group(1)), 300)
+        following = _HEADER_RE.search(head, match.end())
+        shown_text = head[match.end() : following.start() if following else len(head)]
+        item.outputs = list(dict.fromkeys(_NEW_FILE_RE.findall(shown_text)))[:8]
+        items.append(item)
+    return items
+
+
+def tracker_items(output: str) -> list[TrackerItem]:
+    """The items a tracker's output shows: whole items (`bd show`, `gh issue view`) and rows
+    of listings (`bd list`, `bd ready`, the children under `bd show`)."""
+    head = strip_ansi(output[:MAX_OUTPUT_SCAN])
+    items = _header_items(head)
+    for match in _GH_VIEW_RE.finditer(head):
+        status = "closed" if match.group(2).upper() == "CLOSED" else "open"
+        items.append(TrackerItem(f"#{match.group(3)}", one_line(match.group(1), 100), status))
+    for match in _ROW_RE.finditer(head):
+        rest = match.group(3)
+        blocked = _BLOCKED_BY_RE.search(rest)
+        title = one_line(re.sub(r"\s*(?:\([^)]*\)|●\s*P\d)\s*$", "", _BLOCKED_BY_RE.sub("", rest)).strip(), 100)
+        by = [b.strip() for b in blocked.group(1).split(",") if b.strip()] if blocked else None
+        items.append(TrackerItem(match.group(2), title, _ROW_STATUS[match.group(1)], blocked_by=by, listed=True))
+    for match in _READY_RE.finditer(head):
+        items.append(TrackerItem(match.group(1), one_line(match.group(2), 100), "", listed=True))
+    return items
+
+
+# --- git ----------------------------------------------------------------------------------
+
+_STATUS_HEADER_RE = re.compile(r"^(Changes to be committed|Changes not staged for commit|Untracked files|Unmerged paths):\s*$")
+_STATUS_ENTRY_RE = re.compile(r"^\s+(?:(modified|new file|deleted|renamed|typechange|both modified):\s+)?(\S.*?)\s*$")
+_SHORT_STATUS_RE = re.compile(r"^([ MADRCU?!]{2}) (\S.*?)\s*$")
+_DIFF_STAT_RE = re.compile(r"^\s*(\S[^|]*?)\s+\|\s+(?:\d+|Bin\b)")
+_SECTION_STATE = {
+    "Untracked files": "untracked",
+    "Changes to be committed": "staged",
+    "Changes not staged for commit": "modified",
+    "Unmerged paths": "modified",
+}
+
+
+def _short_state(code: str) -> str:
+    if code == "??":
+        return "untracked"
+    if "D" in code:
+        return "deleted"
+    return "staged" if code[1] == " " else "modified"
+
+
+def _long_entry(line: str, section: str, resolve: Callable[[str, bool], str]) -> tuple[str, str] | None:
+    entry = _STATUS_ENTRY_RE.match(line)
+    if not entry:
+        return None
+    label, shown = entry.group(1) or "", entry.group(2).split(" -> ")[-1]
+    state = "deleted" if label == "deleted" and section != "Changes to be committed" else _SECTION_STATE[section]
+    return resolve(shown, False), state
+
+
+def git_tree(command: str, output: str, resolve: Callable[[str, bool], str]) -> dict[str, str] | None:
+    """What `git status` or `git diff --stat` printed about the working tree (path -> staged |
+    modified | deleted | untracked), or None when the command printed neither. `resolve(shown,
+    from_root)` maps a path as git printed it to the file the editor calls named."""
+    status = GIT_STATUS_RE.search(command)
+    diff = GIT_DIFF_STAT_RE.search(command)
+    stat = bool(diff and "--stat" in diff.group(1))
+    if not status and not stat:
+        return None
+    short = bool(status and re.search(r"(?:^|\s)(?:-\w*s\w*|--short|--porcelain\S*)\b", status.group(1)))
+    porcelain = bool(status and "--porcelain" in status.group(1))
+    staged = bool(diff and re.search(r"--(?:cached|staged)\b", diff.group(1)))
+    entries: dict[str, str] = {}
+    section = ""
+    for line in strip_ansi(output[:MAX_OUTPUT_SCAN]).splitlines():
+        header = _STATUS_HEADER_RE.match(line.strip())
+        if header:
+            section = header.group(1)
+            continue
+        if not line.strip():
+            continue
+        if section and line[:1] in ("\t", " ") and not line.strip().startswith("("):
+            entry = _long_entry(line, section, resolve)
+            if entry:
+                entries[entry[0]] = entry[1]
+                continue
+        section = section if line[:1].isspace() else ""
+        short_entry = _SHORT_STATUS_RE.match(line) if short else None
+        if short_entry and short_entry.group(1) != "!!":
+            shown = short_entry.group(2).split(" -> ")[-1]
+            entries[resolve(shown, porcelain)] = _short_state(short_entry.group(1))
+            continue
+        stat_entry = _DIFF_STAT_RE.match(line) if stat and not status else None
+        if stat_entry and not re.match(r"^\d+ files? changed", line.strip()):
+            entries[resolve(stat_entry.group(1), True)] = "staged" if staged else "modified"
+    return entries
+
+
+# --- edits --------------------------------------------------------------------------------
+
+CODE_IDENT_RE = re.compile(r"[:@]?[A-Za-z_][\w]*(?:[.:][A-Za-z_]\w*)*[?!]?")
+# Names a new file defines (module, class, function), to say what a written file is.
+DEFINES_RE = re.compile(
+    r"^\s*(?:(?:pub(?:\([\w:]+\))?|export|default|async|public|private|protected|static|abstract|final)\s+)*"
+    r"(?:defmodule|class|def|defp|function|func|fn|interface|struct|enum|trait|type|"
+    r"create table|CREATE TABLE)\s+([\w.:]+)",
+    re.M,
+)
+_EDITOR_BODY_RE = re.compile(r"^edit\s+(\d+:\d+)\s*\n(.*?)\n?end_of_edit\s*$", re.S)
+_NEW_KEYS = ("new_string", "newText", "new_str", "replace", "new_text")
+_OLD_KEYS = ("old_string", "oldText", "old_str", "search", "old_text")
+
+
+@dataclass
+class Change:
+    """What one edit or write did to a file."""
+
+    summary: str  # "written, 40 lines, defining `Foo`" / "3 new lines (`bar`, `baz`)"
+    names: list[str] = field(default_factory=list)  # names it introduced
+    empty: bool = False  # left the file empty
+
+
+def _is_code_ident(token: str) -> bool:
+    bare = token.lstrip(":@")
+    return len(bare) >= 4 and (
+        "_" in bare or "." in bare or ":" in bare or any(c.isupper() for c in bare[1:]) or token[0] in ":@"
+    )
+
+
+def added_names(old: str, new: str) -> list[str]:
+    """Names an edit introduced: in the new text, not in the old one."""
+    before = set(CODE_IDENT_RE.findall(old or ""))
+    out: list[str] = []
+    for token in CODE_IDENT_RE.findall(new or ""):
+        if token not in before and _is_code_ident(token) and token not in out:
+            out.append(token)
+    return out
+
+
+def _replacements(args: dict[str, Any]) -> list[tuple[str, str]]:
+    pairs: list[tuple[str, str]] = []
+    for edit in args.get("edits") if isinstance(args.get("edits"), list) else [args]:
+        if not isinstance(edit, dict):
+            continue
+        new = next((edit[k] for k in _NEW_KEYS if k in edit), None)
+        old = next((edit[k] for k in _OLD_KEYS if k in edit), None)
+        if isinstance(new, str):
+            pairs.append((old if isinstance(old, str) else "", new))
+    return pairs
+
+
+def edit_change(name: str, args: Any) -> Change:
+    """What an edit or write call changed: a whole file's size and definitions, or the lines
+    and names a replacement added."""
+    if not isinstance(args, dict):
+        return Change("")
+    content = args.get("content", args.get("file_text"))
+    if isinstance(content, str):
+        lines = [line for line in content.splitlines() if line.strip()]
+        if not lines:
+            return Change("", empty=True)
+        defined = list(dict.fromkeys(DEFINES_RE.findall(content[:50_000])))[:4]
+        names = f", defining {', '.join(f'`{n}`' for n in defined[:3])}" if defined else ""
+        return Change(f"written, {len(lines)} lines{names}", defined)
+    raw = args.get("command") if isinstance(args.get("command"), str) else ""
+    body = _EDITOR_BODY_RE.match(raw.strip()) if raw else None
+    pairs = _replacements(args) + ([("", body.group(2))] if body else [])
+    if is_create_tool(name) and not pairs:
+        return Change("", empty=True)  # an editor's `create x.py`: the content is still to come
+    old_lines = {line.strip() for old, _new in pairs for line in old.splitlines()}
+    added = [line.strip() for _old, new in pairs for line in new.splitlines() if line.strip()]
+    added = [line for line in added if line not in old_lines]
+    if not added:
+        return Change("removed lines" if pairs else "")
+    names = [n for n in added_names("\n".join(old_lines), "\n".join(added)) if len(n) >= 5][:4]
+    if len(" ".join(added)) <= 90:
+        return Change("adds `" + one_line(" ".join(added), 90).replace("`", "'") + "`", names)
+    count = f"{len(added)} new line{'s' if len(added) > 1 else ''}"
+    return Change(count + (f" ({', '.join(f'`{n}`' for n in names[:3])})" if names else ""), names)
+
+
+# --- commits, todos, plans ---------------------------------------------------------------
+
+_HEREDOC_RE = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?\s*\n(.*?)\n\s*\1\b", re.S)
+_COMMIT_MSG_RE = re.compile(r"""(?:^|\s)-[a-z]*m\s+(?:"([^"$][^"]*)"|'([^']+)')""")
+
+
+def commit_message(command: str) -> str:
+    """The subject of the message a `git commit` command gives (heredoc or -m)."""
+    heredoc = _HEREDOC_RE.search(command)
+    if heredoc:
+        return one_line(next((line.strip() for line in heredoc.group(2).splitlines() if line.strip()), ""), 150)
+    match = _COMMIT_MSG_RE.search(command)
+    return one_line(match.group(1) or match.group(2), 150) if match else ""
+
+
+def todos_of(args: Any) -> list[tuple[str, str]] | None:
+    """(status, text) of each item a todo tool wrote (TodoWrite, update_plan), or None."""
+    if not isinstance(args, dict):
+        return None
+    items = args.get("todos") if isinstance(args.get("todos"), list) else args.get("plan")
+    if not isinstance(items, list):
+        return None
+    todos = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        content = item.get("content") or item.get("step") or item.get("title") or item.get("description")
+        if isinstance(content, str) and content.strip():
+            todos.append((str(item.get("status") or "pending").lower(), one_line(content, 200)))
+    return todos
+
+
+def plan_of(text: str) -> tuple[str, list[str]]:
+    """(title, lines that state choices or steps) of a plan the agent proposed."""
+    lines = [re.sub(r"\*\*|__", "", line).strip() for line in text.splitlines() if line.strip()]
+    title = next((re.sub(r"^#+\s*", "", line) for line in lines if line.startswith("#")), lines[0] if lines else "")
+    points = [
+        one_line(re.sub(r"^(\d+[.)]|[-*])\s+", "", line), 200)
+        for line in lines
+        if re.match(r"^(\d+[.)]|[-*])\s+\S", line) and len(line) > 12
+    ]
+    return one_line(title, 160), points

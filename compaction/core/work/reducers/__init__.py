@@ -1,0 +1,68 @@
+"""The reducers: one per domain, each folding events into its part of the state.
+
+`apply` hands every event to the domains it concerns, in a fixed order: a call first changes
+files, then git (a commit takes the files just changed), tasks, checks (a pass after a failure
+looks at the files changed in between), errors (settled by the check), decisions, then the
+turn. A reducer may read other domains; it writes its own, except where one fact belongs to
+two (a commit marks the files it took as committed).
+"""
+
+from __future__ import annotations
+
+from compaction.core.text_heuristics import clean_command
+from compaction.core.work.events import Call, Event, Injected, Narration, Said, TurnEnded
+from compaction.core.work.parse import run_outcome
+from compaction.core.work.reducers import checks, decisions, errors, files, git, people, tasks, turn
+from compaction.core.work.reducers.outcome import Outcome
+from compaction.core.work.state import WorkState
+from compaction.core.work.vocabulary import EDIT_REFUSED_RE, check_kind, is_probe
+
+CALL_REDUCERS = (
+    people.on_call,
+    files.on_call,
+    git.on_call,
+    tasks.on_call,
+    checks.on_call,
+    errors.on_call,
+    decisions.on_call,
+    turn.on_call,
+)
+
+
+def outcome_of(call: Call) -> Outcome:
+    """How a call went, read once for every reducer."""
+    if call.rejected:
+        return Outcome(None)
+    if call.command is not None:
+        command = clean_command(call.command)
+        probe = is_probe(command)
+        ok, tally, error = run_outcome(call.output, call.is_error)
+        if probe and not call.is_error:
+            ok, error = True, ""  # a grep without matches "fails" with status 1: an answer
+        kind = check_kind(command)
+        # Only a check's tally counts ("create mode 100644 test/x" is no test count).
+        return Outcome(ok, tally if kind else "", error, command, kind, probe)
+    if call.kind == "edit" and not call.is_error and EDIT_REFUSED_RE.search(call.output[:1000]):
+        return Outcome(False, error=call.output.strip().splitlines()[0][:240] if call.output.strip() else "", refused=True)
+    return Outcome(not call.is_error)
+
+
+def apply(state: WorkState, event: Event) -> None:
+    if isinstance(event, Call):
+        outcome = outcome_of(event)
+        state.calls += 1
+        if outcome.command:
+            git.follow_cd(state, outcome.command)  # paths in the command are relative to it
+        for reducer in CALL_REDUCERS:
+            reducer(state, event, outcome)
+    elif isinstance(event, Said):
+        people.on_said(state, event)
+        turn.on_said(state, event)
+    elif isinstance(event, Narration):
+        turn.on_narration(state, event)
+        errors.on_narration(state, event)
+    elif isinstance(event, TurnEnded):
+        turn.on_turn_ended(state, event)
+    elif isinstance(event, Injected):
+        people.on_injected(state, event)
+        turn.on_injected(state, event)

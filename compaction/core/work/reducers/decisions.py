@@ -1,0 +1,64 @@
+"""Decisions: a choice with its reason, attached to the change that carried it out.
+
+The agent's words become a decision only when it gave a reason and the call right after them
+went through (its stated intent was carried out). A plan the person approved is a decision of
+its own. Everything else the agent says stays narration, out of the state.
+"""
+
+from __future__ import annotations
+
+import re
+
+from compaction.core.text_heuristics import sentences
+from compaction.core.work.events import Call
+from compaction.core.work.parse import one_line, plan_of
+from compaction.core.work.reducers.outcome import Outcome
+from compaction.core.work.state import Decision, WorkState
+
+MAX_DECISIONS = 40
+# A reason that weighs an alternative or names a constraint, not a passing "since we imported it".
+REASON_RE = re.compile(
+    r"(?i)\b(because|so that|in order to|instead of|rather than|to avoid|to keep|to preserve|"
+    r"(?:does ?n[o']t|do ?n[o']t|won'?t|can'?t|cannot|isn'?t) (?:support|work with|allow|handle)|not supported|unsupported|"
+    r"backward[- ]compat\w*|trade-?off|otherwise|which (?:means|requires|breaks)|is (?:safer|simpler|faster|cleaner))\b"
+)
+ACTION_RE = re.compile(
+    r"(?i)^(?:(?:now|next|then|ok|so|first|finally|instead)[,.]?\s+)*(?:i'?ll|i will|let me|let's|we'?ll|i need to|i'm going to)?\s*"
+    r"(add|update|replace|create|remove|fix|extract|rewrite|write|implement|change|rename|move|wire|register|refactor|"
+    r"make|use|switch|convert|delete|drop|introduce|split|handle|apply|keep|set|patch|restructure|inline|revert)\b"
+)
+_APPROVED_RE = re.compile(r"(?i)\b(approved|approve)\b")
+
+
+def _reason_and_choice(text: str) -> tuple[str, str]:
+    said = [s for s in sentences(text) if 12 <= len(s) <= 400]
+    reason = next((s for s in said if REASON_RE.search(s) and not s.rstrip().endswith("?")), "")
+    if not reason:
+        return "", ""
+    choice = next((s for s in said if ACTION_RE.search(s) and s != reason), "")
+    if not choice and not ACTION_RE.search(reason):
+        return "", ""  # a reason for nothing the agent said it would do
+    return one_line(reason, 300), one_line(choice, 200)
+
+
+def _plan(state: WorkState, call: Call) -> None:
+    text = call.args.get("plan") if isinstance(call.args, dict) else None
+    if not isinstance(text, str) or not _APPROVED_RE.search(call.output[:300]):
+        return
+    title, points = plan_of(text)
+    state.decisions.append(Decision(call.seq, title, "; ".join(points[:6]), by="plan"))
+
+
+def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
+    if call.kind == "plan" and outcome.ok:
+        _plan(state, call)
+        return
+    changes = call.kind == "edit" or (call.kind == "shell" and not outcome.probe and not outcome.check)
+    if not changes or not outcome.ok or not call.purpose:
+        return
+    reason, choice = _reason_and_choice(call.purpose)
+    if not reason or any(d.reason == reason for d in state.decisions):
+        return
+    about = call.path or one_line(outcome.command, 80)
+    state.decisions.append(Decision(call.seq, choice, reason, by="agent", about=about))
+    del state.decisions[:-MAX_DECISIONS]

@@ -1,0 +1,116 @@
+"""Errors: the exact line, open until a later run of the same thing succeeds, and what fixed it.
+
+Only failures make errors: a passing run's warnings are not errors, and a refused tool call
+(the person said no) is not a failure of the work.
+"""
+
+from __future__ import annotations
+
+import re
+
+from compaction.core.text_heuristics import command_error_lines, command_signature, run_covers, sentences, strip_error_tags
+from compaction.core.work.events import Call, Narration
+from compaction.core.work.parse import one_line
+from compaction.core.work.reducers.changes import changes_since
+from compaction.core.work.reducers.checks import check_key
+from compaction.core.work.reducers.outcome import Outcome
+from compaction.core.work.state import ErrorRecord, Quote, WorkState
+from compaction.core.work.vocabulary import EXIT_CODE_RE
+
+MAX_LINES_PER_FAILURE = 2
+MAX_ERRORS = 60
+# What the agent says about a failure that explains it: a cause, a constraint, a missing piece.
+DIAGNOSIS_RE = re.compile(
+    r"(?i)\b(because|since|the (?:issue|problem|cause|bug|reason|error) (?:is|was)|turns out|doesn'?t (?:support|exist|work|have|handle)|"
+    r"does not|isn'?t|is not|aren'?t|can'?t|cannot|missing|requires?|not supported|not found|needs? to|expects?|"
+    r"conflicts?|mismatch|undefined|wrong|instead of)\b"
+)
+_INTERJECTION_RE = re.compile(r"(?i)^(?:i see|right|ah|oh|hmm+|ok(?:ay)?|got it|good|great)\b[\s,.!:;—–-]*")
+
+
+def error_key(call: Call, outcome: Outcome) -> str:
+    """What settles an error: a later run of the same check or command, or of the same tool on
+    the same file."""
+    if outcome.check:
+        return "check:" + check_key(outcome.command)
+    if outcome.command:
+        return "cmd:" + " ".join(command_signature(outcome.command))
+    return f"{call.name}:{call.path or ''}"
+
+
+def _source(call: Call, outcome: Outcome) -> str:
+    """The command as run (the renderer quotes it), or "<tool> of <path>"."""
+    if outcome.command:
+        return outcome.command
+    return f"{call.name} of {call.path}" if call.path else call.name
+
+
+def _lines(call: Call, outcome: Outcome) -> list[str]:
+    if outcome.command:
+        lines = command_error_lines(call.name, call.command, call.output, is_error=True)
+        lines = [outcome.error] + [line for line in lines if line != outcome.error] if outcome.error else lines
+    else:
+        first = next((ln.strip() for ln in strip_error_tags(call.output).splitlines() if ln.strip()), "")
+        lines = [outcome.error or first]
+    return [one_line(line, 240) for line in lines if line][:MAX_LINES_PER_FAILURE]
+
+
+def _settles(error: ErrorRecord, key: str, command: str) -> bool:
+    if error.status != "open" or error.key != key:
+        return False
+    if key.startswith("check:"):
+        # A check is fixed only by a run of its own targets or more.
+        return run_covers(command, error.source)
+    return True
+
+
+def _resolve(state: WorkState, call: Call, outcome: Outcome, key: str) -> None:
+    check = state.checks.get(key.removeprefix("check:")) if key.startswith("check:") else None
+    for error in state.errors:
+        if not _settles(error, key, outcome.command):
+            continue
+        error.status, error.resolved_seq = "resolved", call.result_seq
+        if check is not None and check.fixed_seq == call.seq and check.fix:
+            error.resolution = f"{check.fix}; then `{one_line(outcome.command, 100)}` passed"
+        else:
+            changed = changes_since(state, error.seq, call.seq)
+            again = f"`{one_line(outcome.command, 100)}` succeeded" if outcome.command else f"the next {call.name} succeeded"
+            error.resolution = f"after {changed}, {again}" if changed else again
+
+
+def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
+    if outcome.ok is None or (outcome.probe and not call.is_error):
+        return
+    key = error_key(call, outcome)
+    if outcome.ok:
+        _resolve(state, call, outcome, key)
+        return
+    for line in _lines(call, outcome):
+        same = next((e for e in state.errors if e.status == "open" and e.key == key and e.line == line), None)
+        if same is not None:
+            same.count += 1
+            same.seq = call.result_seq
+            continue
+        code = EXIT_CODE_RE.search(call.output[:2000]) if outcome.command else None
+        state.errors.append(ErrorRecord(call.result_seq, line, _source(call, outcome), key, exit=int(code.group(1)) if code else None))
+    del state.errors[:-MAX_ERRORS]
+
+
+def diagnosis_of(text: str) -> str:
+    """The sentence of the agent's words that explains a failure, or ""."""
+    for sentence in sentences(text):
+        if DIAGNOSIS_RE.search(sentence) and 15 <= len(sentence) <= 400 and not sentence.rstrip().endswith("?"):
+            return one_line(_INTERJECTION_RE.sub("", sentence).strip(), 300)
+    return ""
+
+
+def on_narration(state: WorkState, event: Narration) -> None:
+    """The agent's reading of the failure it just met (labelled as the agent's when shown)."""
+    steps = state.turn.steps
+    if not state.errors or not steps or steps[-1].ok is not False:
+        return
+    error = state.errors[-1]
+    if error.status == "open" and error.diagnosis is None and error.seq >= steps[-1].seq:
+        said = diagnosis_of(event.text)
+        if said:
+            error.diagnosis = Quote(event.seq, said)

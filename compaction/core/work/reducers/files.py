@@ -1,0 +1,157 @@
+"""Files: created, edited, moved, deleted (by an editor tool or a shell command), or read."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from compaction.core.fileops import call_file_ops
+from compaction.core.text_heuristics import sentences
+from compaction.core.work.events import Call
+from compaction.core.work.parse import edit_change, one_line
+from compaction.core.work.reducers.git import resolve
+from compaction.core.work.reducers.outcome import Outcome
+from compaction.core.work.state import FileRecord, Quote, WorkState
+from compaction.core.work.vocabulary import DELETE_RE, GIT_MV_RE, MANIFEST_CMD_RE, MANIFESTS
+
+MAX_PURPOSES = 3
+MAX_NAMES = 8
+# Scratch space, not the project: a redirect to /tmp is no change to commit.
+SCRATCH_RE = re.compile(r"^(?:/tmp/|/var/tmp/|/dev/|/proc/|/private/|/var/folders/|~/\.cache/)|^[^/]*\s")
+
+
+# An edit announced as "Now add X to Y": what the edit that follows is for.
+PURPOSE_RE = re.compile(
+    r"(?i)^(?:(?:now|next|then|ok|good|great|first|finally|also)[,.!]?\s+)*"
+    r"(?:let me |i'll |i will |i need to |we need to |let's |i'm going to )?(?:also |now |then |first )?"
+    r"(add|update|replace|create|remove|fix|extract|rewrite|write|implement|change|rename|move|wire|register|rebuild|"
+    r"refactor|make|use|switch|convert|delete|drop|introduce|split|handle|apply|modify|adjust|correct|exclude|include|"
+    r"allow|restrict|guard|skip|insert|set|patch|extend|simplify|clean|port)\b"
+)
+# Too vague to say what an edit was for, unless it names code.
+VAGUE_RE = re.compile(r"(?i)\b(both|all|these|those|everything|remaining|the changes|the rest|it all|in parallel|one batch|at once)\b")
+MAX_PURPOSE_CHARS = 200
+_FILLER_RE = re.compile(r"(?i)^(?:(?:now|next|then|ok|good|great|first|finally|also|so)[,.!]?\s+|let me |i'll |i will |i need to |let's |we need to )+")
+
+
+def _vague(sentence: str) -> bool:
+    if "`" in sentence:
+        return False
+    return bool(VAGUE_RE.search(sentence)) or len(_FILLER_RE.sub("", sentence).split()) < 4
+
+
+def purpose_of(text: str, path: str) -> str:
+    """The sentence of the agent's words before an edit that says what the edit is for: one
+    naming the file, else the last that announces a change; "" when none does."""
+    name = path.rsplit("/", 1)[-1]
+    stem = name.split(".")[0]
+    said = [s.replace("**", "").strip() for s in sentences(text) if 10 <= len(s) <= 400 and not s.rstrip().endswith("?")]
+    naming = [s for s in said if name in s or (len(stem) > 3 and stem in s)]
+    announcing = [s for s in said if PURPOSE_RE.search(s)]
+    for sentence in [*naming[-1:], *reversed(announcing)]:
+        if not _vague(sentence):
+            return one_line(sentence.rstrip(":"), MAX_PURPOSE_CHARS)
+    return ""
+
+
+def record(state: WorkState, path: str, seq: int) -> FileRecord:
+    found = state.files.get(path)
+    if found is None:
+        found = state.files[path] = FileRecord(path, seq, seq)
+    return found
+
+
+def _changed(state: WorkState, path: str, seq: int, change: str) -> FileRecord:
+    rec = record(state, path, seq)
+    if rec.state == "read":
+        rec.first = seq
+    rec.edits += 1
+    rec.last = seq
+    rec.state = "edited"
+    rec.dirty = True
+    rec.change = change
+    return rec
+
+
+def _edited_by_tool(state: WorkState, call: Call, outcome: Outcome) -> None:
+    ops, open_file = call_file_ops(call.name, call.args, state.open_file or None)
+    state.open_file = open_file or ""
+    if not outcome.ok:
+        return  # a failed or refused edit changed nothing
+    change = edit_change(call.name, call.args)
+    for path in ops.modified:
+        if call.name == "delete_file":
+            _deleted(state, path, call.seq)
+            continue
+        rec = _changed(state, path, call.seq, change.summary)
+        rec.empty = change.empty
+        if rec.edits == 1 and ("created" in call.output.lower() or change.summary.startswith("written")):
+            rec.created = "updated" not in call.output.lower()
+        purpose = purpose_of(call.purpose, path) if call.purpose else ""
+        if purpose and all(q.text != purpose for q in rec.purposes):
+            rec.purposes = [*rec.purposes, Quote(call.seq, purpose)][-MAX_PURPOSES:]
+        known = {q.text for q in rec.added}
+        rec.added = [*rec.added, *(Quote(call.seq, n) for n in dict.fromkeys(change.names) if n not in known)][-MAX_NAMES:]
+
+
+def _deleted(state: WorkState, path: str, seq: int) -> None:
+    rec = record(state, path, seq)
+    rec.state, rec.last = "deleted", seq
+    # A file written in this history and removed again leaves nothing behind to commit.
+    rec.dirty = not rec.created
+
+
+def _matches(path: str, word: str) -> bool:
+    word = word.strip("\"'")
+    return bool(word) and (path == word or path.endswith("/" + word.lstrip("./")))
+
+
+def _changed_by_shell(state: WorkState, call: Call, outcome: Outcome) -> None:
+    command = call.command or ""
+    ops, _open = call_file_ops(call.name, call.args, None)
+    moves = [(a.strip("\"'"), b.strip("\"'")) for a, b in GIT_MV_RE.findall(command)]
+    removed = [w for m in DELETE_RE.finditer(command) for w in m.group(1).split() if not w.startswith("-")]
+    for shown in ops.modified:
+        if SCRATCH_RE.search(shown) or any(c in shown for c in "*?$`{}[]<>"):
+            continue
+        path = resolve(state, shown)
+        source = next((b for a, b in moves if _matches(path, a)), None)
+        if source is not None:
+            rec = record(state, path, call.seq)
+            rec.state, rec.moved_to, rec.last, rec.dirty = "moved", source, call.seq, True
+        elif any(_matches(path, b) for _a, b in moves):
+            _changed(state, path, call.seq, "moved here")
+        elif any(_matches(path, w) for w in removed):
+            _deleted(state, path, call.seq)
+        else:
+            _changed(state, path, call.seq, f"changed by `{one_line(outcome.command, 80)}`")
+    for match in MANIFEST_CMD_RE.finditer(command):
+        if any(not word.startswith("-") for word in match.group(2).split()):
+            for name in MANIFESTS[match.group(1).split()[0]]:
+                path = os.path.join(state.git.cwd, name) if state.git.cwd else name
+                _changed(state, path, call.seq, f"changed by `{one_line(match.group(0).strip(' ;&|'), 80)}`")
+
+
+def _read(state: WorkState, call: Call) -> None:
+    ops, open_file = call_file_ops(call.name, call.args, state.open_file or None)
+    state.open_file = open_file or ""
+    for path in ops.read:
+        if SCRATCH_RE.search(path):
+            continue
+        rec = record(state, path, call.seq)
+        rec.reads += 1
+        if rec.state == "read":
+            rec.last = call.seq
+
+
+def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
+    if outcome.ok is None:
+        return
+    if call.kind == "edit":
+        _edited_by_tool(state, call, outcome)
+    elif call.kind == "shell" and outcome.ok:
+        if not outcome.probe:
+            _changed_by_shell(state, call, outcome)
+        _read(state, call)  # `cat x`, `sed -n 1,20p x`
+    elif call.kind in ("read", "search") and outcome.ok:
+        _read(state, call)

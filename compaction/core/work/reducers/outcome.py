@@ -1,0 +1,16 @@
+"""How one call went, as every reducer reads it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    ok: bool | None  # None: refused, it did not run
+    tally: str = ""  # a check's tally ("65 tests, 0 failures")
+    error: str = ""  # the first error line of a failure
+    command: str = ""  # a shell call's command, cleaned ("" for other tools)
+    check: str = ""  # test | lint | typecheck | build | migrate, for a command that checks
+    probe: bool = False  # a command that only looks (grep, ls, git status)
+    refused: bool = False  # an edit the tool refused to apply

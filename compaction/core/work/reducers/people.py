@@ -1,0 +1,40 @@
+"""The person's words: requests, standing rules, chatter; what the harness demanded."""
+
+from __future__ import annotations
+
+from compaction.core.text_heuristics import classify_user_text
+from compaction.core.work.events import Call, Injected, Said
+from compaction.core.work.parse import one_line
+from compaction.core.work.profiles import handover_command
+from compaction.core.work.reducers.outcome import Outcome
+from compaction.core.work.state import Person, Quote, WorkState
+
+MAX_DEMAND_CHARS = 600
+MAX_REFUSALS = 10
+
+
+def person_kind(text: str) -> str:
+    """request | rule | chatter: a rule binds the rest of the work, a request asks for some."""
+    kind = classify_user_text(text)
+    return "rule" if kind == "instruction" else kind
+
+
+def on_said(state: WorkState, event: Said) -> None:
+    state.people.messages.append(Person(event.seq, event.text, person_kind(event.text), event.queued))
+
+
+def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
+    """A call the person refused (or the harness cancelled) is the person's decision."""
+    if call.rejected and "sibling tool call" not in call.output.lower():
+        state.people.refusals = [*state.people.refusals, Quote(call.seq, call.name)][-MAX_REFUSALS:]
+
+
+def on_injected(state: WorkState, event: Injected) -> None:
+    people = state.people
+    people.injected += 1
+    if event.kind == "hook":
+        people.demands.append(Quote(event.seq, one_line(event.text, MAX_DEMAND_CHARS)))
+    elif event.kind == "interrupt":
+        people.interruptions = [*people.interruptions, event.seq][-MAX_REFUSALS:]
+    elif event.kind == "task_template" and not people.handover:
+        people.handover = handover_command(event.text)

@@ -1,0 +1,99 @@
+"""Tasks with a lifecycle: tracker items (bd, gh, glab, jira, linear) and the agent's todo list."""
+
+from __future__ import annotations
+
+import re
+
+from compaction.core.work.events import Call
+from compaction.core.work.parse import TrackerItem, one_line, todos_of, tracker_items
+from compaction.core.work.reducers.outcome import Outcome
+from compaction.core.work.state import Task, WorkState
+from compaction.core.work.vocabulary import TRACKER_CMD_RE, tracker_changes
+
+TODO_STATUS = {"completed": "closed", "done": "closed", "cancelled": "closed", "in_progress": "in_progress"}
+_CREATED_RE = re.compile(r"(?:Created issue|Created)\s*:?\s*([A-Za-z][\w-]*-[\w.]+)")
+_TITLE_ARG_RE = re.compile(r"""(?:--title[= ]|create\s+)(?:"([^"]+)"|'([^']+)')""")
+
+
+def set_status(task: Task, status: str, seq: int) -> None:
+    if status == task.status:
+        return
+    task.status, task.since = status, seq
+    if status == "closed":
+        task.closed = seq
+    elif status == "in_progress":
+        task.started = task.started or seq
+        task.closed = None
+    else:
+        task.closed = None
+
+
+def _family(key: str) -> str:
+    return key.split(".")[0]
+
+
+def _shown(state: WorkState, tracker: str, item: TrackerItem, seq: int) -> None:
+    tasks = state.tasks.tasks
+    task = tasks.get(item.key)
+    if task is None:
+        families = {_family(k) for k, t in tasks.items() if t.source != "todo"}
+        if item.listed and _family(item.key) not in families:
+            return  # a row of the backlog: not part of this work
+        parent = _family(item.key) if _family(item.key) != item.key else ""
+        task = tasks[item.key] = Task(item.key, item.title, tracker, item.status or "open", seq, seq, parent=parent)
+        if task.status == "closed":
+            task.closed = seq
+        return
+    task.title = task.title or item.title
+    task.note = task.note or item.note
+    task.outputs = task.outputs or item.outputs
+    if item.blocked_by is not None:
+        task.blocked_by = item.blocked_by
+    if item.status:
+        set_status(task, item.status, seq)
+
+
+def _tracker(state: WorkState, call: Call, outcome: Outcome, tracker: str) -> None:
+    for item in tracker_items(call.output):
+        _shown(state, tracker, item, call.seq)
+    if not outcome.ok:
+        return
+    tasks = state.tasks.tasks
+    for created in _CREATED_RE.findall(call.output[:2000]):
+        if created not in tasks:
+            title = _TITLE_ARG_RE.search(outcome.command)
+            tasks[created] = Task(created, one_line((title.group(1) or title.group(2)) if title else "", 100), tracker, "open", call.seq, call.seq)
+    for _tracker_name, key, status in tracker_changes(outcome.command):
+        task = tasks.get(key)
+        if task is None:
+            task = tasks[key] = Task(key, "", tracker, "open", call.seq, call.seq)
+        set_status(task, status, call.seq)
+
+
+def _todos(state: WorkState, call: Call) -> None:
+    items = todos_of(call.args)
+    if items is None:
+        return
+    tasks = state.tasks.tasks
+    old = {k: t for k, t in tasks.items() if t.source == "todo"}
+    for key in old:
+        del tasks[key]
+    for status, text in items:
+        key = "todo:" + text[:80]
+        task = old.get(key) or Task(key, text, "todo", "open", call.seq, call.seq)
+        set_status(task, TODO_STATUS.get(status, "open"), call.seq)
+        if status == "cancelled":
+            task.note = "cancelled"
+        tasks[key] = task
+    state.tasks.todo_seq = call.seq
+
+
+def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
+    if outcome.ok is None:
+        return
+    if call.kind == "todo":
+        _todos(state, call)
+    elif call.kind == "shell":
+        tracker = TRACKER_CMD_RE.search(outcome.command)
+        if tracker:
+            _tracker(state, call, outcome, tracker.group(1))

@@ -1,0 +1,80 @@
+"""The turn: the person's latest request, the calls since, the agent's latest words, whether
+its turn ended, what is still pending. Also the run of commands the other reducers consult."""
+
+from __future__ import annotations
+
+from compaction.core.text_heuristics import chain_parts
+from compaction.core.work.events import Call, Injected, Narration, Said, TurnEnded
+from compaction.core.work.parse import one_line
+from compaction.core.work.reducers.outcome import Outcome
+from compaction.core.work.state import Quote, Step, WorkState
+from compaction.core.work.vocabulary import TRACKER_CMD_RE
+
+MAX_STEPS = 12
+MAX_RECENT = 16
+MAX_COMMANDS = 80
+PLUMBING = frozenset({"cd", "echo", "export", "source", "set", "sleep", "true", "pushd", "popd", "clear", "printf"})
+
+
+def on_said(state: WorkState, event: Said) -> None:
+    turn = state.turn
+    turn.ended = False
+    if state.people.messages and state.people.messages[-1].kind == "chatter" and turn.request:
+        return  # "continue", "ok": the same request goes on
+    turn.request, turn.calls, turn.steps = event.seq, 0, []
+    turn.report, turn.interrupted, turn.submitted, turn.plan = None, None, None, []
+
+
+def on_injected(state: WorkState, event: Injected) -> None:
+    if event.kind == "interrupt":
+        state.turn.interrupted = event.seq
+        state.turn.ended = False
+
+
+def on_narration(state: WorkState, event: Narration) -> None:
+    state.turn.said = Quote(event.seq, event.text)
+    state.turn.ended = False
+
+
+MAX_ANSWER_CHARS = 600
+
+
+def on_turn_ended(state: WorkState, event: TurnEnded) -> None:
+    state.turn.report = Quote(event.seq, event.text)
+    state.turn.ended = True
+    asked = next((p for p in reversed(state.people.messages) if p.seq == state.turn.request), None)
+    if asked is not None:
+        asked.answer = Quote(event.seq, one_line(event.text, MAX_ANSWER_CHARS))
+
+
+def _step(call: Call, outcome: Outcome) -> Step:
+    if outcome.command:
+        kind = "check" if outcome.check else "git" if "git " in outcome.command else "tracker" if TRACKER_CMD_RE.search(outcome.command) else "run"
+        detail = outcome.tally if outcome.ok else outcome.error or outcome.tally
+        return Step(call.seq, kind, f"`{one_line(outcome.command, 100)}`", outcome.ok, detail)
+    what = f"{call.kind if call.kind != 'other' else call.name} {call.path}" if call.path else call.name
+    return Step(call.seq, call.kind, what, outcome.ok, outcome.error if outcome.ok is False else "")
+
+
+def _commands(state: WorkState, call: Call, outcome: Outcome) -> None:
+    for part in chain_parts(outcome.command):
+        words = part.split("|", 1)[0].split()[:2]
+        head = " ".join(w for w in words if "/" not in w and not w.startswith(".") and "=" not in w)
+        if not head or head.split()[0] in PLUMBING:
+            continue
+        if head not in state.commands and len(state.commands) < MAX_COMMANDS:
+            state.commands.append(head)
+    changes = outcome.ok and not outcome.probe and not outcome.check and not TRACKER_CMD_RE.search(outcome.command)
+    if changes and "git " not in outcome.command:
+        state.recent = [*state.recent, Quote(call.seq, outcome.command)][-MAX_RECENT:]
+
+
+def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
+    turn = state.turn
+    turn.calls += 1
+    turn.ended = False
+    turn.steps = [*turn.steps, _step(call, outcome)][-MAX_STEPS:]
+    if call.kind == "submit" and outcome.ok:
+        turn.submitted = Quote(call.seq, call.name)
+    if outcome.command:
+        _commands(state, call, outcome)

@@ -1,0 +1,222 @@
+"""The state of the work, as the reducers keep it: typed, small, serialisable.
+
+Every line of a handoff is rendered from here, never from a sentence picked out of the
+transcript. The assistant's words appear only as `Quote`s attached to a fact (the purpose of
+an edit, the reason of a decision, the report that ended a turn), so a reader can tell what
+was observed from what the agent said about it.
+
+Each item records the message numbers (`seq`) it comes from: the summary names them, and the
+exact text is one read away. The state is folded message by message, so the state of a longer
+history is the state of its first part folded further: a later compaction continues the fold
+of the previous one (stored as JSON on the compaction) instead of re-reading a summary's text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Bumped whenever a field changes meaning: a stored state of another version is not merged
+# (the next compaction reads the previous summary's text instead).
+STATE_VERSION = 1
+
+
+@dataclass
+class Quote:
+    """Someone's words, where they were said."""
+
+    seq: int
+    text: str
+
+
+@dataclass
+class Person:
+    """One message of the person (not the harness, not the agent)."""
+
+    seq: int
+    text: str
+    # request | rule (a standing instruction or correction) | chatter (ok, thanks, continue)
+    kind: str
+    queued: bool = False  # typed while the agent was busy
+    answer: Quote | None = None  # the agent's words that ended the turn this message started
+
+
+@dataclass
+class PeopleState:
+    messages: list[Person] = field(default_factory=list)
+    # What a harness hook demanded (a Stop hook refusing to let the agent stop until …).
+    demands: list[Quote] = field(default_factory=list)
+    injected: int = 0  # harness texts seen (skills, reminders, caveats): counted, never quoted
+    handover: str = ""  # the command a task template says hands the work in (SWE-agent `submit`)
+    refusals: list[Quote] = field(default_factory=list)  # calls the person refused (the tool's name)
+    interruptions: list[int] = field(default_factory=list)  # where the person interrupted the agent
+
+
+@dataclass
+class Task:
+    """A unit of work with a lifecycle: a tracker issue, a todo item, a plan step."""
+
+    key: str  # "proj-gqc.4", "#12", "todo:Add tests"
+    title: str
+    source: str  # bd | gh | glab | jira | linear | todo | plan
+    status: str  # open | in_progress | blocked | closed
+    since: int  # seq of the latest status change
+    opened: int = 0  # seq first seen
+    closed: int | None = None
+    parent: str = ""
+    blocked_by: list[str] = field(default_factory=list)
+    note: str = ""  # the first sentences of its description
+    outputs: list[str] = field(default_factory=list)  # files its description lists as new
+    commits: list[str] = field(default_factory=list)
+    started: int | None = None  # seq it went in progress
+
+
+@dataclass
+class TaskState:
+    tasks: dict[str, Task] = field(default_factory=dict)
+    todo_seq: int = 0  # when the todo list was last written
+
+
+@dataclass
+class FileRecord:
+    """A file the agent created, changed, moved or deleted (or only read)."""
+
+    path: str
+    first: int  # seq of the first change (or read)
+    last: int  # seq of the latest change (or read)
+    edits: int = 0  # successful changes
+    created: bool = False  # written whole in this history
+    purposes: list[Quote] = field(default_factory=list)  # the agent's words before its edits
+    added: list[Quote] = field(default_factory=list)  # names the edits introduced, where
+    change: str = ""  # what the latest edit did, briefly
+    state: str = "read"  # read | edited | deleted | moved
+    moved_to: str = ""
+    commits: list[str] = field(default_factory=list)
+    dirty: bool = False  # changed since the last commit that took it
+    reads: int = 0
+    empty: bool = False  # created empty (an editor's `create`): its content is still to come
+
+
+@dataclass
+class Commit:
+    sha: str
+    subject: str
+    seq: int
+    branch: str = ""
+    files: list[str] = field(default_factory=list)
+    pushed_to: str = ""
+    pushed_seq: int | None = None
+    tasks: list[str] = field(default_factory=list)  # tasks in progress or closed around it
+
+
+@dataclass
+class GitState:
+    branch: str = ""
+    commits: list[Commit] = field(default_factory=list)
+    # path -> staged | modified | deleted | untracked, from the latest `git status` (or
+    # `git diff --stat`), less what commits took since; None while git never showed the tree.
+    tree: dict[str, str] | None = None
+    tree_seq: int = 0
+    stash: list[list[str]] = field(default_factory=list)
+    staged: list[str] = field(default_factory=list)  # `git add`-ed since the last commit ("*": all)
+    cwd: str = ""
+    pushes: int = 0
+
+
+@dataclass
+class Check:
+    """A test, build, lint or type-check command, by what it checks."""
+
+    key: str  # the command's signature ("mix test", "pytest tests/api")
+    command: str  # the latest run, as typed (cleaned)
+    kind: str  # test | build | lint | typecheck | migrate | run
+    ok: bool
+    seq: int
+    tally: str = ""  # "65 tests, 0 failures"
+    runs: int = 1
+    failed_seq: int | None = None  # the first failure of the latest failing streak
+    failed_command: str = ""  # the run that failed (a pass fixes it only if it covers as much)
+    failure: str = ""  # its error line
+    fixed_seq: int | None = None  # the pass that ended that streak
+    fix: str = ""  # what changed between the failure and the pass
+
+
+@dataclass
+class ErrorRecord:
+    seq: int
+    line: str  # the exact error line
+    source: str  # the command, or "Edit of x.py"
+    key: str  # what settles it: the command's signature or "tool:path"
+    status: str = "open"  # open | resolved
+    resolved_seq: int | None = None
+    resolution: str = ""
+    diagnosis: Quote | None = None  # what the agent said about it before the next attempt
+    count: int = 1  # the same error seen again
+    exit: int | None = None  # the command's exit code, when the output says
+
+
+@dataclass
+class Decision:
+    """A choice with its reason: the person's, a plan they approved, or the agent's (quoted,
+    attached to the change that carried it out)."""
+
+    seq: int
+    choice: str
+    reason: str = ""
+    by: str = "agent"  # agent | user | plan
+    about: str = ""  # the file, task or command it shaped
+
+
+@dataclass
+class Step:
+    """One call since the latest request, briefly."""
+
+    seq: int
+    kind: str  # edit | run | check | read | search | git | tracker | todo | other
+    what: str  # "edit lib/x.ex", "`mix test`"
+    ok: bool | None = None  # None: no result yet
+    detail: str = ""  # a tally, an error line, what an edit added
+
+
+@dataclass
+class PendingCall:
+    """A call whose result has not arrived yet (it may arrive after a compaction boundary)."""
+
+    seq: int
+    name: str
+    args: Any
+    purpose: str = ""
+
+
+@dataclass
+class TurnState:
+    request: int = 0  # seq of the person's latest request
+    calls: int = 0  # calls made since it
+    steps: list[Step] = field(default_factory=list)  # the latest of those calls
+    pending: dict[str, PendingCall] = field(default_factory=dict)
+    said: Quote | None = None  # the agent's latest words
+    report: Quote | None = None  # the words that ended the agent's latest turn
+    ended: bool = False  # the latest turn ended with the agent's words, nothing pending
+    interrupted: int | None = None  # seq the person interrupted the agent
+    submitted: Quote | None = None  # a hand-over call (submit, attempt_completion)
+    plan: list[Quote] = field(default_factory=list)  # steps the agent announced, not yet seen done
+
+
+@dataclass
+class WorkState:
+    version: int = STATE_VERSION
+    through: int = 0  # the last seq folded in
+    people: PeopleState = field(default_factory=PeopleState)
+    tasks: TaskState = field(default_factory=TaskState)
+    files: dict[str, FileRecord] = field(default_factory=dict)
+    git: GitState = field(default_factory=GitState)
+    checks: dict[str, Check] = field(default_factory=dict)
+    errors: list[ErrorRecord] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    turn: TurnState = field(default_factory=TurnState)
+    # (seq, command) of the latest commands that changed something, for "what fixed it".
+    recent: list[Quote] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)  # each program + subcommand run, once
+    open_file: str = ""  # the file an editor has open (SWE-agent's `edit` changes it)
+    calls: int = 0
+    messages: int = 0

@@ -1,0 +1,150 @@
+"""What commands mean, as tables: checks (test, build, lint runners), trackers, git.
+
+One vocabulary for everything that reads commands (the work model, the ledger): a runner or a
+tracker known here is known everywhere. Adding one is adding a row.
+"""
+
+from __future__ import annotations
+
+import re
+
+# (kind, pattern over one command of a chain). The first row that matches names the kind.
+CHECKS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "test",
+        re.compile(
+            r"\b(pytest|py\.test|mix test|npm (?:run )?test|yarn test|pnpm (?:run )?test|cargo test|go test|jest|"
+            r"vitest|rspec|make (?:test|check)|phpunit|tox|nox|unittest|manage\.py test|bun test|deno test|"
+            r"just (?:test|check|ci)|gradle\w* test|mvn test|ctest|dotnet test|swift test|zig build test)\b"
+        ),
+    ),
+    (
+        "lint",
+        re.compile(
+            r"\b(mix credo|ruff|flake8|pylint|eslint|biome|prettier --check|rubocop|golangci-lint|cargo clippy|"
+            r"npm run lint|pnpm (?:run )?lint|yarn lint|just lint|mix format --check|shellcheck|stylelint)\b"
+        ),
+    ),
+    (
+        "typecheck",
+        re.compile(r"\b(mypy|pyright|tsc|npm run (?:check|typecheck)|pnpm (?:run )?(?:check|typecheck)|cargo check|go vet)\b"),
+    ),
+    (
+        "build",
+        re.compile(
+            r"\b(mix compile|cargo build|npm run build|pnpm (?:run )?build|yarn build|go build|make(?!\s+\w+=)|"
+            r"docker build|gradle\w* build|mvn (?:package|compile|install)|dotnet build|node \S*build\S*|vite build|"
+            r"webpack|just build)\b"
+        ),
+    ),
+    (
+        "migrate",
+        re.compile(r"\b(mix ecto\.migrate|mix ash\.codegen|manage\.py (?:migrate|makemigrations)|alembic upgrade|rails db:migrate)\b"),
+    ),
+)
+# A run's tally: "65 tests, 0 failures", "3 passed, 1 failed in 0.4s", "found no offenses".
+TALLY_RE = re.compile(
+    r"(?i)(\b\d+ (?:tests?|examples?|doctests?|properties|passed|failed|failures?|errors?|specs?)\b[^\n]*|"
+    r"\bfound no offenses\b[^\n]*|\ball checks passed\b[^\n]*|\bno issues\b[^\n]*|\bFound 0 errors\b[^\n]*)"
+)
+FAILED_COUNT_RE = re.compile(r"(?i)\b([1-9]\d*) (?:failed|failures?|errors?)\b")
+EXIT_CODE_RE = re.compile(r"(?i)\bexit (?:code|status)[: ]+([1-9]\d*)")
+
+# Trackers: (tracker, pattern of a command that changes an item's status, status it sets or
+# None when the pattern names it in group "status"). Ids are group "ids" (space-separated).
+_ID = r"[A-Za-z][\w-]*-[\w]+(?:\.\d+)*|#?\d+"
+TRACKER_STATUS: tuple[tuple[str, re.Pattern[str], str | None], ...] = (
+    ("bd", re.compile(rf"\bbd\s+close\s+(?P<ids>(?:(?:{_ID})\s*)+)"), "closed"),
+    ("bd", re.compile(rf"\bbd\s+reopen\s+(?P<ids>(?:(?:{_ID})\s*)+)"), "open"),
+    ("bd", re.compile(rf"\bbd\s+update\s+(?P<ids>{_ID})\b[^\n&;|]*?--status[= ](?P<status>\w+)"), None),
+    ("gh", re.compile(r"\bgh\s+issue\s+close\s+(?P<ids>#?\d+)"), "closed"),
+    ("gh", re.compile(r"\bgh\s+issue\s+reopen\s+(?P<ids>#?\d+)"), "open"),
+    ("glab", re.compile(r"\bglab\s+issue\s+close\s+(?P<ids>#?\d+)"), "closed"),
+    ("jira", re.compile(rf"\bjira\s+issue\s+move\s+(?P<ids>{_ID})\s+['\"]?(?P<status>[\w ]+?)['\"]?(?:\s|$)"), None),
+    ("linear", re.compile(rf"\blinear\s+issue\s+update\s+(?P<ids>{_ID})\b[^\n&;|]*?--state[= ]['\"]?(?P<status>\w+)"), None),
+)
+TRACKER_CMD_RE = re.compile(r"(?:^|[\s;&|(])(bd|gh|glab|jira|linear)\s")
+STATUS_WORDS = {
+    "closed": "closed",
+    "done": "closed",
+    "resolved": "closed",
+    "completed": "closed",
+    "fixed": "closed",
+    "in_progress": "in_progress",
+    "in-progress": "in_progress",
+    "in progress": "in_progress",
+    "started": "in_progress",
+    "blocked": "blocked",
+    "open": "open",
+    "todo": "open",
+    "reopened": "open",
+}
+
+# Git: the parts of a chain that commit, push, switch branch, discard.
+GIT_COMMIT_RE = re.compile(r"\bgit\b[^|;&\n]*\bcommit\b")
+GIT_PUSH_RE = re.compile(r"\bgit\b[^|;&\n]*\bpush\b")
+GIT_STATUS_RE = re.compile(r"\bgit\s+(?:-C\s+\S+\s+)?status\b([^;&|\n]*)")
+GIT_DIFF_STAT_RE = re.compile(r"\bgit\s+diff\s+((?:-{1,2}[\w-]+(?:=\S+)?\s*)*)(?=$|[;&|\n>2])")
+GIT_ADD_RE = re.compile(r"\bgit\s+add\s+([^;&|\n]+)")
+GIT_BRANCH_RE = re.compile(r"\bgit\s+(?:checkout\s+-[bB]|switch\s+-[cC]|worktree\s+add\s+(?:-b\s+)?)\s*([\w./-]+)")
+GIT_SWITCH_RE = re.compile(r"\bgit\s+(?:checkout|switch)\s+(?!-)([\w./-]+)\s*(?:$|[;&|])")
+GIT_RESTORE_RE = re.compile(r"\bgit\s+(?:restore|checkout)\s+([^;&|\n]+)")
+GIT_STASH_RE = re.compile(r"\bgit\s+stash(?:\s+(push|save|pop|apply|drop|list|show|clear))?\b")
+GIT_MV_RE = re.compile(r"(?:^|&&|;|\|\|)\s*(?:git\s+)?mv\s+(?:-\w+\s+)*(\S+)\s+(\S+)\s*(?=$|[;&|])")
+DELETE_RE = re.compile(r"(?:^|&&|\|\||;|\n)\s*(?:sudo\s+)?(?:git\s+rm|rm|unlink)\s+([^;&|\n]+)")
+CLEAN_TREE_RE = re.compile(r"(?i)nothing to commit,? \(?working (?:tree|directory) clean")
+# A package manager adding or removing a dependency rewrites its manifest and lock file.
+MANIFEST_CMD_RE = re.compile(
+    r"(?:^|&&|;|\|\|)\s*(npm\s+(?:install|i|add|uninstall|remove|rm)|yarn\s+(?:add|remove)|pnpm\s+(?:add|remove|install|i)|"
+    r"cargo\s+(?:add|remove)|poetry\s+(?:add|remove)|uv\s+(?:add|remove)|go\s+get|bundle\s+add)((?:\s+(?!\d*>)[^\s;&|>]+)*)"
+)
+MANIFESTS = {
+    "npm": ("package.json", "package-lock.json"),
+    "yarn": ("package.json", "yarn.lock"),
+    "pnpm": ("package.json", "pnpm-lock.yaml"),
+    "cargo": ("Cargo.toml", "Cargo.lock"),
+    "poetry": ("pyproject.toml", "poetry.lock"),
+    "uv": ("pyproject.toml", "uv.lock"),
+    "go": ("go.mod", "go.sum"),
+    "bundle": ("Gemfile", "Gemfile.lock"),
+}
+# Commands that only look (their exit status 1 is an answer, their output file content).
+PROBE_RE = re.compile(
+    r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:grep|rg|ag|ack|find|fd|ls|cat|head|tail|wc|which|type|test|\[|diff|sleep|echo|"
+    r"pwd|file|stat|tree|less|more|sed -n|awk|git (?:status|diff|log|show|ls-files|branch|rev-parse|remote|fetch))\b"
+)
+
+
+def check_kind(command: str) -> str:
+    """test | lint | typecheck | build | migrate for a command that checks the work, or ""."""
+    for kind, pattern in CHECKS:
+        if pattern.search(command):
+            return kind
+    return ""
+
+
+def tracker_changes(command: str) -> list[tuple[str, str, str]]:
+    """(tracker, item id, new status) for every status change a command line makes."""
+    out: list[tuple[str, str, str]] = []
+    for tracker, pattern, status in TRACKER_STATUS:
+        for match in pattern.finditer(command):
+            new = status or STATUS_WORDS.get(match.group("status").strip().lower(), "")
+            if not new:
+                continue
+            for item in match.group("ids").split():
+                if item.startswith("-") or "=" in item or '"' in item:
+                    break  # options follow the ids
+                bare = item.lstrip("#")
+                out.append((tracker, f"#{bare}" if bare.isdigit() else item, new))
+    return out
+
+
+def is_probe(command: str) -> bool:
+    return bool(PROBE_RE.match(command))
+
+# A file tool's answer that an edit was refused and the file left as it was (SWE-agent's lint
+# gate, an editor's "no replacement was performed"): a failed attempt, not an edit.
+EDIT_REFUSED_RE = re.compile(
+    r"(?i)\b(your proposed edit has introduced|edit (?:was|has) not (?:been )?applied|(?:file|it) (?:was )?not modified|"
+    r"no replacement was performed|did not appear verbatim|no changes? (?:was|were) made)\b"
+)
