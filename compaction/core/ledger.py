@@ -13,35 +13,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction.core.fileops import extract_file_ops
-from compaction.core.prompts import text_of
 from compaction.core.summary_markdown import insert_into_section, parse_summary_sections
-from compaction.core.text_heuristics import (  # noqa: F401 - re-exported for callers of the old module
-    CONSTRAINT_RE,
-    DECISION_RE,
+from compaction.core.text_heuristics import (
     MAX_INSTRUCTION_CHARS,
     classify_user_text,
     clean_command,
-    clean_user_text,
-    command_error_lines,
-    command_of,
-    command_signature,
-    command_signatures,
-    commits_in_output,
-    error_lines_of,
-    instruction_quote,
     instruction_texts,
-    is_probe_command,
-    is_tool_rejection,
     normalize,
-    paths_in,
-    pushes_in_output,
-    sentences,
-    tool_result_text,
-    user_texts,
 )
-from compaction.core.tool_vocabulary import tool_key
-from compaction.core.types import FileOps, Msg
+from compaction.core.work import WorkState
 
 # "focus": what the compaction's focus instructions asked to keep ("the commit hashes pushed").
 CATEGORIES = ("instructions", "files", "commands", "errors", "decisions", "focus")
@@ -87,7 +67,8 @@ _PREVIOUS_ERROR_RE = re.compile(r"^Error(?: \(verbatim\))?:\s*(.+)$")
 
 
 def _add_previous(ledger: Ledger, previous_summary: str) -> None:
-    """What the previous summary carried forward must survive the next one (iterative merge)."""
+    """A previous summary with no stored work state (written before there was one): its
+    constraints and error lines must survive the next one."""
     sections = parse_summary_sections(previous_summary)
     for item in sections.get("constraints", []):
         quoted = _QUOTE_PREFIX_RE.sub("", item).strip().strip('"').strip()
@@ -100,102 +81,48 @@ def _add_previous(ledger: Ledger, previous_summary: str) -> None:
 
 
 def build_ledger(
-    messages: list[Msg],
-    previous_summary: str | None = None,
+    state: WorkState,
     *,
+    through: int | None = None,
+    previous_summary: str | None = None,
     instructions: str | None = None,
-    file_ops: FileOps | None = None,
 ) -> Ledger:
-    """List what a compacted range held: instructions, files, commands, current error lines,
-    decisions, and the items the focus `instructions` ask for.
+    """What a summary must carry, read off the work state: the person's first and latest
+    requests and every rule they gave, the files changed and read, the commands and checks
+    run, the error lines still open, the decisions, and what the focus `instructions` ask for.
 
-    With `previous_summary`, its constraints and error lines are listed too: an update that
-    silently drops them is caught and repaired like any other loss. An error line is listed
-    only while it is current: a later successful run of the same command (or tool) in the
-    range supersedes it, and it moves to `resolved_errors`.
-
-    `file_ops`: the file operations of `messages` when the caller extracted them already.
+    `state` is the state as of the newest message (an error fixed after the summarized range
+    is fixed); `through` restricts the items to the summarized range (what comes after is
+    served verbatim). Only the person's words count as instructions: text the harness put in
+    the user's turn never does. `previous_summary`: a previous summary that came without a
+    stored state, whose rules and error lines are listed too.
     """
+    last = through if through is not None else state.through
     ledger = Ledger()
     if previous_summary:
         _add_previous(ledger, previous_summary)
-    tool_names: dict[str, str] = {}
-    tool_commands: dict[str, str | None] = {}
-    for msg in messages:
-        for block in msg.blocks:
-            if block.get("type") == "tool_use" and "id" in block:
-                tool_names[block["id"]] = str(block.get("name", ""))
-                tool_commands[block["id"]] = command_of(block)
-
-    all_user_texts = [text for msg in messages for text in user_texts(msg)]
-    for text in instruction_texts(all_user_texts):
-        instruction = text if len(text) <= MAX_INSTRUCTION_CHARS else text[:MAX_INSTRUCTION_CHARS].rstrip() + "…"
-        ledger.add("instructions", instruction)
-    # (line, what settles it, position) of every error line; settled below.
-    errors: list[tuple[str, tuple[str, ...], int]] = []
-    last_ok: dict[tuple[str, ...], int] = {}
-    commits: list[str] = []
-    position = 0
-    for msg in messages:
-        for text in user_texts(msg):
-            for sentence in sentences(text):
-                if CONSTRAINT_RE.search(sentence) and 12 <= len(sentence) <= 400:
-                    ledger.add("decisions", sentence)
-            for path in paths_in(text):
-                ledger.add("files", path)
-        for block in msg.blocks:
-            position += 1
-            kind = block.get("type")
-            if kind == "tool_use":
-                command = command_of(block)
-                if command:
-                    ledger.add("commands", clean_command(command)[:300])
-            elif kind == "tool_result":
-                use_id = block.get("tool_use_id", "")
-                output = tool_result_text(block.get("content"))
-                command = tool_commands.get(use_id)
-                name = tool_names.get(use_id, "")
-                lines = command_error_lines(name, command, output, is_error=bool(block.get("is_error")))
-                key = command_signature(clean_command(command)) if command else ("tool", tool_key(name))
-                errors += [(line, key, position) for line in lines]
-                if not lines and not block.get("is_error") and not is_tool_rejection(output):
-                    for signature in command_signatures(clean_command(command)) if command else [key]:
-                        last_ok[signature] = position
-                if command:
-                    commits += [sha for _branch, sha, _subject in commits_in_output(command, output)]
-                    commits += [sha for sha, _dest in pushes_in_output(command, output) if sha]
-            elif kind == "text" and msg.role == "assistant":
-                for sentence in sentences(text_of(block, "text")):
-                    if DECISION_RE.search(sentence) and 20 <= len(sentence) <= 300:
-                        ledger.add("decisions", sentence)
-    _add_errors(ledger, errors, last_ok)
-    ops = file_ops if file_ops is not None else extract_file_ops(messages)
-    for path in [*ops.modified, *ops.read]:
-        ledger.add("files", path)
-    if instructions:
-        _add_focus(ledger, instructions, commits)
-    return ledger
-
-
-def _error_shape(line: str) -> str:
-    """The same error at another line or column ("a.ts(12,5)", "a.py:40:") is the same error."""
-    return re.sub(r"([(:,])\d+", r"\1#", normalize(line))
-
-
-def _add_errors(
-    ledger: Ledger, errors: list[tuple[str, tuple[str, ...], int]], last_ok: dict[tuple[str, ...], int]
-) -> None:
-    current: dict[str, str] = {}
-    for line, key, position in errors:
-        if last_ok.get(key, -1) > position:
-            if line not in ledger.resolved_errors:
-                ledger.resolved_errors.append(line)
+    person = [p for p in state.people.messages if p.seq <= last]
+    for text in instruction_texts([p.text for p in person]):
+        ledger.add("instructions", text if len(text) <= MAX_INSTRUCTION_CHARS else text[:MAX_INSTRUCTION_CHARS].rstrip() + "…")
+    for rec in sorted(state.files.values(), key=lambda r: (r.state == "read" and not r.edits, r.first)):
+        if rec.first <= last:
+            ledger.add("files", rec.path)
+    for check in state.checks.values():
+        if check.seq <= last or (check.failed_seq or last + 1) <= last:
+            ledger.add("commands", clean_command(check.command)[:300])
+    for error in state.errors:
+        if error.seq > last:
             continue
-        # One line per error shape, the newest instance.
-        current.pop(_error_shape(line), None)
-        current[_error_shape(line)] = line
-    for line in current.values():
-        ledger.add("errors", line)
+        if error.status == "open":
+            ledger.add("errors", error.line)
+        elif error.line not in ledger.resolved_errors:
+            ledger.resolved_errors.append(error.line)
+    for decision in state.decisions:
+        if decision.seq <= last:
+            ledger.add("decisions", decision.reason or decision.choice)
+    if instructions:
+        _add_focus(ledger, instructions, [c.sha for c in state.git.commits if c.seq <= last])
+    return ledger
 
 
 _FOCUS_KINDS = (

@@ -61,6 +61,7 @@ _BLOCK_TAGS = (
     "turn-prefix-summary",
     "must-keep",
     "analysis",
+    "work-state",
 )
 _TAG_RE = re.compile(r"<(/?)\s*(" + "|".join(_BLOCK_TAGS) + r")\b", re.IGNORECASE)
 _FILE_TAGS_RE = re.compile(r"\n*<(read-files|modified-files)>.*?</\1>\s*", re.DOTALL)
@@ -91,7 +92,10 @@ SYSTEM_PROMPT = (
     "Output only the summary in the requested Markdown format, with no preamble and no closing remarks."
 )
 
-SUMMARY_FORMAT = """## Goal
+SUMMARY_FORMAT = """## Where Things Stand
+- [As of the newest message (see <work-state>): what is done, with commit hashes; what is half done and what remains of it; what is next — a few sentences]
+
+## Goal
 [What the user is trying to accomplish, in one or a few sentences]
 
 ## Constraints & Preferences
@@ -399,6 +403,7 @@ def build_prompt(
     custom_prompt: str | None = None,
     kind: str = "history",
     must_keep: dict[str, list[str]] | None = None,
+    facts: str | None = None,
 ) -> str:
     """The user message sent to the summarizer (the system prompt is SYSTEM_PROMPT)."""
     return build_prompt_parts(
@@ -408,7 +413,21 @@ def build_prompt(
         custom_prompt=custom_prompt,
         kind=kind,
         must_keep=must_keep,
+        facts=facts,
     ).text
+
+
+def facts_block(facts: str | None) -> str:
+    """The work state as of the newest message, which the summary must agree with."""
+    if not facts or not facts.strip():
+        return ""
+    return (
+        "\n\nThe state of the work as of the newest message, computed from the whole history — including "
+        "messages after this transcript that the agent will read verbatim after your summary. Your summary "
+        "must agree with it: never list as open, in progress or next what it shows done; keep every commit "
+        "hash it names; quote only the person's messages it lists as the user's words:\n"
+        f"<work-state>\n{escape_block_tags(facts.strip())}\n</work-state>"
+    )
 
 
 def build_prompt_parts(
@@ -419,6 +438,7 @@ def build_prompt_parts(
     custom_prompt: str | None = None,
     kind: str = "history",
     must_keep: dict[str, list[str]] | None = None,
+    facts: str | None = None,
 ) -> PromptParts:
     """The summarizer's user message in two parts: the transcript first (a stable, cacheable
     prefix), then the task with the focus instructions, format, rules and must-keep ledger."""
@@ -427,7 +447,7 @@ def build_prompt_parts(
     conversation = serialize_conversation(messages)
     previous = _previous_block(previous_summary)
     focus = _instructions_block(instructions)
-    tail = f"{must_keep_block(must_keep)}{_focus_reminder(instructions)}"
+    tail = f"{facts_block(facts)}{must_keep_block(must_keep)}{_focus_reminder(instructions)}"
 
     if kind == "turn_prefix":
         # Chunked turn prefixes: the summary of the turn's earlier chunks is merged, not lost.

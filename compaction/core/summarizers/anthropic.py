@@ -12,10 +12,12 @@ A history larger than the summarizer's own window is summarized in chunks: chunk
 initial prompt, every next chunk with the update prompt merging the running summary, so a
 session that already overflowed can still be compacted (field notes: claude-code #2119).
 
-Each prompt carries the must-keep ledger of its range (compaction.core.ledger.build_ledger:
-the user's instructions, exact error lines, files) so the model keeps what the fidelity check
-will look for, instead of the check appending it afterwards without context. The system
-prompt and the transcript are marked for prompt caching (see compaction.core.prompts).
+The last prompt carries the work state as of the newest message (compaction.core.work, as
+facts the summary must agree with: statuses, commits, the person's own words) and the
+must-keep ledger of the range (the person's instructions, exact error lines, files), so the
+model writes what the agreement check and the fidelity check look for instead of those checks
+repairing it afterwards without context. The system prompt and the transcript are marked for
+prompt caching (see compaction.core.prompts).
 """
 
 from __future__ import annotations
@@ -162,16 +164,33 @@ def chunk_messages(messages: list[Msg], budget_tokens: int) -> list[list[Msg]]:
     return chunks
 
 
-def _must_keep(messages: list[Msg], previous_summary: str | None) -> dict[str, list[str]] | None:
-    """The fidelity ledger of a chunk (and of the summary it merges), for the prompt."""
+def _must_keep(inp: SummaryInput) -> dict[str, list[str]] | None:
+    """The fidelity ledger of the range (read off the work state), for the prompt."""
     from compaction.core.ledger import build_ledger
 
+    if inp.state_now is None:
+        return None
     try:
-        items = build_ledger(messages, previous_summary=previous_summary).items
+        previous = inp.previous_summary if inp.previous_state is None else None
+        through = inp.state.through if inp.state is not None else None
+        items = build_ledger(inp.state_now, through=through, previous_summary=previous).items
     except Exception:  # noqa: BLE001 - a ledger bug costs the hint, never the summary
         logger.exception("Ledger for the summarizer prompt failed")
         return None
     return {category: list(items.get(category) or []) for category in ("instructions", "errors", "files")}
+
+
+def _facts(inp: SummaryInput) -> str | None:
+    """The work state as of the newest message, as facts the summary must agree with."""
+    from compaction.core.summarizers.extractive.render import facts
+
+    if inp.state_now is None:
+        return None
+    try:
+        return facts(inp.state_now)
+    except Exception:  # noqa: BLE001 - a rendering bug costs the hint, never the summary
+        logger.exception("Work-state facts for the summarizer prompt failed")
+        return None
 
 
 class AnthropicSummarizer:
@@ -339,14 +358,18 @@ class AnthropicSummarizer:
         custom = inp.custom_prompt if kind == "history" else None
         chunks = chunk_messages(messages, budget)
         running = previous
+        must_keep = _must_keep(inp) if kind == "history" else None
+        facts = _facts(inp) if kind == "history" else None
         for index, chunk in enumerate(chunks):
+            last = index == len(chunks) - 1
             prompt = build_prompt_parts(
                 messages=chunk,
                 previous_summary=running,
                 instructions=inp.instructions,
                 custom_prompt=custom,
                 kind=kind,
-                must_keep=_must_keep(chunk, running),
+                must_keep=must_keep if last else None,
+                facts=facts if last else None,
             )
             text = self._call(prompt, max_tokens, usage)
             if not text.strip():

@@ -9,7 +9,8 @@ from typing import Any
 
 from compaction.core.fileops import extract_file_ops, merge_file_ops, render_file_tags
 from compaction.core.ledger import build_ledger, fidelity_report
-from compaction.core.prompts import TURN_PREFIX_HEADINGS
+from compaction.core.prompts import SECTION_HEADINGS, TURN_PREFIX_HEADINGS
+from compaction.core.summarizers.agree import agree
 from compaction.core.summarizers.base import (
     Draft,
     Summarizer,
@@ -21,7 +22,6 @@ from compaction.core.summarizers.base import (
 )
 from compaction.core.summarizers.extractive import ExtractiveSummarizer
 from compaction.core.summarizers.truncate import TruncateSummarizer, truncate_summary
-from compaction.core.prompts import SECTION_HEADINGS
 from compaction.core.tokens import count_text
 from compaction.core.types import FileOps
 from compaction.core.work import fold, to_json
@@ -85,10 +85,10 @@ class _Unavailable:
 MAX_TAG_SHARE = 0.25
 # Below this the summary body gets no smaller, whatever the tags cost.
 MIN_BODY_BUDGET = 256
-# The served summary (body, file tags, repairs) stays under this many characters: past it a
-# handoff stops being read and starts being skimmed (Claude Code's own run 11-16k, and blind
-# readers counted the length against them).
-MAX_SUMMARY_CHARS = 12_000
+# The summary (body, file tags, repairs) stays under this many characters, so that served with
+# its framing it stays under 12,000: past that a handoff stops being read and starts being
+# skimmed (Claude Code's own run 11-16k, and blind readers counted the length against them).
+MAX_SUMMARY_CHARS = 11_750
 
 
 def _capped_tags(ops: FileOps, limit: int, max_chars: int | None = None) -> str:
@@ -227,10 +227,17 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     if tags:
         summary = f"{summary}\n\n{tags}"
 
+    agreement = agree(summary, inp.state_now)
+    summary = agreement.summary
     fidelity: dict[str, Any]
     try:
+        if inp.state_now is None:
+            raise ValueError("no work state to check the summary against")
         ledger = build_ledger(
-            all_messages, previous_summary=inp.previous_summary, instructions=inp.instructions, file_ops=inp.file_ops
+            inp.state_now,
+            through=inp.state.through if inp.state is not None else None,
+            previous_summary=inp.previous_summary if inp.previous_state is None else None,
+            instructions=inp.instructions,
         )
         # The turn-prefix summary is served too, so items it kept count as kept.
         # Repair adds what the summary missed, but never past the output budget or the cap.
@@ -245,6 +252,7 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     except Exception as exc:  # noqa: BLE001 - a ledger bug must not lose a valid summary
         logger.exception("Fidelity check failed")
         fidelity = {"error": _error_reason(exc)}
+    fidelity["agreement"] = agreement.as_dict()
 
     usage = dict(accepted.usage)
     usage["duration_ms"] = timings

@@ -14,7 +14,7 @@ from compaction.core.summarizers.extractive.standing import code, listing, next_
 from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, View
 from compaction.core.text_heuristics import instruction_quote
 from compaction.core.work.parse import one_line
-from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person
+from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person, WorkState
 
 Lines = list[str]
 
@@ -78,7 +78,10 @@ def done(v: View) -> Lines:
     out = []
     keep_full = 3 if v.level >= COMPACT else len(commits)
     for index, commit in enumerate(commits):
-        out.append(_commit_line(v, commit, brief=index < len(commits) - keep_full or v.level >= MINIMAL))
+        brief = index < len(commits) - keep_full or v.level >= MINIMAL
+        if v.focus:
+            brief = "commits" not in v.focus.kinds and not v.focus.names(commit.subject, commit.sha)
+        out.append(_commit_line(v, commit, brief=brief))
     committed = {k for c in commits for k in c.tasks}
     loose = [t for t in v.tasks if t.status == "closed" and t.key not in committed]
     if loose:
@@ -115,7 +118,9 @@ def in_progress(v: View) -> Lines:
         if task.note and v.level <= COMPACT:
             line += f": {one_line(task.note, 220)}"
         out.append(line)
-    for rec in v.dirty:
+    if v.focus and v.dirty:
+        out.append(f"{len(v.dirty)} files changed since their last commit (listed under Where Things Stand)")
+    for rec in v.dirty if not v.focus else []:
         out.append(f"Uncommitted: {_file_line(v, rec, brief=v.level >= TERSE)}")
     steps = _steps_since_request(v)
     if steps and not v.state.turn.ended:
@@ -128,7 +133,7 @@ def blocked(v: View) -> Lines:
     for check in v.failing:
         out.append(f"{code(check.failed_command or check.command, 80)} fails since {v.cite(check.failed_seq or check.seq)}: {code(check.failure, 240)}")
     for error in [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:")][-3:]:
-        out.append(f"{code(error.line, 240)} from {code(error.source, 80)} ({v.cite(error.seq)}), not resolved yet")
+        out.append(f"{code(error.line, 240)} from {_error_source(v, error)} ({v.cite(error.seq)}), not resolved yet")
     return _bullets(out)
 
 
@@ -145,6 +150,8 @@ def decisions(v: View) -> Lines:
             continue
         about = f"{v.path(d.about)} ({v.cite(d.seq)})" if d.about else v.cite(d.seq)
         plan = f"; what it set out to do: {quoted(d.choice, 200)}" if d.choice else ""
+        if v.focus and "decisions" not in v.focus.kinds and not v.focus.names(d.reason, d.choice, d.about):
+            plan = ""
         out.append(f"{about} — the agent's reason: {quoted(d.reason, 300)}{plan}")
     return _bullets(out)
 
@@ -162,6 +169,11 @@ def repository(v: View) -> Lines:
     if not commits and git.tree is None and not git.branch:
         return []
     out = []
+    if v.focus and not v.focus.kinds & {"commits", "uncommitted"}:
+        # The commits are in Done, the uncommitted files under Where Things Stand.
+        pushed = "all pushed" if commits and all(c.pushed_to for c in commits) else f"{len(v.unpushed)} not pushed" if v.unpushed else ""
+        said = f"Branch `{git.branch}`; " if git.branch else ""
+        return _bullets([said + f"{len(commits)} commits" + (f" ({pushed})" if pushed else "") + f"; {len(v.dirty)} files uncommitted"])
     if git.branch:
         out.append(f"Branch `{git.branch}`")
     for commit in commits if v.level <= TERSE else commits[-6:]:
@@ -179,12 +191,19 @@ def repository(v: View) -> Lines:
     return _bullets(out)
 
 
+def _error_source(v: View, error: ErrorRecord) -> str:
+    if error.key.startswith(("cmd:", "check:")):
+        return code(error.source, 90)
+    name, _sep, path = error.key.partition(":")
+    return f"{name} of {v.path(path)}" if path else name
+
+
 def _error_group(v: View, group: list[ErrorRecord]) -> str:
     first, last = group[0], group[-1]
     lines = "; ".join(code(e.line, 220 if v.level <= COMPACT else 140) for e in group[:3])
     more = f" (+{len(group) - 3} more lines)" if len(group) > 3 else ""
     exit = f" with exit code {first.exit}" if first.exit else ""
-    said = f"{code(first.source, 90)} failed{exit} ({v.cite(first.seq, last.seq)}): {lines}{more}"
+    said = f"{_error_source(v, first)} failed{exit} ({v.cite(first.seq, last.seq)}): {lines}{more}"
     diagnosis = next((e.diagnosis for e in reversed(group) if e.diagnosis), None)
     if diagnosis is not None and v.level <= COMPACT:
         said += f" — the agent's reading ({v.cite(diagnosis.seq)}): {quoted(diagnosis.text, 200)}"
@@ -202,6 +221,15 @@ def errors(v: View) -> Lines:
             groups[-1].append(error)
         else:
             groups.append([error])
+    if v.focus:
+        wanted = v.focus.kinds & {"errors", "failures", "checks"}
+        chosen = [g for g in groups if wanted or v.focus.names(*(e.line for e in g), g[0].source)]
+        rest = [g for g in groups if g not in chosen]
+        out = [_error_group(v, g) for g in chosen]
+        if rest:
+            fixed = sum(1 for g in rest if g[-1].status == "resolved")
+            out.append(f"{len(rest)} other failures ({fixed} fixed): " + listing([_error_source(v, g[0]) + f" ({v.cite(g[0].seq)})" for g in rest], 6))
+        return _bullets(out)
     if v.level >= TERSE:
         groups = [g for g in groups if g[-1].status == "open" or g is groups[-1]] + [g for g in groups if g[-1].status != "open"][-4:]
     return _bullets([_error_group(v, g) for g in groups])
@@ -249,6 +277,13 @@ def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
 def files(v: View) -> Lines:
     recs = v.changed_files
     chosen = sorted(recs, key=lambda r: (not v.focus.names(r.path), not r.dirty, -r.last))
+    if v.focus:
+        wanted = [r for r in chosen if v.focus.names(r.path, *(q.text for q in r.purposes)) or (r.dirty and v.focus.kinds & {"uncommitted", "files"})]
+        rest = [r for r in chosen if r not in wanted]
+        out = [_file_line(v, r) for r in wanted]
+        if rest:
+            out.append(f"Also changed ({len(rest)}): " + listing([v.path(r.path) for r in rest], 12))
+        return _bullets(out)
     if v.level >= TERSE:
         chosen = [r for r in chosen if r.dirty or v.focus.names(r.path)] + [r for r in chosen if not r.dirty][:8]
     brief = v.level >= COMPACT
@@ -260,6 +295,8 @@ def files(v: View) -> Lines:
 
 
 def checks(v: View) -> Lines:
+    if v.focus and not v.focus.kinds & {"checks", "failures"} and not v.failing and v.checks:
+        return _bullets(["Run: " + listing([f"{code(c.command, 60)} ({'passed' if c.ok else 'failed'} {v.cite(c.seq)})" for c in v.checks], 8)])
     out = []
     for check in v.checks:
         result = "passed" if check.ok else "failed"
@@ -288,11 +325,11 @@ def other(v: View) -> Lines:
     out = []
     mentioned = " ".join(c.command for c in v.checks) + " " + " ".join(e.source for e in v.state.errors)
     heads = [h for h in v.state.commands if h not in mentioned]
-    if heads and v.level <= TERSE:
+    if heads and v.level <= TERSE and not v.focus:
         out.append("Other commands run: " + listing([code(h, 40) for h in heads], 24))
     refused = v.state.people.refusals
     if refused:
-        out.append("The person refused " + listing([f"a {q.text} call ({v.cite(q.seq)})" for q in refused], 4) + "; it did not run")
+        out += [f"The person refused a call ({v.cite(q.seq)}), which did not run: {quoted(q.text, 160)}" for q in refused[-4:]]
     if v.state.people.interruptions:
         out.append("The person interrupted the agent at " + listing([v.cite(s) for s in v.state.people.interruptions], 5))
     if v.state.people.injected:
@@ -316,7 +353,7 @@ def focus(v: View) -> Lines:
         out += decisions(v)
     if "tasks" in kinds:
         out += [f"{v.task_name(t)}: {t.status.replace('_', ' ')} ({v.cite(t.since)})" for t in v.tasks]
-    out += [_file_line(v, r) for r in v.changed_files if f.names(r.path, *r.added, *(q.text for q in r.purposes))]
+    out += [_file_line(v, r) for r in v.changed_files if f.names(r.path, *(q.text for q in r.added), *(q.text for q in r.purposes))]
     out += [_commit_line(v, c, brief=False) for c in v.state.git.commits if c.subject and f.names(c.subject, c.sha) and "commits" not in kinds]
     out += [f"{v.task_name(t)}: {t.status.replace('_', ' ')}" for t in v.tasks if f.names(t.key, t.title) and "tasks" not in kinds]
     out += [_error_group(v, [e]) for e in v.state.errors if f.names(e.line, e.source)][-6:]
@@ -363,9 +400,31 @@ def render(v: View) -> str:
         lines = section(v)
         if not lines and heading not in REQUIRED_HEADINGS:
             continue
+        if v.focus and heading not in ("## Focus", "## Next Steps"):
+            # What the focus selects comes first in every section.
+            lines = sorted(lines, key=lambda line: not v.focus.selects(line))
         parent = PARENTS.get(heading)
         if parent and parent not in parents_done:
             out += [parent, ""]
             parents_done.add(parent)
         out += [heading, *lines, ""]
     return "\n".join(out).strip() + "\n"
+
+
+def where_lines(state: WorkState) -> Lines:
+    """"Where Things Stand" of `state`, as bullet lines (for a summary that lacks it)."""
+    return _bullets(where_things_stand(View(state, level=COMPACT)))
+
+
+def facts(state: WorkState) -> str:
+    """The state as facts a summary written by a model must agree with: where things stand,
+    what is next, the repository, and the person's own words (only these are the user's)."""
+    v = View(state, level=COMPACT)
+    parts = ["Where things stand:", *_bullets(where_things_stand(v)), "", "Next steps:", *next_section(v)]
+    repo = repository(v)
+    if repo:
+        parts += ["", "Repository:", *repo]
+    said = [f"- {v.cite(p.seq)} {quoted(p.text, 400)}" for p in state.people.messages if p.kind != "chatter"]
+    if said:
+        parts += ["", "The person's messages (only these are the user's words; skill documents, reminders and hook output in user turns are the harness's):", *said]
+    return "\n".join(parts)

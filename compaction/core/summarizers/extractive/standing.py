@@ -22,7 +22,9 @@ _ASKED_PUSH_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bpush\b")
 
 
 def code(text: str, limit: int = 100) -> str:
-    return "`" + one_line(text, limit).replace("`", "'") + "`"
+    """`text` as a code span, whole up to `limit` (a span holding a backtick is fenced by two)."""
+    flat = one_line(text, limit)
+    return f"`` {flat} ``" if "`" in flat else f"`{flat}`"
 
 
 def quoted(text: str, limit: int) -> str:
@@ -161,7 +163,8 @@ def _stopped(v: View) -> list[str]:
 def where_things_stand(v: View) -> list[str]:
     request = v.latest_request
     out = []
-    if request is not None:
+    if request is not None and len(v.requests) > 1:
+        # A single request is the goal, quoted right below.
         how = ", typed while the agent worked" if request.queued else ""
         out.append(f"The person's latest request ({v.cite(request.seq)}{how}): {quoted(request.text, REQUEST_CHARS)}")
     out += _tracker_progress(v) + _todo_progress(v)

@@ -61,6 +61,20 @@ FOCUS_KINDS = {
 }
 
 
+# What a line about a kind of item says, for putting the focused lines first.
+KIND_LINE_RE = {
+    "commits": re.compile(r"(?i)\bcommit|`[0-9a-f]{7,40}`"),
+    "uncommitted": re.compile(r"(?i)\buncommitted\b"),
+    "failures": re.compile(r"(?i)\bfail"),
+    "errors": re.compile(r"(?i)\berror|\bfail"),
+    "checks": re.compile(r"(?i)\b(check|test|lint|passed|failed)"),
+    "decisions": re.compile(r"(?i)\breason|\bplan\b|\bdecid"),
+    "files": re.compile(r"`[^`]+\.[A-Za-z0-9]{1,6}`"),
+    "tasks": re.compile(r"(?i)\b(closed|in progress|open)\b"),
+    "people": re.compile(r"(?i)\bperson\b"),
+}
+
+
 def common_root(paths: list[str], share: float = 0.6) -> str:
     """The deepest directory holding at least `share` of the changed files (the project), to
     show paths relative to it. A plan written to ~/.claude or a scratch file elsewhere does not
@@ -94,6 +108,11 @@ class Focus:
 
     def __bool__(self) -> bool:
         return bool(self.text)
+
+    def selects(self, line: str) -> bool:
+        """Whether a rendered line is about what the focus asks for (a word it names, or an item
+        of a kind it asks for)."""
+        return self.names(line) or any(KIND_LINE_RE[k].search(line) for k in self.kinds if k in KIND_LINE_RE)
 
     def names(self, *texts: str) -> bool:
         """Whether the focus names something in `texts` (a word or identifier of its own)."""
@@ -154,7 +173,10 @@ class View:
 
     @cached_property
     def open_tasks(self) -> list[Task]:
-        return [t for t in self.tasks if t.status in ("open", "blocked")]
+        """Open tasks in the order they can be done: children before the epic they belong to."""
+        parents = {t.parent for t in self.tasks if t.parent}
+        waiting = [t for t in self.tasks if t.status in ("open", "blocked")]
+        return sorted(waiting, key=lambda t: t.key in parents)
 
     def task_name(self, task: Task, *, title: bool = True, limit: int = 90) -> str:
         if task.source == "todo":

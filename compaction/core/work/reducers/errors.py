@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import re
 
-from compaction.core.text_heuristics import command_error_lines, command_signature, run_covers, sentences, strip_error_tags
+from compaction.core.text_heuristics import (
+    command_error_lines,
+    command_signature,
+    run_covers,
+    sentences,
+    strip_error_tags,
+)
 from compaction.core.work.events import Call, Narration
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers.changes import changes_since

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compaction.core.text_heuristics import classify_user_text
+from compaction.core.text_heuristics import classify_user_text, sentences
 from compaction.core.work.events import Call, Injected, Said
 from compaction.core.work.parse import one_line
 from compaction.core.work.profiles import handover_command
@@ -26,7 +26,8 @@ def on_said(state: WorkState, event: Said) -> None:
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     """A call the person refused (or the harness cancelled) is the person's decision."""
     if call.rejected and "sibling tool call" not in call.output.lower():
-        state.people.refusals = [*state.people.refusals, Quote(call.seq, call.name)][-MAX_REFUSALS:]
+        said = next((s for s in sentences(call.output) if s.strip()), call.name)
+        state.people.refusals = [*state.people.refusals, Quote(call.seq, f"{call.name}: {one_line(said, 160)}")][-MAX_REFUSALS:]
 
 
 def on_injected(state: WorkState, event: Injected) -> None:
