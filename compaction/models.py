@@ -100,6 +100,7 @@ class Compaction(models.Model):
     fidelity = models.JSONField(
         default=dict, blank=True, help_text="Which ledger items of the source the summary kept."
     )
+
     error = models.TextField(blank=True)
     detail = models.CharField(max_length=300, blank=True, help_text="Why nothing was compacted, or a short outcome.")
     attempts = models.PositiveSmallIntegerField(default=0)
@@ -181,6 +182,25 @@ class Compaction(models.Model):
         return (
             f"Still queued after {waited} s — is a Celery worker running? (`make run` starts one; see var/worker.log)"
         )
+
+
+class WorkStateRecord(models.Model):
+    """The state of the work (compaction.core.work) a summary was rendered from, folded through
+    the compaction's last summarized message. The next compaction continues the fold from here
+    instead of re-reading the summary's text, so nothing handed over is lost.
+
+    A table of its own: the compaction row is read on every served context, this only by the
+    next compaction (tens of kilobytes of JSON a row).
+    """
+
+    compaction = models.OneToOneField(
+        Compaction, on_delete=models.CASCADE, primary_key=True, related_name="work_state_record"
+    )
+    version = models.PositiveSmallIntegerField()
+    data = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"Work state of {self.compaction_id} (v{self.version})"
 
 
 class SummaryVersion(models.Model):

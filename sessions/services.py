@@ -1277,6 +1277,7 @@ def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView
                 tool_names=names,
                 tokenizer=tokenizer,
                 known_outputs=_PRUNE_OUTPUTS.get(key) if stored_exact else None,
+                seq=seq,
             )
             out, tokens, changed = pruned.content, pruned.tokens, pruned.changed
             was_pruned = changed

@@ -319,8 +319,8 @@ def _sed_like(command: str, rest: list[str], recorder: _Recorder) -> None:
             skip = True  # -e SCRIPT, -f SCRIPTFILE, and clusters like perl's -pe / -pie
             script_seen = True
             continue
-        if word.startswith("-"):
-            continue
+        if word.startswith("-") or not word:
+            continue  # an option, or BSD sed's empty backup suffix (`sed -i '' 's/a/b/' x`)
         if not script_seen:
             script_seen = True
             continue

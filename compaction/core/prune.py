@@ -1,16 +1,19 @@
 """Tool-output pruning: the cheap tier before (or beside) summarization.
 
 Like opencode's prune and Anthropic's `clear_tool_uses` edit: outside a protected budget of
-the newest tool output, old `tool_result` contents are served as a one-line placeholder that
-names the tool and the size, so the model knows what was there and can re-run the tool.
+the newest tool output, old `tool_result` contents are served trimmed — their first and last
+lines (where commands say what they did and how they failed) around a note that names the
+tool, the size and the message number of the full output, so the model knows what was there
+and can read it back (the recall API) or re-run the tool.
 Stored messages are never touched: pruning is an overlay defined by one boundary,
 `prune_before_seq` (results in messages with `seq < prune_before_seq` are served pruned).
 
 Some results are kept even below the boundary, because the placeholder would cost the model
 more than it saves:
 - results of protected tools (e.g. `skill`: its output *is* the instructions being followed);
-- error results (`is_error: true`): short, and exactly what summaries tend to lose;
-- results smaller than `MIN_PRUNE_TOKENS` (the placeholder would save next to nothing).
+- error results (`is_error: true`) under `MIN_ERROR_PRUNE_TOKENS`: exactly what summaries tend
+  to lose; a longer one (a failing test run's log) is trimmed with its error lines kept;
+- results smaller than `MIN_PRUNE_TOKENS` (the trimmed form would save next to nothing).
 
 The decision depends only on the block and the tool name, so the engine that plans a prune
 (`plan_prune`) and the context builder that serves it (`prune_content`) always agree.
@@ -31,12 +34,25 @@ from .tokens import (
     count_tool_result_content,
     get_tokenizer,
 )
+from .prompts import is_error_line
 from .types import Content, Msg
 
 PROTECT_TOKENS = 40_000
 MIN_SAVINGS = 20_000
-# A result this small is served as is: the placeholder alone is ~20 tokens.
-MIN_PRUNE_TOKENS = 100
+# A result this small is served as is: its trimmed form (head, note, tail) is ~150-350 tokens.
+MIN_PRUNE_TOKENS = 300
+MIN_ERROR_PRUNE_TOKENS = 1_000
+MAX_KEPT_ERROR_LINES = 6
+# In the messages kept after a summary, the newest this many tokens of tool output (the latest
+# call or two) stay whole
+# and older outputs are trimmed when that saves at least KEPT_MIN_SAVINGS: the summary already
+# changes the cached prompt from its start, so trimming the kept part costs no extra cache, and
+# old file contents and logs are most of what a kept part holds (the agent can read them back).
+KEPT_PROTECT_TOKENS = 2_000
+KEPT_MIN_SAVINGS = 1_000
+# What a trimmed output keeps: its first and last lines, each side capped in characters.
+TRIM_HEAD_LINES, TRIM_HEAD_CHARS = 8, 600
+TRIM_TAIL_LINES, TRIM_TAIL_CHARS = 5, 400
 DEFAULT_PROTECTED_TOOLS: frozenset[str] = frozenset({"skill", "Skill"})
 UNKNOWN_TOOL = "unknown tool"
 
@@ -56,8 +72,38 @@ class PrunePlan:
         return self.prune_before_seq is None
 
 
-def placeholder(tool_name: str, tokens: int) -> str:
-    return f"[tool output pruned: {tool_name or UNKNOWN_TOOL}, {tokens:,} tokens — re-run the tool if needed]"
+def placeholder(tool_name: str, tokens: int, seq: int | None = None) -> str:
+    """The note standing for the trimmed middle (or, for output with no text, all) of a result."""
+    where = f"; the full output is message #{seq}" if seq else ""
+    return f"[tool output trimmed: {tool_name or UNKNOWN_TOOL}, {tokens:,} tokens{where} — read it back or re-run the tool]"
+
+
+def _output_text(content: Any) -> str | None:
+    """A result's text, or None when it holds something else (an image) that cannot be cut."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in content):
+        return "\n".join(str(b.get("text", "")) for b in content)
+    return None
+
+
+def trimmed(content: Any, tool_name: str, tokens: int, seq: int | None = None) -> str:
+    """A result's output as served when pruned: its first and last lines around the note."""
+    note = placeholder(tool_name, tokens, seq)
+    text = _output_text(content)
+    if not text:
+        return note
+    lines = text.splitlines()
+    head = "\n".join(lines[:TRIM_HEAD_LINES])[:TRIM_HEAD_CHARS]
+    rest = lines[TRIM_HEAD_LINES:]
+    tail_lines = rest[-TRIM_TAIL_LINES:]
+    middle = rest[: len(rest) - len(tail_lines)]
+    # Error lines from the cut middle stay: they are what a reader of a failed run looks for.
+    errors = [line[:300] for line in middle if is_error_line(line)][:MAX_KEPT_ERROR_LINES]
+    if errors:
+        note += "\n" + "\n".join(errors)
+    tail = "\n".join(tail_lines)[-TRIM_TAIL_CHARS:]
+    return f"{head}\n{note}\n{tail}".rstrip() if tail else f"{head}\n{note}"
 
 
 def tool_names(messages: Iterable[Msg]) -> dict[str, str]:
@@ -73,12 +119,8 @@ def tool_names(messages: Iterable[Msg]) -> dict[str, str]:
 
 
 def _prunable(block: dict[str, Any], name: str, tokens: int, protected_tools: frozenset[str]) -> bool:
-    return (
-        block.get("type") == "tool_result"
-        and not block.get("is_error")
-        and name not in protected_tools
-        and tokens >= MIN_PRUNE_TOKENS
-    )
+    least = MIN_ERROR_PRUNE_TOKENS if block.get("is_error") else MIN_PRUNE_TOKENS
+    return block.get("type") == "tool_result" and name not in protected_tools and tokens >= least
 
 
 def prune_content(
@@ -87,6 +129,7 @@ def prune_content(
     tool_names: Mapping[str, str],
     tokenizer: Tokenizer | None = None,
     protected_tools: frozenset[str] = DEFAULT_PROTECTED_TOOLS,
+    seq: int | None = None,
 ) -> Content:
     """The content served for a message below the prune boundary (a new object; input untouched)."""
     if isinstance(content, str):
@@ -99,9 +142,10 @@ def prune_content(
             continue
         name = tool_names.get(block.get("tool_use_id", ""), "")
         tokens = count_tool_result_content(block.get("content"), tokenizer)
-        if _prunable(block, name, tokens, protected_tools):
-            # Keep every other key (tool_use_id, cache_control...): only the output goes.
-            served.append({**block, "content": placeholder(name, tokens)})
+        text = trimmed(block.get("content"), name, tokens, seq) if _prunable(block, name, tokens, protected_tools) else None
+        if text is not None and tokenizer.count(text) < tokens:
+            # Keep every other key (tool_use_id, cache_control...): only the output is cut.
+            served.append({**block, "content": text})
         else:
             served.append(block)
     return served
@@ -166,6 +210,7 @@ def prune_served(
     tokenizer: Tokenizer,
     protected_tools: frozenset[str] = DEFAULT_PROTECTED_TOOLS,
     known_outputs: Mapping[int, int] | None = None,
+    seq: int | None = None,
 ) -> PrunedMessage:
     """Content served for a message below the boundary, its token count, and whether it changed.
 
@@ -186,16 +231,14 @@ def prune_served(
     candidates = [
         i
         for i, block in enumerate(content)
-        if block.get("type") == "tool_result"
-        and not block.get("is_error")
-        and tool_names.get(block.get("tool_use_id", ""), "") not in protected_tools
+        if block.get("type") == "tool_result" and tool_names.get(block.get("tool_use_id", ""), "") not in protected_tools
     ]
     if not candidates:  # nothing here can be pruned: served as stored
         if stored_tokens is None:
             stored_tokens = MESSAGE_OVERHEAD + sum(count_block(b, tokenizer) for b in content)
         return PrunedMessage(content, stored_tokens, False, {})
     if stored_tokens is not None and known_outputs is not None and all(i in known_outputs for i in candidates):
-        return _serve(content, stored_tokens, {i: known_outputs[i] for i in candidates}, tool_names, tokenizer)
+        return _serve(content, stored_tokens, {i: known_outputs[i] for i in candidates}, tool_names, tokenizer, seq)
     # Derive the largest candidate's count from the stored one when that tokenizes less than
     # counting it would (the other blocks must then be counted: text and tool_use are short).
     wanted = set(candidates)
@@ -225,7 +268,7 @@ def prune_served(
             TOOL_RESULT_OVERHEAD + outputs[i] if i in outputs else count_block(b, tokenizer)
             for i, b in enumerate(content)
         )
-    return _serve(content, stored_tokens, outputs, tool_names, tokenizer)
+    return _serve(content, stored_tokens, outputs, tool_names, tokenizer, seq)
 
 
 def _serve(
@@ -234,32 +277,37 @@ def _serve(
     outputs: dict[int, int],
     tool_names: Mapping[str, str],
     tokenizer: Tokenizer,
+    seq: int | None,
 ) -> PrunedMessage:
-    """Placeholders for the candidates (`outputs`) large enough to prune; the count follows."""
+    """Trimmed outputs for the candidates (`outputs`) large enough to prune; the count follows."""
     served: list[dict[str, Any]] = []
     tokens = stored_tokens
     changed = False
     for i, block in enumerate(content):
         output = outputs.get(i)
-        if output is None or output < MIN_PRUNE_TOKENS:
+        if output is None or output < (MIN_ERROR_PRUNE_TOKENS if block.get("is_error") else MIN_PRUNE_TOKENS):
             served.append(block)
             continue
-        text = placeholder(tool_names.get(block.get("tool_use_id", ""), ""), output)
+        text = trimmed(block.get("content"), tool_names.get(block.get("tool_use_id", ""), ""), output, seq)
+        cost = count_text_cached(text, tokenizer)
+        if cost >= output:
+            served.append(block)
+            continue
         served.append({**block, "content": text})
-        tokens -= output - count_text_cached(text, tokenizer)
+        tokens -= output - cost
         changed = True
     return PrunedMessage(served if changed else content, tokens, changed, outputs)
 
 
 def _block_savings(
-    block: dict[str, Any], names: Mapping[str, str], tokenizer: Tokenizer, protected_tools: frozenset[str]
+    block: dict[str, Any], names: Mapping[str, str], tokenizer: Tokenizer, protected_tools: frozenset[str], seq: int
 ) -> tuple[int, int]:
     """(tokens of this result's output, tokens saved if it were pruned; 0 if it is kept)."""
     name = names.get(block.get("tool_use_id", ""), "")
     tokens = count_tool_result_content(block.get("content"), tokenizer)
     if not _prunable(block, name, tokens, protected_tools):
         return tokens, 0
-    return tokens, max(0, tokens - tokenizer.count(placeholder(name, tokens)))
+    return tokens, max(0, tokens - count_text_cached(trimmed(block.get("content"), name, tokens, seq), tokenizer))
 
 
 def plan_prune(
@@ -288,7 +336,7 @@ def plan_prune(
             for block in msg.content:
                 if block.get("type") != "tool_result":
                     continue
-                tokens, saved = _block_savings(block, all_names, tokenizer, protected_tools)
+                tokens, saved = _block_savings(block, all_names, tokenizer, protected_tools, msg.seq)
                 output += tokens + TOOL_RESULT_OVERHEAD
                 savings += saved
                 pruned += 1 if saved else 0

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from compaction.core.policy import cache_invalidated
-from compaction.models import Compaction, EventKind, ReviewStatus, Status
+from compaction.models import Compaction, EventKind, ReviewStatus, Status, WorkStateRecord
 from sessions import services as ss
 from sessions.models import Session, UsageSample
 
@@ -105,6 +105,11 @@ def _apply(job: Compaction, outcome: Outcome, *, attempt: int | None, started: f
         job.status = Status.SUCCEEDED
         job.activated_at = now
         job.save()
+        state = outcome.overlay.work_state
+        if state:
+            WorkStateRecord.objects.update_or_create(
+                compaction=job, defaults={"version": int(state.get("version") or 0), "data": state}
+            )
         session.active_compaction = job
         session.save(update_fields=["active_compaction", "updated_at"])
         ss.session_recompute_usage(session=session)  # also brings `session`'s counters up to date

@@ -25,14 +25,15 @@ from compaction.core.policy import (
     Decision,
     choose,
 )
-from compaction.core.prune import plan_prune, tool_names
+from compaction.core.prune import KEPT_MIN_SAVINGS, KEPT_PROTECT_TOKENS, plan_prune, tool_names
 from compaction.core.summarizers import SummaryInput, build_chain, summarize
 from compaction.core.summary_message import render_summary_message
 from compaction.core.tokens import count_content, count_text
 from compaction.core.types import FileOps, Msg
-from compaction.models import Compaction, Reason
+from compaction.core.work import WorkState, fold, from_json
+from compaction.models import Compaction, Reason, WorkStateRecord
 from sessions import services as ss
-from sessions.models import Session
+from sessions.models import Message, Session
 
 logger = logging.getLogger("compaction.services")
 
@@ -296,7 +297,9 @@ def _policy_plan(snap: _Snapshot, *, strategy: str, instructions: str, force: bo
             kept = [m for m in snap.served_messages if m.seq >= cut.first_kept_seq]
             if config.prune_tool_outputs and not force:
                 names = tool_names(snap.served_messages)
-                kept_prune = plan_prune(kept, names=names)
+                kept_prune = plan_prune(
+                    kept, names=names, protect_tokens=KEPT_PROTECT_TOKENS, min_savings=KEPT_MIN_SAVINGS
+                )
                 if kept_prune.prune_before_seq is not None:
                     out.kept_prune = kept_prune
                     candidates.append(
@@ -328,7 +331,29 @@ def _policy_plan(snap: _Snapshot, *, strategy: str, instructions: str, force: bo
     return out
 
 
-def _previous_summary(based_on: Compaction | None) -> str | None:
+def _stored_state(compaction: Compaction | None) -> dict[str, Any]:
+    """The work state a compaction stored ({} when none)."""
+    if compaction is None:
+        return {}
+    stored = WorkStateRecord.objects.filter(compaction_id=compaction.pk).values_list("data", flat=True).first()
+    return stored if isinstance(stored, dict) else {}
+
+
+def _previous_state(snap: _Snapshot, first_summarized: int) -> WorkState | None:
+    """The work state before the range being summarized: the previous compaction's, with any
+    messages between it and this range folded in; or, when there is none (the first compaction,
+    an import, a state of another version), every stored message before the range folded from
+    the start. Messages are never deleted, so the state is never lost."""
+    state = from_json(_stored_state(snap.based_on)) or WorkState()
+    if first_summarized <= state.through + 1:
+        return state if state.through else None
+    rows = (
+        Message.objects.filter(session_id=snap.session.pk, seq__gt=state.through, seq__lt=first_summarized)
+        .order_by("seq")
+        .values_list("seq", "role", "content")
+    )
+    missing = [Msg(seq, role, content, 0) for seq, role, content in rows.iterator(chunk_size=500)]
+    return fold(missing, state) if missing or state.through else None
     if based_on is None or not based_on.summary.strip():
         return None
     text = based_on.summary
@@ -419,6 +444,7 @@ class Overlay:
     policy_reason: str = ""
     policy_candidates: list[dict[str, Any]] = field(default_factory=list)
     policy_trigger: int | None = None  # the trigger the runway is measured against
+    work_state: dict[str, Any] = field(default_factory=dict)  # compaction.core.work, as JSON
 
 
 @dataclass(frozen=True)
@@ -518,6 +544,7 @@ def _compute(
                 split_turn=based_on.split_turn if based_on else False,
                 read_files=list(based_on.read_files) if based_on else [],
                 modified_files=list(based_on.modified_files) if based_on else [],
+                work_state=_stored_state(based_on),
                 prune_before_seq=prune.prune_before_seq,
                 usage={"tokens_saved_estimate": prune.tokens_saved, "tool_results_pruned": prune.pruned},
                 **policy,
@@ -551,6 +578,8 @@ def _compute(
         custom_prompt=config.compact_prompt,
         output_budget=config.summary_budget,
         model=config.summarizer_model,
+        kept=list(cut.kept),
+        previous_state=_previous_state(snap, min(m.seq for m in [*cut.to_summarize, *cut.turn_prefix])),
     )
     if time_budget is not None and chain and chain[0].name not in ("extractive", "truncate"):
         result = _summarize_within(inp, chain, config=config, budget=time_budget)
@@ -583,6 +612,7 @@ def _compute(
             summarizer_model=result.model,
             usage=result.usage,
             fidelity=result.fidelity,
+            work_state=result.work_state or {},
             **policy,
         ),
     )

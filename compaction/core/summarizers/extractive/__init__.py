@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from compaction.core.summarizers.base import SIZE_CHECK_FLOOR_TOKENS, Draft, SummaryInput
 from compaction.core.summarizers.extractive.render import REQUIRED_HEADINGS, render
-from compaction.core.summarizers.extractive.view import FULL, MINIMAL, TERSE, Focus, View
+from compaction.core.summarizers.extractive.view import FULL, TERSE, TINY, Focus, View
 from compaction.core.tokens import count_text
 from compaction.core.types import Msg
 from compaction.core.work import WorkState, fold
@@ -36,7 +36,7 @@ def handoff(
     focus = Focus.of(instructions)
     text = ""
     # With a focus, what it selects is gathered in full under Focus and the rest is compressed.
-    for level in range(TERSE if focus else FULL, MINIMAL + 1):
+    for level in range(TERSE if focus else FULL, TINY + 1):
         text = render(View(state, focus, level, cut))
         if len(text) <= max_chars and count_text(text) <= budget:
             break

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.standing import code, listing, next_steps, quoted, where_things_stand
-from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, View
+from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, TINY, View
 from compaction.core.text_heuristics import instruction_quote
 from compaction.core.work.parse import one_line
 from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person, WorkState
@@ -33,15 +33,17 @@ def goal(v: View) -> Lines:
     first = requests[0]
     named = [t for t in v.tasks if t.source != "todo" and t.key in first.text and t.title]
     about = f" — {listing([f'{code(t.key)} is {quoted(t.title, 100)}' for t in named[:2]])}" if named else ""
-    limit = 600 if v.level <= COMPACT else 300
+    limit = v.chars(600)
     out = [f"{quoted(first.text, limit)} ({v.cite(first.seq)}){about}"]
+    if len(requests) > 3 and first.answer is not None:
+        out = [f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}; {len(requests) - 1} requests followed (under Done and The Person's Messages)"]
     if len(requests) > 1:
         out.append(f"The latest request ({v.cite(requests[-1].seq)}) is quoted under Where Things Stand.")
     return _bullets(out)
 
 
 def constraints(v: View) -> Lines:
-    limit = {FULL: 500, COMPACT: 400, TERSE: 300}.get(v.level, 200)
+    limit = v.chars(500)
     return _bullets([f"{quoted(instruction_quote(p.text), limit)} ({v.cite(p.seq)})" for p in v.rules])
 
 
@@ -70,7 +72,7 @@ def _request_line(v: View, person: Person) -> str:
     said = f"{quoted(person.text, 160)} ({v.cite(person.seq)})"
     if person.answer is None:
         return said
-    return f"{said} — the agent's report ({v.cite(person.answer.seq)}): {quoted(person.answer.text, 300 if v.level < TERSE else 160)}"
+    return f"{said} — the agent's report ({v.cite(person.answer.seq)}): {quoted(person.answer.text, v.chars(300))}"
 
 
 def done(v: View) -> Lines:
@@ -88,7 +90,7 @@ def done(v: View) -> Lines:
         out.append("Closed: " + listing([v.task_name(t, limit=70) for t in loose], 8) + " (no commit names them)")
     if not commits:
         answered = [p for p in v.requests if p.answer is not None]
-        shown = answered if v.level <= COMPACT else answered[-4:]
+        shown = answered if v.level <= COMPACT else answered[-4:] if v.level < TINY else answered[-1:]
         out += [_request_line(v, p) for p in shown]
     return _bullets(out)
 
@@ -113,6 +115,9 @@ def _steps_since_request(v: View) -> str:
 
 def in_progress(v: View) -> Lines:
     out = []
+    turn = v.state.turn
+    if not v.current and not turn.ended and turn.submitted is None and v.latest_request is not None and not v.tasks:
+        out.append(f"The latest request ({v.cite(v.latest_request.seq)}), not yet reported done")
     for task in v.current:
         line = f"{v.task_name(task)}, in progress since {v.cite(task.started or task.since)}"
         if task.note and v.level <= COMPACT:
@@ -142,7 +147,7 @@ def blocked(v: View) -> Lines:
 
 def decisions(v: View) -> Lines:
     out = []
-    limit = 12 if v.level <= COMPACT else 6
+    limit = 12 if v.level <= COMPACT else 6 if v.level < TINY else 3
     for d in v.state.decisions[-limit:]:
         if d.by == "plan":
             points = f": {one_line(d.reason, 500 if v.level <= COMPACT else 250)}" if d.reason else ""
@@ -236,8 +241,13 @@ def errors(v: View) -> Lines:
 
 
 def _file_state(v: View, rec: FileRecord) -> str:
+    if not v.git_seen and rec.state == "edited":
+        return "written" if rec.created and rec.edits == 1 else f"written, then edited {rec.edits - 1}× more" if rec.created else f"edited {rec.edits}×" if rec.edits > 1 else "edited"
     if rec.state == "deleted":
-        return "deleted" + ("" if rec.dirty else " (nothing left to commit)" if rec.created else "")
+        if rec.created and not rec.commits:
+            return "written, then deleted (nothing left to commit)"
+        committed = f", committed in {code(rec.commits[-1][:7])}" if rec.commits and not rec.dirty else ""
+        return "deleted" + committed + (" — not committed yet" if rec.dirty and v.git_seen else "")
     if rec.state == "moved":
         return f"moved to {v.path(rec.moved_to)}"
     made = "written" if rec.created else f"edited {rec.edits}×" if rec.edits > 1 else "edited"
@@ -265,7 +275,9 @@ def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
     names = [q.text for q in rec.added if q.seq > since]
     if purposes:
         line += f"; the agent's stated purpose ({v.cite(purposes[-1].seq)}): {quoted(purposes[-1].text, 160)}"
-    if rec.change.startswith(("written", "changed by")):
+    if rec.change.startswith("written") and not rec.created:
+        line += "; rewritten whole" + rec.change.removeprefix("written")
+    elif rec.change.startswith(("written", "changed by")):
         line += f"; {rec.change}"
     elif names:
         line += "; adds " + listing([code(n, 50) for n in names[-4:]], 4)
@@ -284,10 +296,16 @@ def files(v: View) -> Lines:
         if rest:
             out.append(f"Also changed ({len(rest)}): " + listing([v.path(r.path) for r in rest], 12))
         return _bullets(out)
+    rest: list[FileRecord] = []
     if v.level >= TERSE:
-        chosen = [r for r in chosen if r.dirty or v.focus.names(r.path)] + [r for r in chosen if not r.dirty][:8]
+        keep = 8 if v.level < TINY else 0
+        full = [r for r in chosen if r.dirty] + [r for r in chosen if not r.dirty][:keep]
+        rest = [r for r in chosen if r not in full]
+        chosen = full
     brief = v.level >= COMPACT
-    out = [_file_line(v, r, brief=brief and not r.dirty and not v.focus.names(r.path)) for r in chosen]
+    out = [_file_line(v, r, brief=brief and not r.dirty) for r in chosen]
+    if rest:
+        out.append(f"Also changed ({len(rest)}): " + listing([v.path(r.path) for r in rest], 30))
     read = [r for r in v.state.files.values() if r.state == "read" and not r.edits]
     if read and v.level <= COMPACT:
         out.append(f"Read without changes: {listing([v.path(r.path) for r in read[-8:]], 8)}")
@@ -312,12 +330,12 @@ def people(v: View) -> Lines:
     shown_elsewhere = {requests[0].seq, requests[-1].seq} if requests else set()
     if all(p.seq in shown_elsewhere and len(p.text) <= 300 for p in messages):
         return []  # each is quoted whole under Goal or Where Things Stand
-    limit = {FULL: 400, COMPACT: 240, TERSE: 140}.get(v.level, 90)
+    limit = {FULL: 400, COMPACT: 240, TERSE: 140, MINIMAL: 90}.get(v.level, 60)
     out = []
     for index, p in enumerate(messages):
         recent = index >= len(messages) - 3
         how = " (typed while the agent worked)" if p.queued else ""
-        out.append(f"{v.cite(p.seq)} {quoted(p.text, 400 if recent else limit)}{how}")
+        out.append(f"{v.cite(p.seq)} {quoted(p.text, v.chars(400) if recent else limit)}{how}")
     return _bullets(out)
 
 

@@ -86,7 +86,22 @@ def _check_runs(v: View) -> list[Check]:
     return useful[-3:]
 
 
+def _no_git_sentence(v: View) -> list[str]:
+    """Without git in the history: what the latest request's turn changed, and its checks."""
+    since = v.latest_request.seq if v.latest_request else 0
+    changed = [r for r in v.changed_files if r.last >= since and r.edits]
+    if not changed:
+        return []
+    said = [f"Changed since the latest request: {listing([v.path(r.path) for r in changed])} (no git command ran in this history)."]
+    runs = [c for c in _check_runs(v) if c.seq >= since]
+    if runs:
+        said.append("Checks since: " + listing([f"{code(c.command, 60)} {'passed' if c.ok else 'failed'} ({v.cite(c.seq)})" for c in runs]) + ".")
+    return said
+
+
 def _tree_sentence(v: View) -> list[str]:
+    if not v.git_seen:
+        return _no_git_sentence(v)
     dirty = v.dirty
     last = v.last_commit
     if not dirty and not v.tree_extra:
@@ -145,13 +160,13 @@ def _stopped(v: View) -> list[str]:
     if turn.submitted is not None:
         out.append(f"The agent handed the work in with `{turn.submitted.text}` at {v.cite(turn.submitted.seq)}.")
     elif turn.ended and turn.report is not None:
-        out.append(f"The agent ended its turn at {v.cite(turn.report.seq)}, reporting: {quoted(turn.report.text, WORDS_CHARS)}")
+        out.append(f"The agent ended its turn at {v.cite(turn.report.seq)}, reporting: {quoted(turn.report.text, v.chars(WORDS_CHARS))}")
     elif turn.pending:
         waiting = max(turn.pending.values(), key=lambda c: c.seq)
         out.append(f"The agent was waiting for the result of a {waiting.name} call ({v.cite(waiting.seq)}).")
     elif turn.said is not None:
         step = f" after {turn.calls} calls" if turn.calls else ""
-        out.append(f"The agent was mid-turn{step}; its latest words ({v.cite(turn.said.seq)}): {quoted(turn.said.text, WORDS_CHARS)}")
+        out.append(f"The agent was mid-turn{step}; its latest words ({v.cite(turn.said.seq)}): {quoted(turn.said.text, v.chars(WORDS_CHARS))}")
     if turn.interrupted and turn.interrupted >= max((s.seq for s in turn.steps), default=0):
         out.append(f"The person interrupted the agent at {v.cite(turn.interrupted)}.")
     demands = [d for d in v.state.people.demands if d.seq >= (v.latest_request.seq if v.latest_request else 0)]
@@ -166,7 +181,7 @@ def where_things_stand(v: View) -> list[str]:
     if request is not None and len(v.requests) > 1:
         # A single request is the goal, quoted right below.
         how = ", typed while the agent worked" if request.queued else ""
-        out.append(f"The person's latest request ({v.cite(request.seq)}{how}): {quoted(request.text, REQUEST_CHARS)}")
+        out.append(f"The person's latest request ({v.cite(request.seq)}{how}): {quoted(request.text, v.chars(REQUEST_CHARS))}")
     out += _tracker_progress(v) + _todo_progress(v)
     out += _commit_sentence(v) + _tree_sentence(v) + _failure_sentence(v) + _stopped(v)
     return out

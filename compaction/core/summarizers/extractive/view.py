@@ -14,7 +14,7 @@ from compaction.core.work.state import Check, Commit, ErrorRecord, FileRecord, P
 
 # Detail levels: the renderer starts at FULL and compresses old finished work, level by level,
 # until the summary fits its budget. The person's words and the commits are never dropped.
-FULL, COMPACT, TERSE, MINIMAL = 0, 1, 2, 3
+FULL, COMPACT, TERSE, MINIMAL, TINY = 0, 1, 2, 3, 4
 _HOME_RE = re.compile(r"^(?:/Users|/home)/[^/]+/")
 _WORD_RE = re.compile(r"[A-Za-z0-9_][\w./:-]{2,}")
 FOCUS_STOPWORDS = frozenset(
@@ -75,13 +75,21 @@ KIND_LINE_RE = {
 }
 
 
+_SCRATCH_RE = re.compile(r"^(?:/tmp/|/var/tmp/|/private/|/var/folders/)")
+# An agent's own files under the home directory (~/.claude/plans, ~/.pi/agent): not the project.
+_AGENT_HOME_RE = re.compile(r"^(?:/Users|/home)/[^/]+/\.")
+
+
 def common_root(paths: list[str], share: float = 0.6) -> str:
-    """The deepest directory holding at least `share` of the changed files (the project), to
-    show paths relative to it. A plan written to ~/.claude or a scratch file elsewhere does not
-    pull the root up to the home directory."""
-    dirs = [os.path.dirname(p) for p in paths if p.startswith("/")]
+    """The project's directory, to show paths relative to it: the directory all changed files
+    share, or when that is too shallow (a plan in ~/.claude, a scratch file elsewhere), the
+    deepest one holding at least `share` of them."""
+    dirs = [os.path.dirname(p) for p in paths if p.startswith("/") and not _AGENT_HOME_RE.match(p)]
     if not dirs:
         return ""
+    shared = os.path.commonpath(dirs)
+    if shared.count("/") >= 2 and not re.fullmatch(r"(?:/Users|/home)/[^/]+", shared):
+        return shared
     best = ""
     for candidate in {d[: i] for d in dirs for i in [len(d), *(k for k, c in enumerate(d) if c == "/")]}:
         if candidate.count("/") < 2 or len(candidate) <= len(best):
@@ -143,6 +151,10 @@ class View:
         """A file as the summary names it: relative to the project, in a code span, whole."""
         return "`" + self.rel(path).replace("`", "'") + "`"
 
+    def chars(self, full: int) -> int:
+        """A quote's length at this level: `full` at FULL, a third of it at TINY."""
+        return max(60, int(full * (1.0, 0.85, 0.65, 0.5, 0.35)[self.level]))
+
     @property
     def latest(self) -> int:
         return self.state.through
@@ -187,7 +199,12 @@ class View:
 
     @cached_property
     def changed_files(self) -> list[FileRecord]:
-        recs = [r for r in self.state.files.values() if r.state != "read" or r.edits]
+        """Files created, edited, moved or deleted — not scratch files outside the project."""
+        recs = [
+            r
+            for r in self.state.files.values()
+            if (r.state != "read" or r.edits) and (self.inside(r.path) or not _SCRATCH_RE.match(r.path))
+        ]
         return sorted(recs, key=lambda r: r.last)
 
     def inside(self, path: str) -> bool:
@@ -195,8 +212,17 @@ class View:
         return not self.root or not path.startswith("/") or path.startswith(self.root + "/")
 
     @cached_property
+    def git_seen(self) -> bool:
+        """Whether git showed anything in this history (else nothing is known of commits)."""
+        git = self.state.git
+        return bool(git.commits or git.tree is not None or git.branch or git.pushes)
+
+    @cached_property
     def dirty(self) -> list[FileRecord]:
-        """Changed since their last commit, in the project (a plan in ~/.claude is no change to commit)."""
+        """Changed since their last commit, in the project (a plan in ~/.claude is no change to
+        commit); nothing when git never ran (then whether a change is committed is unknown)."""
+        if not self.git_seen:
+            return []
         return [r for r in self.changed_files if r.dirty and self.inside(r.path)]
 
     @cached_property
@@ -231,7 +257,15 @@ class View:
 
     @cached_property
     def failing(self) -> list[Check]:
-        return [c for c in self.checks if is_open_failure(c) or not c.ok]
+        """Checks failing now: failed in the current request's turn, or the latest check run.
+        A failure of an earlier turn that was never re-run is history (see Checks)."""
+        latest = self.checks[-1] if self.checks else None
+        since = self.state.turn.request
+        return [
+            c
+            for c in self.checks
+            if (is_open_failure(c) or not c.ok) and ((c.failed_seq or c.seq) >= since or c is latest)
+        ]
 
     def stale(self, check: Check) -> bool:
         """Edits were made after the check last ran: its result does not cover them."""

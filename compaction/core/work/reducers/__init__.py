@@ -9,7 +9,8 @@ two (a commit marks the files it took as committed).
 
 from __future__ import annotations
 
-from compaction.core.text_heuristics import clean_command
+from compaction.core.text_heuristics import clean_command, command_error_lines
+from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.work.events import Call, Event, Injected, Narration, Said, TurnEnded
 from compaction.core.work.parse import run_outcome
 from compaction.core.work.reducers import checks, decisions, errors, files, git, people, tasks, turn
@@ -31,14 +32,17 @@ CALL_REDUCERS = (
 
 def outcome_of(call: Call) -> Outcome:
     """How a call went, read once for every reducer."""
-    if call.rejected:
-        return Outcome(None)
+    if call.rejected or call.output.strip() == MISSING_RESULT_TEXT:
+        return Outcome(None)  # refused, or no result recorded: it said nothing
     if call.command is not None:
         command = clean_command(call.command)
         probe = is_probe(command)
         ok, tally, error = run_outcome(call.output, call.is_error)
-        if probe and not call.is_error:
-            ok, error = True, ""  # a grep without matches "fails" with status 1: an answer
+        if probe:
+            # A grep without matches "fails" with status 1: an answer. Only a real error line
+            # ("No such file or directory") makes a look a failure.
+            real = command_error_lines(call.name, call.command, call.output, is_error=False) if call.is_error else []
+            ok, error = not real, real[0] if real else ""
         kind = check_kind(command)
         # Only a check's tally counts ("create mode 100644 test/x" is no test count).
         return Outcome(ok, tally if kind else "", error, command, kind, probe)

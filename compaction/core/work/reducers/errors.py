@@ -52,6 +52,8 @@ def _source(call: Call, outcome: Outcome) -> str:
 
 
 def _lines(call: Call, outcome: Outcome) -> list[str]:
+    if outcome.probe:
+        return [one_line(outcome.error, 240)]
     if outcome.command:
         lines = command_error_lines(call.name, call.command, call.output, is_error=True)
         lines = [outcome.error] + [line for line in lines if line != outcome.error] if outcome.error else lines
@@ -85,7 +87,7 @@ def _resolve(state: WorkState, call: Call, outcome: Outcome, key: str) -> None:
 
 
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
-    if outcome.ok is None or (outcome.probe and not call.is_error):
+    if outcome.ok is None or (outcome.probe and outcome.ok):
         return
     key = error_key(call, outcome)
     if outcome.ok:

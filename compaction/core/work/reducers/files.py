@@ -7,6 +7,7 @@ import re
 
 from compaction.core.fileops import call_file_ops
 from compaction.core.text_heuristics import sentences
+from compaction.core.types import FileOps
 from compaction.core.work.events import Call
 from compaction.core.work.parse import edit_change, one_line
 from compaction.core.work.reducers.git import resolve
@@ -17,7 +18,7 @@ from compaction.core.work.vocabulary import DELETE_RE, GIT_MV_RE, MANIFEST_CMD_R
 MAX_PURPOSES = 3
 MAX_NAMES = 8
 # Scratch space, not the project: a redirect to /tmp is no change to commit.
-SCRATCH_RE = re.compile(r"^(?:/tmp/|/var/tmp/|/dev/|/proc/|/private/|/var/folders/|~/\.cache/)|^[^/]*\s")
+SCRATCH_RE = re.compile(r"^(?:/dev/|/proc/)|^[^/]*\s")
 
 
 # An edit announced as "Now add X to Y": what the edit that follows is for.
@@ -73,9 +74,7 @@ def _changed(state: WorkState, path: str, seq: int, change: str) -> FileRecord:
     return rec
 
 
-def _edited_by_tool(state: WorkState, call: Call, outcome: Outcome) -> None:
-    ops, open_file = call_file_ops(call.name, call.args, state.open_file or None)
-    state.open_file = open_file or ""
+def _edited_by_tool(state: WorkState, call: Call, outcome: Outcome, ops: FileOps) -> None:
     if not outcome.ok:
         return  # a failed or refused edit changed nothing
     change = edit_change(call.name, call.args)
@@ -106,9 +105,8 @@ def _matches(path: str, word: str) -> bool:
     return bool(word) and (path == word or path.endswith("/" + word.lstrip("./")))
 
 
-def _changed_by_shell(state: WorkState, call: Call, outcome: Outcome) -> None:
+def _changed_by_shell(state: WorkState, call: Call, outcome: Outcome, ops: FileOps) -> None:
     command = call.command or ""
-    ops, _open = call_file_ops(call.name, call.args, None)
     moves = [(a.strip("\"'"), b.strip("\"'")) for a, b in GIT_MV_RE.findall(command)]
     removed = [w for m in DELETE_RE.finditer(command) for w in m.group(1).split() if not w.startswith("-")]
     for shown in ops.modified:
@@ -132,9 +130,7 @@ def _changed_by_shell(state: WorkState, call: Call, outcome: Outcome) -> None:
                 _changed(state, path, call.seq, f"changed by `{one_line(match.group(0).strip(' ;&|'), 80)}`")
 
 
-def _read(state: WorkState, call: Call) -> None:
-    ops, open_file = call_file_ops(call.name, call.args, state.open_file or None)
-    state.open_file = open_file or ""
+def _read(state: WorkState, call: Call, ops: FileOps) -> None:
     for path in ops.read:
         if SCRATCH_RE.search(path):
             continue
@@ -145,13 +141,15 @@ def _read(state: WorkState, call: Call) -> None:
 
 
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
-    if outcome.ok is None:
+    if outcome.ok is None or call.kind not in ("edit", "shell", "read", "search"):
         return
+    if call.kind != "edit" and not outcome.ok:
+        return
+    ops, open_file = call_file_ops(call.name, call.args, state.open_file or None)
+    state.open_file = open_file or ""
     if call.kind == "edit":
-        _edited_by_tool(state, call, outcome)
-    elif call.kind == "shell" and outcome.ok:
-        if not outcome.probe:
-            _changed_by_shell(state, call, outcome)
-        _read(state, call)  # `cat x`, `sed -n 1,20p x`
-    elif call.kind in ("read", "search") and outcome.ok:
-        _read(state, call)
+        _edited_by_tool(state, call, outcome, ops)
+        return
+    if call.kind == "shell" and not outcome.probe:
+        _changed_by_shell(state, call, outcome, ops)
+    _read(state, call, ops)  # a read tool, or `cat x`, `sed -n 1,20p x`
