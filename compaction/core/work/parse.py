@@ -287,7 +287,13 @@ def edit_change(name: str, args: Any) -> Change:
     added = [line for line in added if line not in old_lines]
     if not added:
         return Change("removed lines" if pairs else "")
+    defined = [line for line in added if DEFINES_RE.match(line)]
     names = [n for n in added_names("\n".join(old_lines), "\n".join(added)) if len(n) >= 5][:4]
+    if defined:
+        # What a reader wants of an edit that adds code: the definitions, as written.
+        more = f" and {len(defined) - 1} more definitions" if len(defined) > 1 else ""
+        count = f"{len(added)} new line{'s' if len(added) > 1 else ''}"
+        return Change(f"{count}, adding `{one_line(defined[0].rstrip(':{ '), 100).replace('`', chr(39))}`{more}", names)
     if len(" ".join(added)) <= 90:
         return Change("adds `" + one_line(" ".join(added), 90).replace("`", "'") + "`", names)
     count = f"{len(added)} new line{'s' if len(added) > 1 else ''}"

@@ -181,11 +181,13 @@ def repository(v: View) -> Lines:
         return _bullets([said + f"{len(commits)} commits" + (f" ({pushed})" if pushed else "") + f"; {len(v.dirty)} files uncommitted"])
     if git.branch:
         out.append(f"Branch `{git.branch}`")
-    for commit in commits if v.level <= TERSE else commits[-6:]:
-        pushed = f"pushed to `{commit.pushed_to}`" if commit.pushed_to else "not pushed"
-        out.append(f"{code(commit.sha[:7])} {quoted(commit.subject, 100)} ({v.cite(commit.seq)}, {pushed})")
-    if len(commits) > 6 and v.level > TERSE:
-        out.append(f"Earlier commits: {listing([code(c.sha[:7]) for c in commits[:-6]], 20)}")
+    if commits:
+        last = commits[-1]
+        pushed = f"pushed to `{last.pushed_to}`" if last.pushed_to else "not pushed"
+        out.append(f"Latest commit {code(last.sha[:7])} {quoted(last.subject, 100)} ({v.cite(last.seq)}, {pushed})")
+    if len(commits) > 1:
+        unpushed = f"; not pushed: {listing([code(c.sha[:7]) for c in v.unpushed], 8)}" if v.unpushed else ""
+        out.append(f"All commits of this history (each under Done): {listing([code(c.sha[:7]) for c in commits], 20)}{unpushed}")
     dirty = [v.path(r.path) for r in v.dirty] + [f"{v.path(p)} ({s})" for p, s in v.tree_extra]
     if dirty:
         out.append("Uncommitted: " + listing(dirty, 12))
@@ -236,7 +238,9 @@ def errors(v: View) -> Lines:
             out.append(f"{len(rest)} other failures ({fixed} fixed): " + listing([_error_source(v, g[0]) + f" ({v.cite(g[0].seq)})" for g in rest], 6))
         return _bullets(out)
     if v.level >= TERSE:
-        groups = [g for g in groups if g[-1].status == "open" or g is groups[-1]] + [g for g in groups if g[-1].status != "open"][-4:]
+        # Open errors stay; of the fixed ones, the newest few.
+        fixed = [g for g in groups if g[-1].status != "open"][-(4 if v.level < TINY else 2) :]
+        groups = [g for g in groups if g[-1].status == "open" or any(g is f for f in fixed)]
     return _bullets([_error_group(v, g) for g in groups])
 
 
@@ -273,7 +277,10 @@ def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
     since = _committed_at(v, rec) if rec.dirty else 0
     purposes = [q for q in rec.purposes if q.seq > since]
     names = [q.text for q in rec.added if q.seq > since]
-    if purposes:
+    if purposes and rec.dirty and len(purposes) > 1:
+        said = "; ".join(f"{v.cite(q.seq)} {quoted(q.text, 140)}" for q in purposes)
+        line += f"; the agent's stated purposes: {said}"
+    elif purposes:
         line += f"; the agent's stated purpose ({v.cite(purposes[-1].seq)}): {quoted(purposes[-1].text, 160)}"
     if rec.change.startswith("written") and not rec.created:
         line += "; rewritten whole" + rec.change.removeprefix("written")
@@ -287,7 +294,8 @@ def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
 
 
 def files(v: View) -> Lines:
-    recs = v.changed_files
+    # Uncommitted files are described in full under In Progress.
+    recs = [r for r in v.changed_files if not r.dirty or v.focus]
     chosen = sorted(recs, key=lambda r: (not v.focus.names(r.path), not r.dirty, -r.last))
     if v.focus:
         wanted = [r for r in chosen if v.focus.names(r.path, *(q.text for q in r.purposes)) or (r.dirty and v.focus.kinds & {"uncommitted", "files"})]
@@ -302,8 +310,10 @@ def files(v: View) -> Lines:
         full = [r for r in chosen if r.dirty] + [r for r in chosen if not r.dirty][:keep]
         rest = [r for r in chosen if r not in full]
         chosen = full
-    brief = v.level >= COMPACT
-    out = [_file_line(v, r, brief=brief and not r.dirty) for r in chosen]
+    # At COMPACT only the files of the latest commit keep their purpose; older ones are named.
+    latest = set(v.last_commit.files) if v.last_commit is not None else set()
+    brief = {r.path for r in chosen if v.level >= TERSE or (v.level == COMPACT and r.path not in latest)}
+    out = [_file_line(v, r, brief=r.path in brief and not r.dirty) for r in chosen]
     if rest:
         out.append(f"Also changed ({len(rest)}): " + listing([v.path(r.path) for r in rest], 30))
     read = [r for r in v.state.files.values() if r.state == "read" and not r.edits]
@@ -319,8 +329,7 @@ def checks(v: View) -> Lines:
     for check in v.checks:
         result = "passed" if check.ok else "failed"
         tally = f": {check.tally}" if check.tally else ""
-        runs = f", {check.runs} runs" if check.runs > 1 else ""
-        out.append(f"{code(check.command, 100)} — {result} at {v.cite(check.seq)}{tally}{runs}")
+        out.append(f"{code(check.command, 100)} — {result} at {v.cite(check.seq)}{tally}")
     return _bullets(out)
 
 
