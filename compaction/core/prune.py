@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .prompts import is_error_line
 from .tokens import (
     MESSAGE_OVERHEAD,
     TOOL_RESULT_OVERHEAD,
@@ -34,7 +35,6 @@ from .tokens import (
     count_tool_result_content,
     get_tokenizer,
 )
-from .prompts import is_error_line
 from .types import Content, Msg
 
 PROTECT_TOKENS = 40_000
@@ -74,8 +74,8 @@ class PrunePlan:
 
 def placeholder(tool_name: str, tokens: int, seq: int | None = None) -> str:
     """The note standing for the trimmed middle (or, for output with no text, all) of a result."""
-    where = f"; the full output is message #{seq}" if seq else ""
-    return f"[tool output trimmed: {tool_name or UNKNOWN_TOOL}, {tokens:,} tokens{where} — read it back or re-run the tool]"
+    where = f" (message #{seq} holds it all)" if seq else ""
+    return f"[… {tool_name or UNKNOWN_TOOL} output trimmed: {tokens:,} tokens in all{where}; re-run the tool to see the rest …]"
 
 
 def _output_text(content: Any) -> str | None:

@@ -354,6 +354,9 @@ def _previous_state(snap: _Snapshot, first_summarized: int) -> WorkState | None:
     )
     missing = [Msg(seq, role, content, 0) for seq, role, content in rows.iterator(chunk_size=500)]
     return fold(missing, state) if missing or state.through else None
+
+
+def _previous_summary(based_on: Compaction | None) -> str | None:
     if based_on is None or not based_on.summary.strip():
         return None
     text = based_on.summary

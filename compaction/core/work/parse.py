@@ -81,7 +81,9 @@ def run_outcome(output: str, is_error: bool) -> tuple[bool, str, str]:
 _HEADER_RE = re.compile(
     r"^\W{0,3}\s*([A-Za-z][\w-]*[-.][\w.]+)\s+(?:\[[A-Z]+\]\s+)?·\s+(.+?)(?:\s{2,}\[(.*?)\])?\s*$", re.M
 )
-_DESCRIPTION_RE = re.compile(r"\nDESCRIPTION\n(.+?)(?:\n\s*\n|$)", re.S)
+# The description of an item `bd show` prints: up to the next all-capitals section (PARENT, DEPENDS ON…).
+_DESCRIPTION_RE = re.compile(r"\nDESCRIPTION\n(.+?)(?=\n\n+[A-Z][A-Z ]{3,}\n|\Z)", re.S)
+MAX_NOTE_CHARS = 2_400
 # A row of a listing: `bd list` ("○ proj-gqc.7 [● P2] [task] - Title (blocked by: …)"), children
 # under `bd show` ("↳ ✓ proj-fum.1: Title ● P2"), `bd ready` ("3. [● P2] [task] proj-fum.2: Title").
 _ROW_RE = re.compile(
@@ -92,6 +94,7 @@ _ROW_STATUS = {"○": "open", "◐": "in_progress", "●": "blocked", "✓": "cl
 _BLOCKED_BY_RE = re.compile(r"\(blocked by:\s*([^)]*?)(?:,\s*blocks:[^)]*)?\)")
 # A file a description lists as one to create ("- `test/x_test.exs` (new)").
 _NEW_FILE_RE = re.compile(r"(?im)^\s*[-*]\s+`?([\w./-]+\.\w+)`?\s*\((?:new|create|created|to create|add|added)\)")
+_MODIFY_FILE_RE = re.compile(r"(?im)^\s*[-*]\s+`?([\w./-]+\.\w+)`?\s*\((?:modify|modified|change|edit|update)\)")
 # `gh issue view`: "title:\tFix it\nstate:\tOPEN\n…\nnumber:\t12".
 _GH_VIEW_RE = re.compile(r"^title:\t(.+)\nstate:\t(\w+)(?:\n.*?)*?\nnumber:\t(\d+)", re.M)
 
@@ -103,6 +106,7 @@ class TrackerItem:
     status: str = ""  # "" when the output does not show it
     note: str = ""
     outputs: list[str] = field(default_factory=list)
+    touches: list[str] = field(default_factory=list)  # files it says to modify
     blocked_by: list[str] | None = None
     listed: bool = False  # a row of a listing (not an item shown whole)
 
@@ -113,12 +117,13 @@ def _header_items(head: str) -> list[TrackerItem]:
         shown = (match.group(3) or "").upper().replace(" ", "_")
         status = next((s for w, s in (("IN_PROGRESS", "in_progress"), ("CLOSED", "closed"), ("OPEN", "open")) if w in shown), "")
         item = TrackerItem(match.group(1), one_line(match.group(2), 100), status)
-        description = _DESCRIPTION_RE.search(head, match.end(), match.end() + 800)
-        if description:
-            item.note = one_line(re.sub(r"(?m)^\s*#+\s+[^\n]*\n", "", description.group(1)), 300)
         following = _HEADER_RE.search(head, match.end())
         shown_text = head[match.end() : following.start() if following else len(head)]
+        description = _DESCRIPTION_RE.search(shown_text)
+        if description:
+            item.note = description.group(1).strip()[:MAX_NOTE_CHARS]
         item.outputs = list(dict.fromkeys(_NEW_FILE_RE.findall(shown_text)))[:8]
+        item.touches = list(dict.fromkeys(_MODIFY_FILE_RE.findall(shown_text)))[:8]
         items.append(item)
     return items
 

@@ -67,6 +67,7 @@ class Task:
     blocked_by: list[str] = field(default_factory=list)
     note: str = ""  # the first sentences of its description
     outputs: list[str] = field(default_factory=list)  # files its description lists as new
+    touches: list[str] = field(default_factory=list)  # files its description lists to modify
     commits: list[str] = field(default_factory=list)
     started: int | None = None  # seq it went in progress
 
@@ -89,6 +90,7 @@ class FileRecord:
     purposes: list[Quote] = field(default_factory=list)  # the agent's words before its edits
     added: list[Quote] = field(default_factory=list)  # names the edits introduced, where
     change: str = ""  # what the latest edit did, briefly
+    changes: list[Quote] = field(default_factory=list)  # what each of the latest edits did
     state: str = "read"  # read | edited | deleted | moved
     moved_to: str = ""
     commits: list[str] = field(default_factory=list)
@@ -139,6 +141,7 @@ class Check:
     failure: str = ""  # its error line
     fixed_seq: int | None = None  # the pass that ended that streak
     fix: str = ""  # what changed between the failure and the pass
+    suite: str = ""  # the widest run seen (the runner with no targets), to re-run everything
 
 
 @dataclass
@@ -153,6 +156,7 @@ class ErrorRecord:
     diagnosis: Quote | None = None  # what the agent said about it before the next attempt
     count: int = 1  # the same error seen again
     exit: int | None = None  # the command's exit code, when the output says
+    then: str = ""  # what the agent changed before the next attempt
 
 
 @dataclass

@@ -123,6 +123,15 @@ def check_kind(command: str) -> str:
     return ""
 
 
+def check_runner(command: str) -> str:
+    """The runner a check command names, as matched ("pytest", "mix test"), or ""."""
+    for _kind, pattern in CHECKS:
+        match = pattern.search(command)
+        if match:
+            return " ".join(match.group(0).split())
+    return ""
+
+
 def tracker_changes(command: str) -> list[tuple[str, str, str]]:
     """(tracker, item id, new status) for every status change a command line makes."""
     out: list[tuple[str, str, str]] = []

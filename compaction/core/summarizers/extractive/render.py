@@ -10,11 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from compaction.core.summarizers.extractive.standing import code, listing, next_steps, quoted, where_things_stand
+from compaction.core.summarizers.extractive.standing import (
+    code,
+    listing,
+    next_steps,
+    quoted,
+    task_spec,
+    where_things_stand,
+)
 from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, TINY, View
 from compaction.core.text_heuristics import instruction_quote
 from compaction.core.work.parse import one_line
-from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person, WorkState
+from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person, Task, WorkState
 
 Lines = list[str]
 
@@ -95,6 +102,21 @@ def done(v: View) -> Lines:
     return _bullets(out)
 
 
+def _task_work(v: View, task: Task) -> str:
+    """What the work on a task in progress has done so far: each edit since it started, with
+    what the agent said it was for or the code it added."""
+    since = task.started or task.since
+    told = []
+    for rec in v.changed_files:
+        if rec.last < since or not rec.edits:
+            continue
+        said = {q.seq: quoted(q.text, 120) for q in rec.purposes if q.seq >= since}
+        done = {q.seq: q.text for q in rec.changes if q.seq >= since}
+        what = [said.get(seq) or done[seq] for seq in sorted(set(said) | set(done))][-4:]
+        told.append(v.path(rec.path) + (f": {'; '.join(what)}" if what else ""))
+    return ("Done so far — " + " · ".join(told[-6:])) if told else ""
+
+
 def _steps_since_request(v: View) -> str:
     turn = v.state.turn
     steps = turn.steps
@@ -120,13 +142,22 @@ def in_progress(v: View) -> Lines:
         out.append(f"The latest request ({v.cite(v.latest_request.seq)}), not yet reported done")
     for task in v.current:
         line = f"{v.task_name(task)}, in progress since {v.cite(task.started or task.since)}"
-        if task.note and v.level <= COMPACT:
-            line += f": {one_line(task.note, 220)}"
+        intro, done = task_spec(task.note)
+        if intro and v.level <= TERSE:
+            line += f". The task: {one_line(intro, v.chars(400))}"
+        if done and v.level <= COMPACT:
+            line += " Done when: " + "; ".join(done)
         out.append(line)
+        work = _task_work(v, task)
+        if work:
+            out.append(work)
     if v.focus and v.dirty:
         out.append(f"{len(v.dirty)} files changed since their last commit (listed under Where Things Stand)")
+    # Files the task's "done so far" already describes are not described again.
+    told = {r.path for t in v.current for r in v.changed_files if r.edits and r.last >= (t.started or t.since)}
     for rec in v.dirty if not v.focus else []:
-        out.append(f"Uncommitted: {_file_line(v, rec, brief=v.level >= TERSE)}")
+        if rec.path not in told:
+            out.append(f"Uncommitted: {_file_line(v, rec, brief=v.level >= TERSE)}")
     steps = _steps_since_request(v)
     if steps and not v.state.turn.ended:
         out.append(steps)
@@ -158,7 +189,19 @@ def decisions(v: View) -> Lines:
         if v.focus and "decisions" not in v.focus.kinds and not v.focus.names(d.reason, d.choice, d.about):
             plan = ""
         out.append(f"{about} — the agent's reason: {quoted(d.reason, 300)}{plan}")
-    return _bullets(out)
+    return _bullets(out + (lessons(v) if v.level < TINY else []))
+
+
+def lessons(v: View) -> Lines:
+    """What failures taught: an error the agent explained and then got past, with what it changed."""
+    out = []
+    for group in _error_runs(v):
+        last = group[-1]
+        diagnosis = next((e.diagnosis for e in group if e.diagnosis), None)
+        if diagnosis is None or last.status != "resolved" or not last.then:
+            continue
+        out.append(f"From {code(group[0].line, 120)} ({v.cite(group[0].seq)}): the agent's reading {quoted(diagnosis.text, 200)}, so it made {last.then}")
+    return out[-(6 if v.level <= COMPACT else 3) :]
 
 
 def next_section(v: View) -> Lines:
@@ -206,28 +249,37 @@ def _error_source(v: View, error: ErrorRecord) -> str:
 
 
 def _error_group(v: View, group: list[ErrorRecord]) -> str:
+    """One failing run: its error lines, the agent's reading, what it changed next, the outcome."""
     first, last = group[0], group[-1]
-    lines = "; ".join(code(e.line, 220 if v.level <= COMPACT else 140) for e in group[:3])
-    more = f" (+{len(group) - 3} more lines)" if len(group) > 3 else ""
+    lines = "; ".join(code(e.line, 220 if v.level <= COMPACT else 140) for e in group[:2])
     exit = f" with exit code {first.exit}" if first.exit else ""
-    said = f"{_error_source(v, first)} failed{exit} ({v.cite(first.seq, last.seq)}): {lines}{more}"
-    diagnosis = next((e.diagnosis for e in reversed(group) if e.diagnosis), None)
-    if diagnosis is not None and v.level <= COMPACT:
-        said += f" — the agent's reading ({v.cite(diagnosis.seq)}): {quoted(diagnosis.text, 200)}"
+    again = f" ({first.count}×)" if first.count > 1 else ""
+    said = f"{_error_source(v, first)} failed{exit}{again} ({v.cite(first.seq)}): {lines}"
+    diagnosis = next((e.diagnosis for e in group if e.diagnosis), None)
+    if diagnosis is not None and v.level <= TERSE:
+        said += f" — the agent's reading: {quoted(diagnosis.text, 200)}"
+    if last.then and v.level <= COMPACT:
+        said += f" — then {last.then}"
     if last.status == "resolved":
-        return said + f" — fixed ({v.cite(last.resolved_seq)}): {last.resolution}"
+        return said + f" — fixed ({v.cite(last.resolved_seq)})" + ("" if last.then and v.level <= COMPACT else f": {last.resolution}")
     if v.live(last):
         return said + " — still open"
     return said + " — not resolved; the work went on past it"
 
 
-def errors(v: View) -> Lines:
-    groups: list[list[ErrorRecord]] = []
+def _error_runs(v: View) -> list[list[ErrorRecord]]:
+    """Errors grouped by the failing run that printed them."""
+    runs: list[list[ErrorRecord]] = []
     for error in v.state.errors:
-        if groups and groups[-1][0].key == error.key and groups[-1][-1].resolution == error.resolution and groups[-1][-1].status == error.status:
-            groups[-1].append(error)
+        if runs and runs[-1][0].seq == error.seq and runs[-1][0].key == error.key:
+            runs[-1].append(error)
         else:
-            groups.append([error])
+            runs.append([error])
+    return runs
+
+
+def errors(v: View) -> Lines:
+    groups = _error_runs(v)
     if v.focus:
         wanted = v.focus.kinds & {"errors", "failures", "checks"}
         chosen = [g for g in groups if wanted or v.focus.names(*(e.line for e in g), g[0].source)]
@@ -270,26 +322,23 @@ def _committed_at(v: View, rec: FileRecord) -> int:
 
 
 def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
-    line = f"{v.path(rec.path)} — {_file_state(v, rec)} ({v.cite(rec.first, rec.last)})"
+    line = f"{v.path(rec.path)} — {_file_state(v, rec)}"
     if brief:
         return line
     # An uncommitted file is described by what changed since its last commit.
     since = _committed_at(v, rec) if rec.dirty else 0
     purposes = [q for q in rec.purposes if q.seq > since]
-    names = [q.text for q in rec.added if q.seq > since]
     if purposes and rec.dirty and len(purposes) > 1:
-        said = "; ".join(f"{v.cite(q.seq)} {quoted(q.text, 140)}" for q in purposes)
-        line += f"; the agent's stated purposes: {said}"
+        line += "; the agent's stated purposes: " + "; ".join(quoted(q.text, 140) for q in purposes)
     elif purposes:
-        line += f"; the agent's stated purpose ({v.cite(purposes[-1].seq)}): {quoted(purposes[-1].text, 160)}"
+        line += f"; the agent's stated purpose: {quoted(purposes[-1].text, 160)}"
     if rec.change.startswith("written") and not rec.created:
         line += "; rewritten whole" + rec.change.removeprefix("written")
-    elif rec.change.startswith(("written", "changed by")):
+    elif rec.change.startswith(("written", "changed by")) or "adding `" in rec.change:
         line += f"; {rec.change}"
-    elif names:
-        line += "; adds " + listing([code(n, 50) for n in names[-4:]], 4)
-    elif rec.change:
-        line += f"; latest change: {rec.change}"
+    elif not purposes:
+        names = [q.text for q in rec.added if q.seq > since][-2:]
+        line += f"; {rec.change}" if rec.change else ("; adds " + listing([code(n, 50) for n in names]) if names else "")
     return line
 
 
@@ -350,10 +399,6 @@ def people(v: View) -> Lines:
 
 def other(v: View) -> Lines:
     out = []
-    mentioned = " ".join(c.command for c in v.checks) + " " + " ".join(e.source for e in v.state.errors)
-    heads = [h for h in v.state.commands if h not in mentioned]
-    if heads and v.level <= TERSE and not v.focus:
-        out.append("Other commands run: " + listing([code(h, 40) for h in heads], 24))
     refused = v.state.people.refusals
     if refused:
         out += [f"The person refused a call ({v.cite(q.seq)}), which did not run: {quoted(q.text, 160)}" for q in refused[-4:]]

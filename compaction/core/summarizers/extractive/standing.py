@@ -190,22 +190,76 @@ def where_things_stand(v: View) -> list[str]:
 # --- next steps ----------------------------------------------------------------------------------
 
 
-def _finish(v: View, task: Task | None) -> list[str]:
-    """What remains of the work in progress: files the task says to create, checks owed for
-    the latest edits, the commit, the tracker's close, the push the earlier commits had."""
+_SPEC_DONE_RE = re.compile(r"(?im)^\s*(?:#+\s*)?(definition of done|acceptance criteria|done when|acceptance)\s*:?\s*$")
+_BULLET_RE = re.compile(r"(?m)^\s*(?:[-*]|\d+[.)])\s+(.+?)\s*$")
+_IGNORED_RE = re.compile(r"ignored by one of your \.gitignore files:?\s*(\S+)")
+
+
+def task_spec(note: str) -> tuple[str, list[str]]:
+    """(the first paragraph, the items of its definition of done) of a task's description."""
+    paragraphs = [p for p in re.split(r"\n\s*\n", note.strip()) if p.strip()]
+    intro = one_line(paragraphs[0], 400) if paragraphs else ""
+    heading = _SPEC_DONE_RE.search(note)
+    if heading is None:
+        return intro, []
+    block = re.split(r"\n\s*\n", note[heading.end() :].strip(), maxsplit=1)[0]
+    return intro, [one_line(item, 160).rstrip(".") for item in _BULLET_RE.findall(block)][:6]
+
+
+def _to_do(v: View, task: Task) -> list[str]:
+    """Files the task says to create or change that this work has not touched, and the tests
+    its definition of done asks for when no test file changed since it started."""
+    since = task.started or task.opened
+    touched = {p for p, r in v.state.files.items() if r.edits and r.last >= since}
+    made = set(v.state.files)
     steps = []
-    if task is not None:
-        made = {v.rel(p) for p in v.state.files} | set(v.state.files)
-        missing = [o for o in task.outputs if not any(m.endswith(o) for m in made)]
-        if missing:
-            steps.append("create " + listing([code(m, 80) for m in missing], 3))
+    missing = [o for o in task.outputs if not any(m.endswith(o) for m in made)]
+    if missing:
+        steps.append("create " + listing([code(m, 80) for m in missing], 3) + " (the task lists them as new)")
+    untouched = [t for t in task.touches if not any(p.endswith(t) for p in touched)]
+    intro, done = task_spec(task.note)
+    asks = [d for d in done if re.search(r"(?i)\btests?\b", d)]
+    if asks and not any(re.search(r"(?i)test", p.rsplit("/", 1)[-1]) for p in touched):
+        where = [t for t in untouched if re.search(r"(?i)test", t.rsplit("/", 1)[-1])]
+        untouched = [t for t in untouched if t not in where]
+        into = f" in {listing([code(t, 80) for t in where], 2)}" if where else ""
+        steps.append(f"write the tests it asks for{into} ({quoted(asks[0], 140)})")
+    if untouched:
+        steps.insert(len(steps) - (1 if asks else 0), "change " + listing([code(m, 80) for m in untouched], 3) + " (the task lists them)")
+    return steps
+
+
+def _commit_step(v: View) -> str:
+    """"commit", with `git add -f` for uncommitted files under a path git ignores (learned from
+    an earlier `git add` that failed on it)."""
+    ignored = [m.group(1).rstrip("/") for e in v.state.errors if (m := _IGNORED_RE.search(e.line))]
+    forced = [r for r in v.dirty if any(f"/{d}/" in f"/{v.rel(r.path)}" for d in ignored)]
+    if not forced:
+        return "commit"
+    return f"commit (add {listing([v.path(r.path) for r in forced], 3)} with `git add -f`: git ignores that directory)"
+
+
+def _closes_before_commit(v: View) -> bool:
+    """Whether this agent closed its tasks before committing them (its habit so far)."""
+    commits = {c.sha: c.seq for c in v.state.git.commits}
+    before = [t.closed < commits[t.commits[0]] for t in v.tasks if t.closed and t.commits and t.commits[0] in commits]
+    return bool(before) and sum(before) * 2 > len(before)
+
+
+def _finish(v: View, task: Task | None) -> list[str]:
+    """What remains of the work in progress: what the task says to make, checks owed for the
+    latest edits, the commit and the tracker's close (in the order the agent has kept), the
+    push the earlier commits had."""
+    steps = _to_do(v, task) if task is not None else []
     stale = [c for c in _check_runs(v) if v.stale(c) or not c.ok]
     if stale or (v.dirty and not v.checks and v.state.git.commits):
-        steps.append("run " + listing([code(c.command, 60) for c in stale]) if stale else "check the changes")
+        steps.append("run " + listing([code(c.suite or c.command, 60) for c in stale]) if stale else "check the changes")
+    wrap = []
     if v.dirty or (task is not None and not task.commits and v.state.git.commits):
-        steps.append("commit")
+        wrap.append(_commit_step(v))
     if task is not None and task.source not in ("todo", "plan"):
-        steps.append(f"close {code(task.key)}")
+        wrap.append(f"close {code(task.key)}")
+    steps += list(reversed(wrap)) if _closes_before_commit(v) and len(wrap) == 2 else wrap
     if (v.dirty or task is not None) and v.state.git.pushes and v.state.git.commits:
         steps.append("push (the earlier commits were pushed)")
     return steps

@@ -41,7 +41,7 @@ def outcome_of(call: Call) -> Outcome:
         if probe:
             # A grep without matches "fails" with status 1: an answer. Only a real error line
             # ("No such file or directory") makes a look a failure.
-            real = command_error_lines(call.name, call.command, call.output, is_error=False) if call.is_error else []
+            real = command_error_lines(call.name, call.command, call.output, is_error=True) if call.is_error else []
             ok, error = not real, real[0] if real else ""
         kind = check_kind(command)
         # Only a check's tally counts ("create mode 100644 test/x" is no test count).

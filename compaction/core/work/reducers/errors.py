@@ -31,6 +31,7 @@ DIAGNOSIS_RE = re.compile(
     r"does not|isn'?t|is not|aren'?t|can'?t|cannot|missing|requires?|not supported|not found|needs? to|expects?|"
     r"conflicts?|mismatch|undefined|wrong|instead of)\b"
 )
+BARE_TALLY_RE = re.compile(r"(?i)^\W*\d+ (?:tests?|examples?|failures?|failed|errors?|passed)\b[\w\s,;()./]*$")
 _INTERJECTION_RE = re.compile(r"(?i)^(?:i see|right|ah|oh|hmm+|ok(?:ay)?|got it|good|great)\b[\s,.!:;—–-]*")
 
 
@@ -60,7 +61,9 @@ def _lines(call: Call, outcome: Outcome) -> list[str]:
     else:
         first = next((ln.strip() for ln in strip_error_tags(call.output).splitlines() if ln.strip()), "")
         lines = [outcome.error or first]
-    return [one_line(line, 240) for line in lines if line][:MAX_LINES_PER_FAILURE]
+    # "1 failure" alone says less than the error line beside it (the check keeps the tally).
+    told = [line for line in lines if line and not BARE_TALLY_RE.match(line)] or [line for line in lines if line]
+    return [one_line(line, 240) for line in told][:MAX_LINES_PER_FAILURE]
 
 
 def _settles(error: ErrorRecord, key: str, command: str) -> bool:
@@ -86,10 +89,18 @@ def _resolve(state: WorkState, call: Call, outcome: Outcome, key: str) -> None:
             error.resolution = f"after {changed}, {again}" if changed else again
 
 
+def _note_attempt(state: WorkState, call: Call, key: str) -> None:
+    """What the agent changed between an error and its next attempt at the same thing."""
+    for error in state.errors:
+        if error.key == key and not error.then and error.seq < call.seq and error.status == "open":
+            error.then = changes_since(state, error.seq, call.seq, detail=True)
+
+
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if outcome.ok is None or (outcome.probe and outcome.ok):
         return
     key = error_key(call, outcome)
+    _note_attempt(state, call, key)
     if outcome.ok:
         _resolve(state, call, outcome, key)
         return

@@ -16,6 +16,7 @@ from compaction.core.work.state import FileRecord, Quote, WorkState
 from compaction.core.work.vocabulary import DELETE_RE, GIT_MV_RE, MANIFEST_CMD_RE, MANIFESTS
 
 MAX_PURPOSES = 3
+MAX_CHANGES = 6
 MAX_NAMES = 8
 # Scratch space, not the project: a redirect to /tmp is no change to commit.
 SCRATCH_RE = re.compile(r"^(?:/dev/|/proc/)|^[^/]*\s")
@@ -71,6 +72,8 @@ def _changed(state: WorkState, path: str, seq: int, change: str) -> FileRecord:
     rec.state = "edited"
     rec.dirty = True
     rec.change = change
+    if change:
+        rec.changes = [*rec.changes, Quote(seq, change)][-MAX_CHANGES:]
     return rec
 
 
@@ -107,19 +110,19 @@ def _matches(path: str, word: str) -> bool:
 
 def _changed_by_shell(state: WorkState, call: Call, outcome: Outcome, ops: FileOps) -> None:
     command = call.command or ""
-    moves = [(a.strip("\"'"), b.strip("\"'")) for a, b in GIT_MV_RE.findall(command)]
+    moves = [(resolve(state, a.strip("\"'")), resolve(state, b.strip("\"'"))) for a, b in GIT_MV_RE.findall(command)]
     removed = [w for m in DELETE_RE.finditer(command) for w in m.group(1).split() if not w.startswith("-")]
+    for source, target in moves:
+        moved = record(state, source, call.seq)
+        moved.state, moved.moved_to, moved.last, moved.dirty = "moved", target, call.seq, True
+        _changed(state, target, call.seq, f"moved here from `{source.rsplit('/', 1)[-1]}`")
     for shown in ops.modified:
         if SCRATCH_RE.search(shown) or any(c in shown for c in "*?$`{}[]<>"):
             continue
         path = resolve(state, shown)
-        source = next((b for a, b in moves if _matches(path, a)), None)
-        if source is not None:
-            rec = record(state, path, call.seq)
-            rec.state, rec.moved_to, rec.last, rec.dirty = "moved", source, call.seq, True
-        elif any(_matches(path, b) for _a, b in moves):
-            _changed(state, path, call.seq, "moved here")
-        elif any(_matches(path, w) for w in removed):
+        if any(path in pair for pair in moves):
+            continue
+        if any(_matches(path, w) for w in removed):
             _deleted(state, path, call.seq)
         else:
             _changed(state, path, call.seq, f"changed by `{one_line(outcome.command, 80)}`")

@@ -43,10 +43,10 @@ def _shown(state: WorkState, tracker: str, item: TrackerItem, seq: int) -> None:
         task = tasks[item.key] = Task(item.key, item.title, tracker, item.status or "open", seq, seq, parent=parent)
         if task.status == "closed":
             task.closed = seq
-        return
     task.title = task.title or item.title
     task.note = task.note or item.note
     task.outputs = task.outputs or item.outputs
+    task.touches = task.touches or item.touches
     if item.blocked_by is not None:
         task.blocked_by = item.blocked_by
     if item.status:
