@@ -5,7 +5,7 @@ from __future__ import annotations
 SUMMARY_PREFIX = (
     "The conversation history before this point was compacted into the following summary. "
     "Continue the work from where it left off; re-read any file you need instead of guessing "
-    "its contents.\n\n"
+    "its contents. Numbers like #12 are message numbers in the session's stored history.\n\n"
 )
 TURN_PREFIX_HEADING = "\n\n---\n\n**The turn in progress began before this point; its earlier part:**\n\n"
 

@@ -24,7 +24,7 @@ from compaction.core.summarizers.extractive import ExtractiveSummarizer
 from compaction.core.summarizers.truncate import TruncateSummarizer, truncate_summary
 from compaction.core.tokens import count_text
 from compaction.core.types import FileOps
-from compaction.core.work import fold, to_json
+from compaction.core.work import file_ops, fold, to_json
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +151,18 @@ def _error_reason(exc: BaseException) -> str:
     return f"{reason}: {text[:300]}" if text else reason
 
 
+def _file_ops(inp: SummaryInput, summarized: list) -> FileOps:
+    """The files read and changed, as of the newest message: from the work state, or (when it
+    could not be folded) extracted from the messages and merged with the previous lists."""
+    if inp.state_now is not None:
+        return file_ops(inp.state_now)
+    try:
+        return merge_file_ops(inp.previous_files, inp.file_ops or extract_file_ops(summarized))
+    except Exception:  # noqa: BLE001 - odd content must not cost the summary; keep what was known
+        logger.exception("File-op extraction failed")
+        return inp.previous_files
+
+
 def _with_state(inp: SummaryInput, summarized: list) -> SummaryInput:
     """The work state folded once per job: through the summarized range (stored for the next
     compaction) and on through the kept messages (the status the summary states)."""
@@ -175,15 +187,8 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
 
     # File tags are part of the stored summary: the body gets what they leave of the budget.
     all_messages = [*inp.messages, *inp.turn_prefix]
-    try:
-        # Once per job: the summarizers and the ledger get them through `inp.file_ops`.
-        if inp.file_ops is None:
-            inp = replace(inp, file_ops=extract_file_ops(all_messages))
-        ops = merge_file_ops(inp.previous_files, inp.file_ops)
-    except Exception:  # noqa: BLE001 - odd content must not cost the summary; keep what was known
-        logger.exception("File-op extraction failed")
-        ops = inp.previous_files
     inp = _with_state(inp, all_messages)
+    ops = _file_ops(inp, all_messages)
     tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE)).strip()
     body_budget = max(MIN_BODY_BUDGET, inp.output_budget - (count_text(tags) + 2 if tags else 0))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable
 
-from compaction.core.types import Msg
+from compaction.core.types import FileOps, Msg
 from compaction.core.work.events import events_of
 from compaction.core.work.reducers import apply
 from compaction.core.work.serialize import from_json, to_json
@@ -35,4 +35,12 @@ def fold(messages: Iterable[Msg], state: WorkState | None = None) -> WorkState:
     return state
 
 
-__all__ = ["STATE_VERSION", "WorkState", "fold", "from_json", "to_json"]
+def file_ops(state: WorkState) -> FileOps:
+    """The files the work changed (created, edited, moved, deleted) and those it only read, in
+    the order they were last touched: the summary's <modified-files> and <read-files>."""
+    records = sorted(state.files.values(), key=lambda r: r.last)
+    changed = [r.path for r in records if r.edits or r.state != "read"]
+    return FileOps(read=[r.path for r in records if r.state == "read" and not r.edits], modified=changed)
+
+
+__all__ = ["STATE_VERSION", "WorkState", "file_ops", "fold", "from_json", "to_json"]

@@ -78,6 +78,7 @@ class Call:
     is_error: bool
     rejected: bool  # refused by the person or the harness: it did not run
     purpose: str = ""  # the agent's words just before the call
+    alone: bool = True  # the only call of its message
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +136,14 @@ def _call(pending: PendingCall, result_seq: int, block: dict[str, Any]) -> Call:
         is_error=bool(block.get("is_error")),
         rejected=is_tool_rejection(output),
         purpose=pending.purpose,
+        alone=pending.alone,
     )
 
 
 def _assistant_events(msg: Msg, pending: dict[str, PendingCall]) -> list[Event]:
     out: list[Event] = []
     said = ""
-    calls = 0
+    made: list[str] = []
     for block in msg.blocks:
         kind = block.get("type")
         if kind == "text":
@@ -150,8 +152,12 @@ def _assistant_events(msg: Msg, pending: dict[str, PendingCall]) -> list[Event]:
                 out.append(Narration(msg.seq, text))
                 said = text
         elif kind in TOOL_USE_TYPES and block.get("id"):
-            calls += 1
-            pending[str(block["id"])] = PendingCall(msg.seq, str(block.get("name") or ""), tool_input(block), said)
+            made.append(str(block["id"]))
+            pending[made[-1]] = PendingCall(msg.seq, str(block.get("name") or ""), tool_input(block), said)
+    if len(made) > 1:
+        for call_id in made:
+            pending[call_id].alone = False
+    calls = len(made)
     if said and not calls and not pending:
         out.append(TurnEnded(msg.seq, said))
     return out

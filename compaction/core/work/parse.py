@@ -87,7 +87,7 @@ MAX_NOTE_CHARS = 2_400
 # A row of a listing: `bd list` ("○ proj-gqc.7 [● P2] [task] - Title (blocked by: …)"), children
 # under `bd show` ("↳ ✓ proj-fum.1: Title ● P2"), `bd ready` ("3. [● P2] [task] proj-fum.2: Title").
 _ROW_RE = re.compile(
-    r"^\s*(?:↳\s*)?([○◐●✓✔])\s+([A-Za-z][\w-]*-[\w.]+)(?::\s+|(?:\s+\[[^\]]*\])+\s+-\s+)(.+?)\s*$", re.M
+    r"^\s*(?:[↳↑→←]\s*)?([○◐●✓✔])\s+([A-Za-z][\w-]*-[\w.]+)(?::\s+|(?:\s+\[[^\]]*\])+\s+-\s+)(.+?)\s*$", re.M
 )
 _READY_RE = re.compile(r"^\s*\d+\.\s+(?:\[[^\]]*\]\s+)+([A-Za-z][\w-]*-[\w.]+):\s+(.+?)\s*$", re.M)
 _ROW_STATUS = {"○": "open", "◐": "in_progress", "●": "blocked", "✓": "closed", "✔": "closed"}
@@ -228,6 +228,7 @@ DEFINES_RE = re.compile(
 )
 _EDITOR_BODY_RE = re.compile(r"^edit\s+(\d+:\d+)\s*\n(.*?)\n?end_of_edit\s*$", re.S)
 _NEW_KEYS = ("new_string", "newText", "new_str", "replace", "new_text")
+_COMMENT_ONLY_RE = re.compile(r"^(?:#|//|/\*|\*|--|<!--)|^[\])}>;,]+$")
 _OLD_KEYS = ("old_string", "oldText", "old_str", "search", "old_text")
 
 
@@ -302,7 +303,10 @@ def edit_change(name: str, args: Any) -> Change:
     if len(" ".join(added)) <= 90:
         return Change("adds `" + one_line(" ".join(added), 90).replace("`", "'") + "`", names)
     count = f"{len(added)} new line{'s' if len(added) > 1 else ''}"
-    return Change(count + (f" ({', '.join(f'`{n}`' for n in names[:3])})" if names else ""), names)
+    # The code itself says what an edit built: its first lines with substance.
+    shown = [line for line in added if len(line) >= 12 and not _COMMENT_ONLY_RE.match(line)][:2]
+    excerpt = " … ".join(f"`{one_line(line, 90).replace('`', chr(39))}`" for line in shown)
+    return Change(f"{count}, starting {excerpt}" if excerpt else count, names)
 
 
 # --- commits, todos, plans ---------------------------------------------------------------

@@ -109,6 +109,7 @@ class Commit:
     pushed_to: str = ""
     pushed_seq: int | None = None
     tasks: list[str] = field(default_factory=list)  # tasks in progress or closed around it
+    checks: list[str] = field(default_factory=list)  # the checks that passed since the previous commit
 
 
 @dataclass
@@ -190,6 +191,7 @@ class PendingCall:
     name: str
     args: Any
     purpose: str = ""
+    alone: bool = True  # the only call of its message (its words are about it)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from compaction.core.summarizers.extractive.standing import (
     listing,
     next_steps,
     quoted,
+    task_rules,
     task_spec,
     where_things_stand,
 )
@@ -69,9 +70,8 @@ def _commit_line(v: View, commit: Commit, *, brief: bool) -> str:
     files = [v.path(p) for p in commit.files]
     if files:
         head += f"; files: {listing(files, 5)}"
-    checks = [c for c in v.checks if c.ok and c.seq < commit.seq and c.tally and c.kind in ("test", "lint")]
-    if checks:
-        head += "; checks before it: " + listing([f"{code(c.command, 50)} → {c.tally}" for c in checks[-2:]])
+    if commit.checks:
+        head += "; checks before it: " + listing(commit.checks[-2:])
     return head
 
 
@@ -132,7 +132,7 @@ def _steps_since_request(v: View) -> str:
         said.append(f"last ran {last.what} ({'passed' if last.ok else 'failed'}{': ' + last.detail if last.detail else ''}, {v.cite(last.seq)})")
     if not said:
         return ""
-    return f"Latest calls ({turn.calls} since the request, {v.cite(steps[0].seq, steps[-1].seq)} shown): " + "; ".join(said)
+    return "Since the request: " + "; ".join(said)
 
 
 def in_progress(v: View) -> Lines:
@@ -146,7 +146,10 @@ def in_progress(v: View) -> Lines:
         if intro and v.level <= TERSE:
             line += f". The task: {one_line(intro, v.chars(400))}"
         if done and v.level <= COMPACT:
-            line += " Done when: " + "; ".join(done)
+            line += ". Done when: " + "; ".join(done)
+        rules = task_rules(task.note) if v.level <= COMPACT else []
+        if rules:
+            line += ". Its edge cases and constraints: " + "; ".join(rules)
         out.append(line)
         work = _task_work(v, task)
         if work:
@@ -158,7 +161,7 @@ def in_progress(v: View) -> Lines:
     for rec in v.dirty if not v.focus else []:
         if rec.path not in told:
             out.append(f"Uncommitted: {_file_line(v, rec, brief=v.level >= TERSE)}")
-    steps = _steps_since_request(v)
+    steps = _steps_since_request(v) if not v.current else ""
     if steps and not v.state.turn.ended:
         out.append(steps)
     return _bullets(out)
@@ -238,7 +241,26 @@ def repository(v: View) -> Lines:
         out.append("Nothing uncommitted (the latest `git status` and the edits since agree)")
     if git.stash:
         out.append(f"Stashed: {len(git.stash)} stash entr{'y' if len(git.stash) == 1 else 'ies'}")
+    if git.cwd and v.root and git.cwd != v.root and git.cwd.startswith(v.root + "/"):
+        out.append(f"The shell was left in {v.path(git.cwd)} (a `cd` in a command); paths in commands are relative to it")
+    routine = _routine(v)
+    if routine:
+        out.append(routine)
     return _bullets(out)
+
+
+def _routine(v: View) -> str:
+    """How the agent finished a task, as it did for the latest commit: the checks, tracker and
+    git commands from the last passing check before the commit to the push after it."""
+    commit = v.last_commit
+    if commit is None or not v.state.recent and not v.checks:
+        return ""
+    before = [c for c in v.checks if c.ok and c.seq <= commit.seq]
+    start = max((c.seq for c in before), default=commit.seq)
+    steps = [s for s in v.state.turn.steps if start <= s.seq <= (commit.pushed_seq or commit.seq)]
+    if len(steps) < 2:
+        return ""
+    return "How the agent finished its latest task: " + ", ".join(s.what for s in steps if s.kind in ("check", "git", "tracker", "run"))
 
 
 def _error_source(v: View, error: ErrorRecord) -> str:
@@ -332,10 +354,12 @@ def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
         line += "; the agent's stated purposes: " + "; ".join(quoted(q.text, 140) for q in purposes)
     elif purposes:
         line += f"; the agent's stated purpose: {quoted(purposes[-1].text, 160)}"
-    if rec.change.startswith("written") and not rec.created:
-        line += "; rewritten whole" + rec.change.removeprefix("written")
-    elif rec.change.startswith(("written", "changed by")) or "adding `" in rec.change:
-        line += f"; {rec.change}"
+    whole = next((q.text for q in rec.changes if q.text.startswith("written")), "")
+    if whole and not rec.created:
+        later = f", then edited {rec.edits - 1}× more (latest: {rec.change})" if rec.edits > 1 and rec.change != whole else ""
+        line += "; rewritten whole" + whole.removeprefix("written") + later
+    elif whole or rec.change.startswith("changed by") or "adding `" in rec.change:
+        line += f"; {whole or rec.change}"
     elif not purposes:
         names = [q.text for q in rec.added if q.seq > since][-2:]
         line += f"; {rec.change}" if rec.change else ("; adds " + listing([code(n, 50) for n in names]) if names else "")

@@ -11,7 +11,7 @@ import re
 
 from compaction.core.summarizers.extractive.view import View
 from compaction.core.work.parse import one_line
-from compaction.core.work.state import Check, Task
+from compaction.core.work.state import Check, Step, Task
 
 REQUEST_CHARS = 300
 WORDS_CHARS = 280
@@ -154,6 +154,13 @@ def _failure_sentence(v: View) -> list[str]:
     return out
 
 
+def _step_told(v: View, step: Step) -> str:
+    kind, _sep, rest = step.what.partition(" ")
+    if step.kind in ("edit", "read") and rest.startswith("/"):
+        return f"{'an edit of' if step.kind == 'edit' else 'a read of'} {v.path(rest)}"
+    return step.what
+
+
 def _stopped(v: View) -> list[str]:
     turn = v.state.turn
     out = []
@@ -165,8 +172,15 @@ def _stopped(v: View) -> list[str]:
         waiting = max(turn.pending.values(), key=lambda c: c.seq)
         out.append(f"The agent was waiting for the result of a {waiting.name} call ({v.cite(waiting.seq)}).")
     elif turn.said is not None:
-        step = f" after {turn.calls} calls" if turn.calls else ""
-        out.append(f"The agent was mid-turn{step}; its latest words ({v.cite(turn.said.seq)}): {quoted(turn.said.text, v.chars(WORDS_CHARS))}")
+        last = turn.steps[-1] if turn.steps else None
+        if last is not None and last.seq >= turn.said.seq:
+            went = "went through" if last.ok else "failed" if last.ok is False else "has no result yet"
+            out.append(
+                f"The agent was mid-turn: its last call ({v.cite(last.seq)}, {_step_told(v, last)}) {went}; "
+                f"its words before it: {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
+            )
+        else:
+            out.append(f"The agent was mid-turn; its latest words ({v.cite(turn.said.seq)}): {quoted(turn.said.text, v.chars(WORDS_CHARS))}")
     if turn.interrupted and turn.interrupted >= max((s.seq for s in turn.steps), default=0):
         out.append(f"The person interrupted the agent at {v.cite(turn.interrupted)}.")
     demands = [d for d in v.state.people.demands if d.seq >= (v.latest_request.seq if v.latest_request else 0)]
@@ -195,9 +209,22 @@ _BULLET_RE = re.compile(r"(?m)^\s*(?:[-*]|\d+[.)])\s+(.+?)\s*$")
 _IGNORED_RE = re.compile(r"ignored by one of your \.gitignore files:?\s*(\S+)")
 
 
+_SPEC_RULES_RE = re.compile(r"(?im)^\s*(?:#+\s*)?((?:edge cases?|constraints?|architecture constraints?|requirements?|must|do not)[^\n:]*)\s*:?\s*$")
+
+
+def task_rules(note: str) -> list[str]:
+    """The items of a task description's edge-case and constraint sections."""
+    out = []
+    for heading in _SPEC_RULES_RE.finditer(note):
+        block = re.split(r"\n\s*\n", note[heading.end() :].strip(), maxsplit=1)[0]
+        out += [one_line(item, 140).rstrip(".") for item in _BULLET_RE.findall(block)][:4]
+    return out[:6]
+
+
 def task_spec(note: str) -> tuple[str, list[str]]:
     """(the first paragraph, the items of its definition of done) of a task's description."""
-    paragraphs = [p for p in re.split(r"\n\s*\n", note.strip()) if p.strip()]
+    prose = re.sub(r"(?m)^\s*#+\s+[^\n]*\n?", "", note).strip()  # markdown headings are no sentences
+    paragraphs = [p for p in re.split(r"\n\s*\n", prose) if p.strip()]
     intro = one_line(paragraphs[0], 400) if paragraphs else ""
     heading = _SPEC_DONE_RE.search(note)
     if heading is None:
@@ -300,7 +327,9 @@ def next_steps(v: View) -> list[str]:
     for task in v.open_tasks[:4]:
         blocked = [b for b in task.blocked_by if b in v.state.tasks.tasks and v.state.tasks.tasks[b].status != "closed"]
         after = f" (after {listing([code(b) for b in blocked], 3)})" if blocked else ""
-        out.append(f"Then {v.task_name(task, limit=80)}{after}.")
+        intro, _done = task_spec(task.note)
+        about = f": {one_line(intro, v.chars(220))}" if intro else ""
+        out.append(f"Then {v.task_name(task, limit=80)}{after}{about}")
     if v.state.people.handover and turn.submitted is None:
         out.append(f"When the task is done, hand it in with `{v.state.people.handover}` (the task's instructions say so).")
     if not out:

@@ -42,14 +42,15 @@ def _vague(sentence: str) -> bool:
     return bool(VAGUE_RE.search(sentence)) or len(_FILLER_RE.sub("", sentence).split()) < 4
 
 
-def purpose_of(text: str, path: str) -> str:
+def purpose_of(text: str, path: str, *, alone: bool = True) -> str:
     """The sentence of the agent's words before an edit that says what the edit is for: one
-    naming the file, else the last that announces a change; "" when none does."""
+    naming the file, else (when the edit was the message's only call) the last that announces
+    a change; "" when none does."""
     name = path.rsplit("/", 1)[-1]
     stem = name.split(".")[0]
     said = [s.replace("**", "").strip() for s in sentences(text) if 10 <= len(s) <= 400 and not s.rstrip().endswith("?")]
     naming = [s for s in said if name in s or (len(stem) > 3 and stem in s)]
-    announcing = [s for s in said if PURPOSE_RE.search(s)]
+    announcing = [s for s in said if PURPOSE_RE.search(s)] if alone else []
     for sentence in [*naming[-1:], *reversed(announcing)]:
         if not _vague(sentence):
             return one_line(sentence.rstrip(":"), MAX_PURPOSE_CHARS)
@@ -89,7 +90,7 @@ def _edited_by_tool(state: WorkState, call: Call, outcome: Outcome, ops: FileOps
         rec.empty = change.empty
         if rec.edits == 1 and ("created" in call.output.lower() or change.summary.startswith("written")):
             rec.created = "updated" not in call.output.lower()
-        purpose = purpose_of(call.purpose, path) if call.purpose else ""
+        purpose = purpose_of(call.purpose, path, alone=call.alone) if call.purpose else ""
         if purpose and all(q.text != purpose for q in rec.purposes):
             rec.purposes = [*rec.purposes, Quote(call.seq, purpose)][-MAX_PURPOSES:]
         known = {q.text for q in rec.added}

@@ -95,7 +95,9 @@ def _commit(state: WorkState, sha: str, subject: str, branch: str, seq: int, add
     tasks = _commit_tasks(state, subject)
     for key in tasks:
         state.tasks.tasks[key].commits.append(sha)
-    git.commits.append(Commit(sha, one_line(subject, 150), seq, branch, taken, tasks=tasks))
+    previous = max((c.seq for c in git.commits), default=0)
+    checked = [f"`{c.command}` → {c.tally}" for c in state.checks.values() if c.ok and c.tally and c.seq > previous]
+    git.commits.append(Commit(sha, one_line(subject, 150), seq, branch, taken, tasks=tasks, checks=checked[-3:]))
     git.branch = branch or git.branch
     git.staged = []
     if git.tree is not None:

@@ -1,0 +1,197 @@
+"""The handoff's sections, table by table: a state (told as a story) in, the lines out."""
+
+from __future__ import annotations
+
+import pytest
+
+from compaction.core.summarizers.extractive import handoff
+from compaction.core.summarizers.extractive.render import (
+    constraints,
+    decisions,
+    done,
+    errors,
+    files,
+    goal,
+    in_progress,
+    next_section,
+    people,
+    render,
+)
+from compaction.core.summarizers.extractive.standing import where_things_stand
+from compaction.core.summarizers.extractive.view import Focus, View
+from tests.core.work.story import Story, commit_output, push_output
+
+SPEC = (
+    "○ proj-a.2 · Close the review   [● P2 · OPEN]\nOwner: x\n\nDESCRIPTION\nClose every open annotation in one action.\n\n"
+    "Output files:\n- `lib/review_live.ex` (modify)\n- `test/review_live_test.exs` (modify)\n\n"
+    "Definition of Done:\n- The button closes every open annotation.\n- LiveView tests cover N>0 and N=0.\n"
+)
+
+
+def epic() -> Story:
+    """Two tasks of an epic: the first closed, committed and pushed; the second half done."""
+    return (
+        Story()
+        .person("Implement proj-a")
+        .run("bd update proj-a.1 --status in_progress", "✓ Updated")
+        .edit("/p/lib/annotation.ex", "attribute :x", "attribute :state, :atom", said="Now add the `:state` attribute to annotation.ex.")
+        .run("mix test", "10 tests, 0 failures")
+        .run("bd close proj-a.1", "✓ Closed")
+        .run("git add -A && git commit -m 'feat: state (proj-a.1)'", commit_output("1a2b3c4", "feat: state (proj-a.1)", "proj-a"))
+        .run("git push", push_output("0000000", "1a2b3c4", "proj-a"))
+        .run("bd show proj-a.2", SPEC)
+        .run("bd update proj-a.2 --status in_progress", "✓ Updated")
+        .edit("/p/lib/review_live.ex", "end", 'def handle_event("close", _p, socket) do\n  {:noreply, socket}\nend\nend', said="Add the close handler.")
+        .says("Let me add the button next.")
+    )
+
+
+def lines(section, story: Story, **view) -> str:  # noqa: ANN001 - a section function
+    return "\n".join(section(View(story.state(), **view)))
+
+
+# (case, story, section, expected fragments in order)
+CASES = [
+    (
+        "where things stand names the closed, the current and what is uncommitted and unchecked",
+        epic(),
+        lambda v: where_things_stand(v),
+        [
+            "Closed: `proj-a.1`.",
+            'In progress: `proj-a.2` "Close the review"',
+            "Commits on `proj-a`: 1a2b3c4 — all pushed",
+            "Uncommitted since `1a2b3c4`: `lib/review_live.ex`.",
+            "Not checked since those edits: `mix test` last passed",
+            'its latest words (#22): "Let me add the button next."',
+        ],
+    ),
+    (
+        "next steps finish the task by its spec, in the agent's order, and push like before",
+        epic(),
+        next_section,
+        ['1. Finish `proj-a.2` "Close the review": write the tests it asks for in `test/review_live_test.exs`', "then run `mix test`", "then close `proj-a.2`, then commit", "then push"],
+    ),
+    (
+        "in progress quotes the task and says what its work has done so far",
+        epic(),
+        in_progress,
+        ["The task: Close every open annotation in one action.", "Done when: The button closes every open annotation; LiveView tests cover N>0 and N=0", 'Done so far — `lib/review_live.ex`: "Add the close handler."'],
+    ),
+    ("done names the commit, what it closed and that it is pushed", epic(), done, ['Committed `1a2b3c4` "feat: state (proj-a.1)" (#12), pushed to `proj-a`; closed `proj-a.1`']),
+    ("the goal is the person's request", epic(), goal, ['"Implement proj-a" (#1)']),
+    (
+        "a rule is quoted where it was said; a skill document never",
+        Story().person("Fix the login bug").harness("Base directory for this skill: /s\n\nAlways prefer cached results.").person("never push to main"),
+        constraints,
+        ['"never push to main" (#3)'],
+    ),
+    (
+        "a failing run: its line, the agent's reading, what it changed next, and the fix",
+        Story()
+        .run("mix test", "** (RuntimeError) no :secret_key_base configuration found\n1 failure", error=True)
+        .says("The endpoint isn't configured for the test env.")
+        .edit("/p/config/test.exs", "x", "config :app, Endpoint, secret_key_base: \"x\"", said="Add the endpoint config for tests.")
+        .run("mix test", "3 tests, 0 failures"),
+        errors,
+        [
+            "`mix test` failed (#2): `** (RuntimeError) no :secret_key_base configuration found`",
+            'the agent\'s reading: "The endpoint isn\'t configured for the test env."',
+            'then edits to `test.exs` ("Add the endpoint config for tests.")',
+            "fixed (#7)",
+        ],
+    ),
+    (
+        "a failure the work went past is said to be so",
+        Story().run("curl http://localhost:9/x", "curl: (7) Failed to connect", error=True).edit("/p/a.py", "1", "2").run("pytest", "1 passed"),
+        errors,
+        ["not resolved; the work went on past it"],
+    ),
+    (
+        "a decision quotes the agent's reason, attached to the file it shaped",
+        Story().edit("/p/m.exs", "alter", "rename", said="SQLite doesn't support ALTER COLUMN for nullability. I'll rewrite it as a table copy."),
+        decisions,
+        ["`m.exs` (#2) — the agent's reason: \"SQLite doesn't support ALTER COLUMN for nullability.\"", 'what it set out to do: "I\'ll rewrite it as a table copy."'],
+    ),
+    (
+        "a file committed earlier is described by its purpose",
+        epic(),
+        files,
+        ['`lib/annotation.ex` — edited, committed in `1a2b3c4`; the agent\'s stated purpose: "Now add the `:state` attribute to annotation.ex."'],
+    ),
+    (
+        "every person message is listed when some are not quoted elsewhere",
+        Story().person("first task").person("also keep the old API").person("latest: ship it"),
+        people,
+        ['#1 "first task"', '#2 "also keep the old API"', '#3 "latest: ship it"'],
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "story", "section", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_section_lines(case: str, story: Story, section, expected: list[str]) -> None:  # noqa: ANN001
+    text = "\n".join(section(View(story.state())))
+    position = 0
+    for fragment in expected:
+        found = text.find(fragment, position)
+        assert found >= 0, f"{fragment!r} missing (or out of order) in:\n{text}"
+        position = found + len(fragment)
+
+
+def test_work_that_is_finished_says_so_and_waits() -> None:
+    story = Story().person("add a docstring").edit("/p/a.py", "", '"""Doc."""\n').says("Done: added the module docstring.")
+    steps = lines(next_section, story)
+    assert steps == '1. The work appears finished (the agent reported at #4): wait for the person\'s next request.'
+
+
+def test_an_epic_comes_after_its_open_children_and_the_backlog_never() -> None:
+    listing = "○ proj-b [● P2] [epic] - The epic\n○ proj-b.2 [● P2] [task] - Second child\n○ zzz-q [● P1] [task] - Backlog\n"
+    story = Story().run("bd show proj-b.1", "○ proj-b.1 · First child   [● P2 · OPEN]\n").run("bd close proj-b.1", "ok").run("bd list", listing)
+    text = lines(next_section, story)
+    assert text.index("`proj-b.2`") < text.index("`proj-b` ") and "zzz-q" not in text
+
+
+def test_a_commit_of_a_gitignored_path_is_told_to_use_git_add_f() -> None:
+    story = (
+        Story()
+        .write("/p/priv/static/assets/app.css", "body {}\n")
+        .run("cd /p && git add priv/static/assets/app.css", "The following paths are ignored by one of your .gitignore files:\npriv/static/assets\nhint: Use -f", error=True)
+        .run("cd /p && git add -f priv/static/assets/app.css && git commit -m css", commit_output("2b3c4d5", "css"))
+        .edit("/p/priv/static/assets/app.css", "body {}", "body { color: red }")
+    )
+    assert "add `priv/static/assets/app.css` with `git add -f`: git ignores that directory" in lines(next_section, story)
+
+
+def test_without_git_the_summary_claims_nothing_about_commits() -> None:
+    story = Story().person("tweak the colors").edit("/p/theme.json", "#fff", "#eee").says("Done.")
+    text = render(View(story.state()))
+    assert "ncommitted" not in text and "Changed since the latest request: `theme.json` (no git command ran" in text
+
+
+def test_the_assistants_words_appear_only_as_labelled_quotes() -> None:
+    story = epic().says("I see - the issue is the function doesn't exist with that name.").person("ok")
+    text = render(View(story.state()))
+    for line in text.splitlines():
+        bare = line.split('"')[0::2]  # outside double quotes
+        assert not any(word in part for part in bare for word in ("I see", "Let me", "I'll ")), line
+
+
+def test_focus_gathers_what_it_names_and_puts_it_first() -> None:
+    state = epic().state()
+    plain = handoff(state)
+    focused = handoff(state, instructions="focus on the commit hashes and what is uncommitted")
+    focus = focused.split("## Focus", 1)[1].split("\n## ", 1)[0]
+    assert "`1a2b3c4`" in focus and "Uncommitted: `lib/review_live.ex`" in focus
+    assert "## Focus" not in plain
+
+
+def test_a_tiny_budget_compresses_old_work_but_keeps_every_persons_message_and_commit() -> None:
+    story = Story()
+    for i in range(30):
+        story.person(f"Request {i}: update src/mod_{i}.py so that step {i} passes, keeping the old behaviour around.")
+        story.edit(f"/p/src/mod_{i}.py", "a", "b" * 200, said=f"Now update mod_{i}.py for step {i}.")
+        story.run(f"git commit -am 'step {i}'", commit_output(f"{i:07x}", f"step {i}"))
+        story.says(f"Step {i} done.")
+    text = handoff(story.state(), budget=1_500, max_chars=6_000)
+    assert len(text) <= 6_000
+    for i in range(30):
+        assert f"Request {i}: update" in text and f"{i:07x}" in text
