@@ -81,6 +81,7 @@ _GH_CLOSE_RE = re.compile(r"\bgh\s+issue\s+close\s+#?(\d+)")
 _COMMIT_RE = re.compile(r"^\[[^\]\s]+(?: \(root-commit\))? ([0-9a-f]{7,40})\]", re.M)
 _PUSH_RE = re.compile(r"\b[0-9a-f]{7,40}\.\.\.?([0-9a-f]{7,40})\s+\S+\s+->\s+\S+")
 _CLOSED_STATES = {"closed", "done", "resolved", "completed"}
+_SHOWN_ROW_RE = re.compile(r"^\s*(?:[↳↑→]\s*)?([○◐●✓✔])\s+([A-Za-z][\w-]*-[\w.]+)", re.M)
 
 
 def _text(content: Any) -> str:
@@ -149,6 +150,11 @@ def range_events(messages: list[dict[str, Any]]) -> RangeEvents:
                     issue_state[f"#{match.group(1)}"] = True
                 for issue, status in _BD_STATUS_RE.findall(command):
                     issue_state[issue] = status.lower() in _CLOSED_STATES
+                # A tracker listing shows an issue's state as of then (bd reopens an epic when
+                # children are added): the latest shown state of an issue already in play wins.
+                for symbol, issue in _SHOWN_ROW_RE.findall(output):
+                    if issue in issue_state:
+                        issue_state[issue] = symbol in "✓✔"
                 if "git commit" in command:
                     hashes += _COMMIT_RE.findall(output)
                 if "git push" in command:

@@ -88,7 +88,7 @@ MIN_BODY_BUDGET = 256
 # The summary (body, file tags, repairs) stays under this many characters, so that served with
 # its framing it stays under 12,000: past that a handoff stops being read and starts being
 # skimmed (Claude Code's own run 11-16k, and blind readers counted the length against them).
-MAX_SUMMARY_CHARS = 11_750
+MAX_SUMMARY_CHARS = 11_700
 
 
 def _capped_tags(ops: FileOps, limit: int, max_chars: int | None = None) -> str:

@@ -87,7 +87,7 @@ def done(v: View) -> Lines:
     out = []
     keep_full = 3 if v.level >= COMPACT else len(commits)
     for index, commit in enumerate(commits):
-        brief = index < len(commits) - keep_full or v.level >= MINIMAL
+        brief = index < len(commits) - keep_full or v.level >= TINY
         if v.focus:
             brief = "commits" not in v.focus.kinds and not v.focus.names(commit.subject, commit.sha)
         out.append(_commit_line(v, commit, brief=brief))
@@ -270,8 +270,9 @@ def _error_source(v: View, error: ErrorRecord) -> str:
     return f"{name} of {v.path(path)}" if path else name
 
 
-def _error_group(v: View, group: list[ErrorRecord]) -> str:
-    """One failing run: its error lines, the agent's reading, what it changed next, the outcome."""
+def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> str:
+    """One failing run: its error lines, the agent's reading, what it changed next, the outcome
+    (what changed next only for recent runs, past FULL)."""
     first, last = group[0], group[-1]
     lines = "; ".join(code(e.line, 220 if v.level <= COMPACT else 140) for e in group[:2])
     exit = f" with exit code {first.exit}" if first.exit else ""
@@ -280,10 +281,11 @@ def _error_group(v: View, group: list[ErrorRecord]) -> str:
     diagnosis = next((e.diagnosis for e in group if e.diagnosis), None)
     if diagnosis is not None and v.level <= TERSE:
         said += f" — the agent's reading: {quoted(diagnosis.text, 200)}"
-    if last.then and v.level <= COMPACT:
+    told = last.then and (v.level == FULL or (recent and v.level <= TERSE))
+    if told:
         said += f" — then {last.then}"
     if last.status == "resolved":
-        return said + f" — fixed ({v.cite(last.resolved_seq)})" + ("" if last.then and v.level <= COMPACT else f": {last.resolution}")
+        return said + f" — fixed ({v.cite(last.resolved_seq)})" + ("" if told else f": {last.resolution}")
     if v.live(last):
         return said + " — still open"
     return said + " — not resolved; the work went on past it"
@@ -311,30 +313,35 @@ def errors(v: View) -> Lines:
             fixed = sum(1 for g in rest if g[-1].status == "resolved")
             out.append(f"{len(rest)} other failures ({fixed} fixed): " + listing([_error_source(v, g[0]) + f" ({v.cite(g[0].seq)})" for g in rest], 6))
         return _bullets(out)
-    if v.level >= TERSE:
+    if v.level >= MINIMAL:
         # Open errors stay; of the fixed ones, the newest few.
         fixed = [g for g in groups if g[-1].status != "open"][-(4 if v.level < TINY else 2) :]
         groups = [g for g in groups if g[-1].status == "open" or any(g is f for f in fixed)]
-    return _bullets([_error_group(v, g) for g in groups])
+    return _bullets([_error_group(v, g, recent=i >= len(groups) - 3) for i, g in enumerate(groups)])
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else "twice" if n == 2 else f"{n} times"
 
 
 def _file_state(v: View, rec: FileRecord) -> str:
-    if not v.git_seen and rec.state == "edited":
-        return "written" if rec.created and rec.edits == 1 else f"written, then edited {rec.edits - 1}× more" if rec.created else f"edited {rec.edits}×" if rec.edits > 1 else "edited"
+    """What happened to a file, as a clause: "was edited twice and is committed in `a1b2c3d`"."""
     if rec.state == "deleted":
         if rec.created and not rec.commits:
-            return "written, then deleted (nothing left to commit)"
-        committed = f", committed in {code(rec.commits[-1][:7])}" if rec.commits and not rec.dirty else ""
-        return "deleted" + committed + (" — not committed yet" if rec.dirty and v.git_seen else "")
+            return "was written, then deleted again (nothing left to commit)"
+        committed = f" and the deletion is committed in {code(rec.commits[-1][:7])}" if rec.commits and not rec.dirty else ""
+        return "was deleted" + committed + (", not committed yet" if rec.dirty and v.git_seen else "")
     if rec.state == "moved":
-        return f"moved to {v.path(rec.moved_to)}"
-    made = "written" if rec.created else f"edited {rec.edits}×" if rec.edits > 1 else "edited"
+        return f"was moved to {v.path(rec.moved_to)}"
+    made = "was written" if rec.created else f"was edited {_times(rec.edits)}"
     if rec.created and rec.edits > 1:
-        made += f", then edited {rec.edits - 1}× more"
+        made += f", then edited {_times(rec.edits - 1)} more"
+    if not v.git_seen:
+        return made
     commits = f"committed in {listing([code(c[:7]) for c in rec.commits], 3)}" if rec.commits else ""
     if rec.dirty:
-        return f"{made}, " + (f"{commits}, changed again since — uncommitted" if commits else "uncommitted")
-    return f"{made}, {commits}" if commits else made
+        return f"{made}; {commits}, it has changed again since and is not committed" if commits else f"{made} and is not committed"
+    return f"{made} and is {commits}" if commits else made
 
 
 def _committed_at(v: View, rec: FileRecord) -> int:
@@ -344,25 +351,27 @@ def _committed_at(v: View, rec: FileRecord) -> int:
 
 
 def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
-    line = f"{v.path(rec.path)} — {_file_state(v, rec)}"
+    line = f"{v.path(rec.path)} {_file_state(v, rec)}"
     if brief:
         return line
-    # An uncommitted file is described by what changed since its last commit.
+    # An uncommitted file is described by what changed since its last commit; a committed one
+    # by what the agent said its edits were for, briefly.
     since = _committed_at(v, rec) if rec.dirty else 0
     purposes = [q for q in rec.purposes if q.seq > since]
+    limit = 140 if rec.dirty else 110
     if purposes and rec.dirty and len(purposes) > 1:
-        line += "; the agent's stated purposes: " + "; ".join(quoted(q.text, 140) for q in purposes)
+        line += "; the agent's stated purposes: " + "; ".join(quoted(q.text, limit) for q in purposes)
     elif purposes:
-        line += f"; the agent's stated purpose: {quoted(purposes[-1].text, 160)}"
+        line += f"; the agent's stated purpose: {quoted(purposes[-1].text, limit)}"
     whole = next((q.text for q in rec.changes if q.text.startswith("written")), "")
     if whole and not rec.created:
-        later = f", then edited {rec.edits - 1}× more (latest: {rec.change})" if rec.edits > 1 and rec.change != whole else ""
-        line += "; rewritten whole" + whole.removeprefix("written") + later
-    elif whole or rec.change.startswith("changed by") or "adding `" in rec.change:
-        line += f"; {whole or rec.change}"
-    elif not purposes:
+        later = f", then edited {_times(rec.edits - 1)} more" if rec.edits > 1 and rec.change != whole else ""
+        line += "; it was rewritten whole" + whole.removeprefix("written") + later
+    elif whole and not purposes:
+        line += f"; {whole}"
+    elif not purposes and (rec.change or rec.dirty):
         names = [q.text for q in rec.added if q.seq > since][-2:]
-        line += f"; {rec.change}" if rec.change else ("; adds " + listing([code(n, 50) for n in names]) if names else "")
+        line += f"; {rec.change}" if rec.change else ("; it adds " + listing([code(n, 50) for n in names]) if names else "")
     return line
 
 
@@ -401,8 +410,9 @@ def checks(v: View) -> Lines:
     out = []
     for check in v.checks:
         result = "passed" if check.ok else "failed"
-        tally = f": {check.tally}" if check.tally else ""
-        out.append(f"{code(check.command, 100)} — {result} at {v.cite(check.seq)}{tally}")
+        tally = f", reporting {check.tally}" if check.tally else ""
+        suite = f" (the whole suite, {code(check.suite, 80)}, was run too)" if check.suite and check.suite != check.command else ""
+        out.append(f"{code(check.command, 100)} last {result} at {v.cite(check.seq)}{tally}{suite}")
     return _bullets(out)
 
 
@@ -423,6 +433,9 @@ def people(v: View) -> Lines:
 
 def other(v: View) -> Lines:
     out = []
+    tools = _tools_used(v)
+    if tools and v.level <= MINIMAL:
+        out.append(f"Tools the work used: {tools}")
     refused = v.state.people.refusals
     if refused:
         out += [f"The person refused a call ({v.cite(q.seq)}), which did not run: {quoted(q.text, 160)}" for q in refused[-4:]]
@@ -431,6 +444,17 @@ def other(v: View) -> Lines:
     if v.state.people.injected:
         out.append(f"{v.state.people.injected} harness texts (skills, reminders, hook output) were in the user turns; none is quoted above as the person's words")
     return _bullets(out)
+
+
+def _tools_used(v: View) -> str:
+    """The programs the agent ran, each with its subcommands: how this project is worked on."""
+    by_program: dict[str, list[str]] = {}
+    for head in v.state.commands:
+        program, _sep, sub = head.partition(" ")
+        subs = by_program.setdefault(program, [])
+        if sub and sub not in subs:
+            subs.append(sub)
+    return ", ".join(f"`{p}` ({' '.join(s[:8])})" if s else f"`{p}`" for p, s in by_program.items())
 
 
 def focus(v: View) -> Lines:
