@@ -124,6 +124,9 @@ class GitState:
     staged: list[str] = field(default_factory=list)  # `git add`-ed since the last commit ("*": all)
     cwd: str = ""
     pushes: int = 0
+    # How the latest task was wrapped up: the checks, tracker and git commands from the last
+    # check before the latest commit, through its push.
+    routine: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -61,8 +61,8 @@ CASES = [
             'In progress: `proj-a.2` "Close the review"',
             "Commits on `proj-a`: 1a2b3c4 — all pushed",
             "Uncommitted since `1a2b3c4`: `lib/review_live.ex`.",
-            "Not checked since those edits: `mix test` last passed",
-            'its latest words (#22): "Let me add the button next."',
+            "Not checked since those edits: `mix test` last passed before them",
+            'The agent ended its turn at #20, reporting: "Let me add the button next."',
         ],
     ),
     (
@@ -75,9 +75,9 @@ CASES = [
         "in progress quotes the task and says what its work has done so far",
         epic(),
         in_progress,
-        ["The task: Close every open annotation in one action.", "Done when: The button closes every open annotation; LiveView tests cover N>0 and N=0", 'Done so far — `lib/review_live.ex`: "Add the close handler."'],
+        ["The task: Close every open annotation in one action. Done when: The button closes every open annotation; LiveView tests cover N>0 and N=0", "Done so far — `lib/review_live.ex`: 2 new lines, adding `def handle_event(\"close\", _p, socket) do`"],
     ),
-    ("done names the commit, what it closed and that it is pushed", epic(), done, ['Committed `1a2b3c4` "feat: state (proj-a.1)" (#12), pushed to `proj-a`; closed `proj-a.1`']),
+    ("done names the commit, what it closed and that it is pushed", epic(), done, ['Committed `1a2b3c4` "feat: state (proj-a.1)" (#10), pushed to `proj-a`; closed `proj-a.1`']),
     ("the goal is the person's request", epic(), goal, ['"Implement proj-a" (#1)']),
     (
         "a rule is quoted where it was said; a skill document never",
@@ -110,13 +110,13 @@ CASES = [
         "a decision quotes the agent's reason, attached to the file it shaped",
         Story().edit("/p/m.exs", "alter", "rename", said="SQLite doesn't support ALTER COLUMN for nullability. I'll rewrite it as a table copy."),
         decisions,
-        ["`m.exs` (#2) — the agent's reason: \"SQLite doesn't support ALTER COLUMN for nullability.\"", 'what it set out to do: "I\'ll rewrite it as a table copy."'],
+        ["`m.exs` (#1) — the agent's reason: \"SQLite doesn't support ALTER COLUMN for nullability.\"", 'what it set out to do: "I\'ll rewrite it as a table copy."'],
     ),
     (
         "a file committed earlier is described by its purpose",
         epic(),
         files,
-        ['`lib/annotation.ex` — edited, committed in `1a2b3c4`; the agent\'s stated purpose: "Now add the `:state` attribute to annotation.ex."'],
+        ['`lib/annotation.ex` was edited once and is committed in `1a2b3c4`; the agent\'s stated purpose: "Now add the `:state` attribute to annotation.ex."'],
     ),
     (
         "every person message is listed when some are not quoted elsewhere",

@@ -110,9 +110,10 @@ def _task_work(v: View, task: Task) -> str:
     for rec in v.changed_files:
         if rec.last < since or not rec.edits:
             continue
-        said = {q.seq: quoted(q.text, 120) for q in rec.purposes if q.seq >= since}
-        done = {q.seq: q.text for q in rec.changes if q.seq >= since}
-        what = [said.get(seq) or done[seq] for seq in sorted(set(said) | set(done))][-4:]
+        said = {q.seq: f"the agent: {quoted(q.text, 120)}" for q in rec.purposes if q.seq >= since}
+        done = {q.seq: q.text for q in rec.changes if q.seq >= since and ("`" in q.text or q.seq not in said)}
+        # What the code says first; the agent's words where its code says little.
+        what = [done.get(seq) or said[seq] for seq in sorted(set(said) | set(done))][-4:]
         told.append(v.path(rec.path) + (f": {'; '.join(what)}" if what else ""))
     return ("Done so far — " + " · ".join(told[-6:])) if told else ""
 
@@ -141,11 +142,11 @@ def in_progress(v: View) -> Lines:
     if not v.current and not turn.ended and turn.submitted is None and v.latest_request is not None and not v.tasks:
         out.append(f"The latest request ({v.cite(v.latest_request.seq)}), not yet reported done")
     for task in v.current:
-        line = f"{v.task_name(task)}, in progress since {v.cite(task.started or task.since)}"
+        line = f"{v.task_name(task)}, in progress"
         intro, done = task_spec(task.note)
         if intro and v.level <= TERSE:
-            line += f". The task: {one_line(intro, v.chars(400))}"
-        if done and v.level <= COMPACT:
+            line += f". The task: {one_line(intro, v.chars(400)).rstrip('.')}"
+        if done and v.level <= MINIMAL:
             line += ". Done when: " + "; ".join(done)
         rules = task_rules(task.note) if v.level <= COMPACT else []
         if rules:
@@ -250,17 +251,9 @@ def repository(v: View) -> Lines:
 
 
 def _routine(v: View) -> str:
-    """How the agent finished a task, as it did for the latest commit: the checks, tracker and
-    git commands from the last passing check before the commit to the push after it."""
-    commit = v.last_commit
-    if commit is None or not v.state.recent and not v.checks:
-        return ""
-    before = [c for c in v.checks if c.ok and c.seq <= commit.seq]
-    start = max((c.seq for c in before), default=commit.seq)
-    steps = [s for s in v.state.turn.steps if start <= s.seq <= (commit.pushed_seq or commit.seq)]
-    if len(steps) < 2:
-        return ""
-    return "How the agent finished its latest task: " + ", ".join(s.what for s in steps if s.kind in ("check", "git", "tracker", "run"))
+    """How the agent wrapped up its latest task: the checks, tracker and git commands it ran."""
+    steps = v.state.git.routine
+    return "How the agent wrapped up its latest task: " + ", then ".join(steps) if len(steps) >= 2 else ""
 
 
 def _error_source(v: View, error: ErrorRecord) -> str:
@@ -285,6 +278,8 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
     if told:
         said += f" — then {last.then}"
     if last.status == "resolved":
+        if last.resolution.startswith("the next run got past it"):
+            return said + f" — the next run ({v.cite(last.resolved_seq)}) got past it"
         return said + f" — fixed ({v.cite(last.resolved_seq)})" + ("" if told else f": {last.resolution}")
     if v.live(last):
         return said + " — still open"
@@ -302,8 +297,14 @@ def _error_runs(v: View) -> list[list[ErrorRecord]]:
     return runs
 
 
+def _incidental(v: View, group: list[ErrorRecord]) -> bool:
+    """A file or helper tool that failed once and was retried or passed over (a read too large,
+    a search with no match): no error of the work."""
+    return not group[0].key.startswith(("cmd:", "check:")) and not (group[-1].status == "open" and v.live(group[-1]))
+
+
 def errors(v: View) -> Lines:
-    groups = _error_runs(v)
+    groups = [g for g in _error_runs(v) if not _incidental(v, g)]
     if v.focus:
         wanted = v.focus.kinds & {"errors", "failures", "checks"}
         chosen = [g for g in groups if wanted or v.focus.names(*(e.line for e in g), g[0].source)]
@@ -369,6 +370,8 @@ def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
         line += "; it was rewritten whole" + whole.removeprefix("written") + later
     elif whole and not purposes:
         line += f"; {whole}"
+    elif rec.change and "`" in rec.change and (not purposes or v.level == FULL):
+        line += f"; {rec.change}"
     elif not purposes and (rec.change or rec.dirty):
         names = [q.text for q in rec.added if q.seq > since][-2:]
         line += f"; {rec.change}" if rec.change else ("; it adds " + listing([code(n, 50) for n in names]) if names else "")
@@ -433,6 +436,12 @@ def people(v: View) -> Lines:
 
 def other(v: View) -> Lines:
     out = []
+    incidental = [g for g in _error_runs(v) if _incidental(v, g)]
+    if incidental:
+        out.append(
+            f"{len(incidental)} tool call{'s' if len(incidental) > 1 else ''} failed and {'were' if len(incidental) > 1 else 'was'} retried or passed over: "
+            + listing([f"{_error_source(v, g[0])} ({code(g[0].line, 70)})" for g in incidental], 4)
+        )
     tools = _tools_used(v)
     if tools and v.level <= MINIMAL:
         out.append(f"Tools the work used: {tools}")

@@ -54,9 +54,10 @@ def _tracker_progress(v: View) -> list[str]:
     out = []
     if closed:
         out.append(f"Closed: {listing([v.task_name(t, title=False) for t in closed], 8)}.")
-    for task in [t for t in tasks if t.status == "in_progress"]:
-        out.append(f"In progress: {v.task_name(task)} (since {v.cite(task.started or task.since)}).")
-    waiting = [t for t in tasks if t.status in ("open", "blocked")]
+    for task in v.current:
+        if task.source != "todo":
+            out.append(f"In progress: {v.task_name(task)}.")
+    waiting = [t for t in v.open_tasks if t.source != "todo"]
     if waiting:
         out.append(f"Still open: {listing([v.task_name(t, limit=60) for t in waiting], 4)}.")
     return out
@@ -116,11 +117,11 @@ def _tree_sentence(v: View) -> list[str]:
     if dirty and stale:
         said.append(
             "Not checked since those edits: "
-            + listing([f"{code(c.command, 60)} last {'passed' if c.ok else 'failed'} at {v.cite(c.seq)}" for c in stale])
+            + listing([f"{code(c.command, 60)} last {'passed' if c.ok else 'failed'} before them" for c in stale])
             + "."
         )
     elif dirty and runs:
-        said.append("Checked after those edits: " + listing([f"{code(c.command, 60)} {'passed' if c.ok else 'failed'} ({v.cite(c.seq)})" for c in runs]) + ".")
+        said.append("Checked after those edits: " + listing([f"{code(c.command, 60)} {'passed' if c.ok else 'failed'}" for c in runs]) + ".")
     elif dirty:
         said.append("No test or build was run in this history.")
     return said
@@ -176,7 +177,7 @@ def _stopped(v: View) -> list[str]:
         if last is not None and last.seq >= turn.said.seq:
             went = "went through" if last.ok else "failed" if last.ok is False else "has no result yet"
             out.append(
-                f"The agent was mid-turn: its last call ({v.cite(last.seq)}, {_step_told(v, last)}) {went}; "
+                f"The agent was mid-turn: its last call ({_step_told(v, last)}) {went}; "
                 f"its words before it: {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
             )
         else:
@@ -325,7 +326,10 @@ def next_steps(v: View) -> list[str]:
         out.append(f"Push {_shas(v.unpushed)} (the earlier commits were pushed).")
     out += [s[0].upper() + s[1:] + "." for s in _owed_by_request(v) if not any(s.split()[0] in o for o in out)]
     for task in v.open_tasks[:4]:
-        blocked = [b for b in task.blocked_by if b in v.state.tasks.tasks and v.state.tasks.tasks[b].status != "closed"]
+        if task.key in v.parents:
+            out.append(f"Close the epic {v.task_name(task, limit=80)} once its children are closed.")
+            continue
+        blocked = [b for b in task.blocked_by if b in v.state.tasks.tasks and v.state.tasks.tasks[b].status != "closed" and b not in v.parents]
         after = f" (after {listing([code(b) for b in blocked], 3)})" if blocked else ""
         intro, _done = task_spec(task.note)
         about = f": {one_line(intro, v.chars(220))}" if intro else ""

@@ -80,6 +80,19 @@ _SCRATCH_RE = re.compile(r"^(?:/tmp/|/var/tmp/|/private/|/var/folders/)")
 _AGENT_HOME_RE = re.compile(r"^(?:/Users|/home)/[^/]+/\.")
 
 
+_SYSTEM_DIRS = frozenset({"", "/", "/home", "/Users", "/tmp", "/var", "/private", "/usr", "/opt", "/root", "/mnt", "/srv"})
+# A directory of these names is inside a project, not its root ("lib/x.ex" reads better than "x.ex").
+SOURCE_DIRS = frozenset(
+    "lib src test tests spec app apps assets priv config pkg internal cmd packages web static templates scripts docs".split()
+)
+
+
+def _project_dir(path: str) -> str:
+    while path.count("/") >= 2 and os.path.basename(path) in SOURCE_DIRS:
+        path = os.path.dirname(path)
+    return path
+
+
 def common_root(paths: list[str], share: float = 0.6) -> str:
     """The project's directory, to show paths relative to it: the directory all changed files
     share, or when that is too shallow (a plan in ~/.claude, a scratch file elsewhere), the
@@ -87,16 +100,16 @@ def common_root(paths: list[str], share: float = 0.6) -> str:
     dirs = [os.path.dirname(p) for p in paths if p.startswith("/") and not _AGENT_HOME_RE.match(p)]
     if not dirs:
         return ""
-    shared = os.path.commonpath(dirs)
-    if shared.count("/") >= 2 and not re.fullmatch(r"(?:/Users|/home)/[^/]+", shared):
+    shared = _project_dir(os.path.commonpath(dirs))
+    if shared not in _SYSTEM_DIRS and not re.fullmatch(r"(?:/Users|/home)/[^/]+", shared):
         return shared
     best = ""
     for candidate in {d[: i] for d in dirs for i in [len(d), *(k for k, c in enumerate(d) if c == "/")]}:
-        if candidate.count("/") < 2 or len(candidate) <= len(best):
+        if candidate in _SYSTEM_DIRS or candidate.count("/") < 2 or len(candidate) <= len(best):
             continue
         if sum(1 for d in dirs if d == candidate or d.startswith(candidate + "/")) >= share * len(dirs):
             best = candidate
-    return best
+    return _project_dir(best) if best else best
 
 
 @dataclass
@@ -181,14 +194,19 @@ class View:
 
     @cached_property
     def current(self) -> list[Task]:
-        return [t for t in self.tasks if t.status == "in_progress"]
+        """Tasks being worked on. An epic is not: a tracker shows it in progress while any of
+        its children is, and it is closed after them."""
+        return [t for t in self.tasks if t.status == "in_progress" and t.key not in self.parents]
+
+    @cached_property
+    def parents(self) -> set[str]:
+        return {t.parent for t in self.tasks if t.parent}
 
     @cached_property
     def open_tasks(self) -> list[Task]:
         """Open tasks in the order they can be done: children before the epic they belong to."""
-        parents = {t.parent for t in self.tasks if t.parent}
-        waiting = [t for t in self.tasks if t.status in ("open", "blocked")]
-        return sorted(waiting, key=lambda t: t.key in parents)
+        waiting = [t for t in self.tasks if t.status in ("open", "blocked") or (t.status == "in_progress" and t.key in self.parents)]
+        return sorted(waiting, key=lambda t: t.key in self.parents)
 
     def task_name(self, task: Task, *, title: bool = True, limit: int = 90) -> str:
         if task.source == "todo":

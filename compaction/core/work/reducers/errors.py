@@ -104,7 +104,14 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if outcome.ok:
         _resolve(state, call, outcome, key)
         return
-    for line in _lines(call, outcome):
+    lines = _lines(call, outcome)
+    if outcome.command:
+        # A run that fails differently got past the errors of the run before it.
+        for error in state.errors:
+            if error.status == "open" and error.key == key and error.line not in lines and error.seq < call.seq:
+                error.status, error.resolved_seq = "resolved", call.result_seq
+                error.resolution = "the next run got past it (and failed otherwise)"
+    for line in lines:
         same = next((e for e in state.errors if e.status == "open" and e.key == key and e.line == line), None)
         if same is not None:
             same.count += 1

@@ -98,15 +98,25 @@ def _commit(state: WorkState, sha: str, subject: str, branch: str, seq: int, add
     previous = max((c.seq for c in git.commits), default=0)
     checked = [f"`{c.command}` → {c.tally}" for c in state.checks.values() if c.ok and c.tally and c.seq > previous]
     git.commits.append(Commit(sha, one_line(subject, 150), seq, branch, taken, tasks=tasks, checks=checked[-3:]))
+    steps = state.turn.steps
+    # From the first check after the last edit: the wrap-up, not the debugging before it.
+    last_edit = max((i for i, s in enumerate(steps) if s.kind == "edit"), default=-1)
+    routine: list[str] = []
+    for step in steps[last_edit + 1 :]:
+        if step.kind in ("check", "git", "tracker") and (not routine or routine[-1] != step.what):
+            routine.append(step.what)
+    git.routine = routine[-8:]
     git.branch = branch or git.branch
     git.staged = []
     if git.tree is not None:
         git.tree = {p: s for p, s in git.tree.items() if s == "untracked" or not (everything or _under(p, taken))}
 
 
-def _push(state: WorkState, sha: str, destination: str, seq: int) -> None:
+def _push(state: WorkState, sha: str, destination: str, seq: int, command: str) -> None:
     git = state.git
     git.pushes += 1
+    if git.routine and git.commits and not git.commits[-1].pushed_to:
+        git.routine = [*git.routine, f"`{one_line(command, 100)}`"][-9:]
     for commit in git.commits:
         if not commit.pushed_to:
             commit.pushed_to, commit.pushed_seq = destination, seq
@@ -178,7 +188,7 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if added and not commits_in_output(command, call.output):
         state.git.staged = [*state.git.staged, *(added if isinstance(added, list) else ["*"])]
     for sha, destination in pushes_in_output(command, call.output):
-        _push(state, sha, destination, call.seq)
+        _push(state, sha, destination, call.seq, command)
     _tree(state, command, call.output, call.seq)
     _discard(state, command)
     switched = GIT_BRANCH_RE.search(command) or GIT_SWITCH_RE.search(command)
