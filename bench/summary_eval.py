@@ -18,7 +18,10 @@ Claude Code's own summary (the `isCompactSummary` line):
 
 Claude Code summarized its whole pre-boundary history, so its open!/hash% figures are measured
 over that range; recall is measured over Compactor's range for both, as the issue compares them.
-The table is the last lines of the output.
+The recall table, then the handoff table: the issue's checks (first-person narration outside
+quotes, harness text quoted as the person, closed items reported open, focus line similarity,
+what a merged second summary keeps, sizes, tokens served after the compaction). The handoff
+table is the last lines of the output.
 
 --llm-replay adds a row per session for the LLM path on real model output: Claude Code's own
 compaction call (`subagents/agent-acompact-*.jsonl`) answered by the local Messages-API test
@@ -323,16 +326,25 @@ def as_msgs(history: list[dict[str, Any]], first_seq: int = 1) -> list[Any]:
     return [Msg(first_seq + i, m["role"], m["content"], count_content(m["content"])) for i, m in enumerate(history)]
 
 
-def compact_once(history: list[dict[str, Any]], *, instructions: str | None = None) -> tuple[Any, Any]:
+def compact_once(
+    history: list[dict[str, Any]],
+    *,
+    instructions: str | None = None,
+    previous_state: Any = None,
+    previous_summary: str | None = None,
+    first_seq: int = 1,
+    keep: int | None = None,
+) -> tuple[Any, Any]:
     """One compaction with default settings through the core path a job takes: the cut plan,
-    the summarizer chain with its checks and repair, served as the service serves it."""
+    the summarizer chain with its checks and repair, served as the service serves it.
+    `previous_state`: the work state an earlier compaction stored (this one continues it)."""
     from compaction.core.config import resolve_config
     from compaction.core.cutpoint import plan_cut
     from compaction.core.summarizers import SummaryInput, build_chain, summarize
 
     config = resolve_config(context_window=WINDOW, defaults={})
-    msgs = as_msgs(history)
-    cut = plan_cut(msgs, keep_recent_tokens=config.keep_recent_tokens, context_window=config.context_window)
+    msgs = as_msgs(history, first_seq)
+    cut = plan_cut(msgs, keep_recent_tokens=keep or config.keep_recent_tokens, context_window=config.context_window)
     chain = build_chain(
         api_key=None, base_url=None, model=config.summarizer_model, timeout=30, max_retries=0, strategy="auto"
     )
@@ -343,6 +355,8 @@ def compact_once(history: list[dict[str, Any]], *, instructions: str | None = No
         output_budget=config.summary_budget,
         model=config.summarizer_model,
         kept=list(cut.kept),
+        previous_state=previous_state,
+        previous_summary=previous_summary,
     )
     return cut, summarize(inp, chain)
 
@@ -404,6 +418,136 @@ def evaluate_session(path: Path, fidelity: ModuleType | None = None, *, replay: 
     )
 
 
+# --- what the issue asks of a handoff --------------------------------------------------------
+
+# The agent speaking in the first person: allowed only inside a quote.
+NARRATION_RE = re.compile(r"\b(I'll|I will|I'm|I am going|I need to|I see|Let me|Let's|Now I|I think|we'll|We need to)\b")
+# Claude Code's injected text (skill bodies, command caveats, reminders, hook output).
+HARNESS_RE = re.compile(
+    r"Base directory for this skill|Caveat: The messages below|<system-reminder>|<command-(?:name|message|args)>|"
+    r"<local-command|\bhook (?:feedback|error)\b|<task-notification>|This session is being continued"
+)
+PEOPLE_SECTIONS = ("## Goal", "## Constraints & Preferences", "### The Person's Messages")
+FOCUS_OTHER = "focus on the failing checks and what is uncommitted"
+
+
+def _unquoted(line: str) -> str:
+    return re.sub(r'"[^"]*"|`[^`]*`', " ", line)
+
+
+def narration_lines(summary: str) -> list[str]:
+    """Lines where the agent's words stand outside a quote, as if they were facts."""
+    return [line for line in summary.splitlines() if NARRATION_RE.search(_unquoted(line))]
+
+
+def harness_lines(summary: str) -> list[str]:
+    """Lines of the sections that quote the person that hold the harness's injected text."""
+    out, inside = [], False
+    for line in summary.splitlines():
+        if line.startswith("#"):
+            inside = line.strip() in PEOPLE_SECTIONS
+        elif inside and HARNESS_RE.search(line):
+            out.append(line)
+    return out
+
+
+def line_similarity(a: str, b: str) -> float:
+    """How alike two summaries are, line by line (headings and blank lines left out)."""
+    import difflib
+
+    def lines(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.strip() and not line.startswith(("#", "<", "</"))]
+
+    return round(difflib.SequenceMatcher(None, lines(a), lines(b), autojunk=False).ratio(), 2)
+
+
+def served_tokens(cut: Any, result: Any, history: list[dict[str, Any]]) -> int:
+    """Tokens served right after the compaction: the summary message and the kept messages,
+    their old tool output trimmed as the service trims it."""
+    from compaction.core.prune import KEPT_MIN_SAVINGS, KEPT_PROTECT_TOKENS, plan_prune, prune_content, tool_names
+    from compaction.core.tokens import count_content, count_text
+
+    names = tool_names(as_msgs(history))
+    kept = list(cut.kept)
+    plan = plan_prune(kept, names=names, protect_tokens=KEPT_PROTECT_TOKENS, min_savings=KEPT_MIN_SAVINGS)
+    total = count_text(served_text(result))
+    for m in kept:
+        trim = plan.prune_before_seq is not None and m.seq < plan.prune_before_seq and m.role == "user"
+        total += count_content(prune_content(m.content, tool_names=names, seq=m.seq) if trim else m.content)
+    return total
+
+
+@dataclass
+class MergeCheck:
+    commits: tuple[int, int]  # the first compaction's commits the merged summary names
+    people: tuple[int, int]  # the person's messages of the first range it quotes (by their start)
+    chars: int  # the merged summary's size
+
+
+def merge_check(history: list[dict[str, Any]]) -> MergeCheck:
+    """Two compactions: at the middle of the history, then at its end continuing the first's
+    stored state. The second must keep the first's commits and the person's messages."""
+    from compaction.core.work import from_json
+
+    # The first compaction keeps little, so that its summary holds most of the work.
+    first_cut, first = compact_once(history[: len(history) * 3 // 4], keep=4_000)
+    state = from_json(first.work_state)
+    rest = history[state.through :] if state else history
+    start = (state.through if state else 0) + 1
+    _cut, second = compact_once(rest, previous_state=state, previous_summary=first.summary, first_seq=start)
+    text = served_text(second).lower()
+    shas = [c.sha[:7] for c in state.git.commits if c.subject] if state else []
+    said = [p.text[:40].lower() for p in state.people.messages if p.kind != "chatter"] if state else []
+    return MergeCheck(
+        (sum(1 for s in shas if s in text), len(shas)),
+        (sum(1 for p in said if p in text), len(said)),
+        len(served_text(second)),
+    )
+
+
+@dataclass
+class HandoffCheck:
+    name: str
+    narration: int
+    harness: int
+    open_items: int
+    focus_similarity: tuple[float, float]
+    merge: MergeCheck
+    chars: int
+    served: int
+
+
+def handoff_check(path: Path) -> HandoffCheck:
+    history, _claude = history_before_compaction(path)
+    cut, ours = compact_once(history)
+    text = served_text(ours)
+    _, hashes = compact_once(history, instructions=FOCUS_HASHES)
+    _, failing = compact_once(history, instructions=FOCUS_OTHER)
+    return HandoffCheck(
+        name=path.name[:8],
+        narration=len(narration_lines(text)),
+        harness=len(harness_lines(text)),
+        open_items=len(resolved_reported_open(text, range_events(history))),
+        focus_similarity=(line_similarity(ours.summary, hashes.summary), line_similarity(ours.summary, failing.summary)),
+        merge=merge_check(history),
+        chars=len(text),
+        served=served_tokens(cut, ours, history),
+    )
+
+
+def handoff_table(checks: list[HandoffCheck]) -> list[str]:
+    header = f"{'session':<9} {'narr':>4} {'harn':>4} {'open!':>5} {'focus sim':>9} {'merge commits/people':>20} {'chars':>6} {'merged':>6} {'served':>6}"
+    rows = [header, "-" * len(header)]
+    for c in checks:
+        merge = f"{c.merge.commits[0]}/{c.merge.commits[1]} {c.merge.people[0]}/{c.merge.people[1]}"
+        sim = f"{c.focus_similarity[0]:.2f} {c.focus_similarity[1]:.2f}"
+        rows.append(
+            f"{c.name:<9} {c.narration:>4} {c.harness:>4} {c.open_items:>5} {sim:>9} {merge:>20} {c.chars:>6,} "
+            f"{c.merge.chars:>6,} {c.served:>6,}"
+        )
+    return rows
+
+
 def _pct(kept: tuple[int, int]) -> str:
     return f"{100 * kept[0] // kept[1]}% {kept[0]}/{kept[1]}" if kept[1] else "-"
 
@@ -453,6 +597,15 @@ def main() -> int:
         "reported open/blocked/next; hashes: commit hashes of the range kept"
     )
     print("\n".join(table(evals)))
+    checks = [handoff_check(base / "claude-code" / f"{name}.jsonl") for name in SESSIONS]
+    print(
+        "\nnarr: lines with the agent's first-person words outside quotes; harn: injected harness text under "
+        "Goal/Constraints/the person's messages; open!: items closed by the newest message reported open; focus "
+        "sim: line similarity to the default summary (commit hashes / failing checks); merge: the first of two "
+        "compactions' commits and person messages the merged summary keeps; chars: served summary (and merged); "
+        "served: tokens served after the compaction (summary + kept, old output trimmed)"
+    )
+    print("\n".join(handoff_table(checks)))
     return 0
 
 

@@ -110,10 +110,14 @@ def build_ledger(
     for check in state.checks.values():
         if check.seq <= last or (check.failed_seq or last + 1) <= last:
             ledger.add("commands", clean_command(check.command)[:300])
+    moved_on = max([0, *(r.last for r in state.files.values() if r.edits), *(c.seq for c in state.checks.values())])
     for error in state.errors:
         if error.seq > last:
             continue
-        if error.status == "open":
+        # An open error counts while it is current: a failed command or check, or a tool's
+        # failure nothing was changed or checked after (else the work went on past it).
+        current = error.key.startswith(("cmd:", "check:")) or error.seq > moved_on
+        if error.status == "open" and current:
             ledger.add("errors", error.line)
         elif error.line not in ledger.resolved_errors:
             ledger.resolved_errors.append(error.line)

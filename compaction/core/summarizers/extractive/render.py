@@ -88,9 +88,10 @@ def done(v: View) -> Lines:
     keep_full = 3 if v.level >= COMPACT else len(commits)
     for index, commit in enumerate(commits):
         brief = index < len(commits) - keep_full or v.level >= TINY
-        if v.focus:
-            brief = "commits" not in v.focus.kinds and not v.focus.names(commit.subject, commit.sha)
-        out.append(_commit_line(v, commit, brief=brief))
+        if v.focus and ("commits" in v.focus.kinds or v.focus.names(commit.subject, commit.sha)):
+            out.append(f"Committed {code(commit.sha[:7])} {quoted(commit.subject, 100)} — in full under Focus")
+            continue
+        out.append(_commit_line(v, commit, brief=brief or bool(v.focus)))
     committed = {k for c in commits for k in c.tasks}
     loose = [t for t in v.tasks if t.status == "closed" and t.key not in committed]
     if loose:
