@@ -20,6 +20,7 @@ from compaction.core.text_heuristics import (
     clean_command,
     instruction_texts,
     normalize,
+    paths_in,
 )
 from compaction.core.work import WorkState
 
@@ -107,17 +108,16 @@ def build_ledger(
     for rec in sorted(state.files.values(), key=lambda r: (r.state == "read" and not r.edits, r.first)):
         if rec.first <= last:
             ledger.add("files", rec.path)
+    for p in person:
+        for path in paths_in(p.text):  # a file the person named is one the summary must name
+            ledger.add("files", path)
     for check in state.checks.values():
         if check.seq <= last or (check.failed_seq or last + 1) <= last:
             ledger.add("commands", clean_command(check.command)[:300])
-    moved_on = max([0, *(r.last for r in state.files.values() if r.edits), *(c.seq for c in state.checks.values())])
     for error in state.errors:
         if error.seq > last:
             continue
-        # An open error counts while it is current: a failed command or check, or a tool's
-        # failure nothing was changed or checked after (else the work went on past it).
-        current = error.key.startswith(("cmd:", "check:")) or error.seq > moved_on
-        if error.status == "open" and current:
+        if error.status == "open":  # never resolved, even if the work went on past it
             ledger.add("errors", error.line)
         elif error.line not in ledger.resolved_errors:
             ledger.resolved_errors.append(error.line)

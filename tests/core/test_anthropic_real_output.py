@@ -22,6 +22,7 @@ from compaction.core.prompts import strip_file_tags
 from compaction.core.summarizers import SummaryInput, build_chain, summarize
 from compaction.core.tokens import count_text
 from compaction.core.types import FileOps
+from compaction.core.work import WorkState, fold, from_json
 from tests.fake_anthropic import FakeAnthropic, Recorded, Step, recorded_compaction
 from tests.services import TRANSCRIPTS
 
@@ -94,7 +95,11 @@ def test_a_real_reply_is_parsed_checked_and_repaired(session, server):
     assert cached.startswith("<conversation>") and cached.endswith("</conversation>")
     rest = request.body["messages"][0]["content"][1]["text"]
     must_keep = rest.split("<must-keep>", 1)[1].split("</must-keep>", 1)[0]
-    ledger = build_ledger(messages)
+    ledger = build_ledger(fold(messages))
+    # The work state as of the newest message, as facts the summary must agree with.
+    facts = rest.split("<work-state>", 1)[1].split("</work-state>", 1)[0]
+    assert "Where things stand:" in facts and "Next steps:" in facts
+    assert first_user.blocks[0]["text"][:60] in facts  # the person's words, as the person's
     assert any(ledger.items[c] for c in CRITICAL)
     for category in CRITICAL:
         if ledger.items[category]:  # the newest item of each category is listed
@@ -161,13 +166,14 @@ def test_a_second_compaction_merges_the_previous_summary(session, server):
     assert first.strategy == "anthropic", first.fallbacks
     # What the first summary carries forward (its Constraints / Critical Context items, e.g.
     # error lines the repair added) must survive the second.
-    carried = build_ledger([], previous_summary=first.summary)
+    carried = build_ledger(WorkState(), previous_summary=first.summary)
 
     second = summarize(
         SummaryInput(
             messages=messages[half:],
             previous_summary=first.summary,
             previous_files=FileOps(read=list(first.read_files), modified=list(first.modified_files)),
+            previous_state=from_json(first.work_state),
             custom_prompt=custom,
             output_budget=OUTPUT_BUDGET,
         ),

@@ -133,7 +133,10 @@ def test_success_uses_the_sdk_and_records_usage(server):
     assert request.cached_prefix().endswith("</conversation>")
     assert "## Critical Context" not in request.cached_prefix()
     assert result.usage["cache_creation_input_tokens"] > 0 and result.usage["cache_read_input_tokens"] == 0
-    assert result.summary.startswith(VALID)
+    # The reply had no "Where Things Stand": the work state's is put first, and that is recorded.
+    where, reply = result.summary.split("\n\n## Goal", 1)
+    assert where.startswith("## Where Things Stand\n- ") and VALID.startswith("## Goal" + reply[:200])
+    assert result.fidelity["agreement"]["repairs"] == ["added Where Things Stand, computed from the work state"]
     assert result.model == "claude-haiku-4-5"
     assert result.usage["calls"] == 1
     assert result.usage["input_tokens"] > 0 and result.usage["output_tokens"] > 0
@@ -162,12 +165,13 @@ def test_the_same_range_again_reads_the_transcript_from_the_cache(server):
 
 def test_the_prompt_carries_the_must_keep_ledger_and_the_focus(server):
     from compaction.core.ledger import build_ledger
+    from compaction.core.work import fold
 
     server.push(Step.success(VALID))
     inp = _input(instructions="Keep every pytest command and its exit status.")
     summarize(inp, _chain(server))
     request = server.requests[0]
-    ledger = build_ledger(inp.messages)
+    ledger = build_ledger(fold(inp.messages))
     rest = request.body["messages"][0]["content"][1]["text"]  # after the cached transcript
     assert "<must-keep>" in rest
     must_keep = rest.split("<must-keep>")[1].split("</must-keep>")[0]
@@ -301,7 +305,8 @@ def test_markdown_fence_and_short_preamble_are_stripped(server):
     server.push(Step.success("Here is the summary:\n\n```markdown\n" + VALID + "\n```"))
     result = summarize(_input(), _chain(server))
     assert result.strategy == "anthropic"
-    assert result.summary.startswith("## Goal")
+    assert "```" not in result.summary and "Here is the summary" not in result.summary
+    assert result.summary.index("## Where Things Stand") < result.summary.index("## Goal")
 
 
 def test_split_turn_makes_a_separate_turn_prefix_call(server):
@@ -316,7 +321,8 @@ def test_split_turn_makes_a_separate_turn_prefix_call(server):
     assert len(server.requests) == 2
     assert "EARLIER PART of a single turn" in server.requests[1].prompt
     assert "Now port the importer" in server.requests[1].prompt
-    assert "Now port the importer" not in server.requests[0].prompt
+    # The history's prompt holds the history only (the work state after it names the turn).
+    assert "Now port the importer" not in server.requests[0].prompt.split("</conversation>")[0]
     assert result.turn_prefix_summary == turn_text
 
 
@@ -411,7 +417,8 @@ def test_split_turn_without_history_before_it(server):
     server.push(Step.success(turn_text))
     result = summarize(_input(messages=[], turn_prefix=prefix, previous_summary=VALID), _chain(server))
     assert result.strategy == "anthropic" and len(server.requests) == 1
-    assert result.summary.startswith(VALID) and result.turn_prefix_summary == turn_text
+    assert result.summary[result.summary.index("## Goal") :].startswith(VALID[:300])
+    assert result.turn_prefix_summary == turn_text
     # Without one, the prefix is summarized as the history too.
     server.push(Step.success(VALID), Step.success(turn_text))
     result = summarize(_input(messages=[], turn_prefix=prefix), _chain(server))

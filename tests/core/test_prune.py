@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.core.prune import (
+    MIN_ERROR_PRUNE_TOKENS,
     MIN_PRUNE_TOKENS,
     PrunePlan,
     placeholder,
@@ -15,6 +16,7 @@ from compaction.core.prune import (
     prune_content,
     prune_served,
     tool_names,
+    trimmed,
 )
 from compaction.core.tokens import MESSAGE_OVERHEAD, Tokenizer, count_content
 from compaction.core.types import Msg
@@ -49,7 +51,7 @@ def served_savings(msgs: list[Msg], plan: PrunePlan) -> int:
     for m in msgs:
         if plan.prune_before_seq and m.seq < plan.prune_before_seq and m.role == "user":
             total += count_content(m.content, WORDS) - count_content(
-                prune_content(m.content, tool_names=names, tokenizer=WORDS), WORDS
+                prune_content(m.content, tool_names=names, tokenizer=WORDS, seq=m.seq), WORDS
             )
     return total
 
@@ -69,7 +71,7 @@ def test_the_newest_40k_are_protected_and_older_output_is_pruned():
     assert plan.prune_before_seq == 7
     assert plan.pruned == 2
     assert plan.tokens_saved == served_savings(msgs, plan)
-    assert 59_900 < plan.tokens_saved < 60_000
+    assert 59_000 < plan.tokens_saved < 60_000  # each keeps its head and the note
 
 
 def test_the_newest_result_is_never_pruned_however_large():
@@ -85,10 +87,10 @@ def test_it_is_not_worth_it_below_min_savings():
     assert plan_prune(msgs, tokenizer=WORDS, min_savings=10_000).prune_before_seq == 5
 
 
-def test_protected_tools_errors_and_small_results_are_kept():
+def test_protected_tools_short_errors_and_small_results_are_kept():
     msgs = [Msg(1, "user", "go", 2)]
     msgs += exchange(2, "t_skill", "skill", 30_000)
-    msgs += exchange(4, "t_err", "Bash", 30_000, is_error=True)
+    msgs += exchange(4, "t_err", "Bash", MIN_ERROR_PRUNE_TOKENS - 1, is_error=True)
     msgs += exchange(6, "t_small", "Bash", MIN_PRUNE_TOKENS - 1)
     msgs += exchange(8, "t_big", "Read", 30_000)
     msgs += exchange(10, "t_new", "Read", 45_000)
@@ -97,11 +99,19 @@ def test_protected_tools_errors_and_small_results_are_kept():
     assert plan.pruned == 1  # only t_big
     names = tool_names(msgs)
     for m in msgs[:-2]:
-        served = prune_content(m.content, tool_names=names, tokenizer=WORDS)
+        served = prune_content(m.content, tool_names=names, tokenizer=WORDS, seq=m.seq)
         if m.seq == 9:
-            assert served[0]["content"] == placeholder("Read", 30_000)
+            assert served[0]["content"] == trimmed(output(30_000), "Read", 30_000, 9)
         else:
             assert served == m.content
+
+
+def test_a_long_error_output_is_trimmed_around_its_error_lines():
+    log = "\n".join([*(f"ok line {i}" for i in range(400)), "FAILED tests/test_a.py::test_x - AssertionError", *(f"more {i}" for i in range(400))])
+    text = trimmed(log, "Bash", 5_000, 42)
+    assert text.startswith("ok line 0\n") and text.endswith("more 399")
+    assert "FAILED tests/test_a.py::test_x - AssertionError" in text and "message #42 holds it all" in text
+    assert len(text) < 1_500
 
 
 def test_prune_content_serves_a_placeholder_and_leaves_the_input_alone():
@@ -122,15 +132,16 @@ def test_prune_content_serves_a_placeholder_and_leaves_the_input_alone():
     assert served[1] == {
         "type": "tool_result",
         "tool_use_id": "t1",
-        "content": "[tool output pruned: Bash, 503 tokens — re-run the tool if needed]",  # 500 + block framing
+        "content": trimmed([{"type": "text", "text": output(500)}], "Bash", 503),  # 500 + block framing
         "cache_control": {"type": "ephemeral"},
     }
-    assert served[2]["content"] == "[tool output pruned: unknown tool, 300 tokens — re-run the tool if needed]"
+    assert served[2] == content[2]  # 300 words on one line: its trimmed form would be no shorter
     assert prune_content("plain text", tool_names={}, tokenizer=WORDS) == "plain text"
 
 
 def test_placeholder_formats_thousands():
-    assert placeholder("Bash", 12_345) == "[tool output pruned: Bash, 12,345 tokens — re-run the tool if needed]"
+    assert placeholder("Bash", 12_345) == "[… Bash output trimmed: 12,345 tokens in all; re-run the tool to see the rest …]"
+    assert "(message #7 holds it all)" in placeholder("Bash", 12_345, 7)
 
 
 def test_names_from_before_the_cut_can_be_supplied():
@@ -138,7 +149,7 @@ def test_names_from_before_the_cut_can_be_supplied():
     msgs = [Msg(5, "user", result, count_content(result, WORDS)), *exchange(6, "t_new", "Bash", 2_000)]
     plan = plan_prune(msgs, tokenizer=WORDS, protect_tokens=1_000, names={"old": "WebFetch"})
     assert plan.prune_before_seq == 7
-    assert plan.tokens_saved == 60_000 - len(placeholder("WebFetch", 60_000).split())
+    assert plan.tokens_saved == 60_000 - len(trimmed(output(60_000), "WebFetch", 60_000, 5).split())
 
 
 def test_the_real_tokenizer_works_too():
@@ -151,7 +162,7 @@ def test_the_real_tokenizer_works_too():
     msgs += [Msg(3, "assistant", use1, 20), Msg(4, "user", later, count_content(later))]
     plan = plan_prune(msgs, protect_tokens=1_000, min_savings=1_000)
     assert plan.prune_before_seq == 4
-    served = prune_content(result, tool_names=tool_names(msgs))
+    served = prune_content(result, tool_names=tool_names(msgs), seq=2)
     assert count_content(result) - count_content(served) == plan.tokens_saved
 
 
@@ -226,15 +237,15 @@ def test_prune_served_equals_prune_content_and_a_full_recount(content):
     assert content == original
 
 
-def test_prune_served_tokenizes_only_the_placeholder_of_a_single_result():
+def test_prune_served_tokenizes_only_the_trimmed_form_of_a_single_result():
     calls: list[str] = []
     counting = Tokenizer("counting", True, lambda text: calls.append(text) or len(text.split()))
     content = [{"type": "tool_result", "tool_use_id": "t1", "content": output(500)}]
     served = prune_served(
         content, stored_tokens=count_content(content, WORDS), tool_names={"t1": "Read"}, tokenizer=counting
     )
-    assert served.content[0]["content"] == placeholder("Read", 500)
-    assert calls == [placeholder("Read", 500)]  # the 500-word output itself was not tokenized
+    assert served.content[0]["content"] == trimmed(output(500), "Read", 500)
+    assert calls == [trimmed(output(500), "Read", 500)]  # the 500-word output itself was not tokenized
     assert served.tokens == count_content(served.content, WORDS)
 
 

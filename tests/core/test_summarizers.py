@@ -154,7 +154,9 @@ def test_turn_prefix_is_checked_too():
     result = summarize(_input(turn_prefix=prefix), [Returns("model", good, turn=""), ExtractiveSummarizer()])
     assert result.fallbacks[0] == {"strategy": "model", "reason": "turn prefix: empty summary"}
     assert result.strategy == "extractive"
-    assert result.turn_prefix_summary.startswith('## Turn Request\nUser: "Now migrate the docs."')
+    # The extractive summary covers the split turn in its one summary, stated as of its end.
+    assert result.turn_prefix_summary == ""
+    assert 'The person\'s latest request (#10): "Now migrate the docs."' in result.summary
 
 
 def test_custom_prompt_output_need_not_have_the_default_sections():
@@ -331,22 +333,23 @@ def test_summarize_never_raises_on_arbitrary_content(contents, previous, split):
     assert "error" not in result.fidelity and "score" in result.fidelity
 
 
-def test_file_operations_are_extracted_once_per_summary(monkeypatch):
-    """The chain extracts the range's file operations once; the extractive summary and the
-    fidelity ledger use them instead of reading every tool call again."""
-    from compaction.core import fileops, ledger
+def test_the_work_state_is_folded_once_per_summary(monkeypatch):
+    """The chain folds each message into the work state once; the extractive summary, the
+    ledger and the file lists all read that state instead of reading every tool call again."""
+    from compaction.core import fileops
     from compaction.core.summarizers import chain
-    from compaction.core.summarizers.extractive import analysis
 
-    calls: list[int] = []
+    folded: list[int] = []
+    real_fold = chain.fold
 
-    def counting(messages):
-        calls.append(len(messages))
-        return fileops.extract_file_ops(messages)
+    def counting(messages, state=None):
+        folded.append(len(messages))
+        return real_fold(messages, state)
 
-    for module in (chain, ledger, analysis):
-        monkeypatch.setattr(module, "extract_file_ops", counting)
+    extracted: list[int] = []
+    monkeypatch.setattr(chain, "fold", counting)
+    monkeypatch.setattr(chain, "extract_file_ops", lambda m: extracted.append(len(m)) or fileops.extract_file_ops(m))
     result = summarize(_input(), [ExtractiveSummarizer()])
     assert result.strategy == "extractive"
-    assert calls == [len(_history())]
+    assert sum(folded) == len(_history()) and extracted == []
     assert result.modified_files == ["src/api.py"]

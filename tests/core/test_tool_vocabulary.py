@@ -14,6 +14,7 @@ from compaction.core.tokens import count_content
 from compaction.core.tool_vocabulary import SHELL_TOOLS, is_modify_tool, is_shell_tool, shell_command_of, tool_key
 from compaction.core.transcripts.claude_code import parse_claude_code
 from compaction.core.types import Msg
+from compaction.core.work import fold
 
 
 def _msg(seq: int, role: str, content) -> Msg:
@@ -60,12 +61,12 @@ def test_every_shell_tool_is_seen_by_fileops_ledger_and_summary(tool, arguments)
     msgs = _failing_then_fixed(tool, arguments)
     assert command_of(msgs[1].blocks[0]) == "make build"
     assert "src/app.c" in extract_file_ops(msgs).modified
-    ledger = build_ledger(msgs)
+    ledger = build_ledger(fold(msgs))
     assert "make build" in ledger.items["commands"]
     assert ledger.items["errors"] == ["src/app.c:4: error: expected ';' before '}' token"]
     summary = extractive_summary(msgs)
     assert "src/app.c:4: error: expected ';' before '}' token" in summary
-    assert "`make build`" in summary.split("### Blocked")[1].split("## Key Decisions")[0]
+    assert "`make build`" in summary.split("### Blocked")[1].split("## Next Steps")[0]
 
 
 def test_tool_names_are_normalized_the_same_way_everywhere():
@@ -129,4 +130,4 @@ def test_the_claude_code_reader_imports_queued_messages_with_the_tool_results_th
     assert said == [("Run the tests.", False), ("then push it", True)]
     assert transcript.stats["queued_messages_imported"] == 1
     summary = extractive_summary(msgs)
-    assert 'Latest request (sent while the assistant was working): "then push it"' in summary
+    assert 'The person\'s latest request (#2, typed while the agent worked): "then push it"' in summary

@@ -72,14 +72,15 @@ def _add_commits(summary: str, state: WorkState, repairs: list[str]) -> str:
     return insert_into_section(summary, "Critical Context", lines) if lines else summary
 
 
-def agree(summary: str, state: WorkState | None) -> Agreement:
-    """`summary` made to agree with `state` (the state as of the newest message)."""
+def agree(summary: str, state: WorkState | None, *, add_where: bool = True) -> Agreement:
+    """`summary` made to agree with `state` (the state as of the newest message); with
+    `add_where`, a summary without "Where Things Stand" gets the state's."""
     if state is None:
         return Agreement(summary)
     repairs: list[str] = []
     text = _drop_stale(summary, state, repairs)
     text = _add_commits(text, state, repairs)
-    if WHERE_HEADING.lower() not in text.lower():
+    if add_where and WHERE_HEADING.lower() not in text.lower():
         where = where_lines(state)
         if where:
             text = f"{WHERE_HEADING}\n" + "\n".join(where) + "\n\n" + text.lstrip()

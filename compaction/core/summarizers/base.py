@@ -103,6 +103,8 @@ def normalize_output(text: str) -> str:
     first = text.find("## ")
     if 0 < first <= 300:
         text = text[first:]
+        # "Here is the summary:\n```markdown\n## Goal…\n```": the closing fence goes too.
+        text = re.sub(r"\n```\s*$", "", text)
     return text.strip()
 
 
@@ -116,7 +118,7 @@ _BULLET_RE = re.compile(r"^\s*([-*•]|\d+[.)])\s+")
 # Sections whose bullets go first when a summary is over its budget; Goal and the user's
 # Constraints go last (only if nothing else is left to drop).
 _TRIM_ORDER = ("critical context", "done", "key decisions", "next steps", "in progress", "blocked", "progress")
-_TRIM_LAST = ("constraints & preferences", "goal")
+_TRIM_LAST = ("where things stand", "constraints & preferences", "goal")
 
 
 def trim_to_budget(text: str, budget: int) -> tuple[str, int]:

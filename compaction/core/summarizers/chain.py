@@ -10,7 +10,7 @@ from typing import Any
 from compaction.core.fileops import extract_file_ops, merge_file_ops, render_file_tags
 from compaction.core.ledger import build_ledger, fidelity_report
 from compaction.core.prompts import SECTION_HEADINGS, TURN_PREFIX_HEADINGS
-from compaction.core.summarizers.agree import agree
+from compaction.core.summarizers.agree import Agreement, agree
 from compaction.core.summarizers.base import (
     Draft,
     Summarizer,
@@ -151,11 +151,20 @@ def _error_reason(exc: BaseException) -> str:
     return f"{reason}: {text[:300]}" if text else reason
 
 
+def _agree(draft: Draft, inp: SummaryInput, summarizer: Summarizer) -> Agreement:
+    """A model's draft made to agree with the work state. The extractive summary is rendered
+    from that state, and the truncate text states no status: both are left as they are. A
+    custom prompt's format is the user's: nothing is added to it but lost commits."""
+    if summarizer.name in ("extractive", "truncate"):
+        return Agreement(draft.summary)
+    return agree(draft.summary, inp.state_now, add_where=not inp.custom_prompt)
+
+
 def _file_ops(inp: SummaryInput, summarized: list) -> FileOps:
     """The files read and changed, as of the newest message: from the work state, or (when it
     could not be folded) extracted from the messages and merged with the previous lists."""
     if inp.state_now is not None:
-        return file_ops(inp.state_now)
+        return merge_file_ops(inp.previous_files, file_ops(inp.state_now))
     try:
         return merge_file_ops(inp.previous_files, inp.file_ops or extract_file_ops(summarized))
     except Exception:  # noqa: BLE001 - odd content must not cost the summary; keep what was known
@@ -184,6 +193,7 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     strategy = "truncate"
     timings: dict[str, int] = {}
     trimmed_lines = 0
+    agreed = Agreement("")
 
     # File tags are part of the stored summary: the body gets what they leave of the budget.
     all_messages = [*inp.messages, *inp.turn_prefix]
@@ -194,16 +204,25 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
 
     for summarizer in chain:
         started = time.monotonic()
+        dropped, agreement = 0, Agreement("")
         try:
             # Summarizers that size their output exactly are given the body's budget.
             run_inp = replace(inp, output_budget=body_budget) if getattr(summarizer, "exact_budget", False) else inp
             draft = summarizer.summarize(run_inp)
             draft.summary = normalize_output(draft.summary)
             draft.turn_prefix_summary = normalize_output(draft.turn_prefix_summary)
-            # An over-budget summary is trimmed (least important bullets first) before the
-            # checks; one that still does not fit is rejected like any other bad summary.
-            draft.summary, dropped = trim_to_budget(draft.summary, body_budget)
-            reason = _check(draft, inp, summarizer, body_budget)
+            # What the summarizer wrote is checked as it is first: a continuation of the
+            # conversation must not pass because the repairs below gave it headings.
+            reason = _check(draft, inp, summarizer)
+            if reason is None:
+                # A model writes from a transcript that ends at the cut: made to agree with the
+                # work state as of the newest message (stale statuses out, lost commits back).
+                agreement = _agree(draft, inp, summarizer)
+                draft.summary = agreement.summary
+                # An over-budget summary is trimmed (least important bullets first); one that
+                # still does not fit is rejected like any other bad summary.
+                draft.summary, dropped = trim_to_budget(draft.summary, body_budget)
+                reason = _check(draft, inp, summarizer, body_budget)
         except Exception as exc:  # noqa: BLE001 - any failure means "fall back", recorded below
             logger.warning("Summarizer %s failed: %s", summarizer.name, type(exc).__name__)
             reason = _error_reason(exc)
@@ -211,7 +230,7 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
             dropped = 0
         timings[summarizer.name] = int((time.monotonic() - started) * 1000)
         if reason is None and draft is not None:
-            accepted, strategy, trimmed_lines = draft, summarizer.name, dropped
+            accepted, strategy, trimmed_lines, agreed = draft, summarizer.name, dropped, agreement
             break
         fallbacks.append({"strategy": summarizer.name, "reason": reason or "unknown failure"})
         spent = draft.usage if draft is not None else getattr(summarizer, "last_usage", None)
@@ -232,8 +251,6 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     if tags:
         summary = f"{summary}\n\n{tags}"
 
-    agreement = agree(summary, inp.state_now)
-    summary = agreement.summary
     fidelity: dict[str, Any]
     try:
         if inp.state_now is None:
@@ -257,7 +274,7 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     except Exception as exc:  # noqa: BLE001 - a ledger bug must not lose a valid summary
         logger.exception("Fidelity check failed")
         fidelity = {"error": _error_reason(exc)}
-    fidelity["agreement"] = agreement.as_dict()
+    fidelity["agreement"] = agreed.as_dict()
 
     usage = dict(accepted.usage)
     usage["duration_ms"] = timings

@@ -26,7 +26,7 @@ def fold(messages: Iterable[Msg], state: WorkState | None = None) -> WorkState:
     a copy."""
     state = copy.deepcopy(state) if state is not None else WorkState()
     for msg in messages:
-        if msg.seq <= state.through:
+        if state.messages and msg.seq <= state.through:
             continue
         state.messages += 1
         for event in events_of(msg, state.turn.pending):

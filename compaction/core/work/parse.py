@@ -72,7 +72,7 @@ def run_outcome(output: str, is_error: bool) -> tuple[bool, str, str]:
         return True, tally, ""
     errors = [line for line in error_lines_of(text, is_error=True) if not EXIT_CODE_RE.search(line)]
     first = next((line for line in text.splitlines() if line.strip() and not EXIT_CODE_RE.search(line)), "")
-    return False, tally, one_line(errors[0] if errors else first, 240)
+    return False, tally, (errors[0] if errors else first).strip()[:300]
 
 
 # --- trackers ---------------------------------------------------------------------------

@@ -441,7 +441,7 @@ def other(v: View) -> Lines:
     if incidental:
         out.append(
             f"{len(incidental)} tool call{'s' if len(incidental) > 1 else ''} failed and {'were' if len(incidental) > 1 else 'was'} retried or passed over: "
-            + listing([f"{_error_source(v, g[0])} ({code(g[0].line, 70)})" for g in incidental], 4)
+            + listing([f"{_error_source(v, g[0])} ({code(g[0].line, 160)})" for g in incidental], 4)
         )
     tools = _tools_used(v)
     if tools and v.level <= MINIMAL:

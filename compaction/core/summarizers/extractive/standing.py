@@ -22,8 +22,10 @@ _ASKED_PUSH_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bpush\b")
 
 
 def code(text: str, limit: int = 100) -> str:
-    """`text` as a code span, whole up to `limit` (a span holding a backtick is fenced by two)."""
-    flat = one_line(text, limit)
+    """`text` as a code span, whole up to `limit` (a span holding a backtick is fenced by two),
+    its spacing as written (an error line is quoted exactly)."""
+    flat = " ".join(str(text).splitlines())
+    flat = flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
     return f"`` {flat} ``" if "`" in flat else f"`{flat}`"
 
 
@@ -199,6 +201,9 @@ def where_things_stand(v: View) -> list[str]:
         out.append(f"The person's latest request ({v.cite(request.seq)}{how}): {quoted(request.text, v.chars(REQUEST_CHARS))}")
     out += _tracker_progress(v) + _todo_progress(v)
     out += _commit_sentence(v) + _tree_sentence(v) + _failure_sentence(v) + _stopped(v)
+    if not out:
+        calls = v.state.turn.calls
+        out.append(f"The agent has made {calls} call{'s' if calls != 1 else ''} on the request below; nothing else is recorded yet." if calls else "Nothing has been done yet on the request below.")
     return out
 
 

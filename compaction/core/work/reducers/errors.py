@@ -24,6 +24,7 @@ from compaction.core.work.state import ErrorRecord, Quote, WorkState
 from compaction.core.work.vocabulary import EXIT_CODE_RE
 
 MAX_LINES_PER_FAILURE = 2
+MAX_ERROR_CHARS = 300
 MAX_ERRORS = 60
 # What the agent says about a failure that explains it: a cause, a constraint, a missing piece.
 DIAGNOSIS_RE = re.compile(
@@ -54,7 +55,7 @@ def _source(call: Call, outcome: Outcome) -> str:
 
 def _lines(call: Call, outcome: Outcome) -> list[str]:
     if outcome.probe:
-        return [one_line(outcome.error, 240)]
+        return [outcome.error.strip()[:MAX_ERROR_CHARS]]
     if outcome.command:
         lines = command_error_lines(call.name, call.command, call.output, is_error=True)
         lines = [outcome.error] + [line for line in lines if line != outcome.error] if outcome.error else lines
@@ -63,7 +64,8 @@ def _lines(call: Call, outcome: Outcome) -> list[str]:
         lines = [outcome.error or first]
     # "1 failure" alone says less than the error line beside it (the check keeps the tally).
     told = [line for line in lines if line and not BARE_TALLY_RE.match(line)] or [line for line in lines if line]
-    return [one_line(line, 240) for line in told][:MAX_LINES_PER_FAILURE]
+    # Exact, as printed (spacing included): an error line is never paraphrased.
+    return [line.strip()[:MAX_ERROR_CHARS] for line in told][:MAX_LINES_PER_FAILURE]
 
 
 def _settles(error: ErrorRecord, key: str, command: str) -> bool:
