@@ -50,7 +50,9 @@ def render_messages(messages: list[Msg]) -> str:
             if kind == "text" and str(block.get("text", "")).strip():
                 out.append(f"#{m.seq} {m.role}: {block['text']}")
             elif kind == "tool_use":
-                out.append(f"#{m.seq} assistant calls {block.get('name')}: {json.dumps(block.get('input'), ensure_ascii=False)}")
+                out.append(
+                    f"#{m.seq} assistant calls {block.get('name')}: {json.dumps(block.get('input'), ensure_ascii=False)}"
+                )
             elif kind == "tool_result":
                 content = block.get("content")
                 if isinstance(content, list):
@@ -79,7 +81,10 @@ def main() -> int:
         (folder / "tail.txt").write_text(render_messages(served_kept(list(cut.kept), names)))
         for variant, extra in (("summary", []), ("served", ["--tail", str(folder / "tail.txt")])):
             target = args.out / f"{name[:8]}-{variant}"
-            subprocess.run([sys.executable, str(tool), "prepare", str(path), str(folder / "ours.txt"), str(target), *extra], check=True)
+            subprocess.run(
+                [sys.executable, str(tool), "prepare", str(path), str(folder / "ours.txt"), str(target), *extra],
+                check=True,
+            )
     return 0
 
 

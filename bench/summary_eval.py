@@ -421,7 +421,9 @@ def evaluate_session(path: Path, fidelity: ModuleType | None = None, *, replay: 
 # --- what the issue asks of a handoff --------------------------------------------------------
 
 # The agent speaking in the first person: allowed only inside a quote.
-NARRATION_RE = re.compile(r"\b(I'll|I will|I'm|I am going|I need to|I see|Let me|Let's|Now I|I think|we'll|We need to)\b")
+NARRATION_RE = re.compile(
+    r"\b(I'll|I will|I'm|I am going|I need to|I see|Let me|Let's|Now I|I think|we'll|We need to)\b"
+)
 # Claude Code's injected text (skill bodies, command caveats, reminders, hook output).
 HARNESS_RE = re.compile(
     r"Base directory for this skill|Caveat: The messages below|<system-reminder>|<command-(?:name|message|args)>|"
@@ -528,7 +530,10 @@ def handoff_check(path: Path) -> HandoffCheck:
         narration=len(narration_lines(text)),
         harness=len(harness_lines(text)),
         open_items=len(resolved_reported_open(text, range_events(history))),
-        focus_similarity=(line_similarity(ours.summary, hashes.summary), line_similarity(ours.summary, failing.summary)),
+        focus_similarity=(
+            line_similarity(ours.summary, hashes.summary),
+            line_similarity(ours.summary, failing.summary),
+        ),
         merge=merge_check(history),
         chars=len(text),
         served=served_tokens(cut, ours, history),

@@ -104,7 +104,9 @@ def build_ledger(
         _add_previous(ledger, previous_summary)
     person = [p for p in state.people.messages if p.seq <= last]
     for text in instruction_texts([p.text for p in person]):
-        ledger.add("instructions", text if len(text) <= MAX_INSTRUCTION_CHARS else text[:MAX_INSTRUCTION_CHARS].rstrip() + "…")
+        ledger.add(
+            "instructions", text if len(text) <= MAX_INSTRUCTION_CHARS else text[:MAX_INSTRUCTION_CHARS].rstrip() + "…"
+        )
     for rec in sorted(state.files.values(), key=lambda r: (r.state == "read" and not r.edits, r.first)):
         if rec.first <= last:
             ledger.add("files", rec.path)

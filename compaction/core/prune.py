@@ -142,7 +142,11 @@ def prune_content(
             continue
         name = tool_names.get(block.get("tool_use_id", ""), "")
         tokens = count_tool_result_content(block.get("content"), tokenizer)
-        text = trimmed(block.get("content"), name, tokens, seq) if _prunable(block, name, tokens, protected_tools) else None
+        text = (
+            trimmed(block.get("content"), name, tokens, seq)
+            if _prunable(block, name, tokens, protected_tools)
+            else None
+        )
         if text is not None and tokenizer.count(text) < tokens:
             # Keep every other key (tool_use_id, cache_control...): only the output is cut.
             served.append({**block, "content": text})
@@ -231,7 +235,8 @@ def prune_served(
     candidates = [
         i
         for i, block in enumerate(content)
-        if block.get("type") == "tool_result" and tool_names.get(block.get("tool_use_id", ""), "") not in protected_tools
+        if block.get("type") == "tool_result"
+        and tool_names.get(block.get("tool_use_id", ""), "") not in protected_tools
     ]
     if not candidates:  # nothing here can be pruned: served as stored
         if stored_tokens is None:

@@ -107,7 +107,13 @@ def test_protected_tools_short_errors_and_small_results_are_kept():
 
 
 def test_a_long_error_output_is_trimmed_around_its_error_lines():
-    log = "\n".join([*(f"ok line {i}" for i in range(400)), "FAILED tests/test_a.py::test_x - AssertionError", *(f"more {i}" for i in range(400))])
+    log = "\n".join(
+        [
+            *(f"ok line {i}" for i in range(400)),
+            "FAILED tests/test_a.py::test_x - AssertionError",
+            *(f"more {i}" for i in range(400)),
+        ]
+    )
     text = trimmed(log, "Bash", 5_000, 42)
     assert text.startswith("ok line 0\n") and text.endswith("more 399")
     assert "FAILED tests/test_a.py::test_x - AssertionError" in text and "message #42 holds it all" in text
@@ -140,7 +146,10 @@ def test_prune_content_serves_a_placeholder_and_leaves_the_input_alone():
 
 
 def test_placeholder_formats_thousands():
-    assert placeholder("Bash", 12_345) == "[… Bash output trimmed: 12,345 tokens in all; re-run the tool to see the rest …]"
+    assert (
+        placeholder("Bash", 12_345)
+        == "[… Bash output trimmed: 12,345 tokens in all; re-run the tool to see the rest …]"
+    )
     assert "(message #7 holds it all)" in placeholder("Bash", 12_345, 7)
 
 

@@ -55,7 +55,11 @@ def _drop_stale(summary: str, state: WorkState, repairs: list[str]) -> str:
     kept = []
     for section, line in _section_of_lines(summary):
         stale = next((k for k in closed if _names(line, k)), None) if section.startswith(_OPEN_SECTIONS) else None
-        if stale and line.lstrip().startswith(("-", "*", "1", "2", "3", "4", "5", "6", "7", "8", "9")) and not _DONE_WORDS_RE.search(line):
+        if (
+            stale
+            and line.lstrip().startswith(("-", "*", "1", "2", "3", "4", "5", "6", "7", "8", "9"))
+            and not _DONE_WORDS_RE.search(line)
+        ):
             repairs.append(f"removed a line listing {stale} as open (closed at #{state.tasks.tasks[stale].closed})")
             continue
         kept.append(line)

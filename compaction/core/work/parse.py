@@ -115,7 +115,9 @@ def _header_items(head: str) -> list[TrackerItem]:
     items = []
     for match in _HEADER_RE.finditer(head):
         shown = (match.group(3) or "").upper().replace(" ", "_")
-        status = next((s for w, s in (("IN_PROGRESS", "in_progress"), ("CLOSED", "closed"), ("OPEN", "open")) if w in shown), "")
+        status = next(
+            (s for w, s in (("IN_PROGRESS", "in_progress"), ("CLOSED", "closed"), ("OPEN", "open")) if w in shown), ""
+        )
         item = TrackerItem(match.group(1), one_line(match.group(2), 100), status)
         following = _HEADER_RE.search(head, match.end())
         shown_text = head[match.end() : following.start() if following else len(head)]
@@ -149,7 +151,9 @@ def tracker_items(output: str) -> list[TrackerItem]:
 
 # --- git ----------------------------------------------------------------------------------
 
-_STATUS_HEADER_RE = re.compile(r"^(Changes to be committed|Changes not staged for commit|Untracked files|Unmerged paths):\s*$")
+_STATUS_HEADER_RE = re.compile(
+    r"^(Changes to be committed|Changes not staged for commit|Untracked files|Unmerged paths):\s*$"
+)
 _STATUS_ENTRY_RE = re.compile(r"^\s+(?:(modified|new file|deleted|renamed|typechange|both modified):\s+)?(\S.*?)\s*$")
 _SHORT_STATUS_RE = re.compile(r"^([ MADRCU?!]{2}) (\S.*?)\s*$")
 _DIFF_STAT_RE = re.compile(r"^\s*(\S[^|]*?)\s+\|\s+(?:\d+|Bin\b)")

@@ -27,7 +27,9 @@ CHECKS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "typecheck",
-        re.compile(r"\b(mypy|pyright|tsc|npm run (?:check|typecheck)|pnpm (?:run )?(?:check|typecheck)|cargo check|go vet)\b"),
+        re.compile(
+            r"\b(mypy|pyright|tsc|npm run (?:check|typecheck)|pnpm (?:run )?(?:check|typecheck)|cargo check|go vet)\b"
+        ),
     ),
     (
         "build",
@@ -39,7 +41,9 @@ CHECKS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "migrate",
-        re.compile(r"\b(mix ecto\.migrate|mix ash\.codegen|manage\.py (?:migrate|makemigrations)|alembic upgrade|rails db:migrate)\b"),
+        re.compile(
+            r"\b(mix ecto\.migrate|mix ash\.codegen|manage\.py (?:migrate|makemigrations)|alembic upgrade|rails db:migrate)\b"
+        ),
     ),
 )
 # A run's tally: "65 tests, 0 failures", "3 passed, 1 failed in 0.4s", "found no offenses".
@@ -61,7 +65,11 @@ TRACKER_STATUS: tuple[tuple[str, re.Pattern[str], str | None], ...] = (
     ("gh", re.compile(r"\bgh\s+issue\s+reopen\s+(?P<ids>#?\d+)"), "open"),
     ("glab", re.compile(r"\bglab\s+issue\s+close\s+(?P<ids>#?\d+)"), "closed"),
     ("jira", re.compile(rf"\bjira\s+issue\s+move\s+(?P<ids>{_ID})\s+['\"]?(?P<status>[\w ]+?)['\"]?(?:\s|$)"), None),
-    ("linear", re.compile(rf"\blinear\s+issue\s+update\s+(?P<ids>{_ID})\b[^\n&;|]*?--state[= ]['\"]?(?P<status>\w+)"), None),
+    (
+        "linear",
+        re.compile(rf"\blinear\s+issue\s+update\s+(?P<ids>{_ID})\b[^\n&;|]*?--state[= ]['\"]?(?P<status>\w+)"),
+        None,
+    ),
 )
 TRACKER_CMD_RE = re.compile(r"(?:^|[\s;&|(])(bd|gh|glab|jira|linear)\s")
 STATUS_WORDS = {
@@ -150,6 +158,7 @@ def tracker_changes(command: str) -> list[tuple[str, str, str]]:
 
 def is_probe(command: str) -> bool:
     return bool(PROBE_RE.match(command))
+
 
 # A file tool's answer that an edit was refused and the file left as it was (SWE-agent's lint
 # gate, an editor's "no replacement was performed"): a failed attempt, not an edit.

@@ -54,7 +54,12 @@ class Story:
     def answer(self, output: str, *, error: bool = False) -> Story:
         """The result of the last `call_only`."""
         call_id = f"toolu_{len(self.raw) - 1:04d}"
-        self.raw.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": output, "is_error": error}]})
+        self.raw.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": call_id, "content": output, "is_error": error}],
+            }
+        )
         return self
 
     def run(self, command: str, output: str = "", *, error: bool = False, said: str = "") -> Story:
@@ -72,7 +77,11 @@ class Story:
         return self.tool("Read", {"file_path": path}, output, said=said)
 
     def todos(self, *items: tuple[str, str]) -> Story:
-        return self.tool("TodoWrite", {"todos": [{"content": c, "status": s} for s, c in items]}, "Todos have been modified successfully")
+        return self.tool(
+            "TodoWrite",
+            {"todos": [{"content": c, "status": s} for s, c in items]},
+            "Todos have been modified successfully",
+        )
 
     # --- folding ------------------------------------------------------------------------------
 

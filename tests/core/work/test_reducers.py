@@ -17,17 +17,41 @@ BD_LIST = (
 
 # (case, story, {task key: status}) — the tracker's word is the status, the latest wins.
 TASK_CASES = [
-    ("bd update sets in progress", Story().run("bd update proj-abc.1 --status in_progress", "✓ Updated"), {"proj-abc.1": "in_progress"}),
-    ("bd close closes each id named", Story().run("bd close proj-abc.1 proj-abc.2", "✓ Closed"), {"proj-abc.1": "closed", "proj-abc.2": "closed"}),
-    ("a reopen opens again", Story().run("bd close proj-a.1", "ok").run("bd reopen proj-a.1", "ok"), {"proj-a.1": "open"}),
-    ("a failed close changes nothing", Story().run("bd update proj-a.1 --status in_progress", "ok").run("bd close proj-a.1", "Error: no such issue", error=True), {"proj-a.1": "in_progress"}),
+    (
+        "bd update sets in progress",
+        Story().run("bd update proj-abc.1 --status in_progress", "✓ Updated"),
+        {"proj-abc.1": "in_progress"},
+    ),
+    (
+        "bd close closes each id named",
+        Story().run("bd close proj-abc.1 proj-abc.2", "✓ Closed"),
+        {"proj-abc.1": "closed", "proj-abc.2": "closed"},
+    ),
+    (
+        "a reopen opens again",
+        Story().run("bd close proj-a.1", "ok").run("bd reopen proj-a.1", "ok"),
+        {"proj-a.1": "open"},
+    ),
+    (
+        "a failed close changes nothing",
+        Story()
+        .run("bd update proj-a.1 --status in_progress", "ok")
+        .run("bd close proj-a.1", "Error: no such issue", error=True),
+        {"proj-a.1": "in_progress"},
+    ),
     ("gh issue close", Story().run("gh issue close 12", "✓ Closed issue #12"), {"#12": "closed"}),
     ("bd show adds the item it shows", Story().run("bd show proj-abc.2", BD_SHOW), {"proj-abc.2": "open"}),
-    ("a listing adds rows of the family in play only", Story().run("bd show proj-abc.2", BD_SHOW).run("bd list", BD_LIST), {"proj-abc.2": "open", "proj-abc.3": "open"}),
+    (
+        "a listing adds rows of the family in play only",
+        Story().run("bd show proj-abc.2", BD_SHOW).run("bd list", BD_LIST),
+        {"proj-abc.2": "open", "proj-abc.3": "open"},
+    ),
     ("a listing alone adds nothing of the backlog", Story().run("bd list", BD_LIST), {}),
     (
         "the todo list replaces the earlier one",
-        Story().todos(("in_progress", "Write the parser"), ("pending", "Add tests")).todos(("completed", "Write the parser"), ("in_progress", "Add tests")),
+        Story()
+        .todos(("in_progress", "Write the parser"), ("pending", "Add tests"))
+        .todos(("completed", "Write the parser"), ("in_progress", "Add tests")),
         {"todo:Write the parser": "closed", "todo:Add tests": "in_progress"},
     ),
 ]
@@ -50,13 +74,35 @@ def test_a_shown_item_keeps_its_title_description_new_files_and_blockers() -> No
 # (case, story, {path: (state, dirty, commits)})
 FILE_CASES = [
     ("an edit leaves the file changed", Story().edit("/p/a.py", "x = 1", "x = 2"), {"/p/a.py": ("edited", True, [])}),
-    ("a refused edit changes nothing", Story().edit("/p/a.py", "x", "y", output="No changes were made: old_string not found"), {}),
-    ("a failed edit changes nothing", Story().tool("Edit", {"file_path": "/p/a.py", "old_string": "x", "new_string": "y"}, "String not found", error=True), {}),
+    (
+        "a refused edit changes nothing",
+        Story().edit("/p/a.py", "x", "y", output="No changes were made: old_string not found"),
+        {},
+    ),
+    (
+        "a failed edit changes nothing",
+        Story().tool(
+            "Edit", {"file_path": "/p/a.py", "old_string": "x", "new_string": "y"}, "String not found", error=True
+        ),
+        {},
+    ),
     ("a read is a read", Story().read("/p/a.py"), {"/p/a.py": ("read", False, [])}),
     ("sed -i changes the file", Story().run("sed -i 's/a/b/' src/x.py", ""), {"src/x.py": ("edited", True, [])}),
-    ("BSD sed's empty suffix is no file", Story().run("sed -i '' 's/a/b/g' src/x.py", ""), {"src/x.py": ("edited", True, [])}),
-    ("rm of a file written here leaves nothing to commit", Story().write("/p/t.py", "print(1)\n").run("rm /p/t.py", ""), {"/p/t.py": ("deleted", False, [])}),
-    ("git mv moves it", Story().edit("/p/a.py", "1", "2").run("git mv /p/a.py /p/b.py", ""), {"/p/a.py": ("moved", True, []), "/p/b.py": ("edited", True, [])}),
+    (
+        "BSD sed's empty suffix is no file",
+        Story().run("sed -i '' 's/a/b/g' src/x.py", ""),
+        {"src/x.py": ("edited", True, [])},
+    ),
+    (
+        "rm of a file written here leaves nothing to commit",
+        Story().write("/p/t.py", "print(1)\n").run("rm /p/t.py", ""),
+        {"/p/t.py": ("deleted", False, [])},
+    ),
+    (
+        "git mv moves it",
+        Story().edit("/p/a.py", "1", "2").run("git mv /p/a.py /p/b.py", ""),
+        {"/p/a.py": ("moved", True, []), "/p/b.py": ("edited", True, [])},
+    ),
     ("a redirect to /dev/null is no change", Story().run("python x.py > /dev/null", ""), {}),
 ]
 
@@ -64,7 +110,9 @@ FILE_CASES = [
 @pytest.mark.parametrize(("case", "story", "expected"), FILE_CASES, ids=[c[0] for c in FILE_CASES])
 def test_file_lifecycle(case: str, story: Story, expected: dict[str, tuple]) -> None:
     files = story.state().files
-    assert {p: (r.state, r.dirty, r.commits) for p, r in files.items() if r.state != "read" or expected.get(p)} == expected
+    assert {
+        p: (r.state, r.dirty, r.commits) for p, r in files.items() if r.state != "read" or expected.get(p)
+    } == expected
 
 
 def test_an_npm_install_changes_the_manifest_and_lock_in_the_directory_it_ran() -> None:
@@ -75,7 +123,12 @@ def test_an_npm_install_changes_the_manifest_and_lock_in_the_directory_it_ran() 
 def test_an_edit_keeps_the_agents_stated_purpose_naming_the_file_and_the_definitions_it_adds() -> None:
     state = (
         Story()
-        .edit("/p/app.js", "const a = 1;", "function highlight(el) {\n  hljs.highlightElement(el);\n}", said="Let me look around. Now add the `highlight` helper to app.js.")
+        .edit(
+            "/p/app.js",
+            "const a = 1;",
+            "function highlight(el) {\n  hljs.highlightElement(el);\n}",
+            said="Let me look around. Now add the `highlight` helper to app.js.",
+        )
         .state()
     )
     rec = state.files["/p/app.js"]
@@ -84,7 +137,12 @@ def test_an_edit_keeps_the_agents_stated_purpose_naming_the_file_and_the_definit
 
 
 def test_vague_words_before_an_edit_are_no_purpose() -> None:
-    state = Story().edit("/p/a.py", "x", "y", said="Let me apply all remaining changes in one batch.").edit("/p/b.py", "x", "y", said="Let me create it now.").state()
+    state = (
+        Story()
+        .edit("/p/a.py", "x", "y", said="Let me apply all remaining changes in one batch.")
+        .edit("/p/b.py", "x", "y", said="Let me create it now.")
+        .state()
+    )
     assert state.files["/p/a.py"].purposes == [] and state.files["/p/b.py"].purposes == []
 
 
@@ -92,13 +150,20 @@ def test_vague_words_before_an_edit_are_no_purpose() -> None:
 GIT_CASES = [
     (
         "a commit takes what it git-added and leaves the rest",
-        Story().edit("/p/a.py", "1", "2").edit("/p/b.py", "1", "2").run("cd /p && git add a.py && git commit -m 'a'", commit_output("1a2b3c4", "a")),
+        Story()
+        .edit("/p/a.py", "1", "2")
+        .edit("/p/b.py", "1", "2")
+        .run("cd /p && git add a.py && git commit -m 'a'", commit_output("1a2b3c4", "a")),
         {"/p/a.py": ["1a2b3c4"], "/p/b.py": []},
         {"/p/b.py"},
     ),
     (
         "git add -A then a commit takes everything",
-        Story().edit("/p/a.py", "1", "2").edit("/p/b.py", "1", "2").run("git add -A", "").run("git commit -m 'all'", commit_output("2b3c4d5", "all")),
+        Story()
+        .edit("/p/a.py", "1", "2")
+        .edit("/p/b.py", "1", "2")
+        .run("git add -A", "")
+        .run("git commit -m 'all'", commit_output("2b3c4d5", "all")),
         {"/p/a.py": ["2b3c4d5"], "/p/b.py": ["2b3c4d5"]},
         set(),
     ),
@@ -154,9 +219,24 @@ def test_git_status_lists_untracked_and_modified_files_relative_to_the_shell() -
 CHECK_CASES = [
     ("a passing run", Story().run("pytest tests", "3 passed in 0.1s"), "pytest", (True, False, False)),
     ("a failing run", Story().run("pytest tests", "1 failed, 2 passed", error=True), "pytest", (False, True, False)),
-    ("a pass after a failure fixes it", Story().run("pytest tests", "1 failed", error=True).edit("/p/a.py", "1", "2").run("pytest tests", "3 passed"), "pytest", (True, True, True)),
-    ("a narrower pass does not", Story().run("pytest tests", "1 failed", error=True).run("pytest tests/test_b.py", "1 passed"), "pytest", (True, True, False)),
-    ("a wider pass does", Story().run("mix test test/a_test.exs", "1 failure", error=True).run("mix test", "10 tests, 0 failures"), "mix test", (True, True, True)),
+    (
+        "a pass after a failure fixes it",
+        Story().run("pytest tests", "1 failed", error=True).edit("/p/a.py", "1", "2").run("pytest tests", "3 passed"),
+        "pytest",
+        (True, True, True),
+    ),
+    (
+        "a narrower pass does not",
+        Story().run("pytest tests", "1 failed", error=True).run("pytest tests/test_b.py", "1 passed"),
+        "pytest",
+        (True, True, False),
+    ),
+    (
+        "a wider pass does",
+        Story().run("mix test test/a_test.exs", "1 failure", error=True).run("mix test", "10 tests, 0 failures"),
+        "mix test",
+        (True, True, True),
+    ),
 ]
 
 
@@ -185,17 +265,38 @@ def test_a_fix_names_what_changed_between_the_failure_and_the_pass() -> None:
 # (case, story, [(line, status)])
 ERROR_CASES = [
     ("a grep without matches is an answer", Story().run("grep -n foo src/a.py", "", error=True), []),
-    ("a look at a missing file is an error", Story().run("cat src/nope.py", "cat: src/nope.py: No such file or directory", error=True), [("cat: src/nope.py: No such file or directory", "open")]),
+    (
+        "a look at a missing file is an error",
+        Story().run("cat src/nope.py", "cat: src/nope.py: No such file or directory", error=True),
+        [("cat: src/nope.py: No such file or directory", "open")],
+    ),
     ("a passing run's warnings are no errors", Story().run("pytest", "warning: deprecated\n3 passed"), []),
-    ("a refused call is no error", Story().run("rm -rf build", "The user doesn't want to proceed with this tool use. The tool use was rejected.", error=True), []),
+    (
+        "a refused call is no error",
+        Story().run(
+            "rm -rf build",
+            "The user doesn't want to proceed with this tool use. The tool use was rejected.",
+            error=True,
+        ),
+        [],
+    ),
     (
         "a later success of the same command resolves it",
-        Story().run("git push", "fatal: The current branch x has no upstream branch.", error=True).run("git push --set-upstream origin x", push_output("0000000", "1a2b3c4", "x")),
+        Story()
+        .run("git push", "fatal: The current branch x has no upstream branch.", error=True)
+        .run("git push --set-upstream origin x", push_output("0000000", "1a2b3c4", "x")),
         [("fatal: The current branch x has no upstream branch.", "resolved")],
     ),
     (
         "a failed read resolves when the file is read",
-        Story().tool("Read", {"file_path": "/p/big.json"}, "File content (85812 tokens) exceeds maximum allowed tokens (25000).", error=True).tool("Read", {"file_path": "/p/big.json", "offset": 1, "limit": 100}, "1→{"),
+        Story()
+        .tool(
+            "Read",
+            {"file_path": "/p/big.json"},
+            "File content (85812 tokens) exceeds maximum allowed tokens (25000).",
+            error=True,
+        )
+        .tool("Read", {"file_path": "/p/big.json", "offset": 1, "limit": 100}, "1→{"),
         [("File content (85812 tokens) exceeds maximum allowed tokens (25000).", "resolved")],
     ),
 ]
@@ -221,14 +322,31 @@ def test_the_agents_reading_of_a_failure_is_kept_with_it() -> None:
 DECISION_CASES = [
     (
         "a reason the next edit carries out",
-        Story().edit("/p/m.exs", "alter", "rename", said="The generated migration uses ALTER TABLE which SQLite doesn't support for nullability. I need to rewrite it as a table rewrite."),
+        Story().edit(
+            "/p/m.exs",
+            "alter",
+            "rename",
+            said="The generated migration uses ALTER TABLE which SQLite doesn't support for nullability. I need to rewrite it as a table rewrite.",
+        ),
         [("agent", "The generated migration uses ALTER TABLE which SQLite doesn't support for nullability.")],
     ),
-    ("a reason for a look is no decision", Story().read("/p/m.exs", said="The migration fails because SQLite is picky. Let me check it."), []),
-    ("a passing 'since' is no decision", Story().edit("/p/t.exs", "a", "b", said="Now replace build_conn() with just build_conn since we imported it."), []),
+    (
+        "a reason for a look is no decision",
+        Story().read("/p/m.exs", said="The migration fails because SQLite is picky. Let me check it."),
+        [],
+    ),
+    (
+        "a passing 'since' is no decision",
+        Story().edit("/p/t.exs", "a", "b", said="Now replace build_conn() with just build_conn since we imported it."),
+        [],
+    ),
     (
         "a plan the person approved",
-        Story().tool("ExitPlanMode", {"plan": "# Plan: parallel path\n1. Keep render/1 unchanged for backward compat\n2. Add render/2"}, "User has approved your plan."),
+        Story().tool(
+            "ExitPlanMode",
+            {"plan": "# Plan: parallel path\n1. Keep render/1 unchanged for backward compat\n2. Add render/2"},
+            "User has approved your plan.",
+        ),
         [("plan", "Keep render/1 unchanged for backward compat; Add render/2")],
     ),
 ]
@@ -244,12 +362,31 @@ PEOPLE_CASES = [
     ("a request", Story().person("Add a dark theme"), [("request", False)], 0),
     ("a rule", Story().person("never push to main"), [("rule", False)], 0),
     ("thanks is chatter", Story().person("ok thanks"), [("chatter", False)], 0),
-    ("a skill document is the harness's", Story().harness("Base directory for this skill: /x\n\n# Prefer local/cached results"), [], 1),
-    ("a command caveat is the harness's", Story().harness("Caveat: The messages below were generated by the user while running local commands. DO NOT respond."), [], 1),
-    ("a reminder is the harness's", Story().harness("<system-reminder>\nThe TodoWrite tool hasn't been used recently.\n</system-reminder>"), [], 1),
+    (
+        "a skill document is the harness's",
+        Story().harness("Base directory for this skill: /x\n\n# Prefer local/cached results"),
+        [],
+        1,
+    ),
+    (
+        "a command caveat is the harness's",
+        Story().harness(
+            "Caveat: The messages below were generated by the user while running local commands. DO NOT respond."
+        ),
+        [],
+        1,
+    ),
+    (
+        "a reminder is the harness's",
+        Story().harness("<system-reminder>\nThe TodoWrite tool hasn't been used recently.\n</system-reminder>"),
+        [],
+        1,
+    ),
     (
         "a message queued inside a reminder is the person's",
-        Story().harness("<system-reminder>\nThe user sent the following message:\ncheck again\n\nPlease address this message and continue with your tasks.\n</system-reminder>"),
+        Story().harness(
+            "<system-reminder>\nThe user sent the following message:\ncheck again\n\nPlease address this message and continue with your tasks.\n</system-reminder>"
+        ),
         [("request", True)],
         0,
     ),

@@ -18,7 +18,7 @@ from compaction.core.summarizers.extractive.render import (
     render,
 )
 from compaction.core.summarizers.extractive.standing import where_things_stand
-from compaction.core.summarizers.extractive.view import Focus, View
+from compaction.core.summarizers.extractive.view import View
 from tests.core.work.story import Story, commit_output, push_output
 
 SPEC = (
@@ -34,14 +34,27 @@ def epic() -> Story:
         Story()
         .person("Implement proj-a")
         .run("bd update proj-a.1 --status in_progress", "✓ Updated")
-        .edit("/p/lib/annotation.ex", "attribute :x", "attribute :state, :atom", said="Now add the `:state` attribute to annotation.ex.")
+        .edit(
+            "/p/lib/annotation.ex",
+            "attribute :x",
+            "attribute :state, :atom",
+            said="Now add the `:state` attribute to annotation.ex.",
+        )
         .run("mix test", "10 tests, 0 failures")
         .run("bd close proj-a.1", "✓ Closed")
-        .run("git add -A && git commit -m 'feat: state (proj-a.1)'", commit_output("1a2b3c4", "feat: state (proj-a.1)", "proj-a"))
+        .run(
+            "git add -A && git commit -m 'feat: state (proj-a.1)'",
+            commit_output("1a2b3c4", "feat: state (proj-a.1)", "proj-a"),
+        )
         .run("git push", push_output("0000000", "1a2b3c4", "proj-a"))
         .run("bd show proj-a.2", SPEC)
         .run("bd update proj-a.2 --status in_progress", "✓ Updated")
-        .edit("/p/lib/review_live.ex", "end", 'def handle_event("close", _p, socket) do\n  {:noreply, socket}\nend\nend', said="Add the close handler.")
+        .edit(
+            "/p/lib/review_live.ex",
+            "end",
+            'def handle_event("close", _p, socket) do\n  {:noreply, socket}\nend\nend',
+            said="Add the close handler.",
+        )
         .says("Let me add the button next.")
     )
 
@@ -69,19 +82,35 @@ CASES = [
         "next steps finish the task by its spec, in the agent's order, and push like before",
         epic(),
         next_section,
-        ['1. Finish `proj-a.2` "Close the review": write the tests it asks for in `test/review_live_test.exs`', "then run `mix test`", "then close `proj-a.2`, then commit", "then push"],
+        [
+            '1. Finish `proj-a.2` "Close the review": write the tests it asks for in `test/review_live_test.exs`',
+            "then run `mix test`",
+            "then close `proj-a.2`, then commit",
+            "then push",
+        ],
     ),
     (
         "in progress quotes the task and says what its work has done so far",
         epic(),
         in_progress,
-        ["The task: Close every open annotation in one action. Done when: The button closes every open annotation; LiveView tests cover N>0 and N=0", "Done so far — `lib/review_live.ex`: 2 new lines, adding `def handle_event(\"close\", _p, socket) do`"],
+        [
+            "The task: Close every open annotation in one action. Done when: The button closes every open annotation; LiveView tests cover N>0 and N=0",
+            'Done so far — `lib/review_live.ex`: 2 new lines, adding `def handle_event("close", _p, socket) do`',
+        ],
     ),
-    ("done names the commit, what it closed and that it is pushed", epic(), done, ['Committed `1a2b3c4` "feat: state (proj-a.1)" (#10), pushed to `proj-a`; closed `proj-a.1`']),
+    (
+        "done names the commit, what it closed and that it is pushed",
+        epic(),
+        done,
+        ['Committed `1a2b3c4` "feat: state (proj-a.1)" (#10), pushed to `proj-a`; closed `proj-a.1`'],
+    ),
     ("the goal is the person's request", epic(), goal, ['"Implement proj-a" (#1)']),
     (
         "a rule is quoted where it was said; a skill document never",
-        Story().person("Fix the login bug").harness("Base directory for this skill: /s\n\nAlways prefer cached results.").person("never push to main"),
+        Story()
+        .person("Fix the login bug")
+        .harness("Base directory for this skill: /s\n\nAlways prefer cached results.")
+        .person("never push to main"),
         constraints,
         ['"never push to main" (#3)'],
     ),
@@ -90,33 +119,51 @@ CASES = [
         Story()
         .run("mix test", "** (RuntimeError) no :secret_key_base configuration found\n1 failure", error=True)
         .says("The endpoint isn't configured for the test env.")
-        .edit("/p/config/test.exs", "x", "config :app, Endpoint, secret_key_base: \"x\"", said="Add the endpoint config for tests.")
+        .edit(
+            "/p/config/test.exs",
+            "x",
+            'config :app, Endpoint, secret_key_base: "x"',
+            said="Add the endpoint config for tests.",
+        )
         .run("mix test", "3 tests, 0 failures"),
         errors,
         [
             "`mix test` failed (#2): `** (RuntimeError) no :secret_key_base configuration found`",
-            'the agent\'s reading: "The endpoint isn\'t configured for the test env."',
+            "the agent's reading: \"The endpoint isn't configured for the test env.\"",
             'then edits to `test.exs` ("Add the endpoint config for tests.")',
             "fixed (#7)",
         ],
     ),
     (
         "a failure the work went past is said to be so",
-        Story().run("curl http://localhost:9/x", "curl: (7) Failed to connect", error=True).edit("/p/a.py", "1", "2").run("pytest", "1 passed"),
+        Story()
+        .run("curl http://localhost:9/x", "curl: (7) Failed to connect", error=True)
+        .edit("/p/a.py", "1", "2")
+        .run("pytest", "1 passed"),
         errors,
         ["not resolved; the work went on past it"],
     ),
     (
         "a decision quotes the agent's reason, attached to the file it shaped",
-        Story().edit("/p/m.exs", "alter", "rename", said="SQLite doesn't support ALTER COLUMN for nullability. I'll rewrite it as a table copy."),
+        Story().edit(
+            "/p/m.exs",
+            "alter",
+            "rename",
+            said="SQLite doesn't support ALTER COLUMN for nullability. I'll rewrite it as a table copy.",
+        ),
         decisions,
-        ["`m.exs` (#1) — the agent's reason: \"SQLite doesn't support ALTER COLUMN for nullability.\"", 'what it set out to do: "I\'ll rewrite it as a table copy."'],
+        [
+            "`m.exs` (#1) — the agent's reason: \"SQLite doesn't support ALTER COLUMN for nullability.\"",
+            'what it set out to do: "I\'ll rewrite it as a table copy."',
+        ],
     ),
     (
         "a file committed earlier is described by its purpose",
         epic(),
         files,
-        ['`lib/annotation.ex` was edited once and is committed in `1a2b3c4`; the agent\'s stated purpose: "Now add the `:state` attribute to annotation.ex."'],
+        [
+            '`lib/annotation.ex` was edited once and is committed in `1a2b3c4`; the agent\'s stated purpose: "Now add the `:state` attribute to annotation.ex."'
+        ],
     ),
     (
         "every person message is listed when some are not quoted elsewhere",
@@ -138,14 +185,23 @@ def test_section_lines(case: str, story: Story, section, expected: list[str]) ->
 
 
 def test_work_that_is_finished_says_so_and_waits() -> None:
-    story = Story().person("add a docstring").edit("/p/a.py", "", '"""Doc."""\n').says("Done: added the module docstring.")
+    story = (
+        Story().person("add a docstring").edit("/p/a.py", "", '"""Doc."""\n').says("Done: added the module docstring.")
+    )
     steps = lines(next_section, story)
-    assert steps == '1. The work appears finished (the agent reported at #4): wait for the person\'s next request.'
+    assert steps == "1. The work appears finished (the agent reported at #4): wait for the person's next request."
 
 
 def test_an_epic_comes_after_its_open_children_and_the_backlog_never() -> None:
-    listing = "○ proj-b [● P2] [epic] - The epic\n○ proj-b.2 [● P2] [task] - Second child\n○ zzz-q [● P1] [task] - Backlog\n"
-    story = Story().run("bd show proj-b.1", "○ proj-b.1 · First child   [● P2 · OPEN]\n").run("bd close proj-b.1", "ok").run("bd list", listing)
+    listing = (
+        "○ proj-b [● P2] [epic] - The epic\n○ proj-b.2 [● P2] [task] - Second child\n○ zzz-q [● P1] [task] - Backlog\n"
+    )
+    story = (
+        Story()
+        .run("bd show proj-b.1", "○ proj-b.1 · First child   [● P2 · OPEN]\n")
+        .run("bd close proj-b.1", "ok")
+        .run("bd list", listing)
+    )
     text = lines(next_section, story)
     assert text.index("`proj-b.2`") < text.index("`proj-b` ") and "zzz-q" not in text
 
@@ -154,11 +210,17 @@ def test_a_commit_of_a_gitignored_path_is_told_to_use_git_add_f() -> None:
     story = (
         Story()
         .write("/p/priv/static/assets/app.css", "body {}\n")
-        .run("cd /p && git add priv/static/assets/app.css", "The following paths are ignored by one of your .gitignore files:\npriv/static/assets\nhint: Use -f", error=True)
+        .run(
+            "cd /p && git add priv/static/assets/app.css",
+            "The following paths are ignored by one of your .gitignore files:\npriv/static/assets\nhint: Use -f",
+            error=True,
+        )
         .run("cd /p && git add -f priv/static/assets/app.css && git commit -m css", commit_output("2b3c4d5", "css"))
         .edit("/p/priv/static/assets/app.css", "body {}", "body { color: red }")
     )
-    assert "add `priv/static/assets/app.css` with `git add -f`: git ignores that directory" in lines(next_section, story)
+    assert "add `priv/static/assets/app.css` with `git add -f`: git ignores that directory" in lines(
+        next_section, story
+    )
 
 
 def test_without_git_the_summary_claims_nothing_about_commits() -> None:

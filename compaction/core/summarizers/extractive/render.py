@@ -44,7 +44,9 @@ def goal(v: View) -> Lines:
     limit = v.chars(600)
     out = [f"{quoted(first.text, limit)} ({v.cite(first.seq)}){about}"]
     if len(requests) > 3 and first.answer is not None:
-        out = [f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}; {len(requests) - 1} requests followed (under Done and The Person's Messages)"]
+        out = [
+            f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}; {len(requests) - 1} requests followed (under Done and The Person's Messages)"
+        ]
     if len(requests) > 1:
         out.append(f"The latest request ({v.cite(requests[-1].seq)}) is quoted under Where Things Stand.")
     return _bullets(out)
@@ -131,7 +133,9 @@ def _steps_since_request(v: View) -> str:
         said.append("edited " + listing([v.path(p) for p in edits], 4))
     if runs:
         last = runs[-1]
-        said.append(f"last ran {last.what} ({'passed' if last.ok else 'failed'}{': ' + last.detail if last.detail else ''}, {v.cite(last.seq)})")
+        said.append(
+            f"last ran {last.what} ({'passed' if last.ok else 'failed'}{': ' + last.detail if last.detail else ''}, {v.cite(last.seq)})"
+        )
     if not said:
         return ""
     return "Since the request: " + "; ".join(said)
@@ -172,7 +176,9 @@ def in_progress(v: View) -> Lines:
 def blocked(v: View) -> Lines:
     out = []
     for check in v.failing:
-        out.append(f"{code(check.failed_command or check.command, 80)} fails since {v.cite(check.failed_seq or check.seq)}: {code(check.failure, 240)}")
+        out.append(
+            f"{code(check.failed_command or check.command, 80)} fails since {v.cite(check.failed_seq or check.seq)}: {code(check.failure, 240)}"
+        )
     for error in [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:")][-3:]:
         out.append(f"{code(error.line, 240)} from {_error_source(v, error)} ({v.cite(error.seq)}), not resolved yet")
     return _bullets(out)
@@ -205,7 +211,9 @@ def lessons(v: View) -> Lines:
         diagnosis = next((e.diagnosis for e in group if e.diagnosis), None)
         if diagnosis is None or last.status != "resolved" or not last.then:
             continue
-        out.append(f"From {code(group[0].line, 120)} ({v.cite(group[0].seq)}): the agent's reading {quoted(diagnosis.text, 200)}, so it made {last.then}")
+        out.append(
+            f"From {code(group[0].line, 120)} ({v.cite(group[0].seq)}): the agent's reading {quoted(diagnosis.text, 200)}, so it made {last.then}"
+        )
     return out[-(6 if v.level <= COMPACT else 3) :]
 
 
@@ -224,9 +232,22 @@ def repository(v: View) -> Lines:
     out = []
     if v.focus and not v.focus.kinds & {"commits", "uncommitted"}:
         # The commits are in Done, the uncommitted files under Where Things Stand.
-        pushed = "all pushed" if commits and all(c.pushed_to for c in commits) else f"{len(v.unpushed)} not pushed" if v.unpushed else ""
+        pushed = (
+            "all pushed"
+            if commits and all(c.pushed_to for c in commits)
+            else f"{len(v.unpushed)} not pushed"
+            if v.unpushed
+            else ""
+        )
         said = f"Branch `{git.branch}`; " if git.branch else ""
-        return _bullets([said + f"{len(commits)} commits" + (f" ({pushed})" if pushed else "") + f"; {len(v.dirty)} files uncommitted"])
+        return _bullets(
+            [
+                said
+                + f"{len(commits)} commits"
+                + (f" ({pushed})" if pushed else "")
+                + f"; {len(v.dirty)} files uncommitted"
+            ]
+        )
     if git.branch:
         out.append(f"Branch `{git.branch}`")
     if commits:
@@ -235,7 +256,9 @@ def repository(v: View) -> Lines:
         out.append(f"Latest commit {code(last.sha[:7])} {quoted(last.subject, 100)} ({v.cite(last.seq)}, {pushed})")
     if len(commits) > 1:
         unpushed = f"; not pushed: {listing([code(c.sha[:7]) for c in v.unpushed], 8)}" if v.unpushed else ""
-        out.append(f"All commits of this history (each under Done): {listing([code(c.sha[:7]) for c in commits], 20)}{unpushed}")
+        out.append(
+            f"All commits of this history (each under Done): {listing([code(c.sha[:7]) for c in commits], 20)}{unpushed}"
+        )
     dirty = [v.path(r.path) for r in v.dirty] + [f"{v.path(p)} ({s})" for p, s in v.tree_extra]
     if dirty:
         out.append("Uncommitted: " + listing(dirty, 12))
@@ -244,7 +267,9 @@ def repository(v: View) -> Lines:
     if git.stash:
         out.append(f"Stashed: {len(git.stash)} stash entr{'y' if len(git.stash) == 1 else 'ies'}")
     if git.cwd and v.root and git.cwd != v.root and git.cwd.startswith(v.root + "/"):
-        out.append(f"The shell was left in {v.path(git.cwd)} (a `cd` in a command); paths in commands are relative to it")
+        out.append(
+            f"The shell was left in {v.path(git.cwd)} (a `cd` in a command); paths in commands are relative to it"
+        )
     routine = _routine(v)
     if routine:
         out.append(routine)
@@ -313,7 +338,10 @@ def errors(v: View) -> Lines:
         out = [_error_group(v, g) for g in chosen]
         if rest:
             fixed = sum(1 for g in rest if g[-1].status == "resolved")
-            out.append(f"{len(rest)} other failures ({fixed} fixed): " + listing([_error_source(v, g[0]) + f" ({v.cite(g[0].seq)})" for g in rest], 6))
+            out.append(
+                f"{len(rest)} other failures ({fixed} fixed): "
+                + listing([_error_source(v, g[0]) + f" ({v.cite(g[0].seq)})" for g in rest], 6)
+            )
         return _bullets(out)
     if v.level >= MINIMAL:
         # Open errors stay; of the fixed ones, the newest few.
@@ -331,7 +359,9 @@ def _file_state(v: View, rec: FileRecord) -> str:
     if rec.state == "deleted":
         if rec.created and not rec.commits:
             return "was written, then deleted again (nothing left to commit)"
-        committed = f" and the deletion is committed in {code(rec.commits[-1][:7])}" if rec.commits and not rec.dirty else ""
+        committed = (
+            f" and the deletion is committed in {code(rec.commits[-1][:7])}" if rec.commits and not rec.dirty else ""
+        )
         return "was deleted" + committed + (", not committed yet" if rec.dirty and v.git_seen else "")
     if rec.state == "moved":
         return f"was moved to {v.path(rec.moved_to)}"
@@ -342,7 +372,11 @@ def _file_state(v: View, rec: FileRecord) -> str:
         return made
     commits = f"committed in {listing([code(c[:7]) for c in rec.commits], 3)}" if rec.commits else ""
     if rec.dirty:
-        return f"{made}; {commits}, it has changed again since and is not committed" if commits else f"{made} and is not committed"
+        return (
+            f"{made}; {commits}, it has changed again since and is not committed"
+            if commits
+            else f"{made} and is not committed"
+        )
     return f"{made} and is {commits}" if commits else made
 
 
@@ -375,7 +409,9 @@ def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
         line += f"; {rec.change}"
     elif not purposes and (rec.change or rec.dirty):
         names = [q.text for q in rec.added if q.seq > since][-2:]
-        line += f"; {rec.change}" if rec.change else ("; it adds " + listing([code(n, 50) for n in names]) if names else "")
+        line += (
+            f"; {rec.change}" if rec.change else ("; it adds " + listing([code(n, 50) for n in names]) if names else "")
+        )
     return line
 
 
@@ -384,7 +420,12 @@ def files(v: View) -> Lines:
     recs = [r for r in v.changed_files if not r.dirty or v.focus]
     chosen = sorted(recs, key=lambda r: (not v.focus.names(r.path), not r.dirty, -r.last))
     if v.focus:
-        wanted = [r for r in chosen if v.focus.names(r.path, *(q.text for q in r.purposes)) or (r.dirty and v.focus.kinds & {"uncommitted", "files"})]
+        wanted = [
+            r
+            for r in chosen
+            if v.focus.names(r.path, *(q.text for q in r.purposes))
+            or (r.dirty and v.focus.kinds & {"uncommitted", "files"})
+        ]
         rest = [r for r in chosen if r not in wanted]
         out = [_file_line(v, r) for r in wanted]
         if rest:
@@ -410,12 +451,23 @@ def files(v: View) -> Lines:
 
 def checks(v: View) -> Lines:
     if v.focus and not v.focus.kinds & {"checks", "failures"} and not v.failing and v.checks:
-        return _bullets(["Run: " + listing([f"{code(c.command, 60)} ({'passed' if c.ok else 'failed'} {v.cite(c.seq)})" for c in v.checks], 8)])
+        return _bullets(
+            [
+                "Run: "
+                + listing(
+                    [f"{code(c.command, 60)} ({'passed' if c.ok else 'failed'} {v.cite(c.seq)})" for c in v.checks], 8
+                )
+            ]
+        )
     out = []
     for check in v.checks:
         result = "passed" if check.ok else "failed"
         tally = f", reporting {check.tally}" if check.tally else ""
-        suite = f" (the whole suite, {code(check.suite, 80)}, was run too)" if check.suite and check.suite != check.command else ""
+        suite = (
+            f" (the whole suite, {code(check.suite, 80)}, was run too)"
+            if check.suite and check.suite != check.command
+            else ""
+        )
         out.append(f"{code(check.command, 100)} last {result} at {v.cite(check.seq)}{tally}{suite}")
     return _bullets(out)
 
@@ -448,11 +500,18 @@ def other(v: View) -> Lines:
         out.append(f"Tools the work used: {tools}")
     refused = v.state.people.refusals
     if refused:
-        out += [f"The person refused a call ({v.cite(q.seq)}), which did not run: {quoted(q.text, 160)}" for q in refused[-4:]]
+        out += [
+            f"The person refused a call ({v.cite(q.seq)}), which did not run: {quoted(q.text, 160)}"
+            for q in refused[-4:]
+        ]
     if v.state.people.interruptions:
-        out.append("The person interrupted the agent at " + listing([v.cite(s) for s in v.state.people.interruptions], 5))
+        out.append(
+            "The person interrupted the agent at " + listing([v.cite(s) for s in v.state.people.interruptions], 5)
+        )
     if v.state.people.injected:
-        out.append(f"{v.state.people.injected} harness texts (skills, reminders, hook output) were in the user turns; none is quoted above as the person's words")
+        out.append(
+            f"{v.state.people.injected} harness texts (skills, reminders, hook output) were in the user turns; none is quoted above as the person's words"
+        )
     return _bullets(out)
 
 
@@ -477,15 +536,30 @@ def focus(v: View) -> Lines:
     if "uncommitted" in kinds or "files" in kinds:
         out += [f"Uncommitted: {_file_line(v, r)}" for r in v.dirty] or ["Nothing is uncommitted."]
     if kinds & {"failures", "errors", "checks"}:
-        out += [f"{code(c.command, 80)}: last {'passed' if c.ok else 'failed'} ({v.cite(c.seq)}){' — ' + c.tally if c.tally else ''}" for c in v.checks]
+        out += [
+            f"{code(c.command, 80)}: last {'passed' if c.ok else 'failed'} ({v.cite(c.seq)}){' — ' + c.tally if c.tally else ''}"
+            for c in v.checks
+        ]
         out += [_error_group(v, [e]) for e in v.state.errors if e.status == "open" or "errors" in kinds][-8:]
     if "decisions" in kinds:
         out += decisions(v)
     if "tasks" in kinds:
         out += [f"{v.task_name(t)}: {t.status.replace('_', ' ')} ({v.cite(t.since)})" for t in v.tasks]
-    out += [_file_line(v, r) for r in v.changed_files if f.names(r.path, *(q.text for q in r.added), *(q.text for q in r.purposes))]
-    out += [_commit_line(v, c, brief=False) for c in v.state.git.commits if c.subject and f.names(c.subject, c.sha) and "commits" not in kinds]
-    out += [f"{v.task_name(t)}: {t.status.replace('_', ' ')}" for t in v.tasks if f.names(t.key, t.title) and "tasks" not in kinds]
+    out += [
+        _file_line(v, r)
+        for r in v.changed_files
+        if f.names(r.path, *(q.text for q in r.added), *(q.text for q in r.purposes))
+    ]
+    out += [
+        _commit_line(v, c, brief=False)
+        for c in v.state.git.commits
+        if c.subject and f.names(c.subject, c.sha) and "commits" not in kinds
+    ]
+    out += [
+        f"{v.task_name(t)}: {t.status.replace('_', ' ')}"
+        for t in v.tasks
+        if f.names(t.key, t.title) and "tasks" not in kinds
+    ]
     out += [_error_group(v, [e]) for e in v.state.errors if f.names(e.line, e.source)][-6:]
     out += [f"The person ({v.cite(p.seq)}): {quoted(p.text, 300)}" for p in v.state.people.messages if f.names(p.text)]
     if len(out) == 1:
@@ -514,7 +588,14 @@ PARENTS = {"### Done": "## Progress", "### In Progress": "## Progress", "### Blo
 PARENTS.update(
     {
         h: "## Critical Context"
-        for h in ("### Repository State", "### Errors and Fixes", "### Checks", "### Files", "### The Person's Messages", "### Other")
+        for h in (
+            "### Repository State",
+            "### Errors and Fixes",
+            "### Checks",
+            "### Files",
+            "### The Person's Messages",
+            "### Other",
+        )
     }
 )
 # Headings every extractive summary has (the chain checks them).
@@ -542,7 +623,7 @@ def render(v: View) -> str:
 
 
 def where_lines(state: WorkState) -> Lines:
-    """"Where Things Stand" of `state`, as bullet lines (for a summary that lacks it)."""
+    """ "Where Things Stand" of `state`, as bullet lines (for a summary that lacks it)."""
     return _bullets(where_things_stand(View(state, level=COMPACT)))
 
 
@@ -556,5 +637,9 @@ def facts(state: WorkState) -> str:
         parts += ["", "Repository:", *repo]
     said = [f"- {v.cite(p.seq)} {quoted(p.text, 400)}" for p in state.people.messages if p.kind != "chatter"]
     if said:
-        parts += ["", "The person's messages (only these are the user's words; skill documents, reminders and hook output in user turns are the harness's):", *said]
+        parts += [
+            "",
+            "The person's messages (only these are the user's words; skill documents, reminders and hook output in user turns are the harness's):",
+            *said,
+        ]
     return "\n".join(parts)

@@ -95,10 +95,16 @@ def _no_git_sentence(v: View) -> list[str]:
     changed = [r for r in v.changed_files if r.last >= since and r.edits]
     if not changed:
         return []
-    said = [f"Changed since the latest request: {listing([v.path(r.path) for r in changed])} (no git command ran in this history)."]
+    said = [
+        f"Changed since the latest request: {listing([v.path(r.path) for r in changed])} (no git command ran in this history)."
+    ]
     runs = [c for c in _check_runs(v) if c.seq >= since]
     if runs:
-        said.append("Checks since: " + listing([f"{code(c.command, 60)} {'passed' if c.ok else 'failed'} ({v.cite(c.seq)})" for c in runs]) + ".")
+        said.append(
+            "Checks since: "
+            + listing([f"{code(c.command, 60)} {'passed' if c.ok else 'failed'} ({v.cite(c.seq)})" for c in runs])
+            + "."
+        )
     return said
 
 
@@ -123,7 +129,11 @@ def _tree_sentence(v: View) -> list[str]:
             + "."
         )
     elif dirty and runs:
-        said.append("Checked after those edits: " + listing([f"{code(c.command, 60)} {'passed' if c.ok else 'failed'}" for c in runs]) + ".")
+        said.append(
+            "Checked after those edits: "
+            + listing([f"{code(c.command, 60)} {'passed' if c.ok else 'failed'}" for c in runs])
+            + "."
+        )
     elif dirty:
         said.append("No test or build was run in this history.")
     return said
@@ -149,11 +159,15 @@ def _failure_sentence(v: View) -> list[str]:
     out = []
     for check in v.failing:
         failure = f": {code(check.failure, 200)}" if check.failure else ""
-        out.append(f"Failing: {code(check.failed_command or check.command, 80)} since {v.cite(check.failed_seq or check.seq)}{failure}.")
+        out.append(
+            f"Failing: {code(check.failed_command or check.command, 80)} since {v.cite(check.failed_seq or check.seq)}{failure}."
+        )
     fresh = [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:")]
     if fresh and not v.failing:
         error = fresh[-1]
-        out.append(f"Last error, not resolved yet ({v.cite(error.seq)}): {code(error.line, 200)} from {code(error.source, 80)}.")
+        out.append(
+            f"Last error, not resolved yet ({v.cite(error.seq)}): {code(error.line, 200)} from {code(error.source, 80)}."
+        )
     return out
 
 
@@ -170,7 +184,9 @@ def _stopped(v: View) -> list[str]:
     if turn.submitted is not None:
         out.append(f"The agent handed the work in with `{turn.submitted.text}` at {v.cite(turn.submitted.seq)}.")
     elif turn.ended and turn.report is not None:
-        out.append(f"The agent ended its turn at {v.cite(turn.report.seq)}, reporting: {quoted(turn.report.text, v.chars(WORDS_CHARS))}")
+        out.append(
+            f"The agent ended its turn at {v.cite(turn.report.seq)}, reporting: {quoted(turn.report.text, v.chars(WORDS_CHARS))}"
+        )
     elif turn.pending:
         waiting = max(turn.pending.values(), key=lambda c: c.seq)
         out.append(f"The agent was waiting for the result of a {waiting.name} call ({v.cite(waiting.seq)}).")
@@ -183,7 +199,9 @@ def _stopped(v: View) -> list[str]:
                 f"its words before it: {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
             )
         else:
-            out.append(f"The agent was mid-turn; its latest words ({v.cite(turn.said.seq)}): {quoted(turn.said.text, v.chars(WORDS_CHARS))}")
+            out.append(
+                f"The agent was mid-turn; its latest words ({v.cite(turn.said.seq)}): {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
+            )
     if turn.interrupted and turn.interrupted >= max((s.seq for s in turn.steps), default=0):
         out.append(f"The person interrupted the agent at {v.cite(turn.interrupted)}.")
     demands = [d for d in v.state.people.demands if d.seq >= (v.latest_request.seq if v.latest_request else 0)]
@@ -198,12 +216,18 @@ def where_things_stand(v: View) -> list[str]:
     if request is not None and len(v.requests) > 1:
         # A single request is the goal, quoted right below.
         how = ", typed while the agent worked" if request.queued else ""
-        out.append(f"The person's latest request ({v.cite(request.seq)}{how}): {quoted(request.text, v.chars(REQUEST_CHARS))}")
+        out.append(
+            f"The person's latest request ({v.cite(request.seq)}{how}): {quoted(request.text, v.chars(REQUEST_CHARS))}"
+        )
     out += _tracker_progress(v) + _todo_progress(v)
     out += _commit_sentence(v) + _tree_sentence(v) + _failure_sentence(v) + _stopped(v)
     if not out:
         calls = v.state.turn.calls
-        out.append(f"The agent has made {calls} call{'s' if calls != 1 else ''} on the request below; nothing else is recorded yet." if calls else "Nothing has been done yet on the request below.")
+        out.append(
+            f"The agent has made {calls} call{'s' if calls != 1 else ''} on the request below; nothing else is recorded yet."
+            if calls
+            else "Nothing has been done yet on the request below."
+        )
     return out
 
 
@@ -215,7 +239,9 @@ _BULLET_RE = re.compile(r"(?m)^\s*(?:[-*]|\d+[.)])\s+(.+?)\s*$")
 _IGNORED_RE = re.compile(r"ignored by one of your \.gitignore files:?\s*(\S+)")
 
 
-_SPEC_RULES_RE = re.compile(r"(?im)^\s*(?:#+\s*)?((?:edge cases?|constraints?|architecture constraints?|requirements?|must|do not)[^\n:]*)\s*:?\s*$")
+_SPEC_RULES_RE = re.compile(
+    r"(?im)^\s*(?:#+\s*)?((?:edge cases?|constraints?|architecture constraints?|requirements?|must|do not)[^\n:]*)\s*:?\s*$"
+)
 
 
 def task_rules(note: str) -> list[str]:
@@ -258,12 +284,15 @@ def _to_do(v: View, task: Task) -> list[str]:
         into = f" in {listing([code(t, 80) for t in where], 2)}" if where else ""
         steps.append(f"write the tests it asks for{into} ({quoted(asks[0], 140)})")
     if untouched:
-        steps.insert(len(steps) - (1 if asks else 0), "change " + listing([code(m, 80) for m in untouched], 3) + " (the task lists them)")
+        steps.insert(
+            len(steps) - (1 if asks else 0),
+            "change " + listing([code(m, 80) for m in untouched], 3) + " (the task lists them)",
+        )
     return steps
 
 
 def _commit_step(v: View) -> str:
-    """"commit", with `git add -f` for uncommitted files under a path git ignores (learned from
+    """ "commit", with `git add -f` for uncommitted files under a path git ignores (learned from
     an earlier `git add` that failed on it)."""
     ignored = [m.group(1).rstrip("/") for e in v.state.errors if (m := _IGNORED_RE.search(e.line))]
     forced = [r for r in v.dirty if any(f"/{d}/" in f"/{v.rel(r.path)}" for d in ignored)]
@@ -286,7 +315,9 @@ def _finish(v: View, task: Task | None) -> list[str]:
     steps = _to_do(v, task) if task is not None else []
     stale = [c for c in _check_runs(v) if v.stale(c) or not c.ok]
     if stale or (v.dirty and not v.checks and v.state.git.commits):
-        steps.append("run " + listing([code(c.suite or c.command, 60) for c in stale]) if stale else "check the changes")
+        steps.append(
+            "run " + listing([code(c.suite or c.command, 60) for c in stale]) if stale else "check the changes"
+        )
     wrap = []
     if v.dirty or (task is not None and not task.commits and v.state.git.commits):
         wrap.append(_commit_step(v))
@@ -334,13 +365,19 @@ def next_steps(v: View) -> list[str]:
         if task.key in v.parents:
             out.append(f"Close the epic {v.task_name(task, limit=80)} once its children are closed.")
             continue
-        blocked = [b for b in task.blocked_by if b in v.state.tasks.tasks and v.state.tasks.tasks[b].status != "closed" and b not in v.parents]
+        blocked = [
+            b
+            for b in task.blocked_by
+            if b in v.state.tasks.tasks and v.state.tasks.tasks[b].status != "closed" and b not in v.parents
+        ]
         after = f" (after {listing([code(b) for b in blocked], 3)})" if blocked else ""
         intro, _done = task_spec(task.note)
         about = f": {one_line(intro, v.chars(220))}" if intro else ""
         out.append(f"Then {v.task_name(task, limit=80)}{after}{about}")
     if v.state.people.handover and turn.submitted is None:
-        out.append(f"When the task is done, hand it in with `{v.state.people.handover}` (the task's instructions say so).")
+        out.append(
+            f"When the task is done, hand it in with `{v.state.people.handover}` (the task's instructions say so)."
+        )
     if not out:
         out.append(_finished(v))
     return out[:MAX_NEXT]

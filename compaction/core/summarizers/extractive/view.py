@@ -80,7 +80,9 @@ _SCRATCH_RE = re.compile(r"^(?:/tmp/|/var/tmp/|/private/|/var/folders/)")
 _AGENT_HOME_RE = re.compile(r"^(?:/Users|/home)/[^/]+/\.")
 
 
-_SYSTEM_DIRS = frozenset({"", "/", "/home", "/Users", "/tmp", "/var", "/private", "/usr", "/opt", "/root", "/mnt", "/srv"})
+_SYSTEM_DIRS = frozenset(
+    {"", "/", "/home", "/Users", "/tmp", "/var", "/private", "/usr", "/opt", "/root", "/mnt", "/srv"}
+)
 # A directory of these names is inside a project, not its root ("lib/x.ex" reads better than "x.ex").
 SOURCE_DIRS = frozenset(
     "lib src test tests spec app apps assets priv config pkg internal cmd packages web static templates scripts docs".split()
@@ -104,7 +106,7 @@ def common_root(paths: list[str], share: float = 0.6) -> str:
     if shared not in _SYSTEM_DIRS and not re.fullmatch(r"(?:/Users|/home)/[^/]+", shared):
         return shared
     best = ""
-    for candidate in {d[: i] for d in dirs for i in [len(d), *(k for k, c in enumerate(d) if c == "/")]}:
+    for candidate in {d[:i] for d in dirs for i in [len(d), *(k for k, c in enumerate(d) if c == "/")]}:
         if candidate in _SYSTEM_DIRS or candidate.count("/") < 2 or len(candidate) <= len(best):
             continue
         if sum(1 for d in dirs if d == candidate or d.startswith(candidate + "/")) >= share * len(dirs):
@@ -205,7 +207,11 @@ class View:
     @cached_property
     def open_tasks(self) -> list[Task]:
         """Open tasks in the order they can be done: children before the epic they belong to."""
-        waiting = [t for t in self.tasks if t.status in ("open", "blocked") or (t.status == "in_progress" and t.key in self.parents)]
+        waiting = [
+            t
+            for t in self.tasks
+            if t.status in ("open", "blocked") or (t.status == "in_progress" and t.key in self.parents)
+        ]
         return sorted(waiting, key=lambda t: t.key in self.parents)
 
     def task_name(self, task: Task, *, title: bool = True, limit: int = 90) -> str:
@@ -300,10 +306,12 @@ class View:
         steps = self.state.turn.steps
         if not steps or error.seq < steps[0].seq:
             return False
-        return not any(s.seq > error.seq and s.ok and s.kind in ("edit", "check", "run", "git", "tracker") for s in steps)
+        return not any(
+            s.seq > error.seq and s.ok and s.kind in ("edit", "check", "run", "git", "tracker") for s in steps
+        )
 
     def cite(self, *seqs: int | None) -> str:
-        """"#12" or "#12–#40": the message numbers a fact comes from."""
+        """ "#12" or "#12–#40": the message numbers a fact comes from."""
         known = sorted({s for s in seqs if s})
         if not known:
             return ""

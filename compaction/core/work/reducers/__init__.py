@@ -47,7 +47,9 @@ def outcome_of(call: Call) -> Outcome:
         # Only a check's tally counts ("create mode 100644 test/x" is no test count).
         return Outcome(ok, tally if kind else "", error, command, kind, probe)
     if call.kind == "edit" and not call.is_error and EDIT_REFUSED_RE.search(call.output[:1000]):
-        return Outcome(False, error=call.output.strip().splitlines()[0][:240] if call.output.strip() else "", refused=True)
+        return Outcome(
+            False, error=call.output.strip().splitlines()[0][:240] if call.output.strip() else "", refused=True
+        )
     return Outcome(not call.is_error)
 
 

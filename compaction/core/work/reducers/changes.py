@@ -24,13 +24,19 @@ def changes_since(state: WorkState, since: int, until: int, *, detail: bool = Fa
     `until` (message numbers), briefly: "edits to `a.py`, `b.py`; ran `npm install x`"; with
     `detail`, each edit with the purpose the agent stated for it."""
     edited = sorted(
-        (r for r in state.files.values() if since < r.last < until and r.edits and not r.change.startswith("changed by")),
+        (
+            r
+            for r in state.files.values()
+            if since < r.last < until and r.edits and not r.change.startswith("changed by")
+        ),
         key=lambda r: r.last,
     )
     commands = list(dict.fromkeys(q.text for q in state.recent if since < q.seq < until))
     said = []
     if edited:
-        names = ", ".join(_edit_told(r, since, until) if detail else f"`{r.path.rsplit('/', 1)[-1]}`" for r in edited[-MAX_FILES:])
+        names = ", ".join(
+            _edit_told(r, since, until) if detail else f"`{r.path.rsplit('/', 1)[-1]}`" for r in edited[-MAX_FILES:]
+        )
         more = f" and {len(edited) - MAX_FILES} more" if len(edited) > MAX_FILES else ""
         said.append(f"edits to {names}{more}")
     if commands:

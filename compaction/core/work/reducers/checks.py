@@ -31,7 +31,9 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
         check = state.checks[key] = Check(key, outcome.command, outcome.check, bool(outcome.ok), call.seq, runs=0)
     check.runs += 1
     check.command, check.seq, check.tally, check.ok = outcome.command, call.seq, outcome.tally, bool(outcome.ok)
-    _runner, targets = check_scope(next((p for p in reversed(chain_parts(outcome.command)) if check_kind(p)), outcome.command))
+    _runner, targets = check_scope(
+        next((p for p in reversed(chain_parts(outcome.command)) if check_kind(p)), outcome.command)
+    )
     if not targets:
         check.suite = outcome.command
     if not outcome.ok:

@@ -87,7 +87,11 @@ def _resolve(state: WorkState, call: Call, outcome: Outcome, key: str) -> None:
             error.resolution = f"{check.fix}; then `{one_line(outcome.command, 100)}` passed"
         else:
             changed = changes_since(state, error.seq, call.seq)
-            again = f"`{one_line(outcome.command, 100)}` succeeded" if outcome.command else f"the next {call.name} succeeded"
+            again = (
+                f"`{one_line(outcome.command, 100)}` succeeded"
+                if outcome.command
+                else f"the next {call.name} succeeded"
+            )
             error.resolution = f"after {changed}, {again}" if changed else again
 
 
@@ -120,7 +124,9 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
             same.seq = call.result_seq
             continue
         code = EXIT_CODE_RE.search(call.output[:2000]) if outcome.command else None
-        state.errors.append(ErrorRecord(call.result_seq, line, _source(call, outcome), key, exit=int(code.group(1)) if code else None))
+        state.errors.append(
+            ErrorRecord(call.result_seq, line, _source(call, outcome), key, exit=int(code.group(1)) if code else None)
+        )
     del state.errors[:-MAX_ERRORS]
 
 

@@ -31,9 +31,13 @@ PURPOSE_RE = re.compile(
     r"allow|restrict|guard|skip|insert|set|patch|extend|simplify|clean|port)\b"
 )
 # Too vague to say what an edit was for, unless it names code.
-VAGUE_RE = re.compile(r"(?i)\b(both|all|these|those|everything|remaining|the changes|the rest|it all|in parallel|one batch|at once)\b")
+VAGUE_RE = re.compile(
+    r"(?i)\b(both|all|these|those|everything|remaining|the changes|the rest|it all|in parallel|one batch|at once)\b"
+)
 MAX_PURPOSE_CHARS = 200
-_FILLER_RE = re.compile(r"(?i)^(?:(?:now|next|then|ok|good|great|first|finally|also|so)[,.!]?\s+|let me |i'll |i will |i need to |let's |we need to )+")
+_FILLER_RE = re.compile(
+    r"(?i)^(?:(?:now|next|then|ok|good|great|first|finally|also|so)[,.!]?\s+|let me |i'll |i will |i need to |let's |we need to )+"
+)
 
 
 def _vague(sentence: str) -> bool:
@@ -48,7 +52,9 @@ def purpose_of(text: str, path: str, *, alone: bool = True) -> str:
     a change; "" when none does."""
     name = path.rsplit("/", 1)[-1]
     stem = name.split(".")[0]
-    said = [s.replace("**", "").strip() for s in sentences(text) if 10 <= len(s) <= 400 and not s.rstrip().endswith("?")]
+    said = [
+        s.replace("**", "").strip() for s in sentences(text) if 10 <= len(s) <= 400 and not s.rstrip().endswith("?")
+    ]
     naming = [s for s in said if name in s or (len(stem) > 3 and stem in s)]
     announcing = [s for s in said if PURPOSE_RE.search(s)] if alone else []
     for sentence in [*naming[-1:], *reversed(announcing)]:
@@ -94,7 +100,9 @@ def _edited_by_tool(state: WorkState, call: Call, outcome: Outcome, ops: FileOps
         if purpose and all(q.text != purpose for q in rec.purposes):
             rec.purposes = [*rec.purposes, Quote(call.seq, purpose)][-MAX_PURPOSES:]
         known = {q.text for q in rec.added}
-        rec.added = [*rec.added, *(Quote(call.seq, n) for n in dict.fromkeys(change.names) if n not in known)][-MAX_NAMES:]
+        rec.added = [*rec.added, *(Quote(call.seq, n) for n in dict.fromkeys(change.names) if n not in known)][
+            -MAX_NAMES:
+        ]
 
 
 def _deleted(state: WorkState, path: str, seq: int) -> None:

@@ -27,7 +27,9 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     """A call the person refused (or the harness cancelled) is the person's decision."""
     if call.rejected and "sibling tool call" not in call.output.lower():
         said = next((s for s in sentences(call.output) if s.strip()), call.name)
-        state.people.refusals = [*state.people.refusals, Quote(call.seq, f"{call.name}: {one_line(said, 160)}")][-MAX_REFUSALS:]
+        state.people.refusals = [*state.people.refusals, Quote(call.seq, f"{call.name}: {one_line(said, 160)}")][
+            -MAX_REFUSALS:
+        ]
 
 
 def on_injected(state: WorkState, event: Injected) -> None:

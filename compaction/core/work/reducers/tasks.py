@@ -62,7 +62,14 @@ def _tracker(state: WorkState, call: Call, outcome: Outcome, tracker: str) -> No
     for created in _CREATED_RE.findall(call.output[:2000]):
         if created not in tasks:
             title = _TITLE_ARG_RE.search(outcome.command)
-            tasks[created] = Task(created, one_line((title.group(1) or title.group(2)) if title else "", 100), tracker, "open", call.seq, call.seq)
+            tasks[created] = Task(
+                created,
+                one_line((title.group(1) or title.group(2)) if title else "", 100),
+                tracker,
+                "open",
+                call.seq,
+                call.seq,
+            )
     for _tracker_name, key, status in tracker_changes(outcome.command):
         task = tasks.get(key)
         if task is None:

@@ -49,7 +49,15 @@ def on_turn_ended(state: WorkState, event: TurnEnded) -> None:
 
 def _step(call: Call, outcome: Outcome) -> Step:
     if outcome.command:
-        kind = "check" if outcome.check else "git" if "git " in outcome.command else "tracker" if TRACKER_CMD_RE.search(outcome.command) else "run"
+        kind = (
+            "check"
+            if outcome.check
+            else "git"
+            if "git " in outcome.command
+            else "tracker"
+            if TRACKER_CMD_RE.search(outcome.command)
+            else "run"
+        )
         detail = outcome.tally if outcome.ok else outcome.error or outcome.tally
         return Step(call.seq, kind, f"`{one_line(outcome.command, 100)}`", outcome.ok, detail)
     what = f"{call.kind if call.kind != 'other' else call.name} {call.path}" if call.path else call.name
