@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compaction.core.fileops import extract_file_ops, merge_file_ops, render_file_tags
@@ -185,73 +185,45 @@ def _with_state(inp: SummaryInput, summarized: list) -> SummaryInput:
         return inp
 
 
-def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
-    """Run the chain; the first summary that passes the checks wins. Never raises."""
-    fallbacks: list[dict[str, str]] = []
-    failed_usage: list[dict[str, Any]] = []
-    accepted: Draft | None = None
-    strategy = "truncate"
-    timings: dict[str, int] = {}
-    trimmed_lines = 0
-    agreed = Agreement("")
+@dataclass
+class _Attempt:
+    """One summarizer's try: its draft (None when it raised), why it was refused (None: accepted),
+    the bullet lines trimmed to fit, and the agreement repairs made to it."""
 
-    # File tags are part of the stored summary: the body gets what they leave of the budget.
-    all_messages = [*inp.messages, *inp.turn_prefix]
-    inp = _with_state(inp, all_messages)
-    ops = _file_ops(inp, all_messages)
-    tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE)).strip()
-    body_budget = max(MIN_BODY_BUDGET, inp.output_budget - (count_text(tags) + 2 if tags else 0))
+    draft: Draft | None
+    reason: str | None
+    dropped: int = 0
+    agreement: Agreement = field(default_factory=lambda: Agreement(""))
 
-    for summarizer in chain:
-        started = time.monotonic()
-        dropped, agreement = 0, Agreement("")
-        try:
-            # Summarizers that size their output exactly are given the body's budget.
-            run_inp = replace(inp, output_budget=body_budget) if getattr(summarizer, "exact_budget", False) else inp
-            draft = summarizer.summarize(run_inp)
-            draft.summary = normalize_output(draft.summary)
-            draft.turn_prefix_summary = normalize_output(draft.turn_prefix_summary)
-            # What the summarizer wrote is checked as it is first: a continuation of the
-            # conversation must not pass because the repairs below gave it headings.
-            reason = _check(draft, inp, summarizer)
-            if reason is None:
-                # A model writes from a transcript that ends at the cut: made to agree with the
-                # work state as of the newest message (stale statuses out, lost commits back).
-                agreement = _agree(draft, inp, summarizer)
-                draft.summary = agreement.summary
-                # An over-budget summary is trimmed (least important bullets first); one that
-                # still does not fit is rejected like any other bad summary.
-                draft.summary, dropped = trim_to_budget(draft.summary, body_budget)
-                reason = _check(draft, inp, summarizer, body_budget)
-        except Exception as exc:  # noqa: BLE001 - any failure means "fall back", recorded below
-            logger.warning("Summarizer %s failed: %s", summarizer.name, type(exc).__name__)
-            reason = _error_reason(exc)
-            draft = None
-            dropped = 0
-        timings[summarizer.name] = int((time.monotonic() - started) * 1000)
-        if reason is None and draft is not None:
-            accepted, strategy, trimmed_lines, agreed = draft, summarizer.name, dropped, agreement
-            break
-        fallbacks.append({"strategy": summarizer.name, "reason": reason or "unknown failure"})
-        spent = draft.usage if draft is not None else getattr(summarizer, "last_usage", None)
-        if spent and spent.get("calls"):
-            failed_usage.append({"strategy": summarizer.name, **_cost_fields(spent)})
 
-    if accepted is None:
-        # Every strategy failed its checks: the truncate text is still a valid summary to serve.
-        text, trimmed_lines = trim_to_budget(truncate_summary(inp), body_budget)
-        accepted = Draft(summary=text, model="truncate")
-        strategy = "truncate"
-        fallbacks.append({"strategy": "truncate", "reason": "all strategies failed; unchecked truncate output used"})
+def _attempt(summarizer: Summarizer, inp: SummaryInput, body_budget: int) -> _Attempt:
+    try:
+        # Summarizers that size their output exactly are given the body's budget.
+        run_inp = replace(inp, output_budget=body_budget) if getattr(summarizer, "exact_budget", False) else inp
+        draft = summarizer.summarize(run_inp)
+        draft.summary = normalize_output(draft.summary)
+        draft.turn_prefix_summary = normalize_output(draft.turn_prefix_summary)
+        # What the summarizer wrote is checked as it is first: a continuation of the
+        # conversation must not pass because the repairs below gave it headings.
+        reason = _check(draft, inp, summarizer)
+        if reason is not None:
+            return _Attempt(draft, reason)
+        # A model writes from a transcript that ends at the cut: made to agree with the work
+        # state as of the newest message (stale statuses out, lost commits back).
+        agreement = _agree(draft, inp, summarizer)
+        draft.summary = agreement.summary
+        # An over-budget summary is trimmed (least important bullets first); one that still
+        # does not fit is rejected like any other bad summary.
+        draft.summary, dropped = trim_to_budget(draft.summary, body_budget)
+        return _Attempt(draft, _check(draft, inp, summarizer, body_budget), dropped, agreement)
+    except Exception as exc:  # noqa: BLE001 - any failure means "fall back", recorded by the caller
+        logger.warning("Summarizer %s failed: %s", summarizer.name, type(exc).__name__)
+        return _Attempt(None, _error_reason(exc))
 
-    summary = accepted.summary.rstrip()
-    # The served summary stays under MAX_SUMMARY_CHARS: the file tags get what the body
-    # leaves (the full lists are stored with the compaction either way).
-    tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE), max_chars=MAX_SUMMARY_CHARS - len(summary) - 2)
-    if tags:
-        summary = f"{summary}\n\n{tags}"
 
-    fidelity: dict[str, Any]
+def _fidelity(summary: str, inp: SummaryInput, turn_prefix_summary: str) -> tuple[str, dict[str, Any]]:
+    """The summary checked against the ledger of the work state, repaired within the budget
+    and the cap: (summary, report)."""
     try:
         if inp.state_now is None:
             raise ValueError("no work state to check the summary against")
@@ -262,32 +234,65 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
             instructions=inp.instructions,
         )
         # The turn-prefix summary is served too, so items it kept count as kept.
-        # Repair adds what the summary missed, but never past the output budget or the cap.
-        repaired, fidelity = fidelity_report(
+        return fidelity_report(
             summary,
             ledger,
-            also_served=accepted.turn_prefix_summary,
+            also_served=turn_prefix_summary,
             budget=max(inp.output_budget, count_text(summary)),
             max_chars=max(MAX_SUMMARY_CHARS, len(summary)),
         )
-        summary = repaired
     except Exception as exc:  # noqa: BLE001 - a ledger bug must not lose a valid summary
         logger.exception("Fidelity check failed")
-        fidelity = {"error": _error_reason(exc)}
-    fidelity["agreement"] = agreed.as_dict()
+        return summary, {"error": _error_reason(exc)}
 
-    usage = dict(accepted.usage)
-    usage["duration_ms"] = timings
-    if trimmed_lines:
-        usage["trimmed_to_budget_lines"] = trimmed_lines
+
+def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
+    """Run the chain; the first summary that passes the checks wins. Never raises."""
+    fallbacks: list[dict[str, str]] = []
+    failed_usage: list[dict[str, Any]] = []
+    timings: dict[str, int] = {}
+    all_messages = [*inp.messages, *inp.turn_prefix]
+    inp = _with_state(inp, all_messages)
+    ops = _file_ops(inp, all_messages)
+    # File tags are part of the stored summary: the body gets what they leave of the budget.
+    tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE)).strip()
+    body_budget = max(MIN_BODY_BUDGET, inp.output_budget - (count_text(tags) + 2 if tags else 0))
+
+    accepted, strategy = _Attempt(None, "no summarizer"), "truncate"
+    for summarizer in chain:
+        started = time.monotonic()
+        attempt = _attempt(summarizer, inp, body_budget)
+        timings[summarizer.name] = int((time.monotonic() - started) * 1000)
+        if attempt.reason is None and attempt.draft is not None:
+            accepted, strategy = attempt, summarizer.name
+            break
+        fallbacks.append({"strategy": summarizer.name, "reason": attempt.reason or "unknown failure"})
+        spent = attempt.draft.usage if attempt.draft is not None else getattr(summarizer, "last_usage", None)
+        if spent and spent.get("calls"):
+            failed_usage.append({"strategy": summarizer.name, **_cost_fields(spent)})
+    if accepted.draft is None:
+        # Every strategy failed its checks: the truncate text is still a valid summary to serve.
+        text, trimmed = trim_to_budget(truncate_summary(inp), body_budget)
+        accepted = _Attempt(Draft(summary=text, model="truncate"), None, trimmed)
+        fallbacks.append({"strategy": "truncate", "reason": "all strategies failed; unchecked truncate output used"})
+    draft = accepted.draft
+    summary = draft.summary.rstrip()
+    # The served summary stays under MAX_SUMMARY_CHARS: the file tags get what the body
+    # leaves (the full lists are stored with the compaction either way).
+    tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE), max_chars=MAX_SUMMARY_CHARS - len(summary) - 2)
+    summary, fidelity = _fidelity(f"{summary}\n\n{tags}" if tags else summary, inp, draft.turn_prefix_summary)
+    fidelity["agreement"] = accepted.agreement.as_dict()
+    usage = dict(draft.usage, duration_ms=timings)
+    if accepted.dropped:
+        usage["trimmed_to_budget_lines"] = accepted.dropped
     if failed_usage:
         # Tokens spent on attempts that were rejected or failed are still billed.
         usage["failed_attempts"] = failed_usage
     return SummaryResult(
         summary=summary,
-        turn_prefix_summary=accepted.turn_prefix_summary,
+        turn_prefix_summary=draft.turn_prefix_summary,
         strategy=strategy,
-        model=accepted.model or strategy,
+        model=draft.model or strategy,
         usage=usage,
         fallbacks=fallbacks,
         read_files=list(ops.read),
