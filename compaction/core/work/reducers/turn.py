@@ -58,10 +58,11 @@ def _step(call: Call, outcome: Outcome) -> Step:
             if TRACKER_CMD_RE.search(outcome.command)
             else "run"
         )
-        detail = outcome.tally if outcome.ok else outcome.error or outcome.tally
+        detail = "refused" if call.rejected else outcome.tally if outcome.ok else outcome.error or outcome.tally
         return Step(call.seq, kind, f"`{one_line(outcome.command, 100)}`", outcome.ok, detail)
     what = f"{call.kind if call.kind != 'other' else call.name} {call.path}" if call.path else call.name
-    return Step(call.seq, call.kind, what, outcome.ok, outcome.error if outcome.ok is False else "")
+    detail = "refused" if call.rejected else outcome.error if outcome.ok is False else ""
+    return Step(call.seq, call.kind, what, outcome.ok, detail)
 
 
 def _commands(state: WorkState, call: Call, outcome: Outcome) -> None:
