@@ -319,13 +319,53 @@ _HEREDOC_RE = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?\s*\n(.*?)\n\s*\1\b", re.S)
 _COMMIT_MSG_RE = re.compile(r"""(?:^|\s)-[a-z]*m\s+(?:"([^"$][^"]*)"|'([^']+)')""")
 
 
-def commit_message(command: str) -> str:
-    """The subject of the message a `git commit` command gives (heredoc or -m)."""
+# Trailers and signatures a commit message ends with: not what the commit did.
+_TRAILER_RE = re.compile(
+    r"(?i)^\s*(?:[\w-]+-by:|🤖|generated with\b|\[?claude code\]?\(|change-id:|refs?:\s*#?\d+\s*$)"
+)
+MAX_BODY_CHARS = 700
+
+
+_CLOSE_REASON_RE = re.compile(
+    r"""\bclose\b[^|;&]*?(?:--reason|--comment|-[rcm])(?:=|\s+)(?:"((?:[^"\\]|\\.)*)"|'([^']*)')"""
+)
+
+
+def close_reason(command: str) -> str:
+    """The reason a tracker's close command gives (`bd close X --reason="…"`, `gh issue close 3
+    --comment "…"`)."""
+    match = _CLOSE_REASON_RE.search(command)
+    return one_line((match.group(1) or match.group(2) or "").replace('\\"', '"'), 500) if match else ""
+
+
+def commit_body(command: str) -> str:
+    """What the body of the message a `git commit` command gives says the commit did: its
+    lines after the subject (heredoc, or a second -m), trailers left out, bullets joined by
+    "; ", at most MAX_BODY_CHARS."""
     heredoc = _HEREDOC_RE.search(command)
     if heredoc:
-        return one_line(next((line.strip() for line in heredoc.group(2).splitlines() if line.strip()), ""), 150)
-    match = _COMMIT_MSG_RE.search(command)
-    return one_line(match.group(1) or match.group(2), 150) if match else ""
+        lines = heredoc.group(2).splitlines()
+        first = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
+        body = lines[first + 1 :]
+    else:
+        messages = [a or b for a, b in _COMMIT_MSG_RE.findall(command)]
+        body = "\n".join(messages[1:]).splitlines()
+    parts: list[str] = []
+    for line in body:
+        text = line.strip()
+        if not text or text == "-" or _TRAILER_RE.match(text):
+            continue
+        if re.match(r"^[-*•]\s+", text) or not parts:
+            parts.append(re.sub(r"^[-*•]\s+", "", text))
+        elif parts[-1].endswith((".", ":")) and text[:1].isupper():
+            parts.append(text)
+        else:
+            parts[-1] += " " + text
+    joined = ""
+    for part in parts:
+        part = part.rstrip(";")
+        joined += part if not joined else (" " if joined.endswith((".", ":")) else "; ") + part
+    return one_line(joined, MAX_BODY_CHARS)
 
 
 def todos_of(args: Any) -> list[tuple[str, str]] | None:

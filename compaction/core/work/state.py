@@ -70,6 +70,7 @@ class Task:
     touches: list[str] = field(default_factory=list)  # files its description lists to modify
     commits: list[str] = field(default_factory=list)
     started: int | None = None  # seq it went in progress
+    reason: str = ""  # the reason the agent gave when it closed it (`bd close --reason`)
 
 
 @dataclass
@@ -110,6 +111,7 @@ class Commit:
     pushed_seq: int | None = None
     tasks: list[str] = field(default_factory=list)  # tasks in progress or closed around it
     checks: list[str] = field(default_factory=list)  # the checks that passed since the previous commit
+    body: str = ""  # what its message's body says it did (parse.commit_body)
 
 
 @dataclass

@@ -436,3 +436,23 @@ def test_the_turn_follows_the_latest_request_and_its_report() -> None:
     assert turn.request == 1 and turn.calls == 1 and not turn.ended  # "ok" goes on with the same request
     assert state.people.messages[0].answer is not None
     assert state.people.messages[0].answer.text == "Fixed: the parser now skips blank lines."
+
+
+def test_a_commit_keeps_what_its_message_body_says_it_did_and_a_close_its_reason() -> None:
+    message = (
+        "git commit -m \"$(cat <<'EOF'\nfeat: threads (proj-a.1)\n\nAdd render/2 with a cwd option.\n\n"
+        '- Thinking blocks rendered\n- Tool threading via thread_key\n\nCo-Authored-By: A <a@b>\nEOF\n)"'
+    )
+    state = (
+        Story()
+        .run("bd update proj-a.1 --status in_progress", "ok")
+        .edit("/p/a.py", "1", "2")
+        .run('bd close proj-a.1 --reason="Threads and thinking rows; 49 tests pass"', "✓ Closed proj-a.1")
+        .run(message, commit_output("1a2b3c4", "feat: threads (proj-a.1)"))
+        .run("gh issue close 7 --comment 'Fixed by 1a2b3c4'", "✓ Closed issue #7")
+        .state()
+    )
+    (commit,) = state.git.commits
+    assert commit.body == "Add render/2 with a cwd option. Thinking blocks rendered; Tool threading via thread_key"
+    assert state.tasks.tasks["proj-a.1"].reason == "Threads and thinking rows; 49 tests pass"
+    assert state.tasks.tasks["#7"].reason == "Fixed by 1a2b3c4"

@@ -69,6 +69,11 @@ def _commit_line(v: View, commit: Commit, *, brief: bool) -> str:
     closed = [t for t in tasks if t.status == "closed"]
     if closed:
         head += f"; closed {listing([v.task_name(t, limit=70) for t in closed], 4)}"
+    # What was built, in the agent's own record of it: the commit message's body, else the
+    # reason it gave when it closed the task.
+    told = commit.body or next((t.reason for t in closed if t.reason), "")
+    if told:
+        head += f"; {'its message' if commit.body else 'the closing note'}: {quoted(told, v.chars(450))}"
     files = [v.path(p) for p in commit.files]
     if files:
         head += f"; files: {listing(files, 5)}"
@@ -98,6 +103,11 @@ def done(v: View) -> Lines:
     loose = [t for t in v.tasks if t.status == "closed" and t.key not in committed]
     if loose:
         out.append("Closed: " + listing([v.task_name(t, limit=70) for t in loose], 8) + " (no commit names them)")
+        out += [
+            f"{code(t.key)} closing note: {quoted(t.reason, v.chars(300))}"
+            for t in loose
+            if t.reason and v.level < TINY
+        ][-3:]
     if not commits:
         answered = [p for p in v.requests if p.answer is not None]
         shown = answered if v.level <= COMPACT else answered[-4:] if v.level < TINY else answered[-1:]
@@ -386,10 +396,19 @@ def _committed_at(v: View, rec: FileRecord) -> int:
     return max((c.seq for c in v.state.git.commits if c.sha in shas), default=0)
 
 
+def _told_by_commit(v: View, rec: FileRecord) -> bool:
+    shas = set(rec.commits[-1:])
+    return any(c.body for c in v.state.git.commits if c.sha in shas)
+
+
 def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
     line = f"{v.path(rec.path)} {_file_state(v, rec)}"
     if brief:
         return line
+    if not rec.dirty and _told_by_commit(v, rec):
+        # Its commit's message (under Done) says what was built; the names it introduced say where.
+        names = list(dict.fromkeys(q.text for q in rec.added))[-5:]
+        return line + (f"; names in its changes: {listing([code(n, 50) for n in names], 5)}" if names else "")
     # An uncommitted file is described by what changed since its last commit; a committed one
     # by what the agent said its edits were for, briefly.
     since = _committed_at(v, rec) if rec.dirty else 0

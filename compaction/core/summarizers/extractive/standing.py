@@ -174,7 +174,7 @@ def _failure_sentence(v: View) -> list[str]:
 def _step_told(v: View, step: Step) -> str:
     kind, _sep, rest = step.what.partition(" ")
     if step.kind in ("edit", "read", "search") and rest.startswith("/"):
-        return f"{ {'edit': 'an edit of', 'read': 'a read of', 'search': 'a search in'}[step.kind]} {v.path(rest)}"
+        return f"{ {'edit': 'an edit of', 'read': 'a read of', 'search': 'a search in'}[step.kind] } {v.path(rest)}"
     return step.what
 
 
@@ -193,7 +193,15 @@ def _stopped(v: View) -> list[str]:
     elif turn.said is not None:
         last = turn.steps[-1] if turn.steps else None
         if last is not None and last.seq >= turn.said.seq:
-            went = "went through" if last.ok else "failed" if last.ok is False else "was refused by the person" if last.detail == "refused" else "has no result yet"
+            went = (
+                "went through"
+                if last.ok
+                else "failed"
+                if last.ok is False
+                else "was refused by the person"
+                if last.detail == "refused"
+                else "has no result yet"
+            )
             out.append(
                 f"The agent was mid-turn: its last call ({_step_told(v, last)}) {went}; "
                 f"its words before it: {quoted(turn.said.text, v.chars(WORDS_CHARS))}"

@@ -7,7 +7,7 @@ import re
 
 from compaction.core.text_heuristics import commits_in_output, pushes_in_output
 from compaction.core.work.events import Call
-from compaction.core.work.parse import git_tree, one_line
+from compaction.core.work.parse import commit_body, git_tree, one_line
 from compaction.core.work.reducers.outcome import Outcome
 from compaction.core.work.state import Commit, WorkState
 from compaction.core.work.vocabulary import (
@@ -83,7 +83,8 @@ def _commit_tasks(state: WorkState, subject: str) -> list[str]:
     return [key for key, task in tasks.items() if task.status == "in_progress"]
 
 
-def _commit(state: WorkState, sha: str, subject: str, branch: str, seq: int, added: list[str] | bool) -> None:
+def _commit(state: WorkState, command: str, found: tuple[str, str, str], seq: int, added: list[str] | bool) -> None:
+    branch, sha, subject = found
     git = state.git
     everything = added is True or "*" in git.staged
     staged = [*git.staged, *(added if isinstance(added, list) else [])]
@@ -97,7 +98,10 @@ def _commit(state: WorkState, sha: str, subject: str, branch: str, seq: int, add
         state.tasks.tasks[key].commits.append(sha)
     previous = max((c.seq for c in git.commits), default=0)
     checked = [f"`{c.command}` → {c.tally}" for c in state.checks.values() if c.ok and c.tally and c.seq > previous]
-    git.commits.append(Commit(sha, one_line(subject, 150), seq, branch, taken, tasks=tasks, checks=checked[-3:]))
+    body = commit_body(command)
+    git.commits.append(
+        Commit(sha, one_line(subject, 150), seq, branch, taken, tasks=tasks, checks=checked[-3:], body=body)
+    )
     steps = state.turn.steps
     # From the first check after the last edit: the wrap-up, not the debugging before it.
     last_edit = max((i for i, s in enumerate(steps) if s.kind == "edit"), default=-1)
@@ -184,7 +188,7 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     added = _added(state, command)
     for branch, sha, subject in commits_in_output(command, call.output):
         if not any(c.sha == sha for c in state.git.commits):
-            _commit(state, sha, subject, branch, call.seq, added)
+            _commit(state, command, (branch, sha, subject), call.seq, added)
     if added and not commits_in_output(command, call.output):
         state.git.staged = [*state.git.staged, *(added if isinstance(added, list) else ["*"])]
     for sha, destination in pushes_in_output(command, call.output):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from compaction.core.work.events import Call
-from compaction.core.work.parse import TrackerItem, one_line, todos_of, tracker_items
+from compaction.core.work.parse import TrackerItem, close_reason, one_line, todos_of, tracker_items
 from compaction.core.work.reducers.outcome import Outcome
 from compaction.core.work.state import Task, WorkState
 from compaction.core.work.vocabulary import TRACKER_CMD_RE, tracker_changes
@@ -70,11 +70,14 @@ def _tracker(state: WorkState, call: Call, outcome: Outcome, tracker: str) -> No
                 call.seq,
                 call.seq,
             )
+    reason = close_reason(outcome.command)
     for _tracker_name, key, status in tracker_changes(outcome.command):
         task = tasks.get(key)
         if task is None:
             task = tasks[key] = Task(key, "", tracker, "open", call.seq, call.seq)
         set_status(task, status, call.seq)
+        if status == "closed" and reason:
+            task.reason = reason
 
 
 def _todos(state: WorkState, call: Call) -> None:
