@@ -144,8 +144,8 @@ def compaction_maybe_auto(*, session: Session, usage: ss.Usage | None = None) ->
     if not usage.auto_compact:
         return None
     # A report made on the context from before the active compaction never reaches this
-    # figure: activation drops the report, and usage_report does not record a later-arriving
-    # one for a call made before the snapshot (sessions.services._reported_before_active_compaction).
+    # figure: activation drops the report, and sessions.services.usage_report does not record a
+    # later-arriving one for a call made before the snapshot.
     tokens = usage.tokens
     trigger = usage.trigger_tokens
     if tokens <= trigger:

@@ -236,7 +236,9 @@ class SummaryRun:
     time_budget: float | None = None
 
 
-def _summarize(snap: Snapshot, plan: PolicyPlan, *, strategy: str, instructions: str, run: SummaryRun):
+def _summarize(
+    snap: Snapshot, plan: PolicyPlan, *, strategy: str, instructions: str, run: SummaryRun
+) -> tuple[SummaryResult, list[Fallback]]:
     config, based_on, cut = snap.config, snap.based_on, plan.cut
     chain = build_summarizer_chain(
         config=config, strategy=strategy, timeout=run.llm_timeout, max_retries=run.max_retries
