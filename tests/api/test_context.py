@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from compaction.core.prune import trimmed
 from compaction.core.summary_message import render_summary_message
 from compaction.core.tokens import count_content, count_text
 from compaction.models import Compaction
@@ -114,11 +115,15 @@ def test_prune_overlay_serves_placeholders_and_keeps_stored_messages(api, sessio
     body = api.get(url(session, "context/")).json()
     served = body["messages"]
     output_tokens = count_text(BIG_OUTPUT)
-    assert served[2]["content"][0]["content"] == (
-        f"[tool output pruned: Read, {output_tokens:,} tokens — re-run the tool if needed]"
+    # Served trimmed: its first and last lines around a note saying what was cut and where it is.
+    assert served[2]["content"][0]["content"] == trimmed(BIG_OUTPUT, "Read", output_tokens, 3)
+    assert served[2]["content"][0]["content"].startswith("line 0: def function_0(x)")
+    assert served[2]["content"][0]["content"].endswith(
+        "line 399: def function_399(x): return x * 399  # padding padding"
     )
+    assert "[… Read output trimmed: " in served[2]["content"][0]["content"]
     assert served[2]["content"][0]["tool_use_id"] == "t1"
-    assert served[4]["content"][0]["content"] == BIG_OUTPUT  # an error result is kept
+    assert served[4]["content"][0]["content"] == trimmed(BIG_OUTPUT, "Bash", output_tokens, 5)  # a large error too
     assert served[6]["content"][0]["content"] == BIG_OUTPUT  # a protected tool's output is kept
     assert served[8]["content"][0]["content"] == "short"  # too small to be worth pruning
     assert served[10]["content"][0]["content"] == BIG_OUTPUT  # at/after the boundary
@@ -154,7 +159,7 @@ def test_context_messages_for_the_engine(api, session):
     served = services.context_messages(session, served=True)
     assert [m.seq for m in stored] == [m.seq for m in served] == [1, 2, 3]
     assert stored[2].content[0]["content"] == BIG_OUTPUT
-    assert served[2].content[0]["content"].startswith("[tool output pruned: Bash")
+    assert "[… Bash output trimmed: " in served[2].content[0]["content"]
     assert served[2].tokens < stored[2].tokens
 
 

@@ -55,7 +55,7 @@ def reference(session) -> tuple[list[dict], int, int]:
             continue
         out = content
         if seq < active.prune_before_seq and role == "user" and isinstance(content, list):
-            out = prune_content(content, tool_names=names, tokenizer=tokenizer)
+            out = prune_content(content, tool_names=names, tokenizer=tokenizer, seq=seq)
         if role == "assistant" and isinstance(content, list):
             used.update(b["id"] for b in content if b.get("type") == "tool_use")
         results = {b["tool_use_id"] for b in out if b.get("type") == "tool_result"} if isinstance(out, list) else set()
@@ -119,11 +119,14 @@ def test_pruned_and_summarized_context_is_byte_identical_to_the_reference(api, s
     assert json.dumps(body["messages"]) == json.dumps(messages)  # same blocks, same key order
     pruned = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]]
     assert (
-        sum(isinstance(b.get("content"), str) and b["content"].startswith("[tool output pruned") for b in pruned) == 3
+        sum(isinstance(b.get("content"), str) and "output trimmed: " in b["content"] for b in pruned)
+        == 4  # t1, t2, t3 and the large error t5
     )
     # t0's tool_use is before the cut: its (pruned) result is served as text, not as an orphan.
     header = ORPHAN_RESULT_HEADER.format(tool_use_id="t0", error="")
-    assert any(b.get("type") == "text" and b["text"].startswith(header + "\n[tool output pruned") for b in pruned)
+    assert any(
+        b.get("type") == "text" and b["text"].startswith(header) and "output trimmed: " in b["text"] for b in pruned
+    )
     assert body["estimated_tokens"] == tokens == session.context_tokens
     assert body["breakdown"]["pruned_tool_results_saved"] == saved > 0
     assert body["breakdown"]["system"] == count_text("Be terse.")

@@ -75,7 +75,7 @@ def test_dry_run_manual_run_and_forced_prune_share_the_policy(user):
     session = make_session(user, window=200_000, auto_compact_token_limit=60_000, keep_recent_tokens=None)
     append(session, conversation(12, tools=2, size=150))
     preview = services.compaction_dry_run(session=session)
-    assert preview["would_compact"] and preview["policy"] == SUMMARIZE, preview["policy_reason"]
+    assert preview["would_compact"] and preview["policy"] == PRUNE_SUMMARIZE, preview["policy_reason"]
     assert {row["kind"] for row in preview["policy_candidates"]} >= {PRUNE, SUMMARIZE}
     job = request_and_run(session)  # manual, strategy auto: the same choice
     assert job.status == Status.SUCCEEDED, job.error or job.detail

@@ -90,31 +90,31 @@ CASES = [
         TOOL_HEAVY,
         {"settings": {"auto_compact_token_limit": 100_000, "prune_min_relief": 0.2, "target_ratio": 0.9}},
         PRUNE,
-        [PRUNE, SUMMARIZE],
+        [PRUNE, SUMMARIZE, PRUNE_SUMMARIZE],
         "prune: lands at",
     ),
     (
         "a prune that relieves too little loses to a summary",
         TOOL_HEAVY,
         {"settings": {"auto_compact_token_limit": 100_000, "prune_min_relief": 0.9}},
-        SUMMARIZE,
-        [PRUNE, SUMMARIZE],
+        PRUNE_SUMMARIZE,  # the kept tail's older tool output is trimmed too (beyond its newest 2,000 tokens)
+        [PRUNE, SUMMARIZE, PRUNE_SUMMARIZE],
         "not prune relieves",
     ),
     (
         "a summarizer strategy rules a prune alone out",
         TOOL_HEAVY,
         {"strategy": "extractive", "settings": {"auto_compact_token_limit": 100_000}},
-        SUMMARIZE,
-        [SUMMARIZE],
+        PRUNE_SUMMARIZE,
+        [SUMMARIZE, PRUNE_SUMMARIZE],
         "summarize",
     ),
     (
         "instructions rule a prune alone out",
         TOOL_HEAVY,
         {"instructions": "keep the test names", "settings": {"auto_compact_token_limit": 100_000}},
-        SUMMARIZE,
-        [SUMMARIZE],
+        PRUNE_SUMMARIZE,
+        [SUMMARIZE, PRUNE_SUMMARIZE],
         "summarize",
     ),
     (
@@ -214,7 +214,7 @@ def test_the_weighed_candidates_are_what_the_job_stores_and_the_api_answers():
     rows = [row.as_json() for row in plan.decision.considered]
     assert [list(row) for row in rows] == [
         ["kind", "tokens_after", "runway", "cache_invalidated", "first_changed_seq", "qualifies", "why_not"]
-    ] * 2
+    ] * 3
     prune = rows[0]
     assert prune["runway"] == 100_000 - prune["tokens_after"]
     # A prune keeps everything before the first pruned result cached; a summary only the system prompt.
