@@ -335,16 +335,43 @@ def compact_once(
     first_seq: int = 1,
     keep: int | None = None,
 ) -> tuple[Any, Any]:
-    """One compaction with default settings through the core path a job takes: the cut plan,
-    the summarizer chain with its checks and repair, served as the service serves it.
-    `previous_state`: the work state an earlier compaction stored (this one continues it)."""
+    """One compaction with default settings through the core path a job takes: the policy's
+    plan (its keep budget and cut), the summarizer chain with its checks and repair, served as
+    the service serves it. `previous_state`: the work state an earlier compaction stored (this
+    one continues it); `keep`: an explicit keep budget."""
+    import dataclasses
+
+    from compaction.core import policy
     from compaction.core.config import resolve_config
     from compaction.core.cutpoint import plan_cut
     from compaction.core.summarizers import SummaryInput, build_chain, summarize
+    from compaction.core.summary_message import render_summary_message
+    from compaction.core.tokens import count_content
+    from compaction.core.work import fold, work_start
 
     config = resolve_config(context_window=WINDOW, defaults={})
+    if keep is not None:
+        config = dataclasses.replace(config, keep_recent_tokens=keep)
     msgs = as_msgs(history, first_seq)
-    cut = plan_cut(msgs, keep_recent_tokens=keep or config.keep_recent_tokens, context_window=config.context_window)
+    total = sum(m.tokens for m in msgs)
+    plan = policy.plan(
+        policy.PolicyInputs(
+            config=config,
+            tokens_before=total,
+            messages=msgs,
+            served_messages=msgs,
+            estimated_before=total,
+            calibration=None,
+            system_prompt_tokens=0,
+            summary_framing_tokens=count_content(render_summary_message("", "")),
+            split_summary_framing_tokens=count_content(render_summary_message("", "x")),
+            keep_explicit=keep is not None,
+            strategy="extractive",
+            instructions=instructions or "",
+            work_start_seq=work_start(fold(msgs, previous_state)),
+        )
+    )
+    cut = plan.cut or plan_cut(msgs, keep_recent_tokens=config.keep_recent_tokens, context_window=WINDOW)
     chain = build_chain(
         api_key=None, base_url=None, model=config.summarizer_model, timeout=30, max_retries=0, strategy="auto"
     )

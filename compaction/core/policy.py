@@ -265,6 +265,9 @@ class PolicyInputs:
     strategy: str = "auto"  # "auto", "prune" (a prune only) or a summarizer strategy
     instructions: str = ""
     force: bool = False  # overflow: compact whatever the trigger, with the overflow's keep budget
+    # Where the task in progress began (compaction.core.work.work_start): a default keep budget
+    # keeps no more than the messages from there (the summary hands over what came before).
+    work_start_seq: int | None = None
 
     def on_provider_scale(self, estimated: int) -> int:
         """A served-context estimate as the meter will show it once the new overlay is active."""
@@ -345,8 +348,19 @@ def keep_budget(inputs: PolicyInputs) -> KeepBudget:
     if not (inputs.keep_explicit or config.preserve_messages):
         aim = (config.target_ratio - LANDING_MARGIN) * config.trigger_tokens
         room = int((aim - fixed) / ratio) - overhead
-        keep = max(min(keep, KEEP_FLOOR_TOKENS), min(keep, room))
+        keep = max(min(keep, KEEP_FLOOR_TOKENS), min(keep, room, _work_tokens(inputs, served)))
     return KeepBudget(keep, inputs.on_provider_scale(overhead + keep))
+
+
+def _work_tokens(inputs: PolicyInputs, served: Mapping[int, int]) -> int:
+    """The served tokens of the messages since the task in progress began (no limit when none
+    is): what is kept verbatim when the task began inside the keep budget. Before it, finished
+    work the summary hands over (its commits, checks, the person's words) in a fraction of the
+    tokens; the task's own messages stay as they were."""
+    start = inputs.work_start_seq
+    if start is None:
+        return 1 << 62
+    return sum(served.get(m.seq, m.tokens) for m in inputs.messages if m.seq >= start)
 
 
 def _cut(snap: _Snapshot, keep: int) -> CutPlan:

@@ -30,7 +30,7 @@ from compaction.core.summarizers import SummaryInput, SummaryResult, build_chain
 from compaction.core.summary_message import render_summary_message
 from compaction.core.tokens import count_content, count_text
 from compaction.core.types import Fallback, FileOps, Msg
-from compaction.core.work import WorkState, fold, from_json
+from compaction.core.work import WorkState, fold, from_json, work_start
 from compaction.models import Compaction, Reason, WorkStateRecord
 from sessions import services as ss
 from sessions.models import Message, Session
@@ -62,6 +62,7 @@ class Snapshot:
     keep_explicit: bool  # a keep setting given by the request or the session: honoured, never capped
     summary_framing_tokens: int
     split_summary_framing_tokens: int
+    work_start_seq: int | None = None  # where the task in progress began (core.work.work_start)
 
     @property
     def served_tokens(self) -> dict[int, int]:
@@ -86,6 +87,7 @@ class Snapshot:
             strategy=strategy,
             instructions=instructions,
             force=force,
+            work_start_seq=self.work_start_seq,
         )
 
 
@@ -113,6 +115,7 @@ def snapshot_take(session_id, overrides: dict[str, Any] | None) -> Snapshot:
         # split turn's prefix summary): that framing is counted exactly, with the session's tokenizer.
         summary_framing_tokens=count_content(render_summary_message("", ""), tokenizer),
         split_summary_framing_tokens=count_content(render_summary_message("", "x"), tokenizer),
+        work_start_seq=work_start(fold(messages, from_json(_stored_state(session.active_compaction)))),
     )
 
 

@@ -85,10 +85,11 @@ class _Unavailable:
 MAX_TAG_SHARE = 0.25
 # Below this the summary body gets no smaller, whatever the tags cost.
 MIN_BODY_BUDGET = 256
-# The summary (body, file tags, repairs) stays under this many characters, so that served with
-# its framing it stays under 12,000: past that a handoff stops being read and starts being
-# skimmed (Claude Code's own run 11-16k, and blind readers counted the length against them).
-MAX_SUMMARY_CHARS = 11_700
+# The summary (body, file tags, repairs) stays under this many characters, about what Claude
+# Code's own run (11-16k): past that a handoff stops being read and starts being skimmed. The
+# kept tail beside it is the task in progress (policy.keep_budget), so what is served after a
+# compaction is ~8k tokens on the shared sessions, where it was 16k with a fixed 20k tail.
+MAX_SUMMARY_CHARS = 14_500
 
 
 def _capped_tags(ops: FileOps, limit: int, max_chars: int | None = None) -> str:

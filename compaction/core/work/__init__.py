@@ -43,4 +43,14 @@ def file_ops(state: WorkState) -> FileOps:
     return FileOps(read=[r.path for r in records if r.state == "read" and not r.edits], modified=changed)
 
 
-__all__ = ["STATE_VERSION", "WorkState", "file_ops", "fold", "from_json", "to_json"]
+def work_start(state: WorkState) -> int | None:
+    """Where the work in progress began: the seq at which the task now in progress (an epic is
+    not: its children are worked on) went in progress, the earliest if several are; None when
+    no task is in progress. The policy keeps the messages from there verbatim."""
+    tasks = state.tasks.tasks.values()
+    parents = {t.parent for t in tasks if t.parent}
+    starts = [t.started or t.since for t in tasks if t.status == "in_progress" and t.key not in parents]
+    return min(starts) if starts else None
+
+
+__all__ = ["STATE_VERSION", "WorkState", "file_ops", "fold", "from_json", "to_json", "work_start"]

@@ -323,7 +323,7 @@ _COMMIT_MSG_RE = re.compile(r"""(?:^|\s)-[a-z]*m\s+(?:"([^"$][^"]*)"|'([^']+)')"
 _TRAILER_RE = re.compile(
     r"(?i)^\s*(?:[\w-]+-by:|🤖|generated with\b|\[?claude code\]?\(|change-id:|refs?:\s*#?\d+\s*$)"
 )
-MAX_BODY_CHARS = 700
+MAX_COMMIT_BODY_CHARS = 700
 
 
 _CLOSE_REASON_RE = re.compile(
@@ -341,7 +341,7 @@ def close_reason(command: str) -> str:
 def commit_body(command: str) -> str:
     """What the body of the message a `git commit` command gives says the commit did: its
     lines after the subject (heredoc, or a second -m), trailers left out, bullets joined by
-    "; ", at most MAX_BODY_CHARS."""
+    "; ", at most MAX_COMMIT_BODY_CHARS."""
     heredoc = _HEREDOC_RE.search(command)
     if heredoc:
         lines = heredoc.group(2).splitlines()
@@ -365,7 +365,7 @@ def commit_body(command: str) -> str:
     for part in parts:
         part = part.rstrip(";")
         joined += part if not joined else (" " if joined.endswith((".", ":")) else "; ") + part
-    return one_line(joined, MAX_BODY_CHARS)
+    return one_line(joined, MAX_COMMIT_BODY_CHARS)
 
 
 def todos_of(args: Any) -> list[tuple[str, str]] | None:

@@ -331,6 +331,31 @@ DECISION_CASES = [
         [("agent", "The generated migration uses ALTER TABLE which SQLite doesn't support for nullability.")],
     ),
     (
+        "what would fail otherwise is a reason",
+        Story().edit(
+            "/p/m2.exs",
+            "add",
+            "rewrite",
+            said="The migration adds a NOT NULL column without a default, which will fail on SQLite if rows exist. Let me rewrite it.",
+        ),
+        [
+            (
+                "agent",
+                "The migration adds a NOT NULL column without a default, which will fail on SQLite if rows exist.",
+            )
+        ],
+    ),
+    (
+        "a linter's complaint the edit answers is a reason",
+        Story().edit(
+            "/p/r.ex",
+            "a",
+            "b",
+            said="Credo reports nesting too deep in `classify`. Let me extract the inner logic into a helper.",
+        ),
+        [("agent", "Credo reports nesting too deep in `classify`.")],
+    ),
+    (
         "a reason for a look is no decision",
         Story().read("/p/m.exs", said="The migration fails because SQLite is picky. Let me check it."),
         [],

@@ -210,21 +210,8 @@ def decisions(v: View) -> Lines:
         if v.focus and "decisions" not in v.focus.kinds and not v.focus.names(d.reason, d.choice, d.about):
             plan = ""
         out.append(f"{about} — the agent's reason: {quoted(d.reason, 300)}{plan}")
-    return _bullets(out + (lessons(v) if v.level < TINY else []))
-
-
-def lessons(v: View) -> Lines:
-    """What failures taught: an error the agent explained and then got past, with what it changed."""
-    out = []
-    for group in _error_runs(v):
-        last = group[-1]
-        diagnosis = next((e.diagnosis for e in group if e.diagnosis), None)
-        if diagnosis is None or last.status != "resolved" or not last.then:
-            continue
-        out.append(
-            f"From {code(group[0].line, 120)} ({v.cite(group[0].seq)}): the agent's reading {quoted(diagnosis.text, 200)}, so it made {last.then}"
-        )
-    return out[-(6 if v.level <= COMPACT else 3) :]
+    # What failures taught (the agent's reading, what it changed) is under Errors and Fixes.
+    return _bullets(out)
 
 
 def next_section(v: View) -> Lines:

@@ -19,7 +19,8 @@ MAX_DECISIONS = 40
 # A reason that weighs an alternative or names a constraint, not a passing "since we imported it".
 REASON_RE = re.compile(
     r"(?i)\b(because|so that|in order to|instead of|rather than|to avoid|to keep|to preserve|"
-    r"(?:does ?n[o']t|do ?n[o']t|won'?t|can'?t|cannot|isn'?t) (?:support|work with|allow|handle)|not supported|unsupported|"
+    r"(?:does ?n[o']t|do ?n[o']t|won'?t|can'?t|cannot|isn'?t) (?:support|work with|allow|handle|access|reach|see)|not supported|unsupported|"
+    r"(?:will|would) (?:fail|break)|fails? (?:on|with|when)|(?:nesting|nested|function|complexity) (?:is )?too (?:deep|long|complex|high)|"
     r"backward[- ]compat\w*|trade-?off|otherwise|which (?:means|requires|breaks)|is (?:safer|simpler|faster|cleaner))\b"
 )
 ACTION_RE = re.compile(
