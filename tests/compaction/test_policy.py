@@ -179,3 +179,35 @@ def test_the_dashboard_shows_the_runway_left_and_what_a_compaction_cost(client, 
     assert f"{job.cache_invalidated_tokens:,} tokens" in detail.replace("\u202f", ",")
     assert "Runway bought" in detail and f"#{job.first_changed_seq}</a>" in detail
     assert "Why this compaction" in detail and "summarize: lands at" in detail
+
+
+def test_the_kept_tail_is_the_task_in_progress(user):
+    """The snapshot reads where the task in progress began from the stored messages: the
+    default keep budget keeps its messages and no more (the summary hands over the rest)."""
+    session = make_session(user, window=200_000, auto_compact_token_limit=100_000, keep_recent_tokens=None)
+    append(session, conversation(30, tools=2, size=150))
+    start = [
+        {"role": "user", "content": "Take proj-a.2 next."},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "bd1",
+                    "name": "Bash",
+                    "input": {"command": "bd update proj-a.2 --status in_progress"},
+                }
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "bd1", "content": "✓ Updated proj-a.2"}]},
+    ]
+    append(session, start)
+    task_seq = session.last_seq - 2  # the person's message that began it
+    append(session, conversation(3, start=30, tools=2, size=30))  # ~7k tokens of work on it
+    preview = services.compaction_dry_run(session=session)
+    assert preview["would_compact"], preview
+    assert task_seq - 4 < preview["first_kept_seq"] <= task_seq + 1
+    # Without the task, the same history keeps the default 20k-token tail: more messages.
+    other = make_session(user, window=200_000, auto_compact_token_limit=100_000, keep_recent_tokens=None)
+    append(other, conversation(30, tools=2, size=150) + conversation(4, start=30, tools=2, size=30))
+    assert services.compaction_dry_run(session=other)["first_kept_seq"] < task_seq - 10

@@ -265,6 +265,34 @@ def test_the_keep_budget_cap_and_its_exceptions(changes, keep):
     assert keep_budget(inputs(CHATTY, **{**changes, "settings": settings})).keep == keep
 
 
+def _since(messages: list[Msg], seq: int) -> int:
+    return sum(m.tokens for m in messages if m.seq >= seq)
+
+
+@pytest.mark.parametrize(
+    ("changes", "keep"),
+    [
+        # The task began in the last turn (~2.4k tokens, under the floor): the floor is kept.
+        ({"work_start_seq": 79}, KEEP_FLOOR_TOKENS),
+        # 6 turns back (~14k): exactly its messages, less than the 20k default.
+        ({"work_start_seq": 69}, _since(CHATTY, 69)),
+        # 30 turns back (~72k): the default budget stands.
+        ({"work_start_seq": 21}, 20_000),
+        # An explicit keep setting and overflow are honoured as they are.
+        ({"work_start_seq": 69, "keep_explicit": True}, 20_000),
+        ({"work_start_seq": 69, "force": True}, 20_000),
+    ],
+)
+def test_the_default_keep_keeps_no_more_than_the_task_in_progress(changes, keep):
+    snapshot = inputs(CHATTY, **changes)
+    assert keep_budget(snapshot).keep == keep
+    plan = policy.plan(snapshot)
+    if not snapshot.force and not snapshot.keep_explicit and keep < 20_000 and keep > KEEP_FLOOR_TOKENS:
+        # The cut lands at a turn start at or before the task's start: all of its messages stay.
+        assert plan.cut.first_kept_seq <= changes["work_start_seq"]
+        assert plan.cut.first_kept_seq > changes["work_start_seq"] - 4
+
+
 def test_forced_keep_budget_predicts_nothing():
     assert keep_budget(inputs(CHATTY, force=True)).expected_after is None
 
