@@ -89,7 +89,7 @@ MIN_BODY_BUDGET = 256
 # Code's own run (11-16k): past that a handoff stops being read and starts being skimmed. The
 # kept tail beside it is the task in progress (policy.keep_budget), so what is served after a
 # compaction is ~8k tokens on the shared sessions, where it was 16k with a fixed 20k tail.
-MAX_SUMMARY_CHARS = 14_500
+MAX_SUMMARY_CHARS = 11_700
 
 
 def _capped_tags(ops: FileOps, limit: int, max_chars: int | None = None) -> str:

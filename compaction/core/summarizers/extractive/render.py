@@ -75,7 +75,7 @@ def _commit_line(v: View, commit: Commit, *, brief: bool) -> str:
     if told:
         head += f"; {'its message' if commit.body else 'the closing note'}: {quoted(told, v.chars(450))}"
     files = [v.path(p) for p in commit.files]
-    if files:
+    if files and not commit.body:  # its message says what it did; Files says which files it holds
         head += f"; files: {listing(files, 5)}"
     if commit.checks:
         head += "; checks before it: " + listing(commit.checks[-2:])
@@ -449,9 +449,7 @@ def files(v: View) -> Lines:
     out = [_file_line(v, r, brief=r.path in brief and not r.dirty) for r in chosen]
     if rest:
         out.append(f"Also changed ({len(rest)}): " + listing([v.path(r.path) for r in rest], 30))
-    read = [r for r in v.state.files.values() if r.state == "read" and not r.edits]
-    if read and v.level <= COMPACT:
-        out.append(f"Read without changes: {listing([v.path(r.path) for r in read[-8:]], 8)}")
+    # The files only read are listed in the summary's <read-files> tag.
     return _bullets(out)
 
 
