@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 Content = str | list[dict[str, Any]]
 
@@ -49,6 +50,39 @@ class Msg:
     def is_user_turn_start(self) -> bool:
         """A real user message: a user message that is not only tool results."""
         return self.role == "user" and not self.is_tool_result
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderUsage:
+    """One model call's usage as the provider reported it, in the Messages API's fields."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+
+    # The fields that add up to the prompt.
+    PROMPT_FIELDS: ClassVar[tuple[str, ...]] = (
+        "input_tokens",
+        "cache_read_input_tokens",
+        "cache_creation_input_tokens",
+    )
+
+    @classmethod
+    def of(cls, usage: Mapping[str, Any]) -> ProviderUsage:
+        """From a usage record; a missing or null field counts 0."""
+        return cls(
+            int(usage.get("input_tokens") or 0),
+            int(usage.get("output_tokens") or 0),
+            int(usage.get("cache_read_input_tokens") or 0),
+            int(usage.get("cache_creation_input_tokens") or 0),
+        )
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The prompt the provider read: the uncached input plus what it read from its cache and
+        what it wrote to it; `input_tokens` alone is only the part after the last cache mark."""
+        return self.input_tokens + self.cache_read_input_tokens + self.cache_creation_input_tokens
 
 
 @dataclass

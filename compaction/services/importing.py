@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from compaction.core.tokens import count_text
+from compaction.core.types import ProviderUsage
 from compaction.models import Compaction, Reason, Status
 from sessions import services as session_services
 from sessions.models import Message, Session
@@ -130,11 +131,7 @@ def transcript_messages_for_api(messages: list[dict[str, Any]]) -> list[dict[str
 def _reported_prompt_tokens(usage: dict[str, Any] | None) -> int | None:
     if not usage or usage.get("input_tokens") is None:
         return None
-    return (
-        int(usage.get("input_tokens") or 0)
-        + int(usage.get("cache_read_input_tokens") or 0)
-        + int(usage.get("cache_creation_input_tokens") or 0)
-    )
+    return ProviderUsage.of(usage).prompt_tokens
 
 
 def usage_report_recorded(*, session: Session, usage: dict[str, Any], message_seq: int):
