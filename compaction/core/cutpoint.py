@@ -157,7 +157,7 @@ class _ToolPairs:
         """The newest valid cut at or before `target`."""
         low = self.low
         c = min(target, self.limit)
-        floor = min(low[c + 1 :], default=len(low))
+        floor = min(low[c + 1 :]) if c + 1 < len(low) else len(low)
         while c >= 1:
             if low[c] < floor:
                 floor = low[c]
@@ -181,17 +181,17 @@ class _ToolPairs:
 def _tool_pairs(messages: list[Msg]) -> _ToolPairs:
     """Read forward, results nearly always answer exactly the tool_uses of the assistant message
     before them (parallel calls sometimes in another order): one list comparison pairs them, and
-    ids are looked up one by one (`_UsesBefore`) only otherwise. On long histories those lookups
-    were most of the time."""
+    ids are looked up one by one (`_UsesBefore`) only otherwise, since on a long history a lookup
+    per id costs more than the rest of the pass."""
     n = len(messages)
     low = [n] * n
     starts: list[int] = []
-    uses = _UsesBefore(messages)
+    uses: _UsesBefore | None = None  # made when a result is not paired by the comparison
     early: dict[str, int] = {}  # result id met before any tool_use with it -> its first result message
     unsure: list[tuple[Sequence[str], int]] = []  # tool_uses not answered just as listed, and where
     recent: Sequence[str] = ()  # the tool_uses of the last assistant message that made some
     recent_at = -1
-    answered = True  # ... answered just as listed by one result message
+    answered = True  # `recent` answered just as listed by one result message (or nothing to answer)
     for i, m in enumerate(messages):
         role = m.role
         if role == "user":
@@ -204,6 +204,7 @@ def _tool_pairs(messages: list[Msg]) -> _ToolPairs:
                 low[i] = recent_at
                 answered = True
             else:
+                uses = uses or _UsesBefore(messages)
                 low[i] = _pair_results(ids, i, uses, early)
         elif role == "assistant":
             ids = m.stored_use_ids
@@ -220,7 +221,8 @@ def _tool_pairs(messages: list[Msg]) -> _ToolPairs:
             low[i] = i - 1  # only user and assistant messages may start the kept part
     if not answered:
         unsure.append((recent, recent_at))
-    return _ToolPairs(low, starts, *_first_waiting(messages, unsure))
+    limit, waiting = _first_waiting(messages, unsure) if unsure else (n - 1, False)
+    return _ToolPairs(low, starts, limit, waiting)
 
 
 class _UsesBefore:
@@ -257,12 +259,11 @@ def _pair_results(ids: Sequence[str], at: int, uses: _UsesBefore, early: dict[st
 
 def _first_waiting(messages: list[Msg], unsure: list[tuple[Sequence[str], int]]) -> tuple[int, bool]:
     """(limit, waiting): the first assistant message with a tool_use no result names anywhere.
-    Only tool_uses not answered just as listed can be such."""
-    if unsure:
-        answered = {tool_id for m in messages if m.role == "user" for tool_id in m.tool_result_ids}
-        for ids, at in unsure:
-            if not answered.issuperset(ids):
-                return at, True
+    Only tool_uses not answered just as listed (`unsure`) can be such."""
+    answered = {tool_id for m in messages if m.role == "user" for tool_id in m.tool_result_ids}
+    for ids, at in unsure:
+        if not answered.issuperset(ids):
+            return at, True
     return len(messages) - 1, False
 
 
@@ -276,9 +277,12 @@ def _tokens(messages: list[Msg], start: int, stop: int | None = None) -> int:
     return total
 
 
-def _budget_target(messages: list[Msg], budget: int) -> int:
-    """The newest message from which the kept part meets the budget, walking back from the newest
-    message as pi's findCutPoint does; 0 when only the whole history does (or not even it)."""
+def _budget_target(messages: list[Msg], budget: int) -> tuple[int, int]:
+    """(target, kept): the newest message from which the kept part meets the budget, walking back
+    from the newest message as pi's findCutPoint does, and the tokens kept from there; target 0
+    when only the whole history does (or not even it)."""
+    if budget <= 0:
+        return len(messages) - 1, max(0, messages[-1].tokens)
     kept = 0
     c = len(messages)
     for m in reversed(messages):
@@ -286,9 +290,9 @@ def _budget_target(messages: list[Msg], budget: int) -> int:
         t = m.tokens
         if t > 0:
             kept += t
-        if kept >= budget:
-            return c
-    return 0
+            if kept >= budget:
+                return c, kept
+    return 0, kept
 
 
 def plan_cut(
@@ -317,25 +321,24 @@ def plan_cut(
     # Force (overflow) always cuts by tokens: a preserved message count can be arbitrarily large.
     preserve = preserve_messages if preserve_messages is not None and preserve_messages > 0 and not force else None
     # The newest cut that keeps the budget or the preserved messages, before any tool id is read.
-    target = n - preserve if preserve is not None else _budget_target(messages, budget)
+    target, kept = (n - preserve, None) if preserve is not None else _budget_target(messages, budget)
     if target < 1 and not force:
         return _nothing(lambda: _why_nothing(messages, None, _Goal(budget, preserve, force), target), messages)
     goal = _Goal(budget, preserve, force)
     pairs = _tool_pairs(messages)
     within = target < 1
     if within:  # forced with everything inside the budget: still compact, keeping the last turn
-        target = pairs.starts[-1] if pairs.starts and pairs.starts[-1] > 0 else n - 1
+        target, kept = pairs.starts[-1] if pairs.starts and pairs.starts[-1] > 0 else n - 1, None
     cut, tail = pairs.latest_valid(target), False
     if cut is None and force:  # keep as little as possible beyond the target instead
         cut, tail = pairs.first_valid_after(target), True
     if cut is None:
         return _nothing(lambda: _why_nothing(messages, pairs, goal, target), messages)
-    notes = ("; minimum valid tail" if tail else "") + (
-        f"; the tool_use at seq {messages[cut].seq} is still waiting for its result, so it stays"
-        if pairs.waiting and cut == pairs.limit < n - 1
-        else ""
-    )
-    kept = _tokens(messages, cut)
+    notes = "; minimum valid tail" if tail else ""
+    if pairs.waiting and cut == pairs.limit < n - 1:
+        notes += f"; the tool_use at seq {messages[cut].seq} is still waiting for its result, so it stays"
+    # What the cut keeps: the budget walk's sum and the messages stepped back over, if it walked there.
+    kept = kept + _tokens(messages, cut, target) if kept is not None and cut <= target else _tokens(messages, cut)
     s = bisect_right(pairs.starts, cut) - 1
     turn_start = pairs.starts[s] if s >= 0 else None
     if turn_start is not None and turn_start < cut:

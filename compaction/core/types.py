@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE
+
 Content = str | list[dict[str, Any]]
 
 
@@ -33,13 +35,25 @@ class Msg:
     def tool_use_ids(self) -> list[str]:
         if self.stored_use_ids is not None:
             return list(self.stored_use_ids)
-        return [b["id"] for b in self.blocks if b.get("type") == "tool_use" and "id" in b]
+        ids: list[str] = []
+        if not isinstance(self.content, str):
+            # A plain loop, the key first: planning a cut reads every message's ids, and most
+            # blocks (text, thinking) have no such key.
+            for b in self.content:
+                if "id" in b and b.get("type") == TOOL_USE:
+                    ids.append(b["id"])
+        return ids
 
     @property
     def tool_result_ids(self) -> list[str]:
         if self.stored_result_ids is not None:
             return list(self.stored_result_ids)
-        return [b["tool_use_id"] for b in self.blocks if b.get("type") == "tool_result" and "tool_use_id" in b]
+        ids: list[str] = []
+        if not isinstance(self.content, str):
+            for b in self.content:
+                if "tool_use_id" in b and b.get("type") == TOOL_RESULT:
+                    ids.append(b["tool_use_id"])
+        return ids
 
     @property
     def is_tool_result(self) -> bool:
