@@ -477,8 +477,8 @@ def test_core_cut_modules_import_without_django() -> None:
     import sys
 
     code = (
-        "import sys; import compaction.core.blocks, compaction.core.cutpoint, compaction.core.fileops, compaction.core.overflow, "
-        "compaction.core.transcripts; "
+        "import sys; import compaction.core.blocks, compaction.core.cutpoint, compaction.core.fileops, "
+        "compaction.core.overflow, compaction.core.transcripts; "
         "assert not [m for m in sys.modules if m == 'django' or m.startswith('django.')], 'django imported'"
     )
     from pathlib import Path

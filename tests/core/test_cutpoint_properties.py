@@ -159,8 +159,9 @@ def _with_stored_ids(messages: list[Msg]) -> list[Msg]:
 
 @st.composite
 def damaged(draw, messages: list[Msg]) -> list[Msg]:
-    """Input the API never stores, which must still be planned by the rules: swapped messages (results before their tool_use), duplicated or forgotten ids, orphan
-    results, other roles, result ids stored on an assistant message."""
+    """Input the API never stores, which must still be planned by the rules: swapped messages
+    (results before their tool_use), duplicated or forgotten ids, orphan results, other roles,
+    result ids stored on an assistant message."""
     messages = list(messages)
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
         i = draw(st.integers(min_value=0, max_value=len(messages) - 1))
