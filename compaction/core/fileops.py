@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from compaction.core.blocks import TOOL_CALL_KINDS, iter_blocks
+from compaction.core.paths import relative
 from compaction.core.tool_vocabulary import (
     EDITOR_READ_COMMANDS,
     EDITOR_TOOLS,
@@ -493,15 +494,18 @@ def parse_file_tags(summary_text: str) -> FileOps:
     return _ops_from(_tag_paths(_TAG["read"], text), _tag_paths(_TAG["modified"], text))
 
 
-def render_file_tags(ops: FileOps) -> str:
-    """The two sections, one path per line; a section with no paths is left out ("" when both are)."""
+def render_file_tags(ops: FileOps, root: str = "") -> str:
+    """The two sections, one path per line (relative to `root` when inside it); a section with
+    no paths is left out ("" when both are)."""
     clean = _ops_from(
         [p for p in (_normalize_path(x) for x in ops.read) if p],
         [p for p in (_normalize_path(x) for x in ops.modified) if p],
     )
     parts = []
     if clean.read:
-        parts.append("<read-files>\n" + "\n".join(clean.read) + "\n</read-files>")
+        parts.append("<read-files>\n" + "\n".join(relative(p, root) for p in clean.read) + "\n</read-files>")
     if clean.modified:
-        parts.append("<modified-files>\n" + "\n".join(clean.modified) + "\n</modified-files>")
+        parts.append(
+            "<modified-files>\n" + "\n".join(relative(p, root) for p in clean.modified) + "\n</modified-files>"
+        )
     return "\n\n".join(parts)

@@ -180,9 +180,12 @@ def _path_kept(path: str, hay: _Haystack) -> bool:
     norm = normalize(path)
     if norm in hay.norm:
         return True
-    # Summaries relativize absolute paths; the last two components identify a file.
+    # Summaries relativize absolute paths; the last two components identify a file, and a file
+    # at the project's top is named alone (`mix.exs`, a line of the file tags).
     parts = [p for p in norm.split("/") if p]
-    return len(parts) >= 2 and "/".join(parts[-2:]) in hay.norm
+    if len(parts) >= 2 and "/".join(parts[-2:]) in hay.norm:
+        return True
+    return bool(parts) and re.search(rf"(?:^|[\s`(]){re.escape(parts[-1])}(?:$|[\s`),])", hay.norm) is not None
 
 
 def item_kept(category: str, item: str, hay: _Haystack) -> bool:

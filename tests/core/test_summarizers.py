@@ -261,7 +261,9 @@ def test_the_stored_summary_with_file_tags_fits_the_budget():
     assert count_text(result.summary) <= 2000
     # The full list is kept with the compaction; the text lists the newest reads.
     assert len(result.read_files) == 400
-    assert "/repo/src/pkg_399/mod.py" in result.summary
+    # Listed relative to the project's directory, which the summary names.
+    assert "\nsrc/pkg_399/mod.py\n" in result.summary and "/repo/src/pkg_0/mod.py" in result.read_files
+    assert "Project directory `/repo`" in result.summary
 
 
 def test_normalize_output_strips_fences_and_preamble():

@@ -9,6 +9,7 @@ from typing import Any
 
 from compaction.core.fileops import extract_file_ops, merge_file_ops, render_file_tags
 from compaction.core.ledger import build_ledger, fidelity_report
+from compaction.core.paths import common_root
 from compaction.core.prompts import SECTION_HEADINGS, TURN_PREFIX_HEADINGS
 from compaction.core.summarizers.agree import Agreement, agree
 from compaction.core.summarizers.base import (
@@ -95,7 +96,9 @@ MAX_SUMMARY_CHARS = 11_700
 def _capped_tags(ops: FileOps, limit: int, max_chars: int | None = None) -> str:
     """File tags within `limit` tokens (and `max_chars`): the oldest read files go first, then
     the oldest modified."""
-    tags = render_file_tags(ops)
+    # Paths relative to the project's directory (the summary names it under Repository State).
+    root = common_root(list(ops.modified) or list(ops.read))
+    tags = render_file_tags(ops, root)
 
     def over(text: str) -> bool:
         return count_text(text) > limit or (max_chars is not None and len(text) > max_chars)
@@ -105,10 +108,10 @@ def _capped_tags(ops: FileOps, limit: int, max_chars: int | None = None) -> str:
     read, modified = list(ops.read), list(ops.modified)
     while read and over(tags):
         read = read[len(read) // 4 or 1 :]
-        tags = render_file_tags(FileOps(read=read, modified=modified))
+        tags = render_file_tags(FileOps(read=read, modified=modified), root)
     while modified and over(tags):
         modified = modified[len(modified) // 4 or 1 :]
-        tags = render_file_tags(FileOps(read=read, modified=modified))
+        tags = render_file_tags(FileOps(read=read, modified=modified), root)
     return tags
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from compaction.core.blocks import TOOL_CALL_KINDS
 from compaction.core.prompts import text_of
 from compaction.core.text_heuristics import is_tool_rejection, tool_result_text
 from compaction.core.tool_vocabulary import (
@@ -17,7 +18,6 @@ from compaction.core.tool_vocabulary import (
     EDITOR_TOOLS,
     READ_TOOLS,
     SEARCH_TOOLS,
-    TOOL_USE_TYPES,
     is_completion_tool,
     is_edit_call,
     is_output_tool,
@@ -151,7 +151,7 @@ def _assistant_events(msg: Msg, pending: dict[str, PendingCall]) -> list[Event]:
             if text:
                 out.append(Narration(msg.seq, text))
                 said = text
-        elif kind in TOOL_USE_TYPES and block.get("id"):
+        elif kind in TOOL_CALL_KINDS and block.get("id"):
             made.append(str(block["id"]))
             pending[made[-1]] = PendingCall(msg.seq, str(block.get("name") or ""), tool_input(block), said)
     if len(made) > 1:

@@ -246,14 +246,20 @@ def test_focus_gathers_what_it_names_and_puts_it_first() -> None:
     assert "## Focus" not in plain
 
 
-def test_a_tiny_budget_compresses_old_work_but_keeps_every_persons_message_and_commit() -> None:
+def test_a_tiny_budget_compresses_old_work_but_keeps_every_commit_and_names_every_persons_message() -> None:
     story = Story()
     for i in range(30):
         story.person(f"Request {i}: update src/mod_{i}.py so that step {i} passes, keeping the old behaviour around.")
         story.edit(f"/p/src/mod_{i}.py", "a", "b" * 200, said=f"Now update mod_{i}.py for step {i}.")
         story.run(f"git commit -am 'step {i}'", commit_output(f"{i:07x}", f"step {i}"))
         story.says(f"Step {i} done.")
-    text = handoff(story.state(), budget=1_500, max_chars=6_000)
+    state = story.state()
+    text = handoff(state, budget=1_500, max_chars=6_000)
     assert len(text) <= 6_000
     for i in range(30):
-        assert f"Request {i}: update" in text and f"{i:07x}" in text
+        assert f"{i:07x}" in text
+    # The newest 20 of the person's messages quoted, the older ones by number (stored whole).
+    people = text.split("### The Person's Messages", 1)[1]
+    assert all(f"Request {i}: update" in people for i in range(10, 30))
+    older = [p.seq for p in state.people.messages[:10]]
+    assert "10 earlier messages, stored whole: " + ", ".join(f"#{seq}" for seq in older) in people

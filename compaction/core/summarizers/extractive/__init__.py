@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from compaction.core.summarizers.base import SIZE_CHECK_FLOOR_TOKENS, Draft, SummaryInput
 from compaction.core.summarizers.extractive.render import REQUIRED_HEADINGS, render
-from compaction.core.summarizers.extractive.view import FULL, TERSE, TINY, Focus, View
+from compaction.core.summarizers.extractive.view import FULL, MINIMAL, TINY, Focus, View
 from compaction.core.tokens import count_text
 from compaction.core.types import Msg
 from compaction.core.work import WorkState, fold
 
 # The body's share of the characters a served summary may take (chain.MAX_SUMMARY_CHARS): the
 # chain fits the file tags into what is left.
-MAX_BODY_CHARS = 11_200
+MAX_BODY_CHARS = 10_000
 
 
 def handoff(
@@ -36,7 +36,7 @@ def handoff(
     focus = Focus.of(instructions)
     text = ""
     # With a focus, what it selects is gathered in full under Focus and the rest is compressed.
-    for level in range(TERSE if focus else FULL, TINY + 1):
+    for level in range(MINIMAL if focus else FULL, TINY + 1):
         text = render(View(state, focus, level, cut))
         if len(text) <= max_chars and count_text(text) <= budget:
             break

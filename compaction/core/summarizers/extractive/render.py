@@ -224,9 +224,10 @@ def next_section(v: View) -> Lines:
 def repository(v: View) -> Lines:
     git = v.state.git
     commits = [c for c in git.commits if c.subject]
+    project = [f"Project directory `{v.root}`: the paths in this summary are relative to it"] if v.root else []
     if not commits and git.tree is None and not git.branch:
-        return []
-    out = []
+        return _bullets(project)
+    out = project
     if v.focus and not v.focus.kinds & {"commits", "uncommitted"}:
         # The commits are in Done, the uncommitted files under Where Things Stand.
         pushed = (
@@ -238,7 +239,8 @@ def repository(v: View) -> Lines:
         )
         said = f"Branch `{git.branch}`; " if git.branch else ""
         return _bullets(
-            [
+            project
+            + [
                 said
                 + f"{len(commits)} commits"
                 + (f" ({pushed})" if pushed else "")
@@ -392,10 +394,6 @@ def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
     line = f"{v.path(rec.path)} {_file_state(v, rec)}"
     if brief:
         return line
-    if not rec.dirty and _told_by_commit(v, rec):
-        # Its commit's message (under Done) says what was built; the names it introduced say where.
-        names = list(dict.fromkeys(q.text for q in rec.added))[-5:]
-        return line + (f"; names in its changes: {listing([code(n, 50) for n in names], 5)}" if names else "")
     # An uncommitted file is described by what changed since its last commit; a committed one
     # by what the agent said its edits were for, briefly.
     since = _committed_at(v, rec) if rec.dirty else 0
@@ -421,6 +419,26 @@ def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
     return line
 
 
+def _by_commit(v: View, recs: list[FileRecord]) -> list[str]:
+    """One line per commit: the files it holds that have not changed since ("new": written whole)."""
+    held: dict[str, list[str]] = {}
+    for rec in sorted(recs, key=lambda r: r.first):
+        held.setdefault(rec.commits[-1], []).append(v.path(rec.path) + (" (new)" if rec.created else ""))
+    order = [c.sha for c in reversed(v.state.git.commits) if c.sha in held]
+    out = []
+    for sha in order:
+        paths = held[sha][: 12 if v.level <= COMPACT else 6]
+        more = len(held[sha]) - len(paths)
+        # A few files a line, in a sentence: a long list of paths is skimmed over.
+        for start in range(0, len(paths), 4):
+            chunk = paths[start : start + 4]
+            last = more and start + 4 >= len(paths)
+            part = ", ".join(chunk) + f" and {more} more" if last else listing(chunk)
+            lead = f"Committed in {code(sha[:7])} and unchanged since then" if start == 0 else "Also in it"
+            out.append(f"{lead}: {part}")
+    return out
+
+
 def files(v: View) -> Lines:
     # Uncommitted files are described in full under In Progress.
     recs = [r for r in v.changed_files if not r.dirty or v.focus]
@@ -437,6 +455,10 @@ def files(v: View) -> Lines:
         if rest:
             out.append(f"Also changed ({len(rest)}): " + listing([v.path(r.path) for r in rest], 12))
         return _bullets(out)
+    # Files whose commit's message (under Done) says what was built: named by commit.
+    told = [r for r in chosen if not r.dirty and r.state == "edited" and r.commits and _told_by_commit(v, r)]
+    chosen = [r for r in chosen if r not in told]
+    out = _by_commit(v, told)
     rest: list[FileRecord] = []
     if v.level >= TERSE:
         keep = 8 if v.level < TINY else 0
@@ -446,7 +468,7 @@ def files(v: View) -> Lines:
     # At COMPACT only the files of the latest commit keep their purpose; older ones are named.
     latest = set(v.last_commit.files) if v.last_commit is not None else set()
     brief = {r.path for r in chosen if v.level >= TERSE or (v.level == COMPACT and r.path not in latest)}
-    out = [_file_line(v, r, brief=r.path in brief and not r.dirty) for r in chosen]
+    out += [_file_line(v, r, brief=r.path in brief and not r.dirty) for r in chosen]
     if rest:
         out.append(f"Also changed ({len(rest)}): " + listing([v.path(r.path) for r in rest], 30))
     # The files only read are listed in the summary's <read-files> tag.
@@ -476,6 +498,10 @@ def checks(v: View) -> Lines:
     return _bullets(out)
 
 
+# At TINY a long session's person messages are quoted for the newest this many; the rest cited.
+MAX_QUOTED_AT_TINY = 20
+
+
 def people(v: View) -> Lines:
     messages = [p for p in v.state.people.messages if p.kind != "chatter" or len(p.text) > 12]
     requests = v.requests
@@ -484,6 +510,14 @@ def people(v: View) -> Lines:
         return []  # each is quoted whole under Goal or Where Things Stand
     limit = {FULL: 400, COMPACT: 240, TERSE: 140, MINIMAL: 90}.get(v.level, 60)
     out = []
+    if v.level >= TINY and len(messages) > MAX_QUOTED_AT_TINY:
+        # A long session at the smallest size: the older messages by number (stored whole).
+        older, messages = messages[:-MAX_QUOTED_AT_TINY], messages[-MAX_QUOTED_AT_TINY:]
+        out.append(
+            f"{len(older)} earlier messages, stored whole: "
+            + ", ".join(v.cite(p.seq) for p in older[-60:])
+            + (" and earlier" if len(older) > 60 else "")
+        )
     for index, p in enumerate(messages):
         recent = index >= len(messages) - 3
         how = " (typed while the agent worked)" if p.queued else ""
@@ -493,12 +527,8 @@ def people(v: View) -> Lines:
 
 def other(v: View) -> Lines:
     out = []
-    incidental = [g for g in _error_runs(v) if _incidental(v, g)]
-    if incidental:
-        out.append(
-            f"{len(incidental)} tool call{'s' if len(incidental) > 1 else ''} failed and {'were' if len(incidental) > 1 else 'was'} retried or passed over: "
-            + listing([f"{_error_source(v, g[0])} ({code(g[0].line, 160)})" for g in incidental], 4)
-        )
+    # A tool call that failed and was retried or passed over (a read too large, a missing
+    # skill) is not handed over: it changed nothing the next agent needs.
     tools = _tools_used(v)
     if tools and v.level <= MINIMAL:
         out.append(f"Tools the work used: {tools}")
@@ -511,10 +541,6 @@ def other(v: View) -> Lines:
     if v.state.people.interruptions:
         out.append(
             "The person interrupted the agent at " + listing([v.cite(s) for s in v.state.people.interruptions], 5)
-        )
-    if v.state.people.injected:
-        out.append(
-            f"{v.state.people.injected} harness texts (skills, reminders, hook output) were in the user turns; none is quoted above as the person's words"
         )
     return _bullets(out)
 

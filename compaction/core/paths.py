@@ -1,0 +1,48 @@
+"""The project a session works in, from the paths it touched: its directory, and paths shown
+relative to it (the summary's sections and its file tags)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+# An agent's own files under the home directory (~/.claude/plans, ~/.pi/agent): not the project.
+AGENT_HOME_RE = re.compile(r"^(?:/Users|/home)/[^/]+/\.")
+
+_SYSTEM_DIRS = frozenset(
+    {"", "/", "/home", "/Users", "/tmp", "/var", "/private", "/usr", "/opt", "/root", "/mnt", "/srv"}
+)
+# A directory of these names is inside a project, not its root ("lib/x.ex" reads better than "x.ex").
+SOURCE_DIRS = frozenset(
+    "lib src test tests spec app apps assets priv config pkg internal cmd packages web static templates scripts docs".split()
+)
+
+
+def _project_dir(path: str) -> str:
+    while path.count("/") >= 2 and os.path.basename(path) in SOURCE_DIRS:
+        path = os.path.dirname(path)
+    return path
+
+
+def common_root(paths: list[str], share: float = 0.6) -> str:
+    """The project's directory, to show paths relative to it: the directory all changed files
+    share, or when that is too shallow (a plan in ~/.claude, a scratch file elsewhere), the
+    deepest one holding at least `share` of them."""
+    dirs = [os.path.dirname(p) for p in paths if p.startswith("/") and not AGENT_HOME_RE.match(p)]
+    if not dirs:
+        return ""
+    shared = _project_dir(os.path.commonpath(dirs))
+    if shared not in _SYSTEM_DIRS and not re.fullmatch(r"(?:/Users|/home)/[^/]+", shared):
+        return shared
+    best = ""
+    for candidate in {d[:i] for d in dirs for i in [len(d), *(k for k, c in enumerate(d) if c == "/")]}:
+        if candidate in _SYSTEM_DIRS or candidate.count("/") < 2 or len(candidate) <= len(best):
+            continue
+        if sum(1 for d in dirs if d == candidate or d.startswith(candidate + "/")) >= share * len(dirs):
+            best = candidate
+    return _project_dir(best) if best else best
+
+
+def relative(path: str, root: str) -> str:
+    """`path` relative to `root` when it is inside it, else as it is."""
+    return path[len(root) + 1 :] if root and path.startswith(root + "/") else path
