@@ -17,6 +17,10 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from compaction.core.ledger import Fidelity
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -138,7 +142,7 @@ def main() -> int:
             "extractive summarize",
             f"{summarize_ms:.0f} ms ({summarized_tokens:,} → {summary_tokens:,} tokens, ratio {summarized_tokens / max(1, summary_tokens):.1f}×)",
         ),
-        ("fallbacks", ", ".join(f"{f['strategy']}: {f['reason']}" for f in summary.fallbacks) or "none"),
+        ("fallbacks", ", ".join(f"{f.strategy}: {f.reason}" for f in summary.fallbacks) or "none"),
         ("fidelity", _fidelity(summary.fidelity)),
     ]
     width = max(len(name) for name, _ in rows)
@@ -155,16 +159,14 @@ def _usage_scale(usage, result) -> str:
     return f"{parts}; peak {result.peak_usage:,}; trigger {usage.trigger_tokens:,}"
 
 
-def _fidelity(fidelity: dict) -> str:
-    if not fidelity:
-        return "not reported"
-    parts = []
-    for key, value in fidelity.items():
-        if isinstance(value, dict) and "kept" in value and "total" in value:
-            parts.append(f"{key} {value['kept']}/{value['total']}")
-        elif isinstance(value, (int, float, str)):
-            parts.append(f"{key} {value}")
-    return ", ".join(parts) or str(fidelity)[:200]
+def _fidelity(fidelity: Fidelity) -> str:
+    before, after = fidelity.before, fidelity.after
+    if before is None or after is None:
+        return f"not checked: {fidelity.error}"
+    parts = [f"score {after.score}", f"score_before_repair {before.score}"]
+    parts += [f"{name} {check.kept}/{check.total}" for name, check in after.categories.items()]
+    parts.append(f"resolved_errors {fidelity.resolved_errors}")
+    return ", ".join(parts)
 
 
 if __name__ == "__main__":

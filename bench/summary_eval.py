@@ -41,7 +41,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from compaction.core.types import Fallback
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -283,7 +286,7 @@ class SessionEval:
     focus: SummaryScore
     claude: SummaryScore
     seconds: float
-    fallbacks: list[dict[str, str]]
+    fallbacks: list[Fallback]
     llm: SummaryScore | None = None  # --llm-replay: the real reply through our LLM path
 
 
@@ -618,7 +621,7 @@ def main() -> int:
             print(f"=== {ev.name} served summary\n{ev.ours.text}\n")
         print(
             f"{ev.name}: {ev.range_messages} messages summarized in {ev.seconds:.1f} s; "
-            f"fallbacks: {', '.join(f['strategy'] for f in ev.fallbacks) or 'none'}"
+            f"fallbacks: {', '.join(f.strategy for f in ev.fallbacks) or 'none'}"
         )
         for label, s in (("compactor", ev.ours), ("claude code", ev.claude)):
             if s.open_items:

@@ -10,7 +10,8 @@ critical ones verbatim, so nothing critical is silently lost — and the report 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from compaction.core.summary_markdown import insert_into_section, parse_summary_sections
@@ -22,6 +23,7 @@ from compaction.core.text_heuristics import (
     normalize,
     paths_in,
 )
+from compaction.core.tokens import count_text
 from compaction.core.work import WorkState
 
 # "focus": what the compaction's focus instructions asked to keep ("the commit hashes pushed").
@@ -205,27 +207,152 @@ def item_kept(category: str, item: str, hay: _Haystack) -> bool:
     return len(words & hay.words) / len(words) >= 0.6
 
 
-def check_summary(summary: str, ledger: Ledger) -> dict[str, Any]:
-    """Fidelity report: per category total, kept and the missed items."""
+@dataclass(frozen=True)
+class CategoryCheck:
+    """One category of a check: the ledger's items, how many the summary kept, and the missed
+    ones (the first MAX_REPORTED_MISSED)."""
+
+    total: int
+    kept: int
+    missed: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {"total": self.total, "kept": self.kept, "missed": list(self.missed)}
+
+
+@dataclass(frozen=True)
+class SummaryCheck:
+    """A summary checked against a ledger: per category (in CATEGORIES order) and overall."""
+
+    categories: Mapping[str, CategoryCheck]
+    kept: int
+    total: int
+    score: float  # kept / total, 1.0 for an empty ledger
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "categories": {name: check.as_json() for name, check in self.categories.items()},
+            "kept": self.kept,
+            "total": self.total,
+            "score": self.score,
+        }
+
+
+@dataclass(frozen=True)
+class Repairs:
+    """What repair appended per critical category, and the items a budget or cap left out."""
+
+    instructions: int = 0
+    errors: int = 0
+    files: int = 0
+    focus: int = 0
+    skipped_for_budget: int = 0
+
+    def as_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """What a summary kept of its ledger, before and after repair, and how it was made to agree
+    with the work state. `error` set: the check could not run, and there are no figures."""
+
+    before: SummaryCheck | None = None
+    after: SummaryCheck | None = None
+    repaired: Repairs = field(default_factory=Repairs)
+    resolved_errors: int = 0  # error lines a later success superseded (not must-keep items)
+    # The agreement repairs (summarizers/agree.py): stale lines removed, facts added.
+    agreement: tuple[str, ...] = ()
+    error: str = ""
+
+    @property
+    def score(self) -> float | None:
+        return self.after.score if self.after is not None else None
+
+    @property
+    def score_before_repair(self) -> float | None:
+        return self.before.score if self.before is not None else None
+
+    def as_json(self) -> dict[str, Any]:
+        """The form stored on the job (Compaction.fidelity), which the dashboard, the admin and
+        the API read: flat scores and per-category counts first, the full checks below them."""
+        agreement = {"repaired": bool(self.agreement), "repairs": list(self.agreement)}
+        if self.before is None or self.after is None:
+            return {"error": self.error, "agreement": agreement}
+        report: dict[str, Any] = {"score": self.after.score, "score_before_repair": self.before.score}
+        for name, after in self.after.categories.items():
+            report[name] = {
+                "kept": after.kept,
+                "total": after.total,
+                "kept_before_repair": self.before.categories[name].kept,
+            }
+        report["resolved_errors"] = self.resolved_errors
+        report["repaired"] = self.repaired.as_json()
+        report["before_repair"] = self.before.as_json()
+        report["after_repair"] = self.after.as_json()
+        report["agreement"] = agreement
+        return report
+
+
+def check_summary(summary: str, ledger: Ledger) -> SummaryCheck:
+    """What of the ledger `summary` kept: per category the total, the kept and the missed items."""
     hay = _Haystack.of(summary)
-    categories: dict[str, Any] = {}
-    kept_total = 0
+    categories: dict[str, CategoryCheck] = {}
     for category in CATEGORIES:
         items = ledger.items[category]
         missed = [item for item in items if not item_kept(category, item, hay)]
-        kept = len(items) - len(missed)
-        kept_total += kept
-        categories[category] = {"total": len(items), "kept": kept, "missed": missed[:MAX_REPORTED_MISSED]}
+        categories[category] = CategoryCheck(len(items), len(items) - len(missed), tuple(missed[:MAX_REPORTED_MISSED]))
+    kept = sum(c.kept for c in categories.values())
     total = ledger.total()
-    return {
-        "categories": categories,
-        "kept": kept_total,
-        "total": total,
-        "score": round(kept_total / total, 4) if total else 1.0,
-    }
+    return SummaryCheck(categories, kept, total, round(kept / total, 4) if total else 1.0)
 
 
 # ---------------------------------------------------------------------------- repair
+
+
+@dataclass
+class _Room:
+    """What is left of the token budget and the character cap (None: no limit) as repair lines
+    are taken, and how many items were left out for either."""
+
+    tokens: int | None
+    chars: int | None
+    skipped: int = 0
+
+    def take(self, line: str) -> bool:
+        """Whether `line` (plus its separator) fits; if it does, its room is spent."""
+        cost = 0 if self.tokens is None else count_text(line) + 1
+        if (self.tokens is not None and cost > self.tokens) or (self.chars is not None and len(line) + 1 > self.chars):
+            self.skipped += 1
+            return False
+        if self.tokens is not None:
+            self.tokens -= cost
+        if self.chars is not None:
+            self.chars -= len(line) + 1
+        return True
+
+
+def _focus_lines(missed: dict[str, list[str]], room: _Room) -> tuple[list[str], int]:
+    """Lines for the missed focus items that repair adds as errors or files anyway are left out;
+    short ones share one line. (lines, items shown)."""
+    focus = [item for item in missed["focus"] if item not in missed["errors"] and item not in missed["files"]]
+    short = [item for item in focus if len(item) <= 80 and "\n" not in item]
+    shown = [item for item in short if room.take(f"`{item}`, ")]
+    lines = ["- Kept for the requested focus: " + ", ".join(f"`{item}`" for item in shown)] if shown else []
+    for item in focus:
+        if item not in short and room.take(f"- Kept for the requested focus: {item}"):
+            lines.append(f"- Kept for the requested focus: {item}")
+            shown.append(item)
+    return lines, len(shown)
+
+
+def _error_lines(missed: list[str], room: _Room) -> list[str]:
+    """At most MAX_REPAIR_ERRORS missed error lines, in their order; the newest matter most for
+    continuing, so they are taken first and the cap drops the oldest."""
+    room.skipped += len(missed[:-MAX_REPAIR_ERRORS])
+    errors = missed[-MAX_REPAIR_ERRORS:]
+    taken = {line for line in reversed(errors) if room.take(f"- Error (verbatim): {line}")}
+    return [f"- Error (verbatim): {line}" for line in errors if line in taken]
 
 
 def repair_summary(
@@ -235,68 +362,42 @@ def repair_summary(
     also_served: str = "",
     budget: int | None = None,
     max_chars: int | None = None,
-) -> tuple[str, dict[str, int]]:
-    """Append missed critical items verbatim; returns the repaired summary and counts added.
+) -> tuple[str, Repairs]:
+    """Append missed critical items verbatim; returns the repaired summary and what was added.
 
     Only current items are in the ledger (a fixed error is not), each once. `also_served` is
     text served alongside the summary (the turn-prefix summary): what it kept is not
     repeated. Repair never floods: with `budget` (tokens) and `max_chars` the repaired summary
     stays within both; the user's instructions go first, then the focus items, the newest
     errors (at most MAX_REPAIR_ERRORS), then file paths (at most MAX_REPAIR_FILES); what is
-    left out by a budget or cap is counted in "skipped_for_budget".
+    left out by a budget or cap is counted in `skipped_for_budget`.
     """
-    from compaction.core.tokens import count_text
-
     hay = _Haystack.of(summary + "\n\n" + also_served)
     missed = {c: [i for i in ledger.items[c] if not item_kept(c, i, hay)] for c in CRITICAL_CATEGORIES}
-    added = {"instructions": 0, "errors": 0, "files": 0, "focus": 0, "skipped_for_budget": 0}
-    room = None if budget is None else budget - count_text(summary)
-    char_room = None if max_chars is None else max_chars - len(summary)
-
-    def fits(line: str) -> bool:
-        nonlocal room, char_room
-        cost = 0 if room is None else count_text(line) + 1
-        if (room is not None and cost > room) or (char_room is not None and len(line) + 1 > char_room):
-            added["skipped_for_budget"] += 1
-            return False
-        if room is not None:
-            room -= cost
-        if char_room is not None:
-            char_room -= len(line) + 1
-        return True
-
+    room = _Room(
+        tokens=None if budget is None else budget - count_text(summary),
+        chars=None if max_chars is None else max_chars - len(summary),
+    )
     instructions = [
-        line for line in (f'- User said (verbatim): "{item}"' for item in missed["instructions"]) if fits(line)
+        line for line in (f'- User said (verbatim): "{item}"' for item in missed["instructions"]) if room.take(line)
     ]
-    critical: list[str] = []
-    focus = [item for item in missed["focus"] if item not in missed["errors"] and item not in missed["files"]]
-    short = [item for item in focus if len(item) <= 80 and "\n" not in item]
-    shown = [item for item in short if fits(f"`{item}`, ")]
-    if shown:
-        critical.append("- Kept for the requested focus: " + ", ".join(f"`{item}`" for item in shown))
-    for item in focus:
-        if item not in short and fits(f"- Kept for the requested focus: {item}"):
-            critical.append(f"- Kept for the requested focus: {item}")
-            shown.append(item)
-    # The newest errors matter most for continuing; keep order but cap from the end.
-    capped = missed["errors"][:-MAX_REPAIR_ERRORS]
-    added["skipped_for_budget"] += len(capped)
-    errors = missed["errors"][-MAX_REPAIR_ERRORS:]
-    kept_errors = [line for line in reversed(errors) if fits(f"- Error (verbatim): {line}")]
-    critical += [f"- Error (verbatim): {line}" for line in errors if line in kept_errors]
-    added["skipped_for_budget"] += max(0, len(missed["files"]) - MAX_REPAIR_FILES)
-    files = [path for path in missed["files"][:MAX_REPAIR_FILES] if fits(path + ", ")]
-    if files:
-        critical.append("- Files involved: " + ", ".join(files))
+    focus, focus_shown = _focus_lines(missed, room)
+    errors = _error_lines(missed["errors"], room)
+    room.skipped += max(0, len(missed["files"]) - MAX_REPAIR_FILES)
+    files = [path for path in missed["files"][:MAX_REPAIR_FILES] if room.take(path + ", ")]
+    critical = [*focus, *errors, *(["- Files involved: " + ", ".join(files)] if files else [])]
     if instructions:
         summary = insert_into_section(summary, "Constraints & Preferences", instructions)
-        added["instructions"] = len(instructions)
-    added["errors"] = len(kept_errors)
-    added["files"] = len(files)
-    added["focus"] = len(shown)
     if critical:
         summary = insert_into_section(summary, "Critical Context", critical)
-    return summary, added
+    repairs = Repairs(
+        instructions=len(instructions),
+        errors=len(errors),
+        files=len(files),
+        focus=focus_shown,
+        skipped_for_budget=room.skipped,
+    )
+    return summary, repairs
 
 
 def fidelity_report(
@@ -306,23 +407,10 @@ def fidelity_report(
     also_served: str = "",
     budget: int | None = None,
     max_chars: int | None = None,
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, Fidelity]:
     """Check, repair (within `budget` tokens and `max_chars` when given), check again: the
     summary and its report."""
     before = check_summary(summary + "\n\n" + also_served, ledger)
     repaired, added = repair_summary(summary, ledger, also_served=also_served, budget=budget, max_chars=max_chars)
     after = check_summary(repaired + "\n\n" + also_served, ledger)
-    report: dict[str, Any] = {
-        "score": after["score"],
-        "score_before_repair": before["score"],
-    }
-    # Flat per-category counts for dashboards and the bench; details below them.
-    for category in CATEGORIES:
-        report[category] = {
-            "kept": after["categories"][category]["kept"],
-            "total": after["categories"][category]["total"],
-            "kept_before_repair": before["categories"][category]["kept"],
-        }
-    report["resolved_errors"] = len(ledger.resolved_errors)
-    report.update({"repaired": added, "before_repair": before, "after_repair": after})
-    return repaired, report
+    return repaired, Fidelity(before, after, added, resolved_errors=len(ledger.resolved_errors))

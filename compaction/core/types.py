@@ -115,7 +115,3 @@ class Fallback:
     def as_json(self) -> dict[str, str]:
         """The form stored on the job (Compaction.fallbacks) and answered by the API."""
         return {"strategy": self.strategy, "reason": self.reason}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Fallback:
-        return cls(strategy=str(data.get("strategy", "")), reason=str(data.get("reason", "")))

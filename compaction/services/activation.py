@@ -40,7 +40,7 @@ def _write_overlay(job: Compaction, overlay: NewOverlay, summary_count: tuple[in
     job.fallbacks = [fallback.as_json() for fallback in overlay.fallbacks]
     job.summarizer_model = overlay.summarizer_model
     job.usage = dict(overlay.usage)
-    job.fidelity = dict(overlay.fidelity)
+    job.fidelity = overlay.fidelity.as_json() if overlay.fidelity is not None else {}
     job.first_changed_seq = overlay.first_changed_seq
     job.policy_reason = overlay.policy_reason[:300]
     job.policy_candidates = [candidate.as_json() for candidate in overlay.policy_candidates]

@@ -25,6 +25,7 @@ from django.conf import settings
 
 from compaction.core import policy
 from compaction.core.config import CompactionConfig
+from compaction.core.ledger import Fidelity
 from compaction.core.policy import PRUNE, PRUNE_SUMMARIZE, PolicyCandidate, PolicyInputs, PolicyPlan
 from compaction.core.summarizers import SummaryInput, SummaryResult, build_chain, summarize
 from compaction.core.summary_message import render_summary_message
@@ -145,7 +146,7 @@ class NewOverlay:
     fallbacks: list[Fallback] = field(default_factory=list)
     summarizer_model: str = ""
     usage: dict[str, Any] = field(default_factory=dict)
-    fidelity: dict[str, Any] = field(default_factory=dict)
+    fidelity: Fidelity | None = None  # a summary's check against its ledger; none for a prune
     # compaction.core.policy: where the cached prompt stops matching, how much of it stays
     # (provider's scale: cache invalidated = tokens_after − this), why this candidate won.
     first_changed_seq: int | None = None
@@ -197,10 +198,6 @@ def build_summarizer_chain(*, config: CompactionConfig, strategy: str, timeout: 
     )
 
 
-def _fallbacks(result: SummaryResult) -> list[Fallback]:
-    return [Fallback.from_json(item) for item in result.fallbacks]
-
-
 def _summarize_within(
     inp: SummaryInput, chain: list, *, config: CompactionConfig, budget: float
 ) -> tuple[SummaryResult, list[Fallback]]:
@@ -209,13 +206,13 @@ def _summarize_within(
         # Pure core code in the thread (no database), so abandoning it on timeout is safe; its
         # HTTP call ends by itself within the (short) LLM timeout.
         result = pool.submit(summarize, inp, chain).result(timeout=budget)
-        return result, _fallbacks(result)
+        return result, list(result.fallbacks)
     except FuturesTimeout:
         logger.warning("Overflow summarizer exceeded its %.0f s budget; using the extractive summarizer", budget)
         offline = build_summarizer_chain(config=config, strategy="extractive", timeout=budget, max_retries=0)
         result = summarize(inp, offline)
         late = Fallback(chain[0].name, f"no summary within the overflow time budget of {budget:g} s")
-        return result, [late, *_fallbacks(result)]
+        return result, [late, *result.fallbacks]
     finally:
         pool.shutdown(wait=False)
 
@@ -289,7 +286,7 @@ def _summarize(
     if run.time_budget is not None and chain and chain[0].name not in ("extractive", "truncate"):
         return _summarize_within(inp, chain, config=config, budget=run.time_budget)
     result = summarize(inp, chain)
-    return result, _fallbacks(result)
+    return result, list(result.fallbacks)
 
 
 # --- compute: the outcome of one job -------------------------------------------------------

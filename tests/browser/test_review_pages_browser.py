@@ -79,7 +79,9 @@ def test_rejected_summary_page_undo_in_the_browser(live_server, page_factory, us
     _, fidelity = fidelity_report("## Goal\nFix `src/parser.py`.", ledger)
     session = make_session(user, title="Rejected in the browser")
     add_messages(session, conversation(16), tokens=500)
-    c = make_compaction(session, review_status=ReviewStatus.REJECTED, reviewed_by=staff_user, fidelity=fidelity)
+    c = make_compaction(
+        session, review_status=ReviewStatus.REJECTED, reviewed_by=staff_user, fidelity=fidelity.as_json()
+    )
     page = page_factory(width, 900)
     log_in(page, live_server.url, "alice", "alice-password")
     page.goto(f"{live_server.url}/sessions/{session.pk}/compactions/{c.pk}/")

@@ -114,17 +114,14 @@ def test_a_real_reply_is_parsed_checked_and_repaired(session, server):
     assert unique_to_analysis not in result.summary
 
     # Checked against the ledger and repaired: nothing critical missed unless over the budget.
-    fidelity = result.fidelity
-    assert fidelity["score"] >= fidelity["score_before_repair"]
-    repaired = fidelity["repaired"]
-    missed_before = sum(
-        fidelity[c]["total"] - fidelity[c]["kept_before_repair"] for c in CRITICAL if isinstance(fidelity.get(c), dict)
-    )
+    assert result.fidelity.score >= result.fidelity.score_before_repair
+    before, after, repaired = result.fidelity.before, result.fidelity.after, result.fidelity.repaired
+    missed_before = sum(before.categories[c].total - before.categories[c].kept for c in CRITICAL)
     if missed_before:  # what the reply dropped was added, or did not fit the budget
-        assert sum(repaired.get(c, 0) for c in CRITICAL) + repaired.get("skipped_for_budget", 0) > 0
+        assert sum(getattr(repaired, c) for c in CRITICAL) + repaired.skipped_for_budget > 0
     for category in CRITICAL:
-        still_missed = fidelity[category]["total"] - fidelity[category]["kept"]
-        assert still_missed == 0 or repaired.get("skipped_for_budget", 0) > 0, (category, still_missed)
+        still_missed = after.categories[category].total - after.categories[category].kept
+        assert still_missed == 0 or repaired.skipped_for_budget > 0, (category, still_missed)
     assert count_text(result.summary) <= max(OUTPUT_BUDGET, count_text(inside)) + 50
 
     # Recall by the shared scorer: the repaired summary keeps at least what the model's did.
@@ -144,8 +141,8 @@ def test_a_real_reply_in_another_format_than_asked_falls_back(session, server):
     result = summarize(inp, chain_for(server))
     assert len(calls) == 1
     assert result.strategy == "extractive"
-    assert result.fallbacks[0]["strategy"] == "anthropic"
-    assert "missing required sections" in result.fallbacks[0]["reason"]
+    assert result.fallbacks[0].strategy == "anthropic"
+    assert "missing required sections" in result.fallbacks[0].reason
     assert result.usage["failed_attempts"][0]["calls"] == 1
 
 
@@ -191,7 +188,7 @@ def test_a_second_compaction_merges_the_previous_summary(session, server):
     # Nothing the first summary carried was silently dropped by the second.
     kept = check_summary(second.summary, carried)
     for category in ("instructions", "errors"):
-        report = kept["categories"][category]
-        assert report["kept"] == report["total"] or second.fidelity["repaired"].get("skipped_for_budget"), report
+        report = kept.categories[category]
+        assert report.kept == report.total or second.fidelity.repaired.skipped_for_budget, report
     assert set(first.modified_files) <= set(second.modified_files)
     assert set(first.read_files) - set(second.modified_files) <= set(second.read_files)

@@ -12,7 +12,7 @@ from compaction.core.summarizers.anthropic import AnthropicSummarizer, cost_usd
 from compaction.core.summarizers.extractive import ExtractiveSummarizer
 from compaction.core.summarizers.truncate import TruncateSummarizer
 from compaction.core.tokens import count_content, count_text
-from compaction.core.types import FileOps, Msg
+from compaction.core.types import Fallback, FileOps, Msg
 from tests.fake_anthropic import FakeAnthropic, Recorded, Step
 
 VALID = """## Goal
@@ -136,7 +136,7 @@ def test_success_uses_the_sdk_and_records_usage(server):
     # The reply had no "Where Things Stand": the work state's is put first, and that is recorded.
     where, reply = result.summary.split("\n\n## Goal", 1)
     assert where.startswith("## Where Things Stand\n- ") and VALID.startswith("## Goal" + reply[:200])
-    assert result.fidelity["agreement"]["repairs"] == ["added Where Things Stand, computed from the work state"]
+    assert result.fidelity.agreement == ("added Where Things Stand, computed from the work state",)
     assert result.model == "claude-haiku-4-5"
     assert result.usage["calls"] == 1
     assert result.usage["input_tokens"] > 0 and result.usage["output_tokens"] > 0
@@ -148,7 +148,7 @@ def test_success_uses_the_sdk_and_records_usage(server):
     )
     assert result.usage["request_ids"][0].startswith("req_")
     # The ledger kept the user's instruction; the repair added what the model dropped.
-    assert result.fidelity["after_repair"]["categories"]["instructions"]["kept"] == 1
+    assert result.fidelity.after.categories["instructions"].kept == 1
     assert "E   AssertionError: slug mismatch in case5" in result.summary
 
 
@@ -199,8 +199,8 @@ def test_persistent_529_is_retried_then_falls_back_to_extractive(server):
     # The SDK retried 529 twice before giving up.
     assert len(server.requests) == 3
     assert result.strategy == "extractive"
-    assert result.fallbacks[0]["strategy"] == "anthropic"
-    assert "529" in result.fallbacks[0]["reason"] and "Overloaded" in result.fallbacks[0]["reason"]
+    assert result.fallbacks[0].strategy == "anthropic"
+    assert "529" in result.fallbacks[0].reason and "Overloaded" in result.fallbacks[0].reason
     assert "## Critical Context" in result.summary
     assert "Never touch migrations." in result.summary
 
@@ -209,8 +209,8 @@ def test_timeout_falls_back_with_the_reason(server):
     server.push(Step.slow(3.0, VALID))
     result = summarize(_input(), _chain(server, timeout=0.3, max_retries=0))
     assert result.strategy == "extractive"
-    assert result.fallbacks[0]["strategy"] == "anthropic"
-    assert "Timeout" in result.fallbacks[0]["reason"]
+    assert result.fallbacks[0].strategy == "anthropic"
+    assert "Timeout" in result.fallbacks[0].reason
     assert "## Goal" in result.summary
 
 
@@ -224,7 +224,7 @@ def test_one_deadline_bounds_every_retry_of_a_hung_provider(server):
     result = summarize(_input(), _chain(server, timeout=1.0, max_retries=3))
     elapsed = time.monotonic() - started
     assert result.strategy == "extractive"
-    reason = result.fallbacks[0]["reason"]
+    reason = result.fallbacks[0].reason
     assert "LLM time budget of 1 s" in reason and "Timeout" in reason
     # One attempt used the whole budget; no retry could have finished, so none was sent.
     assert len(server.requests) == 1
@@ -236,8 +236,8 @@ def test_retries_stop_when_the_next_wait_would_pass_the_deadline(server):
     result = summarize(_input(), _chain(server, timeout=2.0, max_retries=5))
     assert result.strategy == "extractive"
     assert len(server.requests) == 1
-    assert "LLM time budget of 2 s" in result.fallbacks[0]["reason"]
-    assert "Overloaded" in result.fallbacks[0]["reason"]
+    assert "LLM time budget of 2 s" in result.fallbacks[0].reason
+    assert "Overloaded" in result.fallbacks[0].reason
 
 
 def test_x_should_retry_false_is_obeyed(server):
@@ -266,7 +266,7 @@ def test_persistent_500_falls_back(server):
     result = summarize(_input(), _chain(server, max_retries=1))
     assert len(server.requests) == 2
     assert result.strategy == "extractive"
-    assert "500" in result.fallbacks[0]["reason"]
+    assert "500" in result.fallbacks[0].reason
 
 
 @pytest.mark.parametrize(
@@ -285,8 +285,8 @@ def test_garbage_output_fails_the_check_and_falls_back(server, text, reason):
     server.push(Step.success(text))
     result = summarize(_input(), _chain(server))
     assert result.strategy == "extractive"
-    assert result.fallbacks[0]["strategy"] == "anthropic"
-    assert reason in result.fallbacks[0]["reason"]
+    assert result.fallbacks[0].strategy == "anthropic"
+    assert reason in result.fallbacks[0].reason
     assert "## Progress" in result.summary
     # The rejected call was still paid for.
     (spent,) = result.usage["failed_attempts"]
@@ -298,7 +298,7 @@ def test_summary_larger_than_its_input_is_rejected(server):
     server.push(Step.success(VALID + "\n- filler" * 800))
     result = summarize(_input(messages=small), _chain(server))
     assert result.strategy != "anthropic"
-    assert "not smaller than its input" in result.fallbacks[0]["reason"]
+    assert "not smaller than its input" in result.fallbacks[0].reason
 
 
 def test_markdown_fence_and_short_preamble_are_stripped(server):
@@ -395,7 +395,7 @@ def test_anthropic_requested_without_key_records_why():
     chain = build_chain(api_key=None, base_url=None, model="m", timeout=5, max_retries=1, strategy="anthropic")
     result = summarize(_input(), chain)
     assert result.strategy == "extractive"
-    assert result.fallbacks == [{"strategy": "anthropic", "reason": "SummarizerError: no API key configured"}]
+    assert result.fallbacks == [Fallback("anthropic", "SummarizerError: no API key configured")]
 
 
 def test_cost_table():
@@ -436,7 +436,8 @@ def test_an_update_that_drops_previous_rules_and_errors_is_repaired(server):
     assert "<previous-summary>" in server.requests[0].prompt
     assert '- User said (verbatim): "Always run ruff before committing."' in result.summary
     assert "KeyError: 'slug_field'" in result.summary.split("## Critical Context")[1]
-    assert result.fidelity["instructions"]["kept_before_repair"] < result.fidelity["instructions"]["kept"]
+    before, after = result.fidelity.before, result.fidelity.after
+    assert before.categories["instructions"].kept < after.categories["instructions"].kept
 
 
 def test_provider_saying_prompt_too_long_splits_the_history_further(server):

@@ -10,7 +10,7 @@ from compaction.core.summarizers.base import normalize_output
 from compaction.core.summarizers.extractive import ExtractiveSummarizer
 from compaction.core.summarizers.truncate import TruncateSummarizer, compacted_line
 from compaction.core.tokens import count_content, count_text
-from compaction.core.types import FileOps, Msg
+from compaction.core.types import Fallback, FileOps, Msg
 
 
 def _msg(seq: int, role: str, content) -> Msg:
@@ -71,15 +71,15 @@ def test_exceptions_and_failed_checks_fall_through_in_order_and_are_recorded():
     ]
     result = summarize(_input(), chain)
     assert result.strategy == "extractive"
-    assert [f["strategy"] for f in result.fallbacks] == ["exploding", "chatty"]
-    assert result.fallbacks[0]["reason"] == "RuntimeError: kaboom"
-    assert "continuation" in result.fallbacks[1]["reason"]
+    assert [f.strategy for f in result.fallbacks] == ["exploding", "chatty"]
+    assert result.fallbacks[0].reason == "RuntimeError: kaboom"
+    assert "continuation" in result.fallbacks[1].reason
 
 
 def test_when_everything_fails_the_truncate_text_is_still_served():
     result = summarize(_input(), [Exploding(), Returns("bad", "")])
     assert result.strategy == "truncate"
-    assert result.fallbacks[-1]["reason"].startswith("all strategies failed")
+    assert result.fallbacks[-1].reason.startswith("all strategies failed")
     assert (
         "[Compacted 6 messages: 1 user, 3 assistant, 2 tool calls (Edit ×1, Bash ×1), 1 failed tool calls]"
         in result.summary
@@ -149,7 +149,7 @@ def test_turn_prefix_is_checked_too():
     ]
     good = extractive_summary_text()
     result = summarize(_input(turn_prefix=prefix), [Returns("model", good, turn=""), ExtractiveSummarizer()])
-    assert result.fallbacks[0] == {"strategy": "model", "reason": "turn prefix: empty summary"}
+    assert result.fallbacks[0] == Fallback("model", "turn prefix: empty summary")
     assert result.strategy == "extractive"
     # The extractive summary covers the split turn in its one summary, stated as of its end.
     assert result.turn_prefix_summary == ""
@@ -231,9 +231,9 @@ def test_a_summary_that_cannot_be_trimmed_into_its_budget_is_rejected_and_record
     )
     inp = _input(output_budget=300)
     result = summarize(inp, [Returns("model", prose), ExtractiveSummarizer(), TruncateSummarizer()])
-    assert "exceeds its output budget (" in result.fallbacks[0]["reason"]
+    assert "exceeds its output budget (" in result.fallbacks[0].reason
     assert result.strategy == "extractive"
-    assert result.fallbacks[0]["strategy"] == "model"
+    assert result.fallbacks[0].strategy == "model"
     assert count_text(result.summary) <= 300
 
 
@@ -318,7 +318,7 @@ def test_summarize_never_raises_on_arbitrary_content(contents, previous, split):
     result = summarize(inp, build_chain(api_key=None, base_url=None, model="m", timeout=1, max_retries=0))
     assert result.summary.strip()
     assert result.strategy in ("extractive", "truncate")
-    assert "error" not in result.fidelity and "score" in result.fidelity
+    assert not result.fidelity.error and result.fidelity.score is not None
 
 
 def test_the_work_state_is_folded_once_per_summary(monkeypatch):

@@ -95,7 +95,7 @@ def _fidelity() -> dict:
     ledger.items["files"].append("src/parser.py")
     ledger.items["commands"].append(MISSED_COMMAND)
     _, report = fidelity_report("## Goal\nFix `src/parser.py`.", ledger)
-    return report
+    return report.as_json()
 
 
 def test_detail_and_review_pages_show_the_fidelity_score_and_missed_items(logged_in, client, user, staff_user):

@@ -5,7 +5,7 @@ summary beside the messages kept after it. So a summary must agree with the stat
 as of the newest message: nothing the state shows closed may be listed as in progress, blocked
 or next; every commit must be named; "Where Things Stand" must be there. What disagrees is
 repaired here — stale lines removed, missing facts added from the state — and each repair is
-recorded with the compaction (fidelity["agreement"]).
+recorded with the compaction (`Fidelity.agreement`).
 """
 
 from __future__ import annotations
@@ -28,9 +28,6 @@ WHERE_HEADING = "## Where Things Stand"
 class Agreement:
     summary: str
     repairs: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, object]:
-        return {"repaired": bool(self.repairs), "repairs": self.repairs}
 
 
 def _section_of_lines(summary: str) -> list[tuple[str, str]]:

@@ -6,9 +6,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from compaction.core.ledger import Fidelity
 from compaction.core.prompts import SECTION_HEADINGS
 from compaction.core.tokens import count_text
-from compaction.core.types import FileOps, Msg
+from compaction.core.types import Fallback, FileOps, Msg
 from compaction.core.work import WorkState
 
 # The section skeleton alone costs ~60 tokens, so a summary of a tiny range may be larger
@@ -54,10 +55,10 @@ class SummaryResult:
     strategy: str
     model: str
     usage: dict[str, Any]
-    fallbacks: list[dict[str, str]]
+    fallbacks: list[Fallback]
     read_files: list[str]
     modified_files: list[str]
-    fidelity: dict[str, Any]
+    fidelity: Fidelity
     # The work state through the summarized range (JSON), for the next compaction to continue.
     work_state: dict[str, Any] | None = None
 

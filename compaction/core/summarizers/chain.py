@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compaction.core.fileops import extract_file_ops, merge_file_ops, render_file_tags
-from compaction.core.ledger import build_ledger, fidelity_report
+from compaction.core.ledger import Fidelity, build_ledger, fidelity_report
 from compaction.core.paths import common_root
 from compaction.core.prompts import SECTION_HEADINGS, TURN_PREFIX_HEADINGS
 from compaction.core.summarizers.agree import Agreement, agree
@@ -24,7 +24,7 @@ from compaction.core.summarizers.base import (
 from compaction.core.summarizers.extractive import ExtractiveSummarizer
 from compaction.core.summarizers.truncate import TruncateSummarizer, truncate_summary
 from compaction.core.tokens import count_text
-from compaction.core.types import FileOps
+from compaction.core.types import Fallback, FileOps
 from compaction.core.work import file_ops, fold, to_json
 
 logger = logging.getLogger(__name__)
@@ -225,7 +225,7 @@ def _attempt(summarizer: Summarizer, inp: SummaryInput, body_budget: int) -> _At
         return _Attempt(None, _error_reason(exc))
 
 
-def _fidelity(summary: str, inp: SummaryInput, turn_prefix_summary: str) -> tuple[str, dict[str, Any]]:
+def _fidelity(summary: str, inp: SummaryInput, turn_prefix_summary: str) -> tuple[str, Fidelity]:
     """The summary checked against the ledger of the work state, repaired within the budget
     and the cap: (summary, report)."""
     try:
@@ -247,12 +247,12 @@ def _fidelity(summary: str, inp: SummaryInput, turn_prefix_summary: str) -> tupl
         )
     except Exception as exc:  # noqa: BLE001 - a ledger bug must not lose a valid summary
         logger.exception("Fidelity check failed")
-        return summary, {"error": _error_reason(exc)}
+        return summary, Fidelity(error=_error_reason(exc))
 
 
 def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     """Run the chain; the first summary that passes the checks wins. Never raises."""
-    fallbacks: list[dict[str, str]] = []
+    fallbacks: list[Fallback] = []
     failed_usage: list[dict[str, Any]] = []
     timings: dict[str, int] = {}
     all_messages = [*inp.messages, *inp.turn_prefix]
@@ -270,7 +270,7 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
         if attempt.reason is None and attempt.draft is not None:
             accepted, strategy = attempt, summarizer.name
             break
-        fallbacks.append({"strategy": summarizer.name, "reason": attempt.reason or "unknown failure"})
+        fallbacks.append(Fallback(summarizer.name, attempt.reason or "unknown failure"))
         spent = attempt.draft.usage if attempt.draft is not None else getattr(summarizer, "last_usage", None)
         if spent and spent.get("calls"):
             failed_usage.append({"strategy": summarizer.name, **_cost_fields(spent)})
@@ -278,14 +278,14 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
         # Every strategy failed its checks: the truncate text is still a valid summary to serve.
         text, trimmed = trim_to_budget(truncate_summary(inp), body_budget)
         accepted = _Attempt(Draft(summary=text, model="truncate"), None, trimmed)
-        fallbacks.append({"strategy": "truncate", "reason": "all strategies failed; unchecked truncate output used"})
+        fallbacks.append(Fallback("truncate", "all strategies failed; unchecked truncate output used"))
     draft = accepted.draft
     summary = draft.summary.rstrip()
     # The served summary stays under MAX_SUMMARY_CHARS: the file tags get what the body
     # leaves (the full lists are stored with the compaction either way).
     tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE), max_chars=MAX_SUMMARY_CHARS - len(summary) - 2)
     summary, fidelity = _fidelity(f"{summary}\n\n{tags}" if tags else summary, inp, draft.turn_prefix_summary)
-    fidelity["agreement"] = accepted.agreement.as_dict()
+    fidelity = replace(fidelity, agreement=tuple(accepted.agreement.repairs))
     usage = dict(draft.usage, duration_ms=timings)
     if accepted.dropped:
         usage["trimmed_to_budget_lines"] = accepted.dropped
