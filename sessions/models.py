@@ -26,8 +26,8 @@ class Session(models.Model):
     context_window_override = models.PositiveIntegerField(
         null=True, blank=True, help_text="Overrides the model registry's context window."
     )
-    # Per-session overrides of settings.COMPACTOR; keys are validated by the API serializer
-    # (see compaction.settings_schema) before they are stored.
+    # Per-session overrides of settings.COMPACTOR; the API validates keys and bounds against
+    # compaction.core.config.OVERRIDABLE before they are stored, so a typo is a 400.
     compaction_settings = models.JSONField(default=dict, blank=True)
 
     active_compaction = models.ForeignKey(
@@ -64,7 +64,7 @@ class Session(models.Model):
     # what Compactor cannot see (tool definitions, the agent's own system prompt) plus tokenizer
     # drift. Kept across compactions so the figure after one is on the provider's scale.
     calibration_offset = models.IntegerField(null=True, blank=True)
-    # Affine calibration, reported ≈ fixed + ratio × estimate (sessions.services._calibrate):
+    # Affine calibration, reported ≈ fixed + ratio × estimate (compaction.core.calibration):
     # {"model": str, "pairs": [[estimate_at_report, reported], ...] (last 20 non-stale
     # reports), "fixed": int, "ratio": float, "fitted": bool}. Only written on a usage report.
     calibration = models.JSONField(null=True, blank=True)

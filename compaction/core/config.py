@@ -1,8 +1,9 @@
 """Compaction settings: global defaults, per-session overrides, per-request overrides.
 
 Trigger = the lowest of (window − reserve), ratio × window and the absolute token limit.
-Small windows scale the defaults down as seed 001 says: reserve ≤ 25 % and keep ≤ 35 %
-of the window, unless a value was set explicitly.
+Small windows scale the defaults down, unless a value was set explicitly: reserve ≤ 25 % and
+keep ≤ 35 % of the window, so a default sized for a large window never leaves a small one with
+no room for new turns or a trigger that fires on every message.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Where to cut a history for compaction.
 
 `plan_cut` keeps the newest messages and summarizes the rest. It walks back from the newest
-message adding token counts until the keep budget is met (pi's findCutPoint), then moves the
-cut back to the nearest *valid* position:
+message adding token counts until the keep budget is met, then moves the cut back to the
+nearest *valid* position:
 
 - never at a tool_result message (a user message carrying tool_result blocks), nor at a
   message of another role than user or assistant;
@@ -279,8 +279,8 @@ def _tokens(messages: list[Msg], start: int, stop: int | None = None) -> int:
 
 def _budget_target(messages: list[Msg], budget: int) -> tuple[int, int]:
     """(target, kept): the newest message from which the kept part meets the budget, walking back
-    from the newest message as pi's findCutPoint does, and the tokens kept from there; target 0
-    when only the whole history does (or not even it)."""
+    from the newest message, and the tokens kept from there; target 0 when only the whole
+    history does (or not even it)."""
     if budget <= 0:
         return len(messages) - 1, max(0, messages[-1].tokens)
     kept = 0

@@ -1,11 +1,12 @@
-"""Tool results served without their tool_use (issue 9 D1).
+"""Tool results served without their tool_use.
 
 The Anthropic API rejects a tool_result block whose tool_use is not in the assistant message
 before it. The cut never summarizes a tool_use that is still waiting for its result
-(`cutpoint.plan_cut`), so a new compaction makes none; but a history compacted before that
-rule (or any stored data like it) can hold a result whose tool_use is in the summary. Such a
-result is served as a user text block instead: the model keeps the output it asked for, the
-request stays valid, and nothing stored changes (a later compaction summarizes it as usual).
+(`cutpoint.plan_cut`), so a new compaction makes none; but an overlay the cut did not place
+(an imported agent's own compaction boundary, a row written by an older version) can hold a
+result whose tool_use is in the summary. Such a result is served as a user text block instead:
+the model keeps the output it asked for, the request stays valid, and nothing stored changes
+(a later compaction summarizes it as usual).
 """
 
 from __future__ import annotations

@@ -244,15 +244,29 @@ def prune_served(
         return PrunedMessage(content, stored_tokens, False, {})
     if stored_tokens is not None and known_outputs is not None and all(i in known_outputs for i in candidates):
         return _serve(content, stored_tokens, {i: known_outputs[i] for i in candidates}, tool_names, tokenizer, seq)
-    # Derive the largest candidate's count from the stored one when that tokenizes less than
-    # counting it would (the other blocks must then be counted: text and tool_use are short).
+    outputs, tokens = _count_outputs(content, candidates, stored_tokens, tokenizer)
+    return _serve(content, tokens, outputs, tool_names, tokenizer, seq)
+
+
+def _derivable(content: list[dict[str, Any]], candidates: list[int], stored_tokens: int | None) -> int | None:
+    """The candidate whose count is derived from the stored one (None: count them all): the
+    largest, when that tokenizes less than counting it would, since every other block must then
+    be counted (text and tool_use are short)."""
+    if stored_tokens is None:
+        return None
     wanted = set(candidates)
     sizes = [_size_hint(block) for block in content]
-    derived: int | None = None
-    if stored_tokens is not None:
-        largest = max(candidates, key=lambda i: sizes[i])
-        if sizes[largest] >= sum(size for i, size in enumerate(sizes) if i not in wanted):
-            derived = largest
+    largest = max(candidates, key=lambda i: sizes[i])
+    return largest if sizes[largest] >= sum(size for i, size in enumerate(sizes) if i not in wanted) else None
+
+
+def _count_outputs(
+    content: list[dict[str, Any]], candidates: list[int], stored_tokens: int | None, tokenizer: Tokenizer
+) -> tuple[dict[int, int], int]:
+    """(block index → output tokens of each candidate, the message's token count): the stored
+    count when it is this tokenizer's, else every block counted."""
+    wanted = set(candidates)
+    derived = _derivable(content, candidates, stored_tokens)
     outputs: dict[int, int] = {}
     others = 0  # framed count of every block but the derived one
     for i, block in enumerate(content):
@@ -263,7 +277,7 @@ def prune_served(
             others += TOOL_RESULT_OVERHEAD + outputs[i]
         elif derived is not None:
             others += count_block(block, tokenizer)
-    if derived is not None:
+    if derived is not None and stored_tokens is not None:
         outputs[derived] = stored_tokens - MESSAGE_OVERHEAD - others - TOOL_RESULT_OVERHEAD
         if outputs[derived] < 0:  # the stored count is not this tokenizer's: count it after all
             outputs[derived] = count_tool_result_content(content[derived].get("content"), tokenizer)
@@ -273,7 +287,7 @@ def prune_served(
             TOOL_RESULT_OVERHEAD + outputs[i] if i in outputs else count_block(b, tokenizer)
             for i, b in enumerate(content)
         )
-    return _serve(content, stored_tokens, outputs, tool_names, tokenizer, seq)
+    return outputs, stored_tokens
 
 
 def _serve(

@@ -60,7 +60,7 @@ def reference(session) -> tuple[list[dict], int, int]:
             used.update(b["id"] for b in content if b.get("type") == "tool_use")
         results = {b["tool_use_id"] for b in out if b.get("type") == "tool_result"} if isinstance(out, list) else set()
         orphaned = results - used
-        if orphaned:  # its tool_use is in the summary: served as text (issue 9 D1)
+        if orphaned:  # its tool_use is in the summary: served as text
             out = results_as_text(out, orphaned)
         count = count_content(out, tokenizer) if out != content else stored
         saved += stored - count

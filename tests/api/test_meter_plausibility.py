@@ -1,4 +1,4 @@
-"""The meter against real clients (issue #10): replaying the shared Claude Code sessions through
+"""The meter against real clients: replaying the shared Claude Code sessions through
 the API with their recorded usage, honestly and as a client that drops the cache figures.
 
 - Honest: the meter read before each call (the previous append's `usage.tokens`) predicts that
@@ -6,8 +6,8 @@ the API with their recorded usage, honestly and as a client that drops the cache
 - Cache-dropping (forwards `input_tokens` only): every such report is stored but flagged
   `below_served`, the meter never shows less than 90 % of what is served, so the list's "Over
   trigger" filter, the preview and auto-compaction still work.
-- One scale: a compaction's "after" is above 0 and equals the meter right after it (the README's
-  replay of 258c7280 without --trigger, then Compact now, used to give "77,410 → 0 tokens").
+- One scale: a compaction's "after" is above 0 and equals the meter right after it (replaying
+  258c7280 without --trigger, then Compact now, must not report "77,410 → 0 tokens").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""D7: the pages work under the Content-Security-Policy (htmx, dashboard.js, the usage bars, the
+"""The pages work under the Content-Security-Policy (htmx, dashboard.js, the usage bars, the
 admin and the API docs) and the browser reports no violation."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Two compactions of a real Claude Code session through the service (jobs, stored rows), the
 LLM answered by the local Messages-API server with the reply the real model gave Claude Code
-for that session (issue #7 part 4). The session's compact prompt is Claude Code's own
+for that session. The session's compact prompt is Claude Code's own
 instructions, so the real reply answers what was asked."""
 
 from __future__ import annotations

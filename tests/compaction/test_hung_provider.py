@@ -1,9 +1,9 @@
-"""Issue #9 D3: a hung provider gets the extractive fallback before the job's soft time limit.
+"""A hung provider gets the extractive fallback before the job's soft time limit.
 
-The Celery soft limit used to fire inside the SDK's retry loop (which treats any exception
-from the transport as a connection error and retries), so the fallback never ran and the job
-was killed at its hard limit with no summary. Now one deadline bounds the whole LLM attempt,
-retries included, and leaves room for the extractive summarizer before the soft limit.
+A Celery soft limit that fires inside the SDK's retry loop (which treats any exception from the
+transport as a connection error and retries) never reaches the fallback, and the job is killed
+at its hard limit with no summary. So one deadline bounds the whole LLM attempt, retries
+included, and leaves room for the extractive summarizer before the soft limit.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Issue 9 D1: a tool call still waiting for its result when a compaction cuts.
+"""A tool call still waiting for its result when a compaction cuts.
 
 The agent calls a slow tool, then talks on while it runs; a compaction cuts; the result
 arrives. The served context must never hold that result without its tool_use (the Anthropic
-API rejects it), and a context already stored that way (compacted before the rule) is
+API rejects it), and an overlay already stored that way (one the cut did not place) is
 served valid too.
 """
 

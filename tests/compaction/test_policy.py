@@ -1,4 +1,4 @@
-"""Issue 13: the cache-aware policy (compaction.core.policy) and what it buys on real sessions."""
+"""The cache-aware policy (compaction.core.policy) and what it buys on real sessions."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def test_the_api_shows_what_a_compaction_cost_and_bought(api, user):
     assert body["policy_candidates"] and body["runway_tokens"] > 0
 
 
-# --- issue 13's "done when": whole replays of the shared long Claude Code sessions ----------
+# --- whole replays of the shared long Claude Code sessions ----------------------------------
 
 TRANSCRIPTS = SHARED_TRANSCRIPTS / "claude-code"
 WINDOW = 200_000

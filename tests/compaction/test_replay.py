@@ -19,8 +19,8 @@ TRANSCRIPTS = SHARED_TRANSCRIPTS / "claude-code"
 WINDOW = 200_000
 # Claude Code: window − min(max_output, 20k) − 13k ≈ 167k on a 200k window.
 TRIGGER = 167_000
-# Issue 13: by default the policy prunes alone only when that relieves half the trigger (these
-# prunes relieve 17–29 %: they are summaries now, test_policy.py). The prune-first runs here
+# By default the policy prunes alone only when that relieves half the trigger (these prunes
+# relieve 17–29 %, so the policy summarizes instead: test_policy.py). The prune-first runs here
 # loosen the rule so that a prune alone still happens and its figures can be checked.
 LOOSE_PRUNE = {"prune_min_relief": 0.0, "target_ratio": 0.9}
 

@@ -359,7 +359,7 @@ def test_sweeper_resends_an_old_queued_job_that_never_recorded_an_enqueue(user, 
 
 
 def test_prune_tier_activates_without_a_summary(user, monkeypatch):
-    # Big tool outputs: pruning old ones alone brings usage under the trigger. Issue 13: a prune
+    # Big tool outputs: pruning old ones alone brings usage under the trigger. A prune
     # alone only when it relieves prune_min_relief × trigger and lands at target_ratio × trigger
     # (defaults 0.5 / 0.5; test_policy covers them) — loosened here so the prune qualifies.
     session = make_session(
@@ -403,7 +403,7 @@ def test_prune_tier_decides_and_reports_on_the_calibrated_figure(user, overhead)
     """tokens_before/after and the prune-or-summarize decision are on the provider's scale:
     with an overhead only the provider counts (tool definitions...), pruning must get the
     calibrated figure under the trigger, not just our estimate; else the engine summarizes."""
-    # Issue 13's relief and landing rules loosened: this test is about the scale of the figures.
+    # The prune's relief and landing rules loosened: this test is about the scale of the figures.
     session = make_session(
         user, window=300_000, keep_recent_tokens=20_000, auto_compact=False, prune_min_relief=0.0, target_ratio=0.9
     )

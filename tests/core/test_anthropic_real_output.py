@@ -1,4 +1,4 @@
-"""The Anthropic summarizer on real model output (issue #7 part 4).
+"""The Anthropic summarizer on real model output.
 
 The shared Claude Code sessions hold the compaction calls Claude Code made
 (`subagents/agent-acompact-*.jsonl`: the instructions it sent and the summary the model

@@ -216,7 +216,7 @@ def test_timeout_falls_back_with_the_reason(server):
 
 def test_one_deadline_bounds_every_retry_of_a_hung_provider(server):
     """The timeout is the whole call's budget: retries share it instead of each getting their own
-    (issue #9 D3: a hung provider must hand over to the extractive summarizer in time)."""
+    so a hung provider hands over to the extractive summarizer in time."""
     import time
 
     server.default = Step.hang()

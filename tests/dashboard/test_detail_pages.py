@@ -1,4 +1,4 @@
-"""Review and detail pages (issue #10, item 6): a rejected summary still served says so and can be
+"""Review and detail pages: a rejected summary still served says so and can be
 undone or re-run; fidelity score and missed items on the detail and review pages; the review
 page's forms come first; same-titled sessions can be told apart; "nothing to compact" runs are
 folded; a prune names what it pruned and its saving is before − after; queued_seconds is the

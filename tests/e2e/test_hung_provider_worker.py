@@ -1,7 +1,7 @@
-"""Issue #9 D3 end to end: a real Celery worker (prefork: the pool that enforces time limits, as
-in production) with a small soft time limit and a provider that never answers. The job must end
-with the extractive summary before the soft limit fires (it used to fire inside the SDK's retry
-loop: killed at the hard limit, no summary, three times)."""
+"""A hung provider end to end: a real Celery worker (prefork: the pool that enforces time
+limits, as in production) with a small soft time limit and a provider that never answers. The
+job must end with the extractive summary before the soft limit fires (a limit that fires inside
+the SDK's retry loop kills the job at the hard limit with no summary, on every retry)."""
 
 from __future__ import annotations
 

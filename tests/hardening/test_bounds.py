@@ -1,4 +1,4 @@
-"""D2: integers beyond the database's columns are a 400 naming the field, and a request that
+"""Integers beyond the database's columns are a 400 naming the field, and a request that
 fails writes nothing (one transaction per writing request)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""D4: `Transfer-Encoding: chunked` bodies are read (and size-limited) like sized ones."""
+"""`Transfer-Encoding: chunked` bodies are read (and size-limited) like sized ones."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""D5: what the OpenAPI schema now says is what the API does (the schemathesis run in
+"""What the OpenAPI schema now says is what the API does (the schemathesis run in
 tests/schema covers the rest)."""
 
 from __future__ import annotations

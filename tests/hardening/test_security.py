@@ -1,4 +1,4 @@
-"""D7: production settings from the environment, security headers, login and API throttling."""
+"""Production settings from the environment, security headers, login and API throttling."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""D6: DELETE moves a session to the trash (restorable), a purge deletes it for good after the
+"""DELETE moves a session to the trash (restorable), a purge deletes it for good after the
 retention period, and the admin refuses to delete the active compaction."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""D5: schemathesis runs over the served OpenAPI schema against the app (in-process WSGI), every
+"""Schemathesis runs over the served OpenAPI schema against the app (in-process WSGI), every
 check on, a bounded number of examples per operation; any finding fails the test."""
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 One deadline bounds a whole `summarize()` call — every chunk, the turn prefix, every retry —
 so a hung or throttling provider hands over to the extractive summarizer well before the
-job's soft time limit (issue #9 D3: the limit used to fire inside the SDK's retry loop and the
-job died with no summary). The retries are ours for that reason, modelled on the SDK's own:
-408/409/429/5xx (529 overloaded included) and connection errors, `retry-after(-ms)` honoured,
-exponential backoff otherwise, `x-should-retry` obeyed; a wait that would end past the
-deadline is not started. When it gives up the exception propagates and the chain falls back.
+job's soft time limit (a limit that fires inside the SDK's retry loop is retried as a
+connection error, and the job dies at its hard limit with no summary). The retries are ours for
+that reason, modelled on the SDK's own: 408/409/429/5xx (529 overloaded included) and
+connection errors, `retry-after(-ms)` honoured, exponential backoff otherwise, `x-should-retry`
+obeyed; a wait that would end past the deadline is not started. When it gives up the exception propagates and the chain falls back.
 
 A history larger than the summarizer's own window is summarized in chunks: chunk 1 with the
 initial prompt, every next chunk with the update prompt merging the running summary, so a
