@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.standing import (
+    clipped,
     code,
     listing,
     next_steps,
@@ -160,7 +161,7 @@ def in_progress(v: View) -> Lines:
         line = f"{v.task_name(task)}, in progress"
         intro, done = task_spec(task.note)
         if intro and v.level <= TERSE:
-            line += f". The task: {one_line(intro, v.chars(400)).rstrip('.')}"
+            line += f". The task: {clipped(intro, v.chars(400)).rstrip('.')}"
         if done and v.level <= MINIMAL:
             line += ". Done when: " + "; ".join(done)
         rules = task_rules(task.note) if v.level <= COMPACT else []

@@ -29,8 +29,23 @@ def code(text: str, limit: int = 100) -> str:
     return f"`` {flat} ``" if "`" in flat else f"`{flat}`"
 
 
+_SENTENCE_END_RE = re.compile(r"[.!?;](?=\s)")
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text` on one line within `limit` characters: cut after its last whole sentence when
+    that keeps at least half of it (a sentence cut mid-way reads as a different claim), else
+    at a word."""
+    flat = " ".join(str(text).split())
+    if len(flat) > limit:
+        ends = [m.end() for m in _SENTENCE_END_RE.finditer(flat[: limit - 1])]
+        if ends and ends[-1] >= limit // 2:
+            flat = flat[: ends[-1]] + " …"
+    return one_line(flat, limit)
+
+
 def quoted(text: str, limit: int) -> str:
-    return '"' + one_line(text, limit).replace('"', "'") + '"'
+    return '"' + clipped(text, limit).replace('"', "'") + '"'
 
 
 def listing(items: list[str], limit: int = MAX_LISTED) -> str:
@@ -380,7 +395,7 @@ def next_steps(v: View) -> list[str]:
         ]
         after = f" (after {listing([code(b) for b in blocked], 3)})" if blocked else ""
         intro, _done = task_spec(task.note)
-        about = f": {one_line(intro, v.chars(220))}" if intro else ""
+        about = f": {clipped(intro, v.chars(300))}" if intro else ""
         out.append(f"Then {v.task_name(task, limit=80)}{after}{about}")
     if v.state.people.handover and turn.submitted is None:
         out.append(
