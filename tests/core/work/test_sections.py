@@ -192,6 +192,22 @@ def test_work_that_is_finished_says_so_and_waits() -> None:
     assert steps == "1. The work appears finished (the agent reported at #4): wait for the person's next request."
 
 
+@pytest.mark.parametrize(
+    ("report", "open_"),
+    [
+        ("Oh wait, these errors look like API mismatches. The TUI changes were never committed. Did we revert", True),
+        ("Should I push it now?", True),
+        ("Done: the build passes with no errors.", False),
+        ("Fixed the errors; 49 tests, 0 failures.", False),
+    ],
+)
+def test_a_last_report_that_leaves_trouble_open_is_no_finish(report: str, open_: bool) -> None:
+    story = Story().person("add a docstring").edit("/p/a.py", "", '"""Doc."""\n').says(report)
+    steps = lines(next_section, story)
+    assert ("left this open" in steps and report[:30] in steps) is open_, steps
+    assert ("appears finished" in steps) is not open_
+
+
 def test_an_epic_comes_after_its_open_children_and_the_backlog_never() -> None:
     listing = (
         "○ proj-b [● P2] [epic] - The epic\n○ proj-b.2 [● P2] [task] - Second child\n○ zzz-q [● P1] [task] - Backlog\n"

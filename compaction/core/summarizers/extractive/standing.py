@@ -406,10 +406,29 @@ def next_steps(v: View) -> list[str]:
     return out[:MAX_NEXT]
 
 
+# A final report that is about trouble: errors, a failure, something missing, a question.
+_TROUBLE_RE = re.compile(
+    r"(?i)(?<!\bno )(?<!\b0 )(?<!\bzero )(?<!\bwithout )(?<!\bfixed )(?<!\bfixed the )"
+    r"\b(?:errors?|fail(?:s|ed|ing|ure|ures)?|broken|mismatch(?:es)?|not working|doesn'?t work|"
+    r"never (?:committed|pushed)|reverted?)\b"
+)
+
+
+def _raises_trouble(text: str) -> bool:
+    tail = text.strip()[-300:]
+    return tail.endswith("?") or bool(_TROUBLE_RE.search(tail))
+
+
 def _finished(v: View) -> str:
     turn = v.state.turn
     if turn.submitted is not None:
         return "Nothing further: the work was handed in."
     if turn.ended and turn.report is not None:
+        if _raises_trouble(turn.report.text):
+            # A report that ends on a problem or a question is not a finish.
+            return (
+                f"The agent's last report ({v.cite(turn.report.seq)}) left this open: "
+                f"{quoted(turn.report.text[-400:], v.chars(300))} — settle it before going on (if it asked the person, wait for the answer)."
+            )
         return f"The work appears finished (the agent reported at {v.cite(turn.report.seq)}): wait for the person's next request."
     return "Continue the latest request from where the agent stopped (see Where Things Stand)."
