@@ -74,7 +74,7 @@ CASES = [
             'In progress: `proj-a.2` "Close the review"',
             "Commits on `proj-a`: 1a2b3c4 — all pushed",
             "Uncommitted since `1a2b3c4`: `lib/review_live.ex`.",
-            "Not checked since those edits: `mix test` last passed before them",
+            "Not run since those edits: `mix test` last passed before them",
             'The agent ended its turn at #20, reporting: "Let me add the button next."',
         ],
     ),

@@ -138,11 +138,12 @@ def _tree_sentence(v: View) -> list[str]:
     runs = _check_runs(v)
     stale = [c for c in runs if v.stale(c)]
     if dirty and stale:
-        said.append(
-            "Not checked since those edits: "
-            + listing([f"{code(c.command, 60)} last {'passed' if c.ok else 'failed'} before them" for c in stale])
-            + "."
+        passed = [code(c.command, 60) for c in stale if c.ok]
+        failed = [code(c.command, 60) for c in stale if not c.ok]
+        parts = ([f"{listing(passed)} last passed before them"] if passed else []) + (
+            [f"{listing(failed)} last failed before them"] if failed else []
         )
+        said.append("Not run since those edits: " + "; ".join(parts) + ".")
     elif dirty and runs:
         said.append(
             "Checked after those edits: "
