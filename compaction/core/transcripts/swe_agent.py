@@ -20,7 +20,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from compaction.core.transcripts.base import ImportedTranscript, TranscriptError, as_blocks, assemble, first_line
+from compaction.core.blocks import as_blocks
+from compaction.core.transcripts.base import ImportedTranscript, TranscriptError, assemble, first_line
 
 
 def _text(content: Any) -> str:
