@@ -95,7 +95,7 @@ CASES = [
         in_progress,
         [
             "The task: Close every open annotation in one action. Done when: The button closes every open annotation; LiveView tests cover N>0 and N=0",
-            'Done so far — `lib/review_live.ex`: 2 new lines, adding `def handle_event("close", _p, socket) do`',
+            'Done so far — `lib/review_live.ex`: adds `def handle_event("close", _p, socket)` (2 new lines)',
         ],
     ),
     (
