@@ -25,6 +25,7 @@ from compaction.core.text_heuristics import (
 )
 from compaction.core.tokens import count_text
 from compaction.core.work import WorkState
+from compaction.core.work.vocabulary import is_probe
 
 # "focus": what the compaction's focus instructions asked to keep ("the commit hashes pushed").
 CATEGORIES = ("instructions", "files", "commands", "errors", "decisions", "focus")
@@ -83,6 +84,14 @@ def _add_previous(ledger: Ledger, previous_summary: str) -> None:
             ledger.add("errors", match.group(1))
 
 
+def _of_the_work(error: Any, state: WorkState) -> bool:
+    """An error the handoff must carry: a command's or a check's. A file or helper tool, or a
+    look around (grep, ls), that failed and was passed over is not, unless it just happened."""
+    source = error.source.strip("`")
+    passing = not error.key.startswith(("cmd:", "check:")) or (error.key.startswith("cmd:") and is_probe(source))
+    return not passing or error.seq >= state.through - 2
+
+
 def build_ledger(
     state: WorkState,
     *,
@@ -121,7 +130,7 @@ def build_ledger(
     for error in state.errors:
         if error.seq > last:
             continue
-        if error.status == "open":  # never resolved, even if the work went on past it
+        if error.status == "open" and _of_the_work(error, state):  # never resolved, even if the work went on
             ledger.add("errors", error.line)
         elif error.line not in ledger.resolved_errors:
             ledger.resolved_errors.append(error.line)

@@ -46,3 +46,9 @@ def common_root(paths: list[str], share: float = 0.6) -> str:
 def relative(path: str, root: str) -> str:
     """`path` relative to `root` when it is inside it, else as it is."""
     return path[len(root) + 1 :] if root and path.startswith(root + "/") else path
+
+
+def outside_repository(path: str) -> bool:
+    """A file no commit of the project can hold: the agent's own files under the home directory
+    (~/.pi/agent/themes, ~/.claude/plans) and scratch files. Changing one leaves nothing to commit."""
+    return path.startswith("~") or bool(AGENT_HOME_RE.match(path)) or path.startswith(("/tmp/", "/var/tmp/"))

@@ -60,8 +60,12 @@ def compaction_request(
     instructions: str = "",
     overrides: dict[str, Any] | None = None,
     force: bool = False,
+    meter: dict[str, int] | None = None,
 ) -> Compaction:
     """Queue a compaction, or return the one already in flight for this session.
+
+    `meter`: the figure that decided an automatic compaction, recorded on the queued event (the
+    job's tokens_before is the meter when the worker takes its snapshot, later).
 
     The returned row carries `created` (True when this call queued it). The database allows
     one QUEUED/RUNNING compaction per session; two racing requests both see none, one insert
@@ -96,7 +100,7 @@ def compaction_request(
                     EventKind.COMPACTION_QUEUED,
                     f"Compaction queued ({job.get_reason_display().lower()})",
                     compaction=job,
-                    data={"reason": reason, "strategy": strategy},
+                    data={"reason": reason, "strategy": strategy, **(meter or {})},
                 )
                 transaction.on_commit(partial(enqueue, job.pk))
         except IntegrityError:
@@ -167,7 +171,9 @@ def compaction_maybe_auto(*, session: Session, usage: ss.Usage | None = None) ->
             )
         logger.info("Auto-compaction of session %s held back by the loop guard", session.pk)
         return None
-    return compaction_request(session=session, reason=Reason.THRESHOLD)
+    return compaction_request(
+        session=session, reason=Reason.THRESHOLD, meter={"tokens": tokens, "trigger_tokens": trigger}
+    )
 
 
 def _fail_claimed(job_id, *, attempt: int, error: str, started: float) -> None:

@@ -27,7 +27,11 @@ def compacted(user):
         system_prompt="You are Claude Code, working in the spotter repository.",
     )
     job = engine.compaction_request(
-        session=session, reason="manual", strategy="extractive", overrides={"keep_recent_tokens": 30_000}
+        session=session,
+        reason="manual",
+        strategy="extractive",
+        # A summary alone (its kept part not trimmed), so that the prune below has old output to trim.
+        overrides={"keep_recent_tokens": 30_000, "prune_tool_outputs": False},
     )
     engine.compaction_run(compaction_id=job.pk)
     # The agent goes on after the compaction (no usage reports: the recorded ones describe Claude

@@ -159,7 +159,9 @@ def test_whole_replay_compacts_no_more_often_than_claude_code_and_lands_at_half_
         for m in transcript.messages[cc_index:]
         if m["role"] == "assistant" and context_tokens(m.get("usage"))
     )
-    assert cc_after < jobs[0].tokens_after  # it keeps nothing verbatim; we keep the recent tail
+    # Claude Code keeps nothing verbatim; we keep the task in progress verbatim beside a summary
+    # and land near its figure (within a quarter) all the same.
+    assert abs(jobs[0].tokens_after - cc_after) < cc_after // 4, (jobs[0].tokens_after, cc_after)
     session.refresh_from_db()
     assert session_services.session_usage(session).tokens < REPLAY_TRIGGER
 

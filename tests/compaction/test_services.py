@@ -222,6 +222,9 @@ def test_auto_compaction_fires_past_the_trigger(user, django_capture_on_commit_c
     assert job.reason == "threshold"
     assert job.status == Status.SUCCEEDED, job.error or job.detail
     assert job.tokens_before > trigger >= job.tokens_after
+    # The figure that decided it is on the queued event: the meter right after that append.
+    queued = Event.objects.get(compaction=job, kind=EventKind.COMPACTION_QUEUED)
+    assert queued.data["trigger_tokens"] == trigger < queued.data["tokens"] <= job.tokens_before
 
 
 def test_loop_guard_holds_auto_compaction_until_new_messages(user):

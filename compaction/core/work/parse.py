@@ -303,14 +303,15 @@ def edit_change(name: str, args: Any) -> Change:
         # What a reader wants of an edit that adds code: the definitions, as written.
         more = f" and {len(defined) - 1} more definitions" if len(defined) > 1 else ""
         count = f"{len(added)} new line{'s' if len(added) > 1 else ''}"
-        return Change(f"{count}, adding `{one_line(defined[0].rstrip(':{ '), 100).replace('`', chr(39))}`{more}", names)
+        head = re.sub(r"\s+do$", "", defined[0].rstrip(":{ "))
+        return Change(f"adds `{one_line(head, 100).replace('`', chr(39))}`{more} ({count})", names)
     if len(" ".join(added)) <= 90:
         return Change("adds `" + one_line(" ".join(added), 90).replace("`", "'") + "`", names)
     count = f"{len(added)} new line{'s' if len(added) > 1 else ''}"
     # The code itself says what an edit built: its first lines with substance.
     shown = [line for line in added if len(line) >= 12 and not _COMMENT_ONLY_RE.match(line)][:2]
     excerpt = " … ".join(f"`{one_line(line, 90).replace('`', chr(39))}`" for line in shown)
-    return Change(f"{count}, starting {excerpt}" if excerpt else count, names)
+    return Change(f"adds lines starting {excerpt} ({count})" if excerpt else f"adds {count}", names)
 
 
 # --- commits, todos, plans ---------------------------------------------------------------

@@ -133,7 +133,7 @@ def test_an_edit_keeps_the_agents_stated_purpose_naming_the_file_and_the_definit
     )
     rec = state.files["/p/app.js"]
     assert [q.text for q in rec.purposes] == ["Now add the `highlight` helper to app.js."]
-    assert rec.change.startswith("3 new lines, adding `function highlight(el)`")
+    assert rec.change.startswith("adds `function highlight(el)`") and rec.change.endswith("(3 new lines)")
 
 
 def test_vague_words_before_an_edit_are_no_purpose() -> None:
@@ -481,3 +481,17 @@ def test_a_commit_keeps_what_its_message_body_says_it_did_and_a_close_its_reason
     assert commit.body == "Add render/2 with a cwd option. Thinking blocks rendered; Tool threading via thread_key"
     assert state.tasks.tasks["proj-a.1"].reason == "Threads and thinking rows; 49 tests pass"
     assert state.tasks.tasks["#7"].reason == "Fixed by 1a2b3c4"
+
+
+def test_the_agents_own_files_outside_the_repository_are_never_uncommitted_or_committed() -> None:
+    state = (
+        Story()
+        .edit("/p/src/theme.ts", "a", "b")
+        .tool("Write", {"file_path": "~/.pi/agent/themes/nord.json", "content": "{}"}, "Wrote the file")
+        .tool("Write", {"file_path": "/home/u/.claude/plans/plan.md", "content": "# Plan"}, "File created")
+        .run("git commit -am 'theme'", commit_output("1a2b3c4", "theme"))
+        .state()
+    )
+    assert state.files["/p/src/theme.ts"].commits == ["1a2b3c4"]
+    for path in ("~/.pi/agent/themes/nord.json", "/home/u/.claude/plans/plan.md"):
+        assert not state.files[path].dirty and state.files[path].commits == [], path

@@ -74,7 +74,7 @@ CASES = [
             'In progress: `proj-a.2` "Close the review"',
             "Commits on `proj-a`: 1a2b3c4 — all pushed",
             "Uncommitted since `1a2b3c4`: `lib/review_live.ex`.",
-            "Not checked since those edits: `mix test` last passed before them",
+            "Not run since those edits: `mix test` last passed before them",
             'The agent ended its turn at #20, reporting: "Let me add the button next."',
         ],
     ),
@@ -95,7 +95,7 @@ CASES = [
         in_progress,
         [
             "The task: Close every open annotation in one action. Done when: The button closes every open annotation; LiveView tests cover N>0 and N=0",
-            'Done so far — `lib/review_live.ex`: 2 new lines, adding `def handle_event("close", _p, socket) do`',
+            'Done so far — `lib/review_live.ex`: adds `def handle_event("close", _p, socket)` (2 new lines)',
         ],
     ),
     (
@@ -190,6 +190,22 @@ def test_work_that_is_finished_says_so_and_waits() -> None:
     )
     steps = lines(next_section, story)
     assert steps == "1. The work appears finished (the agent reported at #4): wait for the person's next request."
+
+
+@pytest.mark.parametrize(
+    ("report", "open_"),
+    [
+        ("Oh wait, these errors look like API mismatches. The TUI changes were never committed. Did we revert", True),
+        ("Should I push it now?", True),
+        ("Done: the build passes with no errors.", False),
+        ("Fixed the errors; 49 tests, 0 failures.", False),
+    ],
+)
+def test_a_last_report_that_leaves_trouble_open_is_no_finish(report: str, open_: bool) -> None:
+    story = Story().person("add a docstring").edit("/p/a.py", "", '"""Doc."""\n').says(report)
+    steps = lines(next_section, story)
+    assert ("left this open" in steps and report[:30] in steps) is open_, steps
+    assert ("appears finished" in steps) is not open_
 
 
 def test_an_epic_comes_after_its_open_children_and_the_backlog_never() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.standing import (
+    clipped,
     code,
     listing,
     next_steps,
@@ -23,6 +24,7 @@ from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, 
 from compaction.core.text_heuristics import instruction_quote
 from compaction.core.work.parse import one_line
 from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person, Task, WorkState
+from compaction.core.work.vocabulary import is_probe
 
 Lines = list[str]
 
@@ -160,7 +162,7 @@ def in_progress(v: View) -> Lines:
         line = f"{v.task_name(task)}, in progress"
         intro, done = task_spec(task.note)
         if intro and v.level <= TERSE:
-            line += f". The task: {one_line(intro, v.chars(400)).rstrip('.')}"
+            line += f". The task: {clipped(intro, v.chars(400)).rstrip('.')}"
         if done and v.level <= MINIMAL:
             line += ". Done when: " + "; ".join(done)
         rules = task_rules(task.note) if v.level <= COMPACT else []
@@ -323,9 +325,11 @@ def _error_runs(v: View) -> list[list[ErrorRecord]]:
 
 
 def _incidental(v: View, group: list[ErrorRecord]) -> bool:
-    """A file or helper tool that failed once and was retried or passed over (a read too large,
-    a search with no match): no error of the work."""
-    return not group[0].key.startswith(("cmd:", "check:")) and not (group[-1].status == "open" and v.live(group[-1]))
+    """A file or helper tool, or a look around (grep, ls, cat), that failed and was retried or
+    passed over (a read too large, a search with no match): no error of the work."""
+    looked = group[0].key.startswith("cmd:") and is_probe(group[0].source.strip("`"))
+    tool = not group[0].key.startswith(("cmd:", "check:"))
+    return (tool or looked) and not (group[-1].status == "open" and v.live(group[-1]))
 
 
 def errors(v: View) -> Lines:
@@ -338,7 +342,7 @@ def errors(v: View) -> Lines:
         if rest:
             fixed = sum(1 for g in rest if g[-1].status == "resolved")
             out.append(
-                f"{len(rest)} other failures ({fixed} fixed): "
+                f"{len(rest)} other failure{'s' if len(rest) != 1 else ''} ({fixed} fixed): "
                 + listing([_error_source(v, g[0]) + f" ({v.cite(g[0].seq)})" for g in rest], 6)
             )
         return _bullets(out)

@@ -29,8 +29,23 @@ def code(text: str, limit: int = 100) -> str:
     return f"`` {flat} ``" if "`" in flat else f"`{flat}`"
 
 
+_SENTENCE_END_RE = re.compile(r"[.!?;](?=\s)")
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text` on one line within `limit` characters: cut after its last whole sentence when
+    that keeps at least half of it (a sentence cut mid-way reads as a different claim), else
+    at a word."""
+    flat = " ".join(str(text).split())
+    if len(flat) > limit:
+        ends = [m.end() for m in _SENTENCE_END_RE.finditer(flat[: limit - 1])]
+        if ends and ends[-1] >= limit // 2:
+            flat = flat[: ends[-1]] + " …"
+    return one_line(flat, limit)
+
+
 def quoted(text: str, limit: int) -> str:
-    return '"' + one_line(text, limit).replace('"', "'") + '"'
+    return '"' + clipped(text, limit).replace('"', "'") + '"'
 
 
 def listing(items: list[str], limit: int = MAX_LISTED) -> str:
@@ -123,11 +138,12 @@ def _tree_sentence(v: View) -> list[str]:
     runs = _check_runs(v)
     stale = [c for c in runs if v.stale(c)]
     if dirty and stale:
-        said.append(
-            "Not checked since those edits: "
-            + listing([f"{code(c.command, 60)} last {'passed' if c.ok else 'failed'} before them" for c in stale])
-            + "."
+        passed = [code(c.command, 60) for c in stale if c.ok]
+        failed = [code(c.command, 60) for c in stale if not c.ok]
+        parts = ([f"{listing(passed)} last passed before them"] if passed else []) + (
+            [f"{listing(failed)} last failed before them"] if failed else []
         )
+        said.append("Not run since those edits: " + "; ".join(parts) + ".")
     elif dirty and runs:
         said.append(
             "Checked after those edits: "
@@ -380,7 +396,7 @@ def next_steps(v: View) -> list[str]:
         ]
         after = f" (after {listing([code(b) for b in blocked], 3)})" if blocked else ""
         intro, _done = task_spec(task.note)
-        about = f": {one_line(intro, v.chars(220))}" if intro else ""
+        about = f": {clipped(intro, v.chars(300))}" if intro else ""
         out.append(f"Then {v.task_name(task, limit=80)}{after}{about}")
     if v.state.people.handover and turn.submitted is None:
         out.append(
@@ -391,10 +407,29 @@ def next_steps(v: View) -> list[str]:
     return out[:MAX_NEXT]
 
 
+# A final report that is about trouble: errors, a failure, something missing, a question.
+_TROUBLE_RE = re.compile(
+    r"(?i)(?<!\bno )(?<!\b0 )(?<!\bzero )(?<!\bwithout )(?<!\bfixed )(?<!\bfixed the )"
+    r"\b(?:errors?|fail(?:s|ed|ing|ure|ures)?|broken|mismatch(?:es)?|not working|doesn'?t work|"
+    r"never (?:committed|pushed)|reverted?)\b"
+)
+
+
+def _raises_trouble(text: str) -> bool:
+    tail = text.strip()[-300:]
+    return tail.endswith("?") or bool(_TROUBLE_RE.search(tail))
+
+
 def _finished(v: View) -> str:
     turn = v.state.turn
     if turn.submitted is not None:
         return "Nothing further: the work was handed in."
     if turn.ended and turn.report is not None:
+        if _raises_trouble(turn.report.text):
+            # A report that ends on a problem or a question is not a finish.
+            return (
+                f"The agent's last report ({v.cite(turn.report.seq)}) left this open: "
+                f"{quoted(turn.report.text[-400:], v.chars(300))} — settle it before going on (if it asked the person, wait for the answer)."
+            )
         return f"The work appears finished (the agent reported at {v.cite(turn.report.seq)}): wait for the person's next request."
     return "Continue the latest request from where the agent stopped (see Where Things Stand)."

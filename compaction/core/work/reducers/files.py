@@ -6,6 +6,7 @@ import os
 import re
 
 from compaction.core.fileops import call_file_ops
+from compaction.core.paths import outside_repository
 from compaction.core.text_heuristics import sentences
 from compaction.core.types import FileOps
 from compaction.core.work.events import Call
@@ -77,7 +78,7 @@ def _changed(state: WorkState, path: str, seq: int, change: str) -> FileRecord:
     rec.edits += 1
     rec.last = seq
     rec.state = "edited"
-    rec.dirty = True
+    rec.dirty = not outside_repository(path)
     rec.change = change
     if change:
         rec.changes = [*rec.changes, Quote(seq, change)][-MAX_CHANGES:]
@@ -109,7 +110,7 @@ def _deleted(state: WorkState, path: str, seq: int) -> None:
     rec = record(state, path, seq)
     rec.state, rec.last = "deleted", seq
     # A file written in this history and removed again leaves nothing behind to commit.
-    rec.dirty = not rec.created
+    rec.dirty = not rec.created and not outside_repository(path)
 
 
 def _matches(path: str, word: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 
+from compaction.core.paths import outside_repository
 from compaction.core.text_heuristics import commits_in_output, pushes_in_output
 from compaction.core.work.events import Call
 from compaction.core.work.parse import commit_body, git_tree, one_line
@@ -88,7 +89,7 @@ def _commit(state: WorkState, command: str, found: tuple[str, str, str], seq: in
     git = state.git
     everything = added is True or "*" in git.staged
     staged = [*git.staged, *(added if isinstance(added, list) else [])]
-    dirty = [p for p, rec in state.files.items() if rec.dirty]
+    dirty = [p for p, rec in state.files.items() if rec.dirty and not outside_repository(p)]
     taken = dirty if everything or not staged else [p for p in dirty if _under(p, staged)]
     for path in taken:
         state.files[path].dirty = False
