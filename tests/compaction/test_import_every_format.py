@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from compaction.core.text_heuristics import QUEUED_TEMPLATE
+from compaction.core.provenance import QUEUED_TEMPLATE
 from compaction.models import Compaction
 from sessions.models import Message, Session, ToolCall
 from tests import services

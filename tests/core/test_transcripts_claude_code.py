@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from compaction.core.cutpoint import plan_cut
-from compaction.core.text_heuristics import QUEUED_TEMPLATE
+from compaction.core.provenance import QUEUED_TEMPLATE
 from compaction.core.transcripts import ImportedTranscript, TranscriptError, parse_claude_code, read_claude_code
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.types import Msg

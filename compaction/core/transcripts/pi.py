@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from compaction.core.provenance import HARNESS
 from compaction.core.transcripts.base import (
     ImportedTranscript,
     as_blocks,
@@ -148,9 +149,16 @@ def read_pi(path: str | Path, *, strict: bool = False) -> ImportedTranscript:
                 }
             )
         elif role == "bashExecution":
-            # pi shows the model a user-run command (`!cmd`) as a user message like this.
+            # pi shows the model a user-run command (`!cmd`) as a user message like this: the
+            # person ran it, the words are the command's output.
             output = str(message.get("output", "")).rstrip()
-            raw.append({"role": "user", "content": f"Ran `{message.get('command', '')}`\n```\n{output}\n```"})
+            raw.append(
+                {
+                    "role": "user",
+                    "content": f"Ran `{message.get('command', '')}`\n```\n{output}\n```",
+                    "provenance": HARNESS,
+                }
+            )
         else:
             stats[f"skipped_role_{role}"] += 1
             continue
