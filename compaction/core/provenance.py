@@ -39,6 +39,7 @@ PROVENANCES = (PERSON, HARNESS)  # the values a message or block may state; "" m
 TYPED = ""
 QUEUED = "queued"  # typed while the agent worked, delivered inside a harness reminder
 COMMAND = "command"  # a slash command (or `!` shell input) the person invoked
+TASK = "task"  # the task a harness's template wraps (SWE-agent's issue statement)
 # Kinds of harness text ("" when only the provenance is known).
 SKILL = "skill"  # a skill body or a prompt command's expansion
 COMMAND_CAVEAT = "command_caveat"
@@ -51,7 +52,7 @@ COMPACT_SUMMARY = "compact_summary"  # a summary the agent's own compaction hand
 COMPACT_PROMPT = "compact_prompt"  # the agent's own compaction asking for that summary
 TASK_TEMPLATE = "task_template"  # SWE-agent / OpenHands instructions around the task
 DEMONSTRATION = "demonstration"  # a worked example of another task shown before this one
-PERSON_KINDS = (TYPED, QUEUED, COMMAND)
+PERSON_KINDS = (TYPED, QUEUED, COMMAND, TASK)
 HARNESS_KINDS = (
     "",
     SKILL,
@@ -131,7 +132,7 @@ _INTERRUPT_RE = re.compile(r"^[ \t]*\[Request interrupted by user[^\]\n]*\][^\n]
 # A worked example the harness puts before the task (SWE-agent's demonstration template: a
 # short preamble, then the example run between `--- DEMONSTRATION ---` and
 # `--- END OF DEMONSTRATION ---`). Its issue, paths and rules belong to another task.
-_DEMONSTRATION_RE = re.compile(
+DEMONSTRATION_RE = re.compile(
     r"(?:^[^\n]*\bdemonstration\b[^\n]*\n(?:[^\n]*\n){0,4}?)?"
     r"^-{2,} ?(DEMONSTRATION|EXAMPLE) ?-{2,}[ \t]*$.*?^-{2,} ?END OF \1 ?-{2,}[ \t]*$\n?",
     re.DOTALL | re.MULTILINE | re.IGNORECASE,
@@ -203,7 +204,7 @@ def _whole_text_kind(text: str) -> str | None:
 
 def _demonstrations(text: str) -> Iterator[_Span]:
     if "-- " in text or "--\n" in text:
-        for match in _DEMONSTRATION_RE.finditer(text):
+        for match in DEMONSTRATION_RE.finditer(text):
             yield match.start(), match.end(), HARNESS, DEMONSTRATION
 
 
@@ -281,7 +282,8 @@ def _spans(text: str) -> list[_Span]:
                 position = start + e
             next_gaps.append((position, end))
         gaps = [(s, e) for s, e in next_gaps if e > s]
-    spans.extend((s, e, PERSON, TYPED) for s, e in gaps)
+    templated = any(kind == TASK_TEMPLATE for _s, _e, _p, kind in spans)
+    spans.extend((s, e, PERSON, TASK if templated else TYPED) for s, e in gaps)
     return sorted(spans)
 
 
@@ -386,7 +388,7 @@ def _text_block_parts(content: Content, provenance: str) -> list[tuple[int, list
 
 
 def text_block_parts(content: Content, provenance: str = UNKNOWN) -> list[tuple[int, list[Part]]]:
-    """(block index, its parts) of each text block of a user message, as `message_parts` reads
+    """(block index, its parts) of each text block of a user message, as `content_parts` reads
     them (a string is one text block)."""
     return _text_block_parts(content, provenance)
 
@@ -401,7 +403,7 @@ def stated_harness(text: str, parts: list[Part]) -> bool:
     )
 
 
-def message_parts(content: Content, provenance: str = UNKNOWN, *, role: str = "user") -> list[Part]:
+def content_parts(content: Content, provenance: str = UNKNOWN, *, role: str = "user") -> list[Part]:
     """The parts of one user message in order: its text blocks' (by the provenance stated on the
     block, else on the message, else by shape), and the messages the person queued that arrive
     inside its tool results. Assistant messages have none."""
@@ -419,16 +421,16 @@ def message_parts(content: Content, provenance: str = UNKNOWN, *, role: str = "u
     return parts
 
 
-def msg_parts(msg: Msg) -> list[Part]:
-    """`message_parts` of a core message."""
-    return message_parts(msg.content, msg.provenance, role=msg.role)
+def message_parts(msg: Msg) -> list[Part]:
+    """The parts of a core message (`content_parts` of its content and provenance)."""
+    return content_parts(msg.content, msg.provenance, role=msg.role)
 
 
 def user_words(msg: Msg) -> list[tuple[str, str]]:
     """What the person said in one message, as (words, kind) in order: kind "" typed, "queued"
     (typed while the agent worked), "command" (a slash command and its arguments). Only these
     are ever quoted as the user."""
-    return [(w, p.kind) for p in msg_parts(msg) if p.provenance == PERSON for w in _queued_split(p) if w]
+    return [(w, p.kind) for p in message_parts(msg) if p.provenance == PERSON for w in _queued_split(p) if w]
 
 
 def _queued_split(part: Part) -> list[str]:

@@ -20,6 +20,7 @@ from compaction.core.provenance import (
     COMPACT_PROMPT,
     COMPACT_SUMMARY,
     DEMONSTRATION,
+    DEMONSTRATION_RE,
     HOOK,
     INTERRUPT,
     NOTIFICATION,
@@ -119,6 +120,13 @@ def _directs(text: str) -> bool:
         _DIRECTIVE_RE.search(sentence) and not sentence.rstrip().endswith("?") and not _OBSERVATION_RE.match(sentence)
         for sentence in sentences(text)
     )
+
+
+def without_demonstrations(text: str) -> str:
+    """A user message without the worked examples shown to the model before the task."""
+    if "-- " not in text and "--\n" not in text:
+        return text
+    return DEMONSTRATION_RE.sub("", text).strip() if DEMONSTRATION_RE.search(text) else text
 
 
 def lower_first(text: str) -> str:

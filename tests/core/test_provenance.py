@@ -176,17 +176,17 @@ MIXED = [
     # SWE-agent's template around the issue: the issue is the person's task.
     (
         SWE_HEAD + SWE_ISSUE + SWE_TAIL,
-        [(HARNESS, "task_template", SWE_HEAD), (PERSON, "", SWE_ISSUE), (HARNESS, "task_template", SWE_TAIL)],
+        [(HARNESS, "task_template", SWE_HEAD), (PERSON, "task", SWE_ISSUE), (HARNESS, "task_template", SWE_TAIL)],
     ),
     (
         CTF_HEAD + CTF_TASK + SWE_TAIL,
-        [(HARNESS, "task_template", CTF_HEAD), (PERSON, "", CTF_TASK), (HARNESS, "task_template", SWE_TAIL)],
+        [(HARNESS, "task_template", CTF_HEAD), (PERSON, "task", CTF_TASK), (HARNESS, "task_template", SWE_TAIL)],
     ),
     (
         OPENHANDS_HEAD + OPENHANDS_TASK + OPENHANDS_TAIL,
         [
             (HARNESS, "task_template", OPENHANDS_HEAD),
-            (PERSON, "", OPENHANDS_TASK),
+            (PERSON, "task", OPENHANDS_TASK),
             (HARNESS, "task_template", OPENHANDS_TAIL),
         ],
     ),
@@ -196,7 +196,7 @@ MIXED = [
         [
             (HARNESS, "demonstration", DEMONSTRATION),
             (HARNESS, "task_template", SWE_HEAD),
-            (PERSON, "", SWE_ISSUE),
+            (PERSON, "task", SWE_ISSUE),
             (HARNESS, "task_template", SWE_TAIL),
         ],
     ),
@@ -237,7 +237,7 @@ def test_blank_text_has_no_parts() -> None:
 
 
 def _parts(content, provenance: str = UNKNOWN) -> list[tuple[str, str]]:
-    return [(part.provenance, part.kind) for part in p.message_parts(content, provenance)]
+    return [(part.provenance, part.kind) for part in p.content_parts(content, provenance)]
 
 
 def test_the_text_right_after_a_slash_command_is_its_expansion() -> None:
@@ -291,7 +291,7 @@ def test_queued_messages_inside_tool_results_are_the_persons() -> None:
     msg = Msg(3, "user", content, 10)
     assert p.user_words(msg) == [("check again", "queued")]
     assert user_messages(msg) == [("check again", True)]
-    assert p.message_parts(content, role="assistant") == []
+    assert p.content_parts(content, role="assistant") == []
 
 
 def test_user_words_are_the_persons_only_in_order() -> None:
@@ -352,7 +352,7 @@ def test_annotate_marks_the_message_and_the_blocks_that_differ(content, stated, 
     assert said == message
     assert marked == (content if expected is None else expected)
     # Reading the marked content gives the same parts as reading it as stated.
-    assert p.message_parts(marked, said) == p.message_parts(content, stated)
+    assert p.content_parts(marked, said) == p.content_parts(content, stated)
 
 
 def test_stated_blocks_survive_joining_two_messages() -> None:
@@ -422,7 +422,7 @@ CC_FILES = sorted(CC.rglob("*.jsonl"))
 def test_claude_codes_meta_lines_are_harness_and_typed_lines_the_persons(path: Path) -> None:
     transcript = read_claude_code(path)
     msgs = [Msg(i, m["role"], m["content"], 0, provenance=m["provenance"]) for i, m in enumerate(transcript.messages)]
-    parts = [part for msg in msgs for part in p.msg_parts(msg)]
+    parts = [part for msg in msgs for part in p.message_parts(msg)]
     said = [words for msg in msgs for words, _kind in p.user_words(msg)]
     for line in _user_lines(path):
         for text in _texts(line):
@@ -439,7 +439,7 @@ def test_claude_codes_harness_notes_in_the_real_files_have_their_kinds() -> None
     for path in CC_FILES:
         transcript = read_claude_code(path)
         for m in transcript.messages:
-            kinds.update(part.kind for part in p.message_parts(m["content"], m["provenance"], role=m["role"]))
+            kinds.update(part.kind for part in p.content_parts(m["content"], m["provenance"], role=m["role"]))
     assert {"hook", "command_caveat", "command_output", "command", "skill", "interrupt", "notification"} <= kinds
     assert {"queued", "compact_prompt"} <= kinds
 
@@ -453,6 +453,7 @@ def test_swe_agents_task_is_the_issue_and_the_rest_the_harness(path: Path) -> No
     msgs = [Msg(i, m["role"], m["content"], 0, provenance=m["provenance"]) for i, m in enumerate(transcript.messages)]
     said = [words for msg in msgs for words, _kind in p.user_words(msg)]
     assert len(said) == 1
+    assert [kind for msg in msgs for _words, kind in p.user_words(msg)] == ["task"]
     statement = text.split("ISSUE:\n", 1)[-1].split("INSTRUCTIONS:")[0]
     if "The description is:\n" in statement:
         statement = statement.split("The description is:\n", 1)[1]
