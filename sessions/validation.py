@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ROLES = ("user", "assistant")
-MESSAGE_KEYS = ("role", "content", "usage")
+MESSAGE_KEYS = ("role", "content", "usage", "provenance")
+# Whose words a message (or a top-level text block) carries: compaction.core.provenance.
+PROVENANCES = ("person", "harness")
+PROVENANCE_PROBLEM = "must be 'person' (typed by the user) or 'harness' (injected by the agent harness), or ''"
 BLOCK_TYPES = ("text", "thinking", "redacted_thinking", "tool_use", "tool_result", "image", "document")
 # Blocks allowed inside a tool_result's content list (Anthropic accepts these there).
 TOOL_RESULT_INNER_TYPES = ("text", "image", "document")
@@ -27,7 +30,7 @@ _COMMON_KEYS = ("type", "cache_control")
 BLOCK_KEYS: dict[str, frozenset[str]] = {
     kind: frozenset(_COMMON_KEYS + extra)
     for kind, extra in {
-        "text": ("text", "citations"),
+        "text": ("text", "citations", "provenance"),
         "thinking": ("thinking", "signature"),
         "redacted_thinking": ("data",),
         "tool_use": ("id", "name", "input", "caller"),
@@ -128,17 +131,21 @@ def check_block(block: Any, path: str, role: str | None, errors: Errors, *, inne
         shown = repr(kind) if isinstance(kind, str) else _kind(kind)
         errors.add(_join(path, "type"), f"unknown block type {shown}; allowed: {', '.join(allowed)}")
         return
+    # Provenance is a message's text's: not a tool result's or a document's inner blocks'.
+    known = BLOCK_KEYS[kind] - {"provenance"} if inner else BLOCK_KEYS[kind]
     for key in block:
-        if key not in BLOCK_KEYS[kind]:
+        if key not in known:
             errors.add(
                 _join(path, safe_text(str(key))),
-                f"unknown field for a {kind} block; allowed: {', '.join(sorted(BLOCK_KEYS[kind]))}",
+                f"unknown field for a {kind} block; allowed: {', '.join(sorted(known))}",
             )
     owner = ROLE_ONLY.get(kind)
     if owner and role and role != owner:
         errors.add(_join(path, "type"), f"{kind} blocks are only allowed in {owner} messages, not in {role} messages")
     if kind == "text":
         _check_text(block.get("text"), _join(path, "text"), errors)
+        if "provenance" in block and not inner:
+            _check_provenance(block["provenance"], _join(path, "provenance"), errors)
     elif kind == "thinking":
         if not isinstance(block.get("thinking"), str):
             errors.add(_join(path, "thinking"), "required: a string")
@@ -216,6 +223,13 @@ def check_message(message: Any, path: str, errors: Errors) -> None:
     usage = message.get("usage")
     if usage is not None and not isinstance(usage, dict):
         errors.add(_join(path, "usage"), f"must be an object, got {_kind(usage)}")
+    if "provenance" in message:
+        _check_provenance(message["provenance"], _join(path, "provenance"), errors)
+
+
+def _check_provenance(value: Any, path: str, errors: Errors) -> None:
+    if value != "" and value not in PROVENANCES:
+        errors.add(path, PROVENANCE_PROBLEM)
 
 
 NUL_PROBLEM = "must not contain the NUL character (\\u0000)"
