@@ -168,7 +168,7 @@ def with_provenance(message: Any) -> Any:
     if not isinstance(content, str | list):
         return message
     provenance, marked = annotate(content)
-    return {**message, "content": marked, "provenance": provenance}
+    return {**message, "content": marked, "provenance": provenance} if provenance else message
 
 
 def merge_served(served: list[dict[str, Any]], client: list[dict[str, Any]]) -> list[dict[str, Any]]:
