@@ -302,7 +302,9 @@ def _joined(text: str, spans: list[_Span]) -> list[Part]:
     return [Part(text[s:e], provenance, kind) for s, e, provenance, kind in merged if text[s:e].strip()]
 
 
-@lru_cache(maxsize=8192)
+# Bounded low: texts reach tens of kB (skill bodies, handed-over summaries), and a web process
+# keeps this cache for its life.
+@lru_cache(maxsize=2048)
 def _split_cached(text: str) -> tuple[Part, ...]:
     return tuple(_joined(text, _spans(text)))
 
