@@ -168,7 +168,7 @@ class Part:
         if self.kind == COMMAND:
             return _command_words(self.text)
         if self.kind == QUEUED:
-            return "\n".join(q for q in (clean_text(m.group(1)) for m in QUEUED_RE.finditer(self.text)) if q)
+            return "\n".join(_queued_words(self.text))
         return self.text.strip()
 
 
@@ -319,8 +319,8 @@ def split_text(text: str) -> list[Part]:
 
 def classify_text(text: str) -> tuple[str, str]:
     """(provenance, kind) of one text by its shape: ("harness", kind) for text the harness
-    injected, ("person", kind) for the person's words (kind "" typed, "queued", "command"),
-    ("", "") when it mixes both (`split_text` parts them) or is blank."""
+    injected, ("person", kind) for the person's words (kind "" typed, "queued", "command",
+    "task"), ("", "") when it mixes both (`split_text` parts them) or is blank."""
     parts = split_text(text)
     if not parts or len({p.provenance for p in parts}) > 1:
         return UNKNOWN, ""
@@ -375,8 +375,9 @@ def _block_parts(block: dict[str, Any], provenance: str, after_command: bool) ->
     return parts
 
 
-def _text_block_parts(content: Content, provenance: str) -> list[tuple[int, list[Part]]]:
-    """(block index, its parts) of each text block, in order."""
+def text_block_parts(content: Content, provenance: str = UNKNOWN) -> list[tuple[int, list[Part]]]:
+    """(block index, its parts) of each text block of a user message, in order, as
+    `content_parts` reads them (a string is one text block)."""
     out: list[tuple[int, list[Part]]] = []
     after_command = False
     for index, block in enumerate(_blocks(content)):
@@ -387,12 +388,6 @@ def _text_block_parts(content: Content, provenance: str) -> list[tuple[int, list
         out.append((index, parts))
         after_command = bool(parts) and parts[-1].kind == COMMAND
     return out
-
-
-def text_block_parts(content: Content, provenance: str = UNKNOWN) -> list[tuple[int, list[Part]]]:
-    """(block index, its parts) of each text block of a user message, as `content_parts` reads
-    them (a string is one text block)."""
-    return _text_block_parts(content, provenance)
 
 
 def stated_harness(text: str, parts: list[Part]) -> bool:
@@ -411,7 +406,7 @@ def content_parts(content: Content, provenance: str = UNKNOWN, *, role: str = "u
     inside its tool results. Assistant messages have none."""
     if role != "user":
         return []
-    by_block = dict(_text_block_parts(content, provenance))
+    by_block = dict(text_block_parts(content, provenance))
     parts: list[Part] = []
     for index, block in enumerate(_blocks(content)):
         if index in by_block:
@@ -430,15 +425,19 @@ def message_parts(msg: Msg) -> list[Part]:
 
 def user_words(msg: Msg) -> list[tuple[str, str]]:
     """What the person said in one message, as (words, kind) in order: kind "" typed, "queued"
-    (typed while the agent worked), "command" (a slash command and its arguments). Only these
-    are ever quoted as the user."""
-    return [(w, p.kind) for p in message_parts(msg) if p.provenance == PERSON for w in _queued_split(p) if w]
+    (typed while the agent worked), "command" (a slash command and its arguments), "task" (the
+    task a harness's template wraps). Only these are ever quoted as the user."""
+    out: list[tuple[str, str]] = []
+    for part in message_parts(msg):
+        if part.provenance == PERSON:
+            said = _queued_words(part.text) if part.kind == QUEUED else [part.words]
+            out.extend((words, part.kind) for words in said if words)
+    return out
 
 
-def _queued_split(part: Part) -> list[str]:
-    if part.kind != QUEUED:
-        return [part.words]
-    return [clean_text(m.group(1)) for m in QUEUED_RE.finditer(part.text)]
+def _queued_words(text: str) -> list[str]:
+    """The person's words in each queued-message reminder of `text`."""
+    return [words for words in (clean_text(m.group(1)) for m in QUEUED_RE.finditer(text)) if words]
 
 
 # --- marking messages --------------------------------------------------------------------
@@ -453,7 +452,7 @@ def annotate(content: Content, provenance: str = UNKNOWN) -> tuple[str, Content]
     the other provenance carries its own `provenance` key. Nothing else changes: block texts
     stay as they are, a string stays a string unless one of its kind needs a key.
     """
-    indexed = _text_block_parts(content, provenance)
+    indexed = text_block_parts(content, provenance)
     blocks = _blocks(content)
     whole: dict[int, str] = {}  # block index → the provenance all of it is
     person = False
