@@ -11,7 +11,7 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run serve test venv dev-venv migrate lint bench clean
+.PHONY: run serve test venv dev-venv migrate lint lint-imports bench clean
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,9 +38,13 @@ serve: venv
 test: dev-venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-lint: dev-venv
+lint: dev-venv lint-imports
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# The layer contracts (pyproject.toml [tool.importlinter], docs/architecture.md).
+lint-imports: dev-venv
+	$(VENV)/bin/lint-imports
 
 bench: dev-venv
 	DEBUG=1 $(PY) bench/run_all.py

@@ -77,7 +77,7 @@ def replay(client, user, path: Path, messages: list[dict], mode: str, figures: F
     meter = None
     first = True
     for message in messages:
-        real = engine._reported_prompt_tokens(message.get("usage")) if message["role"] == "assistant" else None
+        real = engine.reported_prompt_tokens(message.get("usage")) if message["role"] == "assistant" else None
         response = client.post(
             base + "messages/", {"role": message["role"], "content": message["content"]}, format="json"
         )

@@ -167,100 +167,119 @@ class CompactionAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request, compaction):
             raise PermissionDenied
         can_change = self.has_change_permission(request, compaction)
-        here = reverse("admin:compaction_compaction_review", args=[compaction.pk])
-        review_form = ReviewForm(
-            initial={"review_status": compaction.review_status, "review_notes": compaction.review_notes}
-        )
-        edit_form = EditSummaryForm(initial={"summary": compaction.summary, "activate": True})
-        rerun_form = RerunForm(initial={"strategy": "auto", "instructions": compaction.instructions})
-
+        forms_shown = {
+            "review_form": ReviewForm(
+                initial={"review_status": compaction.review_status, "review_notes": compaction.review_notes}
+            ),
+            "edit_form": EditSummaryForm(initial={"summary": compaction.summary, "activate": True}),
+            "rerun_form": RerunForm(initial={"strategy": "auto", "instructions": compaction.instructions}),
+        }
         if request.method == "POST":
             if not can_change:
                 raise PermissionDenied
-            action = request.POST.get("action")
-            try:
-                if action == "review":
-                    review_form = ReviewForm(request.POST)
-                    if review_form.is_valid():
-                        review.review_set(
-                            compaction=compaction,
-                            status=review_form.cleaned_data["review_status"],
-                            reviewer=request.user,
-                            notes=review_form.cleaned_data["review_notes"],
-                        )
-                        self.message_user(request, f"Review saved: {compaction.get_review_status_display()}.")
-                        return HttpResponseRedirect(here)
-                elif action == "edit":
-                    edit_form = EditSummaryForm(request.POST)
-                    if edit_form.is_valid():
-                        draft = review.summary_edit(
-                            compaction=compaction,
-                            summary=edit_form.cleaned_data["summary"],
-                            editor=request.user,
-                            note=edit_form.cleaned_data["note"],
-                            activate=edit_form.cleaned_data["activate"],
-                        )
-                        self.message_user(
-                            request,
-                            "Edit saved as a draft version."
-                            if draft
-                            else "Edited summary is now served; the previous text is kept as a version.",
-                        )
-                        return HttpResponseRedirect(here)
-                elif action == "activate_version":
-                    version = get_object_or_404(SummaryVersion, pk=request.POST.get("version"), compaction=compaction)
-                    review.summary_version_activate(version=version, user=request.user)
-                    self.message_user(request, "That version is now the served summary.")
-                    return HttpResponseRedirect(here)
-                elif action == "undo":
-                    review.compaction_undo(compaction=compaction, user=request.user)
-                    self.message_user(request, "Undone: the session is served what it was before this compaction.")
-                    return HttpResponseRedirect(here)
-                elif action == "rerun":
-                    rerun_form = RerunForm(request.POST)
-                    if rerun_form.is_valid():
-                        job = review.compaction_rerun(
-                            compaction=compaction,
-                            user=request.user,
-                            strategy=rerun_form.cleaned_data["strategy"],
-                            instructions=rerun_form.cleaned_data["instructions"],
-                            prompt=rerun_form.cleaned_data["prompt"],
-                        )
-                        self.message_user(request, f"New compaction queued ({job.strategy_requested}).")
-                        return HttpResponseRedirect(reverse("admin:compaction_compaction_review", args=[job.pk]))
-                else:
-                    self.message_user(request, f"Unknown action {action!r}.", messages.ERROR)
-            except review.ReviewError as exc:
-                self.message_user(request, f"{exc.field}: {exc}", messages.ERROR)
+            done = self._review_post(request, compaction, forms_shown)
+            if done is not None:
+                return done
+        context = self._review_context(request, compaction, forms_shown, can_change=can_change)
+        return TemplateResponse(request, "admin/compaction/compaction/review.html", context)
 
-        source, source_total = [], 0
-        if compaction.first_summarized_seq is not None:
-            qs = Message.objects.filter(
-                session_id=compaction.session_id,
-                seq__gte=compaction.first_summarized_seq,
-                seq__lte=compaction.last_summarized_seq,
-            ).order_by("seq")
-            source_total = compaction.last_summarized_seq - compaction.first_summarized_seq + 1
-            source = [{"m": m, "blocks": message_blocks(m.content)} for m in qs[:REVIEW_SOURCE_LIMIT]]
+    def _review_post(self, request: HttpRequest, compaction: Compaction, forms_shown: dict) -> HttpResponse | None:
+        """Carry out the posted action: a redirect when done, None to show the page again (with
+        the posted form and its errors in `forms_shown`)."""
+        action = request.POST.get("action")
+        handler = {
+            "review": self._post_review,
+            "edit": self._post_edit,
+            "activate_version": self._post_activate_version,
+            "undo": self._post_undo,
+            "rerun": self._post_rerun,
+        }.get(action)
+        if handler is None:
+            self.message_user(request, f"Unknown action {action!r}.", messages.ERROR)
+            return None
+        try:
+            return handler(request, compaction, forms_shown)
+        except review.ReviewError as exc:
+            self.message_user(request, f"{exc.field}: {exc}", messages.ERROR)
+            return None
+
+    def _post_review(self, request: HttpRequest, compaction: Compaction, forms_shown: dict) -> HttpResponse | None:
+        form = forms_shown["review_form"] = ReviewForm(request.POST)
+        if not form.is_valid():
+            return None
+        review.review_set(
+            compaction=compaction,
+            status=form.cleaned_data["review_status"],
+            reviewer=request.user,
+            notes=form.cleaned_data["review_notes"],
+        )
+        self.message_user(request, f"Review saved: {compaction.get_review_status_display()}.")
+        return HttpResponseRedirect(_review_url(compaction.pk))
+
+    def _post_edit(self, request: HttpRequest, compaction: Compaction, forms_shown: dict) -> HttpResponse | None:
+        form = forms_shown["edit_form"] = EditSummaryForm(request.POST)
+        if not form.is_valid():
+            return None
+        draft = review.summary_edit(
+            compaction=compaction,
+            summary=form.cleaned_data["summary"],
+            editor=request.user,
+            note=form.cleaned_data["note"],
+            activate=form.cleaned_data["activate"],
+        )
+        self.message_user(
+            request,
+            "Edit saved as a draft version."
+            if draft
+            else "Edited summary is now served; the previous text is kept as a version.",
+        )
+        return HttpResponseRedirect(_review_url(compaction.pk))
+
+    def _post_activate_version(self, request: HttpRequest, compaction: Compaction, forms_shown: dict) -> HttpResponse:
+        version = get_object_or_404(SummaryVersion, pk=request.POST.get("version"), compaction=compaction)
+        review.summary_version_activate(version=version, user=request.user)
+        self.message_user(request, "That version is now the served summary.")
+        return HttpResponseRedirect(_review_url(compaction.pk))
+
+    def _post_undo(self, request: HttpRequest, compaction: Compaction, forms_shown: dict) -> HttpResponse:
+        review.compaction_undo(compaction=compaction, user=request.user)
+        self.message_user(request, "Undone: the session is served what it was before this compaction.")
+        return HttpResponseRedirect(_review_url(compaction.pk))
+
+    def _post_rerun(self, request: HttpRequest, compaction: Compaction, forms_shown: dict) -> HttpResponse | None:
+        form = forms_shown["rerun_form"] = RerunForm(request.POST)
+        if not form.is_valid():
+            return None
+        job = review.compaction_rerun(
+            compaction=compaction,
+            user=request.user,
+            strategy=form.cleaned_data["strategy"],
+            instructions=form.cleaned_data["instructions"],
+            prompt=form.cleaned_data["prompt"],
+        )
+        self.message_user(request, f"New compaction queued ({job.strategy_requested}).")
+        return HttpResponseRedirect(_review_url(job.pk))
+
+    def _review_context(
+        self, request: HttpRequest, compaction: Compaction, forms_shown: dict, *, can_change: bool
+    ) -> dict:
+        source, source_total = _review_source(compaction)
         is_active = compaction.session.active_compaction_id == compaction.pk
-        context = {
+        turn_prefix = compaction.turn_prefix_summary
+        return {
             **self.admin_site.each_context(request),
+            **forms_shown,
             "opts": self.model._meta,
             "original": compaction,
             "title": f"Review compaction of “{compaction.session}”",
             "c": compaction,
             "tokens_line": self.tokens(compaction),
             "summary_html": render_markdown(strip_file_tags(compaction.summary)),
-            "turn_prefix_html": render_markdown(compaction.turn_prefix_summary)
-            if compaction.turn_prefix_summary
-            else "",
+            "turn_prefix_html": render_markdown(turn_prefix) if turn_prefix else "",
             "source": source,
             "source_total": source_total,
             "source_truncated": source_total > len(source),
             "versions": compaction.versions.select_related("created_by"),
-            "review_form": review_form,
-            "edit_form": edit_form,
-            "rerun_form": rerun_form,
             "can_change": can_change,
             "is_active": is_active,
             "rejected_active": is_active and compaction.review_status == ReviewStatus.REJECTED,
@@ -269,7 +288,23 @@ class CompactionAdmin(admin.ModelAdmin):
             "dashboard_url": reverse("dashboard:compaction-detail", args=[compaction.session_id, compaction.pk]),
             "timeline_url": reverse("dashboard:session-detail", args=[compaction.session_id]),
         }
-        return TemplateResponse(request, "admin/compaction/compaction/review.html", context)
+
+
+def _review_url(compaction_id) -> str:
+    return reverse("admin:compaction_compaction_review", args=[compaction_id])
+
+
+def _review_source(compaction: Compaction) -> tuple[list[dict], int]:
+    """The summarized messages shown beside the summary (at most REVIEW_SOURCE_LIMIT), and how many there are."""
+    if compaction.first_summarized_seq is None:
+        return [], 0
+    messages_summarized = Message.objects.filter(
+        session_id=compaction.session_id,
+        seq__gte=compaction.first_summarized_seq,
+        seq__lte=compaction.last_summarized_seq,
+    ).order_by("seq")
+    total = compaction.last_summarized_seq - compaction.first_summarized_seq + 1
+    return [{"m": m, "blocks": message_blocks(m.content)} for m in messages_summarized[:REVIEW_SOURCE_LIMIT]], total
 
 
 @admin.register(Event)

@@ -12,7 +12,7 @@
 
 A replay runs its session's compactions itself (`run_inline`); while it does, the session is
 marked `replaying` and the Celery task leaves that session's jobs alone
-(`compaction_run_unless_replaying`), so a worker never races the replay for them.
+(compaction.services.compaction_run_unless_replaying), so a worker never races the replay for them.
 """
 
 from __future__ import annotations
@@ -23,15 +23,12 @@ import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.utils import timezone
 
 from compaction import services
 from compaction.core.transcripts import ImportedTranscript, TranscriptError, read_transcript
@@ -347,6 +344,74 @@ def _read(path: Path, format: str | None) -> ImportedTranscript:
         raise TranscriptImportError(f"cannot read {path.name}: {exc.strerror or exc}") from exc
 
 
+def _read_subagents(
+    path: Path, name: str, transcript: ImportedTranscript, *, subagents: bool
+) -> tuple[list[tuple[str, ImportedTranscript]], list[tuple[str, str]]]:
+    """(label, transcript) of every subagent to import — sidechains logged inside the file
+    (older Claude Code), then subagents/*.jsonl — and the logs left out, with why."""
+    children: list[tuple[str, ImportedTranscript]] = [
+        (f"{name} (sidechain {number})", child) for number, child in enumerate(transcript.subagents, start=1)
+    ]
+    unreadable: list[tuple[str, str]] = []
+    if subagents and transcript.source == "claude-code":
+        for child in subagent_files(path):
+            try:
+                children.append((child.name, _read(child, "claude-code")))
+            except TranscriptImportError as exc:
+                # A bad subagent log does not cost the session: it is left out, and said so.
+                unreadable.append((child.name, exc.problem))
+    return children, unreadable
+
+
+def _import_bulk(
+    report: ImportReport, transcript: ImportedTranscript, children: list[tuple[str, ImportedTranscript]], **options
+) -> ImportReport:
+    """Load everything in the caller's transaction, then switch auto-compaction back to the
+    session's default (it was off while loading: no job half-way through)."""
+    session = report.session
+    _load_bulk(session, transcript)
+    session_services.session_update(session=session, compaction_settings={"auto_compact": None})
+    _counts(report, transcript)
+    report.children = _import_children(parent=session, children=children, **options)
+    return report
+
+
+def _import_replay(
+    report: ImportReport,
+    transcript: ImportedTranscript,
+    children: list[tuple[str, ImportedTranscript]],
+    *,
+    run_inline: bool,
+    on_step: Callable[[services.ReplayStep], None] | None,
+    **options,
+) -> ImportReport:
+    """Replay the conversation message by message; a replay that fails half-way deletes the session."""
+    session = report.session
+    if run_inline:
+        Session.objects.filter(pk=session.pk).update(replaying=True)
+    try:
+        messages, _, _ = _cleaned(transcript)
+        recorded = [
+            {"role": m["role"], "content": m["content"], "usage": m.get("usage") if m["role"] == "assistant" else None}
+            for m in messages
+        ]
+        report.replay = services.transcript_replay(
+            session=session, messages=recorded, run_inline=run_inline, on_step=on_step
+        )
+        with transaction.atomic():
+            report.children = _import_children(parent=session, children=children, **options)
+    except ValidationError as exc:
+        session.delete()
+        raise TranscriptImportError(f"transcript rejected: {exc}") from exc
+    except BaseException:
+        session.delete()
+        raise
+    finally:
+        Session.objects.filter(pk=session.pk).update(replaying=False)
+    _counts(report, transcript)
+    return report
+
+
 def transcript_import(
     *,
     owner,
@@ -372,78 +437,26 @@ def transcript_import(
     transcript = _read(path, format)
     if source_name and not transcript.title:
         transcript.title = Path(source_name).stem
-    name = source_name or path.name
-    # Subagents: sidechains logged inside the file (older Claude Code), then subagents/*.jsonl.
-    children: list[tuple[str, ImportedTranscript]] = [
-        (f"{name} (sidechain {number})", child) for number, child in enumerate(transcript.subagents, start=1)
-    ]
-    unreadable: list[tuple[str, str]] = []
-    if subagents and transcript.source == "claude-code":
-        for child in subagent_files(path):
-            try:
-                children.append((child.name, _read(child, "claude-code")))
-            except TranscriptImportError as exc:
-                # A bad subagent log does not cost the session: it is left out, and said so.
-                unreadable.append((child.name, exc.problem))
+    children, unreadable = _read_subagents(path, source_name or path.name, transcript, subagents=subagents)
     settings: dict[str, Any] = {}
     if trigger:
         settings["auto_compact_token_limit"] = trigger
     if not replay:
-        # A bulk load must not queue an auto compaction half-way through; restored below.
+        # A bulk load must not queue an auto compaction half-way through; restored by _import_bulk.
         settings["auto_compact"] = False
-
     create = partial(
-        _create_session,
-        owner=owner,
-        transcript=transcript,
-        path=path,
-        title=title,
-        model=model,
-        window=window,
-        settings=settings,
-        parent=None,
+        _create_session, owner=owner, transcript=transcript, path=path, title=title, model=model, window=window
     )
-    if not replay:
+    options = {"owner": owner, "window": window}
+    if replay:
+        session = create(settings=settings, parent=None)
+        report = ImportReport(format=transcript.source, session=session, path=str(path), unreadable=unreadable)
+        _import_replay(report, transcript, children, run_inline=run_inline, on_step=on_step, **options)
+    else:
         with transaction.atomic():
-            session = create()
+            session = create(settings=settings, parent=None)
             report = ImportReport(format=transcript.source, session=session, path=str(path), unreadable=unreadable)
-            _load_bulk(session, transcript)
-            session_services.session_update(session=session, compaction_settings={"auto_compact": None})
-            _counts(report, transcript)
-            report.children = _import_children(owner=owner, parent=session, children=children, window=window)
-        session.refresh_from_db()
-        return report
-
-    session = create()
-    report = ImportReport(format=transcript.source, session=session, path=str(path), unreadable=unreadable)
-    if run_inline:
-        Session.objects.filter(pk=session.pk).update(replaying=True)
-    try:
-        messages, _, _ = _cleaned(transcript)
-        report.replay = services.transcript_replay(
-            session=session,
-            messages=[
-                {
-                    "role": m["role"],
-                    "content": m["content"],
-                    "usage": m.get("usage") if m["role"] == "assistant" else None,
-                }
-                for m in messages
-            ],
-            run_inline=run_inline,
-            on_step=on_step,
-        )
-        with transaction.atomic():
-            report.children = _import_children(owner=owner, parent=session, children=children, window=window)
-    except ValidationError as exc:
-        session.delete()
-        raise TranscriptImportError(f"transcript rejected: {exc}") from exc
-    except BaseException:
-        session.delete()
-        raise
-    finally:
-        Session.objects.filter(pk=session.pk).update(replaying=False)
-    _counts(report, transcript)
+            _import_bulk(report, transcript, children, **options)
     session.refresh_from_db()
     return report
 
@@ -469,34 +482,6 @@ def _import_children(
         _counts(report, child)
         reports.append(report)
     return reports
-
-
-# A replay appends (and so touches last_activity_at) at least once per compaction it runs; a
-# session marked replaying with no activity for longer than a compaction may take is a replay
-# that died (killed process): its flag is dropped and the worker takes the job.
-REPLAY_STALE_GRACE_SECONDS = 60
-
-
-def compaction_run_unless_replaying(*, compaction_id, now=None) -> Compaction | None:
-    """The Celery task's body: run the job, unless its session is being replayed — the replay
-    runs that session's jobs itself, and a worker claiming one would race it."""
-    row = (
-        Compaction.objects.filter(pk=compaction_id)
-        .values("session_id", "session__replaying", "session__last_activity_at")
-        .first()
-    )
-    if row is not None and row["session__replaying"]:
-        now = now or timezone.now()
-        stale_before = now - timedelta(seconds=settings.COMPACTION_HARD_TIME_LIMIT + REPLAY_STALE_GRACE_SECONDS)
-        if row["session__last_activity_at"] >= stale_before:
-            logger.info("Compaction %s left to the replay of its session", compaction_id)
-            return None
-        released = Session.objects.filter(
-            pk=row["session_id"], replaying=True, last_activity_at__lt=stale_before
-        ).update(replaying=False)
-        if released:
-            logger.warning("Session %s: replay silent since %s, flag dropped", row["session_id"], stale_before)
-    return services.compaction_run(compaction_id=compaction_id, now=now)
 
 
 def transcript_import_upload(

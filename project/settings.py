@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from compaction.core.prompts import validate_custom_prompt  # pure Python: safe before Django is set up
+
 from .env import (
     env_bool,
     env_choice,
@@ -321,8 +323,6 @@ COMPACTOR = {
 }
 
 if COMPACTOR["COMPACT_PROMPT"]:
-    from compaction.core.prompts import validate_custom_prompt  # pure module: no Django import
-
     _prompt_problems = validate_custom_prompt(COMPACTOR["COMPACT_PROMPT"])
     if _prompt_problems:
         raise ImproperlyConfigured(f"COMPACTOR_COMPACT_PROMPT is not a valid prompt: {'; '.join(_prompt_problems)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,3 +59,19 @@ class Msg:
 class FileOps:
     read: list[str] = field(default_factory=list)
     modified: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A summarizer strategy that gave no summary, and why: the chain went on to the next one."""
+
+    strategy: str
+    reason: str
+
+    def as_json(self) -> dict[str, str]:
+        """The form stored on the job (Compaction.fallbacks) and answered by the API."""
+        return {"strategy": self.strategy, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Fallback:
+        return cls(strategy=str(data.get("strategy", "")), reason=str(data.get("reason", "")))

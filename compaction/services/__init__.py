@@ -1,76 +1,52 @@
 """Compaction services (Django glue around compaction.core), one module per concern:
 
-- `common`: strategies, CompactionError, events, the broker hand-off, `describe`
+- `common`: strategies, CompactionError, events, the hand-off to the broker, `describe`
 - `jobs`: request, the auto-compaction decision (and "append / usage report, then maybe
-  compact"), run, the sweeper
-- `planning`: snapshot, prune or cut + summarize, the dry run (no writes)
+  compact"), run, the Celery task's body, the sweeper
+- `planning`: snapshot the session, let compaction.core.policy choose, produce the outcome
+  (summarizer chain), the dry run (no writes)
 - `activation`: write a job's outcome and activate it atomically; undo
 - `overflow`: compact at once when the provider reported a context overflow
 - `importing`: record another agent's compaction; replay a recorded transcript
 
-Dependencies point one way: sessions.services (message store, served context, meter) is
-below this package and never imports it; the API, dashboard, admin and tasks are above.
-Every public name is importable from `compaction.services`.
+Dependencies point one way (docs/architecture.md): the message store (sessions.services) is
+below this package and never imports it; the API, dashboard, admin, gateway and Celery tasks
+are above it. Tasks are enqueued by name, so nothing here imports compaction.tasks. Every name
+callers need is importable from `compaction.services`; the modules' other public names are for
+the package's own modules (and tests that replace them where they live).
 """
 
 from __future__ import annotations
 
-from compaction.models import IN_FLIGHT
-
 from .activation import compaction_revert
-from .common import (
-    REQUEUE_QUEUED_AFTER,
-    STRATEGIES,
-    CompactionError,
-    _deadline_seconds,
-    describe,
-)
+from .common import REQUEUE_QUEUED_AFTER, STRATEGIES, CompactionError, describe
 from .importing import (
     ReplayResult,
     ReplayStep,
-    _reported_prompt_tokens,
     compaction_record_import,
+    reported_prompt_tokens,
     transcript_messages_for_api,
     transcript_replay,
     usage_report_recorded,
 )
 from .jobs import (
-    LOOP_GUARD_MIN_NEW_TOKENS,
-    LOOP_GUARD_TRIGGER_SHARE,
     compaction_maybe_auto,
     compaction_request,
     compaction_run,
+    compaction_run_unless_replaying,
     compaction_sweep_stuck,
-    loop_guard_new_tokens,
     messages_append_then_compact,
     usage_report_then_compact,
 )
 from .overflow import compaction_overflow
-from .planning import (
-    KEEP_FLOOR_TOKENS,
-    SUMMARY_BASE_TOKENS,
-    SUMMARY_SHARE,
-    TARGET_AFTER_SHARE,
-    build_summarizer_chain,
-    compaction_dry_run,
-)
+from .planning import compaction_dry_run
 
 __all__ = [
-    "IN_FLIGHT",
     "REQUEUE_QUEUED_AFTER",
-    "KEEP_FLOOR_TOKENS",
-    "LOOP_GUARD_MIN_NEW_TOKENS",
-    "LOOP_GUARD_TRIGGER_SHARE",
     "STRATEGIES",
-    "SUMMARY_BASE_TOKENS",
-    "SUMMARY_SHARE",
-    "TARGET_AFTER_SHARE",
     "CompactionError",
     "ReplayResult",
     "ReplayStep",
-    "_deadline_seconds",
-    "_reported_prompt_tokens",
-    "build_summarizer_chain",
     "compaction_dry_run",
     "compaction_maybe_auto",
     "compaction_overflow",
@@ -78,10 +54,11 @@ __all__ = [
     "compaction_request",
     "compaction_revert",
     "compaction_run",
+    "compaction_run_unless_replaying",
     "compaction_sweep_stuck",
     "describe",
-    "loop_guard_new_tokens",
     "messages_append_then_compact",
+    "reported_prompt_tokens",
     "transcript_messages_for_api",
     "transcript_replay",
     "usage_report_recorded",

@@ -6,18 +6,20 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from django.conf import settings
+from celery import current_app
 from django.utils import timezone
 
 from compaction.core.summarizers.chain import STRATEGIES as SUMMARIZER_STRATEGIES
 from compaction.models import Compaction, Event, Status
-from compaction.tasks import run_compaction
 
 logger = logging.getLogger("compaction.services")
 
 
 # What a request may ask for: a summarizer chain (defined once, by the chain) or pruning only.
 STRATEGIES = (*SUMMARIZER_STRATEGIES, "prune")
+# The Celery task that runs a job (compaction.tasks), named rather than imported: tasks call
+# services, never the other way round.
+RUN_COMPACTION_TASK = "compaction.tasks.run_compaction"
 # A QUEUED job older than this is re-enqueued by the sweeper (its message may have been
 # lost, e.g. the broker was down at commit time). A duplicate delivery is a no-op.
 REQUEUE_QUEUED_AFTER = timedelta(minutes=10)
@@ -32,18 +34,16 @@ class CompactionError(Exception):
         self.code = code
 
 
-# --- helpers -----------------------------------------------------------------------------
-
-
-def _event(
+def event_record(
     session_id, kind: str, message: str, *, compaction: Compaction | None = None, data: dict | None = None
 ) -> Event:
+    """One line of the session's history (the dashboard's timeline, the API's events)."""
     return Event.objects.create(
         session_id=session_id, kind=kind, compaction=compaction, message=message[:500], data=data or {}
     )
 
 
-def _enqueue(compaction_id, *, mark: bool = True) -> None:
+def enqueue(compaction_id, *, mark: bool = True) -> None:
     """Hand the job's message to the broker, recording when (`enqueued_at`, which the sweeper
     measures staleness from). `mark=False`: the caller already recorded it (the sweeper does,
     in the transaction that decides to re-send, so two sweeps cannot both send)."""
@@ -52,18 +52,11 @@ def _enqueue(compaction_id, *, mark: bool = True) -> None:
         # Recorded even when the broker is down: the sweeper then retries one stale period later.
         Compaction.objects.filter(pk=compaction_id, status=Status.QUEUED).update(enqueued_at=timezone.now())
     try:
-        run_compaction.delay(compaction_id=str(compaction_id))
+        # By name: the registered task (its options, eager mode in tests) when this process has
+        # loaded it (compaction.apps does), else a plain message to the broker.
+        current_app.signature(RUN_COMPACTION_TASK, kwargs={"compaction_id": str(compaction_id)}).delay()
     except Exception:  # noqa: BLE001 - broker down: the row stays QUEUED and the sweeper re-enqueues it
         logger.exception("Could not enqueue compaction %s; the sweeper will retry", compaction_id)
-
-
-def _deadline_seconds() -> int:
-    # One lease, renewed by the running task (compaction.lease) up to the hard time limit.
-    return int(settings.COMPACTION_LEASE_SECONDS)
-
-
-def _max_attempts() -> int:
-    return settings.COMPACTION_MAX_ATTEMPTS
 
 
 def describe(job: Compaction) -> str:

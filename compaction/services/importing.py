@@ -12,26 +12,12 @@ from django.utils import timezone
 
 from compaction.core.tokens import count_text
 from compaction.models import Compaction, Reason, Status
-from sessions import services as session_services
+from sessions import services as ss
 from sessions.models import Message, Session
 
-from .activation import _apply
+from .activation import outcome_apply
 from .jobs import compaction_run, messages_append_then_compact, usage_report_then_compact
-from .planning import _Outcome, _tokenizer
-
-
-class _ReplayServices:
-    """What the replay drives, as the API does: append and usage report followed by the
-    auto-compaction decision (jobs.*_then_compact), and the meter's figures."""
-
-    messages_append = staticmethod(messages_append_then_compact)
-    usage_report = staticmethod(usage_report_then_compact)
-    session_usage = staticmethod(session_services.session_usage)
-
-
-def _session_services() -> type[_ReplayServices]:
-    return _ReplayServices
-
+from .planning import Activate, NewOverlay
 
 # --- import ------------------------------------------------------------------------------
 
@@ -45,7 +31,6 @@ def compaction_record_import(
     with transaction.atomic():
         session = Session.objects.select_related("active_compaction").get(pk=session.pk)
         based_on = session.active_compaction
-        usage = _session_services().session_usage(session)
         summarized = Message.objects.filter(session=session, seq__lt=first_kept_seq)
         if based_on and based_on.first_kept_seq:
             summarized = summarized.filter(seq__gte=based_on.first_kept_seq)
@@ -59,26 +44,26 @@ def compaction_record_import(
             started_at=timezone.now(),
             first_started_at=timezone.now(),
         )
-        outcome = _Outcome(
-            "summary",
+        overlay = NewOverlay(
+            strategy="import",
+            summary=summary,
+            summary_tokens=count_text(summary, ss.session_tokenizer(session)),
+            first_summarized_seq=min(seqs) if seqs else None,
+            last_summarized_seq=max(seqs) if seqs else None,
+            first_kept_seq=first_kept_seq,
+            messages_summarized=len(seqs),
+        )
+        outcome = Activate(
             based_on_id=based_on.pk if based_on else None,
             # The agent's own figure (provider's scale), else the meter's: never the raw estimate.
-            tokens_before=tokens_before if tokens_before is not None else usage.tokens,
+            tokens_before=tokens_before if tokens_before is not None else ss.session_usage(session).tokens,
             # The agent compacted when the messages before the boundary were all it had: calls
             # made after the boundary ran on the compacted context (their usage reports count).
             snapshot_seq=max(0, first_kept_seq - 1),
+            overlay=overlay,
             detail=detail or "imported from the agent's own compaction",
-            values={
-                "strategy": "import",
-                "summary": summary,
-                "summary_tokens": count_text(summary, _tokenizer(session)),
-                "first_summarized_seq": min(seqs) if seqs else None,
-                "last_summarized_seq": max(seqs) if seqs else None,
-                "first_kept_seq": first_kept_seq,
-                "messages_summarized": len(seqs),
-            },
         )
-        applied = _apply(job, outcome, attempt=None, started=started)
+        applied = outcome_apply(job, outcome, attempt=None, started=started)
     assert applied is not None
     return applied
 
@@ -127,7 +112,9 @@ def transcript_messages_for_api(messages: list[dict[str, Any]]) -> list[dict[str
     return out
 
 
-def _reported_prompt_tokens(usage: dict[str, Any] | None) -> int | None:
+def reported_prompt_tokens(usage: dict[str, Any] | None) -> int | None:
+    """The prompt's size in a recorded provider usage report (input + cache read + cache
+    creation), or None when the report has none."""
     if not usage or usage.get("input_tokens") is None:
         return None
     return (
@@ -139,7 +126,7 @@ def _reported_prompt_tokens(usage: dict[str, Any] | None) -> int | None:
 
 def usage_report_recorded(*, session: Session, usage: dict[str, Any], message_seq: int):
     """Report a transcript's recorded provider usage for the assistant message at `message_seq`."""
-    return _session_services().usage_report(
+    return usage_report_then_compact(
         session=session,
         input_tokens=int(usage.get("input_tokens") or 0),
         output_tokens=int(usage.get("output_tokens") or 0),
@@ -161,13 +148,12 @@ def transcript_replay(
     Compaction jobs run wherever Celery runs them, or here right after the step that queued
     them with `run_inline` (the queued task then finds the job claimed and does nothing).
     """
-    ss = _session_services()
     result = ReplayResult()
     earlier = set(Compaction.objects.filter(session=session).values_list("pk", flat=True))
     new_succeeded = Compaction.objects.filter(session=session, status=Status.SUCCEEDED).exclude(pk__in=earlier)
     for index, message in enumerate(messages):
         said = {"provenance": message["provenance"]} if message.get("provenance") else {}
-        appended = ss.messages_append(
+        appended = messages_append_then_compact(
             session=session, messages=[{"role": message["role"], "content": message["content"], **said}]
         )
         seq = appended.messages[-1].seq
@@ -179,7 +165,7 @@ def transcript_replay(
             compaction_run(compaction_id=job.pk)
             compacted = new_succeeded.exists()
         if message["role"] == "assistant" and not compacted:
-            reported = _reported_prompt_tokens(message.get("usage"))
+            reported = reported_prompt_tokens(message.get("usage"))
             if reported is not None:
                 report = usage_report_recorded(session=session, usage=message["usage"], message_seq=seq)
                 result.reports += 1

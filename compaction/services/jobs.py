@@ -1,5 +1,5 @@
 """Jobs: request (one in flight per session), the auto-compaction decision after an append or
-a usage report, run (claim, snapshot, compute, activate) and the sweeper.
+a usage report, run (claim, snapshot, compute, activate), the Celery task's body and the sweeper.
 
 Life of a job:
     compaction_request → QUEUED row + compaction_queued event, Celery task enqueued on commit
@@ -29,40 +29,23 @@ from django.db.models import F, Q, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from compaction import lease
+from compaction.core import policy
 from compaction.core.summarizers.anthropic import llm_time_budget
 from compaction.models import Compaction, Event, EventKind, Reason, ReviewStatus, Status
 from compaction.selectors import compaction_in_flight
 from sessions import services as ss
 from sessions.models import Message, Session
 
-from .activation import _apply
-from .common import (
-    REQUEUE_QUEUED_AFTER,
-    STRATEGIES,
-    CompactionError,
-    _deadline_seconds,
-    _enqueue,
-    _event,
-    _max_attempts,
-    describe,
-)
-from .planning import _compute, _snapshot
+from . import activation, planning
+from .common import REQUEUE_QUEUED_AFTER, STRATEGIES, CompactionError, describe, enqueue, event_record
 
 logger = logging.getLogger("compaction.services")
 
-# Loop guard (codex #40213, 48 compactions in a row): after a compaction that could not bring
-# usage under the trigger, auto-compaction waits until a real share of the trigger was appended
-# since its snapshot — re-summarizing (nearly) the same context would only give the same
-# result again. A fixed 2,000 let a 60k trigger re-compact every couple of messages
-# (acceptance replay: 17 compactions of 2–25 messages each); proportional to the trigger it
-# scales with how much room a compaction is expected to make.
-LOOP_GUARD_TRIGGER_SHARE = 0.10
-LOOP_GUARD_MIN_NEW_TOKENS = 2_000  # floor for tiny triggers
-
-
-def loop_guard_new_tokens(trigger: int) -> int:
-    """Tokens that must be appended after a compaction left usage over the trigger."""
-    return max(LOOP_GUARD_MIN_NEW_TOKENS, int(trigger * LOOP_GUARD_TRIGGER_SHARE))
+# A replay appends (and so touches last_activity_at) at least once per compaction it runs; a
+# session marked replaying with no activity for longer than a compaction may take is a replay
+# that died (killed process): its flag is dropped and the worker takes the job.
+REPLAY_STALE_GRACE_SECONDS = 60
 
 
 # --- request / auto trigger --------------------------------------------------------------
@@ -108,14 +91,14 @@ def compaction_request(
                     instructions=instructions or "",
                     params=params,
                 )
-                _event(
+                event_record(
                     session.pk,
                     EventKind.COMPACTION_QUEUED,
                     f"Compaction queued ({job.get_reason_display().lower()})",
                     compaction=job,
                     data={"reason": reason, "strategy": strategy},
                 )
-                transaction.on_commit(partial(_enqueue, job.pk))
+                transaction.on_commit(partial(enqueue, job.pk))
         except IntegrityError:
             # Lost the race for the one in-flight slot; loop to return the winner.
             continue
@@ -125,7 +108,8 @@ def compaction_request(
 
 
 def _loop_guard(*, session: Session, tokens: int, trigger: int) -> tuple[str, Compaction] | None:
-    """(why auto-compaction must not fire now, the compaction that caused it), or None."""
+    """(why auto-compaction must not fire now, the compaction that caused it), or None
+    (compaction.core.policy.loop_guard decides; this reads what it weighs)."""
     last = (
         Compaction.objects.filter(session=session, status__in=[Status.SUCCEEDED, Status.SKIPPED, Status.FAILED])
         .order_by("-created_at")
@@ -133,23 +117,18 @@ def _loop_guard(*, session: Session, tokens: int, trigger: int) -> tuple[str, Co
     )
     if last is None:
         return None
-    snapshot_seq = last.snapshot_seq
-    if snapshot_seq is None:
-        return None
-    if last.status == Status.SUCCEEDED and last.tokens_after is not None and last.tokens_after <= trigger:
-        return None
-    new_tokens = (
-        Message.objects.filter(session=session, seq__gt=snapshot_seq).aggregate(total=Sum("token_count"))["total"] or 0
+    facts = policy.LastCompaction(
+        status=last.status,
+        tokens_before=last.tokens_before,
+        tokens_after=last.tokens_after,
+        snapshot_seq=last.snapshot_seq,
     )
-    needed = loop_guard_new_tokens(trigger)
-    if new_tokens >= needed:
-        return None
-    left = last.tokens_after if last.status == Status.SUCCEEDED else last.tokens_before
-    outcome = {Status.SUCCEEDED: "left", Status.SKIPPED: "could not reduce", Status.FAILED: "failed at"}[last.status]
-    return (
-        f"Auto-compaction held back: the last compaction {outcome} {left or tokens:,} tokens, above the trigger "
-        f"{trigger:,}, and only {new_tokens:,} tokens were appended since (needs {needed:,})"
-    ), last
+    if not policy.loop_guard_watches(facts, trigger=trigger):
+        return None  # it brought usage under the trigger: no need to count what came since
+    since = Message.objects.filter(session=session, seq__gt=last.snapshot_seq)
+    new_tokens = since.aggregate(total=Sum("token_count"))["total"] or 0
+    message = policy.loop_guard(facts, tokens=tokens, trigger=trigger, new_tokens=new_tokens)
+    return (message, last) if message is not None else None
 
 
 def compaction_maybe_auto(*, session: Session, usage: ss.Usage | None = None) -> Compaction | None:
@@ -165,8 +144,8 @@ def compaction_maybe_auto(*, session: Session, usage: ss.Usage | None = None) ->
     if not usage.auto_compact:
         return None
     # A report made on the context from before the active compaction never reaches this
-    # figure: activation drops the report, and usage_report does not record a later-arriving
-    # one for a call made before the snapshot (sessions.services._reported_before_active_compaction).
+    # figure: activation drops the report, and sessions.services.usage_report does not record a
+    # later-arriving one for a call made before the snapshot.
     tokens = usage.tokens
     trigger = usage.trigger_tokens
     if tokens <= trigger:
@@ -179,7 +158,7 @@ def compaction_maybe_auto(*, session: Session, usage: ss.Usage | None = None) ->
         message, last = guard
         # Record why once per compaction that caused the hold, not on every append.
         if not Event.objects.filter(compaction=last, data__loop_guard=True).exists():
-            _event(
+            event_record(
                 session.pk,
                 EventKind.COMPACTION_SKIPPED,
                 message,
@@ -203,7 +182,7 @@ def _fail_claimed(job_id, *, attempt: int, error: str, started: float) -> None:
         )
         if updated == 1:
             job = Compaction.objects.get(pk=job_id)
-            _event(
+            event_record(
                 job.session_id, EventKind.COMPACTION_FAILED, describe(job), compaction=job, data={"attempt": attempt}
             )
 
@@ -230,6 +209,12 @@ def usage_report_then_compact(*, session: Session, **report: Any) -> ss.UsageRep
 # --- run ---------------------------------------------------------------------------------
 
 
+def _worker_run() -> planning.SummaryRun:
+    # The LLM call must end within the task's soft time limit, retries included.
+    timeout = llm_time_budget(configured=settings.ANTHROPIC_TIMEOUT, soft_limit=settings.COMPACTION_SOFT_TIME_LIMIT)
+    return planning.SummaryRun(llm_timeout=timeout, max_retries=int(settings.ANTHROPIC_MAX_RETRIES))
+
+
 def compaction_run(*, compaction_id, now=None) -> Compaction | None:
     """Run one queued compaction (the Celery task's body). A re-delivery is a no-op (None)."""
     now = now or timezone.now()
@@ -238,7 +223,7 @@ def compaction_run(*, compaction_id, now=None) -> Compaction | None:
         attempts=F("attempts") + 1,
         started_at=now,
         first_started_at=Coalesce(F("first_started_at"), Value(now)),
-        deadline_at=now + timedelta(seconds=_deadline_seconds()),
+        deadline_at=now + timedelta(seconds=lease.lease_seconds()),
         error="",
     )
     if claimed != 1:
@@ -247,7 +232,7 @@ def compaction_run(*, compaction_id, now=None) -> Compaction | None:
     job = Compaction.objects.get(pk=compaction_id)
     attempt = job.attempts
     started = time.monotonic()
-    _event(
+    event_record(
         job.session_id,
         EventKind.COMPACTION_STARTED,
         f"Compaction started ({job.get_reason_display().lower()}" + (f", attempt {attempt})" if attempt > 1 else ")"),
@@ -256,23 +241,20 @@ def compaction_run(*, compaction_id, now=None) -> Compaction | None:
     )
     try:
         params = job.params or {}
-        snap = _snapshot(job.session_id, params.get("overrides"))
+        snap = planning.snapshot_take(job.session_id, params.get("overrides"))
         if (snap.based_on.pk if snap.based_on else None) != job.based_on_id:
             # The active compaction changed between request and run (undo, overflow): the
             # snapshot is what this job builds on, so that is its base.
             Compaction.objects.filter(pk=job.pk).update(based_on=snap.based_on)
-        outcome = _compute(
+        outcome = planning.outcome_compute(
             snap,
             reason=job.reason,
             strategy=job.strategy_requested,
             instructions=job.instructions,
             force=bool(params.get("force")),
-            llm_timeout=llm_time_budget(
-                configured=settings.ANTHROPIC_TIMEOUT, soft_limit=settings.COMPACTION_SOFT_TIME_LIMIT
-            ),
-            max_retries=int(settings.ANTHROPIC_MAX_RETRIES),
+            run=_worker_run(),
         )
-        _apply(job, outcome, attempt=attempt, started=started)
+        activation.outcome_apply(job, outcome, attempt=attempt, started=started)
     except (OperationalError, InterfaceError):
         # Transient database trouble: hand the job back so the task's retry can claim it
         # again. If even that fails, the sweeper re-queues it after its deadline.
@@ -290,6 +272,29 @@ def compaction_run(*, compaction_id, now=None) -> Compaction | None:
     return Compaction.objects.get(pk=job.pk)
 
 
+def compaction_run_unless_replaying(*, compaction_id, now=None) -> Compaction | None:
+    """The Celery task's body: run the job, unless its session is being replayed — the replay
+    (compaction.importing, import_transcript --replay) runs that session's jobs itself, and a
+    worker claiming one would race it."""
+    row = (
+        Compaction.objects.filter(pk=compaction_id)
+        .values("session_id", "session__replaying", "session__last_activity_at")
+        .first()
+    )
+    if row is not None and row["session__replaying"]:
+        now = now or timezone.now()
+        stale_before = now - timedelta(seconds=settings.COMPACTION_HARD_TIME_LIMIT + REPLAY_STALE_GRACE_SECONDS)
+        if row["session__last_activity_at"] >= stale_before:
+            logger.info("Compaction %s left to the replay of its session", compaction_id)
+            return None
+        released = Session.objects.filter(
+            pk=row["session_id"], replaying=True, last_activity_at__lt=stale_before
+        ).update(replaying=False)
+        if released:
+            logger.warning("Session %s: replay silent since %s, flag dropped", row["session_id"], stale_before)
+    return compaction_run(compaction_id=compaction_id, now=now)
+
+
 def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
     """Re-queue RUNNING jobs past their deadline (their worker died), fail them after N attempts,
     and re-enqueue QUEUED jobs whose message may have been lost: those last handed to the broker
@@ -301,14 +306,14 @@ def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
     for job in Compaction.objects.filter(status=Status.RUNNING, deadline_at__lt=now):
         with transaction.atomic():
             still_stuck = Compaction.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts)
-            if job.attempts >= _max_attempts():
+            if job.attempts >= settings.COMPACTION_MAX_ATTEMPTS:
                 error = f"worker lost or timed out {job.attempts} times (deadline {job.deadline_at:%H:%M:%S}); gave up"
                 gave_up = still_stuck.update(
                     status=Status.FAILED, review_status=ReviewStatus.NOT_APPLICABLE, error=error, finished_at=now
                 )
                 if gave_up == 1:
                     job.refresh_from_db()
-                    _event(
+                    event_record(
                         job.session_id,
                         EventKind.COMPACTION_FAILED,
                         describe(job),
@@ -317,7 +322,7 @@ def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
                     )
                     failed += 1
             elif still_stuck.update(status=Status.QUEUED, started_at=None, deadline_at=None, enqueued_at=now) == 1:
-                _event(
+                event_record(
                     job.session_id,
                     EventKind.COMPACTION_QUEUED,
                     f"Compaction re-queued: attempt {job.attempts} passed its deadline (worker lost)",
@@ -341,7 +346,7 @@ def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
         ):
             lost.append(job_id)
     for job_id in [*requeued, *lost]:
-        transaction.on_commit(partial(_enqueue, job_id, mark=False))
+        transaction.on_commit(partial(enqueue, job_id, mark=False))
     if requeued or failed or lost:
         logger.info("Sweeper: %d re-queued, %d failed, %d re-enqueued", len(requeued), failed, len(lost))
     return {"requeued": len(requeued), "failed": failed, "reenqueued": len(lost)}

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
-from compaction.core.overflow import detect_overflow
+from compaction.core.overflow import OverflowCheck, detect_overflow
 from compaction.models import Compaction, EventKind, Reason, ReviewStatus, Status
 from sessions import services as ss
 from sessions.models import Session
 
-from .activation import _apply
-from .common import _event, describe
-from .planning import _compute, _snapshot
+from . import activation, planning
+from .common import describe, event_record
 
 logger = logging.getLogger("compaction.services")
 
@@ -41,6 +41,62 @@ def _within_stated_limit(session: Session, limit: int | None) -> dict[str, int] 
         "keep_recent_tokens": min(config.keep_recent_tokens, limit // 4),
         "summary_max_tokens": max(256, min(config.summary_budget, limit // 5)),
     }
+
+
+def _compute(
+    session: Session, check: OverflowCheck, input_tokens: int | None
+) -> tuple[planning.Outcome | None, Exception | None]:
+    """(the outcome, or the failure that prevented it). Runs with no transaction open: the
+    summary may take the whole overflow budget, and an open write transaction would hold the
+    session's row (on SQLite, the database's write lock) all that time."""
+    try:
+        snap = planning.snapshot_take(session.pk, _within_stated_limit(session, check.limit_tokens))
+        if input_tokens and input_tokens > snap.tokens_before:
+            snap = replace(snap, tokens_before=input_tokens)
+        run = planning.SummaryRun(
+            llm_timeout=settings.COMPACTION_OVERFLOW_LLM_TIMEOUT,
+            max_retries=0,
+            time_budget=settings.COMPACTION_OVERFLOW_TIME_BUDGET,
+        )
+        outcome = planning.outcome_compute(
+            snap, reason=Reason.OVERFLOW, strategy="auto", instructions="", force=True, run=run
+        )
+        return outcome, None
+    except (OperationalError, InterfaceError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - recorded on the job; the agent still gets an answer
+        logger.exception("Overflow compaction for session %s failed", session.pk)
+        return None, exc
+
+
+def _apply(
+    job: Compaction, outcome: planning.Outcome | None, failure: Exception | None, started: float
+) -> Compaction | None:
+    """Write the job (activated, skipped, superseded or failed); call inside the request's transaction."""
+    applied = None
+    if outcome is not None:
+        try:
+            applied = activation.outcome_apply(job, outcome, attempt=None, started=started)
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - outcome_apply's own savepoint rolled its writes back
+            logger.exception("Overflow compaction for session %s could not be applied", job.session_id)
+            failure = exc
+            job._state.adding = True
+    if failure is not None:
+        applied = _record_failure(job, failure, started)
+    return applied
+
+
+def _record_overflow(session: Session, check: OverflowCheck, *, status_code: int | None, input_tokens: int | None):
+    message = f"Provider reported a context overflow ({check.provider or 'unknown provider'}): {check.reason}"
+    data = {
+        "provider": check.provider,
+        "pattern": check.pattern,
+        "status_code": status_code,
+        "input_tokens": input_tokens,
+    }
+    event_record(session.pk, EventKind.OVERFLOW, message[:500], data=data)
 
 
 def compaction_overflow(
@@ -71,58 +127,14 @@ def compaction_overflow(
         started_at=started_at,
         first_started_at=started_at,  # run at once: it never waited for a worker
     )
-    # The summary is computed with no transaction open: it may take the whole overflow budget,
-    # and an open write transaction would hold the session's row (on SQLite, the database's
-    # write lock) all that time. Everything the request writes happens afterwards, at once.
-    outcome, failure = None, None
-    try:
-        snap = _snapshot(session.pk, _within_stated_limit(session, check.limit_tokens))
-        if input_tokens and input_tokens > snap.tokens_before:
-            snap.tokens_before = input_tokens
-        outcome = _compute(
-            snap,
-            reason=Reason.OVERFLOW,
-            strategy="auto",
-            instructions="",
-            force=True,
-            llm_timeout=settings.COMPACTION_OVERFLOW_LLM_TIMEOUT,
-            max_retries=0,
-            time_budget=settings.COMPACTION_OVERFLOW_TIME_BUDGET,
-        )
-    except (OperationalError, InterfaceError):
-        raise
-    except Exception as exc:  # noqa: BLE001 - recorded below; the agent still gets an answer
-        logger.exception("Overflow compaction for session %s failed", session.pk)
-        failure = exc
+    outcome, failure = _compute(session, check, input_tokens)
     # One transaction for the request's writes: the overflow event, the retired queued job,
     # the compaction and the context served from it stand or fall together.
     with transaction.atomic():
-        _event(
-            session.pk,
-            EventKind.OVERFLOW,
-            f"Provider reported a context overflow ({check.provider or 'unknown provider'}): {check.reason}"[:500],
-            data={
-                "provider": check.provider,
-                "pattern": check.pattern,
-                "status_code": status_code,
-                "input_tokens": input_tokens,
-            },
-        )
+        _record_overflow(session, check, status_code=status_code, input_tokens=input_tokens)
         _retire_queued(session.pk)
-        applied = None
-        if outcome is not None:
-            try:
-                applied = _apply(job, outcome, attempt=None, started=started)
-            except (OperationalError, InterfaceError):
-                raise
-            except Exception as exc:  # noqa: BLE001 - _apply's own savepoint rolled its writes back
-                logger.exception("Overflow compaction for session %s could not be applied", session.pk)
-                failure = exc
-                job._state.adding = True
-        if failure is not None:
-            applied = _record_failure(job, failure, started)
+        applied = _apply(job, outcome, failure, started)
         session.refresh_from_db()
-        compacted = applied is not None and applied.status == Status.SUCCEEDED
         reason = check.reason
         if applied is not None and applied.status == Status.SKIPPED:
             reason = applied.detail
@@ -131,7 +143,7 @@ def compaction_overflow(
         context = ss.context_build(session=session)
     return {
         "overflow": True,
-        "compacted": compacted,
+        "compacted": applied is not None and applied.status == Status.SUCCEEDED,
         "reason": reason,
         "provider": check.provider,
         "pattern": check.pattern,
@@ -150,7 +162,7 @@ def _retire_queued(session_id) -> None:
             detail="superseded by an overflow compaction",
             finished_at=timezone.now(),
         ):
-            _event(
+            event_record(
                 session_id,
                 EventKind.COMPACTION_SKIPPED,
                 "Queued compaction superseded by an overflow compaction",
@@ -165,5 +177,5 @@ def _record_failure(job: Compaction, exc: Exception, started: float) -> Compacti
     job.finished_at = timezone.now()
     job.duration_ms = int((time.monotonic() - started) * 1000)
     job.save()
-    _event(job.session_id, EventKind.COMPACTION_FAILED, describe(job), compaction=job)
+    event_record(job.session_id, EventKind.COMPACTION_FAILED, describe(job), compaction=job)
     return job

@@ -88,7 +88,7 @@ def measure(user, name: str) -> Measured:
     estimate = session.system_prompt_tokens + count_content(render_summary_message(summary), tokenizer)
     end = transcript.compactions[1]["before_message_index"] if len(transcript.compactions) > 1 else len(messages)
     for message in messages[boundary:end]:
-        reported = engine._reported_prompt_tokens(message.get("usage"))
+        reported = engine.reported_prompt_tokens(message.get("usage"))
         if message["role"] == "assistant" and reported is not None:
             measured.post.append((estimate, reported))
         estimate += count_content(message["content"], tokenizer)

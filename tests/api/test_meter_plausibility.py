@@ -76,7 +76,7 @@ def test_the_meter_before_each_call_predicts_its_reported_prompt(api, user):
         meter = None
         first = True
         for message in messages:
-            reported = engine._reported_prompt_tokens(message.get("usage")) if message["role"] == "assistant" else None
+            reported = engine.reported_prompt_tokens(message.get("usage")) if message["role"] == "assistant" else None
             out = append(api, session, message)
             if reported is None:
                 meter = out["usage"]["tokens"]

@@ -267,13 +267,13 @@ def test_overflow_summarizes_with_no_transaction_open_and_writes_at_once(api, us
     during the summary goes through, and the overflow's writes all land afterwards."""
     from django.db import connection
 
-    from compaction.services import overflow as overflow_service
+    from compaction.services import planning
     from sessions import services as session_services
 
     session = make_session(user)
     append(session, conversation(8))
     seen: dict[str, object] = {}
-    real_compute = overflow_service._compute
+    real_compute = planning.outcome_compute
 
     def compute_while_someone_appends(*args, **kwargs):
         seen["in_atomic_block"] = connection.in_atomic_block
@@ -285,7 +285,7 @@ def test_overflow_summarizes_with_no_transaction_open_and_writes_at_once(api, us
         )
         return real_compute(*args, **kwargs)
 
-    monkeypatch.setattr(overflow_service, "_compute", compute_while_someone_appends)
+    monkeypatch.setattr(planning, "outcome_compute", compute_while_someone_appends)
     response = api.post(
         url(session, "overflow/"), {"error_text": "prompt is too long", "status_code": 400}, format="json"
     )

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from compaction import services
 from compaction.models import Compaction, Event, EventKind, Status
+from compaction.services import planning
 from sessions.models import Message
 from tests.services import require_postgres
 
@@ -27,7 +28,7 @@ class Gate:
     def __init__(self, monkeypatch, blocked_thread: str = "worker"):
         self.started = threading.Event()
         self.release = threading.Event()
-        real = services.build_summarizer_chain
+        real = planning.build_summarizer_chain
 
         def chain(**kwargs):
             if threading.current_thread().name == blocked_thread:
@@ -35,7 +36,7 @@ class Gate:
                 assert self.release.wait(30), "test never released the summarizer"
             return real(**kwargs)
 
-        monkeypatch.setattr(services, "build_summarizer_chain", chain)
+        monkeypatch.setattr(planning, "build_summarizer_chain", chain)
 
 
 def run_in_thread(target, name: str = "worker") -> tuple[threading.Thread, dict]:

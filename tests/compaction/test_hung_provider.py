@@ -12,6 +12,7 @@ import pytest
 
 from compaction import services
 from compaction.models import Status
+from compaction.services import planning
 from tests.fake_anthropic import FakeAnthropic, Step
 
 from .factories import append, conversation, make_session
@@ -62,13 +63,13 @@ def test_a_hung_provider_hands_over_to_the_extractive_summarizer_before_the_soft
 
 def test_the_llm_budget_follows_the_soft_limit_setting(user, hung_provider, settings, monkeypatch):
     budgets = []
-    real = services.build_summarizer_chain
+    real = planning.build_summarizer_chain
 
     def spy(**kwargs):
         budgets.append(kwargs["timeout"])
         return real(**kwargs)
 
-    monkeypatch.setattr(services, "build_summarizer_chain", spy)
+    monkeypatch.setattr(planning, "build_summarizer_chain", spy)
     settings.ANTHROPIC_TIMEOUT = 2.0  # below the soft limit's share: the configured value wins
     session = make_session(user)
     append(session, conversation(8))

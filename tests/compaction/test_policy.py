@@ -32,8 +32,8 @@ def test_a_prune_that_relieves_too_little_loses_to_a_summary():
     decision = choose([prune, summary], tokens_before=100_000, trigger=TRIGGER)
     assert decision.chosen is summary
     assert "not prune relieves 25,000 < 50,000" in decision.reason
-    assert [row["qualifies"] for row in decision.considered] == [False, True]
-    assert decision.considered[1]["runway"] == 60_000 and decision.considered[1]["cache_invalidated"] == 25_000
+    assert [row.qualifies for row in decision.considered] == [False, True]
+    assert decision.considered[1].runway == 60_000 and decision.considered[1].cache_invalidated == 25_000
 
 
 def test_a_prune_that_relieves_enough_wins_and_keeps_the_conversation():

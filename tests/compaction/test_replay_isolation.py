@@ -39,13 +39,13 @@ def eager_worker():
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_leaves_a_replayed_sessions_jobs_to_the_replay(user, tmp_path, eager_worker, monkeypatch):
     outcomes: list[tuple[bool, object]] = []
-    real = importing.compaction_run_unless_replaying
+    real = services.compaction_run_unless_replaying
 
     def worker(*, compaction_id):
         replaying = Compaction.objects.get(pk=compaction_id).session.replaying
         outcomes.append((replaying, real(compaction_id=compaction_id)))
 
-    monkeypatch.setattr(importing, "compaction_run_unless_replaying", worker)  # the task looks it up at run time
+    monkeypatch.setattr(services, "compaction_run_unless_replaying", worker)  # the task looks it up at run time
     seen_replaying: list[bool] = []
 
     def on_step(step) -> None:
@@ -114,14 +114,14 @@ def test_a_replay_that_died_does_not_hold_its_sessions_jobs_forever(user):
     )
     job = services.compaction_request(session=session, reason="manual")
     Session.objects.filter(pk=session.pk).update(replaying=True)
-    silent = timedelta(seconds=settings.COMPACTION_HARD_TIME_LIMIT + importing.REPLAY_STALE_GRACE_SECONDS)
+    silent = timedelta(seconds=settings.COMPACTION_HARD_TIME_LIMIT + services.jobs.REPLAY_STALE_GRACE_SECONDS)
     now = timezone.now()
     # Still within what one compaction may take: the replay is alive, the job is its own.
-    assert importing.compaction_run_unless_replaying(compaction_id=job.pk, now=now + silent / 2) is None
+    assert services.compaction_run_unless_replaying(compaction_id=job.pk, now=now + silent / 2) is None
     job.refresh_from_db()
     assert job.status == Status.QUEUED
     # Silent for longer (its process was killed): the worker drops the flag and runs the job.
-    importing.compaction_run_unless_replaying(compaction_id=job.pk, now=now + silent * 2)
+    services.compaction_run_unless_replaying(compaction_id=job.pk, now=now + silent * 2)
     job.refresh_from_db()
     session.refresh_from_db()
     assert job.attempts == 1 and job.status in (Status.SUCCEEDED, Status.SKIPPED)

@@ -10,8 +10,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from compaction import services
+from compaction.core import policy
 from compaction.models import Compaction, Event, EventKind, Status
 from compaction.selectors import compaction_active_chain
+from compaction.services import planning
 from sessions import services as session_services
 from sessions.models import Message
 
@@ -100,7 +102,7 @@ def test_a_failing_step_is_recorded_never_left_running(user, monkeypatch):
     def broken(**kwargs):
         raise RuntimeError("summarizer exploded")
 
-    monkeypatch.setattr(services, "build_summarizer_chain", broken)
+    monkeypatch.setattr(planning, "build_summarizer_chain", broken)
     job = request_and_run(session)
     assert job.status == Status.FAILED
     assert "summarizer exploded" in job.error
@@ -193,14 +195,14 @@ def test_a_job_whose_base_was_replaced_meanwhile_is_superseded(user, monkeypatch
     first = request_and_run(session)
     append(session, conversation(6, start=6))
     job = services.compaction_request(session=session, reason="manual")
-    real_chain = services.build_summarizer_chain
+    real_chain = planning.build_summarizer_chain
 
     def chain_then_undo(**kwargs):
         # While this job is summarizing, someone undoes the compaction it is based on.
         services.compaction_revert(compaction=first)
         return real_chain(**kwargs)
 
-    monkeypatch.setattr(services, "build_summarizer_chain", chain_then_undo)
+    monkeypatch.setattr(planning, "build_summarizer_chain", chain_then_undo)
     job = services.compaction_run(compaction_id=job.pk)
     session.refresh_from_db()
     assert job.status == Status.FAILED and job.error.startswith("superseded")
@@ -308,7 +310,9 @@ def test_sweeper_resends_a_lost_queued_job_once_per_stale_period(user, monkeypat
     from compaction.tasks import run_compaction
 
     sent: list[str] = []
-    monkeypatch.setattr(run_compaction, "delay", lambda **kwargs: sent.append(kwargs["compaction_id"]))
+    monkeypatch.setattr(
+        run_compaction, "apply_async", lambda args=None, kwargs=None, **options: sent.append(kwargs["compaction_id"])
+    )
     session = make_session(user)
     append(session, conversation(4))
     with django_capture_on_commit_callbacks(execute=True):
@@ -339,7 +343,9 @@ def test_sweeper_resends_an_old_queued_job_that_never_recorded_an_enqueue(user, 
     from compaction.tasks import run_compaction
 
     sent: list[str] = []
-    monkeypatch.setattr(run_compaction, "delay", lambda **kwargs: sent.append(kwargs["compaction_id"]))
+    monkeypatch.setattr(
+        run_compaction, "apply_async", lambda args=None, kwargs=None, **options: sent.append(kwargs["compaction_id"])
+    )
     session = make_session(user)
     append(session, conversation(4))
     job = services.compaction_request(session=session, reason="manual")  # on_commit never runs here
@@ -372,7 +378,7 @@ def test_prune_tier_activates_without_a_summary(user, monkeypatch):
     def no_llm(**kwargs):
         raise AssertionError("the prune tier must not call a summarizer")
 
-    monkeypatch.setattr(services, "build_summarizer_chain", no_llm)
+    monkeypatch.setattr(planning, "build_summarizer_chain", no_llm)
     job = request_and_run(session, reason="threshold")
     session.refresh_from_db()
     assert job.status == Status.SUCCEEDED, job.error or job.detail
@@ -474,7 +480,7 @@ def test_a_transient_database_error_hands_the_job_back_for_the_retry(user, monke
     def flaky(*args, **kwargs):
         raise OperationalError("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(services.jobs, "_compute", flaky)
+    monkeypatch.setattr(planning, "outcome_compute", flaky)
     with pytest.raises(OperationalError):  # the task's autoretry sees it
         services.compaction_run(compaction_id=job.pk)
     job.refresh_from_db()
@@ -540,9 +546,9 @@ def test_a_usage_report_for_the_context_before_the_compaction_does_not_retrigger
 
 
 def test_loop_guard_waits_for_a_share_of_the_trigger_not_a_fixed_2000():
-    assert services.loop_guard_new_tokens(60_000) == 6_000
-    assert services.loop_guard_new_tokens(167_000) == 16_700
-    assert services.loop_guard_new_tokens(5_000) == services.LOOP_GUARD_MIN_NEW_TOKENS
+    assert policy.loop_guard_new_tokens(60_000) == 6_000
+    assert policy.loop_guard_new_tokens(167_000) == 16_700
+    assert policy.loop_guard_new_tokens(5_000) == policy.LOOP_GUARD_MIN_NEW_TOKENS
 
 
 def _calibrated_low_trigger_session(user, *, overhead: int, **settings):
@@ -610,7 +616,7 @@ def test_only_a_job_with_a_summary_waits_for_review(user, monkeypatch):
     def broken(**kwargs):
         raise RuntimeError("summarizer exploded")
 
-    monkeypatch.setattr(services, "build_summarizer_chain", broken)
+    monkeypatch.setattr(planning, "build_summarizer_chain", broken)
     append(session, conversation(8, start=20))
     failed = request_and_run(session, force=True)
     assert failed.status == Status.FAILED

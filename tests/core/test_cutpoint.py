@@ -472,22 +472,6 @@ def test_force_ignores_preserve_messages() -> None:
     assert len(plan.kept) < 15
 
 
-def test_core_cut_modules_import_without_django() -> None:
-    import subprocess
-    import sys
-
-    code = (
-        "import sys; import compaction.core.cutpoint, compaction.core.fileops, compaction.core.overflow, "
-        "compaction.core.transcripts; "
-        "assert not [m for m in sys.modules if m == 'django' or m.startswith('django.')], 'django imported'"
-    )
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=root)
-    assert result.returncode == 0, result.stderr
-
-
 def test_reason_when_the_budget_needs_every_message() -> None:
     h = History()
     h.user(100)
