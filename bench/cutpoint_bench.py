@@ -22,7 +22,7 @@ Like with like: both sides get the same `Msg` lists (token counts and tool ids c
 before any timing, as the service stores them), one call per session and budget, results
 not read (plan_cut's reason is written only when read; pi builds none). Prints per
 implementation the median time of one pass over all sessions and the ratios.
-Target (issue 8): `plan_cut` at most pi's time, i.e. plan_cut / pi <= 1.0.
+Target: `plan_cut` at most pi's time (plan_cut / pi <= 1.0), and no slower than the previous one.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 TRANSCRIPTS = Path("/work/shared/data/transcripts/claude-code")
-# The plan_cut that walked the history 3-4 times (before issue 8 part 4).
-OLD_REV = "d264f0c"
+# The last plan_cut with three tiers (a walk back, a forward pass and an exhaustive scan, held
+# equal by property tests) before the single forward pass replaced them.
+OLD_REV = "4b12b83"
 
 
 # --- pi's cut planning, ported (not called by the service; the baseline only) ----------------

@@ -19,6 +19,16 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from compaction.core.blocks import (
+    REDACTED_THINKING,
+    TEXT,
+    THINKING,
+    THINKING_KINDS,
+    TOOL_RESULT,
+    TOOL_USE,
+    block_text,
+    iter_blocks,
+)
 from compaction.core.provenance import PERSON, annotate, content_parts
 
 # Request-scoped markers, not conversation content: a client moves them to its newest blocks on
@@ -43,7 +53,7 @@ def _tool_result_content(content: Any) -> Any:
 
 
 def _blank(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") == "text" and not str(block.get("text") or "").strip()
+    return isinstance(block, dict) and block.get("type") == TEXT and not str(block.get("text") or "").strip()
 
 
 def _reminder(text: str) -> bool:
@@ -56,36 +66,33 @@ def _reminder(text: str) -> bool:
 def _identity_block(block: Any) -> bool:
     if not isinstance(block, dict):
         return True
-    if block.get("type") in _UNSTABLE_KINDS or _blank(block):
+    # Clients may drop earlier turns' thinking blocks (the API ignores them there anyway).
+    if block.get("type") in THINKING_KINDS or _blank(block):
         return False
-    return not (block.get("type") == "text" and _reminder(str(block.get("text") or "")))
+    return not (block.get("type") == TEXT and _reminder(str(block.get("text") or "")))
 
 
 def _block_fingerprint(block: Any, *, deep: bool) -> Any:
     if not isinstance(block, dict):
         return ["?", _canon(block)]
     kind = block.get("type")
-    if kind == "text":
+    if kind == TEXT:
         return ["text", _short(str(block.get("text") or "").strip())]
-    if kind == "tool_use":
+    if kind == TOOL_USE:
         return ["tool_use", block.get("id"), block.get("name")] + ([_short(_canon(block.get("input")))] if deep else [])
-    if kind == "tool_result":
+    if kind == TOOL_RESULT:
         # The id alone identifies it: clients may later clear old results' content (Claude Code
         # "microcompact") and the conversation is still the same one.
         if not deep:
             return ["tool_result", block.get("tool_use_id")]
         content = _short(_canon(_tool_result_content(block.get("content"))))
         return ["tool_result", block.get("tool_use_id"), content, bool(block.get("is_error"))]
-    if kind == "thinking":
+    if kind == THINKING:
         return ["thinking", block.get("signature") or _short(str(block.get("thinking") or ""))]
-    if kind == "redacted_thinking":
+    if kind == REDACTED_THINKING:
         return ["redacted_thinking", _short(str(block.get("data") or ""))]
     rest = {k: v for k, v in block.items() if k not in TRANSPORT_KEYS and v is not None}
     return [str(kind), _short(_canon(rest))]
-
-
-# Clients may drop earlier turns' thinking blocks (the API ignores them there anyway).
-_UNSTABLE_KINDS = ("thinking", "redacted_thinking")
 
 
 def message_fingerprint(message: Any, *, deep: bool = False) -> list[Any]:
@@ -204,10 +211,10 @@ def first_user_text(messages: list[Any], limit: int = 80) -> str:
         if not isinstance(message, dict) or message.get("role") != "user":
             continue
         content = message.get("content")
-        texts = [content] if isinstance(content, str) else []
-        if isinstance(content, list):
-            texts = [b.get("text") for b in content if isinstance(b, dict) and b.get("type") == "text"]
-        texts = [" ".join(str(t).split()) for t in texts if isinstance(t, str) and t.strip()]
+        texts = [block_text(b) for b in iter_blocks(content) if b.get("type") == TEXT]
+        texts = [" ".join(t.split()) for t in texts if t.strip()]
+        # The person's words, not what Claude Code puts before them (<system-reminder> blocks, a
+        # command caveat) or after (a skill body).
         said = [p.words for p in content_parts(content) if p.provenance == PERSON and p.words] if texts else []
         plain = [" ".join(t.split()) for t in said] or texts
         if plain:

@@ -54,7 +54,7 @@ from compaction.core.prompts import validate_custom_prompt
 from compaction.core.provenance import without_provenance
 from compaction.core.prune import prune_served, tool_names
 from compaction.core.summary_message import render_summary_message
-from compaction.core.types import Msg
+from compaction.core.types import Msg, ProviderUsage
 
 from . import statements, validation
 from .models import Message, Session, ToolCall, UsageSample
@@ -766,7 +766,11 @@ def usage_report(
     incomplete and have no result, so the served context drops them.
     """
     now = now or timezone.now()
-    prompt_tokens = input_tokens + cache_read_input_tokens + cache_creation_input_tokens
+    prompt_tokens = ProviderUsage(
+        input_tokens=input_tokens,
+        cache_read_input_tokens=cache_read_input_tokens,
+        cache_creation_input_tokens=cache_creation_input_tokens,
+    ).prompt_tokens
     record = {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,

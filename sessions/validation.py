@@ -13,32 +13,18 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction.core import blocks
+
 ROLES = ("user", "assistant")
 MESSAGE_KEYS = ("role", "content", "usage", "provenance")
 # Whose words a message (or a top-level text block) carries: compaction.core.provenance.
 PROVENANCES = ("person", "harness")
 PROVENANCE_PROBLEM = "must be 'person' (typed by the user) or 'harness' (injected by the agent harness), or ''"
-BLOCK_TYPES = ("text", "thinking", "redacted_thinking", "tool_use", "tool_result", "image", "document")
-# Blocks allowed inside a tool_result's content list (Anthropic accepts these there).
-TOOL_RESULT_INNER_TYPES = ("text", "image", "document")
-# Only user messages may carry tool results, only assistant messages tool uses and thinking.
-ROLE_ONLY = {"tool_result": "user", "tool_use": "assistant", "thinking": "assistant", "redacted_thinking": "assistant"}
+# The kinds and their fields are compaction.core.blocks'; the API schema and the transcript
+# import read them here. Unknown fields are refused instead of stored: most likely a typo.
+BLOCK_TYPES = blocks.STORED_KINDS
+BLOCK_KEYS = blocks.FIELDS
 SOURCE_TYPES = ("base64", "url", "file", "text", "content")
-# Keys each block type may carry (the Messages API's, plus `caller`, which Claude Code records
-# on tool_use blocks). Anything else is most likely a typo and is refused instead of stored.
-_COMMON_KEYS = ("type", "cache_control")
-BLOCK_KEYS: dict[str, frozenset[str]] = {
-    kind: frozenset(_COMMON_KEYS + extra)
-    for kind, extra in {
-        "text": ("text", "citations", "provenance"),
-        "thinking": ("thinking", "signature"),
-        "redacted_thinking": ("data",),
-        "tool_use": ("id", "name", "input", "caller"),
-        "tool_result": ("tool_use_id", "content", "is_error"),
-        "image": ("source",),
-        "document": ("source", "title", "context", "citations"),
-    }.items()
-}
 # What each source type needs, and may carry.
 SOURCE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "base64": (("media_type", "data"), ()),
@@ -126,7 +112,7 @@ def check_block(block: Any, path: str, role: str | None, errors: Errors, *, inne
         errors.add(path, f"must be a content block object, got {_kind(block)}")
         return
     kind = block.get("type")
-    allowed = TOOL_RESULT_INNER_TYPES if inner else BLOCK_TYPES
+    allowed = blocks.TOOL_RESULT_CONTENT_KINDS if inner else BLOCK_TYPES
     if kind not in allowed:
         shown = repr(kind) if isinstance(kind, str) else _kind(kind)
         errors.add(_join(path, "type"), f"unknown block type {shown}; allowed: {', '.join(allowed)}")
@@ -139,22 +125,22 @@ def check_block(block: Any, path: str, role: str | None, errors: Errors, *, inne
                 _join(path, safe_text(str(key))),
                 f"unknown field for a {kind} block; allowed: {', '.join(sorted(known))}",
             )
-    owner = ROLE_ONLY.get(kind)
+    owner = blocks.ROLE_ONLY.get(kind)
     if owner and role and role != owner:
         errors.add(_join(path, "type"), f"{kind} blocks are only allowed in {owner} messages, not in {role} messages")
-    if kind == "text":
+    if kind == blocks.TEXT:
         _check_text(block.get("text"), _join(path, "text"), errors)
         if "provenance" in block and not inner:
             _check_provenance(block["provenance"], _join(path, "provenance"), errors)
-    elif kind == "thinking":
+    elif kind == blocks.THINKING:
         if not isinstance(block.get("thinking"), str):
             errors.add(_join(path, "thinking"), "required: a string")
         if "signature" in block and not isinstance(block["signature"], str):
             errors.add(_join(path, "signature"), "must be a string")
-    elif kind == "redacted_thinking":
+    elif kind == blocks.REDACTED_THINKING:
         if not _nonempty_str(block.get("data")):
             errors.add(_join(path, "data"), "required: a non-empty string")
-    elif kind == "tool_use":
+    elif kind == blocks.TOOL_USE:
         if not _nonempty_str(block.get("id")):
             errors.add(_join(path, "id"), "required: a non-empty string")
         elif len(block["id"]) > 255:
@@ -167,7 +153,7 @@ def check_block(block: Any, path: str, role: str | None, errors: Errors, *, inne
             errors.add(_join(path, "input"), "required: an object (the tool's arguments)")
         elif not isinstance(block["input"], dict):
             errors.add(_join(path, "input"), f"must be an object, got {_kind(block['input'])}")
-    elif kind == "tool_result":
+    elif kind == blocks.TOOL_RESULT:
         if not _nonempty_str(block.get("tool_use_id")):
             errors.add(_join(path, "tool_use_id"), "required: a non-empty string")
         if "is_error" in block and not isinstance(block["is_error"], bool):
@@ -178,7 +164,7 @@ def check_block(block: Any, path: str, role: str | None, errors: Errors, *, inne
                 check_block(inner_block, _join(path, f"content[{index}]"), None, errors, inner=True)
         elif content is not None and not isinstance(content, str):
             errors.add(_join(path, "content"), f"must be a string or a list of blocks, got {_kind(content)}")
-    elif kind in ("image", "document"):
+    elif kind in (blocks.IMAGE, blocks.DOCUMENT):
         _check_source(block, path, errors)
 
 

@@ -1,4 +1,4 @@
-"""Which files the agent read and modified, from its tool calls (seed 002 §5).
+"""Which files the agent read and modified, from its tool calls.
 
 Covers Claude Code tools (Read, Write, Edit, MultiEdit, NotebookEdit, Grep/Glob on a file,
 Bash), pi tools (read, write, edit, bash), SWE-agent and generic tool names (open, create,
@@ -18,6 +18,7 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
+from compaction.core.blocks import TOOL_CALL_KINDS, iter_blocks
 from compaction.core.tool_vocabulary import (
     EDITOR_READ_COMMANDS,
     EDITOR_TOOLS,
@@ -26,7 +27,6 @@ from compaction.core.tool_vocabulary import (
     READ_TOOLS,
     SEARCH_TOOLS,
     SHELL_TOOLS,
-    TOOL_USE_TYPES,
     WRITE_TOOLS,
     shell_text,
     tool_input,
@@ -433,10 +433,10 @@ def _tool_call(name: str, inp: Any, recorder: _Recorder) -> None:
 
 def _tool_blocks(messages: Iterable[Msg]) -> Iterable[dict[str, Any]]:
     for message in messages:
-        if message.role != "assistant" or isinstance(message.content, str):
+        if message.role != "assistant":
             continue
-        for block in message.content:
-            if isinstance(block, dict) and block.get("type") in TOOL_USE_TYPES:
+        for block in iter_blocks(message.content):
+            if block.get("type") in TOOL_CALL_KINDS:
                 yield block
 
 

@@ -1,4 +1,4 @@
-"""Is a provider error a context overflow? (seeds 001, 002, 004)
+"""Is a provider error a context overflow?
 
 Three ways to tell:
 1. the error text matches a known overflow message (`PATTERNS`, provider-specific first,
@@ -19,6 +19,8 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from compaction.core.blocks import TOOL_CALL_KINDS
 
 # Error bodies sometimes echo the request; the known messages all sit near the start.
 MAX_SCAN_CHARS = 50_000
@@ -394,7 +396,7 @@ def _tool_input_incomplete(block: dict[str, Any]) -> bool:
 
 
 def discard_truncated_tool_uses(content: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Seed 004: after a `max_tokens` stop, drop the trailing tool_use blocks.
+    """After a `max_tokens` stop, drop the trailing tool_use blocks.
 
     The last tool_use of a truncated response may hold incomplete JSON, and executing only
     part of a parallel batch the model never finished is worse than re-asking; so the whole
@@ -408,7 +410,7 @@ def discard_truncated_tool_uses(content: list[dict[str, Any]]) -> list[dict[str,
     while kept:
         last = kept[-1]
         kind = last.get("type") if isinstance(last, dict) else None
-        if kind in ("tool_use", "server_tool_use"):
+        if kind in TOOL_CALL_KINDS:
             kept.pop()
         elif kind == "text" and not str(last.get("text", "")).strip():
             kept.pop()

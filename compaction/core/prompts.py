@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from compaction.core.blocks import text_of
 from compaction.core.types import Msg
 
 # Tool outputs beyond this are cut to head + tail: one 80k-token file read must not swamp the
@@ -155,12 +156,6 @@ _TURN_PREFIX_MERGE = """<previous-summary> holds the summary of the even earlier
 
 _PLACEHOLDER_RE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 CUSTOM_PROMPT_PLACEHOLDERS = ("conversation", "previous_summary", "instructions", "summary_format")
-
-
-def text_of(block: dict[str, Any], key: str = "text") -> str:
-    """A block's text field, or "" when it is missing or not a string (content from the wild)."""
-    value = block.get(key) if isinstance(block, dict) else None
-    return value if isinstance(value, str) else ""
 
 
 def escape_block_tags(text: str) -> str:

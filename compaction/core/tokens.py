@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from compaction.core.blocks import DOCUMENT, IMAGE, REDACTED_THINKING, TEXT, THINKING, TOOL_RESULT, TOOL_USE, block_text
+
 logger = logging.getLogger(__name__)
 
 # Fixed costs, measured against the Anthropic token counter's overheads for a typical
@@ -138,21 +140,19 @@ def count_tool_result_content(content: Any, tokenizer: Tokenizer) -> int:
 
 def count_block(block: dict[str, Any], tokenizer: Tokenizer) -> int:
     kind = block.get("type")
-    if kind == "text":
-        return BLOCK_OVERHEAD + tokenizer.count(block.get("text", ""))
-    if kind == "thinking":
-        return BLOCK_OVERHEAD + tokenizer.count(block.get("thinking", ""))
-    if kind == "redacted_thinking":
-        return BLOCK_OVERHEAD + tokenizer.count(block.get("data", "")) // 4
-    if kind == "tool_use":
+    if kind in (TEXT, THINKING):
+        return BLOCK_OVERHEAD + tokenizer.count(block_text(block))
+    if kind == REDACTED_THINKING:  # opaque base64: about four characters a token's worth
+        return BLOCK_OVERHEAD + tokenizer.count(block_text(block)) // 4
+    if kind == TOOL_USE:
         return (
             TOOL_USE_OVERHEAD + tokenizer.count(block.get("name", "")) + tokenizer.count(_dump(block.get("input", {})))
         )
-    if kind == "tool_result":
+    if kind == TOOL_RESULT:
         return TOOL_RESULT_OVERHEAD + count_tool_result_content(block.get("content"), tokenizer)
-    if kind == "image":
+    if kind == IMAGE:
         return IMAGE_TOKENS
-    if kind == "document":
+    if kind == DOCUMENT:
         return count_document(block, tokenizer)
     return BLOCK_OVERHEAD + tokenizer.count(_dump(block))
 

@@ -13,6 +13,8 @@ import json
 import shlex
 from typing import Any
 
+from compaction.core.blocks import TOOL_CALL_KINDS
+
 # Tools that run a shell command: their output is program output, where an error line is real.
 SHELL_TOOLS = frozenset(
     {
@@ -89,7 +91,6 @@ PLAN_TOOLS = frozenset({"exitplanmode", "exit_plan_mode"})
 COMPLETION_TOOLS = frozenset({"submit", "finish", "attempt_completion", "task_complete", "complete_task"})
 # Argument names that hold the file a tool works on, most specific first.
 PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "target_file", "file", "absolute_path", "filepath")
-TOOL_USE_TYPES = ("tool_use", "toolCall", "server_tool_use")
 
 
 def tool_key(name: Any) -> str:
@@ -186,7 +187,7 @@ def shell_command_of(block: dict[str, Any]) -> str | None:
     `{"name": "pytest", "input": {"command": "pytest -x"}}`) counts too, unless the name is a
     file tool (`open`, `edit`, `create`), whose "command" is a file operation.
     """
-    if block.get("type") not in TOOL_USE_TYPES:
+    if block.get("type") not in TOOL_CALL_KINDS:
         return None
     name = tool_key(block.get("name"))
     inp = tool_input(block)

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from compaction.core.tokens import count_text
+from compaction.core.types import ProviderUsage
 from compaction.models import Compaction, Reason, Status
 from sessions import services as ss
 from sessions.models import Message, Session
@@ -117,11 +118,7 @@ def reported_prompt_tokens(usage: dict[str, Any] | None) -> int | None:
     creation), or None when the report has none."""
     if not usage or usage.get("input_tokens") is None:
         return None
-    return (
-        int(usage.get("input_tokens") or 0)
-        + int(usage.get("cache_read_input_tokens") or 0)
-        + int(usage.get("cache_creation_input_tokens") or 0)
-    )
+    return ProviderUsage.of(usage).prompt_tokens
 
 
 def usage_report_recorded(*, session: Session, usage: dict[str, Any], message_seq: int):

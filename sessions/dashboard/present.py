@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
+from compaction.core.blocks import IMAGE, TEXT, THINKING_KINDS, TOOL_RESULT, TOOL_USE, block_text
 from compaction.core.config import usage_level
 
 TEXT_PREVIEW_CHARS = 1200
@@ -340,9 +341,9 @@ def _result_text(content: Any) -> str:
     if isinstance(content, list):
         parts = []
         for item in content:
-            if isinstance(item, dict) and item.get("type") == "text":
+            if isinstance(item, dict) and item.get("type") == TEXT:
                 parts.append(str(item.get("text", "")))
-            elif isinstance(item, dict) and item.get("type") == "image":
+            elif isinstance(item, dict) and item.get("type") == IMAGE:
                 parts.append("[image]")
             else:
                 parts.append(json.dumps(item, ensure_ascii=False))
@@ -364,23 +365,23 @@ def message_blocks(content: Any) -> list[Block]:
             blocks.append(_text_block("text", str(item)))
             continue
         kind = item.get("type")
-        if kind == "text":
-            blocks.append(_text_block("text", str(item.get("text", ""))))
-        elif kind in ("thinking", "redacted_thinking"):
-            blocks.append(_text_block("thinking", str(item.get("thinking") or item.get("data") or "")))
-        elif kind == "tool_use":
+        if kind == TEXT:
+            blocks.append(_text_block("text", block_text(item)))
+        elif kind in THINKING_KINDS:
+            blocks.append(_text_block("thinking", block_text(item)))
+        elif kind == TOOL_USE:
             raw = json.dumps(item.get("input", {}), ensure_ascii=False, indent=2)
             block = _text_block("tool_use", raw)
             block.name = str(item.get("name", "tool"))
             block.arg = _main_arg(item.get("input"))
             block.tool_use_id = str(item.get("id", ""))
             blocks.append(block)
-        elif kind == "tool_result":
+        elif kind == TOOL_RESULT:
             block = _text_block("tool_result", _result_text(item.get("content")))
             block.is_error = bool(item.get("is_error"))
             block.tool_use_id = str(item.get("tool_use_id", ""))
             blocks.append(block)
-        elif kind == "image":
+        elif kind == IMAGE:
             source = item.get("source") or {}
             blocks.append(Block(kind="image", text=str(source.get("media_type", "image"))))
         else:

@@ -1,4 +1,4 @@
-"""Example tests for the cut point, mirroring the seeds' diagrams (000, 002, 003, 004)."""
+"""Example tests for the cut point: small histories drawn out in comments, and every reason text."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def assert_plan_invariants(plan: CutPlan, messages: list[Msg]) -> None:
             assert plan.split_turn == (prefix >= SPLIT_TURN_MIN_PREFIX)
 
 
-def test_seed_000_cut_falls_on_a_user_boundary() -> None:
+def test_cut_falls_on_a_user_boundary() -> None:
     # [user] [assistant/tools] [user] [assistant/tools] [user] [assistant]
     h = History()
     h.user(100)
@@ -104,7 +104,7 @@ def test_seed_000_cut_falls_on_a_user_boundary() -> None:
     assert "user turn start" in plan.reason
 
 
-def test_seed_004_split_point_example() -> None:
+def test_cut_keeps_the_last_turns_whole() -> None:
     # [0] user, [1] asst+tool_use, [2] result, [3] user, [4] asst+tool_use, [5] result,
     # [6] user, [7] asst+tool_use, [8] result | [9] user, [10] asst tool_use(Bash),
     # [11] result, [12] user, [13] assistant
@@ -123,7 +123,7 @@ def test_seed_004_split_point_example() -> None:
     assert seqs(plan.kept) == list(range(9, 14))
 
 
-def test_seed_004_never_cuts_at_a_tool_result() -> None:
+def test_never_cuts_at_a_tool_result() -> None:
     # The budget walk lands on [8] (a tool_result): the cut moves to include its tool_use.
     h = History(first_seq=0)
     h.user(10)
@@ -159,7 +159,7 @@ def test_cut_moves_off_a_tool_result_to_its_tool_use() -> None:
     assert seqs(plan.to_summarize) == [0, 1, 2]
 
 
-def test_seed_002_long_turn_is_a_split_turn() -> None:
+def test_long_turn_is_a_split_turn() -> None:
     # One user request followed by 30 assistant + tool messages.
     h = History()
     h.user(100, "first request")
@@ -298,7 +298,7 @@ def test_never_raises_on_odd_messages() -> None:
             assert_plan_invariants(plan, weird)
 
 
-def test_seed_003_preserve_messages() -> None:
+def test_preserve_messages() -> None:
     h = History()
     for _ in range(6):
         h.user(10)
@@ -482,7 +482,7 @@ def test_reason_when_the_budget_needs_every_message() -> None:
 
 
 def test_a_tool_use_waiting_for_its_result_is_never_summarized() -> None:
-    # Issue 9 D1: a slow tool call, then the conversation goes on; its result comes later.
+    # A slow tool call, then the conversation goes on; its result comes later.
     h = History(first_seq=1)
     h.user(10, "build it")
     h._add("assistant", [{"type": "tool_use", "id": "toolu_slow_build", "name": "Bash", "input": {}}], 10)
@@ -519,3 +519,161 @@ def test_stored_tool_ids_plan_as_the_blocks_do() -> None:
     for keep in (0, 100, 1_000, 3_000, 10_000):
         a, b = plan_cut(stored, keep_recent_tokens=keep), plan_cut(h.messages, keep_recent_tokens=keep)
         assert (a.first_kept_seq, seqs(a.turn_prefix), a.reason) == (b.first_kept_seq, seqs(b.turn_prefix), b.reason)
+
+
+def test_turn_start_slack_is_inclusive() -> None:
+    # The budget is met at the last assistant message; moving back to the turn start keeps
+    # exactly 1.5 × the budget (allowed), then one token more (not allowed).
+    for extra, moves_back in ((0, True), (1, False)):
+        h = History(first_seq=0)
+        h.user(10)
+        h.assistant(10)
+        start = h.user(50 + extra)
+        h.assistant(50)
+        h.assistant(50)
+        plan = plan_cut(h.messages, keep_recent_tokens=100)
+        assert_plan_invariants(plan, h.messages)
+        assert (plan.first_kept_seq == start.seq) == moves_back, plan.reason
+
+
+def _use(seq: int, *ids: str, tokens: int = 10) -> Msg:
+    return Msg(seq, "assistant", [{"type": "tool_use", "id": i, "name": "x", "input": {}} for i in ids], tokens)
+
+
+def _result(seq: int, *ids: str, tokens: int = 10) -> Msg:
+    return Msg(seq, "user", [{"type": "tool_result", "tool_use_id": i, "content": "r"} for i in ids], tokens)
+
+
+def _turns(count: int, tokens: int = 1000) -> list[Msg]:
+    h = History()
+    for _ in range(count):
+        h.user(tokens)
+        h.assistant(tokens)
+    return h.messages
+
+
+def _long_turn(rounds: int) -> list[Msg]:
+    h = History()
+    h.user(100)
+    h.assistant(100)
+    h.user(100)
+    for _ in range(rounds):
+        h.tool_round(1000, 1000)
+    return h.messages
+
+
+def _waiting(turns: int) -> list[Msg]:
+    h = History(first_seq=1)
+    h.user(10, "build it")
+    h._add("assistant", [{"type": "tool_use", "id": "toolu_slow", "name": "Bash", "input": {}}], 10)
+    for _ in range(turns):
+        h.user(30)
+        h.assistant(30)
+    return h.messages
+
+
+def _reversed_pair(use_tokens: int) -> list[Msg]:
+    # A result recorded before its tool_use: the pair still keeps both on one side.
+    return [Msg(1, "user", "hi", 10), _result(2, "x"), _use(3, "x", tokens=use_tokens), Msg(4, "assistant", "ok", 10)]
+
+
+# The reasons the API shows for a compaction, word for word.
+REASONS = [
+    (
+        _turns(4),
+        dict(keep_recent_tokens=2500),
+        "cut mid-turn at an assistant message (keep budget 2,500 tokens); the 1-message turn prefix is summarized "
+        "with the history (shorter than 5): summarizing 5 messages, keeping 3 messages (3,000 tokens) from seq 106",
+    ),
+    (
+        _turns(4),
+        dict(keep_recent_tokens=100_000),
+        "nothing to compact: all 8 messages (8,000 tokens) fit within keep_recent_tokens=100,000",
+    ),
+    (
+        _turns(2, 100),
+        dict(keep_recent_tokens=150),
+        "cut at a user turn start (keep budget 150 tokens): summarizing 2 messages (200 tokens), "
+        "keeping 2 messages (200 tokens) from seq 103",
+    ),
+    (
+        _turns(4),
+        dict(keep_recent_tokens=0, preserve_messages=3),
+        "cut at a user turn start (preserve_messages=3): summarizing 4 messages (4,000 tokens), "
+        "keeping 4 messages (4,000 tokens) from seq 105",
+    ),
+    (
+        _turns(2),
+        dict(keep_recent_tokens=0, preserve_messages=4),
+        "nothing to compact: only 4 messages and preserve_messages=4",
+    ),
+    (
+        _turns(4),
+        dict(keep_recent_tokens=100_000, force=True, context_window=200_000),
+        "cut at a user turn start (forced; all 8,000 tokens fit in the 40,000-token budget): summarizing 6 messages "
+        "(6,000 tokens), keeping 2 messages (2,000 tokens) from seq 107",
+    ),
+    (
+        _long_turn(10),
+        dict(keep_recent_tokens=3000),
+        "split turn (keep budget 3,000 tokens): the turn starting at seq 103 is cut after 17 messages; summarizing "
+        "2 history messages and a 17-message turn prefix separately, keeping 4 messages (4,000 tokens) from seq 120",
+    ),
+    (
+        _long_turn(50),
+        dict(keep_recent_tokens=50_000, force=True, context_window=100_000),
+        "split turn (forced, keep budget 20,000 tokens): the turn starting at seq 103 is cut after 81 messages; "
+        "summarizing 2 history messages and a 81-message turn prefix separately, keeping 20 messages "
+        "(20,000 tokens) from seq 184",
+    ),
+    (
+        [Msg(101 + i, "assistant" if i % 2 == 0 else "user", "ok", 10) for i in range(20)],
+        dict(keep_recent_tokens=50),
+        "cut at a user turn start (keep budget 50 tokens): summarizing 15 messages (150 tokens), "
+        "keeping 5 messages (50 tokens) from seq 116",
+    ),
+    (
+        [_use(1, "a"), _result(2, "a"), _use(3, "b"), _result(4, "b"), _use(5, "c"), _result(6, "c")],
+        dict(keep_recent_tokens=15),
+        "cut mid-turn at an assistant message (keep budget 15 tokens); the turn began before this history: "
+        "summarizing 4 messages, keeping 2 messages (20 tokens) from seq 5",
+    ),
+    (
+        [_use(2, "t1"), _result(3, "t1")],
+        dict(keep_recent_tokens=1),
+        "nothing to compact: no valid cut point in 2 messages (every position would split a tool_use from its result)",
+    ),
+    (
+        [_result(1, "r"), _use(2, "r", "w"), Msg(3, "user", "x", 10)],
+        dict(keep_recent_tokens=0),
+        "nothing to compact: no valid cut point in 3 messages (every position would split a tool_use from its "
+        "result; a tool_use at seq 2 is still waiting for its result)",
+    ),
+    (
+        _reversed_pair(10),
+        dict(keep_recent_tokens=15),
+        "nothing to compact: meeting the keep budget 15 tokens requires every message once tool pairs are kept "
+        "together",
+    ),
+    (
+        _reversed_pair(500),
+        dict(keep_recent_tokens=0, force=True, context_window=1000),
+        "cut mid-turn at an assistant message (forced, keep budget 200 tokens; minimum valid tail); the 3-message "
+        "turn prefix is summarized with the history (shorter than 5): summarizing 3 messages, keeping 1 messages "
+        "(10 tokens) from seq 4",
+    ),
+    (
+        _waiting(6),
+        dict(keep_recent_tokens=100, force=True, context_window=1000),
+        "cut mid-turn at an assistant message (forced, keep budget 200 tokens; the tool_use at seq 2 is still "
+        "waiting for its result, so it stays); the 1-message turn prefix is summarized with the history (shorter "
+        "than 5): summarizing 1 messages, keeping 13 messages (370 tokens) from seq 2",
+    ),
+]
+
+
+def test_every_reason_reads_as_before() -> None:
+    for messages, kwargs, reason in REASONS:
+        plan = plan_cut(messages, **kwargs)
+        assert_plan_invariants(plan, messages)
+        assert plan.reason == reason

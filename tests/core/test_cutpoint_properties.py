@@ -1,4 +1,5 @@
-"""Property tests: for random histories with tool pairs the cut never breaks a pair."""
+"""Property tests: for random histories with tool pairs the cut never breaks a pair, and
+`plan_cut` decides as a plain reference written from the rules in its module docstring."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compaction.core import cutpoint
 from compaction.core.cutpoint import SPLIT_TURN_MIN_PREFIX, plan_cut, valid_cut_indices
 from compaction.core.types import Msg
 from tests.core.test_cutpoint import assert_plan_invariants
@@ -18,7 +18,7 @@ tokens = st.integers(min_value=1, max_value=3000)
 def histories(draw) -> list[Msg]:
     """User turns; assistant messages with 0..3 parallel tool_uses; results in the
     following user message(s), sometimes spread over several; sometimes a pending call at
-    the end, or one still waiting while the conversation goes on (issue 9 D1); sometimes a
+    the end, or one still waiting while the conversation goes on; sometimes a
     history that begins mid-turn (after an earlier split)."""
     messages: list[Msg] = []
     counter = 0
@@ -82,7 +82,7 @@ def _kept_and_summarized_ids(plan):
 
 def check_waiting_tool_uses_kept(plan, messages) -> None:
     """A tool_use with no result yet is never summarized: its result, appended later, would be
-    served without it (issue 9 D1)."""
+    served without it."""
     answered = {i for m in messages for i in m.tool_result_ids}
     assert not {i for m in plan.summarized for i in m.tool_use_ids} - answered
 
@@ -159,9 +159,9 @@ def _with_stored_ids(messages: list[Msg]) -> list[Msg]:
 
 @st.composite
 def damaged(draw, messages: list[Msg]) -> list[Msg]:
-    """Input the API never stores, which the walk back must hand over rather than misplan:
-    swapped messages (results before their tool_use), duplicated or forgotten ids, orphan
-    results, other roles, result ids stored on an assistant message."""
+    """Input the API never stores, which must still be planned by the rules: swapped messages
+    (results before their tool_use), duplicated or forgotten ids, orphan results, other roles,
+    result ids stored on an assistant message."""
     messages = list(messages)
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
         i = draw(st.integers(min_value=0, max_value=len(messages) - 1))
@@ -193,77 +193,150 @@ def damaged(draw, messages: list[Msg]) -> list[Msg]:
     return messages
 
 
-def _plans_alike(monkeypatch, messages: list[Msg], kwargs: dict, *, tiers: tuple[str, ...]) -> None:
-    """plan_cut as it runs equals plan_cut with the quicker `tiers` switched off (reasons included)."""
-    walked = plan_cut(messages, **kwargs)
-    for name in tiers:
-        monkeypatch.setattr(cutpoint, name, lambda *args, **kw: None)
-    try:
-        slower = plan_cut(messages, **kwargs)
-    finally:
-        monkeypatch.undo()
-    assert walked == slower
+# --- A reference planner, written from the rules in cutpoint's docstring as plainly as possible
+# (quadratic: every rule checked at every position). plan_cut must decide as it does.
+
+
+def reference_pairs(messages: list[Msg]) -> list[tuple[int, int]]:
+    """(tool_use message, tool_result message) for every result: the nearest assistant message
+    before it that carries its id, else the first one after it; a result no tool_use carries
+    pairs with nothing."""
+    pairs = []
+    for j, m in enumerate(messages):
+        if m.role != "user":
+            continue
+        for tool_id in m.tool_result_ids:
+            uses = [a for a, u in enumerate(messages) if u.role == "assistant" and tool_id in u.tool_use_ids]
+            before = [a for a in uses if a < j]
+            if uses:
+                pairs.append((before[-1] if before else uses[0], j))
+    return pairs
+
+
+def reference_waiting(messages: list[Msg]) -> list[int]:
+    """Assistant messages carrying a tool_use that no result answers anywhere."""
+    answered = {i for m in messages if m.role == "user" for i in m.tool_result_ids}
+    return [a for a, m in enumerate(messages) if m.role == "assistant" and set(m.tool_use_ids) - answered]
+
+
+def reference_valid(messages: list[Msg]) -> list[int]:
+    """Where the kept part may start: a user or assistant message that is not a tool_result
+    message, splits no pair, and comes after no waiting tool_use (the first one may itself
+    start the kept part)."""
+    pairs = reference_pairs(messages)
+    waiting = reference_waiting(messages)
+    return [
+        c
+        for c, m in enumerate(messages)
+        if c >= 1
+        and m.role in ("user", "assistant")
+        and not m.is_tool_result
+        and not any(min(a, j) < c <= max(a, j) for a, j in pairs)
+        and (not waiting or c <= waiting[0])
+    ]
+
+
+def reference_plan(messages: list[Msg], keep: int, preserve: int | None, force: bool, window: int | None) -> tuple:
+    """(first kept seq or None, turn prefix length, phrases the reason must hold)."""
+    n = len(messages)
+    if n < 2:
+        return None, 0, ["nothing to compact: only"]
+    budget = int(window * 0.2) if force and window else keep
+    preserve = preserve if preserve and preserve > 0 and not force else None
+    valid = reference_valid(messages)
+    if not valid:
+        return None, 0, ["nothing to compact: no valid cut point"]
+
+    def kept(c: int) -> int:
+        return sum(max(0, m.tokens) for m in messages[c:])
+
+    starts = [i for i, m in enumerate(messages) if m.is_user_turn_start]
+    notes = []
+    if preserve:
+        target = n - preserve
+        if target < 1:
+            return None, 0, [f"only {n} messages and preserve_messages={preserve}"]
+    else:
+        target = max((c for c in range(1, n) if kept(c) >= budget), default=0)
+        if target < 1 and not force:
+            return None, 0, ["fit within" if kept(0) <= budget else "needs all"]
+        if target < 1:  # forced, and everything fits: keep the last user turn
+            target = starts[-1] if starts and starts[-1] > 0 else n - 1
+            notes.append("tokens fit in the")
+    cut = max((c for c in valid if c <= target), default=None)
+    if cut is None and not force:
+        return None, 0, ["requires every message once tool pairs are kept together"]
+    if cut is None:
+        cut = min(c for c in valid if c > target)
+        notes.append("minimum valid tail")
+    waiting = reference_waiting(messages)
+    if waiting and cut == waiting[0] < n - 1:
+        notes.append("still waiting for its result, so it stays")
+    turn_start = max((s for s in starts if s <= cut), default=None)
+    if turn_start is not None and turn_start < cut and turn_start in valid:
+        if preserve:
+            fits = cut - turn_start <= preserve
+        elif not force:
+            fits = kept(turn_start) <= budget + int(max(0, budget) * 0.5)
+        else:
+            fits = kept(turn_start) <= max(int(window * 0.35) if window else int(budget * 1.5), budget)
+        if fits:
+            cut = turn_start
+    prefix = cut - turn_start if turn_start is not None and cut - turn_start >= SPLIT_TURN_MIN_PREFIX else 0
+    if cut == turn_start:
+        notes.append("cut at a user turn start")
+    elif turn_start is None:
+        notes.append("the turn began before this history")
+    else:
+        notes.append("split turn" if prefix else "summarized with the history")
+    return messages[cut].seq, prefix, notes
+
+
+def check_against_reference(messages: list[Msg], **kwargs) -> None:
+    plan = plan_cut(messages, **kwargs)
+    seq, prefix, phrases = reference_plan(
+        messages,
+        kwargs["keep_recent_tokens"],
+        kwargs.get("preserve_messages"),
+        kwargs.get("force", False),
+        kwargs.get("context_window"),
+    )
+    assert (plan.first_kept_seq, len(plan.turn_prefix)) == (seq, prefix), plan.reason
+    for phrase in phrases:
+        assert phrase in plan.reason
+    assert valid_cut_indices(messages) == reference_valid(messages)
 
 
 cut_arguments = dict(
     keep=st.integers(min_value=0, max_value=40_000),
     force=st.booleans(),
-    window=st.integers(min_value=1_000, max_value=200_000),
-    preserve=st.one_of(st.none(), st.integers(min_value=1, max_value=30)),
+    window=st.one_of(st.none(), st.integers(min_value=1_000, max_value=200_000)),
+    preserve=st.one_of(st.none(), st.integers(min_value=0, max_value=30)),
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages=histories(), stored_ids=st.booleans(), **cut_arguments)
-def test_walk_back_plans_as_the_exhaustive_scan(
-    monkeypatch_module, messages: list[Msg], keep: int, force: bool, window: int, preserve: int | None, stored_ids: bool
+def test_plans_as_the_reference(
+    messages: list[Msg], keep: int, force: bool, window: int | None, preserve: int | None, stored_ids: bool
 ) -> None:
-    """The walk back (`_locate_back`, then the forward pass `_locate_fast`) decides exactly
-    as reading every message does."""
+    """Tool ids read from the blocks or as stored beside them, plan_cut decides as the rules say."""
     if stored_ids:
         messages = _with_stored_ids(messages)
     kwargs = dict(keep_recent_tokens=keep, force=force, context_window=window, preserve_messages=preserve)
-    _plans_alike(monkeypatch_module, messages, kwargs, tiers=("_locate_back", "_locate_fast"))
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(messages=histories(), **cut_arguments)
-def test_forward_pass_plans_as_the_exhaustive_scan(
-    monkeypatch_module, messages: list[Msg], keep: int, force: bool, window: int, preserve: int | None
-) -> None:
-    """The forward pass alone (what runs when the walk back hands over) decides as the scan."""
-    kwargs = dict(keep_recent_tokens=keep, force=force, context_window=window, preserve_messages=preserve)
-    monkeypatch_module.setattr(cutpoint, "_locate_back", lambda *args, **kw: None)
-    try:
-        walked = plan_cut(_with_stored_ids(messages), **kwargs)
-    finally:
-        monkeypatch_module.undo()
-    monkeypatch_module.setattr(cutpoint, "_locate_back", lambda *args, **kw: None)
-    monkeypatch_module.setattr(cutpoint, "_locate_fast", lambda *args, **kw: None)
-    try:
-        exhaustive = plan_cut(_with_stored_ids(messages), **kwargs)
-    finally:
-        monkeypatch_module.undo()
-    assert walked == exhaustive
+    check_against_reference(messages, **kwargs)
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), messages=histories(), **cut_arguments)
-def test_walk_back_on_damaged_input_plans_as_the_exhaustive_scan(
-    monkeypatch_module, data, messages: list[Msg], keep: int, force: bool, window: int, preserve: int | None
+def test_plans_damaged_input_as_the_reference(
+    data, messages: list[Msg], keep: int, force: bool, window: int | None, preserve: int | None
 ) -> None:
-    """Whatever the stored ids say, the walk back plans as the exhaustive scan (it hands over
-    what it cannot vouch for)."""
+    """Input the API never stores (results before their tool_use, repeated or missing ids, other
+    roles, result ids on an assistant message) is planned by the same rules."""
     messages = data.draw(damaged(_with_stored_ids(messages)))
     kwargs = dict(keep_recent_tokens=keep, force=force, context_window=window, preserve_messages=preserve)
-    _plans_alike(monkeypatch_module, messages, kwargs, tiers=("_locate_back", "_locate_fast"))
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    # Hypothesis runs many examples per test call: a function-scoped monkeypatch would be shared.
-    with pytest.MonkeyPatch.context() as mp:
-        yield mp
+    check_against_reference(messages, **kwargs)
 
 
 def _msg(seq: int, role: str, uses: list[str] = (), results: list[str] = (), tokens: int = 100) -> Msg:
@@ -273,8 +346,8 @@ def _msg(seq: int, role: str, uses: list[str] = (), results: list[str] = (), tok
     return Msg(seq, role, blocks, tokens, list(uses), list(results))
 
 
-# Histories whose stored ids repeat an id where the walk back's one-comparison shortcut would
-# not see it: each must be planned as the exhaustive scan plans it, at every budget.
+# Histories whose stored ids repeat an id, where pairing results with the tool_uses just before
+# them would go wrong: each must be planned by the rules, at every budget.
 REPEATED_IDS = {
     "a tool_use id answered earlier, used again later": [
         _msg(1, "user"),
@@ -322,9 +395,10 @@ REPEATED_IDS = {
 
 
 @pytest.mark.parametrize("name", sorted(REPEATED_IDS))
-def test_walk_back_with_repeated_ids_plans_as_the_exhaustive_scan(monkeypatch, name: str) -> None:
+def test_repeated_ids_plan_as_the_reference(name: str) -> None:
     messages = REPEATED_IDS[name]
     for keep in range(0, 100 * len(messages) + 100, 50):
         for preserve in (None, 1, 3):
-            kwargs = dict(keep_recent_tokens=keep, preserve_messages=preserve)
-            _plans_alike(monkeypatch, messages, kwargs, tiers=("_locate_back", "_locate_fast"))
+            for force in (False, True):
+                kwargs = dict(keep_recent_tokens=keep, preserve_messages=preserve, force=force, context_window=keep * 5)
+                check_against_reference(messages, **kwargs)

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from compaction.core.blocks import as_blocks
 from compaction.core.transcripts.base import (
     ImportedTranscript,
     TranscriptError,
-    as_blocks,
     assemble,
     context_tokens,
     first_line,

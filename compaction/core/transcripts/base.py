@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compaction.core.blocks import as_blocks
 from compaction.core.provenance import PERSON, QUEUED_TEMPLATE, annotate, stated_blocks
+from compaction.core.types import ProviderUsage
 
 MISSING_RESULT_TEXT = "[no tool result was recorded in the transcript for this call]"
 
@@ -129,14 +131,6 @@ class ImportedTranscript:
     def assistant_context_tokens(self) -> list[tuple[int, int]]:
         """(message index, reported context tokens) for every assistant message that has one."""
         return [(i, t) for i, t in enumerate(self.reported_context_tokens) if t is not None]
-
-
-def as_blocks(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
-    if isinstance(content, list):
-        return [b for b in content if isinstance(b, dict)]
-    return []
 
 
 def _is_result(block: dict[str, Any]) -> bool:
@@ -293,10 +287,9 @@ def context_tokens(usage: dict[str, Any] | None) -> int | None:
     """Anthropic usage → the prompt size the provider saw (input + cache read + cache creation)."""
     if not isinstance(usage, dict):
         return None
-    keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-    if not any(isinstance(usage.get(k), int) for k in keys):
+    if not any(isinstance(usage.get(k), int) for k in ProviderUsage.PROMPT_FIELDS):
         return None
-    return sum(int(usage.get(k) or 0) for k in keys)
+    return ProviderUsage.of(usage).prompt_tokens
 
 
 def compaction_records(markers: list[dict[str, Any]]) -> list[dict[str, Any]]:

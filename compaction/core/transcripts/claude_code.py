@@ -24,10 +24,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from compaction.core.blocks import as_blocks
 from compaction.core.provenance import HARNESS
 from compaction.core.transcripts.base import (
     ImportedTranscript,
-    as_blocks,
     assemble,
     compaction_records,
     context_tokens,

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from compaction.core.blocks import ANTHROPIC_ONLY_KINDS, as_blocks
 from compaction.core.transcripts.anthropic_json import messages_of, parse_anthropic_messages
-from compaction.core.transcripts.base import ImportedTranscript, TranscriptError, as_blocks, json_kind
+from compaction.core.transcripts.base import ImportedTranscript, TranscriptError, json_kind
 from compaction.core.transcripts.claude_code import read_claude_code
 from compaction.core.transcripts.openai_chat import parse_openai_chat
 from compaction.core.transcripts.pi import read_pi
@@ -32,7 +33,6 @@ CLAUDE_CODE_TYPES = frozenset(
 PI_TYPES = frozenset({"session", "message", "model_change", "thinking_level_change", "compaction", "custom"})
 OPENAI_ROLES = frozenset({"system", "developer", "tool", "function"})
 OPENAI_PARTS = frozenset({"image_url", "input_text", "output_text", "refusal", "input_audio"})
-ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document"})
 
 
 def _first_line(path: Path) -> tuple[int, str]:
@@ -72,7 +72,7 @@ def _chat_flavour(document: Any) -> str:
         kinds = {b.get("type") for b in as_blocks(message.get("content"))}
         if kinds & OPENAI_PARTS:
             return "openai-chat"
-        if kinds & ANTHROPIC_BLOCKS:
+        if kinds & ANTHROPIC_ONLY_KINDS:
             return "anthropic-messages"
     return "anthropic-messages"
 

@@ -12,11 +12,11 @@ import json
 from collections import Counter
 from typing import Any
 
+from compaction.core.blocks import as_blocks
 from compaction.core.transcripts.anthropic_json import messages_of
 from compaction.core.transcripts.base import (
     ImportedTranscript,
     TranscriptError,
-    as_blocks,
     assemble,
     first_line,
     json_kind,

@@ -13,15 +13,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from compaction.core.blocks import as_blocks
 from compaction.core.provenance import HARNESS
 from compaction.core.transcripts.base import (
     ImportedTranscript,
-    as_blocks,
     assemble,
     compaction_records,
     first_line,
     load_jsonl,
 )
+from compaction.core.types import ProviderUsage
 
 
 def _convert_block(block: dict[str, Any]) -> dict[str, Any] | None:
@@ -78,9 +79,7 @@ def _usage(usage: Any) -> tuple[dict[str, Any] | None, int | None]:
         "cache_read_input_tokens": int(usage.get("cacheRead") or 0),
         "cache_creation_input_tokens": int(usage.get("cacheWrite") or 0),
     }
-    context = (
-        anthropic["input_tokens"] + anthropic["cache_read_input_tokens"] + anthropic["cache_creation_input_tokens"]
-    )
+    context = ProviderUsage.of(anthropic).prompt_tokens
     if not context:
         # pi writes all-zero usage on aborted calls: no report was made, none is imported.
         return None, None
