@@ -9,6 +9,11 @@ gateway_call:
   4. on a context overflow: emergency compaction, one retry; other errors go back as they are;
   5. pass the response back (streamed as it arrives, or whole), then append the reply and
      record its usage as a usage report — auto-compaction then runs in the workers.
+
+The auto-compaction decision follows each write (the new messages, the reply, the usage report)
+after its commit, outside the row locks, from that write's own figure: the moment and the figure
+the REST API's append and usage report decide from, so an agent on either path is compacted on
+the same turn.
 """
 
 from __future__ import annotations
@@ -27,12 +32,19 @@ from django.db import transaction
 
 from compaction.models import IN_FLIGHT, Compaction
 from compaction.selectors import compaction_in_flight
-from compaction.services import compaction_overflow, messages_append_then_compact, usage_report_then_compact
+from compaction.services import compaction_maybe_auto, compaction_overflow, usage_report_then_compact
 from sessions.models import Message, Session
-from sessions.services import MAX_BATCH, context_build, session_create, session_usage
+from sessions.services import MAX_BATCH, AppendResult, context_build, messages_append, session_create, session_usage
 
 from . import upstream
-from .history import chain_digests, first_user_text, merge_served, strip_transport, with_provenance
+from .history import (
+    chain_digests,
+    first_user_text,
+    merge_served,
+    message_fingerprint,
+    strip_transport,
+    with_provenance,
+)
 from .models import Conversation
 from .sse import StreamAssembler
 
@@ -65,6 +77,8 @@ class Turn:
     messages: list[dict[str, Any]]  # the client's, as sent
     appended: int = 0
     created: bool = False
+    # The session's newest seq once the request's messages are stored: the reply comes next.
+    last_seq: int = 0
 
 
 @dataclass
@@ -196,17 +210,27 @@ def gateway_begin(
                 matched, created = 0, True
 
         tail = [with_provenance(strip_transport(m)) for m in messages[matched:]]
+        appended: AppendResult | None = None
         for start in range(0, len(tail), MAX_BATCH):
             try:
-                messages_append_then_compact(session=session, messages=tail[start : start + MAX_BATCH])
+                appended = messages_append(session=session, messages=tail[start : start + MAX_BATCH])
             except ValidationError as exc:
                 raise GatewayError(400, "invalid_request_error", _validation_message(exc, matched + start)) from None
         conversation.head_digest = digests[-1]
         conversation.message_count = len(messages)
         conversation.save()
-    if tail:
+    if appended is not None:
+        # Appends only add to the meter: the last batch's figure decides for the whole tail.
+        compaction_maybe_auto(session=appended.session, usage=appended.usage)
         session.refresh_from_db()
-    return Turn(session=session, conversation=conversation, messages=messages, appended=len(tail), created=created)
+    return Turn(
+        session=session,
+        conversation=conversation,
+        messages=messages,
+        appended=len(tail),
+        created=created,
+        last_seq=session.last_seq,
+    )
 
 
 # --- 2. the served context -------------------------------------------------------------------
@@ -255,25 +279,50 @@ def _int(value: Any) -> int:
         return 0
 
 
+def _resent_copy(turn: Turn, message: dict[str, Any]) -> int | None:
+    """The seq of the copy of this reply that the client's next call already stored, if it did."""
+    row = Message.objects.filter(session=turn.session, seq=turn.last_seq + 1).values_list("role", "content").first()
+    if row is None or message_fingerprint({"role": row[0], "content": row[1]}) != message_fingerprint(message):
+        return None
+    return turn.last_seq + 1
+
+
+def _store_reply(turn: Turn, message: dict[str, Any]) -> int | None:
+    """Append the reply; its seq (None if it could not be stored).
+
+    A streamed reply is stored after its last byte went out, and a client may send its next call
+    as soon as it has message_stop: that call then stored the reply it resends, right after this
+    call's messages. Appending it again would serve it twice and hang this call's usage on the
+    duplicate, as if the provider had seen the next question too.
+    """
+    conversation = turn.conversation
+    try:
+        with transaction.atomic():
+            locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
+            moved_on = locked.head_digest != conversation.head_digest
+            resent = _resent_copy(turn, message) if moved_on else None
+            if resent is not None:
+                return resent
+            appended = messages_append(session=turn.session, messages=[message])
+            if not moved_on:
+                locked.head_digest = chain_digests([message], start=locked.head_digest)[-1]
+                locked.message_count += 1
+                locked.save(update_fields=["head_digest", "message_count", "updated_at"])
+    except ValidationError as exc:
+        # The client resends it with its next call, where a problem is answered as a 400.
+        logger.warning("Gateway: reply for session %s not stored: %s", turn.session.pk, _validation_message(exc, 0))
+        return None
+    compaction_maybe_auto(session=appended.session, usage=appended.usage)
+    return appended.messages[-1].seq
+
+
 def gateway_record_reply(*, turn: Turn, reply: dict[str, Any]) -> None:
     """Append the assistant reply (as the client received it) and record the call's usage."""
-    session, conversation = turn.session, turn.conversation
+    session = turn.session
     content = reply.get("content")
     message_seq = None
     if isinstance(content, list) and content:
-        message = {"role": "assistant", "content": content}
-        try:
-            with transaction.atomic():
-                locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
-                result = messages_append_then_compact(session=session, messages=[message])
-                message_seq = result.messages[-1].seq
-                if locked.head_digest == conversation.head_digest:
-                    locked.head_digest = chain_digests([message], start=locked.head_digest)[-1]
-                    locked.message_count += 1
-                    locked.save(update_fields=["head_digest", "message_count", "updated_at"])
-        except ValidationError as exc:
-            # The client resends it with its next call, where a problem is answered as a 400.
-            logger.warning("Gateway: reply for session %s not stored: %s", session.pk, _validation_message(exc, 0))
+        message_seq = _store_reply(turn, {"role": "assistant", "content": content})
     usage = reply.get("usage") or {}
     if isinstance(usage, dict) and usage:
         try:
