@@ -326,7 +326,10 @@ def as_msgs(history: list[dict[str, Any]], first_seq: int = 1) -> list[Any]:
     from compaction.core.tokens import count_content
     from compaction.core.types import Msg
 
-    return [Msg(first_seq + i, m["role"], m["content"], count_content(m["content"])) for i, m in enumerate(history)]
+    return [
+        Msg(first_seq + i, m["role"], m["content"], count_content(m["content"]), provenance=m.get("provenance", ""))
+        for i, m in enumerate(history)
+    ]
 
 
 def compact_once(

@@ -275,13 +275,19 @@ def _load_bulk(session: Session, transcript: ImportedTranscript) -> None:
                 detail=f"{name} {compaction.get('trigger') or 'auto'} compaction (tokens before: "
                 f"{compaction.get('pre_tokens')})",
             )
-        batch.append({"role": message["role"], "content": message["content"]})
+        batch.append({"role": message["role"], "content": message["content"], **_provenance(message)})
         if message["role"] == "assistant" and reported[index] is not None:
             flush()
             services.usage_report_recorded(session=session, usage=message["usage"], message_seq=seqs[-1])
         elif len(batch) >= BATCH:
             flush()
     flush()
+
+
+def _provenance(message: dict[str, Any]) -> dict[str, str]:
+    """The reader's provenance for a message, as the append takes it (none when it has none)."""
+    provenance = message.get("provenance")
+    return {"provenance": provenance} if provenance else {}
 
 
 def _counts(report: ImportReport, transcript: ImportedTranscript) -> None:

@@ -29,6 +29,7 @@ from compaction.core.blocks import (
     block_text,
     iter_blocks,
 )
+from compaction.core.provenance import PERSON, annotate, content_parts
 
 # Request-scoped markers, not conversation content: a client moves them to its newest blocks on
 # every call, and the Messages API allows at most four per request.
@@ -162,6 +163,21 @@ def _drop_transport(block: Any) -> None:
             _drop_transport(b)
 
 
+def with_provenance(message: Any) -> Any:
+    """A client's user message marked with whose words it carries (compaction.core.provenance):
+    the Messages API has no field for it, so Claude Code's injections (skill bodies, command
+    caveats, hook output, reminders) are told from the person's words by their shape and place.
+    A new dict; block texts unchanged. Anything else (an assistant message, a malformed one,
+    one whose provenance is already stated) is returned as it is."""
+    if not isinstance(message, dict) or message.get("role") != "user" or "provenance" in message:
+        return message
+    content = message.get("content")
+    if not isinstance(content, str | list):
+        return message
+    provenance, marked = annotate(content)
+    return {**message, "content": marked, "provenance": provenance} if provenance else message
+
+
 def merge_served(served: list[dict[str, Any]], client: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What goes upstream: the served context, with its tail replaced by the client's own copies.
 
@@ -189,14 +205,18 @@ def _same_message(stripped: dict[str, Any], served: dict[str, Any], client: dict
 
 
 def first_user_text(messages: list[Any], limit: int = 80) -> str:
-    """A title from the first user message: its first text that is not an injected reminder."""
+    """A title from the first user message: the person's first words in it (not an injected
+    reminder, skill body or command caveat), else its first text."""
     for message in messages:
         if not isinstance(message, dict) or message.get("role") != "user":
             continue
-        texts = [block_text(b) for b in iter_blocks(message.get("content")) if b.get("type") == TEXT]
+        content = message.get("content")
+        texts = [block_text(b) for b in iter_blocks(content) if b.get("type") == TEXT]
         texts = [" ".join(t.split()) for t in texts if t.strip()]
-        # Claude Code puts <system-reminder> blocks before what the person typed.
-        plain = [t for t in texts if not t.startswith("<")] or texts
+        # The person's words, not what Claude Code puts before them (<system-reminder> blocks, a
+        # command caveat) or after (a skill body).
+        said = [p.words for p in content_parts(content) if p.provenance == PERSON and p.words] if texts else []
+        plain = [" ".join(t.split()) for t in said] or texts
         if plain:
             title = plain[0]
             return title if len(title) <= limit else title[: limit - 1].rstrip() + "…"

@@ -37,7 +37,14 @@ from sessions.models import Message, Session
 from sessions.services import MAX_BATCH, AppendResult, context_build, messages_append, session_create, session_usage
 
 from . import upstream
-from .history import chain_digests, first_user_text, merge_served, message_fingerprint, strip_transport
+from .history import (
+    chain_digests,
+    first_user_text,
+    merge_served,
+    message_fingerprint,
+    strip_transport,
+    with_provenance,
+)
 from .models import Conversation
 from .sse import StreamAssembler
 
@@ -202,7 +209,7 @@ def gateway_begin(
                 conversation = Conversation(session=session, owner=user, head_digest="", message_count=0)
                 matched, created = 0, True
 
-        tail = [strip_transport(m) for m in messages[matched:]]
+        tail = [with_provenance(strip_transport(m)) for m in messages[matched:]]
         appended: AppendResult | None = None
         for start in range(0, len(tail), MAX_BATCH):
             try:

@@ -170,8 +170,8 @@ class SessionAdmin(admin.ModelAdmin):
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ["session", "seq", "role", "token_count", "created_at"]
-    list_filter = ["role"]
+    list_display = ["session", "seq", "role", "provenance", "token_count", "created_at"]
+    list_filter = ["role", "provenance"]
     search_fields = ["=session__id", "session__title"]
     list_select_related = ["session"]
     ordering = ["session", "seq"]

@@ -115,6 +115,13 @@ class Role(models.TextChoices):
     ASSISTANT = "assistant", "Assistant"
 
 
+class Provenance(models.TextChoices):
+    """Whose words a message carries (compaction.core.provenance); blank when nobody said."""
+
+    PERSON = "person", "Person"
+    HARNESS = "harness", "Harness"
+
+
 class Message(models.Model):
     """One message, exactly as the agent sent it. Never rewritten or deleted by compaction."""
 
@@ -128,6 +135,9 @@ class Message(models.Model):
     tool_use_ids = models.JSONField(default=list, blank=True)
     tool_result_ids = models.JSONField(default=list, blank=True)
     provider_usage = models.JSONField(null=True, blank=True)
+    # Typed by the person or injected by the agent harness; "" = not stated (read by shape).
+    # A text block may state its own in the content (`provenance` key), served without it.
+    provenance = models.CharField(max_length=16, choices=Provenance.choices, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -51,6 +51,7 @@ from compaction.core.config import CompactionConfig, resolve_config, usage_level
 from compaction.core.orphans import orphaned_results, results_as_text
 from compaction.core.overflow import discard_truncated_tool_uses
 from compaction.core.prompts import validate_custom_prompt
+from compaction.core.provenance import without_provenance
 from compaction.core.prune import prune_served, tool_names
 from compaction.core.summary_message import render_summary_message
 from compaction.core.types import Msg, ProviderUsage
@@ -242,6 +243,7 @@ class _Prepared:
     tokens: int
     usage: dict[str, Any] | None
     served_tokens: int = 0  # as served in the context (differs only for a max_tokens reply)
+    provenance: str = ""  # as stated by the client ("" = not stated)
     tool_uses: list[tuple[str, str, str]] = field(default_factory=list)  # (id, name, path)
     tool_results: list[tuple[str, str]] = field(default_factory=list)  # (tool_use_id, path)
 
@@ -275,6 +277,7 @@ def _prepare(messages: list[Any], single: bool, tokenizer: core_tokens.Tokenizer
             content=content,
             tokens=core_tokens.count_content(content, tokenizer),
             usage=message.get("usage"),
+            provenance=message.get("provenance") or "",
         )
         for block_index, block in validation.tool_uses(content):
             item.tool_uses.append((block["id"], block["name"], _join(path, f"content[{block_index}].id")))
@@ -571,6 +574,7 @@ MESSAGE_COLUMNS = (
     "tool_use_ids",
     "tool_result_ids",
     "provider_usage",
+    "provenance",
     "created_at",
 )
 TOOL_CALL_COLUMNS = ("session", "tool_use_id", "name", "use_seq", "result_seq")
@@ -644,6 +648,7 @@ def _append_locked(
             tool_use_ids=[tid for tid, _, _ in item.tool_uses],
             tool_result_ids=[tid for tid, _ in item.tool_results],
             provider_usage=item.usage,
+            provenance=item.provenance,
         )
         for offset, item in enumerate(prepared)
     ]
@@ -1271,7 +1276,7 @@ def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView
     stored_exact = core_tokens.single_tokenizer()
     answered: set[str] | None = None
     served: list[ServedMessage] = []
-    for seq, role, content, stored_tokens, usage, _uses, _results in rows:
+    for seq, role, content, stored_tokens, usage, _uses, _results, _provenance in rows:
         out, tokens, changed = content, stored_tokens, False
         if seq < prune_before and role == "user" and isinstance(content, list):
             key = (session.pk, seq, tokenizer.name)
@@ -1303,7 +1308,8 @@ def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView
             ServedMessage(
                 seq=seq,
                 role=role,
-                content=out,
+                # A text block's provenance is the store's, not the provider's (it refuses the field).
+                content=without_provenance(out) if isinstance(out, list) else out,
                 tokens=tokens if changed else stored_tokens,
                 stored_tokens=stored_tokens,
                 pruned=was_pruned,
@@ -1333,14 +1339,16 @@ def _context_view(session: Session, *, keep_stored: bool = False) -> ContextView
 
 # A message row as the served context and the engine read it: seq, role, content, token_count,
 # provider_usage, and the tool ids stored beside the content at append.
-ContextRow = tuple[int, str, Any, int, Any, list[str], list[str]]
+ContextRow = tuple[int, str, Any, int, Any, list[str], list[str], str]
 
 
 def _context_rows(session: Session, first_kept: int) -> list[ContextRow]:
     return list(
         Message.objects.filter(session=session, seq__gte=first_kept)
         .order_by("seq")
-        .values_list("seq", "role", "content", "token_count", "provider_usage", "tool_use_ids", "tool_result_ids")
+        .values_list(
+            "seq", "role", "content", "token_count", "provider_usage", "tool_use_ids", "tool_result_ids", "provenance"
+        )
     )
 
 
@@ -1355,7 +1363,7 @@ def _engine_messages(rows: list[ContextRow]) -> list[Msg]:
     a result (they are never answered nor served), which the cut would never summarize."""
     answered: set[str] | None = None
     messages = []
-    for seq, role, content, tokens, usage, use_ids, result_ids in rows:
+    for seq, role, content, tokens, usage, use_ids, result_ids, provenance in rows:
         uses = use_ids
         if role == "assistant" and _is_max_tokens(usage) and isinstance(content, list):
             if answered is None:
@@ -1363,7 +1371,7 @@ def _engine_messages(rows: list[ContextRow]) -> list[Msg]:
             hidden = set(truncated_content(content, answered)[1])
             if hidden:
                 uses = [tool_id for tool_id in use_ids if tool_id not in hidden]
-        messages.append(Msg(seq, role, content, tokens, uses, result_ids))
+        messages.append(Msg(seq, role, content, tokens, uses, result_ids, provenance))
     return messages
 
 

@@ -16,7 +16,10 @@ from typing import Any
 from compaction.core import blocks
 
 ROLES = ("user", "assistant")
-MESSAGE_KEYS = ("role", "content", "usage")
+MESSAGE_KEYS = ("role", "content", "usage", "provenance")
+# Whose words a message (or a top-level text block) carries: compaction.core.provenance.
+PROVENANCES = ("person", "harness")
+PROVENANCE_PROBLEM = "must be 'person' (typed by the user) or 'harness' (injected by the agent harness), or ''"
 # The kinds and their fields are compaction.core.blocks'; the API schema and the transcript
 # import read them here. Unknown fields are refused instead of stored: most likely a typo.
 BLOCK_TYPES = blocks.STORED_KINDS
@@ -114,17 +117,21 @@ def check_block(block: Any, path: str, role: str | None, errors: Errors, *, inne
         shown = repr(kind) if isinstance(kind, str) else _kind(kind)
         errors.add(_join(path, "type"), f"unknown block type {shown}; allowed: {', '.join(allowed)}")
         return
+    # Provenance is a message's text's: not a tool result's or a document's inner blocks'.
+    known = BLOCK_KEYS[kind] - {"provenance"} if inner else BLOCK_KEYS[kind]
     for key in block:
-        if key not in BLOCK_KEYS[kind]:
+        if key not in known:
             errors.add(
                 _join(path, safe_text(str(key))),
-                f"unknown field for a {kind} block; allowed: {', '.join(sorted(BLOCK_KEYS[kind]))}",
+                f"unknown field for a {kind} block; allowed: {', '.join(sorted(known))}",
             )
     owner = blocks.ROLE_ONLY.get(kind)
     if owner and role and role != owner:
         errors.add(_join(path, "type"), f"{kind} blocks are only allowed in {owner} messages, not in {role} messages")
     if kind == blocks.TEXT:
         _check_text(block.get("text"), _join(path, "text"), errors)
+        if "provenance" in block and not inner:
+            _check_provenance(block["provenance"], _join(path, "provenance"), errors)
     elif kind == blocks.THINKING:
         if not isinstance(block.get("thinking"), str):
             errors.add(_join(path, "thinking"), "required: a string")
@@ -202,6 +209,13 @@ def check_message(message: Any, path: str, errors: Errors) -> None:
     usage = message.get("usage")
     if usage is not None and not isinstance(usage, dict):
         errors.add(_join(path, "usage"), f"must be an object, got {_kind(usage)}")
+    if "provenance" in message:
+        _check_provenance(message["provenance"], _join(path, "provenance"), errors)
+
+
+def _check_provenance(value: Any, path: str, errors: Errors) -> None:
+    if value != "" and value not in PROVENANCES:
+        errors.add(path, PROVENANCE_PROBLEM)
 
 
 NUL_PROBLEM = "must not contain the NUL character (\\u0000)"

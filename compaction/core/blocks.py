@@ -45,6 +45,9 @@ class TextBlock(_Cacheable):
     type: Literal["text"]
     text: str
     citations: NotRequired[list[dict[str, Any]] | None]
+    # Not the Messages API's: whose words a message's text block carries when it differs from
+    # the message's (compaction.core.provenance). Stored, never served.
+    provenance: NotRequired[str]
 
 
 class ThinkingBlock(_Cacheable):

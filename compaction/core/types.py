@@ -24,6 +24,9 @@ class Msg:
     # histories that is most of its time (every block is a dict somewhere else in memory).
     stored_use_ids: list[str] | tuple[str, ...] | None = None
     stored_result_ids: list[str] | tuple[str, ...] | None = None
+    # Whose words a user message carries: "person", "harness" or "" (not stated: read by shape).
+    # A text block may state its own (`compaction.core.provenance`).
+    provenance: str = ""
 
     @property
     def blocks(self) -> list[dict[str, Any]]:

@@ -149,8 +149,9 @@ def transcript_replay(
     earlier = set(Compaction.objects.filter(session=session).values_list("pk", flat=True))
     new_succeeded = Compaction.objects.filter(session=session, status=Status.SUCCEEDED).exclude(pk__in=earlier)
     for index, message in enumerate(messages):
+        said = {"provenance": message["provenance"]} if message.get("provenance") else {}
         appended = messages_append_then_compact(
-            session=session, messages=[{"role": message["role"], "content": message["content"]}]
+            session=session, messages=[{"role": message["role"], "content": message["content"], **said}]
         )
         seq = appended.messages[-1].seq
         job = appended.compaction

@@ -92,7 +92,15 @@ def _message_shapes(schemas: dict[str, Any]) -> None:
                 "items": {
                     "type": "object",
                     "required": ["type"],
-                    "properties": {"type": {"type": "string", "enum": list(BLOCK_TYPES)}},
+                    "properties": {
+                        "type": {"type": "string", "enum": list(BLOCK_TYPES)},
+                        "provenance": {
+                            "type": "string",
+                            "enum": ["person", "harness", ""],
+                            "description": "Text blocks only: whose words this block carries, when it "
+                            "differs from the message's (see the message's `provenance`).",
+                        },
+                    },
                 },
             },
         ],

@@ -183,12 +183,33 @@ class SessionInSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
 # ---- messages ---------------------------------------------------------------------------------
 
 
+PROVENANCE_HELP = (
+    "Whose words the message carries: 'person' (typed by the user) or 'harness' (injected by the agent "
+    "harness: skill text, command caveats, hook output, reminders, task templates); '' when not stated "
+    "(then read by shape). A text block may state its own with a `provenance` key, e.g. "
+    '{"type": "text", "text": "<system-reminder>…</system-reminder>", "provenance": "harness"}; '
+    "the served context leaves that key out."
+)
+
+
+# A pattern, not an enum: the schema's enum post-processing would drop "" (not stated), one of
+# its values, which allow_blank adds as its own alternative.
+@extend_schema_field({"type": "string", "pattern": "^(person|harness)$"})
+class ProvenanceField(serializers.CharField):
+    """A message's provenance: "person", "harness" or "" (documentation: sessions.validation checks
+    what is appended)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(allow_blank=True, help_text=PROVENANCE_HELP, **kwargs)
+
+
 class MessageOutSerializer(serializers.Serializer):
     seq = serializers.IntegerField()
     role = serializers.ChoiceField(choices=["user", "assistant"])
     content = serializers.JSONField(help_text="A string or a list of Anthropic content blocks, as sent.")
     token_count = serializers.IntegerField()
     provider_usage = serializers.JSONField(allow_null=True)
+    provenance = ProvenanceField()
     created_at = serializers.DateTimeField()
 
 
@@ -206,6 +227,7 @@ def message_out(message) -> dict:
         "content": message.content,
         "token_count": message.token_count,
         "provider_usage": message.provider_usage,
+        "provenance": message.provenance,
         "created_at": _CREATED_AT.to_representation(message.created_at),
     }
 
@@ -219,6 +241,7 @@ class MessageInSerializer(serializers.Serializer):
         "tool_use (assistant only), tool_result (user only, answering an earlier tool_use), image, document."
     )
     usage = serializers.JSONField(required=False, help_text="Optional provider usage for this message, stored as is.")
+    provenance = ProvenanceField(required=False)
 
 
 class MessageBatchInSerializer(serializers.Serializer):

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from compaction.core.text_heuristics import QUEUED_TEMPLATE
+from compaction.core.provenance import QUEUED_TEMPLATE, user_words
 from compaction.models import Compaction
 from sessions.models import Message, Session, ToolCall
+from sessions.services import context_messages
 from tests import services
 
 pytestmark = pytest.mark.django_db
@@ -224,6 +225,32 @@ def test_queued_instructions_arrive_where_the_agent_received_them(user) -> None:
         assert row.content[-1] == {"type": "text", "text": QUEUED_TEMPLATE.format(text=text)}
         call = Message.objects.get(session=session, seq=row.seq - 1)
         assert row.content[0]["tool_use_id"] in call.tool_use_ids
+
+
+def test_imports_store_whose_words_each_message_carries(user) -> None:
+    # Claude Code marks what it injected (a skill body, hook output) as meta lines; the person's
+    # own lines and the command they typed stay theirs.
+    run(DATA / "claude-code" / "subagent.jsonl", user, "--no-subagents")
+    run(DATA / "claude-code" / "reliability-coverage-test-fix.jsonl", user)
+    run(DATA / "swe-agent" / "pydicom__pydicom-1458.traj", user)
+    beads, hooked, swe = Session.objects.filter(owner=user).order_by("created_at")
+    first = Message.objects.get(session=beads, seq=1)
+    assert first.provenance == "person"
+    assert first.content[0]["text"].startswith("<command-message>handgemacht:create-beads")
+    assert first.content[1]["provenance"] == "harness"  # the skill body Claude Code expanded it to
+    assert first.content[1]["text"].startswith("Create beads (epic + tasks + dependencies)")
+    said = [w for m in context_messages(beads) for w in user_words(m)]
+    assert [kind for _w, kind in said] == ["command", ""] and said[1][0] == "create the beads"
+    rows = Message.objects.filter(session=hooked, role="user")
+    hooks = [m for m in rows if isinstance(m.content, str) and m.content.startswith("Stop hook feedback")]
+    assert len(hooks) == 2 and {m.provenance for m in hooks} == {"harness"}
+    assert Message.objects.get(session=hooked, seq=1).provenance == "person"
+    assert set(Message.objects.filter(role="assistant").values_list("provenance", flat=True)) == {""}
+    # SWE-agent: the issue is the person's task, its template and every observation the harness's.
+    task = [w for m in context_messages(swe) for w in user_words(m)]
+    assert [kind for _w, kind in task] == ["task"]
+    assert task[0][0].startswith("Pixel Representation attribute should be optional")
+    assert "INSTRUCTIONS" not in task[0][0]
 
 
 def cut_lines(source: Path, target: Path) -> tuple[int, set[str]]:

@@ -8,8 +8,9 @@ import pytest
 
 from compaction.core.fileops import extract_file_ops
 from compaction.core.ledger import build_ledger
+from compaction.core.provenance import QUEUED_TEMPLATE
 from compaction.core.summarizers.extractive import extractive_summary
-from compaction.core.text_heuristics import QUEUED_TEMPLATE, command_of, user_messages
+from compaction.core.text_heuristics import command_of, user_messages
 from compaction.core.tokens import count_content
 from compaction.core.tool_vocabulary import SHELL_TOOLS, is_modify_tool, is_shell_tool, shell_command_of, tool_key
 from compaction.core.transcripts.claude_code import parse_claude_code

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from compaction.core.cutpoint import plan_cut
-from compaction.core.text_heuristics import QUEUED_TEMPLATE
+from compaction.core.provenance import QUEUED_TEMPLATE
 from compaction.core.transcripts import ImportedTranscript, TranscriptError, parse_claude_code, read_claude_code
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.types import Msg
@@ -255,6 +255,13 @@ def test_sidechains_and_branches_are_skipped_meta_lines_kept() -> None:
     # isMeta lines are hidden in Claude Code's UI but sent to the model: imported.
     assert "<local-command-caveat>x</local-command-caveat>" in json.dumps(t.messages)
     assert t.stats["meta_user_lines_imported"] == 1
+    # ...as the harness's words beside the person's, in the one message they are merged into.
+    assert t.messages[0]["provenance"] == "person"
+    assert t.messages[0]["content"][1] == {
+        "type": "text",
+        "text": "<local-command-caveat>x</local-command-caveat>",
+        "provenance": "harness",
+    }
     assert t.skipped == {"skipped_off_chain": 2, "skipped_system_turn_duration": 1}
     # The sidechain is a subagent's conversation: read as one of its own, not dropped.
     assert [m["content"][0]["text"] for s in t.subagents for m in s.messages] == ["sidechain"]
@@ -454,3 +461,41 @@ def test_a_missing_parent_continues_in_file_order() -> None:
     assert texts == ["one", "two", "three"] and t.messages[0]["content"] == "first"
     assert t.stats["parent_links_broken"] == 2 and t.skipped == {}
     assert t.compactions[0]["before_message_index"] == 4
+
+
+def test_each_message_says_whose_words_it_carries() -> None:
+    command = (
+        "<command-message>create-beads</command-message>\n<command-name>/create-beads</command-name>\n"
+        "<command-args>for the linter setup</command-args>"
+    )
+    skill = "Create beads with a structured preview before execution.\n\nDo NOT enter plan mode."
+    t = parse_claude_code(
+        [
+            line("u1", None, "user", command),
+            line("m1", "u1", "user", [{"type": "text", "text": skill}], isMeta=True),
+            call_line("a1", "m1", "t1"),
+            {"type": "queue-operation", "operation": "enqueue", "content": "use the staging db"},
+            {"type": "queue-operation", "operation": "remove"},
+            result_line("r1", "a1", "t1"),
+            line("a2", "r1", "assistant", [{"type": "text", "text": "done"}]),
+            line("h1", "a2", "user", "Stop hook feedback:\n[stop.sh]: Cannot exit with unstaged changes.", isMeta=True),
+            line("a3", "h1", "assistant", [{"type": "text", "text": "committing"}]),
+            line("n1", "a3", "user", "<task-notification>\n<status>completed</status>\n</task-notification>"),
+        ]
+    )
+    assert_tool_pairs_intact(t)
+    said = [(m["role"], m["provenance"]) for m in t.messages]
+    assert said == [
+        ("user", "person"),  # the slash command, with its expansion marked as the harness's
+        ("assistant", ""),
+        ("user", "person"),  # a tool result with the message queued meanwhile
+        ("assistant", ""),
+        ("user", "harness"),  # the Stop hook's output
+        ("assistant", ""),
+        ("user", "harness"),  # a background task's notification, by its shape
+    ]
+    assert t.messages[0]["content"] == [
+        {"type": "text", "text": command},
+        {"type": "text", "text": skill, "provenance": "harness"},
+    ]
+    assert t.messages[2]["content"][-1] == {"type": "text", "text": QUEUED_TEMPLATE.format(text="use the staging db")}

@@ -80,6 +80,29 @@ def test_anthropic_list_of_messages(tmp_path: Path) -> None:
     assert [m["role"] for m in t.messages] == ["user", "assistant"]
 
 
+def test_a_claude_code_request_body_marks_what_the_harness_added(tmp_path: Path) -> None:
+    # Claude Code's own requests put reminders and the person's words in one user message.
+    reminder = "<system-reminder>\nThe TodoWrite tool hasn't been used recently.\n</system-reminder>"
+    body = {
+        "model": "claude-sonnet-4-5",
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": reminder}, {"type": "text", "text": "rename the module"}],
+            },
+            {"role": "assistant", "content": [{"type": "text", "text": "Renamed."}]},
+            {"role": "user", "content": "[Request interrupted by user]"},
+        ],
+    }
+    t = read_transcript(write(tmp_path, "claude-code-request.json", body))
+    assert [m["provenance"] for m in t.messages] == ["person", "", "harness"]
+    assert t.messages[0]["content"] == [
+        {"type": "text", "text": reminder, "provenance": "harness"},
+        {"type": "text", "text": "rename the module"},
+    ]
+    assert t.messages[2]["content"] == "[Request interrupted by user]"
+
+
 OPENAI_BODY = {
     "model": "gpt-4o",
     "messages": [

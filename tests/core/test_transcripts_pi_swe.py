@@ -89,6 +89,11 @@ def test_pi_compaction_bash_execution_and_failed_turns(tmp_path: Path) -> None:
     assert_tool_pairs_intact(t)
     assert [m["role"] for m in t.messages] == ["user", "assistant", "user", "assistant", "user", "user", "assistant"]
     assert t.messages[5]["content"][0]["text"].startswith("Ran `ls`")
+    # The person ran `!ls`, but its output is not their words; "go on" is.
+    assert t.messages[5]["provenance"] == "person"
+    assert t.messages[5]["content"][0]["provenance"] == "harness"
+    assert "provenance" not in t.messages[5]["content"][1]
+    assert [m["provenance"] for m in t.messages if m["role"] == "assistant"] == ["", "", ""]
     assert t.reported_context_tokens[1] == 111
     assert t.compactions == [
         {"trigger": None, "pre_tokens": 5000, "before_message_index": 5, "summary": "## Goal\nfix"}

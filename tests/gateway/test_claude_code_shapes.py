@@ -20,7 +20,9 @@ from pathlib import Path
 import httpx2 as httpx
 import pytest
 
+from compaction.core.provenance import user_words, without_provenance
 from compaction.core.transcripts import read_claude_code
+from compaction.core.types import Msg
 from compaction.models import Compaction
 from gateway.history import strip_transport
 from sessions.models import Message, Session
@@ -132,14 +134,23 @@ def test_a_claude_code_session_through_the_gateway(live_server, api_key, upstrea
         assert breakpoints(sent.body) <= 4
         # The newest user message goes up exactly as Claude Code sent it, breakpoint included.
         assert sent.body["messages"][-1] == body["messages"][-1]
+        # Whose words a block carries is the store's: the provider never sees the field.
+        assert '"provenance": ' not in json.dumps(sent.body)
 
     session = Session.objects.get()
     assert session.agent == "claude-cli"
     assert session.model == MODEL
-    stored = [
-        {"role": r, "content": c}
-        for r, c in Message.objects.filter(session=session).order_by("seq").values_list("role", "content")
+    rows = Message.objects.filter(session=session).order_by("seq").values_list("role", "content", "provenance")
+    stored = [{"role": r, "content": without_provenance(c)} for r, c, _p in rows]
+    # The reminder Claude Code added to each user message is marked the harness's: on its block
+    # beside the person's words, on the message where it is the only text (beside tool results).
+    users = [(c, p) for r, c, p in rows if r == "user"]
+    assert users[0][1] == "person" and users[0][0][-1] == {**REMINDER, "provenance": "harness"}
+    assert [words for words, _kind in user_words(Msg(1, "user", users[0][0], 0, provenance=users[0][1]))] == [
+        transcript[0]["content"]
     ]
+    assert {p for c, p in users[1:] if all(b["type"] != "text" for b in c[:-1])} == {"harness"}
+    assert {p for r, _c, p in rows if r == "assistant"} == {""}
     # As first sent: each user message with the reminder it carried in its own call.
     expected = [strip_transport(m) for m in claude_code_body(transcript, reminder=False)["messages"]]
     for message in expected:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from compaction.core.blocks import as_blocks
-from compaction.core.text_heuristics import QUEUED_TEMPLATE
+from compaction.core.provenance import PERSON, QUEUED_TEMPLATE, annotate, stated_blocks
 from compaction.core.types import ProviderUsage
 
 MISSING_RESULT_TEXT = "[no tool result was recorded in the transcript for this call]"
@@ -84,7 +84,9 @@ def load_jsonl(path: str | Path, stats: Counter[str], *, strict: bool = False) -
 
 @dataclass
 class ImportedTranscript:
-    messages: list[dict[str, Any]]  # {"role": "user"|"assistant", "content": str | blocks, "usage": dict | None}
+    # {"role": "user"|"assistant", "content": str | blocks, "usage": dict | None, "provenance": str}:
+    # whose words a user message carries (compaction.core.provenance; a text block may carry its own).
+    messages: list[dict[str, Any]]
     title: str = ""
     model: str | None = None
     # {"trigger", "pre_tokens", "before_message_index", "summary"}: a compaction the agent itself
@@ -144,6 +146,7 @@ class _Item:
     results: list[dict[str, Any]] = field(default_factory=list)  # assistant: its answers
     extra: list[dict[str, Any]] = field(default_factory=list)  # blocks sent along with the answers
     marker: dict[str, Any] | None = None
+    provenance: str = ""  # a user item's, as far as its text says (blocks may state their own)
 
 
 def assemble(
@@ -151,8 +154,11 @@ def assemble(
 ) -> tuple[list[dict[str, Any]], list[int | None], list[dict[str, Any]]]:
     """Put raw chronological messages into provider order and repair tool pairs.
 
-    `raw` items: {"role": "assistant"|"user", "content", "usage"?, "reported"?, "queued"?} or
-    {"role": "marker", "marker": {...}} (a compaction point, mapped to a message index).
+    `raw` items: {"role": "assistant"|"user", "content", "usage"?, "reported"?, "queued"?,
+    "provenance"?} or {"role": "marker", "marker": {...}} (a compaction point, mapped to a
+    message index). A user item's `provenance` is what the reader knows of its text ("harness"
+    for Claude Code's meta lines); without it, its text is read by shape
+    (compaction.core.provenance.annotate).
 
     - each tool_result moves into the user message right after its tool_use's assistant
       message (parallel results spread over several lines become one message);
@@ -160,8 +166,9 @@ def assemble(
     - a tool_use never answered gets a synthetic error result, except in the final assistant
       message (the agent was still waiting for it);
     - a `queued` user message (typed while a tool ran) joins that tool's results;
-    - consecutive plain user messages are merged; whitespace-only text blocks and empty
-      messages are dropped (the Messages API rejects both).
+    - consecutive plain user messages are merged (each text block then states its own
+      provenance where the two differ); whitespace-only text blocks and empty messages are
+      dropped (the Messages API rejects both).
     Returns (messages, reported context tokens aligned with them, markers with indexes).
     """
     items: list[_Item] = []
@@ -199,6 +206,8 @@ def assemble(
             continue
         results = [b for b in blocks if _is_result(b)]
         others = [b for b in blocks if not _is_result(b)]
+        stated = PERSON if entry.get("queued") else str(entry.get("provenance") or "")
+        provenance, marked = annotate(others, stated)
         target: _Item | None = None
         for block in results:
             tool_id = block.get("tool_use_id")
@@ -210,7 +219,7 @@ def assemble(
             answering.results.append(block)
             target = answering
         if target is not None and others:
-            target.extra.extend(others)  # e.g. an image or note sent along with the results
+            target.extra.extend(stated_blocks(marked, provenance))  # e.g. an image or note sent with the results
         elif others:
             previous = items[-1] if items else None
             waiting = (
@@ -223,18 +232,22 @@ def assemble(
                 # tool's result (Claude Code attaches it there), not as a turn of its own, in
                 # the reminder it is delivered in, so a summarizer can tell it from a typed turn.
                 previous.extra.extend(
-                    {"type": "text", "text": QUEUED_TEMPLATE.format(text=b["text"].strip())}
+                    {"type": "text", "text": QUEUED_TEMPLATE.format(text=b["text"].strip()), "provenance": PERSON}
                     if b.get("type") == "text"
                     else b
                     for b in others
                 )
                 stats["queued_messages_attached_to_tool_results"] += 1
             elif previous is not None and previous.role == "user":
-                previous.content = as_blocks(previous.content) + others
+                previous.content = stated_blocks(previous.content, previous.provenance) + stated_blocks(
+                    marked, provenance
+                )
+                previous.provenance = ""
                 stats["user_messages_merged"] += 1
             else:
                 content: Any = entry.get("content") if isinstance(entry.get("content"), str) and not blank else others
-                items.append(_Item("user", content))
+                provenance, content = annotate(content, stated)
+                items.append(_Item("user", content, provenance=provenance))
         elif not results:
             stats["empty_user_messages_dropped"] += 1
 
@@ -249,10 +262,11 @@ def assemble(
             markers.append(marker)
             continue
         if item.role == "user":
-            messages.append({"role": "user", "content": item.content, "usage": None})
+            provenance, content = annotate(item.content, item.provenance)
+            messages.append({"role": "user", "content": content, "usage": None, "provenance": provenance})
             reported.append(None)
             continue
-        messages.append({"role": "assistant", "content": item.content, "usage": item.usage})
+        messages.append({"role": "assistant", "content": item.content, "usage": item.usage, "provenance": ""})
         reported.append(item.reported)
         results = list(item.results)
         unanswered = [b["id"] for b in item.content if b.get("type") == "tool_use" and b["id"] not in answered]
@@ -263,10 +277,8 @@ def assemble(
                 )
                 stats["unanswered_tool_uses_repaired"] += 1
         if results or item.extra:
-            if not results:
-                messages.append({"role": "user", "content": item.extra, "usage": None})
-            else:
-                messages.append({"role": "user", "content": results + item.extra, "usage": None})
+            provenance, content = annotate(results + item.extra)
+            messages.append({"role": "user", "content": content, "usage": None, "provenance": provenance})
             reported.append(None)
     return messages, reported, markers
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from compaction.core.blocks import as_blocks
+from compaction.core.provenance import HARNESS
 from compaction.core.transcripts.base import (
     ImportedTranscript,
     assemble,
@@ -252,14 +253,17 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
                 raw.append({"role": "marker", "marker": {**record, "summary": summary}})
                 boundary = None
                 continue
-            if entry.get("isMeta"):
-                # Hidden in Claude Code's UI but sent to the model (command caveats, skill text).
-                stats["meta_user_lines_imported"] += 1
             content = message.get("content")
             if not as_blocks(content):
                 stats["empty_user_messages_dropped"] += 1
                 continue
-            raw.append({"role": "user", "content": content})
+            if entry.get("isMeta"):
+                # Hidden in Claude Code's UI but sent to the model (command caveats, skill text,
+                # hook output): the harness's words, not the person's.
+                stats["meta_user_lines_imported"] += 1
+                raw.append({"role": "user", "content": content, "provenance": HARNESS})
+            else:
+                raw.append({"role": "user", "content": content})
         elif kind == "system" and entry.get("subtype") == "compact_boundary" and uuid in chain:
             metadata = entry.get("compactMetadata") if isinstance(entry.get("compactMetadata"), dict) else {}
             if boundary is not None:  # a boundary without its summary line

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from compaction.core.blocks import as_blocks
+from compaction.core.provenance import HARNESS
 from compaction.core.transcripts.base import (
     ImportedTranscript,
     assemble,
@@ -147,9 +148,16 @@ def read_pi(path: str | Path, *, strict: bool = False) -> ImportedTranscript:
                 }
             )
         elif role == "bashExecution":
-            # pi shows the model a user-run command (`!cmd`) as a user message like this.
+            # pi shows the model a user-run command (`!cmd`) as a user message like this: the
+            # person ran it, the words are the command's output.
             output = str(message.get("output", "")).rstrip()
-            raw.append({"role": "user", "content": f"Ran `{message.get('command', '')}`\n```\n{output}\n```"})
+            raw.append(
+                {
+                    "role": "user",
+                    "content": f"Ran `{message.get('command', '')}`\n```\n{output}\n```",
+                    "provenance": HARNESS,
+                }
+            )
         else:
             stats[f"skipped_role_{role}"] += 1
             continue

@@ -11,6 +11,12 @@ Demonstrations (a solved example run SWE-agent shows the model before its task, 
 not the conversation, and read as messages they would make another issue look like the
 task and the example's actions look like work done. A run's last action (`submit`) is not
 answered in `history`; its observation (the submitted patch) is in `trajectory[-1]`.
+
+Provenance: the first user message is the task, which SWE-agent writes into its template
+("We're currently solving the following issue … ISSUE:", then INSTRUCTIONS and tips): the
+issue statement is the person's (what whoever started the run asked for), the template
+around it the harness's, each in a block of its own. Every later user-role text is the
+environment's (observations, format reminders): the harness's.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from compaction.core.blocks import as_blocks
+from compaction.core.provenance import HARNESS
 from compaction.core.transcripts.base import ImportedTranscript, TranscriptError, assemble, first_line
 
 
@@ -103,6 +109,7 @@ def parse_swe_agent(traj: Any) -> ImportedTranscript:
     raw: list[dict[str, Any]] = []
     system_parts: list[str] = []
     pending_action_id: str | None = None  # text-format action waiting for its observation
+    task: str | None = None  # the first user message's text
     for number, item in enumerate(history):
         if not isinstance(item, dict):
             stats["skipped_history_items_not_objects"] += 1
@@ -151,7 +158,7 @@ def parse_swe_agent(traj: Any) -> ImportedTranscript:
                 )
             if not ids:
                 stats["tool_messages_without_ids"] += 1
-                raw.append({"role": "user", "content": text})
+                raw.append({"role": "user", "content": text, "provenance": HARNESS})
         elif role == "user":
             if pending_action_id is not None:
                 raw.append(
@@ -162,7 +169,8 @@ def parse_swe_agent(traj: Any) -> ImportedTranscript:
                 )
                 pending_action_id = None
             else:
-                raw.append({"role": "user", "content": text})
+                raw.append({"role": "user", "content": text, **({"provenance": HARNESS} if task is not None else {})})
+                task = text if task is None else task
         else:
             stats[f"skipped_role_{role}"] += 1
     if pending_action_id is not None:
@@ -177,15 +185,7 @@ def parse_swe_agent(traj: Any) -> ImportedTranscript:
             stats["final_observation_from_trajectory"] += 1
 
     messages, reported, _ = assemble(raw, stats)
-    texts = [
-        b.get("text", "")
-        for m in messages
-        if m["role"] == "user"
-        for b in as_blocks(m["content"])
-        if b.get("type") == "text"
-    ]
-    issue = next((t for t in texts if "ISSUE:" in t), None)
-    title = first_line(issue.split("ISSUE:", 1)[1]) if issue else first_line(texts[0] if texts else "")
+    title = first_line(task.split("ISSUE:", 1)[-1] if task else "")
     return ImportedTranscript(
         messages=messages,
         title=title,
