@@ -140,6 +140,11 @@ WHOLE = [
     ),
     ("Ran `git log -1`\n```\ncommit 1a2b3c4\n```", HARNESS, "command_output", ""),
     (DEMONSTRATION, HARNESS, "demonstration", ""),
+    # Codex's environment and AGENTS.md instructions; OpenHands' runtime notes.
+    ("<environment_context>\n  <cwd>/repo</cwd>\n</environment_context>", HARNESS, "reminder", ""),
+    ("<user_instructions>\nUse pnpm.\n</user_instructions>", HARNESS, "reminder", ""),
+    ("# AGENTS.md instructions for /repo\n\nRun the tests before committing.", HARNESS, "reminder", ""),
+    ("<RUNTIME_INFORMATION>\nToday is 2026-11-26.\n</RUNTIME_INFORMATION>", HARNESS, "reminder", ""),
 ]
 
 
