@@ -65,6 +65,7 @@ def main() -> int:
     from sessions import services
     from sessions.breakdown import session_context_breakdown
     from sessions.models import Session
+    from sessions.selectors import context_build
 
     with bench_database():
         user = get_user_model().objects.create_user("breakdown-bench", password="x")
@@ -89,7 +90,7 @@ def main() -> int:
         session = Session.objects.select_related("active_compaction").get(pk=session.pk)
 
         breakdown = session_context_breakdown(session=session)
-        served = services.context_build(session=session)["breakdown"]
+        served = context_build(session=session).as_dict()["breakdown"]
         assert breakdown.breakdown.pruned.saved_estimated_tokens == served["pruned_tool_results_saved"]
         print(
             f"database: {connection.vendor}; {session.last_seq:,} messages, prune before "
@@ -97,7 +98,7 @@ def main() -> int:
             flush=True,
         )
         row = median_ms(lambda: session_context_breakdown(session=session), args.repeat)
-        full = median_ms(lambda: services.context_build(session=session), args.repeat)
+        full = median_ms(lambda: context_build(session=session).as_dict(), args.repeat)
         print(f"breakdown (row + one SUM)        {row:8.1f} ms")
         print(f"context_build (every message)    {full:8.1f} ms   ratio {full / row:.0f}x")
         client = Client()

@@ -62,6 +62,7 @@ def main() -> int:
     from project.celery import app as celery_app
     from sessions import services as session_services
     from sessions.models import Message
+    from sessions.selectors import context_build
 
     bench_database_until_exit()  # a throwaway database, never DATABASE_URL's own
     celery_app.conf.task_always_eager = True  # compactions run inline, timed by the job itself
@@ -87,7 +88,7 @@ def main() -> int:
     compaction_ms = sum(job.duration_ms or 0 for job in result.compactions)
     session.refresh_from_db()
 
-    context_ms, context = timed(lambda: session_services.context_build(session=session), repeat=15)
+    context_ms, context = timed(lambda: context_build(session=session).as_dict(), repeat=15)
     baseline_ms, _ = timed(
         lambda: list(Message.objects.filter(session=session).order_by("seq").values_list("seq", "role", "content")),
         repeat=15,
@@ -155,7 +156,7 @@ def _usage_scale(usage, result) -> str:
     """The meter's figure and what it is made of: every before/after above is on this scale."""
     cal = usage.calibration
     parts = f"{usage.tokens:,} tokens now ({usage.source}: estimate {usage.estimated_tokens:,}"
-    parts += f"; calibration {cal['fixed']:,} + {cal['ratio']} × estimate, {cal['reports']} reports)" if cal else ")"
+    parts += f"; calibration {cal.fixed:,} + {cal.ratio} × estimate, {cal.reports} reports)" if cal else ")"
     return f"{parts}; peak {result.peak_usage:,}; trigger {usage.trigger_tokens:,}"
 
 

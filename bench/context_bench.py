@@ -154,7 +154,7 @@ def build_real(user):
 def measure(name: str, session, client, repeat: int, profile: bool) -> list[tuple[str, str]]:
     from django.db import connection
 
-    from sessions import selectors, services
+    from sessions import selectors
     from sessions.models import Message
 
     url = f"/api/v1/sessions/{session.pk}/context/"
@@ -162,7 +162,7 @@ def measure(name: str, session, client, repeat: int, profile: bool) -> list[tupl
     def build():
         # What the view does before rendering: load the session (with its active compaction).
         fresh = selectors.session_get(user=session.owner, session_id=session.pk)
-        return services.context_build(session=fresh)
+        return selectors.context_build(session=fresh).as_dict()
 
     def request():
         response = client.get(url)

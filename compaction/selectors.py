@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
@@ -9,6 +13,71 @@ from compaction.models import IN_FLIGHT, Compaction, Event
 from sessions.models import Session
 
 EVENTS_PAGE_SIZE = 200
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """The active compaction as the message store serves it: where the kept messages start,
+    below which tool results are pruned, and the summary served before them."""
+
+    id: Any
+    first_kept_seq: int | None
+    prune_before_seq: int | None
+    snapshot_seq: int | None
+    summary: str
+    turn_prefix_summary: str
+    summary_message_tokens: int | None  # the summary as served, counted with summary_tokenizer
+    summary_tokenizer: str
+    # What the context's `active_compaction` reports besides.
+    reason: str
+    strategy: str
+    summary_tokens: int
+    messages_summarized: int
+    tokens_before: int | None
+    tokens_after: int | None
+    activated_at: datetime | None
+
+    @property
+    def kept_from(self) -> int:
+        """The first seq in context."""
+        return self.first_kept_seq or 1
+
+    @property
+    def prune_below(self) -> int:
+        """Tool results of messages below this seq are served pruned (0: none)."""
+        return self.prune_before_seq or 0
+
+    @property
+    def has_summary(self) -> bool:
+        return bool(self.summary.strip())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": str(self.id),
+            "reason": self.reason,
+            "strategy": self.strategy,
+            "summary_tokens": self.summary_tokens,
+            "first_kept_seq": self.first_kept_seq,
+            "prune_before_seq": self.prune_before_seq,
+            "messages_summarized": self.messages_summarized,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "activated_at": self.activated_at.isoformat() if self.activated_at else None,
+        }
+
+
+# The columns of an Overlay: a read that locks the session and joins its active compaction
+# loads these (`active_compaction__<name>`) and nothing else of the compaction row.
+OVERLAY_FIELDS = tuple(name for name in Overlay.__dataclass_fields__)
+
+
+def active_overlay(session: Session) -> Overlay | None:
+    """The session's active compaction as an Overlay (None when nothing is compacted). Reads the
+    joined row when the session was loaded with select_related("active_compaction")."""
+    active = session.active_compaction
+    if active is None:
+        return None
+    return Overlay(**{name: getattr(active, name) for name in OVERLAY_FIELDS})
 
 
 def compaction_list(*, session: Session) -> QuerySet[Compaction]:

@@ -34,7 +34,8 @@ from compaction.models import IN_FLIGHT, Compaction
 from compaction.selectors import compaction_in_flight
 from compaction.services import compaction_maybe_auto, compaction_overflow, usage_report_then_compact
 from sessions.models import Message, Session
-from sessions.services import MAX_BATCH, AppendResult, context_build, messages_append, session_create, session_usage
+from sessions.selectors import context_build
+from sessions.services import MAX_BATCH, AppendResult, messages_append, session_create, session_usage
 
 from . import upstream
 from .history import (
@@ -253,7 +254,7 @@ def _wait_if_it_cannot_fit(session: Session) -> None:
 
 
 def upstream_messages(*, session: Session, client_messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return merge_served(context_build(session=session)["messages"], client_messages)
+    return merge_served(context_build(session=session).messages, client_messages)
 
 
 # --- 3-5. upstream, overflow, the reply -----------------------------------------------------
@@ -444,7 +445,7 @@ def gateway_count_tokens(
             session = conversation.session
             matched = conversation.message_count
     if session is not None:
-        served = context_build(session=session)["messages"] + [strip_transport(m) for m in messages[matched:]]
+        served = context_build(session=session).messages + [strip_transport(m) for m in messages[matched:]]
         messages = merge_served(served, messages)
     response = _send("/v1/messages/count_tokens", query, headers, _encode(body, messages))
     payload = response.read()

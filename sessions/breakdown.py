@@ -57,7 +57,7 @@ class SessionBreakdown:
 
     @property
     def reports(self) -> int:
-        return int((self.usage.calibration or {}).get("reports") or 0)
+        return self.usage.calibration.reports if self.usage.calibration else 0
 
     @property
     def calibrated_estimate_tokens(self) -> int | None:
@@ -198,7 +198,7 @@ def session_context_breakdown(*, session: Session) -> SessionBreakdown:
         summary_tokens=services.served_summary_tokens(session),
         context_window=usage.context_window,
         trigger_tokens=usage.trigger_tokens,
-        ratio=float(calibration["ratio"]) if calibration else None,
+        ratio=calibration.ratio if calibration else None,
         stored_kept_tokens=stored_kept,
     )
     pruned_count = (active.usage or {}).get("tool_results_pruned") if active and prune_before else None

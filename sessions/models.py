@@ -7,6 +7,7 @@ from django.db import models
 from rest_framework_api_key.models import AbstractAPIKey, BaseAPIKeyManager
 
 from compaction.core import registry
+from compaction.core.calibration import Calibration
 
 
 class Session(models.Model):
@@ -108,6 +109,27 @@ class Session(models.Model):
         if info.known:
             return info.context_window
         return settings.COMPACTOR["DEFAULT_CONTEXT_WINDOW"]
+
+    @property
+    def calibration_fit(self) -> Calibration | None:
+        """The fit the meter applies to its estimate (fixed + ratio × estimate); None before any report."""
+        return Calibration.from_state(self.calibration, self.calibration_offset)
+
+    @property
+    def is_calibrated(self) -> bool:
+        return self.calibration is not None or self.calibration_offset is not None
+
+    def calibration_reset(self) -> list[str]:
+        """Forget the calibration (another model counts with another tokenizer and hidden
+        prompt); returns the fields to save."""
+        self.calibration = None
+        self.calibration_offset = None
+        return ["calibration", "calibration_offset"]
+
+    def calibration_model_matches(self, model_key: str | None) -> bool:
+        """Was the calibration measured on this model (registry name)? True when either is unknown."""
+        calibrated_on = (self.calibration or {}).get("model")
+        return not calibrated_on or not model_key or calibrated_on == model_key
 
 
 class Role(models.TextChoices):

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
+from compaction.selectors import Overlay
+
 from .models import Message, Session
+from .services import Usage, served_context, session_usage
 
 
 def session_list(*, user, agent: str | None = None, model: str | None = None, search: str | None = None) -> QuerySet:
@@ -30,3 +36,87 @@ def session_get(*, user, session_id, trashed: bool = False) -> Session:
 def message_list(*, session: Session) -> QuerySet:
     """Full history in seq order; compaction never affects it."""
     return Message.objects.filter(session=session).order_by("seq")
+
+
+@dataclass(frozen=True)
+class ContextTokens:
+    """Our estimate of the served context, by part (the meter's figure is on top of it)."""
+
+    system: int
+    summary: int
+    messages: int
+    pruned_tool_results_saved: int  # stored − served of the pruned tool results
+
+
+@dataclass(frozen=True)
+class ContextView:
+    """The LLM-ready history of a session and its figures. `messages` hold {role, content} only,
+    so they can be sent to the provider as they are; `seqs` names each one's stored message
+    (None for the summary). The API's JSON is `as_dict()`."""
+
+    system: str
+    messages: list[dict[str, Any]]
+    seqs: list[int | None]
+    tokens: int  # the meter's figure (provider's scale)
+    estimated_tokens: int
+    breakdown: ContextTokens
+    context_window: int
+    usage_ratio: float | None
+    trigger_tokens: int
+    active_compaction: Overlay | None
+    usage: Usage
+
+    def as_dict(self) -> dict[str, Any]:
+        b = self.breakdown
+        return {
+            "system": self.system,
+            "messages": self.messages,
+            "seqs": self.seqs,
+            "tokens": self.tokens,
+            "estimated_tokens": self.estimated_tokens,
+            "breakdown": {
+                "system": b.system,
+                "summary": b.summary,
+                "messages": b.messages,
+                "pruned_tool_results_saved": b.pruned_tool_results_saved,
+            },
+            "context_window": self.context_window,
+            "usage_ratio": self.usage_ratio,
+            "trigger_tokens": self.trigger_tokens,
+            "active_compaction": self.active_compaction.as_dict() if self.active_compaction else None,
+            "usage": self.usage.as_dict(),
+        }
+
+
+def context_build(*, session: Session) -> ContextView:
+    """The served context, the active summary first as a user message, then the kept messages."""
+    view = served_context(session)
+    usage = session_usage(session)
+    messages: list[dict[str, Any]] = []
+    seqs: list[int | None] = []
+    if view.summary_text:
+        messages.append({"role": "user", "content": view.summary_text})
+        seqs.append(None)
+    for m in view.messages:
+        if m.dropped:  # only whitespace-only text: the provider rejects it
+            continue
+        messages.append({"role": m.role, "content": m.content})
+        seqs.append(m.seq)
+    return ContextView(
+        system=view.system,
+        messages=messages,
+        seqs=seqs,
+        tokens=usage.tokens,
+        estimated_tokens=view.tokens,
+        breakdown=ContextTokens(
+            system=view.system_tokens,
+            summary=view.summary_tokens,
+            messages=sum(m.tokens for m in view.messages),
+            pruned_tool_results_saved=sum(m.stored_tokens - m.tokens for m in view.messages if m.pruned),
+        ),
+        context_window=usage.context_window,
+        usage_ratio=usage.usage_ratio,
+        trigger_tokens=usage.trigger_tokens,
+        active_compaction=view.overlay,
+        usage=usage,
+    )

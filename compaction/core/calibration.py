@@ -13,12 +13,13 @@ entered the context), and a fit over all reports, dominated by those early point
 the later half 4% off against 0.4% for the last 20 (tests/api/test_calibration_replay.py).
 After a compaction the new, small estimates join the window and give it a wide spread.
 
-Plausibility (issue #10): every report is first judged against our own figure for what was
+Plausibility: every report is first judged against our own figure for what was
 served for that call (`judge`); a report far off is stored and flagged but neither calibrates
 nor moves the meter, and the meter never shows less than MIN_PROVIDER_RATIO × the served
 estimate (`served_floor`), whatever the calibration says. See `judge` for the rule.
 
-Pure: plain dicts in and out, stored by the caller (Session.calibration).
+Pure: the fit is a typed `Calibration`; the state between reports (pairs, pending report,
+last flag) is a plain dict stored by the caller (Session.calibration).
 """
 
 from __future__ import annotations
@@ -47,6 +48,53 @@ RATIO_BOUNDS = (MIN_PROVIDER_RATIO, 1.8)
 # after two reports that agree; a single far-off figure (another session's numbers) is not.
 EXPECTED_BAND = (0.8, 1.5)
 CONFIRM_TOLERANCE = 0.05
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The fit the meter applies: reported ≈ fixed + ratio × estimate, from `reports` reports
+    (`fitted`: the ratio was fitted on a spread of them, else 1 or the last fitted one)."""
+
+    fixed: int
+    ratio: float
+    reports: int
+    fitted: bool
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any] | None, offset: int | None = None) -> Calibration | None:
+        """The fit of a stored state (`update`'s dict); sessions calibrated before the window of
+        pairs existed fall back to their additive offset; None before any report."""
+        if state and state.get("pairs"):
+            return cls(int(state["fixed"]), float(state["ratio"]), len(state["pairs"]), bool(state.get("fitted")))
+        if offset is not None:
+            return cls(offset, 1.0, 1, False)
+        return None
+
+    def provider_tokens(self, estimated: int) -> int:
+        """An estimate of the served context on the provider's scale (see `calibrated_tokens`)."""
+        return max(served_floor(estimated), round(self.fixed + self.ratio * estimated))
+
+    def scale(self, estimated: int) -> int:
+        """A change we estimated, in the provider's tokens."""
+        return round(self.ratio * estimated)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"fixed": self.fixed, "ratio": self.ratio, "reports": self.reports, "fitted": self.fitted}
+
+
+def as_calibration(calibration: Calibration | Mapping[str, Any] | None) -> Calibration | None:
+    """A fit given as a `Calibration` or as a mapping with `fixed` and `ratio` (a stored state,
+    a test's literal); None or a mapping without a fit is no calibration."""
+    if calibration is None or isinstance(calibration, Calibration):
+        return calibration
+    if "fixed" not in calibration:
+        return None
+    pairs = calibration.get("pairs")
+    reports = len(pairs) if pairs is not None else int(calibration.get("reports") or 1)
+    return Calibration(calibration["fixed"], float(calibration["ratio"]), reports, bool(calibration.get("fitted")))
+
+
+CalibrationLike = Calibration | Mapping[str, Any] | None
 
 
 def fit(pairs: list[list[int]]) -> tuple[float, float] | None:
@@ -109,23 +157,21 @@ def served_floor(estimated: int) -> int:
     return max(0, math.ceil(MIN_PROVIDER_RATIO * estimated))
 
 
-def calibrated_tokens(calibration: Mapping[str, Any] | None, estimated: int) -> int:
+def calibrated_tokens(calibration: CalibrationLike, estimated: int) -> int:
     """An estimate of the served context on the provider's scale: fixed + ratio × estimate,
     never below the served floor (an additive offset measured on a large context, where we
     overestimated, would otherwise take a small one below 0).
 
     None (no report yet) leaves the estimate as it is.
     """
-    if not calibration or "fixed" not in calibration:
-        return max(0, estimated)
-    return max(served_floor(estimated), round(calibration["fixed"] + calibration["ratio"] * estimated))
+    fit = as_calibration(calibration)
+    return max(0, estimated) if fit is None else fit.provider_tokens(estimated)
 
 
-def scaled(calibration: Mapping[str, Any] | None, estimated: int) -> int:
+def scaled(calibration: CalibrationLike, estimated: int) -> int:
     """A change we estimated (e.g. messages since the report) in the provider's tokens."""
-    if not calibration:
-        return estimated
-    return round(calibration["ratio"] * estimated)
+    fit = as_calibration(calibration)
+    return estimated if fit is None else fit.scale(estimated)
 
 
 @dataclass(frozen=True)
@@ -144,9 +190,9 @@ def usage_estimate(
     estimated_tokens: int,
     reported_prompt_tokens: int | None,
     tokens_since_report: int,
-    calibration: Mapping[str, Any] | None = None,
+    calibration: CalibrationLike = None,
 ) -> UsageEstimate:
-    """Seed 002's hybrid, calibrated.
+    """The meter's hybrid figure, calibrated.
 
     With a current report: the provider's prompt size (it already includes the system prompt,
     tool definitions and its own tokenizer's view of every message) + our estimate of what
@@ -162,7 +208,7 @@ def usage_estimate(
             reported_prompt_tokens,
             tokens_since_report,
         )
-    if calibration and "fixed" in calibration:
+    if as_calibration(calibration) is not None:
         return UsageEstimate(
             estimated_tokens,
             calibrated_tokens(calibration, estimated_tokens),
@@ -208,16 +254,14 @@ class Verdict:
         }
 
 
-def expected_report(
-    calibration: Mapping[str, Any] | None, *, served: int, last_report: tuple[int, int] | None
-) -> int | None:
+def expected_report(calibration: CalibrationLike, *, served: int, last_report: tuple[int, int] | None) -> int | None:
     """The meter's prediction for a call on a context we estimate at `served`: the last accepted
     report (served then, reported) plus the change since, scaled; without a current report the
     affine calibration; None before any accepted report (nothing to predict with)."""
     if last_report is not None:
         served_then, reported_then = last_report
         return max(served_floor(served), reported_then + scaled(calibration, served - served_then))
-    if calibration and "fixed" in calibration:
+    if as_calibration(calibration) is not None:
         return calibrated_tokens(calibration, served)
     return None
 

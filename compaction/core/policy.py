@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from compaction.core.calibration import calibrated_tokens
+from compaction.core.calibration import Calibration, as_calibration, calibrated_tokens
 from compaction.core.config import CompactionConfig
 from compaction.core.cutpoint import CutPlan, plan_cut
 from compaction.core.prune import KEPT_MIN_SAVINGS, KEPT_PROTECT_TOKENS, PrunePlan, plan_prune, tool_names
@@ -253,7 +253,7 @@ class PolicyInputs:
     messages: Sequence[Msg]  # in context, as stored: what is cut and summarized
     served_messages: Sequence[Msg]  # in context, as served (prune overlay applied)
     estimated_before: int  # our estimate of the whole served context
-    calibration: Mapping[str, Any] | None
+    calibration: Calibration | None
     system_prompt_tokens: int
     summary_framing_tokens: int  # the summary message's fixed preamble, counted exactly
     split_summary_framing_tokens: int  # the same with the heading of a split turn's prefix summary
@@ -336,9 +336,9 @@ def keep_budget(inputs: PolicyInputs) -> KeepBudget:
     keep = config.keep_recent_tokens
     if inputs.force:
         return KeepBudget(keep, None)
-    cal = inputs.calibration or {}
-    fixed = int(cal.get("fixed") or 0)
-    ratio = float(cal.get("ratio") or 1.0) or 1.0
+    cal = as_calibration(inputs.calibration)
+    fixed = cal.fixed if cal else 0
+    ratio = (cal.ratio if cal else 1.0) or 1.0
     served = {m.seq: m.tokens for m in inputs.served_messages}
     in_context = sum(served.get(m.seq, m.tokens) for m in inputs.messages)
     summary = estimate_summary_tokens(

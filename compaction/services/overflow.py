@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from compaction.core.overflow import OverflowCheck, detect_overflow
 from compaction.models import Compaction, EventKind, Reason, ReviewStatus, Status
+from sessions import selectors
 from sessions import services as ss
 from sessions.models import Session
 
@@ -140,7 +141,7 @@ def compaction_overflow(
             reason = applied.detail
         elif applied is not None and applied.status == Status.FAILED:
             reason = applied.error
-        context = ss.context_build(session=session)
+        context = selectors.context_build(session=session).as_dict()
     return {
         "overflow": True,
         "compacted": applied is not None and applied.status == Status.SUCCEEDED,

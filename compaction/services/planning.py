@@ -24,6 +24,7 @@ from typing import Any
 from django.conf import settings
 
 from compaction.core import policy
+from compaction.core.calibration import Calibration
 from compaction.core.config import CompactionConfig
 from compaction.core.ledger import Fidelity
 from compaction.core.policy import PRUNE, PRUNE_SUMMARIZE, PolicyCandidate, PolicyInputs, PolicyPlan
@@ -57,7 +58,7 @@ class Snapshot:
     estimated_before: int  # our estimate of the served context, uncalibrated
     # session_usage().calibration: maps an estimate of the served context to the provider's
     # scale after (de)activation (fixed + ratio × estimate); None before any report.
-    calibration: dict[str, Any] | None
+    calibration: Calibration | None
     calibration_offset: int  # the last report's additive offset (informational, dry run)
     served_messages: list[Msg]  # in context, as served (pruning plans)
     keep_explicit: bool  # a keep setting given by the request or the session: honoured, never capped

@@ -254,10 +254,10 @@ class ContextView(APIView):
     )
     def get(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
-        # context_build's dict is already the documented shape (ContextOutSerializer, which
+        # ContextView.as_dict() is already the documented shape (ContextOutSerializer, which
         # tests/api/test_context.py holds equal to it): agents GET this before every model
         # call, and walking it through the serializer cost as much as encoding it.
-        return Response(services.context_build(session=session))
+        return Response(selectors.context_build(session=session).as_dict())
 
 
 class ContextBreakdownView(APIView):

@@ -158,12 +158,12 @@ def test_calibration_survives_compaction_and_undo_but_not_a_change_of_model(api,
     engine.compaction_revert(compaction=job)
     calibrated.refresh_from_db()
     undone = services.session_usage(calibrated).as_dict()
-    assert undone["calibration"] == cal and undone["source"] == "estimate+calibration"
+    assert undone["calibration"] == cal.as_dict() and undone["source"] == "estimate+calibration"
     assert abs(undone["tokens"] - provider(undone["estimated_tokens"])) <= 3
 
     # Naming the same model differently keeps it; another model (another tokenizer) resets it.
     response = api.patch(url(calibrated), {"model": "anthropic/claude-sonnet-4-5-20250929"}, format="json")
-    assert response.status_code == 200 and response.json()["usage"]["calibration"] == cal
+    assert response.status_code == 200 and response.json()["usage"]["calibration"] == cal.as_dict()
     response = api.patch(url(calibrated), {"model": "gpt-4.1"}, format="json")
     assert response.status_code == 200, response.json()
     usage = response.json()["usage"]

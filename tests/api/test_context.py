@@ -8,6 +8,7 @@ from compaction.core.tokens import count_content, count_text
 from compaction.models import Compaction
 from sessions import services
 from sessions.models import Message
+from sessions.selectors import context_build
 
 from .helpers import tool_result, tool_use, url
 
@@ -171,7 +172,7 @@ def test_the_context_answer_is_the_documented_shape_in_every_state(api, session)
     def check() -> None:
         session.refresh_from_db()
         answered = api.get(url(session, "context/")).json()
-        assert answered == ContextOutSerializer(services.context_build(session=session)).data
+        assert answered == ContextOutSerializer(context_build(session=session).as_dict()).data
         assert set(answered["usage"]) == set(ContextOutSerializer().fields["usage"].fields)
 
     services.session_update(session=session, system_prompt="Be terse.")

@@ -106,7 +106,7 @@ def test_after_a_compaction_the_summary_shows_and_the_old_report_is_not_current(
     assert segments["messages"]["note"].startswith(f"#{session.active_compaction.first_kept_seq:,}–#90")
     assert body["last_report"]["current"] is False and body["source"] == "estimate+calibration"
     # After the report was dropped the meter is fixed + ratio × estimate: the fixed part is the calibration's.
-    assert segments["fixed"]["tokens"] == services.session_usage(session).calibration["fixed"]
+    assert segments["fixed"]["tokens"] == services.session_usage(session).calibration.fixed
 
 
 def test_a_plausibility_flag_on_the_last_report_becomes_the_warning(api, session):

@@ -110,7 +110,7 @@ def test_pruned_and_summarized_context_is_byte_identical_to_the_reference(api, s
     )
     session.refresh_from_db()
     messages, tokens, saved = reference(session)
-    services._PRUNE_OUTPUTS.data.clear()  # a cold process first, then a warm one
+    services.context.PRUNE_OUTPUTS.data.clear()  # a cold process first, then a warm one
     cold = api.get(url(session, "context/"))
     warm = api.get(url(session, "context/"))
     assert cold.status_code == warm.status_code == 200

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessions import services
+from sessions import selectors
 
 from .helpers import url
 
@@ -41,7 +41,7 @@ def test_a_crash_is_a_json_500_without_traceback(api, debug, session, monkeypatc
     def crash(**kwargs):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(services, "context_build", crash)
+    monkeypatch.setattr(selectors, "context_build", crash)
     api.raise_request_exception = False
     response = api.get(url(session, "context/"))
     assert response.status_code == 500

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from sessions import services
 from sessions.models import Message, ToolCall
+from sessions.selectors import context_build
 
 pytestmark = pytest.mark.django_db
 
@@ -83,7 +84,7 @@ def test_bookkeeping_is_exact_for_any_split(user, turns, merge):
     assert session.total_message_tokens == total
     assert session.context_tokens == total + session.system_prompt_tokens
     assert not ToolCall.objects.filter(session=session, result_seq__isnull=True).exists()
-    context = services.context_build(session=session)
+    context = context_build(session=session).as_dict()
     assert context["estimated_tokens"] == session.context_tokens
     assert len(context["messages"]) == len(stored)
     usage = services.session_usage(session).as_dict()

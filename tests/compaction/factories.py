@@ -6,6 +6,7 @@ from typing import Any
 
 from compaction import services as compaction_services
 from sessions import services as session_services
+from sessions.selectors import context_build
 
 FILLER = (
     "The parser reads the token stream, builds the syntax tree and reports the first error with its "
@@ -76,7 +77,7 @@ def append(session, messages: list[dict[str, Any]]):
 
 def served_seqs(session) -> list[int]:
     session.refresh_from_db()
-    context = session_services.context_build(session=session)
+    context = context_build(session=session).as_dict()
     return [seq for seq in context["seqs"] if seq is not None]
 
 

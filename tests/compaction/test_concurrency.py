@@ -15,6 +15,7 @@ from compaction import services
 from compaction.models import Compaction, Event, EventKind, Status
 from compaction.services import planning
 from sessions.models import Message
+from sessions.selectors import context_build
 from tests.services import require_postgres
 
 from .factories import append, conversation, make_session, orphan_tool_results, served_seqs
@@ -78,9 +79,8 @@ def test_appends_during_a_slow_compaction_stay_verbatim_after_it_activates(user,
     assert [row.content for row in late_rows] == [m["content"] for m in late]
     assert all(row.seq in seqs for row in late_rows)
     # Usage counts the late messages too (recomputed at activation, after they were stored).
-    from sessions import services as session_services
 
-    context = session_services.context_build(session=session)
+    context = context_build(session=session).as_dict()
     assert orphan_tool_results(context["messages"]) == []
     assert context["estimated_tokens"] == session.context_tokens
 

@@ -16,6 +16,7 @@ from compaction.core import breakdown as core
 from sessions import services
 from sessions.breakdown import session_context_breakdown
 from sessions.models import Session
+from sessions.selectors import context_build
 
 from .factories import replay_claude_code_session
 from .test_replay import TRANSCRIPTS
@@ -30,7 +31,7 @@ def check(session: Session) -> core.Breakdown:
     session = Session.objects.select_related("active_compaction").get(pk=session.pk)
     sb = session_context_breakdown(session=session)
     b = sb.breakdown
-    served = services.context_build(session=session)
+    served = context_build(session=session).as_dict()
     usage = services.session_usage(session)
     own = {k: b.segment(k).estimated_tokens for k in (core.SYSTEM, core.SUMMARY, core.MESSAGES)}
     assert own == {

@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 from compaction.models import Compaction, Status
 from sessions import services as session_services
 from sessions.models import Message, Session
+from sessions.selectors import context_build
 
 from .factories import orphan_tool_results
 from .test_replay import TRANSCRIPTS
@@ -35,7 +36,7 @@ def test_bulk_import_records_claude_codes_compaction(user):
     assert len(job.summary) > 5_000
     assert job.messages_summarized == job.first_kept_seq - 1
     assert Message.objects.filter(session=session).count() == session.last_seq
-    context = session_services.context_build(session=session)
+    context = context_build(session=session).as_dict()
     assert context["active_compaction"]["id"] == str(job.pk)
     assert orphan_tool_results(context["messages"]) == []
     assert session_services.session_config(session).auto_compact is True  # restored after the load
@@ -48,7 +49,7 @@ def test_bulk_import_records_claude_codes_compaction(user):
     # tokens_after = right after Claude Code compacted: its summary (+ the offset), not the
     # messages that came after the boundary (already stored when a bulk load activates it).
     # (The offset then was the one calibrated by the last call before the boundary.)
-    summary = session_services.context_build(session=session)["breakdown"]["summary"]
+    summary = context_build(session=session).as_dict()["breakdown"]["summary"]
     assert 20_000 < job.tokens_after - summary < job.tokens_before - summary
     finished = job.events.get(kind="compaction_finished")
     assert f"{job.tokens_before:,} → {job.tokens_after:,} tokens" in finished.message

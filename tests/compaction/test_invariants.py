@@ -12,6 +12,7 @@ from compaction.models import Status
 from compaction.selectors import compaction_active_chain
 from sessions import services as session_services
 from sessions.models import Message
+from sessions.selectors import context_build
 
 from .factories import conversation, make_session, orphan_tool_results
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 def check_invariants(session) -> None:
     session.refresh_from_db()
-    context = session_services.context_build(session=session)
+    context = context_build(session=session).as_dict()
     assert orphan_tool_results(context["messages"]) == []
     served = [seq for seq in context["seqs"] if seq is not None]
     active = session.active_compaction

@@ -171,6 +171,7 @@ DRY_RUN_TOLERANCE = 0.15  # of the real figure; the summary's size is the only g
 def test_dry_run_estimate_matches_the_real_run_after_an_auto_prune(user, name):
     from compaction.core.transcripts.claude_code import read_claude_code
     from sessions import services as session_services
+    from sessions.selectors import context_build
 
     transcript = read_claude_code(TRANSCRIPTS / f"{name}.jsonl")
     messages = services.transcript_messages_for_api(transcript.messages)
@@ -200,7 +201,7 @@ def test_dry_run_estimate_matches_the_real_run_after_an_auto_prune(user, name):
     print(f"{name}: before {done.tokens_before:,}, dry run {estimate:,}, real {real:,} (calibration {cal})")
     # Both on the provider's scale: the same calibration (fixed + ratio × estimate) maps both ...
     assert preview["calibration"] == cal and cal["fitted"]
-    served = session_services.context_build(session=session)["estimated_tokens"]
+    served = context_build(session=session).as_dict()["estimated_tokens"]
     assert real == calibrated_tokens(cal, served)
     # ... and the part we estimate ourselves (system + summary + kept as served) is close too.
     assert abs(estimate - real) <= DRY_RUN_TOLERANCE * (real - cal["fixed"]), (estimate, real, cal)

@@ -16,6 +16,7 @@ from compaction.selectors import compaction_active_chain
 from compaction.services import planning
 from sessions import services as session_services
 from sessions.models import Message
+from sessions.selectors import context_build
 
 from .factories import append, conversation, make_session, orphan_tool_results, served_seqs
 
@@ -66,7 +67,7 @@ def test_run_activates_a_summary_and_records_the_outcome(user):
     assert COMPACTED_RE.match(finished.message), finished.message
     assert finished.data["tokens_after"] == job.tokens_after
     # The served context: summary first, then every message from first_kept_seq on, valid pairs.
-    context = session_services.context_build(session=session)
+    context = context_build(session=session).as_dict()
     assert context["messages"][0]["role"] == "user" and "<summary>" in context["messages"][0]["content"]
     assert served_seqs(session) == list(range(job.first_kept_seq, session.last_seq + 1))
     assert orphan_tool_results(context["messages"]) == []
@@ -392,7 +393,7 @@ def test_prune_tier_activates_without_a_summary(user, monkeypatch):
     assert job.runway_tokens == 60_000 - job.tokens_after
     assert 0 < job.cache_invalidated_tokens < job.tokens_after
     assert job.policy_reason.startswith("prune:")
-    context = session_services.context_build(session=session)
+    context = context_build(session=session).as_dict()
     assert (
         "tool output pruned" in str(context["messages"][1]["content"])
         or context["breakdown"]["pruned_tool_results_saved"] > 0
@@ -659,7 +660,7 @@ def test_a_job_reads_the_messages_in_context_once_and_stores_the_served_summary_
     assert done.status == Status.SUCCEEDED, done.detail
     assert len(content_reads) == 2, content_reads
     session.refresh_from_db()
-    context = session_services.context_build(session=session)
+    context = context_build(session=session).as_dict()
     assert done.summary_tokenizer
     assert context["breakdown"]["summary"] == done.summary_message_tokens
     if reason == "manual":

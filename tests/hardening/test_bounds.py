@@ -59,7 +59,7 @@ def test_session_integer_settings_are_bounded(api):
 def test_a_request_that_fails_half_way_writes_nothing(api, session, monkeypatch):
     """The overflow's event, the retired queued job and the overflow compaction itself are all
     rolled back when the request fails after them."""
-    from sessions import services as session_services
+    from sessions import selectors
 
     job_id = _queued_manual(api, session)
     events_before = Event.objects.count()
@@ -67,7 +67,7 @@ def test_a_request_that_fails_half_way_writes_nothing(api, session, monkeypatch)
     def boom(*args, **kwargs):
         raise RuntimeError("failed after the writes")
 
-    monkeypatch.setattr(session_services, "context_build", boom)
+    monkeypatch.setattr(selectors, "context_build", boom)
     api.raise_request_exception = False
     response = api.post(
         url(session, "overflow/"), {"error_text": "prompt is too long", "status_code": 400}, format="json"
