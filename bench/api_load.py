@@ -29,7 +29,7 @@ figures of all phases together.
 The cost of one append in one process (time and SQL statements against a one-row floor) is
 bench/append_bench.py's.
 
-Issue 8 targets: under 32 clients >= 300 req/s (or >= 0.6x the floor in the same run).
+Targets: under 32 clients >= 300 req/s (or >= 0.6x the floor in the same run).
 """
 
 from __future__ import annotations

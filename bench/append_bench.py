@@ -8,7 +8,7 @@ the whole Django stack (middleware, API key authentication, view, serializer, JS
 appends, turn after turn, a user message, an assistant reply with a tool_use and the user's
 tool_result, and prints per kind the median time and the SQL queries of one append, beside
 the floor: a minimal DRF endpoint (no authentication) that inserts one row. The ratio
-append / floor is the figure issue #8 bounds (≤ 3×, ≤ 5 queries). Statements are counted
+append / floor is the figure the append path is held to (≤ 3×, ≤ 5 queries). Statements are counted
 without transaction control (BEGIN/COMMIT, savepoints), the API key lookup included (one query
 while it is not cached). `--profile --profile-kind KIND` shows where one kind's time goes.
 """

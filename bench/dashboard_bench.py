@@ -8,8 +8,8 @@ median time of the whole request (login session, view, queries, template) and th
 process's CPU time of it (steadier on a busy machine) for the session
 list as it opens, sorted by usage, and filtered by each status, beside the session detail
 (gauge, chart, history, first message page) of the 10,000-message session, and what the
-live pages' polls cost: unchanged (204) against changed (rendered). Issue #8 bounds the sorted
-and filtered list at 150 ms for 10,000 sessions.
+live pages' polls cost: unchanged (204) against changed (rendered). The target for the sorted
+and filtered list is 150 ms for 10,000 sessions.
 """
 
 from __future__ import annotations

@@ -137,7 +137,7 @@ def overhead(args: argparse.Namespace, fake) -> None:
         assert response.status_code == 200, response.content[:300]
         return response.json()
 
-    # Seed: the first call carries the whole history (one batched append).
+    # First: the first call carries the whole history (one batched append).
     first = gateway_call(history)
     history.append({"role": "assistant", "content": first["content"]})
 

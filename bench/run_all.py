@@ -10,7 +10,7 @@ HERE = Path(__file__).resolve().parent
 
 if __name__ == "__main__":
     status = 0
-    # policy_eval.py: issue 13's replay of the shared long sessions beside Claude Code; the
+    # policy_eval.py: the policy's replay of the shared long sessions beside Claude Code; the
     # summary evaluation last: its table ends the output.
     # api_load.py with short phases (about 40 s in all; run it alone for steadier figures),
     # skipped with a note when no PostgreSQL answers.

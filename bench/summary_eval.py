@@ -17,8 +17,8 @@ Claude Code's own summary (the `isCompactSummary` line):
   instructions asking for commit hashes (`FOCUS_HASHES`).
 
 Claude Code summarized its whole pre-boundary history, so its open!/hash% figures are measured
-over that range; recall is measured over Compactor's range for both, as the issue compares them.
-The recall table, then the handoff table: the issue's checks (first-person narration outside
+over that range; recall is measured over Compactor's range for both, so the two are compared on the same messages.
+The recall table, then the handoff table: the handoff's checks (first-person narration outside
 quotes, harness text quoted as the person, closed items reported open, focus line similarity,
 what a merged second summary keeps, sizes, tokens served after the compaction). The handoff
 table is the last lines of the output.
@@ -451,7 +451,7 @@ def evaluate_session(path: Path, fidelity: ModuleType | None = None, *, replay: 
     )
 
 
-# --- what the issue asks of a handoff --------------------------------------------------------
+# --- what a handoff must hold --------------------------------------------------------------
 
 # The agent speaking in the first person: allowed only inside a quote.
 NARRATION_RE = re.compile(

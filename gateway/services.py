@@ -168,6 +168,46 @@ def _system_text(system: Any) -> str:
     return ""
 
 
+def _named_session(*, user, session_id: str, digests: list[str]) -> tuple[Session, Conversation, int]:
+    """The session the request names (locked), its conversation and how many of the request's
+    messages it already holds."""
+    session = Session.objects.select_for_update().filter(pk=session_id, owner=user).first()
+    if session is None:
+        raise GatewayError(404, "not_found_error", f"{SESSION_HEADER}: no session {session_id} for this key")
+    conversation = Conversation.objects.select_for_update().filter(session=session).first()
+    matched = _matched_count(session, conversation, digests)
+    if conversation is None:
+        conversation = Conversation(session=session, owner=user, head_digest="", message_count=0)
+    return session, conversation, matched
+
+
+def _chained_session(
+    *, user, body: dict[str, Any], digests: list[str], agent: str
+) -> tuple[Session, Conversation, int, bool]:
+    """The session whose conversation the request continues (locked), else a new one: (session,
+    conversation, messages it already holds, created)."""
+    conversation = _find_conversation(user=user, digests=digests)
+    if conversation is not None:
+        conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+        session = Session.objects.get(pk=conversation.session_id)
+        matched = conversation.message_count
+        if not matched or (matched <= len(digests) and digests[matched - 1] == conversation.head_digest):
+            return session, conversation, matched, False
+        # Moved on meanwhile: this request starts its own session.
+    messages = body["messages"]
+    try:
+        session = session_create(
+            owner=user,
+            title=first_user_text(messages),
+            agent=agent[:100],
+            model=str(body.get("model") or "")[:100],
+            system_prompt=_system_text(body.get("system")),
+        )
+    except ValidationError as exc:
+        raise GatewayError(400, "invalid_request_error", _validation_message(exc, 0)) from None
+    return session, Conversation(session=session, owner=user, head_digest="", message_count=0), 0, True
+
+
 def gateway_begin(
     *,
     user,
@@ -179,36 +219,13 @@ def gateway_begin(
     messages = body["messages"]
     digests = chain_digests(messages)
     with transaction.atomic():
-        created = False
         if session_id:
-            session = Session.objects.select_for_update().filter(pk=session_id, owner=user).first()
-            if session is None:
-                raise GatewayError(404, "not_found_error", f"{SESSION_HEADER}: no session {session_id} for this key")
-            conversation = Conversation.objects.select_for_update().filter(session=session).first()
-            matched = _matched_count(session, conversation, digests)
-            if conversation is None:
-                conversation = Conversation(session=session, owner=user, head_digest="", message_count=0)
+            session, conversation, matched = _named_session(user=user, session_id=session_id, digests=digests)
+            created = False
         else:
-            conversation = _find_conversation(user=user, digests=digests)
-            if conversation is not None:
-                conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
-                session = Session.objects.get(pk=conversation.session_id)
-                matched = conversation.message_count
-                if matched and (matched > len(digests) or digests[matched - 1] != conversation.head_digest):
-                    conversation = None  # moved on meanwhile: this request starts its own session
-            if conversation is None:
-                try:
-                    session = session_create(
-                        owner=user,
-                        title=first_user_text(messages),
-                        agent=agent[:100],
-                        model=str(body.get("model") or "")[:100],
-                        system_prompt=_system_text(body.get("system")),
-                    )
-                except ValidationError as exc:
-                    raise GatewayError(400, "invalid_request_error", _validation_message(exc, 0)) from None
-                conversation = Conversation(session=session, owner=user, head_digest="", message_count=0)
-                matched, created = 0, True
+            session, conversation, matched, created = _chained_session(
+                user=user, body=body, digests=digests, agent=agent
+            )
 
         tail = [with_provenance(strip_transport(m)) for m in messages[matched:]]
         appended: AppendResult | None = None

@@ -1,6 +1,6 @@
 """Serialization of a transcript for the summarizer and the prompts that frame it.
 
-Anti-continuation design (seed 002): the transcript is data inside `<conversation>` tags,
+Anti-continuation design: the transcript is data inside `<conversation>` tags,
 the system prompt restricts the model to the summarizer role, and the user prompt says in
 so many words not to continue the conversation. Content can never close the block early:
 closing tags of every block we use are escaped wherever they appear inside content.

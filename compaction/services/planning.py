@@ -466,7 +466,7 @@ def compaction_dry_run(
         "messages_in_context": len(snap.messages),
         "based_on": str(snap.based_on.pk) if snap.based_on else None,
         "calibration_offset": snap.calibration_offset,
-        "calibration": snap.calibration,
+        "calibration": snap.calibration.as_dict() if snap.calibration else None,
     }
     plan = policy_plan(snap, strategy=strategy, instructions=instructions, force=force)
     if plan.decision is None:

@@ -175,7 +175,7 @@ APPEND_EXAMPLES = [
 class MessageListView(APIView):
     """GET the history; POST appends. Not in one request transaction (AtomicWritesMixin): the
     POST is one service call that commits on its own, the append's transaction first, then the
-    auto-compaction decision after that commit and outside the session's row lock (issue #8).
+    auto-compaction decision after that commit and outside the session's row lock.
     Wrapped in the request's transaction, every append paid a savepoint's two round trips and
     held the row lock through the decision."""
 

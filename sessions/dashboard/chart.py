@@ -118,6 +118,82 @@ def _blend(segment: list[list[int]], target: int) -> None:
         point[1] = max(0, round(point[1] + delta * share))
 
 
+class _Series:
+    """The line as it is drawn message by message: the finished points, the open segment since
+    the last figure it met (a report or a drop), where it stands, and the drops."""
+
+    def __init__(self, messages: list[tuple[int, int, datetime]], base_tokens: int, measured_at: dict[Any, int]):
+        self.measured_at = measured_at
+        # Cumulative message tokens by seq, to take out what an import's tokens_after already counts.
+        self.seqs: list[int] = []
+        self.cumulative: list[int] = []
+        running = 0
+        for seq, tokens, _created_at in messages:
+            running += tokens
+            self.seqs.append(seq)
+            self.cumulative.append(running)
+        self.at: dict[int, list[Any]] = {}  # seq → the compactions dropping the line there
+        self.anchors: dict[int, int] = {}  # seq → the usage report's figure
+        self.points: list[tuple[int, int]] = []
+        self.drops: list[Drop] = []
+        self.segment: list[list[int]] = [[0, base_tokens]]
+        self.context = base_tokens
+
+    def on_series(self, seq: int) -> int:
+        # A long session's series stands at bucket ends (queries.message_token_series): a drop
+        # or a report goes to the end of the bucket holding its seq.
+        index = bisect_left(self.seqs, seq)
+        return self.seqs[index] if seq and index < len(self.seqs) and self.seqs[index] != seq else seq
+
+    def upto(self, seq: int) -> int:
+        index = bisect_right(self.seqs, seq) - 1
+        return self.cumulative[index] if index >= 0 else 0
+
+    def add(self, seq: int, tokens: int) -> None:
+        self.context += tokens
+        self.segment.append([seq, self.context])
+        self.apply(seq)
+
+    def apply(self, seq: int) -> None:
+        if seq in self.anchors:
+            # A usage report: the line meets its figure, our estimate spread over the messages before.
+            if len(self.segment) == 1:
+                self.segment.append([seq, self.context])
+            _blend(self.segment, self.anchors[seq])
+            self.points.extend((s, t) for s, t in self.segment[:-1])
+            self.segment = [self.segment[-1]]
+            self.context = self.segment[-1][1]
+        for compaction in self.at.get(seq, []):
+            self._drop(compaction, seq)
+
+    def _drop(self, compaction: Any, seq: int) -> None:
+        if len(self.segment) == 1:
+            self.segment.append([seq, self.context])  # keep the segment's start when two drops share a seq
+        before = compaction.tokens_before if compaction.tokens_before is not None else self.context
+        _blend(self.segment, before)
+        self.points.extend((s, t) for s, t in self.segment)
+        if compaction.tokens_after is None:
+            after = before
+        else:
+            later = self.upto(_measured_seq(compaction, seq, self.measured_at)) - self.upto(seq)
+            after = max(0, compaction.tokens_after - later)
+        label = (
+            f"{compaction.get_reason_display()}: {fmt_int(compaction.tokens_before)} → "
+            f"{fmt_int(compaction.tokens_after)} tokens after message {seq}"
+        )
+        self.drops.append(Drop(seq=seq, before=before, after=after, label=label))
+        self.segment = [[seq, after]]
+        self.context = after
+
+    def finish(self, current_tokens: int | None) -> tuple[list[tuple[int, int]], list[Drop]]:
+        if current_tokens is not None:
+            if len(self.segment) == 1 and self.points:
+                self.segment.append([self.segment[0][0], self.segment[0][1]])
+            _blend(self.segment, current_tokens)
+        self.points.extend((s, t) for s, t in self.segment)
+        return self.points, self.drops
+
+
 def context_series(
     *,
     messages: list[tuple[int, int, datetime]],
@@ -135,82 +211,15 @@ def context_series(
     each usage report's figure (`reports`: (seq, tokens), the usage history), so its peak is the
     provider's; with `current_tokens` (the gauge's figure) it ends exactly there.
     """
-    measured_at = measured_at or {}
-    # Cumulative message tokens by seq, to take out what an import's tokens_after already counts.
-    seqs: list[int] = []
-    cumulative: list[int] = []
-    running = 0
-    for seq, tokens, _created_at in messages:
-        running += tokens
-        seqs.append(seq)
-        cumulative.append(running)
-
-    def on_series(seq: int) -> int:
-        # A long session's series stands at bucket ends (queries.message_token_series): a drop
-        # or a report goes to the end of the bucket holding its seq.
-        index = bisect_left(seqs, seq)
-        return seqs[index] if seq and index < len(seqs) and seqs[index] != seq else seq
-
-    at: dict[int, list[Any]] = {}
+    series = _Series(messages, base_tokens, measured_at or {})
     for compaction in compactions:
-        at.setdefault(on_series(drop_seq(compaction, messages)), []).append(compaction)
-    anchors: dict[int, int] = {}
+        series.at.setdefault(series.on_series(drop_seq(compaction, messages)), []).append(compaction)
     for seq, tokens in reports:
-        anchors[on_series(seq)] = tokens  # the last report of a bucket stands for it
-
-    def upto(seq: int) -> int:
-        index = bisect_right(seqs, seq) - 1
-        return cumulative[index] if index >= 0 else 0
-
-    points: list[tuple[int, int]] = []
-    drops: list[Drop] = []
-    segment: list[list[int]] = [[0, base_tokens]]
-    context = base_tokens
-
-    def apply(seq: int) -> None:
-        nonlocal segment, context
-        if seq in anchors:
-            # A usage report: the line meets its figure, our estimate spread over the messages before.
-            if len(segment) == 1:
-                segment.append([seq, context])
-            _blend(segment, anchors[seq])
-            points.extend((s, t) for s, t in segment[:-1])
-            segment = [segment[-1]]
-            context = segment[-1][1]
-        for compaction in at.get(seq, []):
-            if len(segment) == 1:
-                segment.append([seq, context])  # keep the segment's start when two drops share a seq
-            before = compaction.tokens_before if compaction.tokens_before is not None else context
-            _blend(segment, before)
-            points.extend((s, t) for s, t in segment)
-            if compaction.tokens_after is None:
-                after = before
-            else:
-                later = upto(_measured_seq(compaction, seq, measured_at)) - upto(seq)
-                after = max(0, compaction.tokens_after - later)
-            drops.append(
-                Drop(
-                    seq=seq,
-                    before=before,
-                    after=after,
-                    label=f"{compaction.get_reason_display()}: {fmt_int(compaction.tokens_before)} → "
-                    f"{fmt_int(compaction.tokens_after)} tokens after message {seq}",
-                )
-            )
-            segment = [[seq, after]]
-            context = after
-
-    apply(0)
+        series.anchors[series.on_series(seq)] = tokens  # the last report of a bucket stands for it
+    series.apply(0)
     for seq, tokens, _created_at in messages:
-        context += tokens
-        segment.append([seq, context])
-        apply(seq)
-    if current_tokens is not None:
-        if len(segment) == 1 and points:
-            segment.append([segment[0][0], segment[0][1]])
-        _blend(segment, current_tokens)
-    points.extend((s, t) for s, t in segment)
-    return points, drops
+        series.add(seq, tokens)
+    return series.finish(current_tokens)
 
 
 def _downsample(points: list[tuple[int, int]], keep: set[int]) -> list[tuple[int, int]]:
@@ -262,6 +271,34 @@ def _x_tick_seqs(max_seq: int) -> list[int]:
     return [1, *inner, max_seq]
 
 
+@dataclass(frozen=True)
+class _Scale:
+    """Seq and tokens to SVG coordinates: the x axis starts at message #1, the y axis at 0."""
+
+    max_seq: int
+    y_max: float
+
+    def x(self, seq: int) -> float:
+        # The system prompt alone (seq 0) sits on the left edge.
+        if self.max_seq <= 1:
+            return float(PAD_LEFT)
+        plot_w = WIDTH - PAD_LEFT - PAD_RIGHT
+        return round(PAD_LEFT + plot_w * (max(seq, 1) - 1) / (self.max_seq - 1), 1)
+
+    def y(self, tokens: float) -> float:
+        plot_h = HEIGHT - PAD_TOP - PAD_BOTTOM
+        return round(PAD_TOP + plot_h * (1 - tokens / self.y_max), 1)
+
+
+def _drawn_points(points: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The series downsampled, every drop's vertical step kept."""
+    keep: set[int] = set()
+    for index in range(1, len(points)):
+        if points[index][0] == points[index - 1][0]:
+            keep.update({index - 1, index})
+    return _downsample(points, keep)
+
+
 def build_chart(
     *,
     messages: list[tuple[int, int, datetime]],
@@ -285,53 +322,41 @@ def build_chart(
         reports=reports,
         measured_at=measured_at,
     )
-    keep: set[int] = set()
-    for index in range(1, len(points)):
-        if points[index][0] == points[index - 1][0]:
-            keep.update({index - 1, index})
-    points = _downsample(points, keep)
-
+    points = _drawn_points(points)
     max_seq = max(points[-1][0], 1)
     peak = max(p[1] for p in points)
     step = nice_step(max(peak, trigger_tokens) * 1.05)
-    y_max = max(step, math.ceil(max(peak, trigger_tokens) * 1.05 / step) * step)
-    plot_w = WIDTH - PAD_LEFT - PAD_RIGHT
-    plot_h = HEIGHT - PAD_TOP - PAD_BOTTOM
-
-    def x(seq: int) -> float:
-        # The axis starts at message #1; the system prompt alone (seq 0) sits on the left edge.
-        if max_seq <= 1:
-            return float(PAD_LEFT)
-        return round(PAD_LEFT + plot_w * (max(seq, 1) - 1) / (max_seq - 1), 1)
-
-    def y(tokens: float) -> float:
-        return round(PAD_TOP + plot_h * (1 - tokens / y_max), 1)
-
+    scale = _Scale(max_seq, max(step, math.ceil(max(peak, trigger_tokens) * 1.05 / step) * step))
+    x, y = scale.x, scale.y
     chart.empty = False
     chart.last_tokens = points[-1][1]
     chart.points = " ".join(f"{x(s)},{y(t)}" for s, t in points)
-    base_y = y(0)
-    chart.area = f"{x(points[0][0])},{base_y} {chart.points} {x(points[-1][0])},{base_y}"
+    chart.area = f"{x(points[0][0])},{y(0)} {chart.points} {x(points[-1][0])},{y(0)}"
     chart.drops = [{"x": x(d.seq), "y1": y(d.before), "y2": y(d.after), "label": d.label} for d in drops]
-    count = int(round(y_max / step))
-    chart.ticks = [{"y": y(step * i), "label": tick_label(step * i)} for i in range(count + 1)]
-    x_seqs = _x_tick_seqs(max_seq)
-    chart.x_ticks = [
-        {
-            "x": x(seq),
-            "label": f"#{seq}",
-            "anchor": "start" if index == 0 else "end" if index == len(x_seqs) - 1 else "middle",
-        }
-        for index, seq in enumerate(x_seqs)
-    ]
-    chart.trigger_y = y(trigger_tokens)
-    chart.trigger_label = f"auto-compact {fmt_short(trigger_tokens)}"
-    if context_window <= y_max:
-        chart.window_y = y(context_window)
-        chart.window_label = f"window {fmt_short(context_window)}"
+    _axes(chart, scale, step, trigger_tokens, context_window)
     chart.description = (
         f"Context tokens over {max_seq:,} messages, peak {peak:,}"
         + (f", now {current_tokens:,}" if current_tokens is not None else "")
         + f"; {len(drops)} compaction{'s' if len(drops) != 1 else ''} shown as drops."
     )
     return chart
+
+
+def _axes(chart: Chart, scale: _Scale, step: float, trigger_tokens: int, context_window: int) -> None:
+    """The y ticks, the x ticks, the trigger's line and (when it fits) the window's."""
+    count = int(round(scale.y_max / step))
+    chart.ticks = [{"y": scale.y(step * i), "label": tick_label(step * i)} for i in range(count + 1)]
+    x_seqs = _x_tick_seqs(scale.max_seq)
+    chart.x_ticks = [
+        {
+            "x": scale.x(seq),
+            "label": f"#{seq}",
+            "anchor": "start" if index == 0 else "end" if index == len(x_seqs) - 1 else "middle",
+        }
+        for index, seq in enumerate(x_seqs)
+    ]
+    chart.trigger_y = scale.y(trigger_tokens)
+    chart.trigger_label = f"auto-compact {fmt_short(trigger_tokens)}"
+    if context_window <= scale.y_max:
+        chart.window_y = scale.y(context_window)
+        chart.window_label = f"window {fmt_short(context_window)}"

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 # SQL statements per append through the API, BEGIN/COMMIT and savepoints aside: the API key
 # lookup (cached; + its last_used_at write at most once a minute), the locked read of the
 # session, the UPDATE answering stored tool calls (only with tool_results), the message
-# INSERT, the tool-call INSERT (only with tool_uses), the counter UPDATE. Issue #8: at most 5.
+# INSERT, the tool-call INSERT (only with tool_uses), the counter UPDATE: at most 5 in all.
 MAX_APPEND_STATEMENTS = 5
 
 

@@ -149,7 +149,7 @@ def test_whole_replay_compacts_no_more_often_than_claude_code_and_lands_at_half_
         assert job.first_changed_seq == job.first_summarized_seq
         assert 0 < job.cache_invalidated_tokens < job.tokens_after
         assert "not prune relieves" in job.policy_reason, job.policy_reason
-    # The prune alone was weighed and rejected for its relief, as the issue measured (17–29 %).
+    # The prune alone was weighed and rejected for its relief, as measured on the shared sessions (17–29 %).
     prune = next(row for row in jobs[0].policy_candidates if row["kind"] == PRUNE)
     assert not prune["qualifies"] and prune["tokens_after"] > REPLAY_TRIGGER // 2
     # Claude Code's own figure for the same compaction, from its first reply after it.

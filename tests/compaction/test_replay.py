@@ -200,8 +200,8 @@ def test_dry_run_estimate_matches_the_real_run_after_an_auto_prune(user, name):
     cal = session_services.session_usage(session).calibration
     print(f"{name}: before {done.tokens_before:,}, dry run {estimate:,}, real {real:,} (calibration {cal})")
     # Both on the provider's scale: the same calibration (fixed + ratio × estimate) maps both ...
-    assert preview["calibration"] == cal and cal["fitted"]
-    served = context_build(session=session).as_dict()["estimated_tokens"]
+    assert preview["calibration"] == cal.as_dict() and cal.fitted
+    served = context_build(session=session).estimated_tokens
     assert real == calibrated_tokens(cal, served)
     # ... and the part we estimate ourselves (system + summary + kept as served) is close too.
-    assert abs(estimate - real) <= DRY_RUN_TOLERANCE * (real - cal["fixed"]), (estimate, real, cal)
+    assert abs(estimate - real) <= DRY_RUN_TOLERANCE * (real - cal.fixed), (estimate, real, cal)

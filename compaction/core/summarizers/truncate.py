@@ -1,4 +1,4 @@
-"""Last-resort summarizer (seeds 002/004): counts, tool activity and the previous summary.
+"""Last-resort summarizer: counts, tool activity and the previous summary.
 
 No model, no parsing that can fail: it always produces the section format, so the chain
 always ends in a summary the service can serve.
