@@ -171,39 +171,56 @@ def assemble(
       dropped (the Messages API rejects both).
     Returns (messages, reported context tokens aligned with them, markers with indexes).
     """
-    items: list[_Item] = []
-    owner: dict[str, _Item] = {}  # tool_use id → assistant item
-    answered: set[str] = set()
+    assembler = _Assembler(stats)
     for entry in raw:
+        assembler.add(entry)
+    return assembler.emit()
+
+
+class _Assembler:
+    """The items read so far in provider order, and who answered which tool_use."""
+
+    def __init__(self, stats: Counter[str]) -> None:
+        self.stats = stats
+        self.items: list[_Item] = []
+        self.owner: dict[str, _Item] = {}  # tool_use id → assistant item
+        self.answered: set[str] = set()
+
+    def add(self, entry: dict[str, Any]) -> None:
         role = entry.get("role")
         if role == "marker":
-            items.append(_Item("marker", marker=dict(entry["marker"])))
-            continue
+            self.items.append(_Item("marker", marker=dict(entry["marker"])))
+            return
         blocks = as_blocks(entry.get("content"))
         blank = [b for b in blocks if b.get("type") == "text" and not str(b.get("text", "")).strip()]
         if blank:
             # Claude Code logs "\n\n" text blocks between thinking and text; the Messages API
             # rejects whitespace-only text, so they are not part of an API-valid history.
-            stats["blank_text_blocks_dropped"] += len(blank)
+            self.stats["blank_text_blocks_dropped"] += len(blank)
             blocks = [b for b in blocks if b not in blank]
         if role == "assistant":
-            item = _Item("assistant", [], entry.get("usage"), entry.get("reported"))
-            for block in blocks:
-                if block.get("type") == "tool_use":
-                    tool_id = block.get("id")
-                    if not tool_id or tool_id in owner:
-                        stats["duplicate_or_idless_tool_uses_dropped"] += 1
-                        continue
-                    owner[tool_id] = item
-                item.content.append(block)
-            if item.content:
-                items.append(item)
-            else:
-                stats["empty_assistant_messages_dropped"] += 1
-            continue
-        if role != "user":
-            stats[f"role_{role}_skipped"] += 1
-            continue
+            self._assistant(entry, blocks)
+        elif role == "user":
+            self._user(entry, blocks, bool(blank))
+        else:
+            self.stats[f"role_{role}_skipped"] += 1
+
+    def _assistant(self, entry: dict[str, Any], blocks: list[dict[str, Any]]) -> None:
+        item = _Item("assistant", [], entry.get("usage"), entry.get("reported"))
+        for block in blocks:
+            if block.get("type") == "tool_use":
+                tool_id = block.get("id")
+                if not tool_id or tool_id in self.owner:
+                    self.stats["duplicate_or_idless_tool_uses_dropped"] += 1
+                    continue
+                self.owner[tool_id] = item
+            item.content.append(block)
+        if item.content:
+            self.items.append(item)
+        else:
+            self.stats["empty_assistant_messages_dropped"] += 1
+
+    def _user(self, entry: dict[str, Any], blocks: list[dict[str, Any]], blank: bool) -> None:
         results = [b for b in blocks if _is_result(b)]
         others = [b for b in blocks if not _is_result(b)]
         stated = PERSON if entry.get("queued") else str(entry.get("provenance") or "")
@@ -211,76 +228,91 @@ def assemble(
         target: _Item | None = None
         for block in results:
             tool_id = block.get("tool_use_id")
-            answering = owner.get(tool_id) if isinstance(tool_id, str) else None
-            if answering is None or tool_id in answered:
-                stats["orphan_tool_results_dropped"] += 1
+            answering = self.owner.get(tool_id) if isinstance(tool_id, str) else None
+            if answering is None or tool_id in self.answered:
+                self.stats["orphan_tool_results_dropped"] += 1
                 continue
-            answered.add(tool_id)
+            self.answered.add(tool_id)
             answering.results.append(block)
             target = answering
         if target is not None and others:
             target.extra.extend(stated_blocks(marked, provenance))  # e.g. an image or note sent with the results
         elif others:
-            previous = items[-1] if items else None
-            waiting = (
-                previous is not None
-                and previous.role == "assistant"
-                and any(b.get("type") == "tool_use" and b.get("id") not in answered for b in previous.content)
-            )
-            if entry.get("queued") and waiting:
-                # A message the user typed while a tool ran: the agent received it with the
-                # tool's result (Claude Code attaches it there), not as a turn of its own, in
-                # the reminder it is delivered in, so a summarizer can tell it from a typed turn.
-                previous.extra.extend(
-                    {"type": "text", "text": QUEUED_TEMPLATE.format(text=b["text"].strip()), "provenance": PERSON}
-                    if b.get("type") == "text"
-                    else b
-                    for b in others
-                )
-                stats["queued_messages_attached_to_tool_results"] += 1
-            elif previous is not None and previous.role == "user":
-                previous.content = stated_blocks(previous.content, previous.provenance) + stated_blocks(
-                    marked, provenance
-                )
-                previous.provenance = ""
-                stats["user_messages_merged"] += 1
-            else:
-                content: Any = entry.get("content") if isinstance(entry.get("content"), str) and not blank else others
-                provenance, content = annotate(content, stated)
-                items.append(_Item("user", content, provenance=provenance))
+            self._user_text(entry, others, marked, provenance, stated, blank)
         elif not results:
-            stats["empty_user_messages_dropped"] += 1
+            self.stats["empty_user_messages_dropped"] += 1
 
-    last_assistant = next((i for i in reversed(items) if i.role == "assistant"), None)
-    messages: list[dict[str, Any]] = []
-    reported: list[int | None] = []
-    markers: list[dict[str, Any]] = []
-    for item in items:
-        if item.role == "marker":
-            marker = dict(item.marker or {})
-            marker["before_message_index"] = len(messages)
-            markers.append(marker)
-            continue
-        if item.role == "user":
-            provenance, content = annotate(item.content, item.provenance)
-            messages.append({"role": "user", "content": content, "usage": None, "provenance": provenance})
-            reported.append(None)
-            continue
-        messages.append({"role": "assistant", "content": item.content, "usage": item.usage, "provenance": ""})
-        reported.append(item.reported)
+    def _user_text(
+        self, entry: dict[str, Any], others: list[Any], marked: Any, provenance: str, stated: str, blank: bool
+    ) -> None:
+        """A user message's blocks other than tool results, answering no tool call of its own."""
+        previous = self.items[-1] if self.items else None
+        waiting = (
+            previous is not None
+            and previous.role == "assistant"
+            and any(b.get("type") == "tool_use" and b.get("id") not in self.answered for b in previous.content)
+        )
+        if entry.get("queued") and waiting:
+            # A message the user typed while a tool ran: the agent received it with the
+            # tool's result (Claude Code attaches it there), not as a turn of its own, in
+            # the reminder it is delivered in, so a summarizer can tell it from a typed turn.
+            previous.extra.extend(
+                {"type": "text", "text": QUEUED_TEMPLATE.format(text=b["text"].strip()), "provenance": PERSON}
+                if b.get("type") == "text"
+                else b
+                for b in others
+            )
+            self.stats["queued_messages_attached_to_tool_results"] += 1
+        elif previous is not None and previous.role == "user":
+            previous.content = stated_blocks(previous.content, previous.provenance) + stated_blocks(marked, provenance)
+            previous.provenance = ""
+            self.stats["user_messages_merged"] += 1
+        else:
+            content: Any = entry.get("content") if isinstance(entry.get("content"), str) and not blank else others
+            provenance, content = annotate(content, stated)
+            self.items.append(_Item("user", content, provenance=provenance))
+
+    def emit(self) -> tuple[list[dict[str, Any]], list[int | None], list[dict[str, Any]]]:
+        """(messages, reported context tokens aligned with them, markers with indexes)."""
+        items = self.items
+        last_assistant = next((i for i in reversed(items) if i.role == "assistant"), None)
+        messages: list[dict[str, Any]] = []
+        reported: list[int | None] = []
+        markers: list[dict[str, Any]] = []
+        for item in items:
+            if item.role == "marker":
+                marker = dict(item.marker or {})
+                marker["before_message_index"] = len(messages)
+                markers.append(marker)
+                continue
+            if item.role == "user":
+                provenance, content = annotate(item.content, item.provenance)
+                messages.append({"role": "user", "content": content, "usage": None, "provenance": provenance})
+                reported.append(None)
+                continue
+            messages.append({"role": "assistant", "content": item.content, "usage": item.usage, "provenance": ""})
+            reported.append(item.reported)
+            # The agent was still waiting for the final message's tool calls: they stay unanswered.
+            waiting = item is last_assistant and not item.results and not item.extra and item is items[-1]
+            answers = self._answers(item, waiting)
+            if answers:
+                provenance, content = annotate(answers)
+                messages.append({"role": "user", "content": content, "usage": None, "provenance": provenance})
+                reported.append(None)
+        return messages, reported, markers
+
+    def _answers(self, item: _Item, waiting: bool) -> list[dict[str, Any]]:
+        """The user message answering an assistant item: its results (a synthetic error for each
+        tool_use never answered, unless the agent is still `waiting`) and what came with them."""
         results = list(item.results)
-        unanswered = [b["id"] for b in item.content if b.get("type") == "tool_use" and b["id"] not in answered]
-        if unanswered and not (item is last_assistant and not item.results and not item.extra and item is items[-1]):
+        unanswered = [b["id"] for b in item.content if b.get("type") == "tool_use" and b["id"] not in self.answered]
+        if unanswered and not waiting:
             for tool_id in unanswered:
                 results.append(
                     {"type": "tool_result", "tool_use_id": tool_id, "content": MISSING_RESULT_TEXT, "is_error": True}
                 )
-                stats["unanswered_tool_uses_repaired"] += 1
-        if results or item.extra:
-            provenance, content = annotate(results + item.extra)
-            messages.append({"role": "user", "content": content, "usage": None, "provenance": provenance})
-            reported.append(None)
-    return messages, reported, markers
+                self.stats["unanswered_tool_uses_repaired"] += 1
+        return results + item.extra
 
 
 def context_tokens(usage: dict[str, Any] | None) -> int | None:

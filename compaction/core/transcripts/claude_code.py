@@ -165,116 +165,96 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
     stats = stats if stats is not None else Counter()
     entries = list(entries)
     stats["lines"] += len(entries)
-    unique: list[dict[str, Any]] = []
-    uuids: set[str] = set()
-    for entry in entries:
-        uuid = entry.get("uuid")
-        if isinstance(uuid, str):
-            if uuid in uuids:
-                stats["skipped_duplicate_lines"] += 1  # Claude Code rewrites lines on resume
-                continue
-            uuids.add(uuid)
-        unique.append(entry)
-    entries = unique
+    entries = _unique_lines(entries, stats)
     with_uuid = [e for e in entries if isinstance(e.get("uuid"), str)]
     # A subagent's own file is all sidechain; then the sidechain *is* the conversation.
     pool = [e for e in with_uuid if not e.get("isSidechain")] or with_uuid
     if not pool:
         return ImportedTranscript(messages=[], source="claude-code", stats=stats)
     pool_ids = {id(e) for e in pool}
-    chain = _main_chain(pool, stats)
-    chain_message_ids = {_message(e).get("id") for e in pool if e["uuid"] in chain and e.get("type") == "assistant"} - {
-        None
-    }
+    reader = _ChainReader(stats, pool, _main_chain(pool, stats))
     queued = _queued_messages(entries, stats)
-
-    raw: list[dict[str, Any]] = []
-    included: set[str] = set()
-    included_tool_ids: set[str] = set()
-    boundary: dict[str, Any] | None = None
-    models: Counter[str] = Counter()
-    session_id = None
-    last_assistant_id: str | None = None
     for position, entry in enumerate(entries):
-        for text in queued.get(position, ()):
-            raw.append({"role": "user", "content": text, "queued": True})
-            stats["queued_messages_imported"] += 1
-        kind = entry.get("type")
-        if id(entry) not in pool_ids:
-            if kind == "queue-operation":
-                continue  # accounted for by _queued_messages
-            if entry.get("isSidechain") and isinstance(entry.get("uuid"), str):
-                stats["sidechain_lines_read_as_subagents"] += 1
-            else:
-                stats[f"skipped_{kind}"] += 1
-            continue
-        uuid = entry["uuid"]
-        session_id = session_id or entry.get("sessionId")
-        message = _message(entry)
+        reader.queued(queued.get(position, ()))
+        if id(entry) in pool_ids:
+            reader.line(entry)
+        elif entry.get("type") == "queue-operation":
+            continue  # accounted for by _queued_messages
+        elif entry.get("isSidechain") and isinstance(entry.get("uuid"), str):
+            stats["sidechain_lines_read_as_subagents"] += 1
+        else:
+            stats[f"skipped_{entry.get('type')}"] += 1
+    reader.queued(queued.get(len(entries), ()))
+    raw = reader.finish()
+
+    messages, reported, markers = assemble(raw, stats)
+    model = next((m for m, _ in reader.models.most_common() if m != SYNTHETIC_MODEL), None)
+    return ImportedTranscript(
+        messages=messages,
+        title=_title(entries, raw),
+        model=model,
+        compactions=compaction_records(markers),
+        reported_context_tokens=reported,
+        source="claude-code",
+        session_id=reader.session_id,
+        stats=stats,
+        subagents=_inline_subagents(with_uuid) if len(pool) < len(with_uuid) else [],
+    )
+
+
+def _unique_lines(entries: list[dict[str, Any]], stats: Counter[str]) -> list[dict[str, Any]]:
+    """The lines without repeats of a uuid (Claude Code rewrites lines on resume)."""
+    unique: list[dict[str, Any]] = []
+    uuids: set[str] = set()
+    for entry in entries:
+        uuid = entry.get("uuid")
+        if isinstance(uuid, str):
+            if uuid in uuids:
+                stats["skipped_duplicate_lines"] += 1
+                continue
+            uuids.add(uuid)
+        unique.append(entry)
+    return unique
+
+
+class _ChainReader:
+    """The raw messages of the main chain, line by line, for `assemble`."""
+
+    def __init__(self, stats: Counter[str], pool: list[dict[str, Any]], chain: set[str]) -> None:
+        self.stats = stats
+        self.chain = chain
+        self.chain_message_ids = {
+            _message(e).get("id") for e in pool if e["uuid"] in chain and e.get("type") == "assistant"
+        } - {None}
+        self.raw: list[dict[str, Any]] = []
+        self.included_tool_ids: set[str] = set()
+        self.boundary: dict[str, Any] | None = None  # a compact boundary waiting for its summary line
+        self.models: Counter[str] = Counter()
+        self.session_id: str | None = None
+        self.last_assistant_id: str | None = None
+
+    def queued(self, texts: Iterable[Any]) -> None:
+        for text in texts:
+            self.raw.append({"role": "user", "content": text, "queued": True})
+            self.stats["queued_messages_imported"] += 1
+
+    def line(self, entry: dict[str, Any]) -> None:
+        kind, uuid, stats = entry.get("type"), entry["uuid"], self.stats
+        self.session_id = self.session_id or entry.get("sessionId")
         if kind == "assistant":
-            message_id = message.get("id")
-            if uuid not in chain and message_id not in chain_message_ids:
-                stats["skipped_off_chain"] += 1
-                continue
-            included.add(uuid)
-            if message.get("model") == SYNTHETIC_MODEL or entry.get("isApiErrorMessage"):
-                stats["skipped_synthetic_assistant"] += 1  # Claude Code's own error notes, never sent
-                continue
-            blocks = as_blocks(message.get("content"))
-            included_tool_ids.update(b.get("id") for b in blocks if b.get("type") == "tool_use")
-            usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
-            if message_id and message_id == last_assistant_id and raw:
-                # Another content block of the same API response: extend that message.
-                target = next(r for r in reversed(raw) if r["role"] == "assistant")
-                target["content"] = as_blocks(target["content"]) + blocks
-                if usage:
-                    target["usage"] = usage
-                    target["reported"] = context_tokens(usage)
-                stats["assistant_lines_merged"] += 1
-                continue
-            last_assistant_id = message_id
-            if isinstance(message.get("model"), str):
-                models[message["model"]] += 1
-            raw.append({"role": "assistant", "content": blocks, "usage": usage, "reported": context_tokens(usage)})
+            self._assistant(entry, uuid)
         elif kind == "user":
-            answers_included = any(
-                b.get("type") == "tool_result" and b.get("tool_use_id") in included_tool_ids
-                for b in as_blocks(message.get("content"))
-            )
-            if uuid not in chain and not answers_included:
-                stats["skipped_off_chain"] += 1
-                continue
-            included.add(uuid)
-            if entry.get("isCompactSummary"):
-                summary = message.get("content")
-                if not isinstance(summary, str):
-                    summary = "\n\n".join(b.get("text", "") for b in as_blocks(summary) if b.get("type") == "text")
-                record = boundary or {"trigger": None, "pre_tokens": None}
-                raw.append({"role": "marker", "marker": {**record, "summary": summary}})
-                boundary = None
-                continue
-            content = message.get("content")
-            if not as_blocks(content):
-                stats["empty_user_messages_dropped"] += 1
-                continue
-            if entry.get("isMeta"):
-                # Hidden in Claude Code's UI but sent to the model (command caveats, skill text,
-                # hook output): the harness's words, not the person's.
-                stats["meta_user_lines_imported"] += 1
-                raw.append({"role": "user", "content": content, "provenance": HARNESS})
-            else:
-                raw.append({"role": "user", "content": content})
-        elif kind == "system" and entry.get("subtype") == "compact_boundary" and uuid in chain:
+            self._user(entry, uuid)
+        elif kind == "system" and entry.get("subtype") == "compact_boundary" and uuid in self.chain:
             metadata = entry.get("compactMetadata") if isinstance(entry.get("compactMetadata"), dict) else {}
-            if boundary is not None:  # a boundary without its summary line
-                raw.append({"role": "marker", "marker": {**boundary, "summary": ""}})
-            boundary = {"trigger": metadata.get("trigger"), "pre_tokens": metadata.get("preTokens")}
+            if self.boundary is not None:  # a boundary without its summary line
+                self.raw.append({"role": "marker", "marker": {**self.boundary, "summary": ""}})
+            self.boundary = {"trigger": metadata.get("trigger"), "pre_tokens": metadata.get("preTokens")}
         elif kind == "attachment" and _queued_attachment(entry) is not None:
-            if uuid not in chain:
+            if uuid not in self.chain:
                 stats["skipped_off_chain"] += 1
-                continue
-            included.add(uuid)
-            raw.append({"role": "user", "content": _queued_attachment(entry), "queued": True})
+                return
+            self.raw.append({"role": "user", "content": _queued_attachment(entry), "queued": True})
             stats["queued_messages_imported"] += 1
         elif kind == "attachment":
             # Claude Code's own context notes (file changes, reminders, hook output).
@@ -284,25 +264,65 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
             stats[f"skipped_system_{entry.get('subtype') or 'line'}"] += 1
         else:
             stats[f"skipped_{kind}"] += 1
-    for text in queued.get(len(entries), ()):
-        raw.append({"role": "user", "content": text, "queued": True})
-        stats["queued_messages_imported"] += 1
-    if boundary is not None:
-        raw.append({"role": "marker", "marker": {**boundary, "summary": ""}})
 
-    messages, reported, markers = assemble(raw, stats)
-    model = next((m for m, _ in models.most_common() if m != SYNTHETIC_MODEL), None)
-    return ImportedTranscript(
-        messages=messages,
-        title=_title(entries, raw),
-        model=model,
-        compactions=compaction_records(markers),
-        reported_context_tokens=reported,
-        source="claude-code",
-        session_id=session_id,
-        stats=stats,
-        subagents=_inline_subagents(with_uuid) if len(pool) < len(with_uuid) else [],
-    )
+    def _assistant(self, entry: dict[str, Any], uuid: str) -> None:
+        message, stats = _message(entry), self.stats
+        message_id = message.get("id")
+        if uuid not in self.chain and message_id not in self.chain_message_ids:
+            stats["skipped_off_chain"] += 1
+            return
+        if message.get("model") == SYNTHETIC_MODEL or entry.get("isApiErrorMessage"):
+            stats["skipped_synthetic_assistant"] += 1  # Claude Code's own error notes, never sent
+            return
+        blocks = as_blocks(message.get("content"))
+        self.included_tool_ids.update(b.get("id") for b in blocks if b.get("type") == "tool_use")
+        usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
+        if message_id and message_id == self.last_assistant_id and self.raw:
+            # Another content block of the same API response: extend that message.
+            target = next(r for r in reversed(self.raw) if r["role"] == "assistant")
+            target["content"] = as_blocks(target["content"]) + blocks
+            if usage:
+                target["usage"] = usage
+                target["reported"] = context_tokens(usage)
+            stats["assistant_lines_merged"] += 1
+            return
+        self.last_assistant_id = message_id
+        if isinstance(message.get("model"), str):
+            self.models[message["model"]] += 1
+        self.raw.append({"role": "assistant", "content": blocks, "usage": usage, "reported": context_tokens(usage)})
+
+    def _user(self, entry: dict[str, Any], uuid: str) -> None:
+        message, stats = _message(entry), self.stats
+        answers_included = any(
+            b.get("type") == "tool_result" and b.get("tool_use_id") in self.included_tool_ids
+            for b in as_blocks(message.get("content"))
+        )
+        if uuid not in self.chain and not answers_included:
+            stats["skipped_off_chain"] += 1
+            return
+        if entry.get("isCompactSummary"):
+            summary = message.get("content")
+            if not isinstance(summary, str):
+                summary = "\n\n".join(b.get("text", "") for b in as_blocks(summary) if b.get("type") == "text")
+            record = self.boundary or {"trigger": None, "pre_tokens": None}
+            self.raw.append({"role": "marker", "marker": {**record, "summary": summary}})
+            self.boundary = None
+            return
+        content = message.get("content")
+        if not as_blocks(content):
+            stats["empty_user_messages_dropped"] += 1
+        elif entry.get("isMeta"):
+            # Hidden in Claude Code's UI but sent to the model (command caveats, skill text,
+            # hook output): the harness's words, not the person's.
+            stats["meta_user_lines_imported"] += 1
+            self.raw.append({"role": "user", "content": content, "provenance": HARNESS})
+        else:
+            self.raw.append({"role": "user", "content": content})
+
+    def finish(self) -> list[dict[str, Any]]:
+        if self.boundary is not None:
+            self.raw.append({"role": "marker", "marker": {**self.boundary, "summary": ""}})
+        return self.raw
 
 
 def _inline_subagents(with_uuid: list[dict[str, Any]]) -> list[ImportedTranscript]:
