@@ -86,6 +86,30 @@ def _usage(usage: Any) -> tuple[dict[str, Any] | None, int | None]:
     return anthropic, prompt or None
 
 
+def _tool_uses(message: dict[str, Any], where: str, index: int, legacy_calls: list[str]) -> list[dict[str, Any]]:
+    """An assistant message's tool calls as tool_use blocks; a legacy `function_call` gets an id
+    (appended to `legacy_calls`, which the function messages answer in order)."""
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise TranscriptError(f"{where}.tool_calls: expected a list")
+    blocks: list[dict[str, Any]] = []
+    for number, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(call.get("id"), str):
+            raise TranscriptError(f"{where}.tool_calls[{number}]: expected {{id, function {{name, arguments}}}}")
+        name = str(function.get("name") or "unknown")
+        blocks.append(
+            {"type": "tool_use", "id": call["id"], "name": name, "input": _arguments(function.get("arguments"))}
+        )
+    legacy = message.get("function_call")
+    if isinstance(legacy, dict):
+        legacy_id = f"call_legacy_{index}"
+        legacy_calls.append(legacy_id)
+        name = str(legacy.get("name") or "unknown")
+        blocks.append({"type": "tool_use", "id": legacy_id, "name": name, "input": _arguments(legacy.get("arguments"))})
+    return blocks
+
+
 def parse_openai_chat(document: Any) -> ImportedTranscript:
     stats: Counter[str] = Counter()
     messages, body = messages_of(document, "OpenAI chat JSON")
@@ -105,35 +129,7 @@ def parse_openai_chat(document: Any) -> ImportedTranscript:
         elif role == "user":
             raw.append({"role": "user", "content": blocks})
         elif role == "assistant":
-            calls = message.get("tool_calls") or []
-            if not isinstance(calls, list):
-                raise TranscriptError(f"{where}.tool_calls: expected a list")
-            for number, call in enumerate(calls):
-                function = call.get("function") if isinstance(call, dict) else None
-                if not isinstance(function, dict) or not isinstance(call.get("id"), str):
-                    raise TranscriptError(
-                        f"{where}.tool_calls[{number}]: expected {{id, function {{name, arguments}}}}"
-                    )
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": call["id"],
-                        "name": str(function.get("name") or "unknown"),
-                        "input": _arguments(function.get("arguments")),
-                    }
-                )
-            legacy = message.get("function_call")
-            if isinstance(legacy, dict):
-                legacy_id = f"call_legacy_{index}"
-                legacy_calls.append(legacy_id)
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": legacy_id,
-                        "name": str(legacy.get("name") or "unknown"),
-                        "input": _arguments(legacy.get("arguments")),
-                    }
-                )
+            blocks += _tool_uses(message, where, index, legacy_calls)
             usage, reported = _usage(message.get("usage"))
             raw.append({"role": "assistant", "content": blocks, "usage": usage, "reported": reported})
         else:  # tool / function: a result

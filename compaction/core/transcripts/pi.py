@@ -116,71 +116,16 @@ def read_pi(path: str | Path, *, strict: bool = False) -> ImportedTranscript:
             stats[f"skipped_{kind}"] += 1
             continue
         message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
-        role = message.get("role")
-        if role == "user":
-            raw.append({"role": "user", "content": _blocks(message.get("content"), stats)})
-        elif role == "assistant":
-            blocks = _blocks(message.get("content"), stats)
-            usage, reported = _usage(message.get("usage"))
-            if message.get("stopReason") in ("error", "aborted"):
-                if not blocks:
-                    stats["skipped_empty_failed_assistant"] += 1
-                    continue
-                # Kept: what the model wrote before the abort is part of the conversation;
-                # its tool calls were not run, so assemble answers them with an error result.
-                stats["failed_assistant_turns_kept"] += 1
-            if isinstance(message.get("model"), str):
-                models[message["model"]] += 1
-            raw.append({"role": "assistant", "content": blocks, "usage": usage, "reported": reported})
-        elif role == "toolResult":
-            result_content = _blocks(message.get("content"), stats)
-            raw.append(
-                {
-                    "role": "user",
-                    "content": [
-                        {
-                            "type": "tool_result",
-                            "tool_use_id": message.get("toolCallId"),
-                            "content": result_content,
-                            "is_error": bool(message.get("isError")),
-                        }
-                    ],
-                }
-            )
-        elif role == "bashExecution":
-            # pi shows the model a user-run command (`!cmd`) as a user message like this: the
-            # person ran it, the words are the command's output.
-            output = str(message.get("output", "")).rstrip()
-            raw.append(
-                {
-                    "role": "user",
-                    "content": f"Ran `{message.get('command', '')}`\n```\n{output}\n```",
-                    "provenance": HARNESS,
-                }
-            )
-        else:
-            stats[f"skipped_role_{role}"] += 1
-            continue
-        raw_entry_index.append(index)
+        item = _raw_message(message, stats, models)
+        if item is not None:
+            raw.append(item)
+            raw_entry_index.append(index)
 
-    # Place each compaction marker before the first message kept by it.
-    for first_kept, marker in sorted(compactions, key=lambda c: c[0], reverse=True):
-        position = next((i for i, e in enumerate(raw_entry_index) if e >= first_kept), len(raw))
-        raw.insert(position, {"role": "marker", "marker": marker})
-        raw_entry_index.insert(position, first_kept)
-
+    _place_markers(raw, raw_entry_index, compactions)
     messages, reported, markers = assemble(raw, stats)
-    texts = (
-        b.get("text", "")
-        for m in messages
-        if m["role"] == "user"
-        for b in as_blocks(m["content"])
-        if b.get("type") == "text"
-    )
-    title = first_line(next((t for t in texts if t.strip() and not t.startswith("/")), ""))
     return ImportedTranscript(
         messages=messages,
-        title=title,
+        title=_title(messages),
         model=models.most_common(1)[0][0] if models else None,
         compactions=compaction_records(markers),
         reported_context_tokens=reported,
@@ -188,3 +133,60 @@ def read_pi(path: str | Path, *, strict: bool = False) -> ImportedTranscript:
         session_id=session_id,
         stats=stats,
     )
+
+
+def _raw_message(message: dict[str, Any], stats: Counter[str], models: Counter[str]) -> dict[str, Any] | None:
+    """One pi message as a raw message for `assemble`; None when it is skipped."""
+    role = message.get("role")
+    if role == "user":
+        return {"role": "user", "content": _blocks(message.get("content"), stats)}
+    if role == "assistant":
+        blocks = _blocks(message.get("content"), stats)
+        usage, reported = _usage(message.get("usage"))
+        if message.get("stopReason") in ("error", "aborted"):
+            if not blocks:
+                stats["skipped_empty_failed_assistant"] += 1
+                return None
+            # Kept: what the model wrote before the abort is part of the conversation;
+            # its tool calls were not run, so assemble answers them with an error result.
+            stats["failed_assistant_turns_kept"] += 1
+        if isinstance(message.get("model"), str):
+            models[message["model"]] += 1
+        return {"role": "assistant", "content": blocks, "usage": usage, "reported": reported}
+    if role == "toolResult":
+        result = {
+            "type": "tool_result",
+            "tool_use_id": message.get("toolCallId"),
+            "content": _blocks(message.get("content"), stats),
+            "is_error": bool(message.get("isError")),
+        }
+        return {"role": "user", "content": [result]}
+    if role == "bashExecution":
+        # pi shows the model a user-run command (`!cmd`) as a user message like this: the
+        # person ran it, the words are the command's output.
+        output = str(message.get("output", "")).rstrip()
+        text = f"Ran `{message.get('command', '')}`\n```\n{output}\n```"
+        return {"role": "user", "content": text, "provenance": HARNESS}
+    stats[f"skipped_role_{role}"] += 1
+    return None
+
+
+def _place_markers(
+    raw: list[dict[str, Any]], raw_entry_index: list[int], compactions: list[tuple[int, dict[str, Any]]]
+) -> None:
+    """Place each compaction marker before the first message kept by it."""
+    for first_kept, marker in sorted(compactions, key=lambda c: c[0], reverse=True):
+        position = next((i for i, e in enumerate(raw_entry_index) if e >= first_kept), len(raw))
+        raw.insert(position, {"role": "marker", "marker": marker})
+        raw_entry_index.insert(position, first_kept)
+
+
+def _title(messages: list[dict[str, Any]]) -> str:
+    texts = (
+        b.get("text", "")
+        for m in messages
+        if m["role"] == "user"
+        for b in as_blocks(m["content"])
+        if b.get("type") == "text"
+    )
+    return first_line(next((t for t in texts if t.strip() and not t.startswith("/")), ""))

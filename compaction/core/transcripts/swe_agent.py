@@ -98,6 +98,38 @@ def _final_observation(traj: dict[str, Any], last: dict[str, Any]) -> str | None
     return observation if observation.strip() else None  # nothing recorded: left unanswered, as the agent left it
 
 
+def _result(tool_use_id: str, content: Any) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": content}]}
+
+
+def _assistant_blocks(
+    item: dict[str, Any], text: str, number: int, stats: Counter[str]
+) -> tuple[list[dict[str, Any]], str | None]:
+    """An assistant item's blocks, and the id given to its text-format action (which the next
+    user item, its observation, answers), if it has one."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
+    tool_calls = item.get("tool_calls") or []
+    for call in tool_calls:
+        function = call.get("function") or {}
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.get("id") or f"swe_call_{number}",
+                "name": function.get("name") or "unknown",
+                "input": _arguments(function.get("arguments")),
+            }
+        )
+    action = item.get("action")
+    if tool_calls or not isinstance(action, str) or not action.strip():
+        return blocks, None
+    action_id = f"swe_action_{number}"
+    blocks.append(
+        {"type": "tool_use", "id": action_id, "name": action.strip().split()[0], "input": {"command": action.strip()}}
+    )
+    stats["text_actions_as_tool_calls"] += 1
+    return blocks, action_id
+
+
 def parse_swe_agent(traj: Any) -> ImportedTranscript:
     """Like `read_swe_agent`, from the decoded document."""
     stats: Counter[str] = Counter()
@@ -124,49 +156,16 @@ def parse_swe_agent(traj: Any) -> ImportedTranscript:
             stats["demonstration_messages_moved_to_system_prompt"] += 1
             continue
         if role == "assistant":
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
-            tool_calls = item.get("tool_calls") or []
-            for call in tool_calls:
-                function = call.get("function") or {}
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": call.get("id") or f"swe_call_{number}",
-                        "name": function.get("name") or "unknown",
-                        "input": _arguments(function.get("arguments")),
-                    }
-                )
-            pending_action_id = None
-            action = item.get("action")
-            if not tool_calls and isinstance(action, str) and action.strip():
-                pending_action_id = f"swe_action_{number}"
-                blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": pending_action_id,
-                        "name": action.strip().split()[0],
-                        "input": {"command": action.strip()},
-                    }
-                )
-                stats["text_actions_as_tool_calls"] += 1
+            blocks, pending_action_id = _assistant_blocks(item, text, number, stats)
             raw.append({"role": "assistant", "content": blocks})
         elif role == "tool":
-            ids = item.get("tool_call_ids") or []
-            for tool_id in ids:
-                raw.append(
-                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": text}]}
-                )
-            if not ids:
+            raw.extend(_result(tool_id, text) for tool_id in item.get("tool_call_ids") or [])
+            if not item.get("tool_call_ids"):
                 stats["tool_messages_without_ids"] += 1
                 raw.append({"role": "user", "content": text, "provenance": HARNESS})
         elif role == "user":
             if pending_action_id is not None:
-                raw.append(
-                    {
-                        "role": "user",
-                        "content": [{"type": "tool_result", "tool_use_id": pending_action_id, "content": text}],
-                    }
-                )
+                raw.append(_result(pending_action_id, text))
                 pending_action_id = None
             else:
                 raw.append({"role": "user", "content": text, **({"provenance": HARNESS} if task is not None else {})})
@@ -176,19 +175,13 @@ def parse_swe_agent(traj: Any) -> ImportedTranscript:
     if pending_action_id is not None:
         final = _final_observation(traj, raw[-1])
         if final is not None:
-            raw.append(
-                {
-                    "role": "user",
-                    "content": [{"type": "tool_result", "tool_use_id": pending_action_id, "content": final}],
-                }
-            )
+            raw.append(_result(pending_action_id, final))
             stats["final_observation_from_trajectory"] += 1
 
     messages, reported, _ = assemble(raw, stats)
-    title = first_line(task.split("ISSUE:", 1)[-1] if task else "")
     return ImportedTranscript(
         messages=messages,
-        title=title,
+        title=first_line(task.split("ISSUE:", 1)[-1] if task else ""),
         model=_model(traj),
         reported_context_tokens=reported,
         source="swe-agent",
