@@ -1,6 +1,6 @@
 """What the served context is made of, like Claude Code's `/context` or Letta's context viewer.
 
-The meter's figure (sessions.services.session_usage()["tokens"]) is on the provider's scale:
+The meter's figure (sessions.services.session_usage().tokens) is on the provider's scale:
 the last reported prompt + our estimate of what came since, or fixed + ratio × estimate after
 a compaction dropped the report (compaction.core.calibration). Compactor counts three parts
 itself, with its own tokenizer: the stored system prompt, the active summary as served and the

@@ -304,8 +304,8 @@ class _Append:
                 if isinstance(conflict, IntegrityError):
                     raise
                 # The stored calls changed between the UPDATE and the look-up: try again.
-        # pragma: no cover - the model changed between every attempt
-        raise ValidationError({"model": ["the session's model kept changing during the append; retry"]})
+        problem = "the session's model kept changing during the append; retry"
+        raise ValidationError({"model": [problem]})  # pragma: no cover - it changed between every attempt
 
     def _prepare(self, tokenizer: core_tokens.Tokenizer) -> list[_Prepared]:
         try:
