@@ -4,10 +4,10 @@
         [--profile DIR]
 
 Needs PostgreSQL: DATABASE_URL names the server (its database name is ignored; default
-postgres://root@127.0.0.1:5432/). The bench creates its own database, `compactor_bench`
-(dropped first if left over, dropped again at the end), migrates it, creates one user with an
-API key per client (as agents have; the per-key throttle stays on, as in production), and a
-table for the floor endpoint. Message bodies are the real messages of the
+postgres://root@127.0.0.1:5432/). The bench creates its own database, `compactor_bench` or
+the one API_LOAD_DB names (dropped first if left over, dropped again at the end), migrates it,
+creates one user with an API key per client (as agents have; the per-key throttle stays on, as
+in production), and a table for the floor endpoint. Message bodies are the real messages of the
 shared Claude Code transcript 258c7280 (one client replays it into its own session, in order,
 so every tool_result follows its tool_use).
 
@@ -52,7 +52,11 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 TRANSCRIPT = Path("/work/shared/data/transcripts/claude-code/258c7280-ae70-4798-800f-63464d01a85d.jsonl")
-DB_NAME = "compactor_bench"
+# Its own database, dropped and created by the bench: API_LOAD_DB names another one, so two
+# runs on one server (two checkouts) do not drop each other's.
+DB_NAME = os.environ.get("API_LOAD_DB", "compactor_bench")
+if not DB_NAME.replace("_", "").isalnum():
+    raise SystemExit(f"API_LOAD_DB must be a plain database name (letters, digits, _), got {DB_NAME!r}")
 CONTEXT_SESSIONS = 4
 CONTEXT_MESSAGES = 150
 
@@ -351,7 +355,7 @@ def main() -> int:
         help="cProfile the append requests in each gunicorn worker; stats in DIR/worker-<pid>.prof "
         "(read with python -m pstats); the figures of a profiled run are not comparable",
     )
-    parser.add_argument("--keep-db", action="store_true", help="leave compactor_bench in place at the end")
+    parser.add_argument("--keep-db", action="store_true", help="leave the bench's database in place at the end")
     args = parser.parse_args()
 
     admin_url = server_url(os.environ.get("DATABASE_URL"), "postgres")
