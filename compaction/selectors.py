@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -68,7 +68,7 @@ class Overlay:
 
 # The columns of an Overlay: a read that locks the session and joins its active compaction
 # loads these (`active_compaction__<name>`) and nothing else of the compaction row.
-OVERLAY_FIELDS = tuple(name for name in Overlay.__dataclass_fields__)
+OVERLAY_FIELDS = tuple(f.name for f in fields(Overlay))
 
 
 def active_overlay(session: Session) -> Overlay | None:
