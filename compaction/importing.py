@@ -43,6 +43,7 @@ BATCH = 500
 AGENT_NAMES = {
     "claude-code": "Claude Code",
     "pi": "pi",
+    "codex": "Codex",
     "swe-agent": "SWE-agent",
     "anthropic-messages": "Anthropic Messages",
     "openai-chat": "OpenAI chat",
