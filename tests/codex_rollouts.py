@@ -122,7 +122,9 @@ class Rollout:
         return self.event({"type": "agent_message", "message": text})
 
     def shell(self, call_id: str, command: str) -> Rollout:
-        arguments = json.dumps({"command": ["bash", "-lc", command], "workdir": "/home/dev/ledger", "timeout_ms": 120000})
+        arguments = json.dumps(
+            {"command": ["bash", "-lc", command], "workdir": "/home/dev/ledger", "timeout_ms": 120000}
+        )
         return self.item({"type": "function_call", "name": "shell", "arguments": arguments, "call_id": call_id})
 
     def output(self, call_id: str, text: str, exit_code: int = 0) -> Rollout:
@@ -131,7 +133,13 @@ class Rollout:
 
     def apply_patch(self, call_id: str, patch: str) -> Rollout:
         return self.item(
-            {"type": "custom_tool_call", "status": "completed", "call_id": call_id, "name": "apply_patch", "input": patch}
+            {
+                "type": "custom_tool_call",
+                "status": "completed",
+                "call_id": call_id,
+                "name": "apply_patch",
+                "input": patch,
+            }
         )
 
     def patch_output(self, call_id: str, text: str) -> Rollout:
@@ -143,7 +151,9 @@ class Rollout:
         return self.item({"type": "local_shell_call", "call_id": call_id, "status": "completed", "action": action})
 
     def web_search(self, query: str) -> Rollout:
-        return self.item({"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": query}})
+        return self.item(
+            {"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": query}}
+        )
 
     def token_count(self, prompt: int, output: int, *, cached: int | None = None) -> Rollout:
         cached = prompt * 3 // 4 if cached is None else cached
@@ -176,7 +186,9 @@ def _rate_limits(used: float = 11.0) -> dict[str, Any]:
 
 
 def _output_text(turn: int) -> str:
-    rows = "\n".join(f"src/ledger/module_{turn}_{row}.py:{row * 7}: def balance_{row}(account): ..." for row in range(40))
+    rows = "\n".join(
+        f"src/ledger/module_{turn}_{row}.py:{row * 7}: def balance_{row}(account): ..." for row in range(40)
+    )
     return f"ran the search for turn {turn}\n{rows}"
 
 
@@ -210,7 +222,9 @@ def _turn(rollout: Rollout, turn: int, prompt: int) -> int:
     if turn % 3 == 0:
         rollout.apply_patch(f"call_{turn}_patch", _patch(turn))
         rollout.token_count(prompt, 240)
-        rollout.patch_output(f"call_{turn}_patch", f"Success. Updated the following files:\nM src/ledger/module_{turn}.py")
+        rollout.patch_output(
+            f"call_{turn}_patch", f"Success. Updated the following files:\nM src/ledger/module_{turn}.py"
+        )
         prompt += 300
     if turn == 7:
         rollout.local_shell(f"call_{turn}_local", ["bash", "-lc", "make test"])
@@ -234,7 +248,10 @@ def _compaction(rollout: Rollout, turn: int, prompt: int) -> int:
         f"Done: modules 1-{turn} patched (apply_patch), `make test` passed after module 7.\n"
         "Next: continue with the remaining modules; module 4's search exited 1 (no match), re-check it."
     )
-    users = [f"Turn {n}: make balance() in module_{n} exact with Decimal and keep the tests green" for n in range(1, turn + 1)]
+    users = [
+        f"Turn {n}: make balance() in module_{n} exact with Decimal and keep the tests green"
+        for n in range(1, turn + 1)
+    ]
     history = [
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": AGENTS_MD}]},
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": ENVIRONMENT}]},
@@ -266,7 +283,13 @@ def legacy_rollout() -> list[dict[str, Any]]:
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": ENVIRONMENT}]},
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list the tests"}]},
         {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Listing tests."}]},
-        {"type": "function_call", "id": "fc_1", "name": "shell", "arguments": '{"command":["ls","tests"]}', "call_id": "call_a"},
+        {
+            "type": "function_call",
+            "id": "fc_1",
+            "name": "shell",
+            "arguments": '{"command":["ls","tests"]}',
+            "call_id": "call_a",
+        },
         {"record_type": "state"},
         {"type": "function_call_output", "call_id": "call_a", "output": "test_ledger.py\ntest_money.py"},
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Two test files."}]},

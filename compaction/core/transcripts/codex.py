@@ -66,8 +66,7 @@ LEGACY_SESSION_KEYS = frozenset({"id", "timestamp", "instructions", "git"})
 # Events that repeat a response item for the UI: the response item is the one imported.
 MIRRORED_EVENTS = frozenset({"user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content"})
 WEB_SEARCH_RESULT = (
-    "[web search {status}: the provider ran it and handed its results to the model; "
-    "the rollout does not record them]"
+    "[web search {status}: the provider ran it and handed its results to the model; the rollout does not record them]"
 )
 
 
