@@ -67,7 +67,7 @@ def test_bulk_import_records_codexs_compaction_and_every_usage_report(user, roll
 
 @pytest.mark.slow
 def test_replay_compacts_where_the_window_demands(user, rollout_file: Path):
-    # 60k window: the default trigger (window − 16,384 = 43,616) is crossed before turn 20,
+    # 60k window: the default trigger (45,000 there) is crossed before turn 20,
     # where Codex itself compacted at 50,000 on its 272k window.
     output = run(str(rollout_file), "--user", user.username, "--replay", "--window", "60000")
     session = Session.objects.get(owner=user)
