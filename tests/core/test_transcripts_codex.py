@@ -261,3 +261,24 @@ def test_the_error_for_an_unknown_jsonl_names_codex_too(tmp_path: Path) -> None:
     with pytest.raises(TranscriptError, match="not a Claude Code, pi or Codex log"):
         detect_format(path)
     assert Counter(read_codex(write_lines(tmp_path, [{"type": "mystery"}], "m.jsonl")).stats)["skipped_mystery"] == 1
+
+
+def test_exit_codes_in_every_output_shape_and_the_early_usage_event(tmp_path: Path) -> None:
+    rollout = cr.Rollout().session_meta().user("build it")
+    outputs = {
+        "c1": "Exit code: 2\nWall time: 0.3 seconds\nOutput:\nmake: *** [all] Error 2",
+        "c2": "Chunk ID: 9f1c\nWall time: 1.2 seconds\nProcess exited with code 0\nOutput:\nok",
+        "c3": "Chunk ID: 9f1d\nWall time: 0.1 seconds\nProcess exited with code 127\nOutput:\nrg: not found",
+        "c4": "Output:\nExit code: 1 is what the test prints",
+    }
+    for call_id, text in outputs.items():
+        arguments = json.dumps({"cmd": "make", "workdir": "/repo"})
+        rollout.item({"type": "function_call", "name": "exec_command", "arguments": arguments, "call_id": call_id})
+        # Early Codex: the usage is the event's own fields.
+        rollout.event({"type": "token_count", "input_tokens": 900, "cached_input_tokens": 800, "output_tokens": 9})
+        rollout.item({"type": "function_call_output", "call_id": call_id, "output": text})
+    transcript = read_codex(rollout.write(tmp_path / "r.jsonl"))
+    errors = {b["tool_use_id"]: bool(b.get("is_error")) for b in blocks(transcript, "user", "tool_result")}
+    assert errors == {"c1": True, "c2": False, "c3": True, "c4": False}
+    assert transcript.usage_reports == 4 and transcript.reported_context_tokens[1] == 900
+    assert transcript.messages[1]["usage"]["cache_read_input_tokens"] == 800

@@ -31,6 +31,7 @@ prompt the usage describes is `input_tokens` (uncached + cached), not the two ad
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,21 +125,25 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
+# The header Codex writes before a command's output: "Exit code: N" (shell) or, for a unified
+# exec session, "Process exited with code N" after its chunk id and wall time.
+_EXIT_RE = re.compile(r"^(?:Exit code:|Process exited with code)\s*(-?\d+)", re.MULTILINE)
+_OUTPUT_RE = re.compile(r"^Output:", re.MULTILINE)
+
+
 def _failed(text: str) -> bool:
-    """Whether a tool's output says its command failed (a non-zero exit code), in either of the
-    shapes Codex writes: JSON with `metadata.exit_code`, or a text starting `Exit code: N`."""
-    head = text.lstrip()[:200]
-    if head.startswith("{"):
+    """Whether a tool's output says its command failed (a non-zero exit code), in the shapes
+    Codex writes: JSON with `metadata.exit_code`, or a text header naming the exit code."""
+    if text.lstrip().startswith("{"):
         try:
             metadata = json.loads(text).get("metadata")
         except (ValueError, AttributeError):
             return False
         code = metadata.get("exit_code") if isinstance(metadata, dict) else None
         return isinstance(code, int) and code != 0
-    if head.startswith("Exit code:"):
-        code = head.removeprefix("Exit code:").split(maxsplit=1)[:1]
-        return bool(code) and code[0].lstrip("-").isdigit() and int(code[0]) != 0
-    return False
+    header = _OUTPUT_RE.split(text[:400], maxsplit=1)[0]  # never the command's own output
+    match = _EXIT_RE.search(header)
+    return match is not None and int(match.group(1)) != 0
 
 
 def _output(raw: Any, stats: Counter[str]) -> tuple[Any, bool]:
@@ -302,7 +307,8 @@ def _response_item(state: _Rollout, item: Any, number: int) -> None:
 
 
 def _token_count(state: _Rollout, event: dict[str, Any]) -> None:
-    info = event.get("info")
+    # Early rollouts wrote the response's usage as the event itself, without `info`.
+    info = event.get("info") if "info" in event else {"last_token_usage": event, "total_token_usage": None}
     read = _usage(info) if isinstance(info, dict) else None
     if read is None:
         state.stats["skipped_token_counts_without_usage"] += 1  # rate limits only
