@@ -63,7 +63,7 @@ ITEM_TYPES = frozenset(
         "compaction_summary",
     }
 )
-LEGACY_SESSION_KEYS = frozenset({"id", "timestamp", "instructions", "git"})
+LEGACY_SESSION_KEYS = frozenset({"id", "timestamp", "instructions", "git", "cwd", "originator", "cli_version"})
 # Events that repeat a response item for the UI: the response item is the one imported.
 MIRRORED_EVENTS = frozenset({"user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content"})
 WEB_SEARCH_RESULT = (
