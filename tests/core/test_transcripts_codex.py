@@ -7,9 +7,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compaction.core.provenance import HARNESS, PERSON, user_words
-from compaction.core.transcripts import TranscriptError, detect_format, read_codex, read_transcript
+from compaction.core.transcripts import TranscriptError, detect_format, parse_codex, read_codex, read_transcript
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.types import Msg
 from tests import codex_rollouts as cr
@@ -282,3 +284,55 @@ def test_exit_codes_in_every_output_shape_and_the_early_usage_event(tmp_path: Pa
     assert errors == {"c1": True, "c2": False, "c3": True, "c4": False}
     assert transcript.usage_reports == 4 and transcript.reported_context_tokens[1] == 900
     assert transcript.messages[1]["usage"]["cache_read_input_tokens"] == 800
+
+
+@st.composite
+def rollout_lines(draw) -> list[tuple[int, dict]]:
+    """Rollout lines in any order Codex could write them (or a damaged file could hold them)."""
+    rollout = cr.Rollout().session_meta()
+    calls: list[str] = []
+    for number in range(draw(st.integers(min_value=0, max_value=30))):
+        kind = draw(
+            st.sampled_from(
+                ["user", "say", "reason", "call", "patch", "search", "output", "count", "repeat", "compact"]
+            )
+        )
+        if kind == "user":
+            rollout.user(f"request {number}")
+        elif kind == "say":
+            rollout.say(f"answer {number}")
+        elif kind == "reason":
+            rollout.reasoning(f"thinking {number}")
+        elif kind == "call":
+            calls.append(f"c{number}")
+            rollout.shell(f"c{number}", "ls")
+        elif kind == "patch":
+            calls.append(f"p{number}")
+            rollout.apply_patch(f"p{number}", "*** Begin Patch\n*** End Patch")
+        elif kind == "search":
+            rollout.web_search("q")
+        elif kind == "output":
+            call_id = draw(st.sampled_from(calls)) if calls and draw(st.booleans()) else f"gone{number}"
+            rollout.output(call_id, f"output {number}")
+        elif kind == "count":
+            rollout.token_count(1000 + number, 5)
+        elif kind == "repeat" and any(x["payload"].get("type") == "token_count" for x in rollout.lines):
+            rollout.repeat_token_count()
+        elif kind == "compact":
+            rollout.compacted(f"summary {number}", None)
+    return list(enumerate(rollout.lines, start=1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=rollout_lines())
+def test_any_rollout_reads_into_a_valid_history(rows) -> None:
+    transcript = parse_codex(rows)
+    assert_tool_pairs_intact(transcript)
+    said = [x["payload"]["content"][0]["text"] for _n, x in rows if x["payload"].get("role") == "assistant"]
+    assert [b["text"] for b in blocks(transcript, "assistant", "text")] == said
+    counts = sum(1 for _n, x in rows if x["payload"].get("type") == "token_count")
+    assert transcript.usage_reports <= counts
+    summaries = [x["payload"]["message"] for _n, x in rows if x["type"] == "compacted"]
+    assert [c["summary"] for c in transcript.compactions] == summaries
+    indexes = [c["before_message_index"] for c in transcript.compactions]
+    assert indexes == sorted(indexes) and all(0 <= i <= len(transcript.messages) for i in indexes)
