@@ -32,6 +32,7 @@ def test_the_page_has_a_file_picker_and_is_in_the_nav(logged_in):
     body = logged_in.get(URL).content.decode()
     assert 'type="file"' in body and 'name="file"' in body and 'hx-encoding="multipart/form-data"' in body
     assert 'id="import-progress"' in body
+    assert '<option value="codex">codex</option>' in body and "Codex CLI rollouts" in body
     assert f'href="{URL}" aria-current="page">Import</a>' in body
 
 
