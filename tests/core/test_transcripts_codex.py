@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from compaction.core.fileops import extract_file_ops
 from compaction.core.provenance import HARNESS, PERSON, user_words
 from compaction.core.transcripts import TranscriptError, detect_format, parse_codex, read_codex, read_transcript
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
@@ -66,6 +67,9 @@ def test_every_call_is_paired_and_counted_once(rollout, transcript) -> None:
     search = next(b for b in uses.values() if b["name"] == "web_search")
     assert search["input"]["query"] == "python decimal sum start parameter"
     assert "does not record them" in results[search["id"]]["content"] and not results[search["id"]].get("is_error")
+    # The patch's files count as modified for the summaries; the shell commands' as read.
+    ops = extract_file_ops([Msg(i, m["role"], m["content"], 1) for i, m in enumerate(transcript.messages)])
+    assert "src/ledger/module_3.py" in ops.modified and "src/ledger/module_1.py" in ops.read
     # A command that exited non-zero is an error result; the others are not.
     assert [i for i, r in results.items() if r.get("is_error")] == ["call_4_rg", "call_13_rg", "call_22_rg"]
 
@@ -336,3 +340,15 @@ def test_any_rollout_reads_into_a_valid_history(rows) -> None:
     assert [c["summary"] for c in transcript.compactions] == summaries
     indexes = [c["before_message_index"] for c in transcript.compactions]
     assert indexes == sorted(indexes) and all(0 <= i <= len(transcript.messages) for i in indexes)
+
+
+def test_the_base_instructions_are_the_system_prompt_and_a_fork_keeps_its_own_id(tmp_path: Path) -> None:
+    rollout = short_rollout()
+    rollout.lines[0]["payload"]["base_instructions"] = {"text": "You are Codex, a coding agent."}
+    # A forked session's file copies its parent's lines, session_meta included, after its own.
+    parent = dict(rollout.lines[0], payload={**rollout.lines[0]["payload"], "id": "parent-id"})
+    rollout.lines.insert(1, parent)
+    transcript = read_codex(rollout.write(tmp_path / "r.jsonl"))
+    assert transcript.system_prompt == "You are Codex, a coding agent."
+    assert transcript.session_id == cr.SESSION_ID
+    assert transcript.stats["session_meta_lines_after_the_first"] == 1
