@@ -76,7 +76,7 @@ def is_legacy_session_line(entry: dict[str, Any]) -> bool:
     return "type" not in entry and {"id", "timestamp"} <= entry.keys() <= LEGACY_SESSION_KEYS
 
 
-def _line(number: int, entry: dict[str, Any], first: bool) -> tuple[str, Any]:
+def _line(entry: dict[str, Any], first: bool) -> tuple[str, Any]:
     """(line kind, payload) for both rollout shapes."""
     kind = entry.get("type")
     if kind in LINE_TYPES and "payload" in entry:
@@ -411,7 +411,7 @@ def parse_codex(rows: list[tuple[int, dict[str, Any]]], *, stats: Counter[str] |
     state = _Rollout(stats if stats is not None else Counter())
     state.stats["lines"] += len(rows)
     for position, (number, entry) in enumerate(rows):
-        kind, payload = _line(number, entry, position == 0)
+        kind, payload = _line(entry, position == 0)
         _read_line(state, kind, payload, number)
     state.close_reply()
     state.spare_usage_unclaimed()
