@@ -14,6 +14,7 @@ from django.core.management import CommandError, call_command
 from compaction.models import Compaction, Status
 from sessions import services as session_services
 from sessions.models import Message, Session, ToolCall
+from sessions.selectors import context_build
 from tests import codex_rollouts as cr
 
 from .factories import orphan_tool_results
@@ -57,8 +58,7 @@ def test_bulk_import_records_codexs_compaction_and_every_usage_report(user, roll
     assert "Turn 21: make balance()" in json.dumps(first_kept.content)
     # The messages Codex's compaction replaced are kept, behind it.
     assert Message.objects.filter(session=session, seq__lt=job.first_kept_seq, content__icontains="Turn 1:").exists()
-    context = session_services.context_build(session=session)
-    assert orphan_tool_results(context["messages"]) == []
+    assert orphan_tool_results(context_build(session=session).messages) == []
     # Codex's own instructions and environment are the harness's words, the turn the person's.
     first = Message.objects.get(session=session, seq=1)
     assert first.provenance == "person"
