@@ -88,6 +88,31 @@ class RowInserter:
                 self._sql[rows] = sql
         return sql
 
+    def batches(self, objs: Sequence[models.Model]) -> list[tuple[str, list[Any]]]:
+        """(sql, params) of the INSERTs of `objs`, each field's value prepared as bulk_create does."""
+        connection = connections[DEFAULT_DB_ALIAS]
+        # As bulk_create: SQLite takes at most 999/32766 parameters per statement.
+        size = max(1, connection.ops.bulk_batch_size(self.fields, objs))
+        out = []
+        for start in range(0, len(objs), size):
+            batch = objs[start : start + size]
+            params = [
+                field.get_db_prep_save(field.pre_save(obj, True), connection) for obj in batch for field in self.fields
+            ]
+            out.append((self._statement(len(batch), connection), params))
+        return out
+
+    def inserted(self, objs: Sequence[models.Model], pks: Sequence[Any] | None) -> None:
+        """Mark `objs` as stored (with the primary keys RETURNING gave, in order)."""
+        connection = connections[DEFAULT_DB_ALIAS]
+        if pks is not None:
+            pk_attname = self.model._meta.pk.attname
+            for obj, pk in zip(objs, pks, strict=True):
+                setattr(obj, pk_attname, pk)
+        for obj in objs:
+            obj._state.adding = False
+            obj._state.db = connection.alias
+
     def insert(self, objs: Sequence[models.Model]) -> None:
         if not objs:
             return
@@ -95,24 +120,13 @@ class RowInserter:
         if self.returning_pk and not connection.features.can_return_rows_from_bulk_insert:
             self.model._default_manager.bulk_create(objs)  # pragma: no cover - PostgreSQL, SQLite >= 3.35 return rows
             return
-        # As bulk_create: SQLite takes at most 999/32766 parameters per statement.
-        size = max(1, connection.ops.bulk_batch_size(self.fields, objs))
-        pk_attname = self.model._meta.pk.attname
+        pks: list[Any] = []
         with connection.cursor() as cursor:
-            for start in range(0, len(objs), size):
-                batch = objs[start : start + size]
-                params = [
-                    field.get_db_prep_save(field.pre_save(obj, True), connection)
-                    for obj in batch
-                    for field in self.fields
-                ]
-                cursor.execute(self._statement(len(batch), connection), params)
+            for sql, params in self.batches(objs):
+                cursor.execute(sql, params)
                 if self.returning_pk:
-                    for obj, (pk,) in zip(batch, cursor.fetchall(), strict=True):
-                        setattr(obj, pk_attname, pk)
-        for obj in objs:
-            obj._state.adding = False
-            obj._state.db = connection.alias
+                    pks += [pk for (pk,) in cursor.fetchall()]
+        self.inserted(objs, pks if self.returning_pk else None)
 
 
 class RowUpdater:
@@ -125,9 +139,34 @@ class RowUpdater:
         assignments = ", ".join(f"{quote(field.column)} = %s" for field in self.fields)
         self.sql = f"UPDATE {quote(model._meta.db_table)} SET {assignments} WHERE {quote(model._meta.pk.column)} = %s"
 
-    def update(self, obj: models.Model) -> None:
+    def statement(self, obj: models.Model) -> tuple[str, list[Any]]:
         connection = connections[DEFAULT_DB_ALIAS]
         params = [field.get_db_prep_save(getattr(obj, field.attname), connection) for field in self.fields]
         params.append(self.model._meta.pk.get_db_prep_value(obj.pk, connection))
-        with connection.cursor() as cursor:
-            cursor.execute(self.sql, params)
+        return self.sql, params
+
+    def update(self, obj: models.Model) -> None:
+        with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+            cursor.execute(*self.statement(obj))
+
+
+def execute_together(statements: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[Any, ...]]:
+    """Run the statements in order, in one round trip where the driver sends several statements
+    as one query (psycopg 3 binding parameters client-side, Django's default for PostgreSQL),
+    else one by one. Returns the rows the first statement returns (RETURNING), if any.
+
+    A failing statement fails the call, and the later ones are not run: inside a transaction,
+    the same outcome as running them one by one.
+    """
+    connection = connections[DEFAULT_DB_ALIAS]
+    together = connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get("server_side_binding")
+    with connection.cursor() as cursor:
+        if together and len(statements) > 1:
+            cursor.execute(";\n".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
+            return cursor.fetchall() if cursor.description else []
+        rows: list[tuple[Any, ...]] = []
+        for index, (sql, params) in enumerate(statements):
+            cursor.execute(sql, params)
+            if index == 0 and cursor.description:
+                rows = cursor.fetchall()
+        return rows

@@ -246,9 +246,10 @@ def messages_append(
 
     Cost (the hot path of every agent): one locked read of the needed columns, one UPDATE
     answering the stored tool calls (only when the batch has tool_results; it is also the
-    check), the message INSERT, the tool-call INSERT when there are tool_uses, one counter
-    UPDATE; the two statements on the session row are compiled once per process. Tokens are
-    counted before the lock; the row lock is held only for the writes.
+    check), then the message INSERT, the tool-call INSERT when there are tool_uses and one
+    counter UPDATE, sent together (one round trip on PostgreSQL). The statements have a fixed
+    text, compiled once per process. Tokens are counted before the lock; the row lock is held
+    only for the writes.
     """
     instance = session if isinstance(session, Session) else None
     session_id = instance.pk if instance is not None else session
@@ -429,8 +430,9 @@ def _append_locked(append: _Append, prepared: list[_Prepared], tokenizer: core_t
         truncated = _answer_stored_calls(append.session_id, answers)
         if truncated.keys() != answers.keys():
             raise _ToolIdConflict
-    rows = _insert_rows(append.session_id, prepared, first_seq)
-    _count_appended(locked, prepared, rows, append.now)
+    rows, calls = _new_rows(append.session_id, prepared, first_seq)
+    meter = _count_appended(locked, prepared, rows, append.now)
+    _write_append(locked, rows, calls, (*APPEND_WRITES, *meter))
     if any(truncated.values()):
         # A result for a tool_use that a max_tokens report had hidden: it is served again.
         context_recount(locked, reset_reported=False)
@@ -439,8 +441,8 @@ def _append_locked(append: _Append, prepared: list[_Prepared], tokenizer: core_t
     return locked
 
 
-def _insert_rows(session_id: Any, prepared: list[_Prepared], first_seq: int) -> list[Message]:
-    """INSERT the messages (seq from `first_seq` on) and their new tool calls; the messages."""
+def _new_rows(session_id: Any, prepared: list[_Prepared], first_seq: int) -> tuple[list[Message], list[ToolCall]]:
+    """The messages (seq from `first_seq` on) and their new tool calls, not yet stored."""
     rows = [
         Message(
             session_id=session_id,
@@ -455,23 +457,43 @@ def _insert_rows(session_id: Any, prepared: list[_Prepared], first_seq: int) -> 
         )
         for offset, item in enumerate(prepared)
     ]
-    _message_inserter(connection.vendor).insert(rows)
     result_seq: dict[str, int] = {
         tid: row.seq for row, item in zip(rows, prepared, strict=True) for tid, _ in item.tool_results
     }
-    new_calls = [
+    calls = [
         ToolCall(session_id=session_id, tool_use_id=tid, name=name, use_seq=row.seq, result_seq=result_seq.get(tid))
         for row, item in zip(rows, prepared, strict=True)
         for tid, name, _ in item.tool_uses
     ]
-    if new_calls:
-        _tool_call_inserter(connection.vendor).insert(new_calls)
-    return rows
+    return rows, calls
 
 
-def _count_appended(locked: Session, prepared: list[_Prepared], rows: list[Message], now: datetime) -> None:
-    """Bump the locked session's counters and meter for the appended rows and write them (one
-    UPDATE); `locked.usage` is the meter after the append."""
+def _write_append(locked: Session, rows: list[Message], calls: list[ToolCall], counters: tuple[str, ...]) -> None:
+    """INSERT the messages and tool calls, UPDATE the session's counters: in one round trip where
+    the database takes several statements at once (sessions.statements.execute_together). A
+    tool_use id already stored fails it as a whole (IntegrityError), like the INSERT alone."""
+    vendor = connection.vendor
+    messages, tool_calls = _message_inserter(vendor), _tool_call_inserter(vendor)
+    inserts = messages.batches(rows)
+    if len(inserts) > 1 or not connection.features.can_return_rows_from_bulk_insert:
+        # A batch over the database's parameter limit, or no RETURNING (old SQLite): one by one.
+        messages.insert(rows)
+        tool_calls.insert(calls)
+        _write_counters(locked, counters)
+        return
+    parts = [
+        *inserts,
+        *(tool_calls.batches(calls) if calls else []),
+        _counter_writer(vendor, counters).statement(locked),
+    ]
+    pks = [pk for (pk,) in statements.execute_together(parts)]
+    messages.inserted(rows, pks)
+    tool_calls.inserted(calls, None)
+
+
+def _count_appended(locked: Session, prepared: list[_Prepared], rows: list[Message], now: datetime) -> dict[str, Any]:
+    """Bump the locked session's counters and meter for the appended rows (on the instance);
+    `locked.usage` is the meter after the append. Returns the meter's columns."""
     added = sum(item.tokens for item in prepared)
     served = sum(item.served_tokens for item in prepared)
     # New messages are always in context (after any first_kept_seq); they count on top of the
@@ -489,4 +511,4 @@ def _count_appended(locked: Session, prepared: list[_Prepared], rows: list[Messa
     for name, value in meter.items():
         setattr(locked, name, value)
     locked.updated_at = now
-    _write_counters(locked, (*APPEND_WRITES, *meter))
+    return meter

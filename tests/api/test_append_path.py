@@ -19,7 +19,8 @@ pytestmark = pytest.mark.django_db
 # SQL statements per append through the API, BEGIN/COMMIT and savepoints aside: the API key
 # lookup (cached; + its last_used_at write at most once a minute), the locked read of the
 # session, the UPDATE answering stored tool calls (only with tool_results), the message
-# INSERT, the tool-call INSERT (only with tool_uses), the counter UPDATE: at most 5 in all.
+# INSERT, the tool-call INSERT (only with tool_uses), the counter UPDATE: at most 5 in all
+# (on PostgreSQL the last three go to the database as one query, counted once here).
 MAX_APPEND_STATEMENTS = 5
 
 
@@ -47,6 +48,29 @@ def test_an_append_costs_a_bounded_number_of_statements(api, session):
         assert sum("agent_sessions_toolcall" in s for s in sql) <= 1, sql
     # The plain message needs neither a tool-call lookup nor a second session read.
     assert Message.objects.filter(session=session).count() == 4
+
+
+def test_on_postgresql_the_rows_and_the_counters_are_written_in_one_query(api, session):
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite's driver runs one statement per query")
+    api.post(url(session, "messages/"), {"role": "user", "content": "warm-up"}, format="json")  # last_used_at
+    with CaptureQueriesContext(connection) as ctx:
+        response = api.post(url(session, "messages/"), tool_use("toolu_1", text="Running them."), format="json")
+    assert response.status_code == 201, response.json()
+    read, write = statements(ctx)
+    assert read.startswith("SELECT") and "FOR UPDATE" in read
+    assert write.startswith('INSERT INTO "agent_sessions_message"')
+    assert 'INSERT INTO "agent_sessions_toolcall"' in write and 'UPDATE "agent_sessions_session"' in write
+    assert [m["seq"] for m in response.json()["messages"]] == [2]
+    assert Message.objects.get(session=session, seq=2).tool_use_ids == ["toolu_1"]
+    session.refresh_from_db()
+    assert (session.last_seq, session.tool_calls.get().use_seq) == (2, 2)
+    # The messages an append returns carry the ids the INSERT returned, in order.
+    result = services.messages_append(
+        session=session, messages=[tool_result("toolu_1", "ok"), {"role": "user", "content": "next"}]
+    )
+    stored = Message.objects.filter(session=session, seq__gt=2).order_by("seq").values_list("pk", flat=True)
+    assert [m.pk for m in result.messages] == list(stored) and session.last_seq == 4
 
 
 def test_another_owners_session_is_a_404_even_with_a_bad_body(api, other_session):
