@@ -45,15 +45,6 @@ def broker_conf():
         celery_app.conf[key] = item
 
 
-@pytest.fixture
-def not_eager():
-    """The test settings may run tasks eagerly; readiness then needs no worker. These tests want one."""
-    previous = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = False
-    yield
-    celery_app.conf.task_always_eager = previous
-
-
 def broken_cursor(*args, **kwargs):
     raise OperationalError('connection to server at "db.internal" failed: password=hunter2 rejected')
 
