@@ -1,6 +1,7 @@
-"""A real Celery worker's heartbeat: /readyz is 200 while it runs, 503 within the heartbeat's max
-age after a SIGKILL (no clean-up ran), 200 again once a worker is restarted, and 503 at once when
-a worker stops cleanly (it removes its own heartbeat)."""
+"""A real Celery worker's heartbeat: /readyz is 200 while it runs, busy with a compaction longer
+than the max age included, 503 within the heartbeat's max age after a SIGKILL (no clean-up ran),
+200 again once a worker is restarted, and 503 at once when a worker stops cleanly (it removes its
+own heartbeat)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ import time
 import pytest
 from django.test import Client
 
+from compaction.models import Compaction, Status
 from ops.models import WorkerHeartbeat
+from tests.compaction.factories import append, conversation, make_session
+from tests.e2e.conftest import VALID_SUMMARY
+from tests.fake_anthropic import FakeAnthropic, Step
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
 
@@ -37,18 +42,41 @@ def seconds_until(status: int, timeout: float) -> float:
     raise AssertionError(f"/readyz not {status} after {timeout} s: {readyz()}")
 
 
-def test_readyz_follows_a_real_worker_through_a_sigkill_and_a_restart(worker_factory, settings, not_eager):
+@pytest.fixture
+def slow_llm():
+    """A summarizer that takes longer than the heartbeat's max age to answer."""
+    with FakeAnthropic(default=Step.success(VALID_SUMMARY, delay=MAX_AGE + 3)) as server:
+        yield server
+
+
+def test_readyz_follows_a_real_worker_through_a_sigkill_and_a_restart(
+    worker_factory, settings, not_eager, api, user, slow_llm
+):
     settings.WORKER_HEARTBEAT_MAX_AGE = MAX_AGE
     assert readyz()[0] == 503  # no worker yet
 
-    worker = worker_factory("hb", **HEARTBEAT_ENV)
+    llm = {"ANTHROPIC_API_KEY": "sk-ant-fake-heartbeat", "ANTHROPIC_BASE_URL": slow_llm.base_url}
+    worker = worker_factory("hb", **HEARTBEAT_ENV, **llm)  # --pool=solo: the task runs in its main thread
     seconds_until(200, 5)
     row = WorkerHeartbeat.objects.get()
     assert row.worker.startswith("hb@") and row.pid == worker.process.pid
 
-    # Still ready well past the max age: the heartbeat keeps it fresh.
-    time.sleep(MAX_AGE + 1)
-    assert readyz()[0] == 200
+    # Busy for longer than the max age with a compaction, the worker still counts as alive.
+    session = make_session(user)
+    append(session, conversation(8))
+    assert api.post(f"/api/v1/sessions/{session.pk}/compactions/", {}, format="json").status_code == 202
+    running_since = None
+    deadline = time.monotonic() + MAX_AGE + 10
+    while time.monotonic() < deadline:
+        assert readyz()[0] == 200, readyz()
+        if Compaction.objects.get(session=session).status == Status.RUNNING:
+            running_since = running_since or time.monotonic()
+            if time.monotonic() - running_since > MAX_AGE + 0.5:
+                break  # running longer than the max age, and ready all along
+        time.sleep(0.2)
+    else:
+        raise AssertionError("the compaction never ran longer than the heartbeat's max age")
+    assert slow_llm.requests  # the worker is inside the summarizer call
 
     worker.kill()  # SIGKILL: no shutdown step runs, the row stays and only ages
     to_unready = seconds_until(503, MAX_AGE + 3)
