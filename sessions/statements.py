@@ -11,6 +11,10 @@ through Django's cursor, so the statements show in `connection.queries` and
 `CaptureQueriesContext` like any other. The database connection is looked up once per
 statement and handed to the fields as is: through `django.db.connection` (a proxy to the
 current thread's connection), every field's `connection.ops` was a thread-local lookup.
+
+The writes that follow the locked read (`execute_together`) go to PostgreSQL as one query: under
+load every round trip costs both processes a wake-up, and the append's writes need nothing back
+but the new messages' ids.
 """
 
 from __future__ import annotations
