@@ -278,6 +278,8 @@ class _ToolIdConflict(Exception):
 
 @dataclass
 class _Append:
+    """One append as asked: into which session, on whose behalf, which messages, when."""
+
     session_id: Any
     owner: Any
     messages: list[dict[str, Any]]
