@@ -139,6 +139,7 @@ def session_detail(request: HttpRequest, session_id: UUID) -> HttpResponse:
     context.update(_timeline_context(session, compactions, page, start, full_page=True))
     # Subagents imported with the session (Claude Code's subagents/*.jsonl), and its parent.
     context["children"] = queries.session_children(user=request.user, session=session)
+    context["highlight"] = _int_param(request, "hl", 0)  # a search hit's message, marked in the timeline
     return render(request, "dashboard/session_detail.html", context)
 
 
