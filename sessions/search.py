@@ -2,9 +2,9 @@
 
 Compaction never deletes a message, so whatever a summary dropped can still be found and read
 back. The index is the database's own (migration 0010_message_search_index): on PostgreSQL a
-generated tsvector column with a GIN index for words and phrases, and a trigram GIN index over
-the same text for identifiers with punctuation; on SQLite an FTS5 table (trigram tokenizer)
-filled by triggers. The append path writes nothing for it. Each hit says whether the served
+generated tsvector column with a GIN index (identifiers with punctuation are found by their
+words, then checked as substrings); on SQLite an FTS5 table (trigram tokenizer) filled by
+triggers. The append path writes nothing for it. Each hit says whether the served
 context still carries the message verbatim, pruned, or only through the summary.
 """
 
@@ -151,25 +151,27 @@ def _scope(session: Session | None, user) -> tuple[str, list[Any]]:
 
 
 def _postgres_sql(query: Query, *, user, session: Session | None, limit: int) -> tuple[str, list[Any]]:
-    """Words as prefixes of words and phrases as words in order (the tsvector's GIN index), identifiers as
-    substrings (the trigram index over the same text, which ILIKE uses from 3 characters)."""
+    """Through the tsvector's GIN index: a word is the start of a word, a phrase its words in
+    order. An identifier is its words in order (the last one as a start) to find candidates,
+    then an exact substring of the message's text to keep only true matches; one without any
+    word (`--`) is only the substring, over the scoped messages."""
     where, params = _scope(session, user)
     conditions = [where]
-    tsquery_parts: list[str] = []
-    tsquery_params: list[Any] = []
-    if query.words:
-        tsquery_parts.append("to_tsquery('simple'::regconfig, %s)")
-        tsquery_params.append(" & ".join(f"'{word}':*" for word in query.words))
+    lexemes: list[str] = [f"'{word}':*" for word in query.words]
     for phrase in query.phrases:
-        # Its words in order, read as the vector was made: runs of letters and digits.
-        tsquery_parts.append("phraseto_tsquery('simple'::regconfig, %s)")
-        tsquery_params.append(" ".join(WORD_RE.findall(phrase)))
+        lexemes.append(" <-> ".join(f"'{part}'" for part in WORD_RE.findall(phrase)))
+    for identifier in query.identifiers:
+        parts = WORD_RE.findall(identifier)
+        if parts:
+            lexemes.append(" <-> ".join([*(f"'{part}'" for part in parts[:-1]), f"'{parts[-1]}':*"]))
+    tsquery = " & ".join(f"({lexeme})" for lexeme in lexemes)
     rank = "0"
-    if tsquery_parts:
-        tsquery = " && ".join(tsquery_parts)
-        conditions.append(f"m.search_vector @@ ({tsquery})")
-        params += tsquery_params
-        rank = f"ts_rank(m.search_vector, ({tsquery}))"
+    tsquery_params: list[Any] = []
+    if tsquery:
+        conditions.append("m.search_vector @@ to_tsquery('simple'::regconfig, %s)")
+        params.append(tsquery)
+        rank = "ts_rank(m.search_vector, to_tsquery('simple'::regconfig, %s))"
+        tsquery_params.append(tsquery)
     for identifier in query.identifiers:
         conditions.append("compactor_search_text(m.content) ILIKE %s")
         params.append(_like(identifier))
@@ -177,8 +179,8 @@ def _postgres_sql(query: Query, *, user, session: Session | None, limit: int) ->
         f"SELECT m.id, {rank} AS rank FROM agent_sessions_message m WHERE {' AND '.join(conditions)} "
         "ORDER BY rank DESC, m.id DESC LIMIT %s"
     )
-    # The rank's own copy of the tsquery parameters comes first: it is in the SELECT list.
-    return sql, [*(tsquery_params if tsquery_parts else []), *params, limit]
+    # The rank's copy of the tsquery comes first: it is in the SELECT list.
+    return sql, [*tsquery_params, *params, limit]
 
 
 def _fts5_string(term: str) -> str:

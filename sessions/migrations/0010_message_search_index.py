@@ -1,11 +1,11 @@
 """Search over every stored message (sessions.search), kept up to date by the database itself.
 
 The append path's INSERT (sessions.statements) is left as it is: on PostgreSQL the search
-vector is a generated column and the identifier index an expression index, both computed by
-the server from `content`; on SQLite an FTS5 table is filled by triggers on insert and delete.
-The searchable text of a message is every string (and number) in its content except the
-structural ones (block types, provenance, signatures, media types, base64 data), so tool
-inputs and results are searchable as well as text.
+vector is a generated column, computed by the server from `content`, with a GIN index; on
+SQLite an FTS5 table is filled by triggers on insert and delete. The searchable text of a
+message is every string (and number) in its content except the structural ones (block types,
+provenance, signatures, media types, base64 data), so tool inputs and results are searchable
+as well as text.
 """
 
 from django.db import migrations
@@ -16,14 +16,14 @@ _SKIPPED_SQL = ", ".join(f"'{key}'" for key in SKIPPED_KEYS)
 
 # The vector is of the runs of letters and digits only: the parser would keep
 # `Repo.Migrations.AddState.up/0` or `src/app.py` as one token, and a word inside it would not
-# be found; identifiers themselves are matched whole through the trigram index.
+# be found. An identifier is looked up by its words in order, then checked as a substring of
+# the text (sessions.search): no trigram index, whose upkeep cost every append as much again.
 # A tsvector holds at most 1 MB: the full-text vector reads the first 200,000 characters of a
 # message (about 660 KB of vector in the worst case, every token unique), so no append can fail
-# on it; identifiers are matched through the trigram index over the whole text.
+# on it.
 FTS_CHARS = 200_000
 
 POSTGRES_FORWARD = [
-    "CREATE EXTENSION IF NOT EXISTS pg_trgm",
     f"""
     CREATE OR REPLACE FUNCTION compactor_search_text(doc jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
@@ -48,10 +48,8 @@ POSTGRES_FORWARD = [
         left(compactor_search_text(content), {FTS_CHARS}), '[^[:alnum:]]+', ' ', 'g'))) STORED
     """,
     "CREATE INDEX message_search_vector ON agent_sessions_message USING gin (search_vector)",
-    "CREATE INDEX message_search_trgm ON agent_sessions_message USING gin (compactor_search_text(content) gin_trgm_ops)",
 ]
 POSTGRES_BACKWARD = [
-    "DROP INDEX IF EXISTS message_search_trgm",
     "DROP INDEX IF EXISTS message_search_vector",
     "ALTER TABLE agent_sessions_message DROP COLUMN IF EXISTS search_vector",
     "DROP FUNCTION IF EXISTS compactor_search_text(jsonb)",
