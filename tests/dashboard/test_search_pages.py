@@ -34,7 +34,7 @@ def session(user):
 def test_the_session_search_marks_matches_and_links_to_the_message(logged_in, session):
     url = reverse("dashboard:session-search", args=[session.pk])
     fragment = logged_in.get(url, {"q": "capybara"}, HTTP_HX_REQUEST="true").content.decode()
-    assert fragment.lstrip().startswith("<div id=\"search-results\"")
+    assert fragment.lstrip().startswith('<div id="search-results"')
     assert "2 hits for “capybara” in this session" in fragment
     # Content is escaped; only the match is marked.
     assert "&lt;b&gt;<mark>capybara</mark>&lt;/b&gt;" in fragment
