@@ -28,6 +28,8 @@ __all__ = ["MAX_LIMIT", "QueryError", "SearchHit", "history_search"]
 MAX_LIMIT = 100
 
 STATUS_VERBATIM, STATUS_PRUNED, STATUS_SUMMARIZED, STATUS_DROPPED = "verbatim", "pruned", "summarized", "dropped"
+# A hit's status choices, in the order the API documents them (the schema's HitStatusEnum).
+HIT_STATUSES = [STATUS_VERBATIM, STATUS_PRUNED, STATUS_SUMMARIZED, STATUS_DROPPED]
 
 
 @dataclass(frozen=True)

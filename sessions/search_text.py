@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_QUERY_CHARS = 500
-MAX_TERMS = 16
 SNIPPET_CHARS = 200
 MARK_OPEN, MARK_CLOSE = "«", "»"
 
@@ -62,10 +61,9 @@ def parse_query(text: str) -> Query:
         target = words if WORD_RE.fullmatch(token) else identifiers
         if token.lower() not in (t.lower() for t in target):
             target.append(token)
-    if len(words) + len(phrases) + len(identifiers) > MAX_TERMS:
-        raise QueryError(f"has more than {MAX_TERMS} terms")
     if not (words or phrases or identifiers):
-        raise QueryError("has nothing to search for: give a word, a quoted phrase or an identifier")
+        # Only quotes and brackets (`""`, `()`): what was typed, as it is.
+        identifiers.append(text.strip())
     return Query(
         words=tuple(words),
         phrases=tuple(phrases),
@@ -214,12 +212,14 @@ def _flat(text: str) -> str:
 
 
 def _spans(window: str, query: Query) -> list[tuple[int, int]]:
-    spans = sorted(
-        (m.start(), m.end())
-        for pattern in query.patterns + query.loose
-        for m in pattern.finditer(window)
-        if m.end() > m.start()
-    )
+    """Every match in the window, as the database read the query (loosely only if that finds none)."""
+    spans: list[tuple[int, int]] = []
+    for patterns in (query.patterns, query.loose):
+        spans = sorted(
+            (m.start(), m.end()) for pattern in patterns for m in pattern.finditer(window) if m.end() > m.start()
+        )
+        if spans:
+            break
     merged: list[tuple[int, int]] = []
     for s, e in spans:
         if merged and s <= merged[-1][1]:

@@ -35,7 +35,7 @@ class SearchHitSerializer(serializers.Serializer):
         help_text="[start, end) offsets in `snippet` of each marked text (markers excluded).",
     )
     status = serializers.ChoiceField(
-        choices=["verbatim", "pruned", "summarized", "dropped"],
+        choices=search.HIT_STATUSES,
         help_text="How the served context carries this message now: verbatim; pruned (this tool output is "
         "trimmed); summarized (only the active summary stands for it); dropped (cut without a summary).",
     )
@@ -51,13 +51,17 @@ class SearchOutSerializer(serializers.Serializer):
 SEARCH_PARAMETERS = [
     OpenApiParameter(
         "q",
-        str,
+        {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": r"\S"},
         required=True,
         description=f"Words (prefix match), quoted phrases and identifiers with punctuation (`src/app.py`, "
         f"`spotter-fum.2`, a commit hash: substring match); every part must match. At most {MAX_QUERY_CHARS} "
-        "characters.",
+        "characters, not only spaces.",
     ),
-    OpenApiParameter("limit", int, description=f"Hits to return, 1 to {search.MAX_LIMIT} (default {DEFAULT_LIMIT})."),
+    OpenApiParameter(
+        "limit",
+        {"type": "integer", "minimum": 1, "maximum": search.MAX_LIMIT},
+        description=f"Hits to return, 1 to {search.MAX_LIMIT} (default {DEFAULT_LIMIT}).",
+    ),
 ]
 
 

@@ -172,8 +172,12 @@ APPEND_EXAMPLES = [
 ]
 
 
+SEQ_SCHEMA = {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}
+
+
 def seq_range(params) -> dict[str, int | None]:
-    """`from_seq` / `to_seq` query parameters: positive integers, from ≤ to; 400 naming the bad one."""
+    """`from_seq` / `to_seq` query parameters: message numbers, or a 400 naming the bad one (a `to_seq`
+    below `from_seq` is an empty range)."""
     bounds: dict[str, int | None] = {}
     errors: dict[str, list[str]] = {}
     for name in ("from_seq", "to_seq"):
@@ -184,8 +188,6 @@ def seq_range(params) -> dict[str, int | None]:
             bounds[name] = int(raw)
         else:
             errors[name] = ["must be a message number (an integer from 1)"]
-    if not errors and None not in bounds.values() and bounds["from_seq"] > bounds["to_seq"]:
-        errors["to_seq"] = [f"must not be below from_seq ({bounds['from_seq']})"]
     if errors:
         raise ValidationError(errors)
     return bounds
@@ -207,8 +209,8 @@ class MessageListView(APIView):
         "`from_seq`/`to_seq` read back a range verbatim (both ends included), widened so tool calls and their "
         "results come whole.",
         parameters=[
-            OpenApiParameter("from_seq", int, description="First message number (default 1)."),
-            OpenApiParameter("to_seq", int, description="Last message number (default: the last)."),
+            OpenApiParameter("from_seq", SEQ_SCHEMA, description="First message number (default 1)."),
+            OpenApiParameter("to_seq", SEQ_SCHEMA, description="Last message number (default: the last)."),
         ],
         responses={200: s.MessageOutSerializer(many=True), **error_responses(400, 404)},
     )

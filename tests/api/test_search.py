@@ -135,7 +135,6 @@ def test_search_across_sessions_is_the_owners_only(api, user, other_user):
         ({"q": "   "}, "q"),
         ({"q": "x" * 501}, "q"),
         ({"q": "a\x00b"}, "q"),
-        ({"q": '""'}, "q"),
         ({"q": "ok", "limit": "0"}, "limit"),
         ({"q": "ok", "limit": "many"}, "limit"),
     ],
@@ -166,11 +165,8 @@ def test_reading_a_range_back_keeps_tool_pairs_whole(api, other_api, session):
     assert read(to_seq=2) == [1, 2, 3]
     page = api.get(url(session, "messages/"), {"from_seq": 2, "to_seq": 3}).json()["results"]
     assert page[0]["content"] == tool_use("t1", command="ls")["content"]  # verbatim
-    for params, field in (
-        ({"from_seq": "0"}, "from_seq"),
-        ({"to_seq": "x"}, "to_seq"),
-        ({"from_seq": 5, "to_seq": 2}, "to_seq"),
-    ):
+    assert read(from_seq=5, to_seq=2) == []
+    for params, field in (({"from_seq": "0"}, "from_seq"), ({"to_seq": "x"}, "to_seq")):
         response = api.get(url(session, "messages/"), params)
         assert response.status_code == 400 and field in response.json()["detail"]
     assert other_api.get(url(session, "messages/"), {"from_seq": 1}).status_code == 404
