@@ -121,3 +121,21 @@ def test_the_mcp_server_answers_over_stdio_with_verbatim_text(live_server, api_k
     assert OUTPUT in read[0]  # the tool output exactly as stored
     assert f"* {compacted.pk}  5 messages, compacted" in listing[0]
     assert results[3].is_error and "404" in missing[0]
+
+
+def test_the_tools_default_to_compactor_session_and_can_search_everything(live_server, api_key, compacted, user):
+    from compactor_client import Compactor
+    from compactor_client.mcp_server import Recall
+
+    newer = services.session_create(owner=user, title="Newer session")
+    services.messages_append(session=newer, messages=[{"role": "user", "content": "wombat_id again"}])
+    with Compactor(live_server.url, api_key) as cx:
+        # No COMPACTOR_SESSION: the most recently active session.
+        assert Recall(cx).search_history("wombat_id").startswith(f"1 hit for 'wombat_id' in session {newer.pk} \"Newer")
+        pinned = Recall(cx, str(compacted.pk))
+        assert pinned.search_history("wombat_id").startswith(f"1 hit for 'wombat_id' in session {compacted.pk}")
+        assert "* " + str(compacted.pk) in pinned.list_sessions()
+        everywhere = pinned.search_history("wombat_id", session="all")
+        assert everywhere.startswith("2 hits for 'wombat_id' in all your sessions")
+        assert f"[{compacted.pk}] #3 user" in everywhere and f"[{newer.pk}] #1 user" in everywhere
+        assert pinned.read_messages(9).endswith("no messages from #9 to #9 (it has 5).")
