@@ -152,37 +152,53 @@ def _scope(session: Session | None, user) -> tuple[str, list[Any]]:
     )
 
 
+# Migration 0010: the lexeme a message long enough to pass the vector's positions carries.
+LONG_MARK = "'_long_'"
+
+
+def _in_order(parts: list[str], *, last_is_prefix: bool) -> tuple[str, str]:
+    """(the words in a row, by the vector's positions; the same words in any order, in a long
+    message) as tsquery text. Words are letters and digits only, lowercased as the vector's."""
+    lexemes = [f"'{part.lower()}'" for part in parts]
+    if last_is_prefix:
+        lexemes[-1] += ":*"
+    return " <-> ".join(lexemes), " & ".join([*lexemes, LONG_MARK])
+
+
 def _postgres_sql(query: Query, *, user, session: Session | None, limit: int) -> tuple[str, list[Any]]:
-    """Through the tsvector's GIN index: a word is the start of a word, a phrase its words in
-    order. An identifier is its words in order (the last one as a start) to find candidates,
-    then an exact substring of the message's text to keep only true matches; one without any
-    word (`--`) is only the substring, over the scoped messages."""
+    """Through the tsvector's GIN index: a word is the start of a word; a phrase is its words in
+    a row; an identifier its words in a row (the last one as a start), then an exact substring
+    of the message's text. The vector counts positions up to 16,383, so in a message long enough
+    to pass them (it carries LONG_MARK) a phrase is checked against the text instead. An
+    identifier without any word (`--`) is only the substring, over the scoped messages."""
     where, params = _scope(session, user)
     conditions = [where]
-    lexemes: list[str] = [f"'{word}':*" for word in query.words]
+    parts: list[str] = [f"'{word.lower()}':*" for word in query.words]
     for phrase in query.phrases:
-        lexemes.append(" <-> ".join(f"'{part}'" for part in WORD_RE.findall(phrase)))
+        in_row, in_long = _in_order(WORD_RE.findall(phrase), last_is_prefix=False)
+        parts.append(f"(({in_row}) | ({in_long}))")
+        conditions.append("(m.search_vector @@ %s::tsquery OR compactor_search_text(m.content) ~* %s)")
+        glue = "[^[:alnum:]]+"
+        params += [in_row, f"(^|[^[:alnum:]]){glue.join(WORD_RE.findall(phrase))}([^[:alnum:]]|$)"]
     for identifier in query.identifiers:
-        parts = WORD_RE.findall(identifier)
-        if parts:
-            lexemes.append(" <-> ".join([*(f"'{part}'" for part in parts[:-1]), f"'{parts[-1]}':*"]))
-    tsquery = " & ".join(f"({lexeme})" for lexeme in lexemes)
-    rank = "0"
-    tsquery_params: list[Any] = []
-    if tsquery:
-        conditions.append("m.search_vector @@ to_tsquery('simple'::regconfig, %s)")
-        params.append(tsquery)
-        rank = "ts_rank(m.search_vector, to_tsquery('simple'::regconfig, %s))"
-        tsquery_params.append(tsquery)
-    for identifier in query.identifiers:
+        words = WORD_RE.findall(identifier)
+        if words:
+            in_row, in_long = _in_order(words, last_is_prefix=True)
+            parts.append(f"(({in_row}) | ({in_long}))")
         conditions.append("compactor_search_text(m.content) ILIKE %s")
         params.append(_like(identifier))
+    tsquery = " & ".join(parts)
+    rank = "0"
+    if tsquery:
+        conditions.insert(1, "m.search_vector @@ %s::tsquery")
+        params.insert(1, tsquery)
+        rank = "ts_rank(m.search_vector, %s::tsquery)"
     sql = (
         f"SELECT m.id, {rank} AS rank FROM agent_sessions_message m WHERE {' AND '.join(conditions)} "
         "ORDER BY rank DESC, m.id DESC LIMIT %s"
     )
     # The rank's copy of the tsquery comes first: it is in the SELECT list.
-    return sql, [*tsquery_params, *params, limit]
+    return sql, [*([tsquery] if tsquery else []), *params, limit]
 
 
 def _fts5_string(term: str) -> str:

@@ -16,13 +16,15 @@ _SKIPPED_SQL = ", ".join(f"'{key}'" for key in SKIPPED_KEYS)
 
 # The vector is of the runs of letters and digits only: the parser would keep
 # `Repo.Migrations.AddState.up/0` or `src/app.py` as one token, and a word inside it would not
-# be found. An identifier is looked up by its words in order, then checked as a substring of
-# the text (sessions.search): no trigram index, whose upkeep cost every append as much again.
-# A tsvector holds at most 1 MB: the full-text vector reads the first 200,000 characters of a
-# message (about 660 KB of vector in the worst case, every token unique), so no append can fail
-# on it.
+# be found. A tsvector holds at most 1 MB: it reads the first 200,000 characters of a message
+# (about 660 KB of vector in the worst case, every token unique), so no append can fail on it.
 FTS_CHARS = 200_000
-
+# A vector counts word positions up to 16,383 only, so words in order (a phrase, an identifier)
+# are told from the positions only in a shorter message; a message whose text may pass that
+# (16,383 one-letter words and their separators) carries this lexeme, which no text can make
+# (text is cut into letters and digits), and sessions.search checks its text instead.
+LONG_MARK = "_long_"
+LONG_CHARS = 32_000
 POSTGRES_FORWARD = [
     f"""
     CREATE OR REPLACE FUNCTION compactor_search_text(doc jsonb) RETURNS text
@@ -43,15 +45,23 @@ POSTGRES_FORWARD = [
     $$
     """,
     f"""
+    CREATE OR REPLACE FUNCTION compactor_search_vector(doc jsonb) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+      SELECT to_tsvector('simple'::regconfig, regexp_replace(left(t, {FTS_CHARS}), '[^[:alnum:]]+', ' ', 'g'))
+        || CASE WHEN length(t) > {LONG_CHARS} THEN '{LONG_MARK}'::tsvector ELSE ''::tsvector END
+      FROM (SELECT compactor_search_text(doc) AS t) AS text
+    $$
+    """,
+    """
     ALTER TABLE agent_sessions_message ADD COLUMN search_vector tsvector
-      GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, regexp_replace(
-        left(compactor_search_text(content), {FTS_CHARS}), '[^[:alnum:]]+', ' ', 'g'))) STORED
+      GENERATED ALWAYS AS (compactor_search_vector(content)) STORED
     """,
     "CREATE INDEX message_search_vector ON agent_sessions_message USING gin (search_vector)",
 ]
 POSTGRES_BACKWARD = [
     "DROP INDEX IF EXISTS message_search_vector",
     "ALTER TABLE agent_sessions_message DROP COLUMN IF EXISTS search_vector",
+    "DROP FUNCTION IF EXISTS compactor_search_vector(jsonb)",
     "DROP FUNCTION IF EXISTS compactor_search_text(jsonb)",
 ]
 

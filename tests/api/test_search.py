@@ -170,3 +170,22 @@ def test_reading_a_range_back_keeps_tool_pairs_whole(api, other_api, session):
         response = api.get(url(session, "messages/"), params)
         assert response.status_code == 400 and field in response.json()["detail"]
     assert other_api.get(url(session, "messages/"), {"from_seq": 1}).status_code == 404
+
+
+def test_phrases_and_identifiers_deep_in_a_long_tool_output_are_found(api, session):
+    # Past 16,383 words: where PostgreSQL's vector stops counting word positions.
+    long_output = " ".join(f"row{i}" for i in range(20_000)) + "\nthen ALTER TABLE quokkas failed at spotter-fum.77\n"
+    append(
+        api,
+        session,
+        tool_use("t1", command="cat build.log"),
+        tool_result("t1", long_output),
+        {"role": "user", "content": "alter the table, and the spotter fum 77 too"},
+    )
+    seqs = lambda q: sorted(hit["seq"] for hit in search(api, session, q)["hits"])  # noqa: E731
+    assert seqs('"alter table quokkas"') == [2]
+    assert seqs("spotter-fum.77") == [2]
+    assert seqs('"table quokkas" spotter-fum.7') == [2]
+    assert seqs('"alter table"') == [2]  # not the message that has both words apart
+    [hit] = search(api, session, '"ALTER TABLE quokkas"')["hits"]
+    assert "«ALTER TABLE quokkas»" in hit["snippet"] and hit["kind"] == "tool_result"
