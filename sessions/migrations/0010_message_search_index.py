@@ -25,10 +25,16 @@ FTS_CHARS = 200_000
 # (text is cut into letters and digits), and sessions.search checks its text instead.
 LONG_MARK = "_long_"
 LONG_CHARS = 32_000
+# PL/pgSQL, not SQL functions: PL/pgSQL keeps its statements' plans for the connection's life,
+# where a SQL function with a recursive query is planned again by every INSERT that calls it
+# (measured: 0.8 ms against 0.2 ms an append).
 POSTGRES_FORWARD = [
     f"""
     CREATE OR REPLACE FUNCTION compactor_search_text(doc jsonb) RETURNS text
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    DECLARE
+      found text;
+    BEGIN
       WITH RECURSIVE walk(key, value) AS (
         SELECT NULL::text, doc
         UNION ALL
@@ -40,16 +46,21 @@ POSTGRES_FORWARD = [
             CASE WHEN jsonb_typeof(walk.value) = 'array' THEN walk.value ELSE '[]'::jsonb END) a
         ) child
       )
-      SELECT coalesce(string_agg(value #>> '{{}}', E'\\n'), '') FROM walk
-      WHERE jsonb_typeof(value) IN ('string', 'number') AND coalesce(key, '') NOT IN ({_SKIPPED_SQL})
+      SELECT coalesce(string_agg(value #>> '{{}}', E'\n'), '') INTO found FROM walk
+      WHERE jsonb_typeof(value) IN ('string', 'number') AND coalesce(key, '') NOT IN ({_SKIPPED_SQL});
+      RETURN found;
+    END
     $$
     """,
     f"""
     CREATE OR REPLACE FUNCTION compactor_search_vector(doc jsonb) RETURNS tsvector
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-      SELECT to_tsvector('simple'::regconfig, regexp_replace(left(t, {FTS_CHARS}), '[^[:alnum:]]+', ' ', 'g'))
-        || CASE WHEN length(t) > {LONG_CHARS} THEN '{LONG_MARK}'::tsvector ELSE ''::tsvector END
-      FROM (SELECT compactor_search_text(doc) AS t) AS text
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+    DECLARE
+      body text := {{schema}}.compactor_search_text(doc);
+    BEGIN
+      RETURN to_tsvector('simple'::regconfig, regexp_replace(left(body, {FTS_CHARS}), '[^[:alnum:]]+', ' ', 'g'))
+        || CASE WHEN length(body) > {LONG_CHARS} THEN '{LONG_MARK}'::tsvector ELSE ''::tsvector END;
+    END
     $$
     """,
     """
@@ -97,8 +108,16 @@ SQLITE_BACKWARD = [
 
 def _run(statements: dict[str, list[str]]):
     def run(apps, schema_editor):
-        for sql in statements.get(schema_editor.connection.vendor, []):
-            schema_editor.execute(sql)
+        connection = schema_editor.connection
+        schema = ""
+        if connection.vendor == "postgresql":
+            # One function calls the other by its schema's name: a restore (pg_restore runs with
+            # an empty search_path) computes the generated column through it.
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT current_schema()")
+                schema = connection.ops.quote_name(cursor.fetchone()[0])
+        for sql in statements.get(connection.vendor, []):
+            schema_editor.execute(sql.replace("{schema}", schema))
 
     return run
 
