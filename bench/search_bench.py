@@ -97,6 +97,28 @@ def _time(http, path: str, params: dict, repeat: int) -> tuple[list[float], dict
     return times, body
 
 
+def _report(base: str, key: str, queries: list[tuple[str, str, str]], repeat: int, *, unique_seq: int) -> bool:
+    """Times each query, prints median and p95; True when the unique term misses its bound."""
+    import httpx2 as httpx
+
+    failed = False
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+        for name, path, q in queries:
+            times, body = _time(http, path, {"q": q}, repeat)
+            median = statistics.median(times)
+            p95 = sorted(times)[max(0, int(len(times) * 0.95) - 1)]
+            print(f"{name:<22} q={q!r:<24} {median:7.1f} ms median  {p95:7.1f} ms p95  {len(body['hits'])} hits")
+            if name == "unique term":
+                seqs = [hit["seq"] for hit in body["hits"]]
+                ok = seqs == [unique_seq] and median <= BOUND_MS
+                failed |= not ok
+                verdict = "OK" if ok else "FAILED"
+                print(f"  bound: exactly message #{unique_seq} in ≤ {BOUND_MS:.0f} ms median: {verdict} ({seqs})")
+            if name == "all sessions, unique":
+                assert sorted(hit["seq"] for hit in body["hits"]) == [9, unique_seq], body["hits"]
+    return failed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=10_000, help="messages in the searched session")
@@ -104,7 +126,6 @@ def main() -> int:
     args = parser.parse_args()
 
     django_setup(prefix="compactor-search-bench-", secret_key="search-bench-only")  # DEBUG off, as in production
-    import httpx2 as httpx
     from django.db import connection
 
     from sessions import services
@@ -133,22 +154,7 @@ def main() -> int:
             ("path identifier", f"/sessions/{session.pk}/search/", "src/parser/"),
             ("all sessions, unique", "/search/", UNIQUE_TERM),
         ]
-        failed = False
-        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
-            for name, path, q in queries:
-                times, body = _time(http, path, {"q": q}, args.repeat)
-                median = statistics.median(times)
-                p95 = sorted(times)[max(0, int(len(times) * 0.95) - 1)]
-                print(f"{name:<22} q={q!r:<24} {median:7.1f} ms median  {p95:7.1f} ms p95  {len(body['hits'])} hits")
-                if name == "unique term":
-                    seqs = [hit["seq"] for hit in body["hits"]]
-                    ok = seqs == [args.messages // 2 + 1] and median <= BOUND_MS
-                    failed |= not ok
-                    print(
-                        f"  bound: exactly message #{args.messages // 2 + 1} in ≤ {BOUND_MS:.0f} ms median: {'OK' if ok else 'FAILED'} ({seqs})"
-                    )
-                if name == "all sessions, unique":
-                    assert sorted(hit["seq"] for hit in body["hits"]) == [9, args.messages // 2 + 1], body["hits"]
+        failed = _report(base, key, queries, args.repeat, unique_seq=args.messages // 2 + 1)
         server.shutdown()
         server.server_close()
         if connection.vendor == "postgresql":
