@@ -50,7 +50,18 @@ def snippet_parts(hit: SearchHit) -> list[tuple[str, bool]]:
 
 def hit_url(hit: SearchHit) -> str:
     base = reverse("dashboard:session-detail", args=[hit.session_id])
-    return f"{base}?from={max(1, hit.seq - LEAD_MESSAGES)}&hl={hit.seq}#m-{hit.seq}"
+    block = "" if hit.block_index is None else f"&b={hit.block_index}"
+    return f"{base}?from={max(1, hit.seq - LEAD_MESSAGES)}&hl={hit.seq}{block}#m-{hit.seq}"
+
+
+def highlight(request: HttpRequest) -> dict[str, int | None]:
+    """The timeline's marks for a hit's link (`?hl=SEQ&b=BLOCK`): the message, and its block
+    shown open (a tool result is folded otherwise); None for what the link does not say."""
+    values: dict[str, int | None] = {}
+    for name, key in (("highlight", "hl"), ("highlight_block", "b")):
+        raw = request.GET.get(key, "")
+        values[name] = int(raw) if raw.isdigit() and len(raw) < 10 else None
+    return values
 
 
 def _rows(hits: list[SearchHit]) -> list[HitRow]:

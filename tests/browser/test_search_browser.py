@@ -57,7 +57,7 @@ def test_search_finds_a_summarized_message_and_opens_it_highlighted(live_server,
     screenshot(page, "search-session-results", full_page=False)
 
     hit.get_by_role("link", name="#7").click()
-    page.wait_for_url(f"**/sessions/{session.pk}/?from=5&hl=7#m-7")
+    page.wait_for_url(f"**/sessions/{session.pk}/?from=5&hl=7&b=0#m-7")
     target = page.locator("#m-7")
     assert "msg-highlight" in target.get_attribute("class")
     assert target.is_visible() and target.evaluate(

@@ -39,7 +39,7 @@ def test_the_session_search_marks_matches_and_links_to_the_message(logged_in, se
     # Content is escaped; only the match is marked.
     assert "&lt;b&gt;<mark>capybara</mark>&lt;/b&gt;" in fragment
     detail = reverse("dashboard:session-detail", args=[session.pk])
-    assert f'href="{detail}?from=1&amp;hl=1#m-1"' in fragment
+    assert f'href="{detail}?from=1&amp;hl=1&amp;b=0#m-1"' in fragment
     assert "in summary" in fragment and "in context" in fragment
     # Opened without htmx it is a page of its own, with the form filled in.
     page = logged_in.get(url, {"q": "src/parse.py"}).content.decode()
@@ -63,3 +63,31 @@ def test_a_bad_query_is_a_400_saying_why_and_others_sessions_are_404(logged_in, 
     assert response.status_code == 400 and "is longer than 500 characters" in response.content.decode()
     theirs = services.session_create(owner=other_user, title="Not yours")
     assert logged_in.get(reverse("dashboard:session-search", args=[theirs.pk]), {"q": "x"}).status_code == 404
+
+
+def test_a_tool_output_hit_opens_its_folded_result(logged_in, session):
+    services.messages_append(
+        session=session,
+        messages=[
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Reading the log."},
+                    {"type": "tool_use", "id": "toolu_9", "name": "Bash", "input": {"command": "cat build.log"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "E: narwhal overflow"}],
+            },
+        ],
+    )
+    fragment = logged_in.get(
+        reverse("dashboard:session-search", args=[session.pk]), {"q": "narwhal"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    detail = reverse("dashboard:session-detail", args=[session.pk])
+    assert f'href="{detail}?from=3&amp;hl=5&amp;b=0#m-5"' in fragment and "tool result" in fragment
+    page = logged_in.get(detail, {"from": 3, "hl": 5, "b": 0}).content.decode()
+    highlighted = page[page.index('id="m-5"') :]
+    assert highlighted.index('<details class="result" open>') < highlighted.index("narwhal overflow")
+    assert '<details class="tool" open>' not in page  # only the hit's block is unfolded
