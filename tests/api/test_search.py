@@ -189,3 +189,17 @@ def test_phrases_and_identifiers_deep_in_a_long_tool_output_are_found(api, sessi
     assert seqs('"alter table"') == [2]  # not the message that has both words apart
     [hit] = search(api, session, '"ALTER TABLE quokkas"')["hits"]
     assert "«ALTER TABLE quokkas»" in hit["snippet"] and hit["kind"] == "tool_result"
+
+
+def test_deleting_messages_takes_them_out_of_the_index(api, session, user):
+    from django.db import connection
+
+    services.messages_append(session=session, messages=[{"role": "user", "content": "the ocelot plan"}])
+    assert [hit["seq"] for hit in search(api, session, "ocelot")["hits"]] == [1]
+    ids = list(Message.objects.filter(session=session).values_list("id", flat=True))
+    session.delete()  # a purge: the rows go, and with them what the index holds of them
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*) FROM message_search WHERE rowid IN ({','.join('%s' for _ in ids)})", ids)
+            assert cursor.fetchone()[0] == 0
+    assert api.get("/api/v1/search/", {"q": "ocelot"}).json()["hits"] == []
