@@ -10,7 +10,7 @@ context still carries the message verbatim, pruned, or only through the summary.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -23,7 +23,7 @@ from compaction.core.prune import DEFAULT_PROTECTED_TOOLS, prune_served
 from .models import Message, Session, ToolCall
 from .search_text import KIND_TOOL_RESULT, WORD_RE, Query, QueryError, parse_query, snippet_for
 
-__all__ = ["MAX_LIMIT", "QueryError", "SearchHit", "history_search"]
+__all__ = ["HIT_STATUSES", "MAX_LIMIT", "QueryError", "SearchHit", "history_search"]
 
 MAX_LIMIT = 100
 
@@ -113,7 +113,7 @@ def _mark_pruned(
         if hit.status == STATUS_VERBATIM and hit.kind == KIND_TOOL_RESULT and hit.seq < boundary:
             message = rows_by_seq[(hit.session_id, hit.seq)]
             if _block_pruned(message, sessions[hit.session_id], hit.block_index):
-                hit = SearchHit(**{**hit.__dict__, "status": STATUS_PRUNED})
+                hit = replace(hit, status=STATUS_PRUNED)
         out.append(hit)
     return out
 
