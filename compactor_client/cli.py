@@ -222,8 +222,9 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--once", action="store_true", help="print what is there and exit")
     sp.add_argument("--poll", type=float, default=1.0, help="seconds between polls")
     sp = add("search", cmd_search, "search the stored history, summarized messages included")
+    sp.usage = "compactor search [--limit N] [--json] [SESSION] QUERY..."
     sp.add_argument(
-        "terms", nargs="+", metavar="[SESSION] QUERY", help="a session id (else every session), then the query"
+        "terms", nargs="+", metavar="QUERY", help="a session id first (else every session), then what to find"
     )
     sp.add_argument("--limit", type=int, default=20, help="hits to show (1-100)")
     sp = add("read", cmd_read, "print messages verbatim (tool calls with their results)")
