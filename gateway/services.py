@@ -46,6 +46,7 @@ from .history import (
     with_provenance,
 )
 from .models import Conversation
+from .relay import UpstreamFault, read_whole, relay_events
 from .sse import StreamAssembler
 
 logger = logging.getLogger(__name__)
@@ -272,6 +273,23 @@ def _send(path: str, query: str, headers: dict[str, str], payload: bytes) -> htt
         raise GatewayError(502, "api_error", f"upstream Messages API unreachable: {type(exc).__name__}") from None
 
 
+def _read(response: httpx.Response, *, whole_json: bool = False) -> bytes:
+    """The upstream's whole body; a body that breaks or stalls after the headers (or, for a
+    success, is not the complete JSON document) is a 502/504 in the Messages API's shape."""
+    try:
+        payload = read_whole(response, timeout=settings.GATEWAY_UPSTREAM_TIMEOUT)
+    except UpstreamFault as fault:
+        raise GatewayError(fault.status, fault.error_type, fault.message) from None
+    if whole_json:
+        try:
+            json.loads(payload)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            # Closed early without a length: the bytes are a fragment of the answer.
+            logger.warning("Gateway: upstream answered 200 with a body that is not whole JSON")
+            raise GatewayError(502, "api_error", "upstream answer was cut short (not complete JSON); retry") from None
+    return payload
+
+
 def _int(value: Any) -> int:
     try:
         return max(0, int(value or 0))
@@ -349,19 +367,28 @@ def _overflow_retry_messages(turn: Turn, status: int, text: str) -> list[dict[st
     return merge_served(result["context"]["messages"], turn.messages)
 
 
+def sse_error_event(fault: UpstreamFault) -> bytes:
+    """An error event as the Messages API sends one mid-stream (SDKs raise on it)."""
+    data = json.dumps(error_body(fault.error_type, fault.message))
+    return f"event: error\ndata: {data}\n\n".encode()
+
+
 def _stream(turn: Turn, response: httpx.Response) -> Iterator[bytes]:
-    """Pass SSE bytes through as they arrive; afterwards store the reply assembled from them."""
+    """Pass SSE events through as they arrive; afterwards store the reply assembled from them.
+
+    A stream that breaks, stalls or stops early ends with an error event and stores nothing:
+    the client resends its request, and only a finished reply becomes an assistant turn.
+    """
     assembler = StreamAssembler()
-    try:
-        for chunk in response.iter_raw():
-            assembler.feed(chunk)
-            yield chunk
-    except httpx.HTTPError as exc:
-        logger.warning("Gateway: upstream stream for session %s broke: %s", turn.session.pk, type(exc).__name__)
-    finally:
-        response.close()
-    message = assembler.assistant_message()
-    if message is None:
+    yield from relay_events(
+        response,
+        feed=assembler.feed,
+        complete=lambda: assembler.finished or assembler.error is not None,
+        error_event=sse_error_event,
+        timeout=settings.GATEWAY_UPSTREAM_TIMEOUT,
+        label=f"for session {turn.session.pk}",
+    )
+    if assembler.assistant_message() is None:
         return  # interrupted or an error event: the client resends what it kept
     _record_safely(turn, assembler.response_message() or {})
 
@@ -391,14 +418,12 @@ def gateway_call(
 
     response = _send("/v1/messages", query, headers, _encode(body, messages))
     if response.status_code != 200:
-        text = response.read().decode("utf-8", "replace")
-        response.close()
+        text = _read(response).decode("utf-8", "replace")
         retry = _overflow_retry_messages(turn, response.status_code, text)
         if retry is not None:
             response = _send("/v1/messages", query, headers, _encode(body, retry))
     if response.status_code != 200 or not stream:
-        payload = response.read()
-        response.close()
+        payload = _read(response, whole_json=response.status_code == 200)
         result = GatewayResult(
             status=response.status_code,
             headers=upstream.response_headers(response),
@@ -447,8 +472,7 @@ def gateway_count_tokens(
         served = context_build(session=session)["messages"] + [strip_transport(m) for m in messages[matched:]]
         messages = merge_served(served, messages)
     response = _send("/v1/messages/count_tokens", query, headers, _encode(body, messages))
-    payload = response.read()
-    response.close()
+    payload = _read(response, whole_json=response.status_code == 200)
     return GatewayResult(
         status=response.status_code,
         headers=upstream.response_headers(response),
