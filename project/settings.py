@@ -219,7 +219,8 @@ if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Redis down: misses, not 500s (project/cache.py).
+            "BACKEND": "project.cache.ForgivingRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "compactor",
         }
@@ -233,6 +234,10 @@ COMPACTION_HARD_TIME_LIMIT = COMPACTION_SOFT_TIME_LIMIT + 60
 # whose lease lapsed (its worker died) on its next run: recovery within lease + sweep interval.
 COMPACTION_LEASE_SECONDS = env_int("COMPACTOR_LEASE_SECONDS", 30, minimum=3)
 COMPACTION_SWEEP_SECONDS = env_int("COMPACTOR_SWEEP_SECONDS", 15, minimum=1)
+# A QUEUED job no worker has started this long after its message was sent is sent again by the
+# sweeper (the message was lost: broker down at commit, queue flushed). Exactly once still
+# holds: a worker claims the row with a conditional UPDATE, so a second delivery is a no-op.
+COMPACTION_REQUEUE_QUEUED_SECONDS = env_int("COMPACTOR_REQUEUE_QUEUED_SECONDS", 45, minimum=5)
 # `wait` on a compaction request holds a web thread while it polls: at most this long, and at
 # most this many waiting requests per web process (beyond that the answer comes at once).
 COMPACTION_MAX_WAIT_SECONDS = env_int("COMPACTOR_MAX_WAIT_SECONDS", 30, minimum=1)

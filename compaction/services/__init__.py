@@ -19,7 +19,7 @@ the package's own modules (and tests that replace them where they live).
 from __future__ import annotations
 
 from .activation import compaction_revert
-from .common import REQUEUE_QUEUED_AFTER, STRATEGIES, CompactionError, describe
+from .common import STRATEGIES, CompactionError, describe, requeue_queued_after
 from .importing import (
     ReplayResult,
     ReplayStep,
@@ -42,12 +42,12 @@ from .overflow import compaction_overflow
 from .planning import compaction_dry_run
 
 __all__ = [
-    "REQUEUE_QUEUED_AFTER",
     "STRATEGIES",
     "CompactionError",
     "ReplayResult",
     "ReplayStep",
     "compaction_dry_run",
+    "requeue_queued_after",
     "compaction_maybe_auto",
     "compaction_overflow",
     "compaction_record_import",

@@ -38,7 +38,7 @@ from sessions import services as ss
 from sessions.models import Message, Session
 
 from . import activation, planning
-from .common import REQUEUE_QUEUED_AFTER, STRATEGIES, CompactionError, describe, enqueue, event_record
+from .common import STRATEGIES, CompactionError, describe, enqueue, event_record, requeue_queued_after
 
 logger = logging.getLogger("compaction.services")
 
@@ -304,7 +304,7 @@ def compaction_run_unless_replaying(*, compaction_id, now=None) -> Compaction | 
 def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
     """Re-queue RUNNING jobs past their deadline (their worker died), fail them after N attempts,
     and re-enqueue QUEUED jobs whose message may have been lost: those last handed to the broker
-    (`enqueued_at`, else `created_at`) more than REQUEUE_QUEUED_AFTER ago. Each re-send records
+    (`enqueued_at`, else `created_at`) more than COMPACTOR_REQUEUE_QUEUED_SECONDS ago. Each re-send records
     `enqueued_at`, so a job is re-sent at most once per stale period however often this runs."""
     now = now or timezone.now()
     requeued: list = []
@@ -336,7 +336,7 @@ def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
                     data={"attempt": job.attempts, "swept": True},
                 )
                 requeued.append(job.pk)
-    stale_before = now - REQUEUE_QUEUED_AFTER
+    stale_before = now - requeue_queued_after()
     candidates = (
         Compaction.objects.filter(status=Status.QUEUED)
         .filter(Q(enqueued_at__lt=stale_before) | Q(enqueued_at__isnull=True, created_at__lt=stale_before))
