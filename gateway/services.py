@@ -32,7 +32,7 @@ from django.db import transaction
 
 from compaction.models import IN_FLIGHT, Compaction
 from compaction.selectors import compaction_in_flight
-from compaction.services import compaction_maybe_auto, compaction_overflow, usage_report_then_compact
+from compaction.services import compaction_maybe_auto_safely, compaction_overflow, usage_report_then_compact
 from sessions.models import Message, Session
 from sessions.services import MAX_BATCH, AppendResult, context_build, messages_append, session_create, session_usage
 
@@ -222,7 +222,7 @@ def gateway_begin(
         conversation.save()
     if appended is not None:
         # Appends only add to the meter: the last batch's figure decides for the whole tail.
-        compaction_maybe_auto(session=appended.session, usage=appended.usage)
+        compaction_maybe_auto_safely(session=appended.session, usage=appended.usage)
         session.refresh_from_db()
     return Turn(
         session=session,
@@ -330,7 +330,7 @@ def _store_reply(turn: Turn, message: dict[str, Any]) -> int | None:
         # The client resends it with its next call, where a problem is answered as a 400.
         logger.warning("Gateway: reply for session %s not stored: %s", turn.session.pk, _validation_message(exc, 0))
         return None
-    compaction_maybe_auto(session=appended.session, usage=appended.usage)
+    compaction_maybe_auto_safely(session=appended.session, usage=appended.usage)
     return appended.messages[-1].seq
 
 

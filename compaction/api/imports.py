@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from compaction import importing
 from compaction.core.transcripts import FORMATS
+from sessions.api.idempotency import idempotent
 from sessions.api.serializers import ErrorSerializer, SessionOutSerializer
 from sessions.api.strict import RejectUnknownFieldsMixin
 
@@ -80,6 +81,7 @@ class ImportView(APIView):
             413: OpenApiResponse(ErrorSerializer, description="Body larger than COMPACTOR_MAX_REQUEST_BYTES."),
         },
     )
+    @idempotent
     def post(self, request: Request) -> Response:
         data = ImportRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -31,6 +31,7 @@ from .importing import (
 )
 from .jobs import (
     compaction_maybe_auto,
+    compaction_maybe_auto_safely,
     compaction_request,
     compaction_run,
     compaction_run_unless_replaying,
@@ -49,6 +50,7 @@ __all__ = [
     "compaction_dry_run",
     "requeue_queued_after",
     "compaction_maybe_auto",
+    "compaction_maybe_auto_safely",
     "compaction_overflow",
     "compaction_record_import",
     "compaction_request",
