@@ -16,6 +16,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
+from sessions import validation
+from sessions.api.parsers import MAX_BODY_DEPTH
+
 from . import services, upstream
 from .auth import authenticate
 from .services import SESSION_HEADER, GatewayError, GatewayResult, error_body
@@ -54,12 +57,7 @@ def _parse(request: HttpRequest) -> tuple[Any, dict[str, Any], str | None]:
     raw = request.read(limit + 1)
     if len(raw) > limit:
         raise GatewayError(413, "request_too_large", f"request body is over the limit of {limit:,} bytes")
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise GatewayError(400, "invalid_request_error", f"body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise GatewayError(400, "invalid_request_error", "body must be a JSON object")
+    body = _decode(raw)
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise GatewayError(400, "invalid_request_error", "messages: required, a non-empty list of messages")
     session_id = request.headers.get(SESSION_HEADER, "").strip() or None
@@ -71,6 +69,23 @@ def _parse(request: HttpRequest) -> tuple[Any, dict[str, Any], str | None]:
                 404, "not_found_error", f"{SESSION_HEADER}: {session_id[:60]!r} is not a session id"
             ) from None
     return user, body, session_id
+
+
+def _decode(raw: bytes) -> dict[str, Any]:
+    """The body as a JSON object, refused (400) before anything is stored when it nests deeper
+    than any request needs or holds a string no database can store (NUL, a lone surrogate)."""
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise GatewayError(400, "invalid_request_error", f"body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise GatewayError(400, "invalid_request_error", "body is not valid JSON: nested too deeply") from None
+    if not isinstance(body, dict):
+        raise GatewayError(400, "invalid_request_error", "body must be a JSON object")
+    bad = validation.find_bad_json(body, "", max_depth=MAX_BODY_DEPTH)
+    if bad is not None:
+        raise GatewayError(400, "invalid_request_error", f"{bad[0]}: {bad[1]}")
+    return body
 
 
 def _agent(request: HttpRequest) -> str:

@@ -242,6 +242,9 @@ COMPACTION_REQUEUE_QUEUED_SECONDS = env_int("COMPACTOR_REQUEUE_QUEUED_SECONDS", 
 # most this many waiting requests per web process (beyond that the answer comes at once).
 COMPACTION_MAX_WAIT_SECONDS = env_int("COMPACTOR_MAX_WAIT_SECONDS", 30, minimum=1)
 COMPACTION_MAX_WAITERS = env_int("COMPACTOR_MAX_WAITERS", 4, minimum=0)
+# An uploaded transcript's import (API, dashboard) stops past this many seconds with a 422 and
+# stores nothing, rather than holding a web thread; `manage.py import_transcript` has no limit.
+IMPORT_TIME_BUDGET = env_float("COMPACTOR_IMPORT_TIME_BUDGET", 60.0, minimum=1, maximum=3600)
 # A job that failed this many times (worker killed, time limit) is marked failed by the sweeper.
 COMPACTION_MAX_ATTEMPTS = env_int("COMPACTOR_MAX_ATTEMPTS", 3, minimum=1)
 # Overflow recovery runs inside the agent's request: the LLM gets this long per call and the
