@@ -62,6 +62,8 @@ def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
         item, depth = stack.pop()
         if depth > limit:
             return True
+        if not isinstance(item, (dict, list)):
+            continue
         children = item.values() if isinstance(item, dict) else item
         stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return False
