@@ -267,6 +267,12 @@ def _encode(body: dict[str, Any], messages: list[dict[str, Any]]) -> bytes:
 def _send(path: str, query: str, headers: dict[str, str], payload: bytes) -> httpx.Response:
     try:
         return upstream.send(path=path, query=query, headers=headers, body=payload)
+    except httpx.TimeoutException as exc:
+        # Connected (or not) but no answer within the timeout: a gateway timeout, not a bad gateway.
+        logger.warning("Gateway: upstream timed out before answering (%s)", type(exc).__name__)
+        raise GatewayError(
+            504, "overloaded_error", f"upstream Messages API did not answer in time ({type(exc).__name__}); retry"
+        ) from None
     except httpx.HTTPError as exc:
         # The URL is not logged: it may carry a proxy's credentials.
         logger.warning("Gateway: upstream unreachable (%s)", type(exc).__name__)

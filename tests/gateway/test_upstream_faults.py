@@ -74,6 +74,16 @@ def test_a_broken_whole_answer_is_a_json_error_with_502_or_504(faulty, api_key, 
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_upstream_silent_past_the_timeout_is_a_504(faulty, api_key, stream):
+    faulty.fault = "silent"
+    response = _post(api_key, stream=stream)
+    assert response.status_code == 504
+    assert response.json()["error"]["type"] == "overloaded_error"
+    assert list(Message.objects.values_list("role", flat=True)) == ["user"]
+
+
+@pytest.mark.django_db
 def test_without_a_fault_the_same_stream_is_stored_whole(faulty, api_key):
     response = _post(api_key, stream=True)
     kinds = [kind for kind, _ in _sse_events(b"".join(response.streaming_content))]

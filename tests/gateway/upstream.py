@@ -13,7 +13,8 @@ and can be told to refuse the next calls with an overflow error regardless.
 
 Faults after the headers (`fault`, after `fault_after` SSE events or half a whole body):
 "stall" sends nothing more until the server stops, "reset" aborts the connection (TCP RST),
-"cut" closes it cleanly, a whole body then without its length (the client sees a fragment).
+"cut" closes it cleanly, a whole body then without its length (the client sees a fragment);
+"silent" never sends the headers at all.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class FakeUpstream:
     reply: Callable[[Recorded], Reply] = field(default=lambda rec: Reply())
     counter: Callable[[dict[str, Any]], int] = prompt_tokens  # the fake provider's token count
     requests: list[Recorded] = field(default_factory=list)
-    fault: str | None = None  # "stall" | "reset" | "cut", after the headers
+    fault: str | None = None  # "stall" | "reset" | "cut" after the headers; "silent" before them
     fault_after: int = 4  # SSE events sent before a stream's fault
 
     def __post_init__(self) -> None:
@@ -166,6 +167,9 @@ class FakeUpstream:
         self._json(handler, status, {"type": "error", "error": {"type": kind, "message": message}})
 
     def _answer(self, handler: BaseHTTPRequestHandler, record: Recorded) -> None:
+        if self.fault == "silent":  # accepts the request, never answers
+            self._stopping.wait(120)
+            raise _Aborted
         if record.headers.get("x-api-key") != "upstream-secret":
             return self._error(handler, record, 401, "authentication_error", "invalid x-api-key")
         if record.path == "/v1/messages/count_tokens":
