@@ -89,7 +89,7 @@ class ImportView(APIView):
             ),
         },
     )
-    @idempotent
+    @idempotent(atomic=False)  # a replay commits message by message and queues jobs as it goes
     def post(self, request: Request) -> Response:
         data = ImportRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)

@@ -138,7 +138,7 @@ class CompactionListCreateView(APIView):
         },
         tags=["compactions"],
     )
-    @idempotent
+    @idempotent(atomic=False)  # `wait` polls for the job, which is enqueued on commit
     def post(self, request: Request, session_id) -> Response:
         session = session_selectors.session_get(user=request.user, session_id=session_id)
         params = CompactionRequestSerializer(data=request.data)

@@ -166,3 +166,50 @@ def test_two_concurrent_retries_with_one_key_store_once(api_key, user):
     assert [a.status_code for a in answers] == [201] * 4
     assert len({json.dumps(a.json(), sort_keys=True) for a in answers}) == 1
     assert Message.objects.filter(session=session).count() == 1
+
+
+@pytest.fixture
+def eager_worker():
+    """Jobs run in-process when their transaction commits (the worker's stand-in)."""
+    from project.celery import app as celery_app
+
+    previous = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = previous
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_compaction_request_that_waits_gets_its_finished_job_with_a_key(api, user, eager_worker):
+    from tests.compaction.factories import append, conversation, make_session
+
+    session = make_session(user)
+    append(session, conversation(8))
+    path = url(session, "compactions/")
+    started = timezone.now()
+    first = post(api, path, {"wait": 10}, key="wait-1")
+    assert first.status_code == 200, first.json()  # finished, not a timed-out 202
+    assert first.json()["status"] == "succeeded"
+    assert (timezone.now() - started).total_seconds() < 8
+    again = post(api, path, {"wait": 10}, key="wait-1")
+    assert again.json() == first.json() and again["Idempotent-Replayed"] == "true"
+    assert Compaction.objects.filter(session=session).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_retry_while_the_first_request_runs_is_a_409_saying_so(api, session, monkeypatch):
+    from compaction.api import views
+
+    seen: list = []
+    original = views.services.compaction_request
+
+    def slow_request(**kwargs):
+        seen.append(post(api, url(session, "compactions/"), {}, key="busy"))  # the retry, meanwhile
+        return original(**kwargs)
+
+    monkeypatch.setattr(views.services, "compaction_request", slow_request)
+    first = post(api, url(session, "compactions/"), {}, key="busy")
+    assert first.status_code in (200, 202)
+    assert seen[0].status_code == 409 and "still being processed" in seen[0].json()["error"]
+    monkeypatch.setattr(views.services, "compaction_request", original)
+    assert post(api, url(session, "compactions/"), {}, key="busy")["Idempotent-Replayed"] == "true"
