@@ -76,11 +76,13 @@ def relay_events(
     error_event: Callable[[UpstreamFault], bytes],
     timeout: float,
     label: str = "",
+    on_fault: Callable[[UpstreamFault], None] | None = None,
 ) -> Iterator[bytes]:
     """Yield the upstream's events as they complete; end with `error_event` if it did not finish.
 
     `feed` sees exactly the bytes the client gets; `complete()` says, at the end, whether the
-    stream ended as its API ends a finished (or upstream-reported failed) answer.
+    stream ended as its API ends a finished (or upstream-reported failed) answer; `on_fault`
+    hears of a stream that did not (metrics).
     """
     pending = b""
     fault: UpstreamFault | None = None
@@ -106,4 +108,6 @@ def relay_events(
         fault = UpstreamFault(502, "api_error", "upstream stream ended before the answer was complete; retry")
         logger.warning("Gateway: upstream stream %s ended early", label)
     if fault is not None:
+        if on_fault is not None:
+            on_fault(fault)
         yield error_event(fault)

@@ -393,6 +393,7 @@ def _stream(turn: Turn, response: httpx.Response) -> Iterator[bytes]:
         error_event=sse_error_event,
         timeout=settings.GATEWAY_UPSTREAM_TIMEOUT,
         label=f"for session {turn.session.pk}",
+        on_fault=lambda fault: upstream.stream_interrupted(path="/v1/messages"),
     )
     if assembler.assistant_message() is None:
         return  # interrupted or an error event: the client resends what it kept

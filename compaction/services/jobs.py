@@ -39,7 +39,15 @@ from sessions import services as ss
 from sessions.models import Message, Session
 
 from . import activation, planning
-from .common import STRATEGIES, CompactionError, describe, enqueue, event_record, requeue_queued_after
+from .common import (
+    STRATEGIES,
+    CompactionError,
+    describe,
+    enqueue,
+    event_record,
+    metrics_record,
+    requeue_queued_after,
+)
 
 logger = logging.getLogger("compaction.services")
 
@@ -207,6 +215,7 @@ def _fail_claimed(job_id, *, attempt: int, error: str, started: float) -> None:
             event_record(
                 job.session_id, EventKind.COMPACTION_FAILED, describe(job), compaction=job, data={"attempt": attempt}
             )
+            metrics_record(job)
 
 
 def messages_append_then_compact(
@@ -342,6 +351,7 @@ def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
                         compaction=job,
                         data={"attempt": job.attempts, "swept": True},
                     )
+                    metrics_record(job)
                     failed += 1
             elif still_stuck.update(status=Status.QUEUED, started_at=None, deadline_at=None, enqueued_at=now) == 1:
                 event_record(

@@ -54,7 +54,8 @@ def redis_broker(private_redis):
 
 
 def _drop_connections() -> None:
-    celery_app.pool.force_close_all()
+    # Only the app's cached pools: kombu keeps the pools themselves per broker URL, so closing
+    # them would break the next test's publishing on the original broker.
     celery_app._pool = None
     celery_app.amqp._producer_pool = None
 
