@@ -58,11 +58,13 @@ def read_whole(response: httpx.Response, *, timeout: float) -> bytes:
         response.close()
 
 
-def _split_complete(buffer: bytes) -> int:
-    """Length of the prefix of `buffer` that ends with a whole event (0 if none does)."""
+def _split_complete(buffer: bytearray, start: int) -> int:
+    """Length of the prefix of `buffer` that ends with a whole event (0 if none does). Only
+    `buffer[start:]` is searched: what came before held no event end, so a long event arriving in
+    many small chunks is not scanned again and again."""
     cut = 0
     for end in _EVENT_ENDS:
-        at = buffer.rfind(end)
+        at = buffer.rfind(end, start)
         if at >= 0:
             cut = max(cut, at + len(end))
     return cut
@@ -84,14 +86,16 @@ def relay_events(
     stream ended as its API ends a finished (or upstream-reported failed) answer; `on_fault`
     hears of a stream that did not (metrics).
     """
-    pending = b""
+    pending = bytearray()
     fault: UpstreamFault | None = None
     try:
         for chunk in response.iter_raw():
+            start = max(0, len(pending) - 3)  # an event end may straddle the chunks
             pending += chunk
-            cut = _split_complete(pending)
+            cut = _split_complete(pending, start)
             if cut:
-                ready, pending = pending[:cut], pending[cut:]
+                ready = bytes(pending[:cut])
+                del pending[:cut]
                 feed(ready)
                 yield ready
     except httpx.HTTPError as exc:
@@ -100,9 +104,10 @@ def relay_events(
     finally:
         response.close()
     if fault is None and pending.strip():
-        feed(pending + b"\n\n")  # a last event without its blank line: the upstream's EOF ends it
+        last = bytes(pending) + b"\n\n"  # a last event without its blank line: the upstream's EOF ends it
+        feed(last)
         if complete():
-            yield pending + b"\n\n"
+            yield last
             return
     if fault is None and not complete():
         fault = UpstreamFault(502, "api_error", "upstream stream ended before the answer was complete; retry")
