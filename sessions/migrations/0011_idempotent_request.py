@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent_sessions', '0009_message_provenance'),
+        ('agent_sessions', '0010_message_search_index'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
