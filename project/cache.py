@@ -5,7 +5,7 @@ database (or let the request through) instead of answering 500.
 The cache only ever holds what can be recomputed (a verified key for a few seconds, throttle
 counters), so losing it costs speed, never correctness. After a failure the cache is skipped
 for DOWN_SECONDS, so an outage does not add a connection attempt to every call; the failure is
-logged at most once per LOG_EVERY_SECONDS per process.
+logged at most once per LOG_EVERY_SECONDS per process (not per thread: see _health_of).
 """
 
 from __future__ import annotations
@@ -56,13 +56,24 @@ class _Health:
         return time.monotonic() < self.down_until
 
 
+_HEALTH: dict[str, _Health] = {}
+_HEALTH_LOCK = threading.Lock()
+
+
+def _health_of(server: str) -> _Health:
+    """One record per Redis server and process: Django builds a cache object per thread, and
+    an outage is logged (and waited out) once for all of a process's threads."""
+    with _HEALTH_LOCK:
+        return _HEALTH.setdefault(server, _Health())
+
+
 class ForgivingRedisCache(RedisCache):
     """RedisCache whose errors are misses (reads) and no-ops (writes)."""
 
     def __init__(self, server: str, params: dict[str, Any]) -> None:
         params = {**params, "OPTIONS": {**DEFAULT_OPTIONS, **params.get("OPTIONS", {})}}
         super().__init__(server, params)
-        self.health = _Health()
+        self.health = _health_of(str(server))
 
     def _guard(self, operation: str, call: Callable[[], T], fallback: T) -> T:
         if self.health.is_down():

@@ -52,3 +52,11 @@ def test_an_outage_is_logged_once_and_not_retried_on_every_call(dead_cache, capl
     assert dead_cache.get("k") is None
     assert len(attempts) == 2
     assert len([r for r in caplog.records if r.name == "project.cache"]) == 1  # once a minute
+
+
+def test_the_threads_of_a_process_share_one_outage_record():
+    url = _dead_redis_url()
+    first, second = forgiving.ForgivingRedisCache(url, {}), forgiving.ForgivingRedisCache(url, {})
+    assert first.health is second.health
+    first.get("k")
+    assert second.health.is_down()  # the second thread's cache does not try again at once
