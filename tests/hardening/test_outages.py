@@ -110,6 +110,9 @@ def test_a_job_queued_while_the_broker_is_down_is_sent_when_it_is_back(
         assert _append(api, session_id, f"step {i} " + "words " * 50).status_code == 201
     redis_broker.stop()
 
+    assert api.get(f"/api/v1/sessions/{session_id}/messages/").status_code == 200
+    with capture(execute=True):
+        assert _append(api, session_id, "written while the broker is down").status_code == 201
     started = time.monotonic()
     with capture(execute=True):
         response = api.post(f"/api/v1/sessions/{session_id}/compactions/", {}, format="json")
