@@ -111,13 +111,18 @@ def test_a_job_queued_while_the_broker_is_down_is_sent_when_it_is_back(
     redis_broker.stop()
 
     assert api.get(f"/api/v1/sessions/{session_id}/messages/").status_code == 200
-    with capture(execute=True):
-        assert _append(api, session_id, "written while the broker is down").status_code == 201
+    limit = {"compaction_settings": {"auto_compact_token_limit": 600}}
+    assert api.patch(f"/api/v1/sessions/{session_id}/", limit, format="json").status_code == 200
     started = time.monotonic()
     with capture(execute=True):
-        response = api.post(f"/api/v1/sessions/{session_id}/compactions/", {}, format="json")
-    assert response.status_code in (201, 202), response.content
+        # Crosses the trigger: the auto compaction's job is queued, its message cannot be sent.
+        appended = _append(api, session_id, "written while the broker is down " + "words " * 800)
+    assert appended.status_code == 201, appended.content
+    assert appended.json()["compaction"] is not None
     assert time.monotonic() - started < 10  # the broker's refusal does not hold the request long
+    with capture(execute=True):
+        response = api.post(f"/api/v1/sessions/{session_id}/compactions/", {}, format="json")
+    assert response.status_code in (200, 202) and response.json()["already_in_flight"], response.content
     job = Compaction.objects.get(session_id=session_id)
     assert job.status == Status.QUEUED  # committed, waiting for its message to go out
 
