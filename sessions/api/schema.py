@@ -25,9 +25,19 @@ DESCRIPTIONS = {
     "404": "No such session for this caller (another owner's session, or one in the trash, is also a 404), "
     "no such compaction, or a page or cursor past the end.",
     "411": "Transfer-Encoding: chunked on a server that does not de-chunk: send a Content-Length.",
+    "409": "A conflict with the current state (`error` says which), or an `Idempotency-Key` already used for "
+    "another request, or whose first request is still running.",
     "413": "Body larger than COMPACTOR_MAX_REQUEST_BYTES; `detail` has the size and the limit.",
     "429": "Too many requests for this API key (COMPACTOR_API_THROTTLE_RATE); Retry-After says when to retry.",
 }
+
+# Every writing POST takes the header (sessions.api.idempotency); not a declared parameter, so
+# that generated requests do not reuse one key for two bodies.
+IDEMPOTENCY_NOTE = (
+    "\n\nSafe to retry with an `Idempotency-Key` header (1-255 printable ASCII characters, per API key "
+    "owner, 24 h): the same key and body get the first answer again (`Idempotent-Replayed: true`) "
+    "and write nothing; the same key with another body is a 409."
+)
 
 RETRY_AFTER = {
     "Retry-After": {"schema": {"type": "integer"}, "description": "Seconds until the next request is allowed."}
@@ -60,6 +70,9 @@ def add_error_responses(result: dict[str, Any], generator, request, public) -> d
                 codes.add("400")
             if method in {"post", "put", "patch"}:
                 codes |= {"411", "413"}
+            if method == "post":
+                codes.add("409")
+                operation["description"] = (operation.get("description") or "") + IDEMPOTENCY_NOTE
             responses = operation.setdefault("responses", {})
             for code in sorted(codes):
                 existing = responses.get(code)

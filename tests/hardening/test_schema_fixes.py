@@ -91,3 +91,13 @@ def test_a_compact_prompt_the_schema_refuses_is_refused(api, schema, prompt):
     good = "Summarize this:\n{conversation}"
     created = api.post("/api/v1/sessions/", {"compaction_settings": {"compact_prompt": good}}, format="json")
     assert created.status_code == 201
+
+
+def test_every_writing_post_documents_the_idempotency_key_and_its_409(schema):
+    posts = [
+        (path, ops["post"]) for path, ops in schema["paths"].items() if "post" in ops and path.startswith("/api/v1/")
+    ]
+    assert len(posts) >= 8
+    for path, operation in posts:
+        assert "Idempotency-Key" in operation["description"], path
+        assert "409" in operation["responses"], path
