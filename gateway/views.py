@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from typing import Any
 
@@ -16,6 +17,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
+from compaction.core.transcripts.base import too_deep
 from sessions import validation
 from sessions.api.parsers import MAX_BODY_DEPTH
 
@@ -24,6 +26,8 @@ from .auth import authenticate
 from .services import SESSION_HEADER, GatewayError, GatewayResult, error_body
 
 logger = logging.getLogger(__name__)
+
+_SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 
 
 def _error(status: int, error_type: str, message: str) -> JsonResponse:
@@ -82,7 +86,13 @@ def _decode(raw: bytes) -> dict[str, Any]:
         raise GatewayError(400, "invalid_request_error", "body is not valid JSON: nested too deeply") from None
     if not isinstance(body, dict):
         raise GatewayError(400, "invalid_request_error", "body must be a JSON object")
-    bad = validation.find_bad_json(body, "", max_depth=MAX_BODY_DEPTH)
+    bad = None
+    if too_deep(body, MAX_BODY_DEPTH):  # the quick walk; then again for the path to name
+        bad = validation.find_bad_json(body, "", max_depth=MAX_BODY_DEPTH, check_strings=False)
+    # JSON can only carry a NUL or a lone surrogate as a \u escape: the strings are walked only
+    # when the raw body holds one (agents resend whole histories; most bodies hold neither).
+    if bad is None and _SUSPECT_ESCAPE.search(raw):
+        bad = validation.find_bad_json(body, "")
     if bad is not None:
         raise GatewayError(400, "invalid_request_error", f"{bad[0]}: {bad[1]}")
     return body
