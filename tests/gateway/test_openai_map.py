@@ -1,0 +1,99 @@
+"""Chat Completions messages ↔ Compactor's blocks, without loss (gateway.openai.chat_map)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.openai.chat_map import MappingError, to_blocks, to_chat
+from sessions.validation import Errors, check_message
+
+CONVERSATION = [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "developer", "content": [{"type": "text", "text": "Prefer small diffs."}]},
+    {"role": "user", "content": "Fix the failing test.", "name": "alice"},
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Here is the screenshot:"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=", "detail": "high"}},
+            {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+            {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"cmd":"pytest -q"}'}},
+            {"id": "call_2", "type": "function", "function": {"name": "read", "arguments": '{ "path": "a.py" }'}},
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_1", "content": "1 failed"},
+    {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "def f(): ..."}]},
+    {"role": "developer", "content": "The user switched to plan mode."},
+    {"role": "assistant", "content": "", "refusal": "I can't run that."},
+    {"role": "assistant", "content": "Fixed: the off-by-one in f.", "name": "coder", "audio": {"id": "audio_1"}},
+    {"role": "user", "content": [{"type": "text", "text": "Thanks"}]},
+    {"role": "assistant", "content": None},
+    {"role": "tool", "tool_call_id": "call_3", "content": ""},
+]
+
+
+def test_every_message_maps_to_valid_blocks_and_back_exactly():
+    mapped = to_blocks(CONVERSATION)
+    assert mapped.system == CONVERSATION[:2]
+    assert mapped.system_text() == "You are a coding agent.\n\nPrefer small diffs."
+    back = list(mapped.system)
+    for message, extras in zip(mapped.messages, mapped.extras, strict=True):
+        back += to_chat(message, extras)
+    assert back == CONVERSATION
+
+
+def test_the_blocks_are_what_compactor_stores():
+    mapped = to_blocks(CONVERSATION[:7])
+    assert mapped.messages[2] == {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "call_1", "name": "bash", "input": {"cmd": "pytest -q"}},
+            {"type": "tool_use", "id": "call_2", "name": "read", "input": {"path": "a.py"}},
+        ],
+    }
+    # The run of tool messages is one user message of results, paired by id.
+    assert mapped.messages[3] == {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "call_1", "content": "1 failed"},
+            {"type": "tool_result", "tool_use_id": "call_2", "content": [{"type": "text", "text": "def f(): ..."}]},
+        ],
+    }
+    assert mapped.sources[3] == CONVERSATION[5:7]
+    image = mapped.messages[1]["content"][1]
+    assert image == {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    errors = Errors()
+    for i, message in enumerate(to_blocks(CONVERSATION).messages):
+        check_message(message, f"messages[{i}]", errors)
+    assert errors.items == {}
+
+
+def test_a_stored_message_without_extras_still_reads_as_chat():
+    assert to_chat({"role": "user", "content": "Summary of the conversation so far"}) == [
+        {"role": "user", "content": "Summary of the conversation so far"}
+    ]
+    pruned = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "[pruned]"}]}
+    assert to_chat(pruned) == [{"role": "tool", "tool_call_id": "call_1", "content": "[pruned]"}]
+
+
+@pytest.mark.parametrize(
+    ("messages", "path"),
+    [
+        ([{"role": "user", "content": "x"}, {"role": "tool", "content": "y"}], "messages[1].tool_call_id"),
+        ([{"role": "critic", "content": "x"}], "messages[0].role"),
+        ([{"role": "user", "content": 3}], "messages[0].content"),
+        ([{"role": "assistant", "tool_calls": [{"type": "function"}]}], "messages[0].tool_calls[0]"),
+        ([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}], "messages[0].content[0]"),
+    ],
+)
+def test_an_unreadable_message_is_named_by_its_path(messages, path):
+    with pytest.raises(MappingError) as raised:
+        to_blocks(messages)
+    assert raised.value.path == path
