@@ -52,6 +52,7 @@ from .locate import locate, side_call_finish
 from .locate import matched_count as _matched_count
 from .models import Conversation
 from .sse import StreamAssembler
+from .window import window_learn
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ def gateway_begin(
 # --- 2. the served context -------------------------------------------------------------------
 
 
-def _wait_if_it_cannot_fit(session: Session) -> None:
+def wait_if_it_cannot_fit(session: Session) -> None:
     """Auto-compaction runs in the workers; a call waits for it only when the context is over
     the window (the provider would refuse it), and at most GATEWAY_SUMMARY_WAIT seconds."""
     usage = session_usage(session)
@@ -236,6 +237,7 @@ def gateway_record_reply(*, turn: Turn, reply: dict[str, Any]) -> None:
 
 def _overflow_retry_messages(turn: Turn, status: int, text: str) -> list[dict[str, Any]] | None:
     """Emergency compaction for a context overflow; the messages to retry with, or None."""
+    window_learn(session=turn.session, error_text=text)
     result = compaction_overflow(session=turn.session, error_text=text, status_code=status)
     if not result.get("overflow") or not result.get("compacted"):
         return None
@@ -282,7 +284,7 @@ def gateway_call(
     """One POST /v1/messages through Compactor (see the module docstring)."""
     turn = gateway_begin(user=user, body=body, session_id=session_id, agent=agent)
     if turn.side_call is None:
-        _wait_if_it_cannot_fit(turn.session)
+        wait_if_it_cannot_fit(turn.session)
         messages = upstream_messages(session=turn.session, client_messages=turn.messages)
     else:
         messages = turn.messages  # a side call goes as it came
