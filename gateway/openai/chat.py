@@ -10,7 +10,6 @@ session at once, sized by the limit the error states, and the call is retried on
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -138,34 +137,18 @@ def openai_chat_call(
     else:
         messages = body["messages"]  # a side call goes as it came
     payload, drop_usage = _payload(body, messages)
-    response = common.send(PATH, headers, payload)
-    if response.status_code != 200:
-        error = common.read_all(response)
-        retry = (
-            None
-            if turn.side_call
-            else _overflow_retry(turn, mapped, response.status_code, error.decode("utf-8", "replace"))
-        )
-        if retry is None:
-            if turn.side_call is not None:
-                side_call_finish(turn.side_call, status=response.status_code, reply={})
-            return common.whole(turn, response, error)
-        payload, drop_usage = _payload(body, retry)
-        response = common.send(PATH, headers, payload)
-    if response.status_code != 200 or not body.get("stream"):
-        result = common.read_all(response)
-        if response.status_code == 200:
-            _record_whole(turn, result)
-        return common.whole(turn, response, result)
-    assembler = ChatAssembler(drop_usage_chunk=drop_usage)
-    chunks = common.relay(turn, response, assembler, lambda c: record(turn, c), responses=False)
-    return common.streamed(turn, response, chunks)
 
+    def retry(status: int, text: str) -> dict[str, Any] | None:
+        served = _overflow_retry(turn, mapped, status, text)
+        return None if served is None else _payload(body, served)[0]
 
-def _record_whole(turn: Turn, payload: bytes) -> None:
-    try:
-        completion = json.loads(payload)
-    except json.JSONDecodeError:
-        return
-    if isinstance(completion, dict):
-        record(turn, completion)
+    return common.exchange(
+        turn,
+        path=PATH,
+        headers=headers,
+        payload=payload,
+        retry=retry,
+        assembler=lambda: ChatAssembler(drop_usage_chunk=drop_usage),
+        record=lambda completion: record(turn, completion),
+        responses=False,
+    )

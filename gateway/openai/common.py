@@ -11,6 +11,7 @@ from typing import Any
 import httpx2 as httpx
 
 from ..errors import SESSION_HEADER, GatewayError
+from ..locate import side_call_finish
 from ..services import GatewayResult, Turn
 from . import upstream
 from .stream import EventRelay, error_event
@@ -102,3 +103,38 @@ def meter_usage(usage: Any, *, prompt: str, completion: str, details: str) -> di
         "cache_creation_input_tokens": 0,
         "output_tokens": max(0, output),
     }
+
+
+def exchange(
+    turn: Turn,
+    *,
+    path: str,
+    headers: dict[str, str],
+    payload: dict[str, Any],
+    retry: Callable[[int, str], dict[str, Any] | None],
+    assembler: Callable[[], Any],
+    record: Callable[[dict[str, Any]], None],
+    responses: bool,
+) -> GatewayResult:
+    """Send upstream; on an error, `retry(status, text)` may give a payload to try once more
+    with (the overflow compaction's); then the answer whole (recorded) or relayed as it streams."""
+    response = send(path, headers, payload)
+    if response.status_code != 200:
+        error = read_all(response)
+        again = None if turn.side_call else retry(response.status_code, error.decode("utf-8", "replace"))
+        if again is None:
+            if turn.side_call is not None:
+                side_call_finish(turn.side_call, status=response.status_code, reply={})
+            return whole(turn, response, error)
+        response = send(path, headers, again)
+    if response.status_code != 200 or not payload.get("stream"):
+        answer = read_all(response)
+        if response.status_code == 200:
+            try:
+                parsed = json.loads(answer)
+            except json.JSONDecodeError:
+                parsed = None
+            if isinstance(parsed, dict):
+                record(parsed)
+        return whole(turn, response, answer)
+    return streamed(turn, response, relay(turn, response, assembler(), record, responses=responses))

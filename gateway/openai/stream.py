@@ -23,7 +23,8 @@ def error_event(message: str, *, kind: str = "api_error", responses: bool = Fals
     Responses API's `error` event."""
     error = {"message": message, "type": kind, "param": None, "code": None}
     if responses:
-        payload = {"type": "error", "code": None, "message": message, "param": None, "sequence_number": 0}
+        # The Responses API's error event; its `error` object is what the SDKs raise on.
+        payload = {"type": "error", "code": None, "message": message, "param": None, "error": error}
         return f"event: error\ndata: {json.dumps(payload)}\n\n".encode()
     return f"data: {json.dumps({'error': error})}\n\n".encode()
 

@@ -1,9 +1,11 @@
-"""Chat Completions messages ↔ Compactor's blocks, without loss (gateway.openai.chat_map)."""
+"""Chat Completions messages and Responses API items ↔ Compactor's blocks, without loss
+(gateway.openai.chat_map, gateway.openai.responses_map)."""
 
 from __future__ import annotations
 
 import pytest
 
+from gateway.openai import responses_map
 from gateway.openai.chat_map import MappingError, to_blocks, to_chat
 from sessions.validation import Errors, check_message
 
@@ -97,3 +99,65 @@ def test_an_unreadable_message_is_named_by_its_path(messages, path):
     with pytest.raises(MappingError) as raised:
         to_blocks(messages)
     assert raised.value.path == path
+
+
+RESPONSES_ITEMS = [
+    {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "sandbox: workspace-write"}]},
+    {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "<environment_context>cwd</environment_context>"}],
+    },
+    {"role": "user", "content": "Fix the failing test."},
+    {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAAB-opaque"},
+    {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "Running the tests.", "annotations": []}],
+    },
+    {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": "shell",
+        "arguments": '{"command":["pytest"]}',
+    },
+    {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_2", "name": "apply_patch", "input": "*** Begin Patch"},
+    {"type": "function_call_output", "call_id": "call_1", "output": "1 failed"},
+    {"type": "custom_tool_call_output", "call_id": "call_2", "output": [{"type": "input_text", "text": "Done!"}]},
+    {
+        "type": "message",
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "And this screenshot"},
+            {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=", "detail": "auto"},
+        ],
+    },
+]
+
+
+def test_responses_input_items_map_to_blocks_and_back_exactly():
+    mapped = responses_map.to_blocks(RESPONSES_ITEMS)
+    assert mapped.system == RESPONSES_ITEMS[:1]
+    assert [m["role"] for m in mapped.messages] == ["user", "user", "assistant", "user", "user"]
+    assistant = mapped.messages[2]["content"]
+    assert [b["type"] for b in assistant] == ["text", "tool_use", "tool_use"]
+    assert assistant[2] == {
+        "type": "tool_use",
+        "id": "call_2",
+        "name": "apply_patch",
+        "input": {"input": "*** Begin Patch"},
+    }
+    assert [b["tool_use_id"] for b in mapped.messages[3]["content"]] == ["call_1", "call_2"]
+    back = list(mapped.system)
+    for message, extras in zip(mapped.messages, mapped.extras, strict=True):
+        back += responses_map.to_items(message, extras)
+    assert back == RESPONSES_ITEMS
+
+
+def test_a_summary_reads_as_a_user_message_item_of_the_responses_api():
+    assert responses_map.to_items({"role": "user", "content": "<summary>so far</summary>"}) == [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<summary>so far</summary>"}]}
+    ]
