@@ -8,6 +8,7 @@ import json
 import uuid
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.http import HttpRequest
 from rest_framework import exceptions
@@ -41,13 +42,25 @@ def read_request(request: HttpRequest, *, upstream_key: str | None, key_variable
     raw = request.read(limit + 1)
     if len(raw) > limit:
         raise GatewayError(413, "request_too_large", f"request body is over the limit of {limit:,} bytes")
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise GatewayError(400, "invalid_request_error", f"body is not valid JSON: {exc}") from None
+    body = parse_json(raw)
     if not isinstance(body, dict):
         raise GatewayError(400, "invalid_request_error", "body must be a JSON object")
     return user, body
+
+
+def parse_json(raw: bytes) -> Any:
+    """orjson first: an agent resends its whole history every call, megabytes at a few thousand
+    messages, which the standard parser takes ten times longer over. What orjson refuses and JSON
+    allows (a lone surrogate escape, NaN) is parsed by the standard parser, so a problem is still
+    named by validation, not as bad JSON."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise GatewayError(400, "invalid_request_error", f"body is not valid JSON: {exc}") from None
 
 
 def session_header(request: HttpRequest) -> str | None:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx2 as httpx
+import orjson
 
 from ..errors import SESSION_HEADER, GatewayError
 from ..locate import side_call_finish
@@ -19,9 +20,18 @@ from .stream import EventRelay, error_event
 logger = logging.getLogger(__name__)
 
 
+def encode(payload: dict[str, Any]) -> bytes:
+    """orjson for the megabytes a long history is; the standard encoder for what orjson refuses
+    (a lone surrogate, an integer beyond 64 bits)."""
+    try:
+        return orjson.dumps(payload)
+    except TypeError:
+        return json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
 def send(path: str, headers: dict[str, str], payload: dict[str, Any]) -> httpx.Response:
     try:
-        return upstream.send(path=path, headers=headers, body=json.dumps(payload, ensure_ascii=False).encode())
+        return upstream.send(path=path, headers=headers, body=encode(payload))
     except httpx.HTTPError as exc:
         # The URL is not logged: it may carry a proxy's credentials.
         logger.warning("OpenAI gateway: upstream unreachable (%s)", type(exc).__name__)
@@ -86,6 +96,18 @@ def relay(
         record(completion)
 
 
+def _then_record(answer: bytes, record: Callable[[dict[str, Any]], None]) -> Iterator[bytes]:
+    """The whole answer, then its recording: the client has the reply before the reply and its
+    usage are written (what the next call resends meanwhile is stored once, gateway.services)."""
+    yield answer
+    try:
+        parsed = orjson.loads(answer)
+    except orjson.JSONDecodeError:
+        return
+    if isinstance(parsed, dict):
+        record(parsed)
+
+
 def meter_usage(usage: Any, *, prompt: str, completion: str, details: str) -> dict[str, int]:
     """OpenAI's usage in the Messages API's terms the meter reads: the prompt's cached part
     as cache reads, the rest as input (OpenAI's prompt figure includes the cached tokens)."""
@@ -127,14 +149,11 @@ def exchange(
                 side_call_finish(turn.side_call, status=response.status_code, reply={})
             return whole(turn, response, error)
         response = send(path, headers, again)
-    if response.status_code != 200 or not payload.get("stream"):
+    if response.status_code != 200:
+        return whole(turn, response, read_all(response))
+    if not payload.get("stream"):
         answer = read_all(response)
-        if response.status_code == 200:
-            try:
-                parsed = json.loads(answer)
-            except json.JSONDecodeError:
-                parsed = None
-            if isinstance(parsed, dict):
-                record(parsed)
-        return whole(turn, response, answer)
+        result = streamed(turn, response, _then_record(answer, record))
+        result.extra_headers["Content-Length"] = str(len(answer))
+        return result
     return streamed(turn, response, relay(turn, response, assembler(), record, responses=responses))

@@ -64,6 +64,7 @@ class FakeOpenAI:
     reply: Callable[[Recorded], OpenAIReply] = field(default=lambda rec: OpenAIReply())
     requests: list[Recorded] = field(default_factory=list)
     cut_stream: bool = False  # stop a stream half-way, without its end
+    counter: Callable[[dict[str, Any]], int] = prompt_tokens  # the fake provider's token count
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -74,6 +75,9 @@ class FakeOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go in separate writes: without this, Nagle's algorithm and the
+            # client's delayed ACK hold the body back ~40 ms on every answer.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:
                 return
@@ -82,7 +86,7 @@ class FakeOpenAI:
                 raw = self.rfile.read(int(self.headers.get("content-length") or 0))
                 body = json.loads(raw or b"{}")
                 record = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                record.prompt_tokens = prompt_tokens(body)
+                record.prompt_tokens = fake.counter(body)
                 with fake._lock:
                     fake.requests.append(record)
                 try:
