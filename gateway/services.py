@@ -51,6 +51,7 @@ from .locate import find_conversation as _find_conversation
 from .locate import locate, side_call_finish
 from .locate import matched_count as _matched_count
 from .models import Conversation
+from .served import client_copies_suffice
 from .sse import StreamAssembler
 from .window import window_learn
 
@@ -148,6 +149,8 @@ def wait_if_it_cannot_fit(session: Session) -> None:
 
 
 def upstream_messages(*, session: Session, client_messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if client_copies_suffice(session=session, client_messages=client_messages):
+        return client_messages
     return merge_served(context_build(session=session)["messages"], client_messages)
 
 

@@ -66,7 +66,12 @@ def text_of(content: Any) -> str:
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON, as models write tool arguments (orjson: this runs for every tool call of the
+    history on every call; the standard encoder for what orjson refuses)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _rest(message: dict[str, Any]) -> dict[str, Any]:

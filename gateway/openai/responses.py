@@ -19,6 +19,7 @@ from sessions.services import context_build
 from ..errors import GatewayError
 from ..history import merge_served
 from ..locate import side_call_finish
+from ..served import client_copies_suffice
 from ..services import GatewayResult, Turn, gateway_begin, gateway_record_reply, wait_if_it_cannot_fit
 from ..window import window_learn
 from . import common
@@ -57,7 +58,10 @@ def map_input(body: dict[str, Any]) -> Mapped:
 
 def served_items(*, session: Session, mapped: Mapped, served: list[dict[str, Any]] | None = None) -> list[dict]:
     """The served context as input items: the client's own items for what it still holds."""
-    served = context_build(session=session)["messages"] if served is None else served
+    if served is None:
+        if client_copies_suffice(session=session, client_messages=mapped.messages):
+            return list(mapped.system) + [item for source in mapped.sources for item in source]
+        served = context_build(session=session)["messages"]
     merged = merge_served(served, mapped.messages)
     position = {id(m): i for i, m in enumerate(mapped.messages)}
     stored = [m for m in merged if id(m) not in position]

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from .chat_map import Mapped, MappingError
 
 SYSTEM_ROLES = ("system", "developer")
@@ -23,7 +25,12 @@ _TEXT_PARTS = ("input_text", "output_text", "text")
 
 
 def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON, as models write tool arguments (orjson: this runs for every tool call of the
+    history on every call; the standard encoder for what orjson refuses)."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _kind(item: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from compaction.models import Compaction, Reason, Status
 from gateway.models import MessageExtra
 from gateway.openai.chat import map_messages, served_chat
 from sessions.models import Message, Session, ToolCall
+from sessions.services import context_build
 from tests.gateway.openai_upstream import KEY, OpenAIReply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -236,8 +237,9 @@ def test_what_blocks_cannot_hold_goes_back_upstream_as_the_client_wrote_it(live_
     session = Session.objects.get()
     assert MessageExtra.objects.filter(session=session).count() == 2  # the name and detail; the arguments
 
-    # A call whose newest message the store does not hold: everything before it comes from the store.
+    # Served from the store (as after a compaction, when the client's copies stop at the summary):
+    # everything but the newest message comes from the store.
     mapped = map_messages([SYSTEM, {"role": "user", "content": "not stored"}])
-    served = served_chat(session=session, mapped=mapped)
+    served = served_chat(session=session, mapped=mapped, served=context_build(session=session)["messages"])
     assert served[:4] == [SYSTEM, *odd]
     assert served[4]["role"] == "assistant" and served[4]["content"] == "Done."
