@@ -25,6 +25,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 SYSTEM_ROLES = ("system", "developer")
 # Keys of a Chat Completions message the mapping reads; any other non-empty key is kept as is.
 _KNOWN_KEYS = ("role", "content", "name", "tool_calls", "refusal", "tool_call_id")
