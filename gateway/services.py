@@ -167,7 +167,11 @@ def _send(path: str, query: str, headers: dict[str, str], payload: bytes) -> htt
     except httpx.HTTPError as exc:
         # The URL is not logged: it may carry a proxy's credentials.
         logger.warning("Gateway: upstream unreachable (%s)", type(exc).__name__)
-        raise GatewayError(502, "api_error", f"upstream Messages API unreachable: {type(exc).__name__}") from None
+        raise GatewayError(
+            502,
+            "api_error",
+            f"upstream Messages API unreachable ({type(exc).__name__}): check COMPACTOR_UPSTREAM_URL",
+        ) from None
 
 
 def _int(value: Any) -> int:

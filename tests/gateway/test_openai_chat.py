@@ -33,10 +33,24 @@ def replies_stored(count: int, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
+_OPEN_CLIENTS: list = []
+
+
+@pytest.fixture(autouse=True)
+def clients_closed():
+    """Each test's SDK clients close their keep-alive connections when it ends: a live-server
+    thread still holding one would close its database connection during a later test."""
+    yield
+    while _OPEN_CLIENTS:
+        _OPEN_CLIENTS.pop().close()
+
+
 def sdk(live_server, key: str, **headers) -> openai.OpenAI:
-    return openai.OpenAI(
+    client = openai.OpenAI(
         base_url=f"{live_server.url}/openai/v1", api_key=key, max_retries=0, default_headers=headers or None
     )
+    _OPEN_CLIENTS.append(client)
+    return client
 
 
 def user_turn(i: int, size: int = 14) -> str:
@@ -243,3 +257,21 @@ def test_what_blocks_cannot_hold_goes_back_upstream_as_the_client_wrote_it(live_
     served = served_chat(session=session, mapped=mapped, served=context_build(session=session)["messages"])
     assert served[:4] == [SYSTEM, *odd]
     assert served[4]["role"] == "assistant" and served[4]["content"] == "Done."
+
+
+def test_the_session_header_picks_the_session_and_a_wrong_one_is_a_404(live_server, api_key, openai_upstream, user):
+    from sessions.services import session_create
+
+    session = session_create(owner=user, title="picked by header", model="gpt-4o")
+    client = sdk(live_server, api_key, **{"x-compactor-session": str(session.pk)})
+    completion = client.chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "hello"}]
+    )
+    assert completion.headers["x-compactor-session"] == str(session.pk)
+    replies_stored(2)
+    assert Session.objects.count() == 1 and Message.objects.filter(session=session).count() == 2
+
+    other = sdk(live_server, api_key, **{"x-compactor-session": "00000000-0000-0000-0000-000000000000"})
+    with pytest.raises(openai.NotFoundError) as caught:
+        other.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hello"}])
+    assert caught.value.body["type"] == "invalid_request_error" and caught.value.body["code"] == "not_found"
