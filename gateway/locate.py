@@ -128,17 +128,19 @@ def _by_history(*, user, digests: list[str]) -> Located | None:
 def _by_client_id(*, user, body: dict[str, Any], digests: list[str], client_id: str, agent: str) -> Located | None:
     """Every live session carrying the client's conversation id, in one indexed lookup: the one
     the request continues, or the conversation's root for a side call; None when the id is new."""
-    conversations = list(
-        Conversation.objects.select_for_update()
-        .filter(owner=user, client_session=client_id, session__deleted_at__isnull=True)
-        .select_related("session")
-        .order_by("pk")
-    )
+    conversations = _client_conversations(user=user, client_id=client_id)
+    if not conversations:
+        # Claude Code sends a turn's side calls alongside it: the first calls of a new id wait
+        # for each other (the owner's row lock), so the second sees the session the first made.
+        type(user).objects.select_for_update().filter(pk=user.pk).first()
+        conversations = _client_conversations(user=user, client_id=client_id)
     live = [c for c in conversations if c.message_count and _continues(c, digests)]
     if live:
         best = max(live, key=lambda c: c.message_count)
         return Located(best.session, best, best.message_count)
-    root = next((c for c in conversations if c.session.parent_id is None), conversations[0] if conversations else None)
+    # The conversation's own session: the fullest one no other hangs off.
+    roots = [c for c in conversations if c.session.parent_id is None] or conversations
+    root = max(roots, key=lambda c: c.message_count) if roots else None
     if _is_side_call(body, root):
         if root is None:  # the conversation's first call is a side call: its session starts empty
             root = _new_session(user=user, body=body, client_id=client_id, agent=agent, parent=None).conversation
@@ -154,6 +156,15 @@ def _by_client_id(*, user, body: dict[str, Any], digests: list[str], client_id: 
     # rewound. Its own session, hung off the conversation's.
     return _by_history(user=user, digests=digests) or _new_session(
         user=user, body=body, client_id=client_id, agent=agent, parent=root.session
+    )
+
+
+def _client_conversations(*, user, client_id: str) -> list[Conversation]:
+    return list(
+        Conversation.objects.select_for_update()
+        .filter(owner=user, client_session=client_id, session__deleted_at__isnull=True)
+        .select_related("session")
+        .order_by("pk")
     )
 
 

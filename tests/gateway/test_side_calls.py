@@ -219,3 +219,23 @@ def test_the_dashboard_lists_lone_calls_only_when_asked(upstream, api_key, clien
 )
 def test_the_client_conversation_id_is_read_from_what_each_client_sends(body, expected):
     assert client_conversation_id(body) == expected
+
+
+def test_a_side_call_joins_the_fullest_session_of_its_conversation(upstream, api_key, user):
+    """Two first calls of one id that raced each other left an empty session beside the real one:
+    later side calls join the one holding the conversation."""
+    from gateway.models import Conversation
+    from sessions.services import session_create
+
+    session_uuid = str(uuid.uuid4())
+    meta = {"user_id": user_id(session_uuid)}
+    empty = session_create(owner=user, title="")
+    Conversation.objects.create(session=empty, owner=user, head_digest="", client_session=f"claude-code:{session_uuid}")
+    status, _, _ = call(api_key, main_body([{"role": "user", "content": "Start."}], meta, stream=False))
+    assert status == 200
+    main = Session.objects.get(pk=empty.pk)  # the first turn went into the empty session
+    assert main.message_count == 2
+    other = session_create(owner=user, title="raced")
+    Conversation.objects.create(session=other, owner=user, head_digest="", client_session=f"claude-code:{session_uuid}")
+    call(api_key, side_body("Write a title.", "Start.", meta))
+    assert SideCall.objects.get().session_id == main.pk
