@@ -4,16 +4,15 @@ which each API's views answer in their own error shape."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
-import orjson
 from django.conf import settings
 from django.http import HttpRequest
 from rest_framework import exceptions
 
 from .auth import authenticate
+from .codec import parse_json
 from .errors import SESSION_HEADER, GatewayError
 
 
@@ -46,21 +45,6 @@ def read_request(request: HttpRequest, *, upstream_key: str | None, key_variable
     if not isinstance(body, dict):
         raise GatewayError(400, "invalid_request_error", "body must be a JSON object")
     return user, body
-
-
-def parse_json(raw: bytes) -> Any:
-    """orjson first: an agent resends its whole history every call, megabytes at a few thousand
-    messages, which the standard parser takes ten times longer over. What orjson refuses and JSON
-    allows (a lone surrogate escape, NaN) is parsed by the standard parser, so a problem is still
-    named by validation, not as bad JSON."""
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise GatewayError(400, "invalid_request_error", f"body is not valid JSON: {exc}") from None
 
 
 def session_header(request: HttpRequest) -> str | None:

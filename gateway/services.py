@@ -37,6 +37,7 @@ from sessions.models import Message, Session, SideCall
 from sessions.services import MAX_BATCH, AppendResult, context_build, messages_append, session_usage
 
 from . import upstream
+from .codec import encode_json
 from .errors import SESSION_HEADER, GatewayError, error_body  # noqa: F401 - the views import them from here
 from .errors import validation_message as _validation_message
 from .history import (
@@ -158,7 +159,7 @@ def upstream_messages(*, session: Session, client_messages: list[dict[str, Any]]
 
 
 def _encode(body: dict[str, Any], messages: list[dict[str, Any]]) -> bytes:
-    return json.dumps({**body, "messages": messages}, ensure_ascii=False).encode("utf-8")
+    return encode_json({**body, "messages": messages})
 
 
 def _send(path: str, query: str, headers: dict[str, str], payload: bytes) -> httpx.Response:

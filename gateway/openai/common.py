@@ -3,7 +3,6 @@ passing a whole answer back, and the usage an OpenAI reply reports in the meter'
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import httpx2 as httpx
 import orjson
 
+from ..codec import encode_json
 from ..errors import SESSION_HEADER, GatewayError
 from ..locate import side_call_finish
 from ..services import GatewayResult, Turn
@@ -20,18 +20,9 @@ from .stream import EventRelay, error_event
 logger = logging.getLogger(__name__)
 
 
-def encode(payload: dict[str, Any]) -> bytes:
-    """orjson for the megabytes a long history is; the standard encoder for what orjson refuses
-    (a lone surrogate, an integer beyond 64 bits)."""
-    try:
-        return orjson.dumps(payload)
-    except TypeError:
-        return json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass")
-
-
 def send(path: str, headers: dict[str, str], payload: dict[str, Any]) -> httpx.Response:
     try:
-        return upstream.send(path=path, headers=headers, body=encode(payload))
+        return upstream.send(path=path, headers=headers, body=encode_json(payload))
     except httpx.HTTPError as exc:
         # The URL is not logged: it may carry a proxy's credentials.
         logger.warning("OpenAI gateway: upstream unreachable (%s)", type(exc).__name__)
