@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from project.celery import app as celery_app
+from tests.gateway.sdk_clients import close_all
 from tests.gateway.upstream import FakeUpstream
 
 UPSTREAM_KEY = "upstream-secret"
@@ -66,3 +67,10 @@ def openai_upstream(settings):
     settings.ANTHROPIC_BASE_URL = None
     yield fake
     fake.stop()
+
+
+@pytest.fixture(autouse=True)
+def sdk_clients_closed():
+    """SDK clients opened with tests.gateway.sdk_clients.closing are closed when the test ends."""
+    yield
+    close_all()

@@ -16,6 +16,7 @@ from gateway.openai.chat import map_messages, served_chat
 from sessions.models import Message, Session, ToolCall
 from sessions.services import context_build
 from tests.gateway.openai_upstream import KEY, OpenAIReply
+from tests.gateway.sdk_clients import closing
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,24 +34,11 @@ def replies_stored(count: int, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-_OPEN_CLIENTS: list = []
-
-
-@pytest.fixture(autouse=True)
-def clients_closed():
-    """Each test's SDK clients close their keep-alive connections when it ends: a live-server
-    thread still holding one would close its database connection during a later test."""
-    yield
-    while _OPEN_CLIENTS:
-        _OPEN_CLIENTS.pop().close()
-
-
 def sdk(live_server, key: str, **headers) -> openai.OpenAI:
     client = openai.OpenAI(
         base_url=f"{live_server.url}/openai/v1", api_key=key, max_retries=0, default_headers=headers or None
     )
-    _OPEN_CLIENTS.append(client)
-    return client
+    return closing(client)
 
 
 def user_turn(i: int, size: int = 14) -> str:

@@ -10,7 +10,8 @@ import pytest
 
 from sessions.models import Message, Session, ToolCall
 from tests.gateway.openai_upstream import OpenAIReply
-from tests.gateway.test_openai_chat import _OPEN_CLIENTS, clients_closed, replies_stored  # noqa: F401 - the fixture
+from tests.gateway.sdk_clients import closing
+from tests.gateway.test_openai_chat import replies_stored
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,8 +20,7 @@ INSTRUCTIONS = "You are Codex, a coding agent."
 
 def sdk(live_server, key: str) -> openai.OpenAI:
     client = openai.OpenAI(base_url=f"{live_server.url}/openai/v1", api_key=key, max_retries=0)
-    _OPEN_CLIENTS.append(client)
-    return client
+    return closing(client)
 
 
 def test_five_turns_without_a_header_are_one_session_of_ten_messages(live_server, api_key, openai_upstream):

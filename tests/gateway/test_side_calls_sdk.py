@@ -9,7 +9,7 @@ import anthropic
 import pytest
 
 from sessions.models import Session
-from tests.gateway.test_openai_chat import _OPEN_CLIENTS, clients_closed  # noqa: F401 - the fixture
+from tests.gateway.sdk_clients import closing
 from tests.gateway.test_side_calls import MAIN_SYSTEM, SMALL_MODEL, TOOLS, user_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -18,8 +18,7 @@ MODEL = "claude-sonnet-4-5"
 
 
 def test_the_anthropic_sdk_with_claude_codes_metadata_keeps_one_session(live_server, api_key, upstream):
-    client = anthropic.Anthropic(base_url=f"{live_server.url}/anthropic", api_key=api_key, max_retries=0)
-    _OPEN_CLIENTS.append(client)
+    client = closing(anthropic.Anthropic(base_url=f"{live_server.url}/anthropic", api_key=api_key, max_retries=0))
     meta = {"user_id": user_id(str(uuid.uuid4()))}
     history: list[dict] = []
     for turn in range(3):

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent_sessions', '0009_message_provenance'),
+        ('agent_sessions', '0010_message_search_index'),
     ]
 
     operations = [
