@@ -47,3 +47,10 @@ def send(*, path: str, headers: dict[str, str], body: bytes) -> httpx.Response:
     timeout = httpx.Timeout(settings.GATEWAY_UPSTREAM_TIMEOUT, connect=min(30.0, settings.GATEWAY_UPSTREAM_TIMEOUT))
     request = client().build_request("POST", url, headers=headers, content=body, timeout=timeout)
     return client().send(request, stream=True)
+
+
+def get(*, path: str, headers: dict[str, str]) -> httpx.Response:
+    """GET (the model list), read whole."""
+    url = f"{settings.OPENAI_GATEWAY_UPSTREAM_URL}{path}"
+    timeout = httpx.Timeout(30.0)
+    return client().get(url, headers={k: v for k, v in headers.items() if k != "content-type"}, timeout=timeout)

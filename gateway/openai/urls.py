@@ -8,5 +8,7 @@ from . import views
 urlpatterns = [
     path("v1/chat/completions", views.chat_completions_view, name="gateway-openai-chat"),
     path("v1/responses", views.responses_view, name="gateway-openai-responses"),
+    path("v1/models", views.models_view, name="gateway-openai-models"),
+    path("v1/models/<path:model>", views.models_view, name="gateway-openai-model"),
     re_path(r"^.*$", views.not_found_view, name="gateway-openai-not-found"),
 ]

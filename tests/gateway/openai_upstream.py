@@ -82,6 +82,21 @@ class FakeOpenAI:
             def log_message(self, *args: Any) -> None:
                 return
 
+            def do_GET(self) -> None:  # noqa: N802 - http.server API
+                record = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, {})
+                with fake._lock:
+                    fake.requests.append(record)
+                if record.headers.get("authorization") != f"Bearer {KEY}":
+                    return fake._error(self, record, 401, "Incorrect API key provided", "invalid_api_key", "x")
+                models = [{"id": "gpt-4o", "object": "model", "created": 0, "owned_by": "openai"}]
+                if self.path == "/v1/models":
+                    return fake._json(self, 200, {"object": "list", "data": models})
+                if self.path == "/v1/models/gpt-4o":
+                    return fake._json(self, 200, models[0])
+                return fake._error(
+                    self, record, 404, f"no model {self.path}", "model_not_found", "invalid_request_error"
+                )
+
             def do_POST(self) -> None:  # noqa: N802 - http.server API
                 raw = self.rfile.read(int(self.headers.get("content-length") or 0))
                 body = json.loads(raw or b"{}")

@@ -263,3 +263,12 @@ def test_the_session_header_picks_the_session_and_a_wrong_one_is_a_404(live_serv
     with pytest.raises(openai.NotFoundError) as caught:
         other.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hello"}])
     assert caught.value.body["type"] == "invalid_request_error" and caught.value.body["code"] == "not_found"
+
+
+def test_the_model_list_comes_from_the_upstream_with_the_servers_key(live_server, api_key, openai_upstream):
+    client = sdk(live_server, api_key)
+    assert [m.id for m in client.models.list()] == ["gpt-4o"]
+    assert client.models.retrieve("gpt-4o").id == "gpt-4o"
+    assert all(r.headers["authorization"] == f"Bearer {KEY}" for r in openai_upstream.requests)
+    with pytest.raises(openai.AuthenticationError):
+        sdk(live_server, "wrong").models.list()
