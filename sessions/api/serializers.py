@@ -82,7 +82,8 @@ class UsageOutSerializer(serializers.Serializer):
     )
     tokenizer = serializers.CharField(
         help_text="Encoding used for this session: o200k_base for OpenAI's gpt-4o/4.1/5 and o-series models "
-        "when cached offline, else cl100k_base; chars/4 when no tokenizer is available."
+        "(read offline: tiktoken's cache or the bpe-openai package), else cl100k_base; chars/4 when no tokenizer "
+        "is available."
     )
     exact = serializers.BooleanField(help_text="False when the chars/4 fallback is in use.")
     context_window = serializers.IntegerField()
