@@ -265,8 +265,8 @@ def _chat_body(history: list[dict]) -> tuple[str, dict, dict]:
 
 
 def _measure(args, key: str, history: list[dict], direct, path: str, to_body) -> tuple[float, float]:
-    """p50 of the gateway (until the client has the whole answer: what the OpenAI routes record
-    after that is drained untimed) and of the stand-in called directly, in ms."""
+    """p50 of the gateway (until the client has the whole answer; a stream's reply is recorded
+    after its last byte, drained untimed) and of the stand-in called directly, in ms."""
     from django.test import Client
 
     client = Client()
@@ -283,7 +283,7 @@ def _measure(args, key: str, history: list[dict], direct, path: str, to_body) ->
         chunks = iter(response.streaming_content) if response.streaming else iter([response.content])
         next(chunks)
         gateway.append(time.perf_counter() - started)
-        for _ in chunks:  # the reply and its usage are recorded once the client has them
+        for _ in chunks:  # a stream's reply and usage are recorded after its last byte
             pass
         history.append({"role": "assistant", "content": [{"type": "text", "text": "Done."}]})
         history.append({"role": "user", "content": f"Bench turn {turn}: next step please."})

@@ -97,17 +97,22 @@ def _o200k_packaged():
     (bpe_openai/data/o200k_base.tiktoken.gz): offline, never downloaded. None without it."""
     import base64
     import gzip
-    from importlib import resources
+    import importlib.util
+    from pathlib import Path
 
     import tiktoken
 
+    # Found, not imported: the package's own tokenizer (a Rust extension) is never loaded.
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None or not spec.submodule_search_locations:
+        return None
     try:
-        raw = (resources.files("bpe_openai") / "data" / "o200k_base.tiktoken.gz").read_bytes()
+        raw = (Path(spec.submodule_search_locations[0]) / "data" / "o200k_base.tiktoken.gz").read_bytes()
         ranks = {
             base64.b64decode(token): int(rank)
             for token, rank in (line.split() for line in gzip.decompress(raw).splitlines() if line)
         }
-    except (ModuleNotFoundError, FileNotFoundError, OSError, ValueError):
+    except (OSError, ValueError):
         return None
     if len(ranks) != _O200K_RANKS:
         return None

@@ -72,6 +72,9 @@ def relay(
             out = events.feed(chunk)
             if out:
                 yield out
+        out = events.finish()
+        if out:
+            yield out
     except httpx.HTTPError as exc:
         logger.warning("OpenAI gateway: upstream stream for session %s broke: %s", turn.session.pk, type(exc).__name__)
     finally:
@@ -87,10 +90,7 @@ def relay(
         record(completion)
 
 
-def _then_record(answer: bytes, record: Callable[[dict[str, Any]], None]) -> Iterator[bytes]:
-    """The whole answer, then its recording: the client has the reply before the reply and its
-    usage are written (what the next call resends meanwhile is stored once, gateway.services)."""
-    yield answer
+def _record_json(answer: bytes, record: Callable[[dict[str, Any]], None]) -> None:
     try:
         parsed = orjson.loads(answer)
     except orjson.JSONDecodeError:
@@ -140,11 +140,9 @@ def exchange(
                 side_call_finish(turn.side_call, status=response.status_code, reply={})
             return whole(turn, response, error)
         response = send(path, headers, again)
-    if response.status_code != 200:
-        return whole(turn, response, read_all(response))
-    if not payload.get("stream"):
+    if response.status_code != 200 or not payload.get("stream"):
         answer = read_all(response)
-        result = streamed(turn, response, _then_record(answer, record))
-        result.extra_headers["Content-Length"] = str(len(answer))
-        return result
+        if response.status_code == 200:
+            _record_json(answer, record)
+        return whole(turn, response, answer)
     return streamed(turn, response, relay(turn, response, assembler(), record, responses=responses))

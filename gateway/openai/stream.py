@@ -56,10 +56,13 @@ class EventRelay:
                 out += event
         return bytes(out)
 
-    def flush(self) -> bytes:
-        """What is left after the last blank line: an event the upstream never finished."""
-        rest, self._buffer, self._raw = b"".join(self._raw) + self._buffer, b"", []
-        return rest
+    def finish(self) -> bytes:
+        """The upstream closed: an event it sent without its closing blank line (`data: [DONE]`
+        and nothing after) still counts; what it is goes to the client like any other event."""
+        if not self._buffer and not self._raw:
+            return b""
+        ending = b"\n" if self._buffer else b""
+        return self.feed(ending + b"\n")
 
     def _line(self, line: str) -> None:
         if line.startswith("event:"):

@@ -161,3 +161,50 @@ def test_a_summary_reads_as_a_user_message_item_of_the_responses_api():
     assert responses_map.to_items({"role": "user", "content": "<summary>so far</summary>"}) == [
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<summary>so far</summary>"}]}
     ]
+
+
+def test_the_relay_passes_whole_events_as_they_complete_and_drops_only_what_it_is_told():
+    from gateway.openai.stream import ChatAssembler, EventRelay
+
+    assembler = ChatAssembler(drop_usage_chunk=True)
+    relay = EventRelay(assembler.on_event)
+    first = b'data: {"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"Hel"}}]}\n'
+    assert relay.feed(first) == b""  # not complete until its blank line
+    assert relay.feed(b"\n") == first + b"\n"
+    calls = (
+        b'data: {"choices":[{"index":0,"delta":{"content":"lo","tool_calls":[{"index":0,"id":"call_1",'
+        b'"type":"function","function":{"name":"bash","arguments":"{\\"cmd\\""}}]}}]}\r\n\r\n'
+        b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":":\\"ls\\"}"}}]},'
+        b'"finish_reason":"tool_calls"}]}\n\n'
+    )
+    assert relay.feed(calls) == calls
+    usage = b'data: {"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2}}\n\n'
+    assert relay.feed(usage) == b""  # asked for by the gateway, not by the client
+    assert relay.feed(b"data: [DONE]") == b""
+    assert relay.finish() == b"data: [DONE]\n\n"  # the upstream closed without the blank line
+    assert assembler.ended and assembler.usage == {"prompt_tokens": 10, "completion_tokens": 2}
+    assert assembler.completion()["choices"][0] == {
+        "index": 0,
+        "message": {
+            "role": "assistant",
+            "content": "Hello",
+            "tool_calls": [
+                {"type": "function", "function": {"arguments": '{"cmd":"ls"}', "name": "bash"}, "id": "call_1"}
+            ],
+        },
+        "finish_reason": "tool_calls",
+    }
+
+
+def test_a_stream_without_its_end_is_not_a_reply():
+    from gateway.openai.stream import ChatAssembler, EventRelay, ResponsesAssembler
+
+    chat = ChatAssembler()
+    EventRelay(chat.on_event).feed(b'data: {"choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n')
+    assert not chat.ended and chat.completion() is None
+    responses = ResponsesAssembler()
+    relay = EventRelay(responses.on_event)
+    relay.feed(b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"Hi"}\n\n')
+    assert not responses.ended
+    relay.feed(b'event: response.completed\ndata: {"type":"response.completed","response":{"id":"r","output":[]}}\n\n')
+    assert responses.ended and responses.completion() == {"id": "r", "output": []}
