@@ -24,6 +24,8 @@ def parse_json(raw: bytes) -> Any:
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise GatewayError(400, "invalid_request_error", f"body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise GatewayError(400, "invalid_request_error", "body is not valid JSON: nested too deeply") from None
 
 
 def encode_json(payload: Any) -> bytes:

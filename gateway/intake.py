@@ -4,6 +4,7 @@ which each API's views answer in their own error shape."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -11,9 +12,15 @@ from django.conf import settings
 from django.http import HttpRequest
 from rest_framework import exceptions
 
+from compaction.core.transcripts.base import too_deep
+from sessions import validation
+from sessions.api.parsers import MAX_BODY_DEPTH
+
 from .auth import authenticate
 from .codec import parse_json
 from .errors import SESSION_HEADER, GatewayError
+
+_SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 
 
 def read_request(request: HttpRequest, *, upstream_key: str | None, key_variables: str) -> tuple[Any, dict[str, Any]]:
@@ -44,7 +51,22 @@ def read_request(request: HttpRequest, *, upstream_key: str | None, key_variable
     body = parse_json(raw)
     if not isinstance(body, dict):
         raise GatewayError(400, "invalid_request_error", "body must be a JSON object")
+    _refuse_unstorable(body, raw)
     return user, body
+
+
+def _refuse_unstorable(body: dict[str, Any], raw: bytes) -> None:
+    """A 400 before anything is stored when the body nests deeper than any request needs or
+    holds a string no database can store (NUL, a lone surrogate)."""
+    bad = None
+    if too_deep(body, MAX_BODY_DEPTH):  # the quick walk; then again for the path to name
+        bad = validation.find_bad_json(body, "", max_depth=MAX_BODY_DEPTH, check_strings=False)
+    # JSON can only carry a NUL or a lone surrogate as a \u escape: the strings are walked only
+    # when the raw body holds one (agents resend whole histories; most bodies hold neither).
+    if bad is None and _SUSPECT_ESCAPE.search(raw):
+        bad = validation.find_bad_json(body, "")
+    if bad is not None:
+        raise GatewayError(400, "invalid_request_error", f"{bad[0]}: {bad[1]}")
 
 
 def session_header(request: HttpRequest) -> str | None:

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent_sessions', '0011_session_side_calls_and_one_off'),
+        ('agent_sessions', '0012_session_side_calls_and_one_off'),
         ('gateway', '0001_conversation_heads'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

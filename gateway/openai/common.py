@@ -9,10 +9,12 @@ from typing import Any
 
 import httpx2 as httpx
 import orjson
+from django.conf import settings
 
 from ..codec import encode_json
 from ..errors import SESSION_HEADER, GatewayError
 from ..locate import side_call_finish
+from ..relay import UpstreamFault, read_whole
 from ..services import GatewayResult, Turn
 from . import upstream
 from .stream import EventRelay, error_event
@@ -34,10 +36,11 @@ def send(path: str, headers: dict[str, str], payload: dict[str, Any]) -> httpx.R
 
 
 def read_all(response: httpx.Response) -> bytes:
+    """The whole body; one that breaks or stalls after the headers is a 502/504 (gateway.relay)."""
     try:
-        return response.read()
-    finally:
-        response.close()
+        return read_whole(response, timeout=settings.GATEWAY_UPSTREAM_TIMEOUT)
+    except UpstreamFault as fault:
+        raise GatewayError(fault.status, "api_error", fault.message) from None
 
 
 def whole(turn: Turn, response: httpx.Response, payload: bytes) -> GatewayResult:
@@ -81,6 +84,7 @@ def relay(
         response.close()
     if not assembler.ended:
         logger.warning("OpenAI gateway: upstream stream for session %s ended early", turn.session.pk)
+        upstream.stream_interrupted(path="/responses" if responses else "/chat/completions")
         yield error_event(
             "the upstream stream ended before the reply was complete; retry the call", responses=responses
         )

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agent_sessions', '0010_message_search_index'),
+        ('agent_sessions', '0011_idempotent_request'),
     ]
 
     operations = [
