@@ -26,12 +26,13 @@ from .context import (
     summary_message_count,
 )
 from .meter import Usage, session_meter_refresh, session_usage, usage_sample_record
-from .served import TRUNCATED_NOTE, served_content, truncated_content
+from .served import STOP_MAX_TOKENS, TRUNCATED_NOTE, served_content, truncated_content
 from .sessions import session_create, session_delete, session_update
 from .usage import UsageReportResult, usage_report
 
 __all__ = [
     "MAX_BATCH",
+    "STOP_MAX_TOKENS",
     "TRUNCATED_NOTE",
     "AppendResult",
     "ServedContext",
