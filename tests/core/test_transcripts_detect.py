@@ -144,6 +144,18 @@ def test_openai_chat_with_tool_calls(tmp_path: Path) -> None:
     assert detect_format(write(tmp_path, "list.json", OPENAI_BODY["messages"])) == "openai-chat"
 
 
+def test_openai_call_arguments_nested_too_deep_are_kept_as_text(tmp_path: Path) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    call = {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": deep}}
+    body = [
+        {"role": "user", "content": "read it"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "done"},
+    ]
+    t = read_transcript(write(tmp_path, "deep.json", body), format="openai-chat")
+    assert t.messages[1]["content"][0]["input"] == {"raw": deep}
+
+
 def test_openai_legacy_function_call_and_unanswered_call(tmp_path: Path) -> None:
     messages = [
         {"role": "user", "content": "weather?"},
