@@ -71,7 +71,8 @@ class Recall:
         sessions = list(self.cx.sessions(search=query or None))[:50]
         if not sessions:
             return "No sessions" + (f" with {query!r} in the title." if query else ".")
-        current = self.default_session or sessions[0]["id"]
+        # A title filter may leave the default out: then it is looked up, never the first match.
+        current = self.default_session or (self._session(None)["id"] if query else sessions[0]["id"])
         lines = ["Sessions, most recently active first (* = the default for the other tools):"]
         for s in sessions:
             mark = "*" if s["id"] == current else " "

@@ -139,3 +139,16 @@ def test_the_tools_default_to_compactor_session_and_can_search_everything(live_s
         assert everywhere.startswith("2 hits for 'wombat_id' in all your sessions")
         assert f"[{compacted.pk}] #3 user" in everywhere and f"[{newer.pk}] #1 user" in everywhere
         assert pinned.read_messages(9).endswith("no messages from #9 to #9 (it has 5).")
+
+
+def test_list_sessions_filtered_by_title_stars_only_the_real_default(live_server, api_key, compacted, user):
+    from compactor_client import Compactor
+    from compactor_client.mcp_server import Recall
+
+    newer = services.session_create(owner=user, title="Newer session")
+    services.messages_append(session=newer, messages=[{"role": "user", "content": "hello"}])
+    with Compactor(live_server.url, api_key) as cx:
+        listing = Recall(cx).list_sessions("Recall")
+        # The tools' default is the newest session overall, which the filter left out: no star.
+        assert f"  {compacted.pk}" in listing and f"* {compacted.pk}" not in listing
+        assert f"* {newer.pk}" in Recall(cx).list_sessions("Newer")
