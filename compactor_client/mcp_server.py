@@ -127,6 +127,8 @@ def _answer(work) -> str:
     try:
         return work()
     except CompactorError as exc:
+        if not exc.status:  # nothing was asked of the server (no key, unreachable)
+            raise ToolError(f"Compactor: {exc.message}") from None
         raise ToolError(f"Compactor answered {exc.status}: {exc.message}") from None
 
 

@@ -152,3 +152,23 @@ def test_list_sessions_filtered_by_title_stars_only_the_real_default(live_server
         # The tools' default is the newest session overall, which the filter left out: no star.
         assert f"  {compacted.pk}" in listing and f"* {compacted.pk}" not in listing
         assert f"* {newer.pk}" in Recall(cx).list_sessions("Newer")
+
+
+def test_a_mistake_caught_before_any_request_is_reported_without_a_status(env, compacted, capsys, tmp_path):
+    code, out, err = run(capsys, "read", str(compacted.pk), "abc")
+    assert code == 1 and err == "compactor: 'abc': give a message number or a range, e.g. 40 or 40-45\n"
+    code, _, err = run(capsys, "import", str(tmp_path / "missing.jsonl"))
+    assert code == 1 and err == f"compactor: {tmp_path / 'missing.jsonl'}: no such file\n"
+    code, _, err = run(capsys, "search", str(compacted.pk), "a" * 501)  # a server answer keeps its status
+    assert code == 1 and err == "compactor: 400: q: is longer than 500 characters\n"
+
+
+def test_a_tool_says_the_server_is_unreachable_rather_than_that_it_answered():
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from compactor_client import Compactor
+    from compactor_client.mcp_server import Recall, _answer
+
+    with Compactor("http://127.0.0.1:9", "ck_test") as cx, pytest.raises(ToolError) as caught:
+        _answer(lambda: Recall(cx).list_sessions())
+    assert str(caught.value).startswith("Compactor: cannot reach http://127.0.0.1:9")
