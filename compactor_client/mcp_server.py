@@ -41,7 +41,13 @@ class Recall:
     def _session(self, session: str | None) -> dict[str, Any]:
         chosen = (session or "").strip() or self.default_session
         if chosen:
-            return self.cx.session(chosen)
+            try:
+                return self.cx.session(chosen)
+            except CompactorError as exc:
+                if exc.status != 404:
+                    raise
+                origin = "the session argument" if (session or "").strip() else "$COMPACTOR_SESSION"
+                raise CompactorError(404, f"no session {chosen} for this key (from {origin})") from None
         latest = next(iter(self.cx.sessions()), None)
         if latest is None:
             raise CompactorError(404, "this key's owner has no sessions yet")

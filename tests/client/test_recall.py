@@ -172,3 +172,17 @@ def test_a_tool_says_the_server_is_unreachable_rather_than_that_it_answered():
     with Compactor("http://127.0.0.1:9", "ck_test") as cx, pytest.raises(ToolError) as caught:
         _answer(lambda: Recall(cx).list_sessions())
     assert str(caught.value).startswith("Compactor: cannot reach http://127.0.0.1:9")
+
+
+def test_an_unknown_session_is_named_with_where_it_came_from(live_server, api_key, compacted):
+    from compactor_client import Compactor, CompactorError
+    from compactor_client.mcp_server import Recall
+
+    missing = "00000000-0000-0000-0000-000000000000"
+    with Compactor(live_server.url, api_key) as cx:
+        with pytest.raises(
+            CompactorError, match=rf"^404: no session {missing} for this key \(from \$COMPACTOR_SESSION\)"
+        ):
+            Recall(cx, missing).search_history("wombat_id")
+        with pytest.raises(CompactorError, match=r"\(from the session argument\)"):
+            Recall(cx).read_messages(1, session=missing)
