@@ -186,3 +186,22 @@ def test_an_unknown_session_is_named_with_where_it_came_from(live_server, api_ke
             Recall(cx, missing).search_history("wombat_id")
         with pytest.raises(CompactorError, match=r"\(from the session argument\)"):
             Recall(cx).read_messages(1, session=missing)
+
+
+def test_reading_into_a_pipe_closed_early_ends_without_a_traceback(live_server, api_key, user):
+    import subprocess
+
+    session = services.session_create(owner=user, title="Long output")
+    services.messages_append(session=session, messages=[{"role": "user", "content": "line of text\n" * 40_000}])
+    env = {**os.environ, "COMPACTOR_URL": live_server.url, "COMPACTOR_API_KEY": api_key}
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "compactor_client", "read", str(session.pk), "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert cli.stdout.readline().startswith(b"--- #1 user")
+    cli.stdout.close()  # like `| head -1`: more than a pipe's buffer is still to come
+    stderr = cli.stderr.read().decode()
+    assert cli.wait(timeout=30) == 1 and "Traceback" not in stderr, stderr
