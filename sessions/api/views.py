@@ -76,6 +76,11 @@ class SessionListView(AtomicWritesMixin, APIView):
             OpenApiParameter("agent", str, description="Only sessions of this agent."),
             OpenApiParameter("model", str, description="Only sessions of this model."),
             OpenApiParameter("search", str, description="Title contains (case-insensitive)."),
+            OpenApiParameter(
+                "one_off",
+                bool,
+                description="true: only lone gateway calls no conversation continued (left out otherwise).",
+            ),
         ],
         responses={200: s.SessionOutSerializer(many=True), **error_responses(400)},
     )
@@ -84,7 +89,10 @@ class SessionListView(AtomicWritesMixin, APIView):
         for name, value in filters.items():
             if value and "\x00" in value:
                 raise ValidationError({name: ["must not contain the NUL character"]})
-        qs = selectors.session_list(user=request.user, **filters)
+        one_off = request.query_params.get("one_off", "false").lower()
+        if one_off not in ("true", "false", "1", "0"):
+            raise ValidationError({"one_off": ["must be true or false"]})
+        qs = selectors.session_list(user=request.user, one_off=one_off in ("true", "1"), **filters)
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(s.SessionOutSerializer(page, many=True).data)
@@ -173,6 +181,29 @@ APPEND_EXAMPLES = [
         },
     ),
 ]
+
+
+class SideCallPagination(StrictPageNumberPagination):
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 500
+
+
+class SideCallListView(APIView):
+    pagination_class = SideCallPagination
+
+    @extend_schema(
+        operation_id="side_calls_list",
+        description="Calls the agent made beside this session's conversation (through the gateway: Claude Code's "
+        "title, topic and command checks), newest first, with the usage each reported. They are answered as "
+        "they came and are not part of the session's messages or context.",
+        responses={200: s.SideCallOutSerializer(many=True), **error_responses(404)},
+    )
+    def get(self, request, session_id):
+        session = selectors.session_get(user=request.user, session_id=session_id)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(selectors.side_call_list(session=session), request, view=self)
+        return paginator.get_paginated_response(s.SideCallOutSerializer(page, many=True).data)
 
 
 SEQ_SCHEMA = {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}

@@ -28,7 +28,7 @@ from compaction.core import prune
 from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Status
 from compaction.review import rerun_of
 from sessions import services as session_services
-from sessions.models import Message, Session, ToolCall, UsageSample
+from sessions.models import Message, Session, SideCall, ToolCall, UsageSample
 
 from .present import Usage, compaction_line
 
@@ -42,6 +42,7 @@ STATUS_CHOICES = [
     ("near", "Near trigger"),
     ("ok", "OK"),
 ]
+SIDE_CALLS_SHOWN = 20
 SORT_CHOICES = [("activity", "Last activity"), ("usage", "Usage (highest first)")]
 
 
@@ -86,7 +87,14 @@ class SessionRow:
 
 
 def session_list_page(
-    *, user, q: str = "", model: str = "", status: str = "", sort: str = "activity", page: Any = 1
+    *,
+    user,
+    q: str = "",
+    model: str = "",
+    status: str = "",
+    sort: str = "activity",
+    single: bool = False,
+    page: Any = 1,
 ) -> Page:
     """One page of SessionRow. Bounded queries whatever the number of sessions.
 
@@ -96,7 +104,8 @@ def session_list_page(
     beyond the page's rows.
     """
     in_flight = Compaction.objects.filter(session=OuterRef("pk"), status__in=IN_FLIGHT)
-    qs = sessions_visible(user=user).annotate(running=Exists(in_flight))
+    # Lone calls the gateway could not tie to a conversation are listed only when asked for.
+    qs = sessions_visible(user=user).filter(one_off=single).annotate(running=Exists(in_flight))
     if q:
         qs = qs.filter(Q(title__icontains=q) | Q(agent__icontains=q))
     if model:
@@ -119,6 +128,11 @@ def session_list_page(
         for s in sessions
     ]
     return page_obj
+
+
+def side_calls(*, session: Session, limit: int = SIDE_CALLS_SHOWN) -> list[SideCall]:
+    """The session's newest side calls (Claude Code's title and topic checks)."""
+    return list(SideCall.objects.filter(session=session).order_by("-created_at", "-id")[:limit])
 
 
 def model_choices(*, user) -> list[str]:
