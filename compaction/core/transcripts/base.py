@@ -108,7 +108,7 @@ def load_jsonl(path: str | Path, stats: Counter[str], *, strict: bool = False) -
     rows: list[tuple[int, dict[str, Any]]] = []
     bad: tuple[int, str] | None = None
     number = 0
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8-sig") as handle:
         try:
             for number, text in enumerate(handle, start=1):
                 if not text.strip():

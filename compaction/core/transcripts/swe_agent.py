@@ -74,7 +74,7 @@ def _model(traj: dict[str, Any]) -> str | None:
 
 def read_swe_agent(path: str | Path) -> ImportedTranscript:
     """Read one .traj file. System messages become `system_prompt` (not messages)."""
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8-sig") as handle:
         try:
             traj = json.load(handle)
         except json.JSONDecodeError as exc:
