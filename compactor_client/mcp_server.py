@@ -8,6 +8,7 @@ most recently active session; every answer names the session it used.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -48,7 +49,16 @@ class Recall:
                     raise
                 origin = "the session argument" if (session or "").strip() else "$COMPACTOR_SESSION"
                 raise CompactorError(404, f"no session {chosen} for this key (from {origin})") from None
-        latest = next(iter(self.cx.sessions()), None)
+        return self._latest_conversation()
+
+    def _latest_conversation(self) -> dict[str, Any]:
+        # A subagent's session (an import's summarizer call, a Task agent) is often written after its
+        # parent and so looks more recent; the agent asking means its own conversation, the top one.
+        latest = None
+        for s in self.cx.sessions():
+            if not s.get("parent"):
+                return s
+            latest = latest or s
         if latest is None:
             raise CompactorError(404, "this key's owner has no sessions yet")
         return latest
@@ -78,7 +88,7 @@ class Recall:
         if not sessions:
             return "No sessions" + (f" with {query!r} in the title." if query else ".")
         # A title filter may leave the default out: then it is looked up, never the first match.
-        current = self.default_session or (self._session(None)["id"] if query else sessions[0]["id"])
+        current = self.default_session or self._latest_conversation()["id"]
         lines = ["Sessions, most recently active first (* = the default for the other tools):"]
         for s in sessions:
             mark = "*" if s["id"] == current else " "
@@ -140,4 +150,6 @@ def _answer(work) -> str:
 
 def serve(cx: Compactor) -> None:
     """Run the server on stdin/stdout until the client closes it."""
+    # The SDK logs at INFO to stderr, and httpx's INFO line is each request's URL: the search terms.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     build_server(Recall(cx, os.environ.get("COMPACTOR_SESSION"))).run("stdio")

@@ -154,6 +154,19 @@ def test_list_sessions_filtered_by_title_stars_only_the_real_default(live_server
         assert f"* {newer.pk}" in Recall(cx).list_sessions("Newer")
 
 
+def test_the_default_is_the_latest_conversation_not_a_subagent_written_after_it(live_server, api_key, compacted, user):
+    from compactor_client import Compactor
+    from compactor_client.mcp_server import Recall
+
+    # An import writes a conversation's subagent sessions after it, so they are the most recently active.
+    child = services.session_create(owner=user, title="Subagent")
+    Session.objects.filter(pk=child.pk).update(parent=compacted)
+    services.messages_append(session=child, messages=[{"role": "user", "content": "wombat_id in the subagent"}])
+    with Compactor(live_server.url, api_key) as cx:
+        assert Recall(cx).search_history("wombat_id").startswith(f"1 hit for 'wombat_id' in session {compacted.pk}")
+        assert f"* {compacted.pk}" in Recall(cx).list_sessions()
+
+
 def test_a_mistake_caught_before_any_request_is_reported_without_a_status(env, compacted, capsys, tmp_path):
     code, out, err = run(capsys, "read", str(compacted.pk), "abc")
     assert code == 1 and err == "compactor: 'abc': give a message number or a range, e.g. 40 or 40-45\n"
