@@ -22,10 +22,13 @@ from typing import Any
 from .history import chain_digests
 
 # Histories kept per process: the conversations being driven right now. Each holds references
-# to a parsed request (no copy), so memory stays that of a few requests.
+# to a parsed request (no copy); the message budget bounds the memory to that of a few long
+# requests (some tens of MB), however many conversations there are.
 MAX_HISTORIES = 16
+MAX_MESSAGES = 20_000
 
 _known: OrderedDict[tuple[Any, str], tuple[list[Any], list[str]]] = OrderedDict()
+_kept = 0  # messages held by _known
 _lock = threading.Lock()
 
 
@@ -44,15 +47,27 @@ def request_digests(owner: Any, messages: list[Any]) -> list[str]:
             digests = prefix_digests + chain_digests(messages[n:], start=prefix_digests[-1])
     if digests is None:
         digests = chain_digests(messages)
-    with _lock:
-        _known[key] = (list(messages), digests)
-        _known.move_to_end(key)
-        while len(_known) > MAX_HISTORIES:
-            _known.popitem(last=False)
+    _remember(key, list(messages), digests)
     return digests
+
+
+def _remember(key: tuple[Any, str], messages: list[Any], digests: list[str]) -> None:
+    global _kept
+    if len(messages) > MAX_MESSAGES:
+        return
+    with _lock:
+        previous = _known.pop(key, None)
+        _kept -= len(previous[0]) if previous else 0
+        _known[key] = (messages, digests)
+        _kept += len(messages)
+        while len(_known) > MAX_HISTORIES or _kept > MAX_MESSAGES:
+            _, (dropped, _) = _known.popitem(last=False)
+            _kept -= len(dropped)
 
 
 def forget_all() -> None:
     """Drop every kept history (tests)."""
+    global _kept
     with _lock:
         _known.clear()
+        _kept = 0

@@ -54,10 +54,19 @@ def test_reused_digests_equal_digesting_every_message_again():
     assert digests.request_digests(1, copy) == chain_digests(copy)
 
 
-def test_more_histories_than_are_kept_are_still_digested_right():
+def test_more_histories_than_are_kept_are_still_digested_right(monkeypatch):
     histories = [conversation(2, start=i * 10) for i in range(digests.MAX_HISTORIES + 3)]
     for history in histories + histories:
         assert digests.request_digests(1, history) == chain_digests(history)
+    assert len(digests._known) == digests.MAX_HISTORIES
+    monkeypatch.setattr(digests, "MAX_MESSAGES", 20)
+    longer = conversation(4)  # 16 messages: the budget keeps only it
+    assert digests.request_digests(1, longer) == chain_digests(longer)
+    assert list(digests._known.values())[-1][0] == longer and digests._kept <= 20
+    too_long = conversation(6)  # over the budget alone: digested, not kept
+    assert digests.request_digests(1, too_long) == chain_digests(too_long)
+    assert digests.request_digests(1, too_long + longer) == chain_digests(too_long + longer)
+    assert digests._kept == sum(len(m) for m, _ in digests._known.values()) <= 20
 
 
 def post(path: str, raw: bytes, key: str, **headers) -> object:
