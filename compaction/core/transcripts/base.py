@@ -73,6 +73,19 @@ def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
+def loads_embedded(text: str) -> Any:
+    """JSON held inside a string (a call's arguments, a tool's output). A ValueError when it is not
+    JSON or nests deeper than a whole line may: the caller keeps it as text, as for any non-JSON,
+    since the line-level depth check cannot see inside a string."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
+    if too_deep(value):
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
+    return value
+
+
 class TranscriptError(ValueError):
     """The file is not a transcript of the expected kind: `line` (1-based, when known) and why."""
 
@@ -99,7 +112,7 @@ def load_jsonl(path: str | Path, stats: Counter[str], *, strict: bool = False) -
     rows: list[tuple[int, dict[str, Any]]] = []
     bad: tuple[int, str] | None = None
     number = 0
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8-sig") as handle:
         try:
             for number, text in enumerate(handle, start=1):
                 if not text.strip():
