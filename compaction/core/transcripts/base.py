@@ -56,16 +56,20 @@ def checkpoint() -> None:
 
 
 def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether containers nest more than `limit` levels (walked without recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
+    """Whether containers nest more than `limit` levels (walked level by level, without recursion:
+    a request body of a long history holds some hundred thousand containers)."""
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 0
+    while level:
         if depth > limit:
             return True
-        if not isinstance(item, (dict, list)):
-            continue
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+        level = [
+            child
+            for item in level
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, (dict, list))
+        ]
+        depth += 1
     return False
 
 
