@@ -56,7 +56,7 @@ from compaction.core.prune import prune_served, tool_names
 from compaction.core.summary_message import render_summary_message
 from compaction.core.types import Msg, ProviderUsage
 
-from . import statements, validation
+from . import statements, turns, validation
 from .models import Message, Session, ToolCall, UsageSample
 
 logger = logging.getLogger(__name__)
@@ -246,6 +246,7 @@ class _Prepared:
     provenance: str = ""  # as stated by the client ("" = not stated)
     tool_uses: list[tuple[str, str, str]] = field(default_factory=list)  # (id, name, path)
     tool_results: list[tuple[str, str]] = field(default_factory=list)  # (tool_use_id, path)
+    path: str = ""  # how errors name the message ("" for a single message)
 
 
 def _message_path(index: int, single: bool) -> str:
@@ -278,6 +279,7 @@ def _prepare(messages: list[Any], single: bool, tokenizer: core_tokens.Tokenizer
             tokens=core_tokens.count_content(content, tokenizer),
             usage=message.get("usage"),
             provenance=message.get("provenance") or "",
+            path=path,
         )
         for block_index, block in validation.tool_uses(content):
             item.tool_uses.append((block["id"], block["name"], _join(path, f"content[{block_index}].id")))
@@ -637,6 +639,9 @@ def _append_locked(
         truncated = _answer_stored_calls(session_id, answers)
         if truncated.keys() != answers.keys():
             raise _ToolIdConflict
+    order_errors = turns.append_errors(session_id, prepared)  # every tool_result right after its tool_use
+    if order_errors:
+        raise ValidationError({path: [problem] for path, problem in order_errors.items()})
 
     rows = [
         Message(

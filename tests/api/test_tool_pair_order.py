@@ -1,0 +1,177 @@
+"""Appends keep every served context valid for the Messages API: a tool_use's results come in
+the user turn right after it, before anything else of that turn. What would break that is a
+400 naming the call and how to answer it, and nothing is stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .helpers import snapshot, tool_result, tool_use, url
+
+pytestmark = pytest.mark.django_db
+
+
+def post(api, session, *messages: dict[str, Any]):
+    return api.post(url(session, "messages/"), {"messages": list(messages)}, format="json")
+
+
+def served_pairs_problems(messages: list[dict[str, Any]]) -> list[str]:
+    """What the Messages API would reject in a served context's tool pairs (merging same-role turns)."""
+    turns: list[tuple[str, list[dict[str, Any]]]] = []
+    for m in messages:
+        blocks = [{"type": "text", "text": m["content"]}] if isinstance(m["content"], str) else m["content"]
+        if turns and turns[-1][0] == m["role"]:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((m["role"], list(blocks)))
+    problems = []
+    for index, (role, blocks) in enumerate(turns):
+        if role != "assistant":
+            continue
+        calls = [b["id"] for b in blocks if b["type"] == "tool_use"]
+        following = turns[index + 1][1] if index + 1 < len(turns) else None
+        if not calls or following is None:
+            continue
+        leading = []
+        for block in following:
+            if block["type"] != "tool_result":
+                break
+            leading.append(block["tool_use_id"])
+        if set(calls) - set(leading):
+            problems.append(f"turn {index}: calls {calls} answered first by {leading}")
+    return problems
+
+
+def test_it_refuses_user_text_while_a_tool_call_waits(api, session):
+    assert post(api, session, {"role": "user", "content": "List files"}, tool_use("t1", "Bash")).status_code == 201
+    before = snapshot(session)
+    response = api.post(url(session, "messages/"), {"role": "user", "content": "Never mind"}, format="json")
+    assert response.status_code == 400
+    body = response.json()
+    problem = body["detail"]["content"][0]
+    assert "tool_use 't1' of the assistant message at seq 2 is waiting for its result" in problem
+    assert "\"tool_use_id\": 't1'" in problem and "text and other blocks may follow the results" in problem
+    assert snapshot(session) == before
+
+
+def test_it_names_every_waiting_call_of_a_parallel_turn(api, session):
+    parallel = {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "a", "name": "Read", "input": {}},
+            {"type": "tool_use", "id": "b", "name": "Grep", "input": {}},
+        ],
+    }
+    response = post(
+        api, session, {"role": "user", "content": "Go"}, parallel, tool_result("a"), {"role": "user", "content": "hm"}
+    )
+    assert response.status_code == 400
+    assert (
+        "tool_use 'b' of the assistant message at messages[1] is waiting"
+        in response.json()["detail"]["messages[3].content"][0]
+    )
+    response = post(api, session, {"role": "user", "content": "Go"}, parallel, {"role": "user", "content": "hm"})
+    assert "tool_uses 'a', 'b' of the assistant message at messages[1] are waiting" in response.json()["error"]
+
+
+def test_results_first_then_text_in_the_same_message_is_accepted_and_served_valid(api, session):
+    post(api, session, {"role": "user", "content": "Read a.py"}, tool_use("t1", "Read"))
+    answer = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "print(1)"},
+            {"type": "text", "text": "Also check b.py"},
+        ],
+    }
+    assert api.post(url(session, "messages/"), answer, format="json").status_code == 201
+    context = api.get(url(session, "context/")).json()
+    assert served_pairs_problems(context["messages"]) == []
+
+
+def test_text_before_the_results_is_refused(api, session):
+    post(api, session, {"role": "user", "content": "Read a.py"}, tool_use("t1", "Read"))
+    answer = {
+        "role": "user",
+        "content": [{"type": "text", "text": "Here:"}, {"type": "tool_result", "tool_use_id": "t1", "content": "x"}],
+    }
+    response = api.post(url(session, "messages/"), answer, format="json")
+    assert response.status_code == 400
+    assert "tool_use 't1'" in response.json()["detail"]["content"][0]
+
+
+def test_parallel_results_may_come_in_consecutive_user_messages(api, session):
+    parallel = {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "a", "name": "Read", "input": {}},
+            {"type": "tool_use", "id": "b", "name": "Grep", "input": {}},
+        ],
+    }
+    assert post(api, session, {"role": "user", "content": "Go"}, parallel, tool_result("a")).status_code == 201
+    after_b = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "b", "content": "2"}, {"type": "text", "text": "ok?"}],
+    }
+    assert post(api, session, after_b).status_code == 201
+    assert served_pairs_problems(api.get(url(session, "context/")).json()["messages"]) == []
+
+
+def test_a_late_result_in_the_same_request_is_refused(api, session):
+    before = snapshot(session)
+    response = post(
+        api,
+        session,
+        {"role": "user", "content": "Go"},
+        tool_use("t1"),
+        {"role": "user", "content": "wait"},
+        tool_result("t1"),
+    )
+    assert response.status_code == 400
+    assert "messages[2].content" in response.json()["detail"]
+    assert snapshot(session) == before
+
+
+def test_a_result_for_a_call_of_an_earlier_turn_is_refused(api, session):
+    # A max_tokens reply's cut-off call needs no result, so the conversation may go on without one...
+    cut = tool_use("t_cut", "Write", text="Writing")
+    post(api, session, {"role": "user", "content": "Write a.py"}, cut)
+    assert (
+        api.post(url(session, "usage/"), {"input_tokens": 500, "stop_reason": "max_tokens"}, format="json").status_code
+        == 200
+    )
+    assert (
+        post(api, session, {"role": "user", "content": "Go on"}, {"role": "assistant", "content": "Done."}).status_code
+        == 201
+    )
+    # ...but its result may not arrive later: it would follow other turns.
+    before = snapshot(session)
+    response = post(api, session, tool_result("t_cut"))
+    assert response.status_code == 400
+    problem = response.json()["detail"]["messages[0].content[0].tool_use_id"][0]
+    assert "tool_use 't_cut' is not a call of the latest assistant turn (at seq 4)" in problem
+    assert snapshot(session) == before
+
+
+def test_a_result_after_other_content_of_the_same_user_turn_is_refused(api, session):
+    post(api, session, {"role": "user", "content": "Write a.py"}, tool_use("t_cut", "Write", text="Writing"))
+    api.post(url(session, "usage/"), {"input_tokens": 500, "stop_reason": "max_tokens"}, format="json")
+    assert post(api, session, {"role": "user", "content": "Go on"}).status_code == 201
+    response = post(api, session, tool_result("t_cut"))
+    assert response.status_code == 400
+    assert "before any other content" in response.json()["detail"]["messages[0].content[0].tool_use_id"][0]
+    # Right after the cut-off reply, its hidden call may still be answered.
+    post(api, session, tool_use("t2", "Write", text="Again"))
+    api.post(url(session, "usage/"), {"input_tokens": 600, "stop_reason": "max_tokens"}, format="json")
+    assert post(api, session, tool_result("t2")).status_code == 201
+
+
+def test_consecutive_assistant_messages_are_one_turn(api, session):
+    post(
+        api, session, {"role": "user", "content": "Go"}, tool_use("t1"), {"role": "assistant", "content": "Running it."}
+    )
+    response = api.post(url(session, "messages/"), {"role": "user", "content": "and?"}, format="json")
+    assert response.status_code == 400
+    assert "tool_use 't1'" in response.json()["detail"]["content"][0]
+    assert post(api, session, tool_result("t1")).status_code == 201
