@@ -38,8 +38,10 @@ class CalibrationOutSerializer(serializers.Serializer):
 
 class ImplausibleOutSerializer(serializers.Serializer):
     code = serializers.ChoiceField(
-        choices=["below_served", "below_expected", "above_expected"],
-        help_text="below_served: under 0.9 × the tokens Compactor served for that call (cache figures dropped?); "
+        choices=["above_window", "below_served", "below_expected", "above_expected"],
+        help_text="above_window: larger than the session's context window (or, for a model it does not know, "
+        "than any model's), which no provider accepts (cache figures added twice?); "
+        "below_served: under 0.9 × the tokens Compactor served for that call (cache figures dropped?); "
         "below_expected / above_expected: outside 0.8–1.5 × the meter's prediction, not confirmed by a next report.",
     )
     reason = serializers.CharField(help_text="The same in words, with the figures.")
