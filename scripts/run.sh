@@ -6,19 +6,23 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8000}
-mkdir -p var
+# Everything the processes write goes under COMPACTOR_VAR_DIR (relative: under this directory,
+# as project/settings.py reads it), so the server, the worker and later commands agree.
+VAR=${COMPACTOR_VAR_DIR:-var}
+mkdir -p "$VAR"
 $PY manage.py migrate --noinput
 $PY manage.py collectstatic --noinput -v 0
 $PY manage.py ensure_admin
 .venv/bin/celery -A project worker --beat --loglevel=INFO --concurrency=2 \
-  --schedule var/celerybeat-schedule >var/worker.log 2>&1 &
+  --schedule "$VAR/celerybeat-schedule" >"$VAR/worker.log" 2>&1 &
 WORKER=$!
 trap 'kill $WORKER 2>/dev/null; wait $WORKER 2>/dev/null' EXIT INT TERM
 echo
 echo "Compactor is running:  http://$HOST:$PORT/"
 echo "  API docs (Swagger):  http://$HOST:$PORT/api/v1/docs/"
 echo "  Admin:               http://$HOST:$PORT/admin/"
-echo "  Worker log:          var/worker.log"
+echo "  Worker log:          $VAR/worker.log"
+echo "  Data directory:      $VAR (COMPACTOR_VAR_DIR; give commands the same environment)"
 echo
 # gunicorn with threaded workers, as in production (deploy/gunicorn.conf.py): a streaming
 # gateway call holds one thread, never the server. WEB_RELOAD=1 restarts on code changes.
