@@ -5,6 +5,7 @@
     compactor context SID                     compactor import PATH [--title T] [--format F]
     compactor tail SID [--after N] [--once]
 
+SID is a session id or a unique start of one (at least 8 hex digits, as the dashboard shows it).
 Reads COMPACTOR_URL (default http://127.0.0.1:8000) and COMPACTOR_API_KEY (--url/--key override);
 `--json` prints the server's JSON instead of text, for every command.
 """
@@ -187,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         with Compactor(args.url, args.key) as cx:
+            if getattr(args, "session", None):
+                args.session = cx.resolve_session(args.session)  # a short id, as the dashboard shows it
             args.func(cx, args)
     except CompactorError as exc:
         if args.json and exc.body is not None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+import re
+import uuid
+
+from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 
 from .models import Message, Session
@@ -30,3 +33,32 @@ def session_get(*, user, session_id, trashed: bool = False) -> Session:
 def message_list(*, session: Session) -> QuerySet:
     """Full history in seq order; compaction never affects it."""
     return Message.objects.filter(session=session).order_by("seq")
+
+
+# A session id as the dashboard shows it (the first 8 hex digits) or any longer piece of it.
+MIN_ID_PREFIX = 8
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def id_prefix_problem(prefix: str) -> str | None:
+    """Why `prefix` cannot name sessions (None when it can): hex digits of an id, dashes allowed."""
+    digits = prefix.strip().lower().replace("-", "")
+    if not _HEX.fullmatch(digits or "-") or len(digits) > 32:
+        return "must be the start of a session id: hex digits (0-9, a-f), dashes allowed"
+    if len(digits) < MIN_ID_PREFIX:
+        return f"give at least {MIN_ID_PREFIX} hex digits of the session id, got {len(digits)}"
+    return None
+
+
+def id_prefix_q(prefix: str) -> Q:
+    """The sessions whose id starts with `prefix` (valid per id_prefix_problem), as a filter.
+
+    A range on the primary key, not a string match: it uses the key's index, and orders the same
+    on PostgreSQL (uuid, byte order) and SQLite (32 lowercase hex characters)."""
+    digits = prefix.strip().lower().replace("-", "")
+    return Q(pk__gte=uuid.UUID(digits.ljust(32, "0")), pk__lte=uuid.UUID(digits.ljust(32, "f")))
+
+
+def session_prefix_matches(*, user, prefix: str) -> QuerySet:
+    """The caller's sessions (not in the trash) whose id starts with `prefix`."""
+    return Session.objects.filter(id_prefix_q(prefix), owner=user, deleted_at__isnull=True)

@@ -75,6 +75,12 @@ class SessionListView(AtomicWritesMixin, APIView):
             OpenApiParameter("agent", str, description="Only sessions of this agent."),
             OpenApiParameter("model", str, description="Only sessions of this model."),
             OpenApiParameter("search", str, description="Title contains (case-insensitive)."),
+            OpenApiParameter(
+                "id_prefix",
+                str,
+                description="Only sessions whose id starts with this (at least 8 hex digits, as the dashboard "
+                "shows ids): how a client resolves a short id, and sees when one is ambiguous.",
+            ),
         ],
         responses={200: s.SessionOutSerializer(many=True), **error_responses(400)},
     )
@@ -84,6 +90,12 @@ class SessionListView(AtomicWritesMixin, APIView):
             if value and "\x00" in value:
                 raise ValidationError({name: ["must not contain the NUL character"]})
         qs = selectors.session_list(user=request.user, **filters)
+        prefix = request.query_params.get("id_prefix")
+        if prefix is not None:
+            problem = selectors.id_prefix_problem(prefix)
+            if problem:
+                raise ValidationError({"id_prefix": [problem]})
+            qs = qs.filter(selectors.id_prefix_q(prefix))
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(s.SessionOutSerializer(page, many=True).data)
