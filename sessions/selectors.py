@@ -6,7 +6,7 @@ import re
 import uuid
 
 from django.db.models import Q, QuerySet
-from django.shortcuts import get_object_or_404
+from django.http import Http404
 
 from .models import Message, Session
 
@@ -25,9 +25,17 @@ def session_list(*, user, agent: str | None = None, model: str | None = None, se
 def session_get(*, user, session_id, trashed: bool = False) -> Session:
     """The caller's session, or 404 (another owner's session is indistinguishable from none).
     A session in the trash is a 404 too, unless `trashed` asks for exactly such one (restore)."""
-    return get_object_or_404(
-        Session.objects.select_related("active_compaction"), pk=session_id, owner=user, deleted_at__isnull=not trashed
-    )
+    try:
+        return Session.objects.select_related("active_compaction").get(
+            pk=session_id, owner=user, deleted_at__isnull=not trashed
+        )
+    except Session.DoesNotExist:
+        raise Http404(session_not_found(session_id)) from None
+
+
+def session_not_found(session_id) -> str:
+    """The 404 an unknown (or another owner's) session id gets, everywhere in the API."""
+    return f"session {session_id} not found"
 
 
 def message_list(*, session: Session) -> QuerySet:

@@ -9,7 +9,7 @@ from compaction.core.config import MAX_PRESERVE_MESSAGES, MAX_WINDOW_TOKENS, val
 from compaction.models import Compaction, Event
 from compaction.services import STRATEGIES, describe
 from sessions.api.serializers import MAX_TOKENS, CalibrationOutSerializer, ContextOutSerializer
-from sessions.api.strict import RejectUnknownFieldsMixin
+from sessions.api.strict import ListedChoiceField, RejectUnknownFieldsMixin
 
 
 class StrictCharField(serializers.CharField):
@@ -51,7 +51,7 @@ class CompactionRequestSerializer(StrictSerializer):
         max_value=MAX_PRESERVE_MESSAGES,
         help_text="Keep the last N messages instead of a token budget.",
     )
-    strategy = serializers.ChoiceField(
+    strategy = ListedChoiceField(
         choices=STRATEGIES,
         default="auto",
         help_text="auto: anthropic→extractive→truncate (without a key: extractive→truncate); prune: tool outputs only.",

@@ -25,7 +25,8 @@ class ErrorSerializer(serializers.Serializer):
     error = serializers.CharField(help_text="The first problem, as '<field path>: <problem>' when a field is at fault.")
     detail = serializers.JSONField(
         required=False,
-        help_text="Field path → list of problems for a 400; other details (e.g. the size limit) otherwise.",
+        help_text="Field path → list of problems when fields are at fault (a 400); other details (e.g. the size "
+        "limit) for some errors; absent when `error` says it all (a 404: 'session <id> not found').",
     )
 
 

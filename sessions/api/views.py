@@ -241,7 +241,7 @@ class MessageListView(APIView):
                 session=session_id, owner=request.user, messages=messages, single=single
             )
         except Session.DoesNotExist:
-            raise Http404("No such session.") from None
+            raise Http404(selectors.session_not_found(session_id)) from None
         return Response(
             {
                 "messages": [s.message_out(message) for message in result.messages],

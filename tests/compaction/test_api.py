@@ -136,6 +136,9 @@ def test_nothing_to_compact_answers_compacted_false(api, user, eager_celery):
     assert body["compacted"] is False
     assert body["reason"].startswith("nothing to compact")
     assert body["job"]["status"] == "skipped"
+    # The one-line message says why, once: not "Nothing compacted: nothing to compact: ...".
+    assert body["job"]["message"].startswith("Not compacted: all ") and "keep_recent_tokens" in body["job"]["message"]
+    assert "nothing to compact" not in body["job"]["message"].lower()
 
 
 @pytest.mark.parametrize(
