@@ -45,6 +45,8 @@ def message_list(*, session: Session) -> QuerySet:
 
 # A session id as the dashboard shows it (the first 8 hex digits) or any longer piece of it.
 MIN_ID_PREFIX = 8
+# The same rule as id_prefix_problem, for the API schema (dashes anywhere, as in a printed id).
+ID_PREFIX_PATTERN = r"^-*(?:[0-9a-fA-F]-*){8,32}$"
 _HEX = re.compile(r"[0-9a-f]+")
 
 

@@ -78,6 +78,8 @@ class SessionListView(AtomicWritesMixin, APIView):
             OpenApiParameter(
                 "id_prefix",
                 str,
+                pattern=selectors.ID_PREFIX_PATTERN,
+                allow_blank=False,
                 description="Only sessions whose id starts with this (at least 8 hex digits, as the dashboard "
                 "shows ids): how a client resolves a short id, and sees when one is ambiguous.",
             ),
