@@ -179,7 +179,9 @@ class Compaction(models.Model):
         waited = max(0, int(((now or timezone.now()) - since).total_seconds()))
         if waited < after:
             return ""
-        return f"Still queued after {waited} s — is a Celery worker running? (`make run` starts one; see {worker_log()})"
+        return (
+            f"Still queued after {waited} s — is a Celery worker running? (`make run` starts one; see {worker_log()})"
+        )
 
 
 def worker_log() -> str:
