@@ -1,4 +1,4 @@
-"""Import every shared transcript and print what arrived, against what the file holds.
+"""Import every shared transcript (and the generated Codex rollout) and print what arrived, against what the file holds.
 
     DEBUG=1 .venv/bin/python bench/import_bench.py [PATH ...]
 
@@ -19,6 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 SHARED = Path("/work/shared/data/transcripts")
+# No real Codex rollout is shared: the generated one the tests use (tests/codex_rollouts.py).
+CODEX_SAMPLE = ROOT / "tests" / "data" / "codex" / "rollout-2025-10-02T09-14-03-0199a1b2-generated.jsonl"
 
 
 def in_file(path: Path, fmt: str) -> tuple[int, int]:
@@ -43,6 +45,8 @@ def in_file(path: Path, fmt: str) -> tuple[int, int]:
             usage = message.get("usage") or {}
             reports += bool(usage.get("input", 0) + usage.get("cacheRead", 0) + usage.get("cacheWrite", 0))
         return tools, reports
+    if fmt == "codex":
+        return codex_in_file(path)
     history = json.loads(path.read_text()).get("history", [])
     tools = sum(
         len(h.get("tool_calls") or []) or bool((h.get("action") or "").strip())
@@ -50,6 +54,27 @@ def in_file(path: Path, fmt: str) -> tuple[int, int]:
         if h.get("role") == "assistant"
     )
     return tools, 0
+
+
+def codex_in_file(path: Path) -> tuple[int, int]:
+    """Calls in a Codex rollout, and token_count events with new totals that follow a reply (the
+    one Codex's compaction call reports has no reply in the file)."""
+    tools = reports = 0
+    totals: list = []
+    replied = False
+    for raw in path.read_text().splitlines():
+        line = json.loads(raw) if raw.strip() else {}
+        payload = line.get("payload") or {}
+        kind = payload.get("type")
+        if line.get("type") == "response_item":
+            tools += kind in ("function_call", "custom_tool_call", "local_shell_call", "web_search_call")
+            replied = replied or payload.get("role", "assistant") == "assistant" and not kind.endswith("_output")
+        elif kind == "token_count" and payload.get("info"):
+            total = payload["info"]["total_token_usage"]
+            reports += replied and total not in totals
+            replied = replied and total in totals
+            totals.append(total)
+    return tools, reports
 
 
 def main() -> int:
@@ -65,7 +90,7 @@ def main() -> int:
     owner = get_user_model().objects.create_user("bench")
     paths = [Path(p) for p in sys.argv[1:]] or sorted(
         p for p in SHARED.rglob("*") if p.suffix in (".jsonl", ".traj") and "subagents" not in p.parts
-    )
+    ) + [CODEX_SAMPLE]
     print(
         f"{'file':44} {'format':12} {'msgs':>5} {'tools':>9} {'usage':>9} {'queued':>6} {'subs':>4} {'ms':>7} {'×read':>6}"
     )

@@ -43,6 +43,7 @@ BATCH = 500
 AGENT_NAMES = {
     "claude-code": "Claude Code",
     "pi": "pi",
+    "codex": "Codex",
     "swe-agent": "SWE-agent",
     "anthropic-messages": "Anthropic Messages",
     "openai-chat": "OpenAI chat",
@@ -392,7 +393,12 @@ def _import_replay(
     try:
         messages, _, _ = _cleaned(transcript)
         recorded = [
-            {"role": m["role"], "content": m["content"], "usage": m.get("usage") if m["role"] == "assistant" else None}
+            {
+                "role": m["role"],
+                "content": m["content"],
+                "usage": m.get("usage") if m["role"] == "assistant" else None,
+                **_provenance(m),  # whose words: kept in a replay as in a bulk load
+            }
             for m in messages
         ]
         report.replay = services.transcript_replay(

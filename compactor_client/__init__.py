@@ -226,7 +226,7 @@ class Compactor:
     def import_transcript(
         self, path: str | Path, *, title: str | None = None, format: str | None = None, replay: bool = False
     ) -> dict:
-        """Upload a transcript (Claude Code, pi, SWE-agent, Anthropic or OpenAI JSON; the server
+        """Upload a transcript (Claude Code, pi, Codex, SWE-agent, Anthropic or OpenAI JSON; the server
         detects the format unless `format` is given). Answers {session, messages, format, report}."""
         path = Path(path)
         if not path.is_file():

@@ -123,11 +123,18 @@ def cmd_undo(cx: Compactor, args: argparse.Namespace) -> None:
 def cmd_import(cx: Compactor, args: argparse.Namespace) -> None:
     result = cx.import_transcript(args.path, title=args.title, format=args.format)
     session = result["session"]
+    report = result.get("report") or {}
+    # What the file held that was not imported, by kind: an import never drops lines silently.
+    skipped = ", ".join(
+        f"{k.removeprefix('skipped_').replace('_', ' ')} {v:,}" for k, v in report.get("skipped", {}).items()
+    )
     _out(
         args,
         result,
         f"Imported {result['messages']} messages ({result['format']}) into {session['id']} "
-        f"({_tokens(session['usage'])})",
+        f"({_tokens(session['usage'])})\n"
+        f"  {report.get('tool_calls', 0)} tool calls, {report.get('compactions', 0)} compaction(s) recorded, "
+        f"{report.get('usage_reports', 0)} usage reports; skipped: {skipped or 'nothing'}",
     )
 
 
@@ -172,10 +179,12 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--force", action="store_true", help="cut harder, as overflow recovery does")
     sp.add_argument("--strategy", default="auto", help="auto, anthropic, extractive, truncate or prune")
     add("undo", cmd_undo, "undo the active compaction").add_argument("session")
-    sp = add("import", cmd_import, "upload a Claude Code / pi / SWE-agent / Anthropic / OpenAI transcript")
+    sp = add("import", cmd_import, "upload a Claude Code / pi / Codex / SWE-agent / Anthropic / OpenAI transcript")
     sp.add_argument("path")
     sp.add_argument("--title")
-    sp.add_argument("--format", help="skip detection: claude-code, pi, swe-agent, anthropic-messages, openai-chat")
+    sp.add_argument(
+        "--format", help="skip detection: claude-code, pi, codex, swe-agent, anthropic-messages, openai-chat"
+    )
     sp = add("tail", cmd_tail, "follow the session's events (compactions, overflows, undo)")
     sp.add_argument("session")
     sp.add_argument("--after", type=int, default=0, help="only events after this id")

@@ -8,6 +8,12 @@ Capacity = WEB_WORKERS × WEB_THREADS concurrent requests, streams included; COM
 runs outside the request threads, so a long stream is not mistaken for a hang. keep-alive 5 s:
 above gunicorn's 2 s default for proxies and agents that reuse connections, short enough that idle
 ones do not pin threads.
+
+Metrics: with several workers, each keeps its own counters, so /metrics uses prometheus_client's
+multiprocess mode: PROMETHEUS_MULTIPROC_DIR (default <COMPACTOR_VAR_DIR>/prometheus, set here
+before the workers import the app) holds every process's figures. Give the Celery worker the same
+variable (scripts/serve.sh and scripts/run.sh do; systemd: /etc/compactor/env) and its compaction
+metrics are served too.
 """
 
 from __future__ import annotations
@@ -27,3 +33,16 @@ graceful_timeout = 30
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 accesslog = "-" if os.environ.get("WEB_ACCESS_LOG", "1") == "1" else None
 reload = os.environ.get("WEB_RELOAD", "0") == "1"
+
+_metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.path.join(
+    os.environ.get("COMPACTOR_VAR_DIR") or "var", "prometheus"
+)
+os.makedirs(_metrics_dir, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_dir
+
+
+def child_exit(server, worker):
+    """A web worker that exited: its live gauges stop counting (its counters stay in the sum)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)

@@ -358,6 +358,7 @@ def _stream(turn: Turn, response: httpx.Response) -> Iterator[bytes]:
             yield chunk
     except httpx.HTTPError as exc:
         logger.warning("Gateway: upstream stream for session %s broke: %s", turn.session.pk, type(exc).__name__)
+        upstream.stream_interrupted(path="/v1/messages")
     finally:
         response.close()
     message = assembler.assistant_message()

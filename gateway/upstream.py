@@ -9,10 +9,13 @@ Compactor's headers never leave the service.
 from __future__ import annotations
 
 import threading
+import time
 
 import httpx2 as httpx
 from django.conf import settings
 from django.http import HttpRequest
+
+from ops import metrics
 
 # Client headers passed on: the API version and beta flags decide what the request means.
 FORWARDED_PREFIXES = ("anthropic-",)
@@ -67,4 +70,17 @@ def send(*, path: str, query: str, headers: dict[str, str], body: bytes) -> http
         url += f"?{query}"
     timeout = httpx.Timeout(settings.GATEWAY_UPSTREAM_TIMEOUT, connect=min(30.0, settings.GATEWAY_UPSTREAM_TIMEOUT))
     req = client().build_request("POST", url, headers=headers, content=body, timeout=timeout)
-    return client().send(req, stream=True)
+    started = time.perf_counter()
+    try:
+        response = client().send(req, stream=True)
+    except httpx.HTTPError as exc:
+        # The class only (ConnectError, ReadTimeout, ...): bounded, and no URL or credentials.
+        metrics.upstream_observe(endpoint=path, seconds=time.perf_counter() - started, error=type(exc).__name__)
+        raise
+    metrics.upstream_observe(endpoint=path, seconds=time.perf_counter() - started, status=response.status_code)
+    return response
+
+
+def stream_interrupted(*, path: str) -> None:
+    """A streamed answer that broke before its end (counted with the upstream errors)."""
+    metrics.upstream_stream_interrupted(endpoint=path)

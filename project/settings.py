@@ -100,9 +100,15 @@ INSTALLED_APPS = [
     "sessions.apps.AgentSessionsConfig",
     "compaction.apps.CompactionConfig",
     "gateway.apps.GatewayConfig",
+    "ops.apps.OpsConfig",
 ]
 
 MIDDLEWARE = [
+    # Outermost: /healthz, /readyz and /metrics are answered here, before the host check and the
+    # HTTPS redirect (probes and scrapers address the pod or host directly, over plain HTTP).
+    "ops.middleware.ProbeMiddleware",
+    # Every other request is timed and counted from here (by view and status).
+    "ops.middleware.RequestMetricsMiddleware",
     # First: an oversized API request is refused before sessions, auth or parsing run.
     "sessions.middleware.JsonApiErrorsMiddleware",
     "sessions.middleware.RequestSizeLimitMiddleware",
@@ -264,6 +270,25 @@ else:
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
+# --- Operations: /readyz and /metrics (ops/) ---------------------------------------------
+# Every Celery worker records a heartbeat this often; /readyz answers 503 (and the
+# compactor_workers_alive gauge drops) when none was seen within the max age.
+WORKER_HEARTBEAT_SECONDS = env_float("COMPACTOR_WORKER_HEARTBEAT_SECONDS", 10.0, minimum=0.2, maximum=3600)
+WORKER_HEARTBEAT_MAX_AGE = env_float("COMPACTOR_WORKER_HEARTBEAT_MAX_AGE", 60.0, minimum=0.5, maximum=86400)
+if WORKER_HEARTBEAT_MAX_AGE <= WORKER_HEARTBEAT_SECONDS:
+    raise ImproperlyConfigured(
+        f"COMPACTOR_WORKER_HEARTBEAT_MAX_AGE ({WORKER_HEARTBEAT_MAX_AGE:g} s) must be longer than "
+        f"COMPACTOR_WORKER_HEARTBEAT_SECONDS ({WORKER_HEARTBEAT_SECONDS:g} s), or a live worker reads as gone"
+    )
+# /metrics answers only `Authorization: Bearer <this>`; unset, /metrics is off (404).
+METRICS_TOKEN = env_str("COMPACTOR_METRICS_TOKEN").strip()
+if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured(
+        "COMPACTOR_METRICS_TOKEN must be at least 16 characters "
+        "(generate one: python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+    )
+# How long /readyz waits for the broker before naming it down.
+READINESS_BROKER_TIMEOUT = env_float("COMPACTOR_READINESS_BROKER_TIMEOUT", 2.0, minimum=0.1, maximum=60)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True

@@ -13,6 +13,11 @@ mkdir -p "$VAR"
 $PY manage.py migrate --noinput
 $PY manage.py collectstatic --noinput -v 0
 $PY manage.py ensure_admin
+# Prometheus' multiprocess mode (ops/metrics.py): the web workers and the Celery worker write
+# their figures here and /metrics adds them up; emptied before they start, as prometheus_client asks.
+export PROMETHEUS_MULTIPROC_DIR=${PROMETHEUS_MULTIPROC_DIR:-$VAR/prometheus}
+mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
+rm -f "$PROMETHEUS_MULTIPROC_DIR"/*.db
 .venv/bin/celery -A project worker --beat --loglevel=INFO --concurrency=2 \
   --schedule "$VAR/celerybeat-schedule" >"$VAR/worker.log" 2>&1 &
 WORKER=$!
@@ -23,6 +28,7 @@ echo "  API docs (Swagger):  http://$HOST:$PORT/api/v1/docs/"
 echo "  Admin:               http://$HOST:$PORT/admin/"
 echo "  Worker log:          $VAR/worker.log"
 echo "  Data directory:      $VAR (COMPACTOR_VAR_DIR; give commands the same environment)"
+echo "  Health:              http://$HOST:$PORT/healthz  http://$HOST:$PORT/readyz"
 echo
 # gunicorn with threaded workers, as in production (deploy/gunicorn.conf.py): a streaming
 # gateway call holds one thread, never the server. WEB_RELOAD=1 restarts on code changes.

@@ -23,6 +23,11 @@ export DEBUG=0
 
 "$BIN/python" manage.py migrate --noinput
 "$BIN/python" manage.py collectstatic --noinput -v 0
+# Prometheus' multiprocess mode (ops/metrics.py): gunicorn's workers and Celery's write their
+# figures here and /metrics adds them up; emptied before they start, as prometheus_client asks.
+export PROMETHEUS_MULTIPROC_DIR=${PROMETHEUS_MULTIPROC_DIR:-${COMPACTOR_VAR_DIR:-var}/prometheus}
+mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
+rm -f "$PROMETHEUS_MULTIPROC_DIR"/*.db
 
 pids=()
 stop() {

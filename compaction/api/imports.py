@@ -19,7 +19,7 @@ from sessions.api.strict import ListedChoiceField, RejectUnknownFieldsMixin
 class ImportRequestSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
     file = serializers.FileField(
         allow_empty_file=True,
-        help_text="The transcript: Claude Code or pi JSONL, SWE-agent .traj, Anthropic Messages or OpenAI chat JSON.",
+        help_text="The transcript: Claude Code, pi or Codex CLI JSONL, SWE-agent .traj, Anthropic Messages or OpenAI chat JSON.",
     )
     format = ListedChoiceField(
         choices=FORMATS, required=False, help_text="Skip detection and read the file as this format."

@@ -14,7 +14,7 @@ from compaction.models import Compaction, EventKind, ReviewStatus, Status, WorkS
 from sessions import services as ss
 from sessions.models import Session, UsageSample
 
-from .common import CompactionError, describe, event_record
+from .common import CompactionError, describe, event_record, metrics_record
 from .planning import Activate, NewOverlay, Outcome, Skipped
 
 logger = logging.getLogger("compaction.services")
@@ -160,10 +160,13 @@ def outcome_apply(job: Compaction, outcome: Outcome, *, attempt: int | None, sta
         job.duration_ms = int((time.monotonic() - started) * 1000)
         job.detail = outcome.detail[:300]
         if isinstance(outcome, Skipped):
-            return _finish_skipped(job, session)
-        if session.active_compaction_id != outcome.based_on_id:
-            return _finish_superseded(job, session, outcome)
-        return _activate(job, session, outcome, now=now)
+            finished = _finish_skipped(job, session)
+        elif session.active_compaction_id != outcome.based_on_id:
+            finished = _finish_superseded(job, session, outcome)
+        else:
+            finished = _activate(job, session, outcome, now=now)
+        metrics_record(finished)
+        return finished
 
 
 def _record_samples(session: Session, job: Compaction, *, now) -> None:

@@ -6,12 +6,15 @@ from __future__ import annotations
 import logging
 import re
 from datetime import timedelta
+from functools import partial
 
 from celery import current_app
+from django.db import transaction
 from django.utils import timezone
 
 from compaction.core.summarizers.chain import STRATEGIES as SUMMARIZER_STRATEGIES
-from compaction.models import Compaction, Event, Status
+from compaction.models import Compaction, Event, Reason, Status
+from ops import metrics
 
 logger = logging.getLogger("compaction.services")
 
@@ -85,3 +88,32 @@ def describe(job: Compaction) -> str:
     if job.status == Status.RUNNING:
         return "Compaction running"
     return "Compaction queued"
+
+
+_FINISHED = (Status.SUCCEEDED, Status.SKIPPED, Status.FAILED)
+
+
+def _bounded(value: str | None, allowed) -> str:
+    """A label value from a known set ("other" otherwise): every value is a series to keep."""
+    return value if value in allowed else "other"
+
+
+def metrics_record(job: Compaction) -> None:
+    """Count a finished job in the Prometheus metrics (ops.metrics) once its row is committed,
+    so an outcome that was rolled back is never counted."""
+    if job.status not in _FINISHED:
+        return
+    fallbacks = tuple(
+        _bounded(item.get("strategy"), SUMMARIZER_STRATEGIES) for item in job.fallbacks or [] if isinstance(item, dict)
+    )
+    observe = partial(
+        metrics.compaction_observe,
+        strategy=_bounded(job.strategy or job.strategy_requested, STRATEGIES),
+        outcome=str(job.status),
+        reason=_bounded(job.reason, Reason.values),
+        seconds=job.duration_ms / 1000 if job.duration_ms is not None else None,
+        tokens_before=job.tokens_before,
+        tokens_after=job.tokens_after,
+        fallbacks=fallbacks,
+    )
+    transaction.on_commit(observe)

@@ -38,7 +38,7 @@ from sessions import services as ss
 from sessions.models import Message, Session
 
 from . import activation, planning
-from .common import REQUEUE_QUEUED_AFTER, STRATEGIES, CompactionError, describe, enqueue, event_record
+from .common import REQUEUE_QUEUED_AFTER, STRATEGIES, CompactionError, describe, enqueue, event_record, metrics_record
 
 logger = logging.getLogger("compaction.services")
 
@@ -191,6 +191,7 @@ def _fail_claimed(job_id, *, attempt: int, error: str, started: float) -> None:
             event_record(
                 job.session_id, EventKind.COMPACTION_FAILED, describe(job), compaction=job, data={"attempt": attempt}
             )
+            metrics_record(job)
 
 
 def messages_append_then_compact(
@@ -326,6 +327,7 @@ def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
                         compaction=job,
                         data={"attempt": job.attempts, "swept": True},
                     )
+                    metrics_record(job)
                     failed += 1
             elif still_stuck.update(status=Status.QUEUED, started_at=None, deadline_at=None, enqueued_at=now) == 1:
                 event_record(

@@ -22,7 +22,7 @@ from sessions import services as ss
 from sessions.models import Session
 
 from . import activation, planning
-from .common import describe, event_record
+from .common import describe, event_record, metrics_record
 
 logger = logging.getLogger("compaction.services")
 
@@ -178,4 +178,5 @@ def _record_failure(job: Compaction, exc: Exception, started: float) -> Compacti
     job.duration_ms = int((time.monotonic() - started) * 1000)
     job.save()
     event_record(job.session_id, EventKind.COMPACTION_FAILED, describe(job), compaction=job)
+    metrics_record(job)
     return job

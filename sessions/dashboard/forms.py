@@ -34,7 +34,7 @@ class ApiKeyForm(forms.Form):
 class ImportForm(forms.Form):
     file = forms.FileField(
         label="Transcript file",
-        help_text="Claude Code or pi .jsonl, SWE-agent .traj, Anthropic Messages or OpenAI chat .json.",
+        help_text="Claude Code, pi or Codex .jsonl, SWE-agent .traj, Anthropic Messages or OpenAI chat .json.",
     )
     format = forms.ChoiceField(required=False, label="Format", help_text="Detected from the file unless chosen.")
     title = forms.CharField(required=False, max_length=200, label="Title", help_text="Default: the transcript's.")

@@ -13,7 +13,7 @@ from compaction.services import describe
 from compactor_client.cli import main
 from sessions.models import Session
 from sessions.services import messages_append, session_create
-from tests import services
+from tests import codex_rollouts, services
 from tests.client.conftest import conversation
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -77,6 +77,15 @@ def test_sessions_show_context_undo_tail(env, session, capsys, eager_celery):
 def test_import(env, capsys):
     code, out, _ = run(capsys, "import", str(services.TRANSCRIPTS / "claude-code" / "tool_heavy.jsonl"))
     assert code == 0 and "Imported 11 messages (claude-code)" in out
+
+
+def test_import_a_codex_rollout_names_what_was_skipped(env, capsys, user):
+    code, out, err = run(capsys, "import", str(codex_rollouts.SAMPLE))
+    assert code == 0, err
+    session = Session.objects.get(owner=user)
+    assert f"Imported {session.message_count} messages (codex) into {session.pk}" in out
+    assert "42 tool calls, 1 compaction(s) recorded, 71 usage reports; skipped: " in out
+    assert "event user message mirrors 30" in out and "token counts without usage 1" in out
 
 
 def test_errors_exit_1_with_the_servers_message(env, capsys, monkeypatch):

@@ -21,7 +21,7 @@ from compaction.core.provenance import QUEUED_TEMPLATE, user_words
 from compaction.models import Compaction
 from sessions.models import Message, Session, ToolCall
 from sessions.services import context_messages
-from tests import services
+from tests import codex_rollouts, services
 
 pytestmark = pytest.mark.django_db
 
@@ -108,6 +108,38 @@ def expected_swe_agent(path: Path) -> Expected:
             out.tool_ids.add(call["id"])
         if item["role"] == "assistant" and not item.get("tool_calls") and (item.get("action") or "").strip():
             out.actions.append(item["action"].strip())
+    return out
+
+
+def expected_codex(path: Path) -> Expected:
+    """What a Codex rollout must keep: every message, reasoning summary, call and output, the
+    compaction's summary, and one usage report per token_count with new totals after a reply."""
+    out = Expected()
+    totals: list = []
+    replied = False
+    for raw in path.read_text().splitlines():
+        line = json.loads(raw)
+        payload = line["payload"]
+        if line["type"] == "compacted":
+            _add_text(out, payload["message"])
+        elif line["type"] == "event_msg" and payload["type"] == "token_count" and payload["info"]:
+            total = payload["info"]["total_token_usage"]
+            if total not in totals and replied:
+                out.usage_reports += 1
+                replied = False
+            totals.append(total)
+        if line["type"] != "response_item":
+            continue
+        kind = payload["type"]
+        replied = replied or (kind != "message" or payload["role"] == "assistant") and not kind.endswith("_output")
+        for part in payload.get("content") or []:
+            _add_text(out, part.get("text"))
+        for part in payload.get("summary") or []:
+            _add_text(out, part["text"])
+        if "call_id" in payload and not kind.endswith("_output"):
+            out.tool_ids.add(payload["call_id"])
+        _add_text(out, payload.get("input"))  # apply_patch's patch, kept as text
+        _add_text(out, payload.get("output"))
     return out
 
 
@@ -199,6 +231,17 @@ def test_the_pi_session_imports_whole(user) -> None:
     assert len(expected.tool_ids) > 300 and expected.usage_reports > 400
     assert_imported_whole(session, expected)
     assert "skipped: empty failed assistant 14" in output
+
+
+def test_the_generated_codex_rollout_imports_whole(user) -> None:
+    # A generated rollout (tests/codex_rollouts.py writes it): no real Codex session is shared.
+    output = run(codex_rollouts.SAMPLE, user)
+    session = Session.objects.get(owner=user)
+    assert session.agent == "codex"
+    expected = expected_codex(codex_rollouts.SAMPLE)
+    assert len(expected.tool_ids) == 41 and expected.usage_reports == 71
+    assert_imported_whole(session, expected)
+    assert "1 Codex compaction(s) recorded" in output
 
 
 @pytest.mark.parametrize("path", sorted((DATA / "swe-agent").glob("*.traj")), ids=lambda p: p.name)

@@ -145,6 +145,35 @@ WHOLE = [
     ("<user_instructions>\nUse pnpm.\n</user_instructions>", HARNESS, "reminder", ""),
     ("# AGENTS.md instructions for /repo\n\nRun the tests before committing.", HARNESS, "reminder", ""),
     ("<RUNTIME_INFORMATION>\nToday is 2026-11-26.\n</RUNTIME_INFORMATION>", HARNESS, "reminder", ""),
+    # Codex: a skill it loaded, a `!` command and its output, a stopped turn, a subagent's
+    # report, and its own compaction's summary and prompt.
+    ("<skill>\n<name>pdf</name>\nRead the PDF with pdftotext.\n</skill>", HARNESS, "skill", ""),
+    (
+        "<user_shell_command>\n<command>\ngit status\n</command>\n<result>\nclean\n</result>\n</user_shell_command>",
+        HARNESS,
+        "command_output",
+        "",
+    ),
+    ("<turn_aborted>\nThe user interrupted the previous turn.\n</turn_aborted>", HARNESS, "interrupt", ""),
+    (
+        '<subagent_notification>{"agent_id": "a1", "status": "completed"}</subagent_notification>',
+        HARNESS,
+        "notification",
+        "",
+    ),
+    (
+        "Another language model started to solve this problem and produced a summary of its thinking process. "
+        "Here is the summary:\nGoal: exact balances.",
+        HARNESS,
+        "compact_summary",
+        "",
+    ),
+    (
+        "You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary for another LLM.",
+        HARNESS,
+        "compact_prompt",
+        "",
+    ),
 ]
 
 

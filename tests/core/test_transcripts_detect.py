@@ -202,4 +202,4 @@ def test_binary_and_forced_formats(tmp_path: Path) -> None:
     with pytest.raises(TranscriptError, match=r"^holds no claude-code conversation messages"):
         read_transcript(pi_file, format="claude-code")
     assert read_transcript(pi_file, format="pi").source == "pi"
-    assert set(FORMATS) == {"claude-code", "pi", "swe-agent", "anthropic-messages", "openai-chat"}
+    assert set(FORMATS) == {"claude-code", "pi", "codex", "swe-agent", "anthropic-messages", "openai-chat"}

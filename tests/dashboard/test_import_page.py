@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from sessions.models import Session
 from tests import services
+from tests.compaction.test_import_codex import damaged_rollout
 
 from .factories import make_session
 
@@ -31,6 +32,7 @@ def test_the_page_has_a_file_picker_and_is_in_the_nav(logged_in):
     body = logged_in.get(URL).content.decode()
     assert 'type="file"' in body and 'name="file"' in body and 'hx-encoding="multipart/form-data"' in body
     assert 'id="import-progress"' in body
+    assert '<option value="codex">codex</option>' in body and "Codex CLI rollouts" in body
     assert f'href="{URL}" aria-current="page">Import</a>' in body
 
 
@@ -86,3 +88,18 @@ def test_session_page_lists_subagents_and_links_back_to_the_parent(logged_in, us
     assert "subagent of" in body and reverse("dashboard:session-detail", args=[parent.pk]) in body
     body = logged_in.get(reverse("dashboard:session-detail", args=[make_session(user).pk])).content.decode()
     assert "Subagents" not in body and "subagent of" not in body
+
+
+def test_a_codex_rollout_imports_and_the_result_names_its_skips(logged_in, user, tmp_path):
+    path = damaged_rollout(tmp_path)
+    response = logged_in.post(
+        URL,
+        {"file": SimpleUploadedFile("rollout.jsonl", path.read_bytes())},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 200
+    session = Session.objects.get(owner=user)
+    body = response.content.decode()
+    assert reverse("dashboard:session-detail", args=[session.pk]) in body
+    assert "(codex)" in body and "1 compaction " in body
+    assert "item image generation call 1" in body and "truncated last line 1" in body

@@ -11,6 +11,7 @@ import subprocess
 import time
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from compaction.models import Compaction, Status
 from sessions.models import ApiKey
@@ -55,6 +56,7 @@ def test_make_serve_answers_runs_jobs_and_stops_cleanly(user, tmp_path):
         COMPACTOR_VAR_DIR=str(tmp_path / "var"),
         CELERY_CONCURRENCY="1",
         WEB_WORKERS="1",
+        COMPACTOR_METRICS_TOKEN="serve-metrics-token-0123456789",
     )
     env.pop("MAKEFLAGS", None)
     log = tmp_path / "serve.log"
@@ -85,6 +87,22 @@ def test_make_serve_answers_runs_jobs_and_stops_cleanly(user, tmp_path):
         job = json.loads(body)
         assert job["status"] == "succeeded", job
         assert Compaction.objects.get(pk=job["id"]).status == Status.SUCCEEDED
+
+        # Probes and the scrape over plain HTTP to the host's address (no redirect, no host check):
+        # ready with the worker and Redis, and the worker's compaction in the web's /metrics.
+        status, _, body = _request(port, "GET", "/readyz", headers={"Host": "10.0.0.5"})
+        assert status == 200, body
+        assert json.loads(body)["checks"]["broker"]["transport"] == "redis"
+        bearer = {"Host": "10.0.0.5", "Authorization": "Bearer serve-metrics-token-0123456789"}
+        status, _, body = _request(port, "GET", "/metrics", headers=bearer)
+        assert status == 200
+        counted = {
+            tuple(sorted(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(body.decode())
+            for sample in family.samples
+            if sample.name == "compactor_compactions_total"
+        }
+        assert counted[(("outcome", "succeeded"), ("reason", "manual"), ("strategy", job["strategy"]))] == 1
     finally:
         stop(process, timeout=40)
     # Nothing of it is left running: make, gunicorn, the worker and beat were one process group,

@@ -4,6 +4,7 @@
 |---|---|
 | claude-code | Claude Code session JSONL (main, sidechain and subagent logs) |
 | pi | pi coding-agent session JSONL |
+| codex | Codex CLI rollout JSONL (`session_meta` first; older rollouts: a bare session object) |
 | swe-agent | SWE-agent trajectory (.traj, one JSON document with `history`) |
 | anthropic-messages | Anthropic Messages JSON: a list of messages or a request body |
 | openai-chat | OpenAI chat JSON: a list of messages or a request body (tool_calls) |
@@ -22,11 +23,12 @@ from compaction.core.blocks import ANTHROPIC_ONLY_KINDS, as_blocks
 from compaction.core.transcripts.anthropic_json import messages_of, parse_anthropic_messages
 from compaction.core.transcripts.base import ImportedTranscript, TranscriptError, json_kind
 from compaction.core.transcripts.claude_code import read_claude_code
+from compaction.core.transcripts.codex import is_legacy_session_line, read_codex
 from compaction.core.transcripts.openai_chat import parse_openai_chat
 from compaction.core.transcripts.pi import read_pi
 from compaction.core.transcripts.swe_agent import parse_swe_agent
 
-FORMATS = ("claude-code", "pi", "swe-agent", "anthropic-messages", "openai-chat")
+FORMATS = ("claude-code", "pi", "codex", "swe-agent", "anthropic-messages", "openai-chat")
 CLAUDE_CODE_TYPES = frozenset(
     {"user", "assistant", "system", "summary", "progress", "file-history-snapshot", "queue-operation", "attachment"}
 )
@@ -99,6 +101,8 @@ def detect_format(path: str | Path) -> str:
         first = None
     if isinstance(first, dict):
         kind = first.get("type")
+        if (kind == "session_meta" and isinstance(first.get("payload"), dict)) or is_legacy_session_line(first):
+            return "codex"
         if kind in PI_TYPES and (kind != "message" or isinstance(first.get("message"), dict)):
             if kind == "session" or "uuid" not in first:
                 return "pi"
@@ -111,7 +115,7 @@ def detect_format(path: str | Path) -> str:
     except TranscriptError as exc:
         if isinstance(first, dict):
             raise TranscriptError(
-                f"JSON lines, but the first has no known `type` ({first.get('type')!r}): not a Claude Code or pi log",
+                f"JSON lines, but the first has no known `type` ({first.get('type')!r}): not a Claude Code, pi or Codex log",
                 line=number,
             ) from None
         if first is None and not text.lstrip().startswith(("{", "[")):
@@ -125,6 +129,8 @@ def _reader(format: str, *, strict: bool) -> Callable[[Path], ImportedTranscript
         return lambda path: read_claude_code(path, strict=strict)
     if format == "pi":
         return lambda path: read_pi(path, strict=strict)
+    if format == "codex":
+        return lambda path: read_codex(path, strict=strict)
     parse = {
         "swe-agent": parse_swe_agent,
         "anthropic-messages": parse_anthropic_messages,

@@ -1,12 +1,12 @@
 """python manage.py import_transcript PATH [--format F] [--user U] [--replay] [--window N] [--trigger N] [--model M] [--title T]
 
-Detects the format — Claude Code JSONL (main, sidechain and subagent logs), pi JSONL, SWE-agent
-.traj, Anthropic Messages JSON (a list of messages or a request body), OpenAI chat JSON — or
+Detects the format — Claude Code JSONL (main, sidechain and subagent logs), pi JSONL, Codex CLI
+rollout JSONL, SWE-agent .traj, Anthropic Messages JSON (a list of messages or a request body), OpenAI chat JSON — or
 takes it from --format. A file that is not a transcript is an error naming the line and why.
 
 Without --replay the transcript is loaded in bulk: every message, every usage report the agent
 recorded (each right after its assistant message), and the agent's own compactions (Claude
-Code's compact_boundary, pi's compaction lines) recorded as `import` compactions with their own
+Code's compact_boundary, pi's compaction lines, Codex's compacted lines) recorded as `import` compactions with their own
 summaries. A Claude Code session's `<session>/subagents/*.jsonl` become child sessions.
 With --replay it is appended message by message through the services the API uses, with the
 recorded usage reported after each assistant message until the service has compacted once
@@ -40,7 +40,7 @@ from sessions import services as session_services
 
 
 class Command(BaseCommand):
-    help = "Import an agent transcript (Claude Code, pi, SWE-agent, Anthropic or OpenAI chat JSON) as a session."
+    help = "Import an agent transcript (Claude Code, pi, Codex, SWE-agent, Anthropic or OpenAI chat JSON) as a session."
 
     def add_arguments(self, parser):
         parser.add_argument("path", help="Transcript file (.jsonl, .traj, .json)")

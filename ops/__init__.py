@@ -1,0 +1,1 @@
+"""Operations: liveness and readiness probes, worker heartbeats and Prometheus metrics."""
