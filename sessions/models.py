@@ -109,6 +109,15 @@ class Session(models.Model):
             return info.context_window
         return settings.COMPACTOR["DEFAULT_CONTEXT_WINDOW"]
 
+    def known_context_window(self, model: str | None = None) -> int | None:
+        """The window when it is known (set on the session, or its model's, else `model`'s); None
+        when `context_window` is only the default guess for a model nobody named or Compactor
+        does not know. A usage report above a known window is not plausible."""
+        if self.context_window_override:
+            return self.context_window_override
+        info = registry.lookup(self.model or model)
+        return info.context_window if info.known else None
+
 
 class Role(models.TextChoices):
     USER = "user", "User"

@@ -927,17 +927,8 @@ def _judge_report(
         expected=expected,
         pending=cal.get("pending") if same_model else None,
         ratio=float(fit["ratio"]) if fit else 1.0,
-        window=plausible_window(session, model),
+        window=session.known_context_window(model),
     )
-
-
-def plausible_window(session: Session, model: str | None) -> int | None:
-    """The window a report must fit in: the session's when it is known (set, or the model's),
-    None when it is only the default guess for an unknown model (judge then uses its ceiling)."""
-    if session.context_window_override:
-        return session.context_window_override
-    info = registry.lookup(session.model or model)
-    return info.context_window if info.known else None
 
 
 def _served_after(session: Session, seq: int, target: Message | None) -> int:
