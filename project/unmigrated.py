@@ -39,9 +39,15 @@ def _where(path: Path | None) -> str:
     return f"database {settings.get('NAME')!r} on {settings.get('HOST') or 'localhost'}"
 
 
+# Commands that handle migrations themselves: their database errors are theirs to show.
+MIGRATION_COMMANDS = frozenset({"migrate", "makemigrations", "squashmigrations", "sqlmigrate", "showmigrations"})
+
+
 def unmigrated_line(command: str, *, sqlite_path: Path | None, existed: bool) -> str | None:
     """The line to exit with when `command` failed because the database is not migrated, else None.
     An SQLite file that this very command created (it did not exist before) is removed again."""
+    if command in MIGRATION_COMMANDS:
+        return None
     pending = _pending_migrations()
     if not pending:
         return None

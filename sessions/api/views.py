@@ -33,7 +33,8 @@ ERROR_DESCRIPTIONS = {
     "to its problems. Nothing was stored.",
     401: "No API key, or an invalid, revoked or expired one.",
     403: "Authenticated by the dashboard's login session without a valid CSRF token.",
-    404: "No such session for this caller (another owner's session is also a 404).",
+    404: "No such session for this caller (another owner's session is also a 404): "
+    "`{\"error\": \"session <id> not found\"}`.",
     413: "Body larger than COMPACTOR_MAX_REQUEST_BYTES; `detail` has the size and the limit.",
 }
 
