@@ -7,6 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
+
+from sessions import services
 
 from .helpers import snapshot, tool_result, tool_use, url
 
@@ -175,3 +181,53 @@ def test_consecutive_assistant_messages_are_one_turn(api, session):
     assert response.status_code == 400
     assert "tool_use 't1'" in response.json()["detail"]["content"][0]
     assert post(api, session, tool_result("t1")).status_code == 201
+
+
+# Property: whatever an agent sends, what the append accepts is served as a valid context.
+# Each step is one message: user text, an assistant reply with 0-2 calls (sometimes cut off by
+# max_tokens), or a user message answering some calls (any stored id, old or new), with text
+# before or after the results.
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("text"), st.just(0), st.booleans()),
+        st.tuples(st.just("assistant"), st.integers(0, 2), st.booleans()),
+        st.tuples(st.just("results"), st.integers(1, 3), st.sampled_from(["none", "before", "after"])),
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+def _step(kind: str, n, flag, ids: list[str]) -> dict[str, Any] | None:
+    if kind == "text":
+        return {"role": "user", "content": "carry on"}
+    if kind == "assistant":
+        new = [f"t{len(ids) + i}" for i in range(n)]
+        ids.extend(new)
+        blocks = [{"type": "text", "text": "ok"}] + [
+            {"type": "tool_use", "id": i, "name": "Read", "input": {}} for i in new
+        ]
+        return {"role": "assistant", "content": blocks, **({"usage": {"stop_reason": "max_tokens"}} if flag else {})}
+    if not ids:
+        return None
+    chosen = list(dict.fromkeys(ids[-k] for k in range(1, min(n, len(ids)) + 1)))
+    results = [{"type": "tool_result", "tool_use_id": i, "content": "x"} for i in chosen]
+    text = [{"type": "text", "text": "and then?"}]
+    return {"role": "user", "content": {"none": results, "before": text + results, "after": results + text}[flag]}
+
+
+@hyp_settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=STEPS)
+def test_whatever_is_accepted_is_served_as_a_valid_context(user, steps):
+    session = services.session_create(owner=user)
+    ids: list[str] = []
+    for kind, n, flag in steps:
+        message = _step(kind, n, flag, ids)
+        if message is None:
+            continue
+        try:
+            services.messages_append(session=session, messages=[message])
+        except ValidationError:
+            pass  # refused: nothing stored, the conversation goes on
+    served = services.context_build(session=session)["messages"]
+    assert served_pairs_problems(served) == []
