@@ -8,6 +8,8 @@ compactions, events) and the Anthropic-compatible gateway.
     cx.append(sid, [{"role": "user", "content": "hello"}])
     cx.context(sid)["messages"]
     cx.compact(sid, "focus on the parser", wait=30)
+    cx.search("ALTER TABLE", sid)["hits"]          # the whole history, summarized messages too
+    cx.read(sid, 40, 45)                           # messages 40..45 verbatim, tool pairs whole
 
     claude = cx.anthropic()            # anthropic.Anthropic through the gateway: nothing else to change
     claude.messages.create(model="claude-sonnet-4-5", max_tokens=1024, messages=[...])
@@ -145,6 +147,25 @@ class Compactor:
             body = self._request("GET", url)
             yield from body["results"]
             url = body.get("next")
+
+    def read(self, session_id: str, from_seq: int, to_seq: int | None = None, *, limit: int = 500) -> list[dict]:
+        """Messages `from_seq`..`to_seq` exactly as stored (both included), widened by the server
+        so every tool call comes with its result and every result with its call."""
+        params: dict[str, Any] = {"from_seq": from_seq, "limit": limit}
+        if to_seq is not None:
+            params["to_seq"] = to_seq
+        body = self._request("GET", f"/sessions/{session_id}/messages/", params=params)
+        messages = list(body["results"])
+        while body.get("next"):
+            body = self._request("GET", body["next"])
+            messages.extend(body["results"])
+        return messages
+
+    def search(self, query: str, session_id: str | None = None, *, limit: int = 20) -> dict:
+        """Search the stored history (summarized and pruned messages included): one session's, or
+        every session of the key's owner when `session_id` is None. Answers {query, session, hits}."""
+        path = f"/sessions/{session_id}/search/" if session_id else "/search/"
+        return self._request("GET", path, params={"q": query, "limit": limit})
 
     def append(self, session_id: str, messages: list[dict]) -> dict:
         """Append messages all or nothing; answers the stored rows, the usage and any auto job."""

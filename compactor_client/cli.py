@@ -3,7 +3,8 @@
     compactor sessions [--search TEXT]        compactor compact SID [FOCUS...] [--wait S] [--dry-run]
     compactor show SID                        compactor undo SID
     compactor context SID                     compactor import PATH [--title T] [--format F]
-    compactor tail SID [--after N] [--once]
+    compactor tail SID [--after N] [--once]   compactor search [SID] QUERY...
+    compactor read SID FROM[-TO]              compactor mcp   (an MCP server on stdio, for agents)
 
 SID is a session id or a unique start of one (at least 8 hex digits, as the dashboard shows it).
 Reads COMPACTOR_URL (default http://127.0.0.1:8000) and COMPACTOR_API_KEY (--url/--key override);
@@ -14,10 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import Any
 
 from . import Compactor, CompactorError
+from .render import hits_text, messages_text
 
 
 def _out(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -155,6 +158,35 @@ def cmd_tail(cx: Compactor, args: argparse.Namespace) -> None:
         pass
 
 
+_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}")
+_RANGE_RE = re.compile(r"(\d+)(?:-(\d+))?")
+
+
+def cmd_search(cx: Compactor, args: argparse.Namespace) -> None:
+    words = list(args.terms)
+    # A first argument that is a session id names the session; without one, every session.
+    session_id = words.pop(0) if len(words) > 1 and _UUID_RE.fullmatch(words[0]) else None
+    result = cx.search(" ".join(words), session_id, limit=args.limit)
+    session = cx.session(session_id) if session_id else None
+    _out(args, result, hits_text(result, session=session))
+
+
+def cmd_read(cx: Compactor, args: argparse.Namespace) -> None:
+    match = _RANGE_RE.fullmatch(args.range)
+    if not match:
+        raise CompactorError(0, f"{args.range!r}: give a message number or a range, e.g. 40 or 40-45")
+    start = int(match.group(1))
+    end = int(match.group(2)) if match.group(2) else start
+    messages = cx.read(args.session, start, end)
+    _out(args, messages, messages_text(messages) if messages else f"No messages from #{start} to #{end}.")
+
+
+def cmd_mcp(cx: Compactor, args: argparse.Namespace) -> None:
+    from .mcp_server import serve  # optional dependency (the mcp SDK): only this command needs it
+
+    serve(cx)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="compactor", description="Command line for a Compactor server.")
     p.add_argument("--url", help="server URL (default: $COMPACTOR_URL or http://127.0.0.1:8000)")
@@ -190,6 +222,16 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("--after", type=int, default=0, help="only events after this id")
     sp.add_argument("--once", action="store_true", help="print what is there and exit")
     sp.add_argument("--poll", type=float, default=1.0, help="seconds between polls")
+    sp = add("search", cmd_search, "search the stored history, summarized messages included")
+    sp.usage = "compactor search [--limit N] [--json] [SESSION] QUERY..."
+    sp.add_argument(
+        "terms", nargs="+", metavar="QUERY", help="a session id first (else every session), then what to find"
+    )
+    sp.add_argument("--limit", type=int, default=20, help="hits to show (1-100)")
+    sp = add("read", cmd_read, "print messages verbatim (tool calls with their results)")
+    sp.add_argument("session")
+    sp.add_argument("range", metavar="FROM[-TO]", help="a message number or a range, e.g. 40-45")
+    add("mcp", cmd_mcp, "serve search_history / read_messages / list_sessions to an agent over MCP (stdio)")
     return p
 
 

@@ -209,6 +209,8 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     # Unknown fields are a 400 (RejectUnknownFieldsMixin): request bodies say so.
     "ENUM_ADD_EXPLICIT_BLANK_NULL_CHOICE": False,
+    # A search hit's `status` beside a compaction's: each keeps a name of its own.
+    "ENUM_NAME_OVERRIDES": {"StatusEnum": "compaction.models.Status", "HitStatusEnum": "sessions.search.HIT_STATUSES"},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "sessions.api.schema.add_error_responses",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 import uuid
 
-from django.db.models import Q, QuerySet
+from django.db.models import Max, Min, Q, QuerySet
 from django.http import Http404
 
-from .models import Message, Session
+from .models import Message, Session, ToolCall
 
 
 def session_list(*, user, agent: str | None = None, model: str | None = None, search: str | None = None) -> QuerySet:
@@ -38,9 +38,34 @@ def session_not_found(session_id) -> str:
     return f"session {session_id} not found"
 
 
-def message_list(*, session: Session) -> QuerySet:
-    """Full history in seq order; compaction never affects it."""
-    return Message.objects.filter(session=session).order_by("seq")
+def message_list(*, session: Session, from_seq: int | None = None, to_seq: int | None = None) -> QuerySet:
+    """Full history in seq order; compaction never affects it. With a range, the messages from
+    `from_seq` to `to_seq` (both included), widened so that every tool call in it comes with its
+    result and every result with its call (`message_range_whole_pairs`)."""
+    qs = Message.objects.filter(session=session).order_by("seq")
+    if from_seq is None and to_seq is None:
+        return qs
+    low, high = message_range_whole_pairs(session=session, from_seq=from_seq or 1, to_seq=to_seq)
+    qs = qs.filter(seq__gte=low)
+    return qs if high is None else qs.filter(seq__lte=high)
+
+
+def message_range_whole_pairs(*, session: Session, from_seq: int, to_seq: int | None) -> tuple[int, int | None]:
+    """The smallest range holding `from_seq..to_seq` in which no tool call is without its result
+    nor result without its call (a call never answered stays as it is). Widening can take in
+    more pairs, so it repeats until nothing moves; each round is one indexed aggregate."""
+    low, high = from_seq, to_seq
+    while True:
+        in_range = Q(use_seq__gte=low) if high is None else Q(use_seq__gte=low, use_seq__lte=high)
+        answered_in_range = Q(result_seq__gte=low) if high is None else Q(result_seq__gte=low, result_seq__lte=high)
+        bounds = ToolCall.objects.filter(Q(session=session) & (in_range | answered_in_range)).aggregate(
+            low=Min("use_seq"), high=Max("result_seq")
+        )
+        new_low = min(low, bounds["low"] or low)
+        new_high = high if high is None else max(high, bounds["high"] or high)
+        if (new_low, new_high) == (low, high):
+            return low, high
+        low, high = new_low, new_high
 
 
 # A session id as the dashboard shows it (the first 8 hex digits) or any longer piece of it.

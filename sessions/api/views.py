@@ -187,6 +187,27 @@ APPEND_EXAMPLES = [
 ]
 
 
+SEQ_SCHEMA = {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}
+
+
+def seq_range(params) -> dict[str, int | None]:
+    """`from_seq` / `to_seq` query parameters: message numbers, or a 400 naming the bad one (a `to_seq`
+    below `from_seq` is an empty range)."""
+    bounds: dict[str, int | None] = {}
+    errors: dict[str, list[str]] = {}
+    for name in ("from_seq", "to_seq"):
+        raw = params.get(name)
+        if raw is None or raw == "":
+            bounds[name] = None
+        elif raw.isdigit() and 1 <= int(raw) <= 2**31 - 1:
+            bounds[name] = int(raw)
+        else:
+            errors[name] = ["must be a message number (an integer from 1)"]
+    if errors:
+        raise ValidationError(errors)
+    return bounds
+
+
 class MessageListView(APIView):
     """GET the history; POST appends. Not in one request transaction (AtomicWritesMixin): the
     POST is one service call that commits on its own, the append's transaction first, then the
@@ -199,13 +220,20 @@ class MessageListView(APIView):
 
     @extend_schema(
         operation_id="messages_list",
-        description="Full history in seq order, cursor-paginated (`?limit=`); compaction never changes it.",
-        responses={200: s.MessageOutSerializer(many=True), **error_responses(404)},
+        description="Full history in seq order, cursor-paginated (`?limit=`); compaction never changes it. "
+        "`from_seq`/`to_seq` read back a range verbatim (both ends included), widened so tool calls and their "
+        "results come whole.",
+        parameters=[
+            OpenApiParameter("from_seq", SEQ_SCHEMA, description="First message number (default 1)."),
+            OpenApiParameter("to_seq", SEQ_SCHEMA, description="Last message number (default: the last)."),
+        ],
+        responses={200: s.MessageOutSerializer(many=True), **error_responses(400, 404)},
     )
     def get(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
+        bounds = seq_range(request.query_params)
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(selectors.message_list(session=session), request, view=self)
+        page = paginator.paginate_queryset(selectors.message_list(session=session, **bounds), request, view=self)
         return paginator.get_paginated_response([s.message_out(message) for message in page])
 
     @extend_schema(

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from . import views
+from . import search, views
 
 # Pages live under the "dashboard" namespace; login/logout stay un-namespaced because
 # settings.LOGIN_URL / LOGOUT_REDIRECT_URL name them as "login".
@@ -29,6 +29,8 @@ dashboard_patterns = [
         views.compaction_rerun,
         name="compaction-rerun",
     ),
+    path("sessions/<uuid:session_id>/search/", search.session_search, name="session-search"),
+    path("search/", search.search_all, name="search"),
     path("import/", views.transcript_import, name="import"),
     path("sessions/<uuid:session_id>/trash/", views.session_trash, name="session-trash"),
     path("sessions/<uuid:session_id>/restore/", views.session_restore, name="session-restore"),

@@ -22,7 +22,7 @@ from compaction.models import EventKind
 from compaction.services import describe
 from sessions import selectors, trash
 
-from . import keys, queries
+from . import keys, queries, search
 from .chart import build_chart
 from .context_breakdown import context_breakdown_view
 from .forms import ApiKeyForm, ImportForm, SessionFilterForm
@@ -155,6 +155,7 @@ def session_detail(request: HttpRequest, session_id: UUID) -> HttpResponse:
     context.update(_timeline_context(session, compactions, page, start, full_page=True))
     # Subagents imported with the session (Claude Code's subagents/*.jsonl), and its parent.
     context["children"] = queries.session_children(user=request.user, session=session)
+    context.update(search.highlight(request))  # a search hit's message, marked in the timeline
     return render(request, "dashboard/session_detail.html", context)
 
 

@@ -1,0 +1,172 @@
+"""History search over HTTP: a session of N messages (default 10,000), a term only one message holds.
+
+    [DATABASE_URL=postgres://…] .venv/bin/python bench/search_bench.py [--messages N] [--repeat R]
+
+Runs in a throwaway database (see _django.bench_database): PostgreSQL with DATABASE_URL, else
+SQLite. Fills one session through the append service (user text, assistant tool calls, tool
+results with log-like output, as agents write), plus a second session of the same owner, then
+serves the project over a real socket (wsgiref, one thread) and times GET requests with an
+HTTP client: the median and p95 of R requests per query. The unique-term query must return
+exactly that one message; the bound it is held to is a median ≤ 150 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from _django import api_user, bench_database, django_setup
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+BOUND_MS = 150.0
+UNIQUE_TERM = "zanzibarquux"
+UNIQUE_IDENTIFIER = "spotter-fum.4242"
+WORDS = (
+    "parser test migration table column index query session import export fixture module function "
+    "error warning retry timeout cache worker queue schema model field value config deploy build"
+).split()
+
+
+def _conversation(count: int, rng: random.Random) -> list[dict]:
+    """`count` messages in turns of four: request, tool call, tool result, reply."""
+    messages: list[dict] = []
+    turn = 0
+    while len(messages) < count:
+        words = " ".join(rng.choice(WORDS) for _ in range(40))
+        tool_id = f"toolu_{turn:06d}"
+        path = f"src/{rng.choice(WORDS)}/{rng.choice(WORDS)}_{turn % 97}.py"
+        output = "\n".join(f"{path}:{n}: {rng.choice(WORDS)} {rng.choice(WORDS)} ok" for n in range(12))
+        messages += [
+            {"role": "user", "content": f"Turn {turn}: {words}"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"Checking {path}."},
+                    {"type": "tool_use", "id": tool_id, "name": "Bash", "input": {"command": f"pytest {path} -q"}},
+                ],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": output}]},
+            {"role": "assistant", "content": f"Done with turn {turn}: {rng.choice(WORDS)} fixed."},
+        ]
+        turn += 1
+    return messages[:count]
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the stdlib's signature
+        pass
+
+
+def _serve():
+    from django.core.wsgi import get_wsgi_application
+
+    server = make_server("127.0.0.1", 0, get_wsgi_application(), handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _fill(session, messages: list[dict], *, unique_at: int) -> None:
+    from sessions import services
+
+    messages[unique_at - 1] = {
+        "role": "user",
+        "content": f"Remember the {UNIQUE_TERM} flag and issue {UNIQUE_IDENTIFIER} before the release.",
+    }
+    for start in range(0, len(messages), 500):
+        services.messages_append(session=session, messages=messages[start : start + 500])
+
+
+def _time(http, path: str, params: dict, repeat: int) -> tuple[list[float], dict]:
+    http.get(path, params=params)  # warm-up (connection, caches)
+    times: list[float] = []
+    body: dict = {}
+    for _ in range(repeat):
+        started = time.perf_counter()
+        response = http.get(path, params=params)
+        times.append((time.perf_counter() - started) * 1000)
+        assert response.status_code == 200, (response.status_code, response.text[:300])
+        body = response.json()
+    return times, body
+
+
+def _report(base: str, key: str, queries: list[tuple[str, str, str]], repeat: int, *, unique_seq: int) -> bool:
+    """Times each query, prints median and p95; True when the unique term misses its bound."""
+    import httpx2 as httpx
+
+    failed = False
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
+        for name, path, q in queries:
+            times, body = _time(http, path, {"q": q}, repeat)
+            median = statistics.median(times)
+            p95 = sorted(times)[max(0, int(len(times) * 0.95) - 1)]
+            print(f"{name:<22} q={q!r:<24} {median:7.1f} ms median  {p95:7.1f} ms p95  {len(body['hits'])} hits")
+            if name == "unique term":
+                seqs = [hit["seq"] for hit in body["hits"]]
+                ok = seqs == [unique_seq] and median <= BOUND_MS
+                failed |= not ok
+                verdict = "OK" if ok else "FAILED"
+                print(f"  bound: exactly message #{unique_seq} in ≤ {BOUND_MS:.0f} ms median: {verdict} ({seqs})")
+            if name == "all sessions, unique":
+                assert sorted(hit["seq"] for hit in body["hits"]) == [9, unique_seq], body["hits"]
+    return failed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=10_000, help="messages in the searched session")
+    parser.add_argument("--repeat", type=int, default=30, help="requests per query")
+    args = parser.parse_args()
+
+    django_setup(prefix="compactor-search-bench-", secret_key="search-bench-only")  # DEBUG off, as in production
+    from django.db import connection
+
+    from sessions import services
+
+    with bench_database(celery_eager=False):
+        user, key, _ = api_user(username="search-bench")
+        rng = random.Random(22)
+        session = services.session_create(owner=user, title="bench", compaction_settings={"auto_compact": False})
+        started = time.perf_counter()
+        _fill(session, _conversation(args.messages, rng), unique_at=args.messages // 2 + 1)
+        other = services.session_create(owner=user, title="other", compaction_settings={"auto_compact": False})
+        _fill(other, _conversation(2_000, rng), unique_at=9)
+        print(
+            f"database: {connection.vendor}; filled {args.messages:,} + 2,000 messages in {time.perf_counter() - started:.1f} s"
+        )
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("ANALYZE agent_sessions_message")
+        server = _serve()
+        base = f"http://127.0.0.1:{server.server_port}/api/v1"
+        queries = [
+            ("unique term", f"/sessions/{session.pk}/search/", UNIQUE_TERM),
+            ("unique identifier", f"/sessions/{session.pk}/search/", UNIQUE_IDENTIFIER),
+            ("phrase", f"/sessions/{session.pk}/search/", '"migration table"'),
+            ("common word", f"/sessions/{session.pk}/search/", "parser"),
+            ("path identifier", f"/sessions/{session.pk}/search/", "src/parser/"),
+            ("all sessions, unique", "/search/", UNIQUE_TERM),
+        ]
+        failed = _report(base, key, queries, args.repeat, unique_seq=args.messages // 2 + 1)
+        server.shutdown()
+        server.server_close()
+        if connection.vendor == "postgresql":
+            # The server thread's connection is persistent (CONN_MAX_AGE): end it, or the
+            # throwaway database cannot be dropped.
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,229 @@
+"""Search over the whole stored history of a session, or of all the owner's sessions.
+
+Compaction never deletes a message, so whatever a summary dropped can still be found and read
+back. The index is the database's own (migration 0010_message_search_index): on PostgreSQL a
+generated tsvector column with a GIN index (identifiers with punctuation are found by their
+words, then checked as substrings); on SQLite an FTS5 table (trigram tokenizer) filled by
+triggers. The append path writes nothing for it. Each hit says whether the served
+context still carries the message verbatim, pruned, or only through the summary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import connection
+
+from compaction.core import tokens as core_tokens
+from compaction.core.prune import DEFAULT_PROTECTED_TOOLS, prune_served
+
+from .models import Message, Session, ToolCall
+from .search_text import KIND_TOOL_RESULT, WORD_RE, Query, QueryError, parse_query, snippet_for
+
+__all__ = ["HIT_STATUSES", "MAX_LIMIT", "QueryError", "SearchHit", "history_search"]
+
+MAX_LIMIT = 100
+
+STATUS_VERBATIM, STATUS_PRUNED, STATUS_SUMMARIZED, STATUS_DROPPED = "verbatim", "pruned", "summarized", "dropped"
+# A hit's status choices, in the order the API documents them (the schema's HitStatusEnum).
+HIT_STATUSES = [STATUS_VERBATIM, STATUS_PRUNED, STATUS_SUMMARIZED, STATUS_DROPPED]
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    session_id: UUID
+    session_title: str
+    seq: int
+    role: str
+    created_at: datetime
+    kind: str  # the matching block's: text, tool_call, tool_result, thinking
+    block_index: int | None
+    snippet: str  # the match marked «like this»
+    highlights: list[tuple[int, int]]
+    # verbatim: served as stored; pruned: served with this tool output trimmed; summarized: only
+    # the active summary stands for it; dropped: cut by a compaction without a summary.
+    status: str
+    rank: float
+
+
+def history_search(*, user, q: str, session: Session | None = None, limit: int = 20) -> list[SearchHit]:
+    """The caller's messages matching `q` (one session's, or every session not in the trash),
+    best first. QueryError when `q` cannot be searched."""
+    query = parse_query(q)
+    limit = max(1, min(limit, MAX_LIMIT))
+    if connection.vendor == "postgresql":
+        sql, params = _postgres_sql(query, user=user, session=session, limit=limit)
+    else:
+        sql, params = _sqlite_sql(query, user=user, session=session, limit=limit)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        ranked = [(row[0], float(row[1] or 0.0)) for row in cursor.fetchall()]
+    if not ranked:
+        return []
+    rows = Message.objects.in_bulk([pk for pk, _ in ranked])
+    sessions = {session.pk: session} if session is not None else _sessions(rows.values())
+    hits: list[SearchHit] = []
+    for pk, rank in ranked:
+        message = rows.get(pk)
+        if message is not None:
+            hits.append(_hit(message, sessions[message.session_id], query, rank))
+    return _mark_pruned(hits, rows_by_seq={(m.session_id, m.seq): m for m in rows.values()}, sessions=sessions)
+
+
+def _sessions(messages) -> dict[UUID, Session]:
+    ids = {m.session_id for m in messages}
+    return {s.pk: s for s in Session.objects.filter(pk__in=ids).select_related("active_compaction")}
+
+
+def _hit(message: Message, session: Session, query: Query, rank: float) -> SearchHit:
+    snippet = snippet_for(message.content, query)
+    active = session.active_compaction
+    first_kept = (active.first_kept_seq if active else None) or 1
+    if message.seq < first_kept:
+        status = STATUS_SUMMARIZED if active.summary.strip() else STATUS_DROPPED
+    else:
+        status = STATUS_VERBATIM
+    return SearchHit(
+        session_id=session.pk,
+        session_title=str(session),
+        seq=message.seq,
+        role=message.role,
+        created_at=message.created_at,
+        kind=snippet.block.kind if snippet else "text",
+        block_index=snippet.block.index if snippet else None,
+        snippet=snippet.text if snippet else "",
+        highlights=snippet.highlights if snippet else [],
+        status=status,
+        rank=rank,
+    )
+
+
+def _mark_pruned(
+    hits: list[SearchHit], *, rows_by_seq: dict[tuple[UUID, int], Message], sessions: dict[UUID, Session]
+) -> list[SearchHit]:
+    """A tool output below the active prune boundary is served trimmed when the prune tier
+    trims it (large enough, its tool not protected): the same decision the served context takes."""
+    out: list[SearchHit] = []
+    for hit in hits:
+        active = sessions[hit.session_id].active_compaction
+        boundary = (active.prune_before_seq if active else None) or 0
+        if hit.status == STATUS_VERBATIM and hit.kind == KIND_TOOL_RESULT and hit.seq < boundary:
+            message = rows_by_seq[(hit.session_id, hit.seq)]
+            if _block_pruned(message, sessions[hit.session_id], hit.block_index):
+                hit = replace(hit, status=STATUS_PRUNED)
+        out.append(hit)
+    return out
+
+
+def _block_pruned(message: Message, session: Session, index: int | None) -> bool:
+    content = message.content
+    if index is None or not isinstance(content, list):
+        return False
+    ids = [b.get("tool_use_id", "") for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    names = dict(ToolCall.objects.filter(session=session, tool_use_id__in=ids).values_list("tool_use_id", "name"))
+    served = prune_served(
+        content,
+        stored_tokens=None,
+        tool_names=names,
+        tokenizer=core_tokens.tokenizer_for_model(session.model),
+        protected_tools=DEFAULT_PROTECTED_TOOLS,
+        seq=message.seq,
+    )
+    return served.changed and served.content[index] != content[index]
+
+
+# --- the vendors' statements ----------------------------------------------------------------
+
+
+def _like(term: str) -> str:
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _scope(session: Session | None, user) -> tuple[str, list[Any]]:
+    if session is not None:
+        return "m.session_id = %s", [session.pk.hex if connection.vendor == "sqlite" else session.pk]
+    return (
+        "m.session_id IN (SELECT s.id FROM agent_sessions_session s WHERE s.owner_id = %s AND s.deleted_at IS NULL)",
+        [user.pk],
+    )
+
+
+# Migration 0010: the lexeme a message long enough to pass the vector's positions carries.
+LONG_MARK = "'_long_'"
+
+
+def _in_order(parts: list[str], *, last_is_prefix: bool) -> tuple[str, str]:
+    """(the words in a row, by the vector's positions; the same words in any order, in a long
+    message) as tsquery text. Words are letters and digits only, lowercased as the vector's."""
+    lexemes = [f"'{part.lower()}'" for part in parts]
+    if last_is_prefix:
+        lexemes[-1] += ":*"
+    return " <-> ".join(lexemes), " & ".join([*lexemes, LONG_MARK])
+
+
+def _postgres_sql(query: Query, *, user, session: Session | None, limit: int) -> tuple[str, list[Any]]:
+    """Through the tsvector's GIN index: a word is the start of a word; a phrase is its words in
+    a row; an identifier its words in a row (the last one as a start), then an exact substring
+    of the message's text. The vector counts positions up to 16,383, so in a message long enough
+    to pass them (it carries LONG_MARK) a phrase is checked against the text instead. An
+    identifier without any word (`--`) is only the substring, over the scoped messages."""
+    where, params = _scope(session, user)
+    conditions = [where]
+    parts: list[str] = [f"'{word.lower()}':*" for word in query.words]
+    for phrase in query.phrases:
+        in_row, in_long = _in_order(WORD_RE.findall(phrase), last_is_prefix=False)
+        parts.append(f"(({in_row}) | ({in_long}))")
+        conditions.append("(m.search_vector @@ %s::tsquery OR compactor_search_text(m.content) ~* %s)")
+        glue = "[^[:alnum:]]+"
+        params += [in_row, f"(^|[^[:alnum:]]){glue.join(WORD_RE.findall(phrase))}([^[:alnum:]]|$)"]
+    for identifier in query.identifiers:
+        words = WORD_RE.findall(identifier)
+        if words:
+            in_row, in_long = _in_order(words, last_is_prefix=True)
+            parts.append(f"(({in_row}) | ({in_long}))")
+        conditions.append("compactor_search_text(m.content) ILIKE %s")
+        params.append(_like(identifier))
+    tsquery = " & ".join(parts)
+    rank = "0"
+    if tsquery:
+        conditions.insert(1, "m.search_vector @@ %s::tsquery")
+        params.insert(1, tsquery)
+        rank = "ts_rank(m.search_vector, %s::tsquery)"
+    sql = (
+        f"SELECT m.id, {rank} AS rank FROM agent_sessions_message m WHERE {' AND '.join(conditions)} "
+        "ORDER BY rank DESC, m.id DESC LIMIT %s"
+    )
+    # The rank's copy of the tsquery comes first: it is in the SELECT list.
+    return sql, [*([tsquery] if tsquery else []), *params, limit]
+
+
+def _fts5_string(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _sqlite_sql(query: Query, *, user, session: Session | None, limit: int) -> tuple[str, list[Any]]:
+    """Every part a substring through the trigram FTS5 index; a part under 3 characters (which
+    no trigram holds) is a LIKE over the indexed text of the messages the rest found."""
+    where, params = _scope(session, user)
+    conditions = [where]
+    matched: list[str] = []
+    for term in (*query.words, *query.phrases, *query.identifiers):
+        if len(term) >= 3:
+            matched.append(_fts5_string(term))
+        else:
+            conditions.append("message_search.body LIKE %s ESCAPE '\\'")
+            params.append(_like(term))
+    rank = "0"
+    if matched:
+        conditions.insert(0, "message_search MATCH %s")
+        params.insert(0, " AND ".join(matched))
+        rank = "bm25(message_search)"
+    sql = (
+        f"SELECT m.id, {rank} AS rank FROM message_search JOIN agent_sessions_message m ON m.id = message_search.rowid "
+        f"WHERE {' AND '.join(conditions)} ORDER BY rank ASC, m.id DESC LIMIT %s"
+    )
+    return sql, [*params, limit]

@@ -1,0 +1,205 @@
+"""History search (`/sessions/{id}/search/`, `/search/`) and reading a range back verbatim."""
+
+from __future__ import annotations
+
+import pytest
+
+from compaction.importing import transcript_import
+from compaction.models import Compaction
+from sessions import services
+from sessions.models import Message, Session
+from tests.services import TRANSCRIPTS
+
+from .helpers import tool_result, tool_use, url
+
+pytestmark = pytest.mark.django_db
+
+COMPACTED = TRANSCRIPTS / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+
+
+def search(api, session, q: str, **params):
+    response = api.get(url(session, "search/"), {"q": q, **params})
+    assert response.status_code == 200, response.json()
+    return response.json()
+
+
+def append(api, session, *messages):
+    response = api.post(url(session, "messages/"), {"messages": list(messages)}, format="json")
+    assert response.status_code == 201, response.json()
+
+
+def test_a_term_only_the_summarized_part_holds_is_found_in_an_imported_session(api, other_api, user):
+    transcript_import(owner=user, path=COMPACTED, subagents=False)
+    session = Session.objects.get(owner=user)
+    active = session.active_compaction
+    assert active is not None and active.first_kept_seq > 100  # Claude Code's own compaction
+    # The term is in the early messages only: neither the summary nor any kept message has it.
+    assert "annotations_old" not in (active.summary + active.turn_prefix_summary).lower()
+    holders = [
+        m.seq
+        for m in Message.objects.filter(session=session).order_by("seq")
+        if "annotations_old" in str(m.content).lower()
+    ]
+    assert holders and max(holders) < active.first_kept_seq
+
+    body = search(api, session, "annotations_old")
+    assert body["session"] == str(session.pk)
+    assert sorted(hit["seq"] for hit in body["hits"]) == holders
+    for hit in body["hits"]:
+        assert hit["status"] == "summarized"
+        assert "«annotations_old»" in hit["snippet"]
+        start, end = hit["highlights"][0]
+        assert hit["snippet"][start:end] == "annotations_old"
+        assert hit["kind"] in ("text", "tool_call", "tool_result", "thinking")
+    # A phrase, and a word inside a dotted module name, find the summarized part too.
+    phrase = search(api, session, '"MODIFY COLUMN"')["hits"]
+    assert phrase and all(hit["status"] == "summarized" and "«MODIFY COLUMN»" in hit["snippet"] for hit in phrase)
+    module = search(api, session, "AddStateToAnnotations")["hits"]
+    assert {hit["seq"] for hit in module} >= {106, 108, 110}
+    # An issue id with punctuation, in a kept message: served verbatim.
+    [issue] = [hit for hit in search(api, session, "spotter-fum.2")["hits"] if hit["seq"] >= active.first_kept_seq]
+    assert issue["status"] == "verbatim" and "«spotter-fum.2»" in issue["snippet"]
+    # Owner-only: another user's key gets a 404, and the cross-session search finds nothing of it.
+    assert other_api.get(url(session, "search/"), {"q": "annotations_old"}).status_code == 404
+    assert other_api.get("/api/v1/search/", {"q": "annotations_old"}).json()["hits"] == []
+
+
+def test_identifiers_with_punctuation_and_phrases_match_exactly(api, session):
+    append(
+        api,
+        session,
+        {"role": "user", "content": "Please run ALTER TABLE users ADD COLUMN age, then check src/app.py."},
+        tool_use("t1", command="git show 3bf70f7a9c --stat"),
+        tool_result("t1", "commit 3bf70f7a9c\n src/app.py | 4 ++--\n"),
+        {"role": "assistant", "content": "Table altered; the users table now has an age column."},
+    )
+    seqs = lambda q: sorted(hit["seq"] for hit in search(api, session, q)["hits"])  # noqa: E731
+    assert seqs("src/app.py") == [1, 3]
+    assert seqs("3bf70f7") == [2, 3]  # a commit hash by its prefix
+    assert seqs('"ALTER TABLE"') == [1]  # the phrase, not "Table altered"
+    assert seqs("table users") == [1, 4]  # every word, in any order
+    assert seqs("3bf70f7a9c --stat") == [2]  # every part, in the same message
+    assert seqs("nowhere-to-be-found") == []
+    [call] = search(api, session, "--stat")["hits"]
+    assert (call["kind"], call["role"], call["block_index"]) == ("tool_call", "assistant", 0)
+    [result] = search(api, session, '"4 ++--"')["hits"]
+    assert (result["kind"], result["seq"]) == ("tool_result", 3)
+
+
+def test_statuses_follow_the_active_compaction(api, session):
+    big = "\n".join(f"line {i}: PASSED tests/test_parser.py::test_case_{i}" for i in range(400))
+    append(
+        api,
+        session,
+        {"role": "user", "content": "Find the flaky zebra test."},
+        tool_use("t1", command="pytest -q"),
+        tool_result("t1", big + "\nzebra_marker"),
+        {"role": "assistant", "content": "The zebra test is fixed."},
+        {"role": "user", "content": "Thanks, zebra done."},
+    )
+    compaction = Compaction.objects.create(
+        session=session,
+        reason="manual",
+        status="succeeded",
+        summary="Fixed a test.",
+        first_kept_seq=2,
+        prune_before_seq=4,
+    )
+    session.active_compaction = compaction
+    session.save(update_fields=["active_compaction"])
+    services.session_recompute_usage(session=session)
+    statuses = {hit["seq"]: hit["status"] for hit in search(api, session, "zebra")["hits"]}
+    assert statuses == {1: "summarized", 3: "pruned", 4: "verbatim", 5: "verbatim"}
+
+
+def test_search_across_sessions_is_the_owners_only(api, user, other_user):
+    mine = services.session_create(owner=user, title="Mine")
+    also_mine = services.session_create(owner=user, title="Also mine")
+    theirs = services.session_create(owner=other_user, title="Theirs")
+    trashed = services.session_create(owner=user, title="Trashed")
+    for s in (mine, also_mine, theirs, trashed):
+        services.messages_append(session=s, messages=[{"role": "user", "content": f"quokka in {s.title}"}])
+    services.session_delete(session=trashed)
+    body = api.get("/api/v1/search/", {"q": "quokka"}).json()
+    assert body["session"] is None
+    assert {(hit["session"], hit["session_title"]) for hit in body["hits"]} == {
+        (str(mine.pk), "Mine"),
+        (str(also_mine.pk), "Also mine"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({}, "q"),
+        ({"q": "   "}, "q"),
+        ({"q": "x" * 501}, "q"),
+        ({"q": "a\x00b"}, "q"),
+        ({"q": "ok", "limit": "0"}, "limit"),
+        ({"q": "ok", "limit": "many"}, "limit"),
+    ],
+)
+def test_bad_queries_are_400s_naming_the_parameter(api, session, params, field):
+    response = api.get(url(session, "search/"), params)
+    assert response.status_code == 400
+    assert field in response.json()["detail"]
+
+
+def test_reading_a_range_back_keeps_tool_pairs_whole(api, other_api, session):
+    append(
+        api,
+        session,
+        {"role": "user", "content": "one"},
+        tool_use("t1", command="ls"),
+        tool_result("t1", "a.py"),
+        {"role": "assistant", "content": "four"},
+        tool_use("t2", command="cat a.py"),
+        tool_result("t2", "print(1)"),
+        {"role": "user", "content": "seven"},
+    )
+    read = lambda **p: [m["seq"] for m in api.get(url(session, "messages/"), p).json()["results"]]  # noqa: E731
+    assert read(from_seq=4, to_seq=4) == [4]
+    assert read(from_seq=3, to_seq=4) == [2, 3, 4]  # the result's call comes with it
+    assert read(from_seq=4, to_seq=5) == [4, 5, 6]  # and the call's result
+    assert read(from_seq=6) == [5, 6, 7]
+    assert read(to_seq=2) == [1, 2, 3]
+    page = api.get(url(session, "messages/"), {"from_seq": 2, "to_seq": 3}).json()["results"]
+    assert page[0]["content"] == tool_use("t1", command="ls")["content"]  # verbatim
+    assert read(from_seq=5, to_seq=2) == []
+    for params, field in (({"from_seq": "0"}, "from_seq"), ({"to_seq": "x"}, "to_seq")):
+        response = api.get(url(session, "messages/"), params)
+        assert response.status_code == 400 and field in response.json()["detail"]
+    assert other_api.get(url(session, "messages/"), {"from_seq": 1}).status_code == 404
+
+
+def test_phrases_and_identifiers_deep_in_a_long_tool_output_are_found(api, session):
+    # Past 16,383 words: where PostgreSQL's vector stops counting word positions.
+    long_output = " ".join(f"row{i}" for i in range(20_000)) + "\nthen ALTER TABLE quokkas failed at spotter-fum.77\n"
+    append(
+        api,
+        session,
+        tool_use("t1", command="cat build.log"),
+        tool_result("t1", long_output),
+        {"role": "user", "content": "alter the table, and the spotter fum 77 too"},
+    )
+    seqs = lambda q: sorted(hit["seq"] for hit in search(api, session, q)["hits"])  # noqa: E731
+    assert seqs('"alter table quokkas"') == [2]
+    assert seqs("spotter-fum.77") == [2]
+    assert seqs('"table quokkas" spotter-fum.7') == [2]
+    assert seqs('"alter table"') == [2]  # not the message that has both words apart
+    [hit] = search(api, session, '"ALTER TABLE quokkas"')["hits"]
+    assert "«ALTER TABLE quokkas»" in hit["snippet"] and hit["kind"] == "tool_result"
+
+
+def test_deleting_messages_takes_them_out_of_the_index(api, session, user):
+    from django.db import connection
+
+    services.messages_append(session=session, messages=[{"role": "user", "content": "the ocelot plan"}])
+    assert [hit["seq"] for hit in search(api, session, "ocelot")["hits"]] == [1]
+    ids = list(Message.objects.filter(session=session).values_list("id", flat=True))
+    session.delete()  # a purge: the rows go, and with them what the index holds of them
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*) FROM message_search WHERE rowid IN ({','.join('%s' for _ in ids)})", ids)
+            assert cursor.fetchone()[0] == 0
+    assert api.get("/api/v1/search/", {"q": "ocelot"}).json()["hits"] == []
