@@ -40,6 +40,8 @@ def served_pairs_problems(messages: list[dict[str, Any]]) -> list[str]:
         following = turns[index + 1][1] if index + 1 < len(turns) else None
         if not calls or following is None:
             continue
+        if index + 2 == len(turns) and all(b["type"] == "tool_result" for b in following):
+            continue  # the last turn, its parallel results still arriving: the agent calls the model after
         leading = []
         for block in following:
             if block["type"] != "tool_result":
