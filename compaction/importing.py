@@ -21,17 +21,20 @@ import json
 import logging
 import re
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from compaction import services
 from compaction.core.transcripts import ImportedTranscript, TranscriptError, read_transcript
+from compaction.core.transcripts.base import checkpoint, reading_budget
 from compaction.models import Compaction, Reason, Status
 from sessions import services as session_services
 from sessions import validation
@@ -57,6 +60,26 @@ class TranscriptImportError(Exception):  # noqa: N801 - not the builtin ImportEr
         super().__init__(problem)
         self.problem = problem
         self.field = field
+
+
+class ImportOverBudget(TranscriptImportError):
+    """The import ran past its time budget and was stopped; nothing was stored."""
+
+
+def _budget_check(seconds: float | None) -> Callable[[], None]:
+    """The check readers and the loader call as they go: raises once `seconds` have passed."""
+    if not seconds:
+        return lambda: None
+    deadline = time.monotonic() + seconds
+
+    def check() -> None:
+        if time.monotonic() > deadline:
+            raise ImportOverBudget(
+                f"the import took longer than its budget of {seconds:g} s (COMPACTOR_IMPORT_TIME_BUDGET) and was "
+                "stopped; nothing was stored. Split the file, or import it with manage.py import_transcript"
+            )
+
+    return check
 
 
 @dataclass
@@ -255,6 +278,7 @@ def _load_bulk(session: Session, transcript: ImportedTranscript) -> None:
     seqs: list[int] = []
 
     def flush() -> None:
+        checkpoint()
         if batch:
             try:
                 result = session_services.messages_append(session=session, messages=[dict(m) for m in batch])
@@ -432,14 +456,40 @@ def transcript_import(
     subagents: bool = True,
     source_name: str | None = None,
     on_step: Callable[[services.ReplayStep], None] | None = None,
+    time_budget: float | None = None,
 ) -> ImportReport:
     """Import the transcript at `path` as a new session of `owner` (see the module doc).
+
+    `time_budget` (seconds): past it, reading or loading stops with ImportOverBudget (an
+    upload's request must not hold a core for minutes); None for no limit (the command).
 
     Raises TranscriptImportError naming the problem, and then nothing is stored: a bulk import is one
     transaction; a replay that fails half-way deletes the session it created. `source_name`:
     the file's own name when `path` is a temporary copy (an upload), for the default title.
     """
-    path = Path(path)
+    with reading_budget(_budget_check(time_budget)):
+        return _transcript_import(
+            owner=owner, path=Path(path), format=format, title=title, model=model, window=window,
+            trigger=trigger, replay=replay, run_inline=run_inline, subagents=subagents,
+            source_name=source_name, on_step=on_step,
+        )  # fmt: skip
+
+
+def _transcript_import(
+    *,
+    owner,
+    path: Path,
+    format: str | None,
+    title: str | None,
+    model: str | None,
+    window: int | None,
+    trigger: int | None,
+    replay: bool,
+    run_inline: bool,
+    subagents: bool,
+    source_name: str | None,
+    on_step: Callable[[services.ReplayStep], None] | None,
+) -> ImportReport:
     transcript = _read(path, format)
     if source_name and not transcript.title:
         transcript.title = Path(source_name).stem
@@ -512,4 +562,5 @@ def transcript_import_upload(
             run_inline=False,
             subagents=False,
             source_name=upload.name,
+            time_budget=django_settings.IMPORT_TIME_BUDGET,
         )

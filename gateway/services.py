@@ -32,7 +32,7 @@ from django.db import transaction
 
 from compaction.models import IN_FLIGHT, Compaction
 from compaction.selectors import compaction_in_flight
-from compaction.services import compaction_maybe_auto, compaction_overflow, usage_report_then_compact
+from compaction.services import compaction_maybe_auto_safely, compaction_overflow, usage_report_then_compact
 from sessions.models import Message, Session
 from sessions.services import MAX_BATCH, AppendResult, context_build, messages_append, session_create, session_usage
 
@@ -46,6 +46,7 @@ from .history import (
     with_provenance,
 )
 from .models import Conversation
+from .relay import UpstreamFault, read_whole, relay_events
 from .sse import StreamAssembler
 
 logger = logging.getLogger(__name__)
@@ -221,7 +222,7 @@ def gateway_begin(
         conversation.save()
     if appended is not None:
         # Appends only add to the meter: the last batch's figure decides for the whole tail.
-        compaction_maybe_auto(session=appended.session, usage=appended.usage)
+        compaction_maybe_auto_safely(session=appended.session, usage=appended.usage)
         session.refresh_from_db()
     return Turn(
         session=session,
@@ -266,10 +267,33 @@ def _encode(body: dict[str, Any], messages: list[dict[str, Any]]) -> bytes:
 def _send(path: str, query: str, headers: dict[str, str], payload: bytes) -> httpx.Response:
     try:
         return upstream.send(path=path, query=query, headers=headers, body=payload)
+    except httpx.TimeoutException as exc:
+        # Connected (or not) but no answer within the timeout: a gateway timeout, not a bad gateway.
+        logger.warning("Gateway: upstream timed out before answering (%s)", type(exc).__name__)
+        raise GatewayError(
+            504, "overloaded_error", f"upstream Messages API did not answer in time ({type(exc).__name__}); retry"
+        ) from None
     except httpx.HTTPError as exc:
         # The URL is not logged: it may carry a proxy's credentials.
         logger.warning("Gateway: upstream unreachable (%s)", type(exc).__name__)
         raise GatewayError(502, "api_error", f"upstream Messages API unreachable: {type(exc).__name__}") from None
+
+
+def _read(response: httpx.Response, *, whole_json: bool = False) -> bytes:
+    """The upstream's whole body; a body that breaks or stalls after the headers (or, for a
+    success, is not the complete JSON document) is a 502/504 in the Messages API's shape."""
+    try:
+        payload = read_whole(response, timeout=settings.GATEWAY_UPSTREAM_TIMEOUT)
+    except UpstreamFault as fault:
+        raise GatewayError(fault.status, fault.error_type, fault.message) from None
+    if whole_json:
+        try:
+            json.loads(payload)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            # Closed early without a length: the bytes are a fragment of the answer.
+            logger.warning("Gateway: upstream answered 200 with a body that is not whole JSON")
+            raise GatewayError(502, "api_error", "upstream answer was cut short (not complete JSON); retry") from None
+    return payload
 
 
 def _int(value: Any) -> int:
@@ -312,7 +336,7 @@ def _store_reply(turn: Turn, message: dict[str, Any]) -> int | None:
         # The client resends it with its next call, where a problem is answered as a 400.
         logger.warning("Gateway: reply for session %s not stored: %s", turn.session.pk, _validation_message(exc, 0))
         return None
-    compaction_maybe_auto(session=appended.session, usage=appended.usage)
+    compaction_maybe_auto_safely(session=appended.session, usage=appended.usage)
     return appended.messages[-1].seq
 
 
@@ -349,20 +373,29 @@ def _overflow_retry_messages(turn: Turn, status: int, text: str) -> list[dict[st
     return merge_served(result["context"]["messages"], turn.messages)
 
 
+def sse_error_event(fault: UpstreamFault) -> bytes:
+    """An error event as the Messages API sends one mid-stream (SDKs raise on it)."""
+    data = json.dumps(error_body(fault.error_type, fault.message))
+    return f"event: error\ndata: {data}\n\n".encode()
+
+
 def _stream(turn: Turn, response: httpx.Response) -> Iterator[bytes]:
-    """Pass SSE bytes through as they arrive; afterwards store the reply assembled from them."""
+    """Pass SSE events through as they arrive; afterwards store the reply assembled from them.
+
+    A stream that breaks, stalls or stops early ends with an error event and stores nothing:
+    the client resends its request, and only a finished reply becomes an assistant turn.
+    """
     assembler = StreamAssembler()
-    try:
-        for chunk in response.iter_raw():
-            assembler.feed(chunk)
-            yield chunk
-    except httpx.HTTPError as exc:
-        logger.warning("Gateway: upstream stream for session %s broke: %s", turn.session.pk, type(exc).__name__)
-        upstream.stream_interrupted(path="/v1/messages")
-    finally:
-        response.close()
-    message = assembler.assistant_message()
-    if message is None:
+    yield from relay_events(
+        response,
+        feed=assembler.feed,
+        complete=lambda: assembler.finished or assembler.error is not None,
+        error_event=sse_error_event,
+        timeout=settings.GATEWAY_UPSTREAM_TIMEOUT,
+        label=f"for session {turn.session.pk}",
+        on_fault=lambda fault: upstream.stream_interrupted(path="/v1/messages"),
+    )
+    if assembler.assistant_message() is None:
         return  # interrupted or an error event: the client resends what it kept
     _record_safely(turn, assembler.response_message() or {})
 
@@ -392,14 +425,12 @@ def gateway_call(
 
     response = _send("/v1/messages", query, headers, _encode(body, messages))
     if response.status_code != 200:
-        text = response.read().decode("utf-8", "replace")
-        response.close()
+        text = _read(response).decode("utf-8", "replace")
         retry = _overflow_retry_messages(turn, response.status_code, text)
         if retry is not None:
             response = _send("/v1/messages", query, headers, _encode(body, retry))
     if response.status_code != 200 or not stream:
-        payload = response.read()
-        response.close()
+        payload = _read(response, whole_json=response.status_code == 200)
         result = GatewayResult(
             status=response.status_code,
             headers=upstream.response_headers(response),
@@ -448,8 +479,7 @@ def gateway_count_tokens(
         served = context_build(session=session)["messages"] + [strip_transport(m) for m in messages[matched:]]
         messages = merge_served(served, messages)
     response = _send("/v1/messages/count_tokens", query, headers, _encode(body, messages))
-    payload = response.read()
-    response.close()
+    payload = _read(response, whole_json=response.status_code == 200)
     return GatewayResult(
         status=response.status_code,
         headers=upstream.response_headers(response),

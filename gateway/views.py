@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from typing import Any
 
@@ -16,11 +17,17 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions
 
+from compaction.core.transcripts.base import too_deep
+from sessions import validation
+from sessions.api.parsers import MAX_BODY_DEPTH
+
 from . import services, upstream
 from .auth import authenticate
 from .services import SESSION_HEADER, GatewayError, GatewayResult, error_body
 
 logger = logging.getLogger(__name__)
+
+_SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 
 
 def _error(status: int, error_type: str, message: str) -> JsonResponse:
@@ -54,12 +61,7 @@ def _parse(request: HttpRequest) -> tuple[Any, dict[str, Any], str | None]:
     raw = request.read(limit + 1)
     if len(raw) > limit:
         raise GatewayError(413, "request_too_large", f"request body is over the limit of {limit:,} bytes")
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise GatewayError(400, "invalid_request_error", f"body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise GatewayError(400, "invalid_request_error", "body must be a JSON object")
+    body = _decode(raw)
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise GatewayError(400, "invalid_request_error", "messages: required, a non-empty list of messages")
     session_id = request.headers.get(SESSION_HEADER, "").strip() or None
@@ -71,6 +73,29 @@ def _parse(request: HttpRequest) -> tuple[Any, dict[str, Any], str | None]:
                 404, "not_found_error", f"{SESSION_HEADER}: {session_id[:60]!r} is not a session id"
             ) from None
     return user, body, session_id
+
+
+def _decode(raw: bytes) -> dict[str, Any]:
+    """The body as a JSON object, refused (400) before anything is stored when it nests deeper
+    than any request needs or holds a string no database can store (NUL, a lone surrogate)."""
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise GatewayError(400, "invalid_request_error", f"body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise GatewayError(400, "invalid_request_error", "body is not valid JSON: nested too deeply") from None
+    if not isinstance(body, dict):
+        raise GatewayError(400, "invalid_request_error", "body must be a JSON object")
+    bad = None
+    if too_deep(body, MAX_BODY_DEPTH):  # the quick walk; then again for the path to name
+        bad = validation.find_bad_json(body, "", max_depth=MAX_BODY_DEPTH, check_strings=False)
+    # JSON can only carry a NUL or a lone surrogate as a \u escape: the strings are walked only
+    # when the raw body holds one (agents resend whole histories; most bodies hold neither).
+    if bad is None and _SUSPECT_ESCAPE.search(raw):
+        bad = validation.find_bad_json(body, "")
+    if bad is not None:
+        raise GatewayError(400, "invalid_request_error", f"{bad[0]}: {bad[1]}")
+    return body
 
 
 def _agent(request: HttpRequest) -> str:

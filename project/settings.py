@@ -229,7 +229,8 @@ if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Redis down: misses, not 500s (project/cache.py).
+            "BACKEND": "project.cache.ForgivingRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "compactor",
         }
@@ -243,10 +244,17 @@ COMPACTION_HARD_TIME_LIMIT = COMPACTION_SOFT_TIME_LIMIT + 60
 # whose lease lapsed (its worker died) on its next run: recovery within lease + sweep interval.
 COMPACTION_LEASE_SECONDS = env_int("COMPACTOR_LEASE_SECONDS", 30, minimum=3)
 COMPACTION_SWEEP_SECONDS = env_int("COMPACTOR_SWEEP_SECONDS", 15, minimum=1)
+# A QUEUED job no worker has started this long after its message was sent is sent again by the
+# sweeper (the message was lost: broker down at commit, queue flushed). Exactly once still
+# holds: a worker claims the row with a conditional UPDATE, so a second delivery is a no-op.
+COMPACTION_REQUEUE_QUEUED_SECONDS = env_int("COMPACTOR_REQUEUE_QUEUED_SECONDS", 45, minimum=5)
 # `wait` on a compaction request holds a web thread while it polls: at most this long, and at
 # most this many waiting requests per web process (beyond that the answer comes at once).
 COMPACTION_MAX_WAIT_SECONDS = env_int("COMPACTOR_MAX_WAIT_SECONDS", 30, minimum=1)
 COMPACTION_MAX_WAITERS = env_int("COMPACTOR_MAX_WAITERS", 4, minimum=0)
+# An uploaded transcript's import (API, dashboard) stops past this many seconds with a 422 and
+# stores nothing, rather than holding a web thread; `manage.py import_transcript` has no limit.
+IMPORT_TIME_BUDGET = env_float("COMPACTOR_IMPORT_TIME_BUDGET", 60.0, minimum=1, maximum=3600)
 # A job that failed this many times (worker killed, time limit) is marked failed by the sweeper.
 COMPACTION_MAX_ATTEMPTS = env_int("COMPACTOR_MAX_ATTEMPTS", 3, minimum=1)
 # Overflow recovery runs inside the agent's request: the LLM gets this long per call and the

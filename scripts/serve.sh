@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Production run: gunicorn (web), a Celery worker and Celery beat, on PostgreSQL and Redis from
 # the environment. Refuses to start without SECRET_KEY, DATABASE_URL (postgres) or REDIS_URL.
-# Stops all three when any one exits or on SIGTERM/SIGINT (systemd, Docker, Ctrl-C).
+# The web server is the service: when it exits, or on SIGTERM/SIGINT (systemd, Docker, Ctrl-C),
+# all three stop. A worker or beat that dies is restarted with backoff (1 s doubling to 60 s,
+# back to 1 s after a minute up) while the web server keeps serving: jobs wait in the broker
+# (and the sweeper re-sends any lost) until the worker is back. Their pids: $VAR/run/*.pid.
 # README.md "Deploy" shows the same processes as systemd units and a Procfile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +32,31 @@ export PROMETHEUS_MULTIPROC_DIR=${PROMETHEUS_MULTIPROC_DIR:-${COMPACTOR_VAR_DIR:
 mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
 rm -f "$PROMETHEUS_MULTIPROC_DIR"/*.db
 
+RUN_DIR="${COMPACTOR_VAR_DIR:-var}/run"
+mkdir -p "$RUN_DIR"
+MAX_BACKOFF=${COMPACTOR_SUPERVISE_MAX_BACKOFF:-60}
+
+# Runs one process again and again until told to stop. Its own subshell: a TERM stops the
+# process it runs (gracefully, as the signal asks) and then the loop.
+supervise() {
+  local name=$1 delay=1 child=0 started status
+  shift
+  trap 'trap - TERM INT; [ "$child" -gt 0 ] && kill -TERM "$child" 2>/dev/null; wait "$child" 2>/dev/null; rm -f "$RUN_DIR/$name.pid"; exit 0' TERM INT
+  while true; do
+    started=$SECONDS
+    "$@" &
+    child=$!
+    echo "$child" > "$RUN_DIR/$name.pid"
+    status=0
+    wait "$child" || status=$?
+    if (( SECONDS - started >= 60 )); then delay=1; fi
+    echo "make serve: $name (pid $child) exited with status $status; restarting in ${delay}s" >&2
+    sleep "$delay" &
+    wait $! || true
+    delay=$(( delay * 2 > MAX_BACKOFF ? MAX_BACKOFF : delay * 2 ))
+  done
+}
+
 pids=()
 stop() {
   trap - EXIT INT TERM
@@ -37,14 +65,20 @@ stop() {
 }
 trap stop EXIT INT TERM
 
-"$BIN/celery" -A project worker --loglevel="${LOG_LEVEL:-INFO}" --concurrency="${CELERY_CONCURRENCY:-2}" &
+supervise worker "$BIN/celery" -A project worker --loglevel="${LOG_LEVEL:-INFO}" \
+  --concurrency="${CELERY_CONCURRENCY:-2}" &
 pids+=($!)
-"$BIN/celery" -A project beat --loglevel="${LOG_LEVEL:-INFO}" \
+supervise beat "$BIN/celery" -A project beat --loglevel="${LOG_LEVEL:-INFO}" \
   --schedule "${COMPACTOR_VAR_DIR:-var}/celerybeat-schedule" &
 pids+=($!)
 # Web: settings (gthread, keep-alive 5 s, timeouts) in deploy/gunicorn.conf.py.
 HOST="$HOST" PORT="$PORT" "$BIN/gunicorn" -c deploy/gunicorn.conf.py project.wsgi:application &
-pids+=($!)
-echo "Compactor serving on http://$HOST:$PORT/ (web pid ${pids[2]}, worker ${pids[0]}, beat ${pids[1]})"
-# The first process to exit stops the others: a half-running service is worse than a restart.
-wait -n "${pids[@]}"
+web=$!
+pids+=($web)
+echo "$web" > "$RUN_DIR/web.pid"
+echo "Compactor serving on http://$HOST:$PORT/ (web pid $web; worker and beat supervised, pids in $RUN_DIR)"
+# The web server's exit ends the service (systemd or Docker restarts it as a whole).
+status=0
+wait "$web" || status=$?
+echo "make serve: the web server exited with status $status; stopping" >&2
+exit "$status"

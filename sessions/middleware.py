@@ -11,9 +11,27 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from sessions.api import errors
 
+# The gateway's paths have their own body limit (agents resend whole histories, images included:
+# COMPACTOR_GATEWAY_MAX_REQUEST_BYTES) and answer in the Messages API's error shape.
+GATEWAY_PREFIXES = ("/anthropic/",)
+
+
+def _is_gateway(request: HttpRequest) -> bool:
+    return request.path.startswith(GATEWAY_PREFIXES)
+
+
+def _gateway_error(status: int, error_type: str, message: str) -> JsonResponse:
+    return JsonResponse({"type": "error", "error": {"type": error_type, "message": message}}, status=status)
+
 
 def _too_large(request: HttpRequest, length: int | None, limit: int) -> HttpResponse:
     size = f"{length:,} bytes" if length is not None else f"more than {limit:,} bytes"
+    if _is_gateway(request):
+        return _gateway_error(
+            413,
+            "request_too_large",
+            f"request body is {size}; the limit is {limit:,} bytes (COMPACTOR_GATEWAY_MAX_REQUEST_BYTES)",
+        )
     error = f"request body is {size}; the limit is {limit:,} bytes (COMPACTOR_MAX_REQUEST_BYTES)."
     if not request.path.startswith("/api/"):
         return HttpResponse(error, status=413, content_type="text/plain; charset=utf-8")
@@ -40,9 +58,11 @@ def read_chunked_body(request: HttpRequest) -> HttpResponse | None:
     meta = request.META
     if "chunked" not in meta.get("HTTP_TRANSFER_ENCODING", "").lower() or meta.get("CONTENT_LENGTH"):
         return None
-    limit = settings.MAX_REQUEST_BYTES
+    limit = settings.GATEWAY_MAX_REQUEST_BYTES if _is_gateway(request) else settings.MAX_REQUEST_BYTES
     if not meta.get("wsgi.input_terminated"):
         message = "Transfer-Encoding: chunked is not supported by this server; send a Content-Length"
+        if _is_gateway(request):
+            return _gateway_error(411, "invalid_request_error", message)
         if request.path.startswith("/api/"):
             return JsonResponse({"error": message, "detail": {"transfer_encoding": "chunked"}}, status=411)
         return HttpResponse(message, status=411, content_type="text/plain; charset=utf-8")

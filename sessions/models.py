@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
@@ -234,3 +235,32 @@ class UsageSample(models.Model):
     def __str__(self) -> str:
         figure = self.reported_tokens if self.reported_tokens is not None else self.tokens
         return f"{self.get_kind_display()} at #{self.seq}: {figure:,}"
+
+
+# How long a retry with the same Idempotency-Key gets the first answer (then the key is free).
+IDEMPOTENCY_TTL = timedelta(hours=24)
+
+
+class IdempotentRequest(models.Model):
+    """A writing API request sent with an `Idempotency-Key`, and the answer it got.
+
+    A retry with the same key (per owner) and the same body within the retention period gets
+    this answer again instead of writing twice; the same key with another body is refused.
+    The row is written in the request's own transaction, so it exists only if the write does.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    method = models.CharField(max_length=10)
+    path = models.CharField(max_length=500)
+    request_digest = models.CharField(max_length=64, help_text="sha256 of the method, path and body.")
+    status_code = models.PositiveSmallIntegerField()
+    response = models.JSONField(null=True, blank=True)
+    location = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "key"], name="idempotent_request_owner_key")]
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path} [{self.key[:40]}]"

@@ -10,3 +10,4 @@ from sessions import trash
 @shared_task(name="sessions.tasks.purge_trash", ignore_result=True, soft_time_limit=600, time_limit=660)
 def purge_trash(**kwargs) -> None:
     trash.sessions_purge()
+    trash.idempotency_keys_purge()

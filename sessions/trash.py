@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from .models import Session
+from .models import IDEMPOTENCY_TTL, IdempotentRequest, Session
 
 logger = logging.getLogger(__name__)
 
@@ -73,3 +73,10 @@ def sessions_purge(*, now: datetime | None = None, retention_days: int | None = 
     if purged:
         logger.info("Trash: purged %d session(s) deleted before %s", purged, cutoff.isoformat())
     return purged
+
+
+def idempotency_keys_purge(*, now=None) -> int:
+    """Forget Idempotency-Keys past their retention (with the hourly purge)."""
+    now = now or timezone.now()
+    deleted, _ = IdempotentRequest.objects.filter(created_at__lt=now - IDEMPOTENCY_TTL).delete()
+    return deleted

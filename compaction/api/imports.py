@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from compaction import importing
 from compaction.core.transcripts import FORMATS
+from sessions.api.idempotency import idempotent
 from sessions.api.serializers import ErrorSerializer, SessionOutSerializer
 from sessions.api.strict import ListedChoiceField, RejectUnknownFieldsMixin
 
@@ -62,6 +63,11 @@ ImportResultSerializer = inline_serializer(
 )
 
 
+class ImportTooSlow(APIException):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_code = "import_over_budget"
+
+
 class ImportView(APIView):
     parser_classes = [MultiPartParser]
 
@@ -78,8 +84,12 @@ class ImportView(APIView):
             401: OpenApiResponse(ErrorSerializer, description="No or bad credentials."),
             403: OpenApiResponse(ErrorSerializer, description="Dashboard session without a CSRF token."),
             413: OpenApiResponse(ErrorSerializer, description="Body larger than COMPACTOR_MAX_REQUEST_BYTES."),
+            422: OpenApiResponse(
+                ErrorSerializer, description="The import ran past COMPACTOR_IMPORT_TIME_BUDGET; nothing was stored."
+            ),
         },
     )
+    @idempotent(atomic=False)  # a replay commits message by message and queues jobs as it goes
     def post(self, request: Request) -> Response:
         data = ImportRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -91,6 +101,8 @@ class ImportView(APIView):
                 title=data.validated_data.get("title") or None,
                 replay=data.validated_data["replay"],
             )
+        except importing.ImportOverBudget as exc:
+            raise ImportTooSlow({exc.field: [exc.problem]}) from exc
         except importing.TranscriptImportError as exc:
             raise ValidationError({exc.field: [exc.problem]}) from exc
         return Response(

@@ -22,6 +22,7 @@ from rest_framework.views import APIView
 from compaction import selectors, services
 from compaction.models import IN_FLIGHT, QUEUED_HINT_AFTER_SECONDS, Compaction, Status
 from sessions import selectors as session_selectors
+from sessions.api.idempotency import idempotent
 from sessions.api.pagination import StrictCursorPagination
 from sessions.api.transactions import AtomicWritesMixin
 
@@ -137,6 +138,7 @@ class CompactionListCreateView(APIView):
         },
         tags=["compactions"],
     )
+    @idempotent(atomic=False)  # `wait` polls for the job, which is enqueued on commit
     def post(self, request: Request, session_id) -> Response:
         session = session_selectors.session_get(user=request.user, session_id=session_id)
         params = CompactionRequestSerializer(data=request.data)
@@ -226,6 +228,7 @@ class CompactionRevertView(AtomicWritesMixin, APIView):
         },
         tags=["compactions"],
     )
+    @idempotent
     def post(self, request: Request, session_id, compaction_id) -> Response:
         session = session_selectors.session_get(user=request.user, session_id=session_id)
         job = selectors.compaction_get(session=session, compaction_id=compaction_id)
@@ -254,6 +257,7 @@ class OverflowView(APIView):
         responses=OverflowResultSerializer,
         tags=["compactions"],
     )
+    @idempotent
     def post(self, request: Request, session_id) -> Response:
         session = session_selectors.session_get(user=request.user, session_id=session_id)
         params = OverflowSerializer(data=request.data)

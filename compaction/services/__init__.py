@@ -19,7 +19,7 @@ the package's own modules (and tests that replace them where they live).
 from __future__ import annotations
 
 from .activation import compaction_revert
-from .common import REQUEUE_QUEUED_AFTER, STRATEGIES, CompactionError, describe
+from .common import STRATEGIES, CompactionError, describe, requeue_queued_after
 from .importing import (
     ReplayResult,
     ReplayStep,
@@ -31,6 +31,7 @@ from .importing import (
 )
 from .jobs import (
     compaction_maybe_auto,
+    compaction_maybe_auto_safely,
     compaction_request,
     compaction_run,
     compaction_run_unless_replaying,
@@ -42,13 +43,14 @@ from .overflow import compaction_overflow
 from .planning import compaction_dry_run
 
 __all__ = [
-    "REQUEUE_QUEUED_AFTER",
     "STRATEGIES",
     "CompactionError",
     "ReplayResult",
     "ReplayStep",
     "compaction_dry_run",
+    "requeue_queued_after",
     "compaction_maybe_auto",
+    "compaction_maybe_auto_safely",
     "compaction_overflow",
     "compaction_record_import",
     "compaction_request",

@@ -9,6 +9,7 @@ from datetime import timedelta
 from functools import partial
 
 from celery import current_app
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -24,9 +25,13 @@ STRATEGIES = (*SUMMARIZER_STRATEGIES, "prune")
 # The Celery task that runs a job (compaction.tasks), named rather than imported: tasks call
 # services, never the other way round.
 RUN_COMPACTION_TASK = "compaction.tasks.run_compaction"
-# A QUEUED job older than this is re-enqueued by the sweeper (its message may have been
-# lost, e.g. the broker was down at commit time). A duplicate delivery is a no-op.
-REQUEUE_QUEUED_AFTER = timedelta(minutes=10)
+
+
+def requeue_queued_after() -> timedelta:
+    """A QUEUED job no worker started within this is re-enqueued by the sweeper (its message may
+    have been lost: the broker was down at commit time, or its queue was flushed). A duplicate
+    delivery is a no-op: the worker claims the row with a conditional UPDATE."""
+    return timedelta(seconds=settings.COMPACTION_REQUEUE_QUEUED_SECONDS)
 
 
 class CompactionError(Exception):

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from datetime import timedelta
 from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, InterfaceError, OperationalError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -38,7 +39,15 @@ from sessions import services as ss
 from sessions.models import Message, Session
 
 from . import activation, planning
-from .common import REQUEUE_QUEUED_AFTER, STRATEGIES, CompactionError, describe, enqueue, event_record, metrics_record
+from .common import (
+    STRATEGIES,
+    CompactionError,
+    describe,
+    enqueue,
+    event_record,
+    metrics_record,
+    requeue_queued_after,
+)
 
 logger = logging.getLogger("compaction.services")
 
@@ -176,6 +185,21 @@ def compaction_maybe_auto(*, session: Session, usage: ss.Usage | None = None) ->
     )
 
 
+def compaction_maybe_auto_safely(*, session: Session, usage: ss.Usage | None = None) -> Compaction | None:
+    """compaction_maybe_auto for work that already committed (an append, a usage report): its
+    failure (the database restarting, a bug) is logged and the write's answer stands, so a
+    client never retries, and duplicates, what was stored. The next write decides again.
+
+    Inside a caller's transaction (an idempotent request) it runs in a savepoint, so a failed
+    query does not poison the write that is about to commit."""
+    try:
+        with transaction.atomic() if connection.in_atomic_block else nullcontext():
+            return compaction_maybe_auto(session=session, usage=usage)
+    except Exception:  # noqa: BLE001 - never turn a stored write into an error
+        logger.exception("Auto-compaction check for session %s failed after its write", session.pk)
+        return None
+
+
 def _fail_claimed(job_id, *, attempt: int, error: str, started: float) -> None:
     now = timezone.now()
     with transaction.atomic():
@@ -200,7 +224,7 @@ def messages_append_then_compact(
     """Append (sessions.services.messages_append, same arguments), then, after its commit and
     outside the session's row lock, queue an auto compaction if usage crossed the trigger."""
     result = ss.messages_append(session=session, messages=messages, single=single, now=now, owner=owner)
-    result.compaction = compaction_maybe_auto(session=result.session, usage=result.usage)
+    result.compaction = compaction_maybe_auto_safely(session=result.session, usage=result.usage)
     return result
 
 
@@ -209,7 +233,7 @@ def usage_report_then_compact(*, session: Session, **report: Any) -> ss.UsageRep
     on auto-compaction after its commit: a truncated reply or a calibrated (usually higher)
     figure can cross the trigger."""
     result = ss.usage_report(session=session, **report)
-    result.compaction = compaction_maybe_auto(session=result.session, usage=result.usage)
+    result.compaction = compaction_maybe_auto_safely(session=result.session, usage=result.usage)
     return result
 
 
@@ -305,7 +329,7 @@ def compaction_run_unless_replaying(*, compaction_id, now=None) -> Compaction | 
 def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
     """Re-queue RUNNING jobs past their deadline (their worker died), fail them after N attempts,
     and re-enqueue QUEUED jobs whose message may have been lost: those last handed to the broker
-    (`enqueued_at`, else `created_at`) more than REQUEUE_QUEUED_AFTER ago. Each re-send records
+    (`enqueued_at`, else `created_at`) more than COMPACTOR_REQUEUE_QUEUED_SECONDS ago. Each re-send records
     `enqueued_at`, so a job is re-sent at most once per stale period however often this runs."""
     now = now or timezone.now()
     requeued: list = []
@@ -338,7 +362,7 @@ def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
                     data={"attempt": job.attempts, "swept": True},
                 )
                 requeued.append(job.pk)
-    stale_before = now - REQUEUE_QUEUED_AFTER
+    stale_before = now - requeue_queued_after()
     candidates = (
         Compaction.objects.filter(status=Status.QUEUED)
         .filter(Q(enqueued_at__lt=stale_before) | Q(enqueued_at__isnull=True, created_at__lt=stale_before))

@@ -24,6 +24,7 @@ from sessions.breakdown import session_context_breakdown
 from sessions.models import Session
 
 from . import serializers as s
+from .idempotency import idempotent
 from .pagination import StrictCursorPagination, StrictPageNumberPagination
 from .renderers import TranscriptJSONRenderer
 from .transactions import AtomicWritesMixin
@@ -108,6 +109,7 @@ class SessionListView(AtomicWritesMixin, APIView):
         request=s.SessionInSerializer,
         responses={201: s.SessionOutSerializer, **error_responses(400, 413)},
     )
+    @idempotent
     def post(self, request):
         data = s.SessionInSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -157,6 +159,7 @@ class SessionRestoreView(AtomicWritesMixin, APIView):
         request=None,
         responses={200: s.SessionOutSerializer, **error_responses(404)},
     )
+    @idempotent
     def post(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id, trashed=True)
         session = trash.session_restore(session=session)
@@ -252,6 +255,7 @@ class MessageListView(APIView):
         examples=APPEND_EXAMPLES,
         responses={201: s.AppendOutSerializer, **error_responses(400, 404, 413)},
     )
+    @idempotent
     def post(self, request, session_id):
         # No separate session lookup: the append reads the session once, locked and scoped to
         # the caller (another owner's session is Session.DoesNotExist, a 404 like a missing one).
@@ -345,6 +349,7 @@ class UsageView(AtomicWritesMixin, APIView):
         ],
         responses={200: s.UsageReportOutSerializer, **error_responses(400, 404, 413)},
     )
+    @idempotent
     def post(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
         data = s.UsageInSerializer(data=request.data)

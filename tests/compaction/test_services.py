@@ -308,7 +308,7 @@ def test_sweeper_requeues_a_lost_job_then_gives_up(user, django_capture_on_commi
 
 
 def test_sweeper_resends_a_lost_queued_job_once_per_stale_period(user, monkeypatch, django_capture_on_commit_callbacks):
-    """A QUEUED job whose message was lost is re-sent once per REQUEUE_QUEUED_AFTER, not on
+    """A QUEUED job whose message was lost is re-sent once per COMPACTOR_REQUEUE_QUEUED_SECONDS, not on
     every (minutely) sweep: the sweeper measures from the last enqueue, not from creation."""
     from compaction.tasks import run_compaction
 
@@ -324,21 +324,28 @@ def test_sweeper_resends_a_lost_queued_job_once_per_stale_period(user, monkeypat
     job.refresh_from_db()
     assert job.enqueued_at is not None
     start = job.enqueued_at
-    period = services.REQUEUE_QUEUED_AFTER
+    period = services.requeue_queued_after()
 
     def sweep(at):
         with django_capture_on_commit_callbacks(execute=True):
             return services.compaction_sweep_stuck(now=at)["reenqueued"]
 
-    assert sweep(start + period - timedelta(minutes=1)) == 0  # not stale yet
-    first = start + period + timedelta(minutes=1)
+    tick = period / 4  # sweeps run several times per stale period
+    assert sweep(start + period - tick) == 0  # not stale yet
+    first = start + period + tick
     assert sweep(first) == 1  # stale: re-sent once
-    assert sweep(first + timedelta(minutes=1)) == 0  # the next minutely sweep: just re-sent, wait
-    assert sweep(first + timedelta(minutes=2)) == 0
-    assert sweep(first + period + timedelta(minutes=1)) == 1  # a full period later: once more
+    assert sweep(first + tick) == 0  # the next sweep: just re-sent, wait
+    assert sweep(first + 2 * tick) == 0
+    assert sweep(first + period + tick) == 1  # a full period later: once more
     assert sent == [str(job.pk)] * 3
     job.refresh_from_db()
-    assert job.status == Status.QUEUED and job.enqueued_at == first + period + timedelta(minutes=1)
+    assert job.status == Status.QUEUED and job.enqueued_at == first + period + tick
+
+
+def test_the_stale_period_is_short_and_configurable(settings):
+    assert services.requeue_queued_after() <= timedelta(seconds=60)
+    settings.COMPACTION_REQUEUE_QUEUED_SECONDS = 10
+    assert services.requeue_queued_after() == timedelta(seconds=10)
 
 
 def test_sweeper_resends_an_old_queued_job_that_never_recorded_an_enqueue(user, monkeypatch):
@@ -354,9 +361,9 @@ def test_sweeper_resends_an_old_queued_job_that_never_recorded_an_enqueue(user, 
     job = services.compaction_request(session=session, reason="manual")  # on_commit never runs here
     job.refresh_from_db()
     assert job.enqueued_at is None
-    later = job.created_at + services.REQUEUE_QUEUED_AFTER + timedelta(seconds=1)
+    later = job.created_at + services.requeue_queued_after() + timedelta(seconds=1)
     assert services.compaction_sweep_stuck(now=later)["reenqueued"] == 1
-    assert services.compaction_sweep_stuck(now=later + timedelta(minutes=1))["reenqueued"] == 0
+    assert services.compaction_sweep_stuck(now=later + timedelta(seconds=5))["reenqueued"] == 0
     job.refresh_from_db()
     assert job.enqueued_at == later
 

@@ -10,11 +10,18 @@ and can be told to refuse the next calls with an overflow error regardless.
     ...
     fake.requests[-1].body["messages"]
     fake.stop()
+
+Faults after the headers (`fault`, after `fault_after` SSE events or half a whole body):
+"stall" sends nothing more until the server stops, "reset" aborts the connection (TCP RST),
+"cut" closes it cleanly, a whole body then without its length (the client sees a fragment);
+"silent" never sends the headers at all.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -72,10 +79,13 @@ class FakeUpstream:
     reply: Callable[[Recorded], Reply] = field(default=lambda rec: Reply())
     counter: Callable[[dict[str, Any]], int] = prompt_tokens  # the fake provider's token count
     requests: list[Recorded] = field(default_factory=list)
+    fault: str | None = None  # "stall" | "reset" | "cut" after the headers; "silent" before them
+    fault_after: int = 4  # SSE events sent before a stream's fault
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
+        self._stopping = threading.Event()
 
     # -- control
     def start(self) -> FakeUpstream:
@@ -98,15 +108,16 @@ class FakeUpstream:
                     fake.requests.append(record)
                 try:
                     fake._answer(self, record)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
+                except (BrokenPipeError, ConnectionResetError, _Aborted):
+                    self.close_connection = True
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         if self._server:
             self._server.shutdown()
             self._server.server_close()
@@ -125,18 +136,40 @@ class FakeUpstream:
     # -- answers
     def _json(self, handler: BaseHTTPRequestHandler, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
+        faulty = status == 200 and self.fault is not None
         handler.send_response(status)
         handler.send_header("content-type", "application/json")
         handler.send_header("request-id", f"req_{uuid.uuid4().hex[:20]}")
-        handler.send_header("content-length", str(len(data)))
+        if faulty and self.fault == "cut":
+            handler.send_header("connection", "close")  # no length: the close ends the body
+        else:
+            handler.send_header("content-length", str(len(data)))
         handler.end_headers()
-        handler.wfile.write(data)
+        if not faulty:
+            handler.wfile.write(data)
+            return
+        handler.wfile.write(data[: len(data) // 2])
+        self._break(handler)
+
+    def _break(self, handler: BaseHTTPRequestHandler) -> None:
+        """Apply `fault` to a connection whose answer has begun."""
+        handler.wfile.flush()
+        if self.fault == "stall":
+            self._stopping.wait(120)
+        elif self.fault == "reset":
+            # Linger 0: close() sends RST, as a crashed proxy or a dropped route does.
+            handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        handler.connection.close()
+        raise _Aborted
 
     def _error(self, handler: BaseHTTPRequestHandler, record: Recorded, status: int, kind: str, message: str) -> None:
         record.status = status
         self._json(handler, status, {"type": "error", "error": {"type": kind, "message": message}})
 
     def _answer(self, handler: BaseHTTPRequestHandler, record: Recorded) -> None:
+        if self.fault == "silent":  # accepts the request, never answers
+            self._stopping.wait(120)
+            raise _Aborted
         if record.headers.get("x-api-key") != "upstream-secret":
             return self._error(handler, record, 401, "authentication_error", "invalid x-api-key")
         if record.path == "/v1/messages/count_tokens":
@@ -196,8 +229,14 @@ class FakeUpstream:
         handler.send_header("connection", "close")
         handler.end_headers()
         usage = message["usage"]
+        sent = [0]
 
         def event(kind: str, data: dict[str, Any]) -> None:
+            if self.fault is not None and sent[0] >= self.fault_after:
+                # Half an event goes out first: the client must not see it as a whole one.
+                handler.wfile.write(f"event: {kind}\ndata: {json.dumps(data)[:12]}".encode())
+                self._break(handler)
+            sent[0] += 1
             handler.wfile.write(f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode())
             handler.wfile.flush()
             if self.stream_delay:
@@ -272,3 +311,14 @@ class FakeUpstream:
             },
         )
         event("message_stop", {"type": "message_stop"})
+
+
+class _Aborted(Exception):
+    """The scripted fault closed the connection: the handler just returns."""
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        return  # an aborted connection's teardown errors are the point of the fault, not news

@@ -104,3 +104,45 @@ def chunked(body: bytes, chunk_size: int = 1000) -> bytes:
         piece = body[start : start + chunk_size]
         out += f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
     return out + b"0\r\n\r\n"
+
+
+class PrivateRedis:
+    """A `redis-server` of the test's own on a free port (no persistence), stopped and started
+    again at will: an outage no other test or process shares."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.port = free_port()
+        self.log_dir = log_dir
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> PrivateRedis:
+        import shutil
+
+        import pytest
+
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.skip("this test needs the redis-server binary")
+        log = self.log_dir / f"redis-{self.port}.log"
+        with open(log, "a") as out:
+            self.process = subprocess.Popen(
+                [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        wait_for_port(self.port, self.process, log, timeout=10)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop(self.process)
+            self.process = None
+
+    def start_again(self) -> PrivateRedis:
+        """The same port again (an empty server: no persistence), as after a restart."""
+        return self.start()

@@ -59,3 +59,45 @@ def test_the_schema_states_bounds_unknown_fields_and_errors(schema):
         if path.startswith("/api/v1/sessions/{session_id}/"):
             for method, operation in methods.items():
                 assert {"401", "404", "429"} <= set(operation["responses"]), (method, path)
+
+
+def _block_shape(schema: dict, kind: str) -> dict:
+    content = schema["components"]["schemas"]["MessageInRequest"]["properties"]["content"]
+    blocks = next(option for option in content["oneOf"] if option["type"] == "array")["items"]["oneOf"]
+    return next(shape for shape in blocks if shape["properties"]["type"]["enum"] == [kind])
+
+
+def test_a_document_block_needs_its_source_in_the_schema_as_in_the_api(api, session, schema):
+    document = _block_shape(schema, "document")
+    assert document["required"] == ["type", "source"]
+    assert "text" in [s["properties"]["type"]["enum"][0] for s in document["properties"]["source"]["oneOf"]]
+    assert _block_shape(schema, "tool_use")["required"] == ["type", "id", "name", "input"]
+    path = f"/api/v1/sessions/{session.pk}/messages/"
+    bare = api.post(path, {"role": "user", "content": [{"type": "document"}]}, format="json")
+    assert bare.status_code == 400 and bare.json()["error"].startswith("content[0].source")
+    sourced = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "notes"}}
+    assert api.post(path, {"role": "user", "content": [sourced]}, format="json").status_code == 201
+
+
+@pytest.mark.parametrize("prompt", ["", "   ", "Summarize it all."])
+def test_a_compact_prompt_the_schema_refuses_is_refused(api, schema, prompt):
+    rule = schema["components"]["schemas"]["SessionInRequest"]["properties"]["compaction_settings"]["properties"][
+        "compact_prompt"
+    ]
+    assert rule["minLength"] == 1 and "conversation" in rule["pattern"]
+    response = api.post("/api/v1/sessions/", {"compaction_settings": {"compact_prompt": prompt}}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"].startswith("compaction_settings: compact_prompt: ")
+    good = "Summarize this:\n{conversation}"
+    created = api.post("/api/v1/sessions/", {"compaction_settings": {"compact_prompt": good}}, format="json")
+    assert created.status_code == 201
+
+
+def test_every_writing_post_documents_the_idempotency_key_and_its_409(schema):
+    posts = [
+        (path, ops["post"]) for path, ops in schema["paths"].items() if "post" in ops and path.startswith("/api/v1/")
+    ]
+    assert len(posts) >= 8
+    for path, operation in posts:
+        assert "Idempotency-Key" in operation["description"], path
+        assert "409" in operation["responses"], path

@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -117,3 +118,78 @@ def test_make_serve_answers_runs_jobs_and_stops_cleanly(user, tmp_path):
         os.killpg(process.pid, 9)
         raise AssertionError(f"still running after SIGTERM:\n{left}")
     assert "Compactor serving on" in log.read_text()
+
+
+def _pid(path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (killed, not yet reaped) is not a running worker.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_dead_worker_is_restarted_while_the_web_server_keeps_serving(user, tmp_path):
+    require_postgres()
+    port = free_port()
+    var = tmp_path / "var"
+    env = server_env(
+        **{**PRODUCTION_ENV, "ALLOWED_HOSTS": "127.0.0.1"},
+        REDIS_URL=redis_url(),
+        HOST="127.0.0.1",
+        PORT=str(port),
+        COMPACTOR_VAR_DIR=str(var),
+        CELERY_CONCURRENCY="1",
+        WEB_WORKERS="1",
+    )
+    env.pop("MAKEFLAGS", None)
+    log = tmp_path / "serve.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            ["make", "-s", "serve"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        wait_for_port(port, process, log, timeout=90)
+        _, key = ApiKey.objects.create_key(owner=user, name="supervised")
+        https = {"Authorization": f"Bearer {key}", "X-Forwarded-Proto": "https", "Host": "127.0.0.1"}
+        worker_pid_file = var / "run" / "worker.pid"
+        first = _pid(worker_pid_file)
+        assert _alive(first), log.read_text()[-3000:]
+
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        answers = []
+        while time.monotonic() < deadline:
+            answers.append(_request(port, "GET", "/api/v1/sessions/", headers=https)[0])
+            current = _pid(worker_pid_file)
+            if current != first and _alive(current):
+                break
+            time.sleep(0.5)
+        else:
+            raise AssertionError(f"the worker was not restarted:\n{log.read_text()[-3000:]}")
+        assert set(answers) == {200}  # the web server served throughout
+        assert process.poll() is None
+        assert "worker (pid" in log.read_text() and "restarting" in log.read_text()
+
+        # The new worker runs jobs.
+        session = make_session(user)
+        append(session, conversation(8))
+        status, _, body = _request(
+            port, "POST", f"/api/v1/sessions/{session.pk}/compactions/", headers=https, body={"wait": 30}
+        )
+        assert status == 200 and json.loads(body)["status"] == "succeeded", (body, log.read_text()[-3000:])
+    finally:
+        stop(process, timeout=40)

@@ -33,7 +33,7 @@ STATEFUL_VALIDITY = {
     # message_seq must name a stored assistant reply of the session
     "usage_report",
     # reserve_tokens and keep_recent_tokens must be below the session's context window (which the
-    # model or context_window sets); compact_prompt must contain {conversation}
+    # model or context_window sets)
     "sessions_create",
     "sessions_partial_update",
     # the uploaded file must be a transcript (its content, not its schema type: binary)

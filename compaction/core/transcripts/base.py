@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,46 @@ MISSING_RESULT_TEXT = "[no tool result was recorded in the transcript for this c
 # the import report lists them by reason, so nothing is skipped silently.
 SKIP_PREFIX = "skipped_"
 SKIP_SUFFIX = "_dropped"
+
+
+# A JSON line (or document) nested deeper than this is not a transcript: no agent's log needs
+# more, and deeper values only exist to exhaust the stack of whatever walks them next.
+MAX_JSON_DEPTH = 100
+# Readers report progress to the caller's budget this often (lines, messages).
+CHECK_EVERY = 2048
+
+_budget: ContextVar[Callable[[], None] | None] = ContextVar("transcript_budget", default=None)
+
+
+@contextmanager
+def reading_budget(check: Callable[[], None]) -> Iterator[None]:
+    """Run readers with `check` called every CHECK_EVERY lines; it raises to stop the reading
+    (an import's time budget: the caller owns the clock, this module never reads one)."""
+    token = _budget.set(check)
+    try:
+        yield
+    finally:
+        _budget.reset(token)
+
+
+def checkpoint() -> None:
+    check = _budget.get()
+    if check is not None:
+        check()
+
+
+def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether containers nest more than `limit` levels (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if not isinstance(item, (dict, list)):
+            continue
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 class TranscriptError(ValueError):
@@ -59,12 +102,18 @@ def load_jsonl(path: str | Path, stats: Counter[str], *, strict: bool = False) -
                     continue
                 if bad is not None and strict:
                     raise TranscriptError(bad[1], line=bad[0])
+                if number % CHECK_EVERY == 0:
+                    checkpoint()
                 try:
                     entry = json.loads(text)
                 except ValueError as exc:
                     bad = (number, f"not JSON ({exc})")
                     stats["skipped_malformed_lines"] += 1
                     continue
+                except RecursionError:
+                    raise TranscriptError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep", line=number) from None
+                if too_deep(entry):
+                    raise TranscriptError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep", line=number)
                 if not isinstance(entry, dict):
                     bad = (number, f"a JSON {json_kind(entry)}, not an object")
                     stats["skipped_malformed_lines"] += 1
@@ -174,7 +223,9 @@ def assemble(
     items: list[_Item] = []
     owner: dict[str, _Item] = {}  # tool_use id → assistant item
     answered: set[str] = set()
-    for entry in raw:
+    for position, entry in enumerate(raw, start=1):
+        if position % CHECK_EVERY == 0:
+            checkpoint()
         role = entry.get("role")
         if role == "marker":
             items.append(_Item("marker", marker=dict(entry["marker"])))
@@ -239,10 +290,13 @@ def assemble(
                 )
                 stats["queued_messages_attached_to_tool_results"] += 1
             elif previous is not None and previous.role == "user":
-                previous.content = stated_blocks(previous.content, previous.provenance) + stated_blocks(
-                    marked, provenance
-                )
-                previous.provenance = ""
+                if previous.provenance or not isinstance(previous.content, list):
+                    # Once its blocks state their own provenance, later merges only append to
+                    # them: restating the whole list on each would be quadratic in a long run
+                    # of user lines.
+                    previous.content = stated_blocks(previous.content, previous.provenance)
+                    previous.provenance = ""
+                previous.content.extend(stated_blocks(marked, provenance))
                 stats["user_messages_merged"] += 1
             else:
                 content: Any = entry.get("content") if isinstance(entry.get("content"), str) and not blank else others

@@ -21,7 +21,7 @@ from typing import Any
 
 from compaction.core.blocks import ANTHROPIC_ONLY_KINDS, as_blocks
 from compaction.core.transcripts.anthropic_json import messages_of, parse_anthropic_messages
-from compaction.core.transcripts.base import ImportedTranscript, TranscriptError, json_kind
+from compaction.core.transcripts.base import MAX_JSON_DEPTH, ImportedTranscript, TranscriptError, json_kind, too_deep
 from compaction.core.transcripts.claude_code import read_claude_code
 from compaction.core.transcripts.codex import is_legacy_session_line, read_codex
 from compaction.core.transcripts.openai_chat import parse_openai_chat
@@ -35,6 +35,9 @@ CLAUDE_CODE_TYPES = frozenset(
 PI_TYPES = frozenset({"session", "message", "model_change", "thinking_level_change", "compaction", "custom"})
 OPENAI_ROLES = frozenset({"system", "developer", "tool", "function"})
 OPENAI_PARTS = frozenset({"image_url", "input_text", "output_text", "refusal", "input_audio"})
+
+# json.load gave up (RecursionError): deeper than MAX_JSON_DEPTH for sure.
+_TOO_DEEP: object = object()
 
 
 def _first_line(path: Path) -> tuple[int, str]:
@@ -52,11 +55,16 @@ def _first_line(path: Path) -> tuple[int, str]:
 def _document(path: Path) -> Any:
     with open(path, encoding="utf-8") as handle:
         try:
-            return json.load(handle)
+            document = json.load(handle)
         except json.JSONDecodeError as exc:
             raise TranscriptError(f"not JSON ({exc.msg}, column {exc.colno})", line=exc.lineno) from None
         except UnicodeDecodeError as exc:
             raise TranscriptError(f"not UTF-8 text ({exc.reason}); not a transcript", line=1) from None
+        except RecursionError:
+            document = _TOO_DEEP
+    if document is _TOO_DEEP or too_deep(document):
+        raise TranscriptError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep", line=1)
+    return document
 
 
 def _chat_flavour(document: Any) -> str:
@@ -97,8 +105,10 @@ def detect_format(path: str | Path) -> str:
     number, text = _first_line(path)
     try:
         first = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         first = None
+    if first is not None and too_deep(first):
+        raise TranscriptError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep", line=number)
     if isinstance(first, dict):
         kind = first.get("type")
         if (kind == "session_meta" and isinstance(first.get("payload"), dict)) or is_legacy_session_line(first):

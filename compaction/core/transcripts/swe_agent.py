@@ -27,7 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from compaction.core.provenance import HARNESS
-from compaction.core.transcripts.base import ImportedTranscript, TranscriptError, assemble, first_line
+from compaction.core.transcripts.base import (
+    MAX_JSON_DEPTH,
+    ImportedTranscript,
+    TranscriptError,
+    assemble,
+    first_line,
+    too_deep,
+)
+
+# json.load gave up (RecursionError): deeper than MAX_JSON_DEPTH for sure.
+_TOO_DEEP: object = object()
 
 
 def _text(content: Any) -> str:
@@ -68,6 +78,10 @@ def read_swe_agent(path: str | Path) -> ImportedTranscript:
             traj = json.load(handle)
         except json.JSONDecodeError as exc:
             raise TranscriptError(f"not JSON ({exc.msg}, column {exc.colno})", line=exc.lineno) from None
+        except RecursionError:
+            traj = _TOO_DEEP
+    if traj is _TOO_DEEP or too_deep(traj):
+        raise TranscriptError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep", line=1)
     return parse_swe_agent(traj)
 
 

@@ -1,0 +1,359 @@
+"""Faults bench: what a client sees when things break, and what is stored.
+
+    DEBUG=1 .venv/bin/python bench/faults_bench.py [--redis-seconds S] [--lines 10000,40000,160000]
+        [--only streams,redis,broker,idempotency,imports]
+
+One process, a throwaway database (SQLite under a temporary COMPACTOR_VAR_DIR, or a `test_<name>`
+database with DATABASE_URL), and a private `redis-server` on a free port as cache and broker
+(REDIS_URL is pointed at it before Django starts). Prints:
+- streams: the stand-in upstream (tests/gateway/upstream.py) stalls past the timeout, resets or
+  cuts each streamed and whole answer after its headers: error events / 502-504 answers, and the
+  assistant fragments stored (must be 0);
+- redis: the private Redis stopped for S seconds while reads, appends and gateway calls run:
+  requests, 5xx (must be 0), and the Redis-backed cache warnings logged;
+- broker: a compaction's message deleted from its queue before a worker (a `celery worker`
+  subprocess) took it: seconds until the job finished (the sweeper, run here every second, re-sends
+  it after COMPACTOR_REQUEUE_QUEUED_SECONDS, set to 5 s for the bench);
+- idempotency: duplicate POSTs with one Idempotency-Key (sequential, and concurrent on
+  PostgreSQL): messages stored (must be 1);
+- imports: chained JSONL logs of user lines, N lines each: seconds, and seconds per 10k lines
+  (flat = linear).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from _django import api_user, bench_database, django_setup
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+FAULTS = ("stall", "reset", "cut")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class PrivateRedis:
+    """redis-server on a free port, no persistence; stopped and started again on the same port."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise SystemExit("faults_bench: needs the redis-server binary")
+        command = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                return
+            time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+
+def _post_gateway(key: str, body: dict):
+    from django.test import Client
+
+    return Client().post("/anthropic/v1/messages", data=json.dumps(body), content_type="application/json",
+                         HTTP_X_API_KEY=key)  # fmt: skip
+
+
+def _turn(text: str, *, stream: bool) -> dict:
+    return {"model": "bench-model", "max_tokens": 64, "stream": stream, "messages": [{"role": "user", "content": text}]}
+
+
+@contextlib.contextmanager
+def fake_upstream() -> Iterator[object]:
+    from django.conf import settings
+
+    from tests.gateway.upstream import FakeUpstream, Reply
+
+    fake = FakeUpstream().start()
+    fake.reply = lambda rec: Reply(text="A reply of several words streamed one by one to the client.")
+    settings.GATEWAY_UPSTREAM_URL, settings.GATEWAY_UPSTREAM_API_KEY = fake.url, "upstream-secret"
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+def bench_streams(key: str, calls: int) -> None:
+    from django.conf import settings
+
+    from sessions.models import Message
+
+    settings.GATEWAY_UPSTREAM_TIMEOUT = 1.0
+    print(f"streams ({calls} streamed + {calls} whole calls per fault; upstream timeout 1 s):")
+    with fake_upstream() as fake:
+        for fault in FAULTS:
+            fake.fault = fault
+            before = Message.objects.filter(role="assistant").count()
+            errors = statuses = 0
+            started = time.perf_counter()
+            for i in range(calls):
+                response = _post_gateway(key, _turn(f"{fault} stream {i} {uuid.uuid4().hex}", stream=True))
+                raw = b"".join(response.streaming_content)
+                errors += raw.count(b"event: error\n") if b"message_stop" not in raw else 0
+                whole = _post_gateway(key, _turn(f"{fault} whole {i} {uuid.uuid4().hex}", stream=False))
+                statuses += whole.status_code in (502, 504) and whole.json()["type"] == "error"
+            fragments = Message.objects.filter(role="assistant").count() - before
+            elapsed = time.perf_counter() - started
+            print(
+                f"  {fault:5}: {errors}/{calls} streams ended with an error event, {statuses}/{calls} whole answers "
+                f"a 502/504 in the Messages shape; fragments stored: {fragments}  ({elapsed:.1f} s)"
+            )
+        fake.fault = None
+
+
+class _CountWarnings(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+def bench_redis(redis_server: PrivateRedis, client, key: str, seconds: float) -> None:
+    from sessions.models import Message
+
+    session_id = client.post("/api/v1/sessions/", {"title": "outage"}, format="json").json()["id"]
+    warnings = _CountWarnings()
+    logging.getLogger("project.cache").addHandler(warnings)
+    redis_server.stop()
+    counts = {"read": 0, "append": 0, "gateway": 0}
+    server_errors = 0
+    deadline = time.monotonic() + seconds
+    try:
+        with fake_upstream():
+            i = 0
+            while time.monotonic() < deadline:
+                answers = {
+                    "read": client.get(f"/api/v1/sessions/{session_id}/messages/").status_code,
+                    "append": client.post(
+                        f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": f"step {i}"},
+                        format="json",
+                    ).status_code,
+                    "gateway": _post_gateway(key, _turn(f"outage call {i} {uuid.uuid4().hex}", stream=False)).status_code,
+                }  # fmt: skip
+                for kind, status in answers.items():
+                    counts[kind] += 1
+                    server_errors += status >= 500
+                i += 1
+    finally:
+        logging.getLogger("project.cache").removeHandler(warnings)
+        redis_server.start()
+    stored = Message.objects.filter(session_id=session_id).count()
+    print(
+        f"redis down {seconds:g} s: {sum(counts.values())} requests ({counts['read']} reads, {counts['append']} appends "
+        f"[{stored} stored], {counts['gateway']} gateway calls), 5xx: {server_errors}, cache warnings logged: "
+        f"{warnings.count}"
+    )
+
+
+@contextlib.contextmanager
+def worker(queue: str, log_path: Path) -> Iterator[None]:
+    from gateway_bench import worker_database_url
+
+    env = {**os.environ, "DATABASE_URL": worker_database_url(), "ANTHROPIC_API_KEY": "", "ANTHROPIC_BASE_URL": ""}
+    command = [sys.executable, "-m", "celery", "-A", "project", "worker", "--concurrency=1", "-Q", queue,
+               "--without-gossip", "--without-mingle", "--loglevel=INFO"]  # fmt: skip
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while " ready." not in log_path.read_text():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the worker did not start:\n{log_path.read_text()[-2000:]}")
+            time.sleep(0.2)
+        yield
+    finally:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def bench_broker(redis_server: PrivateRedis, client) -> None:
+    import redis
+    from django.conf import settings
+
+    from compaction import services
+    from compaction.models import IN_FLIGHT, Compaction
+    from project.celery import app as celery_app
+
+    settings.COMPACTION_REQUEUE_QUEUED_SECONDS = 5
+    queue = f"faults-bench-{uuid.uuid4().hex[:8]}"
+    previous = celery_app.conf.task_default_queue
+    celery_app.conf.task_default_queue = queue
+    broker = redis.Redis.from_url(redis_server.url)
+    try:
+        overrides = {"keep_recent_tokens": 400}  # a small session that still has something to compact
+        created = client.post("/api/v1/sessions/", {"title": "lost", "compaction_settings": overrides}, format="json")
+        session_id = created.json()["id"]
+        path = f"/api/v1/sessions/{session_id}/messages/"
+        for i in range(6):
+            client.post(path, {"role": "user", "content": f"step {i}: " + "work words " * 80}, format="json")
+            client.post(path, {"role": "assistant", "content": f"done {i}: " + "reply words " * 80}, format="json")
+        job_id = client.post(f"/api/v1/sessions/{session_id}/compactions/", {}, format="json").json()["id"]
+        assert broker.llen(queue) == 1, "the job's message did not reach the broker"
+        broker.delete(queue)  # the message is lost
+        lost_at = time.monotonic()
+        with worker(queue, Path(settings.VAR_DIR) / "faults-bench-worker.log"):
+            ready_at = time.monotonic()
+            while time.monotonic() - lost_at < 120:
+                services.compaction_sweep_stuck()  # beat's job, every second here
+                job = Compaction.objects.get(pk=job_id)
+                if job.status not in IN_FLIGHT:
+                    break
+                time.sleep(1)
+        finished = time.monotonic() - lost_at
+        print(
+            f"lost broker message: job {job.status} {finished:.1f} s after its message was deleted (re-sent after "
+            f"{settings.COMPACTION_REQUEUE_QUEUED_SECONDS} s; the worker was ready after {ready_at - lost_at:.1f} s)"
+        )
+    finally:
+        celery_app.conf.task_default_queue = previous
+        broker.delete(queue)
+        broker.close()
+
+
+def bench_idempotency(client, key: str, repeats: int) -> None:
+    from django.db import connection
+    from rest_framework.test import APIClient
+
+    from sessions.models import Message
+
+    session_id = client.post("/api/v1/sessions/", {"title": "retries"}, format="json").json()["id"]
+    path = f"/api/v1/sessions/{session_id}/messages/"
+    body = {"role": "user", "content": "the one message"}
+    statuses = [
+        client.post(path, body, format="json", HTTP_IDEMPOTENCY_KEY="k-seq").status_code for _ in range(repeats)
+    ]
+    stored = Message.objects.filter(session_id=session_id).count()
+    line = f"idempotency: {repeats} identical POSTs, one key → {stored} stored (answers {sorted(set(statuses))})"
+    if connection.vendor == "postgresql":
+        barrier = threading.Barrier(8)
+        answers: list[int] = []
+
+        def send() -> None:
+            other = APIClient()
+            other.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+            barrier.wait()
+            answers.append(
+                other.post(
+                    path, {"role": "user", "content": "raced"}, format="json", HTTP_IDEMPOTENCY_KEY="k-race"
+                ).status_code
+            )
+            connection.close()
+
+        threads = [threading.Thread(target=send) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        raced = Message.objects.filter(session_id=session_id, content="raced").count()
+        line += f"; 8 concurrent → {raced} stored (answers {sorted(set(answers))})"
+    print(line)
+
+
+def chained_log(path: Path, lines: int) -> None:
+    previous = None
+    with open(path, "w") as handle:
+        for i in range(lines):
+            current = str(uuid.uuid4())
+            entry = {"type": "user", "uuid": current, "parentUuid": previous, "sessionId": "bench",
+                     "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": f"line {i} of the log"}}  # fmt: skip
+            handle.write(json.dumps(entry) + "\n")
+            previous = current
+
+
+def bench_imports(user, sizes: list[int]) -> None:
+    from compaction.importing import transcript_import
+
+    folder = Path(tempfile.mkdtemp(prefix="faults-bench-import-"))
+    rows = []
+    try:
+        for lines in sizes:
+            path = folder / f"chained-{lines}.jsonl"
+            chained_log(path, lines)
+            started = time.perf_counter()
+            report = transcript_import(owner=user, path=path)
+            elapsed = time.perf_counter() - started
+            rows.append(f"{lines:,} lines {elapsed:.1f} s ({elapsed / lines * 10_000:.2f} s per 10k, "
+                        f"{report.messages} message)")  # fmt: skip
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print("chained import: " + "; ".join(rows))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--redis-seconds", type=float, default=3.0, help="how long Redis stays down")
+    parser.add_argument("--stream-calls", type=int, default=2, help="calls per upstream fault")
+    parser.add_argument("--lines", default="10000,40000,160000", help="chained import sizes")
+    parser.add_argument("--only", default="streams,redis,broker,idempotency,imports")
+    args = parser.parse_args()
+    parts = set(args.only.split(","))
+
+    redis_server = PrivateRedis()
+    redis_server.start()
+    os.environ["REDIS_URL"] = redis_server.url  # cache and broker, before the settings are read
+    try:
+        django_setup(prefix="compactor-faults-bench-")
+        # The faults are the point: their per-request log lines would bury the figures.
+        for name in ("django.request", "gateway", "compaction.services", "celery"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+        with bench_database(celery_eager=False):
+            user, key, client = api_user(username="faults-bench")
+            if "streams" in parts:
+                bench_streams(key, args.stream_calls)
+            if "redis" in parts:
+                bench_redis(redis_server, client, key, args.redis_seconds)
+            if "broker" in parts:
+                bench_broker(redis_server, client)
+            if "idempotency" in parts:
+                bench_idempotency(client, key, repeats=20)
+            if "imports" in parts:
+                bench_imports(user, [int(n) for n in args.lines.split(",") if n])
+    finally:
+        redis_server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
