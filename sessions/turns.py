@@ -9,7 +9,8 @@ of that turn. So, at append time and against the stored tail plus the batch befo
   parallel results may also be spread over consecutive user messages);
 - a tool_result must answer a call of the latest assistant turn, and comes before any other
   content of the user turn after it (a late result would be served as tool_use → text →
-  tool_result, which the provider rejects).
+  tool_result, which the provider rejects);
+- once results began, the next assistant message waits until every call is answered.
 
 A max_tokens reply's trailing tool_uses are hidden when served (`services.truncated_content`):
 they need no result, and may still get one while the user turn has nothing else.
@@ -83,6 +84,20 @@ def _waiting_problem(state: TurnState) -> str:
     return f"{head}: {how}; text and other blocks may follow the results"
 
 
+def _unanswered_problem(state: TurnState) -> str:
+    pending = state.pending
+    ids = ", ".join(repr(tid) for tid in pending)
+    noun = (
+        f"tool_use {ids} of the assistant message at {state.where} is"
+        if len(pending) == 1
+        else (f"tool_uses {ids} of the assistant message at {state.where} are")
+    )
+    return (
+        f"{noun} still waiting for a result: send a user message with the missing tool_result "
+        "block(s) before the next assistant message"
+    )
+
+
 def check_user(state: TurnState, content: Any, path: str, errors: validation.Errors) -> None:
     """Check one user message against the turn before it, then take it into the state."""
     where = f"{path}.content" if path else "content"
@@ -123,6 +138,10 @@ def check_batch(state: TurnState, batch: list[Any]) -> dict[str, str]:
     errors = validation.Errors()
     for index, item in enumerate(batch):
         if item.role == "assistant":
+            if state.last_role == "user" and state.pending:
+                # Results already began (parallel ones in separate messages): the rest come first.
+                errors.add(f"{item.path}.role" if item.path else "role", _unanswered_problem(state))
+                break
             state.add_assistant(item.content, item.usage, item.path or f"messages[{index}]")
         else:
             check_user(state, item.content, item.path, errors)
@@ -133,8 +152,6 @@ def check_batch(state: TurnState, batch: list[Any]) -> dict[str, str]:
 
 def append_errors(session_id: Any, batch: list[Any]) -> dict[str, str]:
     """The order problems of appending `batch` to the session (call with its row locked)."""
-    if all(item.role == "assistant" for item in batch):
-        return {}  # an assistant message may always follow: only user turns are checked
     return check_batch(stored_turn(session_id), batch)
 
 

@@ -233,3 +233,21 @@ def test_whatever_is_accepted_is_served_as_a_valid_context(user, steps):
             pass  # refused: nothing stored, the conversation goes on
     served = services.context_build(session=session)["messages"]
     assert served_pairs_problems(served) == []
+
+
+def test_an_assistant_message_waits_for_every_result_of_a_parallel_turn(api, session):
+    parallel = {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "a", "name": "Read", "input": {}},
+            {"type": "tool_use", "id": "b", "name": "Grep", "input": {}},
+        ],
+    }
+    assert post(api, session, {"role": "user", "content": "Go"}, parallel, tool_result("a")).status_code == 201
+    before = snapshot(session)
+    response = api.post(url(session, "messages/"), {"role": "assistant", "content": "Done."}, format="json")
+    assert response.status_code == 400
+    problem = response.json()["detail"]["role"][0]
+    assert "tool_use 'b' of the assistant message at seq 2 is still waiting for a result" in problem
+    assert snapshot(session) == before
+    assert post(api, session, tool_result("b"), {"role": "assistant", "content": "Done."}).status_code == 201
