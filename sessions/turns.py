@@ -22,8 +22,12 @@ session's row lock, so concurrent appends see each other's messages.
 
 from __future__ import annotations
 
+import functools
+import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
+
+from django.db import DEFAULT_DB_ALIAS, connections
 
 from compaction.core.overflow import discard_truncated_tool_uses
 
@@ -31,8 +35,11 @@ from . import validation
 from .models import Message
 
 STOP_MAX_TOKENS = "max_tokens"
-# Rows read per step walking back from the session's last message (one step almost always).
+# Rows read walking back from the session's last message: a first small step (almost always
+# enough: a reply and the messages after it), then larger ones.
+FIRST_STEP = 4
 TAIL_STEP = 32
+NO_SEQ_ABOVE = 2**31 - 1  # above any seq (a PostgreSQL integer)
 
 
 @dataclass
@@ -155,34 +162,83 @@ def append_errors(session_id: Any, batch: list[Any]) -> dict[str, str]:
     return check_batch(stored_turn(session_id), batch)
 
 
+class _Row(NamedTuple):
+    seq: int
+    role: str
+    tool_use_ids: list[str]
+    tool_result_ids: list[str]
+    stop_reason: str | None
+
+
 def stored_turn(session_id: Any) -> TurnState:
     """The state after the session's stored messages: its latest assistant turn, the results the
     user messages after it gave, and whether those hold other content. Walks back from the last
-    message only as far as the turn before that assistant turn."""
-    after: list[Message] = []  # user messages after the latest assistant turn, newest first
-    turn: list[Message] = []  # the latest assistant turn, newest first
-    rows = Message.objects.filter(session_id=session_id).order_by("-seq")
-    rows = rows.only("seq", "role", "tool_use_ids", "tool_result_ids", "provider_usage")
-    offset = 0
+    message only as far as the turn before that assistant turn: a few rows, as plain tuples, by a
+    statement compiled once (this runs on every append, under the session's lock)."""
+    after: list[_Row] = []  # user messages after the latest assistant turn, newest first
+    turn: list[_Row] = []  # the latest assistant turn, newest first
+    before, size = NO_SEQ_ABOVE, FIRST_STEP
     while True:
-        step = list(rows[offset : offset + TAIL_STEP])
+        step = _tail_reader(connections[DEFAULT_DB_ALIAS].vendor, size).read(session_id, before)
         for row in step:
             if row.role == "assistant":
                 turn.append(row)
             elif turn:
-                return _state_from(after, turn)
+                return _state_from(session_id, after, turn)
             elif not row.tool_result_ids:
                 # A user message of other content closes the user turn: no result may follow,
                 # and no call can be waiting (it would have been refused), so stop here.
                 return TurnState(closed=True, last_role=(after or [row])[0].role)
             else:
                 after.append(row)
-        if len(step) < TAIL_STEP:
-            return _state_from(after, turn)
-        offset += TAIL_STEP
+        if len(step) < size:
+            return _state_from(session_id, after, turn)
+        before, size = step[-1].seq, TAIL_STEP
 
 
-def _state_from(after: list[Message], turn: list[Message]) -> TurnState:
+class _TailReader:
+    """Up to `size` messages of a session before a seq, newest first: the SQL the ORM writes for
+    it, compiled once, with the ORM's converters applied to the columns (as sessions.statements)."""
+
+    def __init__(self, size: int) -> None:
+        connection = connections[DEFAULT_DB_ALIAS]
+        session_mark, seq_mark = uuid.UUID(int=0), 2_000_000_001  # marks, replaced per read
+        rows = Message.objects.filter(session_id=session_mark).filter(seq__lt=seq_mark).order_by("-seq")
+        compiler = rows.values_list(*_Row._fields[:4], "provider_usage__stop_reason")[:size].query.get_compiler(
+            connection=connection
+        )
+        self.sql, params = compiler.as_sql()
+        self.params = list(params)
+        prepared_mark = Message._meta.get_field("session").get_db_prep_value(session_mark, connection)
+        self.session_index = self.params.index(prepared_mark)
+        self.seq_index = self.params.index(seq_mark)
+        columns = [expression for expression, _sql, _alias in compiler.select]
+        self.converters = [(i, fns, expr) for i, (fns, expr) in compiler.get_converters(columns).items()]
+
+    def read(self, session_id: Any, before: int) -> list[_Row]:
+        connection = connections[DEFAULT_DB_ALIAS]
+        params = list(self.params)
+        params[self.session_index] = Message._meta.get_field("session").get_db_prep_value(session_id, connection)
+        params[self.seq_index] = before
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, params)
+            fetched = cursor.fetchall()
+        out = []
+        for row in fetched:
+            values = list(row)
+            for index, functions, expression in self.converters:
+                for convert in functions:
+                    values[index] = convert(values[index], expression, connection)
+            out.append(_Row(*values))
+        return out
+
+
+@functools.cache
+def _tail_reader(vendor: str, size: int) -> _TailReader:
+    return _TailReader(size)
+
+
+def _state_from(session_id: Any, after: list[_Row], turn: list[_Row]) -> TurnState:
     state = TurnState(last_role=(after or turn)[0].role if (after or turn) else "")
     if not turn:
         return state
@@ -190,12 +246,17 @@ def _state_from(after: list[Message], turn: list[Message]) -> TurnState:
     state.where = f"seq {turn[0].seq}"
     for row in reversed(turn):
         state.waiting.update((tid, None) for tid in row.tool_use_ids if tid not in answered)
-        if isinstance(row.provider_usage, dict) and row.provider_usage.get("stop_reason") == STOP_MAX_TOKENS:
-            state.hidden |= hidden_tool_uses(row.content, row.provider_usage)  # content read only here
+        if row.stop_reason == STOP_MAX_TOKENS:  # content read only for a cut-off reply
+            content = _content(session_id, row.seq)
+            state.hidden |= hidden_tool_uses(content, {"stop_reason": STOP_MAX_TOKENS})
     if state.waiting and not state.pending:
         # Only results for hidden calls are still possible: they need the user turn's content.
-        state.closed = any(_is_other(b) for row in after for b in _blocks(row.content))
+        state.closed = any(_is_other(b) for row in after for b in _blocks(_content(session_id, row.seq)))
     return state
+
+
+def _content(session_id: Any, seq: int) -> Any:
+    return Message.objects.filter(session_id=session_id, seq=seq).values_list("content", flat=True).first()
 
 
 def _blocks(content: Any) -> list[Any]:
