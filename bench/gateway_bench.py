@@ -1,7 +1,14 @@
-"""Gateway benchmark: the overhead of one agent turn through /anthropic/v1/messages vs the same
-turn done by a REST client, and when auto-compaction reaches upstream in a paced conversation.
+"""Gateway benchmark: the latency the gateway adds to a call, the overhead of one agent turn
+through /anthropic/v1/messages vs the same turn done by a REST client, and when auto-compaction
+reaches upstream in a paced conversation.
 
     DEBUG=1 .venv/bin/python bench/gateway_bench.py [--messages N] [--turns N] [--pace S] [--only PART]
+    DEBUG=1 .venv/bin/python bench/gateway_bench.py --only added [--sizes 10,2000] [--turns N]
+
+Added latency (`--only added`): per size, a session seeded with that many stored messages through
+the gateway, then calls of the history + one new message through /anthropic/v1/messages and
+/openai/v1/chat/completions (Django's test client in process) and the same bodies straight to the
+stand-in upstreams over HTTP; p50 of each and their difference (the target: 15 ms at 2,000).
 
 Temporary database (SQLite file under a temporary COMPACTOR_VAR_DIR, or a throwaway test database
 with DATABASE_URL), a local fake upstream (tests/gateway/upstream.py) answering instantly.
@@ -62,7 +69,8 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--turns", type=int, default=9)
     parser.add_argument("--pace", type=float, default=2.0, help="seconds between turns of the paced conversation")
-    parser.add_argument("--only", choices=("overhead", "paced"), help="run one part only")
+    parser.add_argument("--only", choices=("overhead", "paced", "added"), help="run one part only")
+    parser.add_argument("--sizes", default="10,2000", help="stored messages for the added-latency part")
     args = parser.parse_args()
 
     django_setup(prefix="compactor-gateway-bench-")
@@ -76,9 +84,11 @@ def main() -> int:
         stack.callback(fake.stop)
         settings.GATEWAY_UPSTREAM_URL = fake.url
         settings.GATEWAY_UPSTREAM_API_KEY = "upstream-secret"
-        if args.only != "paced":
+        if args.only in (None, "added"):
+            added_latency(args, fake)
+        if args.only in (None, "overhead"):
             overhead(args, fake)
-        if args.only != "overhead":
+        if args.only in (None, "paced"):
             paced(args, fake)
     return 0
 
@@ -172,6 +182,122 @@ def overhead(args: argparse.Namespace, fake) -> None:
     print(f"  digest of the resent history                  {median_ms(digest_times):8.1f} ms median")
     print(f"  session lookup by digest                      {median_ms(lookup_times):8.1f} ms median")
     settings.COMPACTOR = previous
+
+
+# --- added latency per call: the gateway vs the stand-in called directly ----------------------
+
+
+def _history(size: int) -> list[dict]:
+    """`size` messages of a coding conversation (user turns, replies, tool pairs), ending with a user turn."""
+    from context_bench import synthetic_messages
+
+    history = [{"role": m["role"], "content": m["content"]} for m in synthetic_messages(size)][:size]
+    if history[-1]["role"] != "user":
+        history[-1] = {"role": "user", "content": "continue"}
+    return history
+
+
+def _as_chat(history: list[dict]) -> list[dict]:
+    """The same conversation as Chat Completions messages (tool pairs as tool_calls / tool messages)."""
+    from gateway.openai.chat_map import to_chat
+
+    out: list[dict] = [{"role": "system", "content": "You are a careful coding agent."}]
+    for message in history:
+        out += to_chat(message)
+    return out
+
+
+def _timed(call, turns: int) -> list[float]:
+    samples = []
+    for turn in range(turns):
+        started = time.perf_counter()
+        call(turn)
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def added_latency(args: argparse.Namespace, fake) -> None:
+    """Per size: one session seeded with the history through the gateway, then `turns` calls of
+    the history + one new message, through the gateway (Django's test client in process: no HTTP
+    hop to the gateway itself) and straight to the stand-in over HTTP; p50 of each and the difference."""
+    import httpx2 as httpx
+    from django.conf import settings
+    from django.db import connection
+
+    from tests.gateway.openai_upstream import KEY, FakeOpenAI
+    from tests.gateway.upstream import Reply
+
+    fake.reply = lambda rec: Reply(text="Done.")
+    fake.counter = lambda body: 1000  # the provider's own time is not what is measured
+    openai_fake = FakeOpenAI(counter=lambda body: 1000).start()
+    settings.OPENAI_GATEWAY_UPSTREAM_URL, settings.OPENAI_GATEWAY_UPSTREAM_API_KEY = openai_fake.url, KEY
+    previous = settings.COMPACTOR
+    settings.COMPACTOR = {**settings.COMPACTOR, "AUTO_COMPACT": False}
+    print(f"added latency per call (database {connection.vendor}; p50 of {args.turns} calls; whole history served)")
+    try:
+        for size in [int(n) for n in args.sizes.split(",")]:
+            user, key, _ = api_user(username=f"gateway-bench-added-{size}")
+            history = _history(size)
+            anthropic_direct = httpx.Client(base_url=fake.url, headers={"x-api-key": "upstream-secret"}, timeout=120)
+            openai_direct = httpx.Client(
+                base_url=openai_fake.url, headers={"authorization": f"Bearer {KEY}"}, timeout=120
+            )
+            for api, direct, path, to_body in (
+                ("anthropic", anthropic_direct, "/v1/messages", _anthropic_body),
+                ("openai chat", openai_direct, "/chat/completions", _chat_body),
+            ):
+                gateway_ms, direct_ms = _measure(args, key, history, direct, path, to_body)
+                print(
+                    f"  {api:12s} {size:6,d} stored messages: direct {direct_ms:7.1f} ms, "
+                    f"through the gateway {gateway_ms:7.1f} ms, added {gateway_ms - direct_ms:6.1f} ms"
+                )
+    finally:
+        openai_fake.stop()
+        settings.COMPACTOR = previous
+
+
+def _anthropic_body(history: list[dict]) -> tuple[str, dict, dict]:
+    return "/anthropic/v1/messages", {"model": "claude-sonnet-4-5", "max_tokens": 256, "messages": history}, {}
+
+
+def _chat_body(history: list[dict]) -> tuple[str, dict, dict]:
+    return "/openai/v1/chat/completions", {"model": "gpt-4o", "messages": _as_chat(history)}, {}
+
+
+def _measure(args, key: str, history: list[dict], direct, path: str, to_body) -> tuple[float, float]:
+    """p50 of the gateway (until the client has the whole answer; a stream's reply is recorded
+    after its last byte, drained untimed) and of the stand-in called directly, in ms."""
+    from django.test import Client
+
+    client = Client()
+    history = list(history)
+    gateway: list[float] = []
+
+    def through_gateway(turn: int) -> None:
+        url, body, _ = to_body(history)
+        started = time.perf_counter()
+        response = client.post(
+            url, data=json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}"
+        )
+        assert response.status_code == 200, getattr(response, "content", b"")[:300]
+        chunks = iter(response.streaming_content) if response.streaming else iter([response.content])
+        next(chunks)
+        gateway.append(time.perf_counter() - started)
+        for _ in chunks:  # a stream's reply and usage are recorded after its last byte
+            pass
+        history.append({"role": "assistant", "content": [{"type": "text", "text": "Done."}]})
+        history.append({"role": "user", "content": f"Bench turn {turn}: next step please."})
+
+    def straight(turn: int) -> None:
+        _, body, _ = to_body(history)
+        assert direct.post(path, json=body).status_code == 200
+
+    through_gateway(-1)  # seeds the session with the whole history
+    gateway.clear()
+    for turn in range(args.turns):
+        through_gateway(turn)
+    plain = _timed(straight, args.turns)
+    return median_ms(gateway), median_ms(plain)
 
 
 # --- paced conversation with a real worker ----------------------------------------------------

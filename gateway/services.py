@@ -33,42 +33,33 @@ from django.db import transaction
 from compaction.models import IN_FLIGHT, Compaction
 from compaction.selectors import compaction_in_flight
 from compaction.services import compaction_maybe_auto_safely, compaction_overflow, usage_report_then_compact
-from sessions.models import Message, Session
-from sessions.services import MAX_BATCH, AppendResult, context_build, messages_append, session_create, session_usage
+from sessions.models import Message, Session, SideCall
+from sessions.services import MAX_BATCH, AppendResult, context_build, messages_append, session_usage
 
 from . import upstream
+from .codec import encode_json
+from .errors import SESSION_HEADER, GatewayError, error_body  # noqa: F401 - the views import them from here
+from .errors import validation_message as _validation_message
 from .history import (
     chain_digests,
-    first_user_text,
     merge_served,
     message_fingerprint,
     strip_transport,
     with_provenance,
 )
+from .identity import client_conversation_id
+from .locate import find_conversation as _find_conversation
+from .locate import locate, side_call_finish
+from .locate import matched_count as _matched_count
 from .models import Conversation
 from .relay import UpstreamFault, read_whole, relay_events
+from .served import client_copies_suffice
 from .sse import StreamAssembler
+from .window import window_learn
 
 logger = logging.getLogger(__name__)
 
-SESSION_HEADER = "x-compactor-session"
-# Digests per IN (...) query: far below SQLite's variable limit.
-LOOKUP_CHUNK = 500
 SUMMARY_POLL_SECONDS = 0.25
-
-
-class GatewayError(Exception):
-    """Answered in the Messages API's error shape: {"type": "error", "error": {type, message}}."""
-
-    def __init__(self, status: int, error_type: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error_type = error_type
-        self.message = message
-
-
-def error_body(error_type: str, message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": error_type, "message": message}}
 
 
 @dataclass
@@ -80,6 +71,8 @@ class Turn:
     created: bool = False
     # The session's newest seq once the request's messages are stored: the reply comes next.
     last_seq: int = 0
+    # Set for a call beside the conversation: forwarded as it came, recorded here, not stored.
+    side_call: SideCall | None = None
 
 
 @dataclass
@@ -97,77 +90,6 @@ class GatewayResult:
 # --- 1. which session, and what is new -------------------------------------------------------
 
 
-def _validation_message(exc: ValidationError, offset: int) -> str:
-    """'messages.7.content.0.tool_use_id: problem' with indexes of the client's whole list."""
-    detail = exc.message_dict if hasattr(exc, "error_dict") else {"messages": exc.messages}
-    path, problems = next(iter(detail.items()))
-    if path.startswith("messages[") and "]" in path:
-        index, rest = path[len("messages[") :].split("]", 1)
-        if index.isdigit():
-            path = f"messages[{int(index) + offset}]{rest}"
-    elif path == "" or path == "messages":
-        path = "messages"
-    else:  # a single-message path ('content[0]...'): it is the tail's first message
-        path = f"messages[{offset}].{path}"
-    return f"{path}: {problems[0]}"
-
-
-def _stored_digests(session: Session) -> list[str]:
-    """Digests of a session's stored history: only for a session the gateway has not seen yet."""
-    rows = Message.objects.filter(session=session).order_by("seq").values_list("role", "content")
-    return chain_digests({"role": role, "content": content} for role, content in rows.iterator())
-
-
-def _matched_count(session: Session, conversation: Conversation | None, digests: list[str]) -> int:
-    """How many of the request's messages the session already holds; raises if it diverges."""
-    if conversation is not None:
-        n = conversation.message_count
-        if n == 0 or (n <= len(digests) and digests[n - 1] == conversation.head_digest):
-            return n
-    stored = _stored_digests(session)
-    if not stored:
-        return 0
-    n = len(stored)
-    if n <= len(digests) and digests[n - 1] == stored[-1]:
-        return n
-    raise GatewayError(
-        400,
-        "invalid_request_error",
-        f"messages do not continue the history of session {session.pk} ({n} stored messages); "
-        f"drop the {SESSION_HEADER} header to start a new session",
-    )
-
-
-def _find_conversation(*, user, digests: list[str]) -> Conversation | None:
-    """The owner's conversation whose head is the longest prefix of the request (indexed lookup)."""
-    by_digest = {d: i + 1 for i, d in enumerate(digests)}
-    # From the newest messages back: a continued conversation's head is near the end, so the
-    # first chunk with a hit (usually the first query) holds the longest match.
-    for end in range(len(digests), 0, -LOOKUP_CHUNK):
-        chunk = digests[max(0, end - LOOKUP_CHUNK) : end]
-        best: Conversation | None = None
-        for conv in Conversation.objects.filter(owner=user, head_digest__in=chunk).order_by("-updated_at"):
-            if by_digest.get(conv.head_digest) != conv.message_count:
-                continue
-            if best is None or conv.message_count > best.message_count:
-                best = conv
-        if best is not None:
-            return best
-    return None
-
-
-def _system_text(system: Any) -> str:
-    if isinstance(system, str):
-        return system
-    if isinstance(system, list):
-        return "\n\n".join(
-            b["text"]
-            for b in system
-            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
-        )
-    return ""
-
-
 def gateway_begin(
     *,
     user,
@@ -175,41 +97,16 @@ def gateway_begin(
     session_id: str | None,
     agent: str = "",
 ) -> Turn:
-    """Find or create the session and append the request's new messages, all or nothing."""
+    """Find or create the session and append the request's new messages, all or nothing.
+    A side call appends nothing: it is recorded beside the session it belongs to."""
     messages = body["messages"]
     digests = chain_digests(messages)
+    client_id = None if session_id else client_conversation_id(body)
     with transaction.atomic():
-        created = False
-        if session_id:
-            session = Session.objects.select_for_update().filter(pk=session_id, owner=user).first()
-            if session is None:
-                raise GatewayError(404, "not_found_error", f"{SESSION_HEADER}: no session {session_id} for this key")
-            conversation = Conversation.objects.select_for_update().filter(session=session).first()
-            matched = _matched_count(session, conversation, digests)
-            if conversation is None:
-                conversation = Conversation(session=session, owner=user, head_digest="", message_count=0)
-        else:
-            conversation = _find_conversation(user=user, digests=digests)
-            if conversation is not None:
-                conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
-                session = Session.objects.get(pk=conversation.session_id)
-                matched = conversation.message_count
-                if matched and (matched > len(digests) or digests[matched - 1] != conversation.head_digest):
-                    conversation = None  # moved on meanwhile: this request starts its own session
-            if conversation is None:
-                try:
-                    session = session_create(
-                        owner=user,
-                        title=first_user_text(messages),
-                        agent=agent[:100],
-                        model=str(body.get("model") or "")[:100],
-                        system_prompt=_system_text(body.get("system")),
-                    )
-                except ValidationError as exc:
-                    raise GatewayError(400, "invalid_request_error", _validation_message(exc, 0)) from None
-                conversation = Conversation(session=session, owner=user, head_digest="", message_count=0)
-                matched, created = 0, True
-
+        found = locate(user=user, body=body, digests=digests, session_id=session_id, client_id=client_id, agent=agent)
+        session, conversation, matched = found.session, found.conversation, found.matched
+        if found.side_call is not None:
+            return Turn(session=session, conversation=conversation, messages=messages, side_call=found.side_call)
         tail = [with_provenance(strip_transport(m)) for m in messages[matched:]]
         appended: AppendResult | None = None
         for start in range(0, len(tail), MAX_BATCH):
@@ -229,7 +126,7 @@ def gateway_begin(
         conversation=conversation,
         messages=messages,
         appended=len(tail),
-        created=created,
+        created=found.created,
         last_seq=session.last_seq,
     )
 
@@ -237,7 +134,7 @@ def gateway_begin(
 # --- 2. the served context -------------------------------------------------------------------
 
 
-def _wait_if_it_cannot_fit(session: Session) -> None:
+def wait_if_it_cannot_fit(session: Session) -> None:
     """Auto-compaction runs in the workers; a call waits for it only when the context is over
     the window (the provider would refuse it), and at most GATEWAY_SUMMARY_WAIT seconds."""
     usage = session_usage(session)
@@ -254,6 +151,8 @@ def _wait_if_it_cannot_fit(session: Session) -> None:
 
 
 def upstream_messages(*, session: Session, client_messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if client_copies_suffice(session=session, client_messages=client_messages):
+        return client_messages
     return merge_served(context_build(session=session)["messages"], client_messages)
 
 
@@ -261,7 +160,7 @@ def upstream_messages(*, session: Session, client_messages: list[dict[str, Any]]
 
 
 def _encode(body: dict[str, Any], messages: list[dict[str, Any]]) -> bytes:
-    return json.dumps({**body, "messages": messages}, ensure_ascii=False).encode("utf-8")
+    return encode_json({**body, "messages": messages})
 
 
 def _send(path: str, query: str, headers: dict[str, str], payload: bytes) -> httpx.Response:
@@ -276,7 +175,11 @@ def _send(path: str, query: str, headers: dict[str, str], payload: bytes) -> htt
     except httpx.HTTPError as exc:
         # The URL is not logged: it may carry a proxy's credentials.
         logger.warning("Gateway: upstream unreachable (%s)", type(exc).__name__)
-        raise GatewayError(502, "api_error", f"upstream Messages API unreachable: {type(exc).__name__}") from None
+        raise GatewayError(
+            502,
+            "api_error",
+            f"upstream Messages API unreachable ({type(exc).__name__}): check COMPACTOR_UPSTREAM_URL",
+        ) from None
 
 
 def _read(response: httpx.Response, *, whole_json: bool = False) -> bytes:
@@ -366,6 +269,7 @@ def gateway_record_reply(*, turn: Turn, reply: dict[str, Any]) -> None:
 
 def _overflow_retry_messages(turn: Turn, status: int, text: str) -> list[dict[str, Any]] | None:
     """Emergency compaction for a context overflow; the messages to retry with, or None."""
+    window_learn(session=turn.session, error_text=text)
     result = compaction_overflow(session=turn.session, error_text=text, status_code=status)
     if not result.get("overflow") or not result.get("compacted"):
         return None
@@ -402,6 +306,9 @@ def _stream(turn: Turn, response: httpx.Response) -> Iterator[bytes]:
 
 def _record_safely(turn: Turn, reply: dict[str, Any]) -> None:
     try:
+        if turn.side_call is not None:
+            side_call_finish(turn.side_call, status=200, reply=reply)
+            return
         gateway_record_reply(turn=turn, reply=reply)
     except Exception:  # noqa: BLE001 - the client gets its answer; its next call appends what is missing
         logger.exception("Gateway: recording the reply for session %s failed", turn.session.pk)
@@ -418,15 +325,18 @@ def gateway_call(
 ) -> GatewayResult:
     """One POST /v1/messages through Compactor (see the module docstring)."""
     turn = gateway_begin(user=user, body=body, session_id=session_id, agent=agent)
-    _wait_if_it_cannot_fit(turn.session)
-    messages = upstream_messages(session=turn.session, client_messages=turn.messages)
+    if turn.side_call is None:
+        wait_if_it_cannot_fit(turn.session)
+        messages = upstream_messages(session=turn.session, client_messages=turn.messages)
+    else:
+        messages = turn.messages  # a side call goes as it came
     stream = bool(body.get("stream"))
     session_header = {SESSION_HEADER: str(turn.session.pk)}
 
     response = _send("/v1/messages", query, headers, _encode(body, messages))
     if response.status_code != 200:
         text = _read(response).decode("utf-8", "replace")
-        retry = _overflow_retry_messages(turn, response.status_code, text)
+        retry = None if turn.side_call else _overflow_retry_messages(turn, response.status_code, text)
         if retry is not None:
             response = _send("/v1/messages", query, headers, _encode(body, retry))
     if response.status_code != 200 or not stream:
@@ -438,6 +348,8 @@ def gateway_call(
             session_id=str(turn.session.pk),
             extra_headers=session_header,
         )
+        if response.status_code != 200 and turn.side_call is not None:
+            side_call_finish(turn.side_call, status=response.status_code, reply={})
         if response.status_code == 200:
             try:
                 reply = json.loads(payload)

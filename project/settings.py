@@ -341,6 +341,22 @@ GATEWAY_SUMMARY_WAIT = env_float("COMPACTOR_GATEWAY_SUMMARY_WAIT", 60.0, minimum
 # Agents resend their whole history (images included) on every call: the Messages API's own limit.
 GATEWAY_MAX_REQUEST_BYTES = env_int("COMPACTOR_GATEWAY_MAX_REQUEST_BYTES", 32 * 1024 * 1024, minimum=1024)
 
+# --- Gateway: the OpenAI-compatible /openai/v1/chat/completions and /responses (gateway/openai/)
+# The same rules, on to an OpenAI-compatible API (OpenAI, Azure's /openai/v1, OpenRouter, vLLM…).
+OPENAI_GATEWAY_UPSTREAM_URL = env_str("COMPACTOR_OPENAI_UPSTREAM_URL", "https://api.openai.com/v1").rstrip("/")
+_openai_upstream = urlsplit(OPENAI_GATEWAY_UPSTREAM_URL)
+if (
+    _openai_upstream.scheme not in ("http", "https")
+    or not _openai_upstream.netloc
+    or _openai_upstream.query
+    or _openai_upstream.fragment
+):
+    raise ImproperlyConfigured(
+        f"COMPACTOR_OPENAI_UPSTREAM_URL must be an http(s) URL without query, e.g. https://api.openai.com/v1, "
+        f"got {OPENAI_GATEWAY_UPSTREAM_URL!r}"
+    )
+OPENAI_GATEWAY_UPSTREAM_API_KEY = env_str("COMPACTOR_OPENAI_UPSTREAM_API_KEY") or env_str("OPENAI_API_KEY")
+
 # --- Compaction defaults (overridable per session and per request) ----------------------
 COMPACTOR = {
     "DEFAULT_CONTEXT_WINDOW": env_int("COMPACTOR_DEFAULT_CONTEXT_WINDOW", 128_000, minimum=1024),

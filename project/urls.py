@@ -14,6 +14,8 @@ urlpatterns = [
     path("api/v1/sessions/<uuid:session_id>/", include("compaction.api.urls")),
     # Agents that only change their Anthropic base URL: the Messages API, compacted (gateway app).
     path("anthropic/", include("gateway.urls")),
+    # Agents on OpenAI's Chat Completions or Responses API (Codex, opencode, aider, LiteLLM…).
+    path("openai/", include("gateway.openai.urls")),
     # People: login and the dashboard.
     path("", include("sessions.dashboard.urls")),
 ]

@@ -42,6 +42,13 @@ class Session(models.Model):
     # Set while `import_transcript --replay` appends to this session and runs its compactions
     # itself: the Celery task leaves the session's jobs to the replay (no race with a worker).
     replaying = models.BooleanField(default=False)
+    # A single call the gateway could not tie to any conversation (one message, no client
+    # conversation id, no stored history it continues): kept out of the session lists unless
+    # asked for, until a later call continues it.
+    one_off = models.BooleanField(default=False)
+    # Calls made beside the conversation on the client's behalf (Claude Code's title and
+    # topic checks): answered and recorded as SideCall rows, never as messages.
+    side_call_count = models.PositiveIntegerField(default=0)
 
     # Append bookkeeping. `last_seq` is bumped under a row lock, which is what keeps seq
     # gap-free and unique when many clients append at once.
@@ -235,6 +242,32 @@ class UsageSample(models.Model):
     def __str__(self) -> str:
         figure = self.reported_tokens if self.reported_tokens is not None else self.tokens
         return f"{self.get_kind_display()} at #{self.seq}: {figure:,}"
+
+
+class SideCall(models.Model):
+    """A call an agent made beside its conversation (another system prompt, one user message,
+    not a continuation): forwarded as it came and recorded here with its usage, so it neither
+    becomes a session of its own nor enters the conversation's messages or meter."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="side_calls")
+    created_at = models.DateTimeField(auto_now_add=True)
+    model = models.CharField(max_length=100, blank=True)
+    # The first words of the call's user message and of its system prompt's own instruction,
+    # so a person can tell a title request from a command check.
+    summary = models.CharField(max_length=200, blank=True)
+    status = models.PositiveSmallIntegerField(null=True, blank=True, help_text="The upstream's HTTP status.")
+    streamed = models.BooleanField(default=False)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cache_read_input_tokens = models.PositiveIntegerField(default=0)
+    cache_creation_input_tokens = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["session", "-created_at", "-id"]
+        indexes = [models.Index(fields=["session", "-created_at"], name="side_call_session_created")]
+
+    def __str__(self) -> str:
+        return f"Side call {self.summary[:40] or self.model}"
 
 
 # How long a retry with the same Idempotency-Key gets the first answer (then the key is free).

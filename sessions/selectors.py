@@ -8,11 +8,21 @@ import uuid
 from django.db.models import Max, Min, Q, QuerySet
 from django.http import Http404
 
-from .models import Message, Session, ToolCall
+from .models import Message, Session, SideCall, ToolCall
 
 
-def session_list(*, user, agent: str | None = None, model: str | None = None, search: str | None = None) -> QuerySet:
-    qs = Session.objects.filter(owner=user, deleted_at__isnull=True).select_related("active_compaction")
+def session_list(
+    *,
+    user,
+    agent: str | None = None,
+    model: str | None = None,
+    search: str | None = None,
+    one_off: bool = False,
+) -> QuerySet:
+    """The caller's sessions; lone gateway calls no conversation continued only with `one_off`."""
+    qs = Session.objects.filter(owner=user, deleted_at__isnull=True, one_off=one_off).select_related(
+        "active_compaction"
+    )
     if agent:
         qs = qs.filter(agent=agent)
     if model:
@@ -66,6 +76,11 @@ def message_range_whole_pairs(*, session: Session, from_seq: int, to_seq: int | 
         if (new_low, new_high) == (low, high):
             return low, high
         low, high = new_low, new_high
+
+
+def side_call_list(*, session: Session) -> QuerySet:
+    """Calls made beside the session's conversation, newest first."""
+    return SideCall.objects.filter(session=session).order_by("-created_at", "-id")
 
 
 # A session id as the dashboard shows it (the first 8 hex digits) or any longer piece of it.

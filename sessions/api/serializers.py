@@ -85,7 +85,8 @@ class UsageOutSerializer(serializers.Serializer):
     )
     tokenizer = serializers.CharField(
         help_text="Encoding used for this session: o200k_base for OpenAI's gpt-4o/4.1/5 and o-series models "
-        "when cached offline, else cl100k_base; chars/4 when no tokenizer is available."
+        "(read offline: tiktoken's cache or the bpe-openai package), else cl100k_base; chars/4 when no tokenizer "
+        "is available."
     )
     exact = serializers.BooleanField(help_text="False when the chars/4 fallback is in use.")
     context_window = serializers.IntegerField()
@@ -127,6 +128,12 @@ class SessionOutSerializer(serializers.Serializer):
     )
     usage = serializers.SerializerMethodField()
     message_count = serializers.IntegerField()
+    side_call_count = serializers.IntegerField(
+        help_text="Calls the agent made beside this conversation (titles, topic checks): GET .../side-calls/."
+    )
+    one_off = serializers.BooleanField(
+        help_text="A lone gateway call no conversation continued: listed only with ?one_off=true."
+    )
     last_seq = serializers.IntegerField()
     total_message_tokens = serializers.IntegerField(help_text="All stored messages, compacted or not.")
     active_compaction = serializers.UUIDField(source="active_compaction_id", allow_null=True)
@@ -140,6 +147,19 @@ class SessionOutSerializer(serializers.Serializer):
     @extend_schema_field(UsageOutSerializer)
     def get_usage(self, session) -> dict:
         return services.session_usage(session).as_dict()
+
+
+class SideCallOutSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    model = serializers.CharField()
+    summary = serializers.CharField(help_text="The first words of the call's user message.")
+    status = serializers.IntegerField(allow_null=True, help_text="The upstream's HTTP status; null while unanswered.")
+    streamed = serializers.BooleanField()
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    cache_read_input_tokens = serializers.IntegerField()
+    cache_creation_input_tokens = serializers.IntegerField()
 
 
 class SessionInSerializer(RejectUnknownFieldsMixin, serializers.Serializer):

@@ -10,6 +10,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/", views.SessionDetailView.as_view(), name="session-detail"),
     path("sessions/<uuid:session_id>/restore/", views.SessionRestoreView.as_view(), name="session-restore"),
     path("sessions/<uuid:session_id>/messages/", views.MessageListView.as_view(), name="session-messages"),
+    path("sessions/<uuid:session_id>/side-calls/", views.SideCallListView.as_view(), name="session-side-calls"),
     path("sessions/<uuid:session_id>/search/", search.SessionSearchView.as_view(), name="session-search"),
     path("search/", search.SearchView.as_view(), name="search"),
     path("sessions/<uuid:session_id>/context/", views.ContextView.as_view(), name="session-context"),

@@ -35,7 +35,7 @@ ERROR_DESCRIPTIONS = {
     401: "No API key, or an invalid, revoked or expired one.",
     403: "Authenticated by the dashboard's login session without a valid CSRF token.",
     404: "No such session for this caller (another owner's session is also a 404): "
-    "`{\"error\": \"session <id> not found\"}`.",
+    '`{"error": "session <id> not found"}`.',
     413: "Body larger than COMPACTOR_MAX_REQUEST_BYTES; `detail` has the size and the limit.",
 }
 
@@ -85,6 +85,11 @@ class SessionListView(AtomicWritesMixin, APIView):
                 description="Only sessions whose id starts with this (at least 8 hex digits, as the dashboard "
                 "shows ids): how a client resolves a short id, and sees when one is ambiguous.",
             ),
+            OpenApiParameter(
+                "one_off",
+                bool,
+                description="true: only lone gateway calls no conversation continued (left out otherwise).",
+            ),
         ],
         responses={200: s.SessionOutSerializer(many=True), **error_responses(400)},
     )
@@ -93,7 +98,10 @@ class SessionListView(AtomicWritesMixin, APIView):
         for name, value in filters.items():
             if value and "\x00" in value:
                 raise ValidationError({name: ["must not contain the NUL character"]})
-        qs = selectors.session_list(user=request.user, **filters)
+        one_off = request.query_params.get("one_off", "false").lower()
+        if one_off not in ("true", "false", "1", "0"):
+            raise ValidationError({"one_off": ["must be true or false"]})
+        qs = selectors.session_list(user=request.user, one_off=one_off in ("true", "1"), **filters)
         prefix = request.query_params.get("id_prefix")
         if prefix is not None:
             problem = selectors.id_prefix_problem(prefix)
@@ -188,6 +196,29 @@ APPEND_EXAMPLES = [
         },
     ),
 ]
+
+
+class SideCallPagination(StrictPageNumberPagination):
+    page_size = 50
+    page_size_query_param = "limit"
+    max_page_size = 500
+
+
+class SideCallListView(APIView):
+    pagination_class = SideCallPagination
+
+    @extend_schema(
+        operation_id="side_calls_list",
+        description="Calls the agent made beside this session's conversation (through the gateway: Claude Code's "
+        "title, topic and command checks), newest first, with the usage each reported. They are answered as "
+        "they came and are not part of the session's messages or context.",
+        responses={200: s.SideCallOutSerializer(many=True), **error_responses(404)},
+    )
+    def get(self, request, session_id):
+        session = selectors.session_get(user=request.user, session_id=session_id)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(selectors.side_call_list(session=session), request, view=self)
+        return paginator.get_paginated_response(s.SideCallOutSerializer(page, many=True).data)
 
 
 SEQ_SCHEMA = {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}

@@ -10,6 +10,11 @@ class SessionFilterForm(forms.Form):
     model = forms.ChoiceField(required=False, label="Model")
     status = forms.ChoiceField(required=False, choices=STATUS_CHOICES, label="Status")
     sort = forms.ChoiceField(required=False, choices=SORT_CHOICES, label="Sort by")
+    single = forms.BooleanField(
+        required=False,
+        label="Single calls",
+        help_text="Lone gateway calls that no conversation continued (kept out of the list otherwise).",
+    )
 
     def __init__(self, *args, models: list[str], **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -17,13 +22,14 @@ class SessionFilterForm(forms.Form):
 
     def filters(self) -> dict[str, str]:
         if not self.is_valid():
-            return {"q": "", "model": "", "status": "", "sort": "activity"}
+            return {"q": "", "model": "", "status": "", "sort": "activity", "single": False}
         data = self.cleaned_data
         return {
             "q": data["q"].strip(),
             "model": data["model"],
             "status": data["status"],
             "sort": data["sort"] or "activity",
+            "single": bool(data["single"]),
         }
 
 

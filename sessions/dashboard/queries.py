@@ -29,7 +29,7 @@ from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Status
 from compaction.review import rerun_of
 from sessions import selectors
 from sessions import services as session_services
-from sessions.models import Message, Session, ToolCall, UsageSample
+from sessions.models import Message, Session, SideCall, ToolCall, UsageSample
 
 from .present import Usage, compaction_line
 
@@ -43,6 +43,7 @@ STATUS_CHOICES = [
     ("near", "Near trigger"),
     ("ok", "OK"),
 ]
+SIDE_CALLS_SHOWN = 20
 SORT_CHOICES = [("activity", "Last activity"), ("usage", "Usage (highest first)")]
 
 
@@ -92,7 +93,14 @@ class SessionRow:
 
 
 def session_list_page(
-    *, user, q: str = "", model: str = "", status: str = "", sort: str = "activity", page: Any = 1
+    *,
+    user,
+    q: str = "",
+    model: str = "",
+    status: str = "",
+    sort: str = "activity",
+    single: bool = False,
+    page: Any = 1,
 ) -> Page:
     """One page of SessionRow. Bounded queries whatever the number of sessions.
 
@@ -102,7 +110,8 @@ def session_list_page(
     beyond the page's rows.
     """
     in_flight = Compaction.objects.filter(session=OuterRef("pk"), status__in=IN_FLIGHT)
-    qs = sessions_visible(user=user).annotate(running=Exists(in_flight))
+    # Lone calls the gateway could not tie to a conversation are listed only when asked for.
+    qs = sessions_visible(user=user).filter(one_off=single).annotate(running=Exists(in_flight))
     if q:
         # The search box also takes a session id's start, as the pages show ids (8 hex digits).
         by_id = selectors.id_prefix_q(q) if selectors.id_prefix_problem(q) is None else Q(pk=None)
@@ -127,6 +136,11 @@ def session_list_page(
         for s in sessions
     ]
     return page_obj
+
+
+def side_calls(*, session: Session, limit: int = SIDE_CALLS_SHOWN) -> list[SideCall]:
+    """The session's newest side calls (Claude Code's title and topic checks)."""
+    return list(SideCall.objects.filter(session=session).order_by("-created_at", "-id")[:limit])
 
 
 def model_choices(*, user) -> list[str]:

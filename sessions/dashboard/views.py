@@ -63,7 +63,9 @@ def session_list(request: HttpRequest) -> HttpResponse:
     if _unchanged(request, version):
         return _no_change()
     form = SessionFilterForm(request.GET or None, models=queries.model_choices(user=request.user))
-    filters = form.filters() if request.GET else {"q": "", "model": "", "status": "", "sort": "activity"}
+    filters = (
+        form.filters() if request.GET else {"q": "", "model": "", "status": "", "sort": "activity", "single": False}
+    )
     page = queries.session_list_page(user=request.user, page=request.GET.get("page", 1), **filters)
     query = request.GET.copy()
     query.pop("page", None)
@@ -155,6 +157,7 @@ def session_detail(request: HttpRequest, session_id: UUID) -> HttpResponse:
     context.update(_timeline_context(session, compactions, page, start, full_page=True))
     # Subagents imported with the session (Claude Code's subagents/*.jsonl), and its parent.
     context["children"] = queries.session_children(user=request.user, session=session)
+    context["side_calls"] = queries.side_calls(session=session) if session.side_call_count else []
     context.update(search.highlight(request))  # a search hit's message, marked in the timeline
     return render(request, "dashboard/session_detail.html", context)
 

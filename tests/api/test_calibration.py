@@ -226,10 +226,11 @@ def test_usage_names_the_tokenizer_of_the_sessions_model(api, monkeypatch):
     from compaction.core import tokens
 
     monkeypatch.setattr(tokens, "_o200k_is_cached", lambda: False)
+    monkeypatch.setattr(tokens, "_o200k_packaged", lambda: None)
     tokens.get_tokenizer.cache_clear()
     try:
         created = api.post("/api/v1/sessions/", {"model": "gpt-4o"}, format="json").json()
-        assert created["usage"]["tokenizer"] == "cl100k_base"  # o200k not cached: fall back
+        assert created["usage"]["tokenizer"] == "cl100k_base"  # o200k neither cached nor packaged: fall back
     finally:
         tokens.get_tokenizer.cache_clear()
 

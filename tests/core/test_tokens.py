@@ -165,8 +165,9 @@ def test_encoding_choice_per_model():
         assert encoding_for_model(model) == "cl100k_base", model
 
 
-def test_tokenizer_for_an_openai_model_without_the_o200k_cache_is_cl100k(monkeypatch):
+def test_tokenizer_for_an_openai_model_without_o200k_offline_is_cl100k(monkeypatch):
     monkeypatch.setattr(tokens, "_o200k_is_cached", lambda: False)
+    monkeypatch.setattr(tokens, "_o200k_packaged", lambda: None)
     get_tokenizer.cache_clear()
     try:
         assert tokenizer_for_model("gpt-4o").name == "cl100k_base"
@@ -203,10 +204,26 @@ def test_chars_per_4_fallback_when_tiktoken_is_missing(monkeypatch):
     assert count_content("abcdefgh", tokenizer) == MESSAGE_OVERHEAD + 2
 
 
-def test_o200k_is_used_only_when_already_cached(monkeypatch, tmp_path):
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # empty cache: nothing to load offline
-    tokenizer = get_tokenizer("o200k_base")
-    assert tokenizer.name == "cl100k_base"  # fell back; never downloaded
+def test_o200k_comes_from_the_cache_or_the_package_never_a_download(monkeypatch, tmp_path):
+    import socket
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("the tokenizer tried to reach the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # empty cache: only the package's copy is offline
+    get_tokenizer.cache_clear()
+    try:
+        tokenizer = get_tokenizer("o200k_base")
+        assert (tokenizer.name, tokenizer.exact) == ("o200k_base", True)  # bpe-openai's copy of the ranks
+        # o200k's own ids and counts (tiktoken: "Hello world" is [13225, 2375]).
+        assert tokens._o200k_packaged().encode("Hello world") == [13225, 2375]
+        assert tokenizer.count("Hello world") == 2 and tokenizer.count("<|endoftext|>") > 1
+        monkeypatch.setattr(tokens, "_o200k_packaged", lambda: None)
+        get_tokenizer.cache_clear()
+        assert get_tokenizer("o200k_base").name == "cl100k_base"  # neither: fell back, never downloaded
+    finally:
+        get_tokenizer.cache_clear()
 
 
 def test_usage_estimate_without_and_with_a_report():

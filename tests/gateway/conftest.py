@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from project.celery import app as celery_app
+from tests.gateway.sdk_clients import close_all
 from tests.gateway.upstream import FakeUpstream
 
 UPSTREAM_KEY = "upstream-secret"
@@ -52,3 +53,24 @@ def server_threads_close_their_connections():
     settings_dict["CONN_MAX_AGE"] = 0
     yield
     settings_dict["CONN_MAX_AGE"] = previous
+
+
+@pytest.fixture
+def openai_upstream(settings):
+    """The OpenAI stand-in, wired in as the gateway's OpenAI upstream (with the server's own key)."""
+    from tests.gateway.openai_upstream import KEY, FakeOpenAI
+
+    fake = FakeOpenAI().start()
+    settings.OPENAI_GATEWAY_UPSTREAM_URL = fake.url
+    settings.OPENAI_GATEWAY_UPSTREAM_API_KEY = KEY
+    settings.ANTHROPIC_API_KEY = None
+    settings.ANTHROPIC_BASE_URL = None
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(autouse=True)
+def sdk_clients_closed():
+    """SDK clients opened with tests.gateway.sdk_clients.closing are closed when the test ends."""
+    yield
+    close_all()

@@ -244,6 +244,7 @@ def test_an_unreachable_upstream_is_a_502_api_error(upstream, api_key, settings)
     response = call(body("hi"), key=api_key)
     assert response.status_code == 502
     assert response.json()["error"]["type"] == "api_error"
+    assert "COMPACTOR_UPSTREAM_URL" in response.json()["error"]["message"]
 
 
 # --- overflow -----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 
 from compaction.models import Compaction, Reason, Status
 from sessions.models import Message, Session
+from tests.gateway.sdk_clients import closing
 from tests.gateway.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,8 +24,10 @@ WINDOW = 8000
 
 
 def sdk(live_server, key: str, **headers) -> anthropic.Anthropic:
-    return anthropic.Anthropic(
-        base_url=f"{live_server.url}/anthropic", api_key=key, max_retries=0, default_headers=headers or None
+    return closing(
+        anthropic.Anthropic(
+            base_url=f"{live_server.url}/anthropic", api_key=key, max_retries=0, default_headers=headers or None
+        )
     )
 
 

@@ -13,8 +13,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _settings(**overrides: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL", "COMPACTOR_UPSTREAM"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DATABASE_URL", "REDIS_URL", "COMPACTOR_UPSTREAM", "COMPACTOR_OPENAI"))
+    }
     env.pop("ANTHROPIC_API_KEY", None)
+    env.pop("OPENAI_API_KEY", None)
     env.update(
         {
             "DJANGO_SETTINGS_MODULE": "project.settings",
@@ -39,6 +44,28 @@ def test_defaults_and_the_key_fallback():
     assert both.stdout.split()[:2] == ["http://proxy:8080", "sk-b"]
 
 
+def _openai(**overrides: str) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL", "COMPACTOR_OPENAI"))}
+    env.pop("OPENAI_API_KEY", None)
+    env.update({"DJANGO_SETTINGS_MODULE": "project.settings", "SECRET_KEY": "x", **overrides})
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.OPENAI_GATEWAY_UPSTREAM_URL, s.OPENAI_GATEWAY_UPSTREAM_API_KEY or '-')"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    return result.stdout.split()
+
+
+def test_the_openai_upstream_defaults_to_openai_and_falls_back_to_openai_api_key():
+    assert _openai() == ["https://api.openai.com/v1", "-"]
+    assert _openai(OPENAI_API_KEY="sk-o") == ["https://api.openai.com/v1", "sk-o"]
+    assert _openai(
+        OPENAI_API_KEY="sk-o",
+        COMPACTOR_OPENAI_UPSTREAM_API_KEY="sk-p",
+        COMPACTOR_OPENAI_UPSTREAM_URL="http://localhost:8000/v1/",
+    ) == ["http://localhost:8000/v1", "sk-p"]
+
+
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
@@ -48,6 +75,8 @@ def test_defaults_and_the_key_fallback():
         ("COMPACTOR_UPSTREAM_TIMEOUT", "0"),
         ("COMPACTOR_GATEWAY_SUMMARY_WAIT", "soon"),
         ("COMPACTOR_GATEWAY_MAX_REQUEST_BYTES", "12"),
+        ("COMPACTOR_OPENAI_UPSTREAM_URL", "api.openai.com/v1"),
+        ("COMPACTOR_OPENAI_UPSTREAM_URL", "https://api.openai.com/v1?x=1"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(variable, value):

@@ -1,0 +1,158 @@
+"""POST /openai/v1/chat/completions through Compactor: the Anthropic gateway's steps
+(gateway.services) on Chat Completions messages.
+
+The request's messages are mapped to blocks (gateway.openai.chat_map) and found or stored like
+a Messages API history; what goes upstream is the served context mapped back, with the
+client's own copies of every message it still holds; the reply (whole, or assembled from the
+relayed chunks) is mapped, stored and its usage reported. A context overflow compacts the
+session at once, sized by the limit the error states, and the call is retried once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from compaction.services import compaction_overflow
+from sessions.models import Session
+from sessions.services import context_build
+
+from ..errors import GatewayError
+from ..history import merge_served
+from ..locate import side_call_finish
+from ..served import client_copies_suffice
+from ..services import GatewayResult, Turn, gateway_begin, gateway_record_reply, wait_if_it_cannot_fit
+from ..window import window_learn
+from . import common
+from .chat_map import Mapped, MappingError, to_blocks, to_chat
+from .extras import extra_key, extras_for, extras_store
+from .stream import ChatAssembler
+
+logger = logging.getLogger(__name__)
+
+PATH = "/chat/completions"
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use"}
+
+
+def map_messages(messages: Any) -> Mapped:
+    if not isinstance(messages, list) or not messages:
+        raise GatewayError(400, "invalid_request_error", "messages: required, a non-empty list", param="messages")
+    try:
+        mapped = to_blocks(messages)
+    except MappingError as exc:
+        raise GatewayError(400, "invalid_request_error", str(exc), param=exc.path) from None
+    if not mapped.messages:
+        raise GatewayError(
+            400, "invalid_request_error", "messages: needs a user message after the system messages", param="messages"
+        )
+    return mapped
+
+
+def served_chat(*, session: Session, mapped: Mapped, served: list[dict[str, Any]] | None = None) -> list[dict]:
+    """The served context as Chat Completions messages: the client's own copies of what it still
+    holds (as it sent them), the summary and pruned messages mapped back with their extras."""
+    if served is None:
+        if client_copies_suffice(session=session, client_messages=mapped.messages):
+            return list(mapped.system) + [item for source in mapped.sources for item in source]
+        served = context_build(session=session)["messages"]
+    merged = merge_served(served, mapped.messages)
+    position = {id(m): i for i, m in enumerate(mapped.messages)}
+    stored = [m for m in merged if id(m) not in position]
+    extras = extras_for(session=session, messages=stored) if stored else {}
+    out = list(mapped.system)
+    for message in merged:
+        index = position.get(id(message))
+        out += mapped.sources[index] if index is not None else to_chat(message, extras.get(extra_key(message)))
+    return out
+
+
+def _reply(completion: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(the reply in the Messages API's terms, its stored message, its extras)."""
+    choices = completion.get("choices") if isinstance(completion.get("choices"), list) else []
+    choice = choices[0] if choices and isinstance(choices[0], dict) else {}
+    usage = common.meter_usage(
+        completion.get("usage"), prompt="prompt_tokens", completion="completion_tokens", details="prompt_tokens_details"
+    )
+    reply = {
+        "usage": usage,
+        "model": completion.get("model"),
+        "stop_reason": STOP_REASONS.get(choice.get("finish_reason")),
+    }
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        return reply, {}, {}
+    try:
+        mapped = to_blocks([{**message, "role": "assistant"}])
+    except MappingError:
+        return reply, {}, {}
+    return {**reply, "content": mapped.messages[0]["content"]}, mapped.messages[0], mapped.extras[0]
+
+
+def record(turn: Turn, completion: dict[str, Any], status: int = 200) -> None:
+    """Store the reply and its usage; a failure is logged (the client has its answer and resends it)."""
+    try:
+        reply, message, extras = _reply(completion)
+        if turn.side_call is not None:
+            side_call_finish(turn.side_call, status=status, reply=reply)
+            return
+        gateway_record_reply(turn=turn, reply=reply)
+        if message:
+            extras_store(session=turn.session, pairs=[(message, extras)])
+    except Exception:  # noqa: BLE001 - the client has its answer; its next call appends what is missing
+        logger.exception("OpenAI gateway: recording the reply for session %s failed", turn.session.pk)
+
+
+def _overflow_retry(turn: Turn, mapped: Mapped, status: int, text: str) -> list[dict[str, Any]] | None:
+    """Emergency compaction for a context overflow; the messages to retry with, or None."""
+    window_learn(session=turn.session, error_text=text)
+    result = compaction_overflow(session=turn.session, error_text=text, status_code=status)
+    if not result.get("overflow") or not result.get("compacted"):
+        return None
+    logger.info("OpenAI gateway: session %s compacted after an upstream overflow; retrying once", turn.session.pk)
+    return served_chat(session=turn.session, mapped=mapped, served=result["context"]["messages"])
+
+
+def _payload(body: dict[str, Any], messages: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+    """The upstream body, and whether the gateway asked for the usage chunk the client did not
+    (the meter needs it; the client does not get it)."""
+    payload = {**body, "messages": messages}
+    options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
+    if not body.get("stream") or options.get("include_usage"):
+        return payload, False
+    payload["stream_options"] = {**options, "include_usage": True}
+    return payload, True
+
+
+def openai_chat_call(
+    *, user, body: dict[str, Any], session_id: str | None, headers: dict[str, str], agent: str = ""
+) -> GatewayResult:
+    mapped = map_messages(body.get("messages"))
+    shaped = {
+        **{k: body[k] for k in ("model", "tools", "stream", "metadata", "prompt_cache_key") if k in body},
+        "system": mapped.system_text(),
+        "messages": mapped.messages,
+    }
+    turn = gateway_begin(user=user, body=shaped, session_id=session_id, agent=agent)
+    if turn.side_call is None:
+        tail = len(mapped.messages) - turn.appended
+        extras_store(session=turn.session, pairs=list(zip(mapped.messages[tail:], mapped.extras[tail:], strict=True)))
+        wait_if_it_cannot_fit(turn.session)
+        messages = served_chat(session=turn.session, mapped=mapped)
+    else:
+        messages = body["messages"]  # a side call goes as it came
+    payload, drop_usage = _payload(body, messages)
+
+    def retry(status: int, text: str) -> dict[str, Any] | None:
+        served = _overflow_retry(turn, mapped, status, text)
+        return None if served is None else _payload(body, served)[0]
+
+    return common.exchange(
+        turn,
+        path=PATH,
+        headers=headers,
+        payload=payload,
+        retry=retry,
+        assembler=lambda: ChatAssembler(drop_usage_chunk=drop_usage),
+        record=lambda completion: record(turn, completion),
+        responses=False,
+    )

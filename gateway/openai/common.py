@@ -1,0 +1,152 @@
+"""What the Chat Completions and Responses routes share: sending upstream, relaying a stream,
+passing a whole answer back, and the usage an OpenAI reply reports in the meter's terms."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx2 as httpx
+import orjson
+from django.conf import settings
+
+from ..codec import encode_json
+from ..errors import SESSION_HEADER, GatewayError
+from ..locate import side_call_finish
+from ..relay import UpstreamFault, read_whole
+from ..services import GatewayResult, Turn
+from . import upstream
+from .stream import EventRelay, error_event
+
+logger = logging.getLogger(__name__)
+
+
+def send(path: str, headers: dict[str, str], payload: dict[str, Any]) -> httpx.Response:
+    try:
+        return upstream.send(path=path, headers=headers, body=encode_json(payload))
+    except httpx.HTTPError as exc:
+        # The URL is not logged: it may carry a proxy's credentials.
+        logger.warning("OpenAI gateway: upstream unreachable (%s)", type(exc).__name__)
+        raise GatewayError(
+            502,
+            "api_error",
+            f"upstream OpenAI API unreachable ({type(exc).__name__}): check COMPACTOR_OPENAI_UPSTREAM_URL",
+        ) from None
+
+
+def read_all(response: httpx.Response) -> bytes:
+    """The whole body; one that breaks or stalls after the headers is a 502/504 (gateway.relay)."""
+    try:
+        return read_whole(response, timeout=settings.GATEWAY_UPSTREAM_TIMEOUT)
+    except UpstreamFault as fault:
+        raise GatewayError(fault.status, "api_error", fault.message) from None
+
+
+def whole(turn: Turn, response: httpx.Response, payload: bytes) -> GatewayResult:
+    return GatewayResult(
+        status=response.status_code,
+        headers=upstream.response_headers(response),
+        body=payload,
+        session_id=str(turn.session.pk),
+        extra_headers={SESSION_HEADER: str(turn.session.pk)},
+    )
+
+
+def streamed(turn: Turn, response: httpx.Response, chunks: Iterator[bytes]) -> GatewayResult:
+    return GatewayResult(
+        status=200,
+        headers=upstream.response_headers(response),
+        chunks=chunks,
+        session_id=str(turn.session.pk),
+        extra_headers={SESSION_HEADER: str(turn.session.pk)},
+    )
+
+
+def relay(
+    turn: Turn, response: httpx.Response, assembler: Any, record: Callable[[dict[str, Any]], None], *, responses: bool
+) -> Iterator[bytes]:
+    """Events go to the client as they complete; a stream the upstream cut (or that stalled
+    past the timeout) ends with an error event, so the client never takes it for a whole reply.
+    The reply is stored once the stream ended properly."""
+    events = EventRelay(assembler.on_event)
+    try:
+        for chunk in response.iter_raw():
+            out = events.feed(chunk)
+            if out:
+                yield out
+        out = events.finish()
+        if out:
+            yield out
+    except httpx.HTTPError as exc:
+        logger.warning("OpenAI gateway: upstream stream for session %s broke: %s", turn.session.pk, type(exc).__name__)
+    finally:
+        response.close()
+    if not assembler.ended:
+        logger.warning("OpenAI gateway: upstream stream for session %s ended early", turn.session.pk)
+        upstream.stream_interrupted(path="/responses" if responses else "/chat/completions")
+        yield error_event(
+            "the upstream stream ended before the reply was complete; retry the call", responses=responses
+        )
+        return
+    completion = assembler.completion()
+    if completion is not None:
+        record(completion)
+
+
+def _record_json(answer: bytes, record: Callable[[dict[str, Any]], None]) -> None:
+    try:
+        parsed = orjson.loads(answer)
+    except orjson.JSONDecodeError:
+        return
+    if isinstance(parsed, dict):
+        record(parsed)
+
+
+def meter_usage(usage: Any, *, prompt: str, completion: str, details: str) -> dict[str, int]:
+    """OpenAI's usage in the Messages API's terms the meter reads: the prompt's cached part
+    as cache reads, the rest as input (OpenAI's prompt figure includes the cached tokens)."""
+    if not isinstance(usage, dict):
+        return {}
+    cached = (usage.get(details) or {}).get("cached_tokens") if isinstance(usage.get(details), dict) else 0
+    try:
+        prompt_tokens, cached, output = int(usage.get(prompt) or 0), int(cached or 0), int(usage.get(completion) or 0)
+    except (TypeError, ValueError):
+        return {}
+    cached = min(max(0, cached), max(0, prompt_tokens))
+    return {
+        "input_tokens": max(0, prompt_tokens - cached),
+        "cache_read_input_tokens": cached,
+        "cache_creation_input_tokens": 0,
+        "output_tokens": max(0, output),
+    }
+
+
+def exchange(
+    turn: Turn,
+    *,
+    path: str,
+    headers: dict[str, str],
+    payload: dict[str, Any],
+    retry: Callable[[int, str], dict[str, Any] | None],
+    assembler: Callable[[], Any],
+    record: Callable[[dict[str, Any]], None],
+    responses: bool,
+) -> GatewayResult:
+    """Send upstream; on an error, `retry(status, text)` may give a payload to try once more
+    with (the overflow compaction's); then the answer whole (recorded) or relayed as it streams."""
+    response = send(path, headers, payload)
+    if response.status_code != 200:
+        error = read_all(response)
+        again = None if turn.side_call else retry(response.status_code, error.decode("utf-8", "replace"))
+        if again is None:
+            if turn.side_call is not None:
+                side_call_finish(turn.side_call, status=response.status_code, reply={})
+            return whole(turn, response, error)
+        response = send(path, headers, again)
+    if response.status_code != 200 or not payload.get("stream"):
+        answer = read_all(response)
+        if response.status_code == 200:
+            _record_json(answer, record)
+        return whole(turn, response, answer)
+    return streamed(turn, response, relay(turn, response, assembler(), record, responses=responses))

@@ -1,0 +1,37 @@
+"""Where an OpenAI-format message's extras (gateway.openai.chat_map) are kept: beside the session,
+keyed by the message's fingerprint, read back in one query for the messages served from the store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from sessions.models import Session
+
+from ..history import message_fingerprint
+from ..models import MessageExtra
+
+
+def extra_key(message: dict[str, Any]) -> str:
+    canon = json.dumps(message_fingerprint(message), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canon.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def extras_store(*, session: Session, pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """Keep the extras of these (message, extras) pairs; a message already known keeps its own."""
+    rows = {extra_key(m): e for m, e in pairs if e}
+    if not rows:
+        return
+    known = set(MessageExtra.objects.filter(session=session, key__in=list(rows)).values_list("key", flat=True))
+    MessageExtra.objects.bulk_create(
+        [MessageExtra(session=session, key=k, data=e) for k, e in rows.items() if k not in known],
+        ignore_conflicts=True,
+    )
+
+
+def extras_for(*, session: Session, messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    keys = {extra_key(m) for m in messages}
+    if not keys:
+        return {}
+    return dict(MessageExtra.objects.filter(session=session, key__in=list(keys)).values_list("key", "data"))

@@ -1,0 +1,143 @@
+"""POST /openai/v1/responses through Compactor, for Codex-style clients.
+
+Such a client (`store: false`) resends its whole input every call; it is found, stored and
+served like a Messages API history (gateway.services), its items mapped to blocks and back by
+gateway.openai.responses_map, reasoning items passed on untouched. `previous_response_id` is
+refused: the history would then live at the provider, out of Compactor's sight, and nothing
+could be compacted.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from compaction.services import compaction_overflow
+from sessions.models import Session
+from sessions.services import context_build
+
+from ..errors import GatewayError
+from ..history import merge_served
+from ..locate import side_call_finish
+from ..served import client_copies_suffice
+from ..services import GatewayResult, Turn, gateway_begin, gateway_record_reply, wait_if_it_cannot_fit
+from ..window import window_learn
+from . import common
+from .chat_map import Mapped, MappingError
+from .extras import extra_key, extras_for, extras_store
+from .responses_map import to_blocks, to_items
+from .stream import ResponsesAssembler
+
+logger = logging.getLogger(__name__)
+
+PATH = "/responses"
+STOP_REASONS = {"completed": "end_turn", "incomplete": "max_tokens"}
+
+
+def map_input(body: dict[str, Any]) -> Mapped:
+    if body.get("previous_response_id"):
+        raise GatewayError(
+            400,
+            "invalid_request_error",
+            "previous_response_id: not supported through Compactor, which must see the history it compacts; "
+            "send the whole conversation as input with store: false (Codex does this by default)",
+            param="previous_response_id",
+        )
+    if body.get("input") in (None, "", []):
+        raise GatewayError(400, "invalid_request_error", "input: required, a string or a list of items", param="input")
+    try:
+        mapped = to_blocks(body["input"])
+    except MappingError as exc:
+        raise GatewayError(400, "invalid_request_error", str(exc), param=exc.path) from None
+    if not mapped.messages:
+        raise GatewayError(
+            400, "invalid_request_error", "input: needs an item after the system messages", param="input"
+        )
+    return mapped
+
+
+def served_items(*, session: Session, mapped: Mapped, served: list[dict[str, Any]] | None = None) -> list[dict]:
+    """The served context as input items: the client's own items for what it still holds."""
+    if served is None:
+        if client_copies_suffice(session=session, client_messages=mapped.messages):
+            return list(mapped.system) + [item for source in mapped.sources for item in source]
+        served = context_build(session=session)["messages"]
+    merged = merge_served(served, mapped.messages)
+    position = {id(m): i for i, m in enumerate(mapped.messages)}
+    stored = [m for m in merged if id(m) not in position]
+    extras = extras_for(session=session, messages=stored) if stored else {}
+    out = list(mapped.system)
+    for message in merged:
+        index = position.get(id(message))
+        out += mapped.sources[index] if index is not None else to_items(message, extras.get(extra_key(message)))
+    return out
+
+
+def record(turn: Turn, response: dict[str, Any], status: int = 200) -> None:
+    """Store the response's output as the assistant's message and report its usage."""
+    try:
+        usage = common.meter_usage(
+            response.get("usage"), prompt="input_tokens", completion="output_tokens", details="input_tokens_details"
+        )
+        reply: dict[str, Any] = {
+            "usage": usage,
+            "model": response.get("model"),
+            "stop_reason": STOP_REASONS.get(response.get("status")),
+        }
+        if turn.side_call is not None:
+            side_call_finish(turn.side_call, status=status, reply=reply)
+            return
+        output = response.get("output") if isinstance(response.get("output"), list) else []
+        mapped = to_blocks(output) if output else None
+        if mapped is not None and len(mapped.messages) == 1 and mapped.messages[0]["role"] == "assistant":
+            reply["content"] = mapped.messages[0]["content"]
+        gateway_record_reply(turn=turn, reply=reply)
+        if "content" in reply:
+            extras_store(session=turn.session, pairs=[(mapped.messages[0], mapped.extras[0])])
+    except Exception:  # noqa: BLE001 - the client has its answer; its next call appends what is missing
+        logger.exception("OpenAI gateway: recording the response for session %s failed", turn.session.pk)
+
+
+def _overflow_retry(turn: Turn, mapped: Mapped, status: int, text: str) -> list[dict[str, Any]] | None:
+    """Emergency compaction for a context overflow; the input to retry with, or None."""
+    window_learn(session=turn.session, error_text=text)
+    result = compaction_overflow(session=turn.session, error_text=text, status_code=status)
+    if not result.get("overflow") or not result.get("compacted"):
+        return None
+    logger.info("OpenAI gateway: session %s compacted after an upstream overflow; retrying once", turn.session.pk)
+    return served_items(session=turn.session, mapped=mapped, served=result["context"]["messages"])
+
+
+def openai_responses_call(
+    *, user, body: dict[str, Any], session_id: str | None, headers: dict[str, str], agent: str = ""
+) -> GatewayResult:
+    mapped = map_input(body)
+    instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else ""
+    shaped = {
+        **{k: body[k] for k in ("model", "tools", "stream", "metadata", "prompt_cache_key") if k in body},
+        "system": "\n\n".join(t for t in (instructions, mapped.system_text()) if t),
+        "messages": mapped.messages,
+    }
+    turn = gateway_begin(user=user, body=shaped, session_id=session_id, agent=agent)
+    if turn.side_call is None:
+        tail = len(mapped.messages) - turn.appended
+        extras_store(session=turn.session, pairs=list(zip(mapped.messages[tail:], mapped.extras[tail:], strict=True)))
+        wait_if_it_cannot_fit(turn.session)
+        items = served_items(session=turn.session, mapped=mapped)
+    else:
+        items = body["input"]  # a side call goes as it came
+
+    def retry(status: int, text: str) -> dict[str, Any] | None:
+        served = _overflow_retry(turn, mapped, status, text)
+        return None if served is None else {**body, "input": served}
+
+    return common.exchange(
+        turn,
+        path=PATH,
+        headers=headers,
+        payload={**body, "input": items},
+        retry=retry,
+        assembler=ResponsesAssembler,
+        record=lambda response: record(turn, response),
+        responses=True,
+    )

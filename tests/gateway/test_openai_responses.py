@@ -1,0 +1,77 @@
+"""The Responses API through /openai/v1/responses, as Codex uses it (store: false, the whole
+input every call, reasoning items resent), with the official openai SDK on a live server."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+from sessions.models import Message, Session, ToolCall
+from tests.gateway.openai_upstream import OpenAIReply
+from tests.gateway.sdk_clients import closing
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+INSTRUCTIONS = "You are Codex, a coding agent."
+
+
+def sdk(live_server, key: str) -> openai.OpenAI:
+    client = openai.OpenAI(base_url=f"{live_server.url}/openai/v1", api_key=key, max_retries=0)
+    return closing(client)
+
+
+def test_five_turns_without_a_header_are_one_session_of_ten_messages(live_server, api_key, openai_upstream):
+    def replies(rec) -> OpenAIReply:
+        last = rec.body["input"][-1]
+        if last.get("role") == "user" and "RUN" in json.dumps(last):
+            return OpenAIReply(text="", tool_call=("shell", {"command": ["pytest", "-q"]}))
+        return OpenAIReply(text=f"Done with {len(rec.body['input'])} items.")
+
+    openai_upstream.reply = replies
+    client = sdk(live_server, api_key)
+    history: list[dict] = []
+    for turn in range(5):
+        calls = [i for i in history if i.get("type") == "function_call"]
+        if history and calls and calls[-1] is history[-1]:
+            history.append({"type": "function_call_output", "call_id": calls[-1]["call_id"], "output": "3 passed"})
+        else:
+            history.append({"role": "user", "content": f"Turn {turn}" + (" RUN the tests" if turn == 1 else "")})
+        params = {"model": "gpt-5-codex", "instructions": INSTRUCTIONS, "input": history, "store": False}
+        if turn % 2:
+            with client.responses.stream(**params) as stream:
+                response = stream.get_final_response()
+        else:
+            response = client.responses.create(**params)
+        assert response.status == "completed"
+        # As Codex does: every output item (reasoning included) goes back into the input.
+        history += [item.model_dump(exclude_none=True) for item in response.output]
+
+    session = Session.objects.get()
+    assert session.message_count == 10 and session.system_prompt == INSTRUCTIONS
+    roles = list(Message.objects.filter(session=session).order_by("seq").values_list("role", flat=True))
+    assert roles == ["user", "assistant"] * 5
+    assert ToolCall.objects.get(session=session).result_seq is not None
+    # Reasoning went back upstream as the client resent it, encrypted content and all.
+    last = openai_upstream.calls("/v1/responses")[-1].body
+    assert last["instructions"] == INSTRUCTIONS
+    assert [i for i in last["input"] if i.get("type") == "reasoning"] == [
+        i for i in history[:-3] if i.get("type") == "reasoning"
+    ]
+
+
+def test_previous_response_id_is_refused_with_a_clear_400(live_server, api_key, openai_upstream):
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk(live_server, api_key).responses.create(model="gpt-5", input="hi", previous_response_id="resp_123")
+    assert caught.value.body["param"] == "previous_response_id"
+    assert "store: false" in caught.value.body["message"]
+    assert openai_upstream.requests == [] and Session.objects.count() == 0
+
+
+def test_a_cut_responses_stream_ends_with_an_error_event(live_server, api_key, openai_upstream):
+    openai_upstream.cut_stream = True
+    with pytest.raises(openai.APIError):
+        with sdk(live_server, api_key).responses.stream(model="gpt-5", input="Explain the parser") as stream:
+            stream.get_final_response()
+    assert Message.objects.filter(role="assistant").count() == 0
