@@ -207,15 +207,6 @@ def _as_chat(history: list[dict]) -> list[dict]:
     return out
 
 
-def _timed(call, turns: int) -> list[float]:
-    samples = []
-    for turn in range(turns):
-        started = time.perf_counter()
-        call(turn)
-        samples.append(time.perf_counter() - started)
-    return samples
-
-
 def added_latency(args: argparse.Namespace, fake) -> None:
     """Per size: one session seeded with the history through the gateway, then `turns` calls of
     the history + one new message, through the gateway (Django's test client in process: no HTTP
@@ -288,15 +279,22 @@ def _measure(args, key: str, history: list[dict], direct, path: str, to_body) ->
         history.append({"role": "assistant", "content": [{"type": "text", "text": "Done."}]})
         history.append({"role": "user", "content": f"Bench turn {turn}: next step please."})
 
-    def straight(turn: int) -> None:
+    plain: list[float] = []
+
+    def straight() -> None:
         _, body, _ = to_body(history)
-        assert direct.post(path, json=body).status_code == 200
+        started = time.perf_counter()
+        # The same bytes the gateway gets, encoded the same way (inside the timing on both sides).
+        response = direct.post(path, content=json.dumps(body), headers={"content-type": "application/json"})
+        plain.append(time.perf_counter() - started)
+        assert response.status_code == 200
 
     through_gateway(-1)  # seeds the session with the whole history
     gateway.clear()
+    # Interleaved: on a shared machine a burst of load then slows both sides alike.
     for turn in range(args.turns):
         through_gateway(turn)
-    plain = _timed(straight, args.turns)
+        straight()
     return median_ms(gateway), median_ms(plain)
 
 

@@ -42,7 +42,8 @@ class CompactorError(Exception):
     """An error answer: `status`, the server's `error` text and the whole `body`."""
 
     def __init__(self, status: int, message: str, body: Any = None) -> None:
-        super().__init__(f"{status}: {message}")
+        # Status 0: refused before any request (no key, unreachable server, a bad argument).
+        super().__init__(f"{status}: {message}" if status else message)
         self.status = status
         self.message = message
         self.body = body

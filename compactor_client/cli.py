@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from typing import Any
@@ -246,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.json and exc.body is not None:
             print(json.dumps(exc.body, indent=2, ensure_ascii=False), file=sys.stderr)
         print(f"compactor: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # The reader stopped early (`compactor read … | head`): end quietly, as Unix tools do;
+        # stdout now points at /dev/null so the interpreter's last flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return 0
 

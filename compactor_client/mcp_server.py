@@ -8,6 +8,7 @@ most recently active session; every answer names the session it used.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -41,8 +42,23 @@ class Recall:
     def _session(self, session: str | None) -> dict[str, Any]:
         chosen = (session or "").strip() or self.default_session
         if chosen:
-            return self.cx.session(chosen)
-        latest = next(iter(self.cx.sessions()), None)
+            try:
+                return self.cx.session(chosen)
+            except CompactorError as exc:
+                if exc.status != 404:
+                    raise
+                origin = "the session argument" if (session or "").strip() else "$COMPACTOR_SESSION"
+                raise CompactorError(404, f"no session {chosen} for this key (from {origin})") from None
+        return self._latest_conversation()
+
+    def _latest_conversation(self) -> dict[str, Any]:
+        # A subagent's session (an import's summarizer call, a Task agent) is often written after its
+        # parent and so looks more recent; the agent asking means its own conversation, the top one.
+        latest = None
+        for s in self.cx.sessions():
+            if not s.get("parent"):
+                return s
+            latest = latest or s
         if latest is None:
             raise CompactorError(404, "this key's owner has no sessions yet")
         return latest
@@ -71,7 +87,8 @@ class Recall:
         sessions = list(self.cx.sessions(search=query or None))[:50]
         if not sessions:
             return "No sessions" + (f" with {query!r} in the title." if query else ".")
-        current = self.default_session or sessions[0]["id"]
+        # A title filter may leave the default out: then it is looked up, never the first match.
+        current = self.default_session or self._latest_conversation()["id"]
         lines = ["Sessions, most recently active first (* = the default for the other tools):"]
         for s in sessions:
             mark = "*" if s["id"] == current else " "
@@ -126,9 +143,13 @@ def _answer(work) -> str:
     try:
         return work()
     except CompactorError as exc:
+        if not exc.status:  # nothing was asked of the server (no key, unreachable)
+            raise ToolError(f"Compactor: {exc.message}") from None
         raise ToolError(f"Compactor answered {exc.status}: {exc.message}") from None
 
 
 def serve(cx: Compactor) -> None:
     """Run the server on stdin/stdout until the client closes it."""
+    # The SDK logs at INFO to stderr, and httpx's INFO line is each request's URL: the search terms.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     build_server(Recall(cx, os.environ.get("COMPACTOR_SESSION"))).run("stdio")

@@ -28,6 +28,16 @@ def parse_json(raw: bytes) -> Any:
         raise GatewayError(400, "invalid_request_error", "body is not valid JSON: nested too deeply") from None
 
 
+def parse_request(raw: bytes) -> tuple[Any, bytes | None]:
+    """(the parsed body, the raw bytes when they may be passed on as they are): bytes orjson
+    parsed are standard JSON; what only the standard parser takes (NaN, a lone surrogate, an
+    integer beyond 64 bits) is re-encoded before it goes anywhere."""
+    try:
+        return orjson.loads(raw), raw
+    except orjson.JSONDecodeError:
+        return parse_json(raw), None
+
+
 def encode_json(payload: Any) -> bytes:
     """UTF-8 JSON of what goes upstream; the standard encoder for what orjson refuses (a lone
     surrogate, an integer beyond 64 bits)."""

@@ -17,14 +17,17 @@ from sessions import validation
 from sessions.api.parsers import MAX_BODY_DEPTH
 
 from .auth import authenticate
-from .codec import parse_json
+from .codec import parse_request
 from .errors import SESSION_HEADER, GatewayError
 
 _SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 
 
-def read_request(request: HttpRequest, *, upstream_key: str | None, key_variables: str) -> tuple[Any, dict[str, Any]]:
-    """(the key's owner, the JSON body) or raises GatewayError."""
+def read_request(
+    request: HttpRequest, *, upstream_key: str | None, key_variables: str
+) -> tuple[Any, dict[str, Any], bytes | None]:
+    """(the key's owner, the JSON body, its raw bytes when they may go upstream as they are)
+    or raises GatewayError."""
     if request.method != "POST":
         raise GatewayError(405, "invalid_request_error", f"{request.method} is not allowed here; use POST")
     try:
@@ -48,11 +51,11 @@ def read_request(request: HttpRequest, *, upstream_key: str | None, key_variable
     raw = request.read(limit + 1)
     if len(raw) > limit:
         raise GatewayError(413, "request_too_large", f"request body is over the limit of {limit:,} bytes")
-    body = parse_json(raw)
+    body, verbatim = parse_request(raw)
     if not isinstance(body, dict):
         raise GatewayError(400, "invalid_request_error", "body must be a JSON object")
     _refuse_unstorable(body, raw)
-    return user, body
+    return user, body, verbatim
 
 
 def _refuse_unstorable(body: dict[str, Any], raw: bytes) -> None:

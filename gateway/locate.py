@@ -9,6 +9,7 @@ of that conversation's session, never a session of its own.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from .models import Conversation
 
 # Digests per IN (...) query: far below SQLite's variable limit.
 LOOKUP_CHUNK = 500
+FIRST_LOOKUP = 8
 SUMMARY_CHARS = 200
 
 
@@ -66,10 +68,13 @@ def matched_count(session: Session, conversation: Conversation | None, digests: 
 def find_conversation(*, user, digests: list[str]) -> Conversation | None:
     """The owner's conversation whose head is the longest prefix of the request (indexed lookup)."""
     by_digest = {d: i + 1 for i, d in enumerate(digests)}
-    # From the newest messages back: a continued conversation's head is near the end, so the
-    # first chunk with a hit (usually the first query) holds the longest match.
-    for end in range(len(digests), 0, -LOOKUP_CHUNK):
-        chunk = digests[max(0, end - LOOKUP_CHUNK) : end]
+    # From the newest messages back: a continued conversation's head is near the end (the
+    # request resends the stored history, the last reply and one new message), so the first
+    # chunk with a hit holds the longest match. The first chunk is small: binding hundreds of
+    # parameters costs milliseconds, and it usually answers alone.
+    end = len(digests)
+    for size in _chunk_sizes(end):
+        chunk, end = digests[max(0, end - size) : end], end - size
         best: Conversation | None = None
         for conv in Conversation.objects.filter(owner=user, head_digest__in=chunk).order_by("-updated_at"):
             if by_digest.get(conv.head_digest) != conv.message_count:
@@ -79,6 +84,12 @@ def find_conversation(*, user, digests: list[str]) -> Conversation | None:
         if best is not None:
             return best
     return None
+
+
+def _chunk_sizes(total: int) -> Iterator[int]:
+    yield FIRST_LOOKUP
+    for _ in range(FIRST_LOOKUP, total, LOOKUP_CHUNK):
+        yield LOOKUP_CHUNK
 
 
 def _continues(conversation: Conversation, digests: list[str]) -> bool:

@@ -38,6 +38,7 @@ from sessions.services import MAX_BATCH, AppendResult, context_build, messages_a
 
 from . import upstream
 from .codec import encode_json
+from .digests import request_digests
 from .errors import SESSION_HEADER, GatewayError, error_body  # noqa: F401 - the views import them from here
 from .errors import validation_message as _validation_message
 from .history import (
@@ -100,7 +101,7 @@ def gateway_begin(
     """Find or create the session and append the request's new messages, all or nothing.
     A side call appends nothing: it is recorded beside the session it belongs to."""
     messages = body["messages"]
-    digests = chain_digests(messages)
+    digests = request_digests(user.pk, messages)
     client_id = None if session_id else client_conversation_id(body)
     with transaction.atomic():
         found = locate(user=user, body=body, digests=digests, session_id=session_id, client_id=client_id, agent=agent)
@@ -322,8 +323,10 @@ def gateway_call(
     headers: dict[str, str],
     query: str = "",
     agent: str = "",
+    raw: bytes | None = None,
 ) -> GatewayResult:
-    """One POST /v1/messages through Compactor (see the module docstring)."""
+    """One POST /v1/messages through Compactor (see the module docstring). `raw`: the request's
+    bytes, sent upstream as they came when its messages go unchanged (no re-encoding)."""
     turn = gateway_begin(user=user, body=body, session_id=session_id, agent=agent)
     if turn.side_call is None:
         wait_if_it_cannot_fit(turn.session)
@@ -333,7 +336,8 @@ def gateway_call(
     stream = bool(body.get("stream"))
     session_header = {SESSION_HEADER: str(turn.session.pk)}
 
-    response = _send("/v1/messages", query, headers, _encode(body, messages))
+    unchanged = raw is not None and messages is body["messages"]
+    response = _send("/v1/messages", query, headers, raw if unchanged else _encode(body, messages))
     if response.status_code != 200:
         text = _read(response).decode("utf-8", "replace")
         retry = None if turn.side_call else _overflow_retry_messages(turn, response.status_code, text)

@@ -24,16 +24,16 @@ def _error(status: int, error_type: str, message: str) -> JsonResponse:
     return JsonResponse(error_body(error_type, message), status=status)
 
 
-def _parse(request: HttpRequest) -> tuple[Any, dict[str, Any], str | None]:
-    """(user, body, session id) or raises GatewayError."""
-    user, body = read_request(
+def _parse(request: HttpRequest) -> tuple[Any, dict[str, Any], str | None, bytes | None]:
+    """(user, body, session id, the body's bytes if they may go upstream as they are) or raises GatewayError."""
+    user, body, raw = read_request(
         request,
         upstream_key=settings.GATEWAY_UPSTREAM_API_KEY,
         key_variables="COMPACTOR_UPSTREAM_API_KEY (or ANTHROPIC_API_KEY)",
     )
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise GatewayError(400, "invalid_request_error", "messages: required, a non-empty list of messages")
-    return user, body, session_header(request)
+    return user, body, session_header(request), raw
 
 
 def render(result: GatewayResult) -> HttpResponse:
@@ -51,10 +51,11 @@ def render(result: GatewayResult) -> HttpResponse:
 @csrf_exempt
 def messages_view(request: HttpRequest) -> HttpResponse:
     try:
-        user, body, session_id = _parse(request)
+        user, body, session_id, raw = _parse(request)
         result = services.gateway_call(
             user=user,
             body=body,
+            raw=raw,
             session_id=session_id,
             headers=upstream.request_headers(request),
             query=request.META.get("QUERY_STRING", ""),
@@ -68,7 +69,7 @@ def messages_view(request: HttpRequest) -> HttpResponse:
 @csrf_exempt
 def count_tokens_view(request: HttpRequest) -> HttpResponse:
     try:
-        user, body, session_id = _parse(request)
+        user, body, session_id, _ = _parse(request)
         result = services.gateway_count_tokens(
             user=user,
             body=body,

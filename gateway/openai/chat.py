@@ -124,8 +124,16 @@ def _payload(body: dict[str, Any], messages: list[dict[str, Any]]) -> tuple[dict
 
 
 def openai_chat_call(
-    *, user, body: dict[str, Any], session_id: str | None, headers: dict[str, str], agent: str = ""
+    *,
+    user,
+    body: dict[str, Any],
+    session_id: str | None,
+    headers: dict[str, str],
+    agent: str = "",
+    raw: bytes | None = None,
 ) -> GatewayResult:
+    """One chat completion through Compactor (see the module docstring). `raw`: the request's
+    bytes, sent upstream as they came when the payload is the request itself (no re-encoding)."""
     mapped = map_messages(body.get("messages"))
     shaped = {
         **{k: body[k] for k in ("model", "tools", "stream", "metadata", "prompt_cache_key") if k in body},
@@ -141,6 +149,10 @@ def openai_chat_call(
     else:
         messages = body["messages"]  # a side call goes as it came
     payload, drop_usage = _payload(body, messages)
+    sent = body["messages"]
+    unchanged = (
+        not drop_usage and len(messages) == len(sent) and all(a is b for a, b in zip(messages, sent, strict=True))
+    )
 
     def retry(status: int, text: str) -> dict[str, Any] | None:
         served = _overflow_retry(turn, mapped, status, text)
@@ -151,6 +163,7 @@ def openai_chat_call(
         path=PATH,
         headers=headers,
         payload=payload,
+        verbatim=raw if unchanged else None,
         retry=retry,
         assembler=lambda: ChatAssembler(drop_usage_chunk=drop_usage),
         record=lambda completion: record(turn, completion),

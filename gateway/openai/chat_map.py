@@ -55,6 +55,19 @@ class MappingError(ValueError):
         self.path = path
 
 
+def _arguments(text: str) -> Any:
+    """A tool call's arguments parsed (None if not JSON): orjson first, as a resent history holds
+    thousands of them; the standard parser for what only it takes (a lone surrogate, 1e400)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
+
+
 def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -133,10 +146,7 @@ def _tool_use(call: Any, extras: dict[str, Any], path: str) -> dict[str, Any]:
     function = call.get("function") if isinstance(call.get("function"), dict) else {}
     name = function.get("name") or (call.get("custom") or {}).get("name") or call.get("type") or "tool"
     arguments = function.get("arguments")
-    try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) else None
-    except json.JSONDecodeError:
-        parsed = None
+    parsed = _arguments(arguments) if isinstance(arguments, str) else None
     tool_input = parsed if isinstance(parsed, dict) else {}
     plain = call.get("type", "function") == "function" and set(call) <= {"id", "type", "function"}
     if not plain or set(function) - {"name", "arguments"} or arguments != _compact(tool_input):

@@ -22,9 +22,12 @@ from .stream import EventRelay, error_event
 logger = logging.getLogger(__name__)
 
 
-def send(path: str, headers: dict[str, str], payload: dict[str, Any]) -> httpx.Response:
+def send(path: str, headers: dict[str, str], payload: dict[str, Any], verbatim: bytes | None = None) -> httpx.Response:
+    """POST the payload (`verbatim`: its bytes as the client sent them, when it is the request itself)."""
     try:
-        return upstream.send(path=path, headers=headers, body=encode_json(payload))
+        return upstream.send(
+            path=path, headers=headers, body=verbatim if verbatim is not None else encode_json(payload)
+        )
     except httpx.HTTPError as exc:
         # The URL is not logged: it may carry a proxy's credentials.
         logger.warning("OpenAI gateway: upstream unreachable (%s)", type(exc).__name__)
@@ -132,10 +135,11 @@ def exchange(
     assembler: Callable[[], Any],
     record: Callable[[dict[str, Any]], None],
     responses: bool,
+    verbatim: bytes | None = None,
 ) -> GatewayResult:
     """Send upstream; on an error, `retry(status, text)` may give a payload to try once more
     with (the overflow compaction's); then the answer whole (recorded) or relayed as it streams."""
-    response = send(path, headers, payload)
+    response = send(path, headers, payload, verbatim)
     if response.status_code != 200:
         error = read_all(response)
         again = None if turn.side_call else retry(response.status_code, error.decode("utf-8", "replace"))

@@ -24,6 +24,19 @@ _FILLER = " "
 _TEXT_PARTS = ("input_text", "output_text", "text")
 
 
+def _arguments(text: str) -> Any:
+    """A tool call's arguments parsed (None if not JSON): orjson first, as a resent history holds
+    thousands of them; the standard parser for what only it takes (a lone surrogate, 1e400)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
+
+
 def _compact(value: Any) -> str:
     """Compact JSON, as models write tool arguments (orjson: this runs for every tool call of the
     history on every call; the standard encoder for what orjson refuses)."""
@@ -96,10 +109,7 @@ def _call(item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     if not isinstance(item.get("call_id"), str) or not item["call_id"]:
         return [], {"k": "opaque", "item": item}  # a hosted tool's call (web search…): passed on as it is
     arguments = item.get("arguments")
-    try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) else None
-    except json.JSONDecodeError:
-        parsed = None
+    parsed = _arguments(arguments) if isinstance(arguments, str) else None
     if isinstance(parsed, dict):
         tool_input = parsed
     elif isinstance(item.get("input"), str):

@@ -35,20 +35,21 @@ def openai_error(status: int, error_type: str, message: str, param: str | None =
     return JsonResponse({"error": {"message": message, "type": kind, "param": param, "code": code}}, status=status)
 
 
-def _parse(request: HttpRequest) -> tuple[Any, dict[str, Any], str | None]:
-    user, body = read_request(
+def _parse(request: HttpRequest) -> tuple[Any, dict[str, Any], str | None, bytes | None]:
+    user, body, raw = read_request(
         request, upstream_key=settings.OPENAI_GATEWAY_UPSTREAM_API_KEY, key_variables=upstream.KEY_VARIABLES
     )
-    return user, body, session_header(request)
+    return user, body, session_header(request), raw
 
 
 @csrf_exempt
 def chat_completions_view(request: HttpRequest) -> HttpResponse:
     try:
-        user, body, session_id = _parse(request)
+        user, body, session_id, raw = _parse(request)
         result = chat.openai_chat_call(
             user=user,
             body=body,
+            raw=raw,
             session_id=session_id,
             headers=upstream.request_headers(request),
             agent=agent_name(request),
@@ -61,7 +62,7 @@ def chat_completions_view(request: HttpRequest) -> HttpResponse:
 @csrf_exempt
 def responses_view(request: HttpRequest) -> HttpResponse:
     try:
-        user, body, session_id = _parse(request)
+        user, body, session_id, _ = _parse(request)
         result = responses.openai_responses_call(
             user=user,
             body=body,

@@ -139,3 +139,82 @@ def test_the_tools_default_to_compactor_session_and_can_search_everything(live_s
         assert everywhere.startswith("2 hits for 'wombat_id' in all your sessions")
         assert f"[{compacted.pk}] #3 user" in everywhere and f"[{newer.pk}] #1 user" in everywhere
         assert pinned.read_messages(9).endswith("no messages from #9 to #9 (it has 5).")
+
+
+def test_list_sessions_filtered_by_title_stars_only_the_real_default(live_server, api_key, compacted, user):
+    from compactor_client import Compactor
+    from compactor_client.mcp_server import Recall
+
+    newer = services.session_create(owner=user, title="Newer session")
+    services.messages_append(session=newer, messages=[{"role": "user", "content": "hello"}])
+    with Compactor(live_server.url, api_key) as cx:
+        listing = Recall(cx).list_sessions("Recall")
+        # The tools' default is the newest session overall, which the filter left out: no star.
+        assert f"  {compacted.pk}" in listing and f"* {compacted.pk}" not in listing
+        assert f"* {newer.pk}" in Recall(cx).list_sessions("Newer")
+
+
+def test_the_default_is_the_latest_conversation_not_a_subagent_written_after_it(live_server, api_key, compacted, user):
+    from compactor_client import Compactor
+    from compactor_client.mcp_server import Recall
+
+    # An import writes a conversation's subagent sessions after it, so they are the most recently active.
+    child = services.session_create(owner=user, title="Subagent")
+    Session.objects.filter(pk=child.pk).update(parent=compacted)
+    services.messages_append(session=child, messages=[{"role": "user", "content": "wombat_id in the subagent"}])
+    with Compactor(live_server.url, api_key) as cx:
+        assert Recall(cx).search_history("wombat_id").startswith(f"1 hit for 'wombat_id' in session {compacted.pk}")
+        assert f"* {compacted.pk}" in Recall(cx).list_sessions()
+
+
+def test_a_mistake_caught_before_any_request_is_reported_without_a_status(env, compacted, capsys, tmp_path):
+    code, out, err = run(capsys, "read", str(compacted.pk), "abc")
+    assert code == 1 and err == "compactor: 'abc': give a message number or a range, e.g. 40 or 40-45\n"
+    code, _, err = run(capsys, "import", str(tmp_path / "missing.jsonl"))
+    assert code == 1 and err == f"compactor: {tmp_path / 'missing.jsonl'}: no such file\n"
+    code, _, err = run(capsys, "search", str(compacted.pk), "a" * 501)  # a server answer keeps its status
+    assert code == 1 and err == "compactor: 400: q: is longer than 500 characters\n"
+
+
+def test_a_tool_says_the_server_is_unreachable_rather_than_that_it_answered():
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from compactor_client import Compactor
+    from compactor_client.mcp_server import Recall, _answer
+
+    with Compactor("http://127.0.0.1:9", "ck_test") as cx, pytest.raises(ToolError) as caught:
+        _answer(lambda: Recall(cx).list_sessions())
+    assert str(caught.value).startswith("Compactor: cannot reach http://127.0.0.1:9")
+
+
+def test_an_unknown_session_is_named_with_where_it_came_from(live_server, api_key, compacted):
+    from compactor_client import Compactor, CompactorError
+    from compactor_client.mcp_server import Recall
+
+    missing = "00000000-0000-0000-0000-000000000000"
+    with Compactor(live_server.url, api_key) as cx:
+        with pytest.raises(
+            CompactorError, match=rf"^404: no session {missing} for this key \(from \$COMPACTOR_SESSION\)"
+        ):
+            Recall(cx, missing).search_history("wombat_id")
+        with pytest.raises(CompactorError, match=r"\(from the session argument\)"):
+            Recall(cx).read_messages(1, session=missing)
+
+
+def test_reading_into_a_pipe_closed_early_ends_without_a_traceback(live_server, api_key, user):
+    import subprocess
+
+    session = services.session_create(owner=user, title="Long output")
+    services.messages_append(session=session, messages=[{"role": "user", "content": "line of text\n" * 40_000}])
+    env = {**os.environ, "COMPACTOR_URL": live_server.url, "COMPACTOR_API_KEY": api_key}
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "compactor_client", "read", str(session.pk), "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert cli.stdout.readline().startswith(b"--- #1 user")
+    cli.stdout.close()  # like `| head -1`: more than a pipe's buffer is still to come
+    stderr = cli.stderr.read().decode()
+    assert cli.wait(timeout=30) == 1 and "Traceback" not in stderr, stderr

@@ -262,6 +262,23 @@ def test_output_shapes_and_images(tmp_path: Path) -> None:
     assert transcript.stats["orphan_tool_results_dropped"] == 1
 
 
+def test_arguments_and_outputs_nested_too_deep_are_kept_as_text(tmp_path: Path) -> None:
+    # The line itself is shallow: the nesting hides inside a string, where the line check cannot see.
+    very_deep = "[" * 5000 + "]" * 5000
+    too_deep = json.dumps(json.loads("[" * 150 + "]" * 150))
+    deep_output = '{"metadata": ' * 5000 + "1" + "}" * 5000
+    rollout = cr.Rollout().session_meta().user("go")
+    rollout.item({"type": "function_call", "name": "a", "arguments": very_deep, "call_id": "c1"})
+    rollout.item({"type": "function_call", "name": "b", "arguments": too_deep, "call_id": "c2"})
+    rollout.item({"type": "function_call_output", "call_id": "c1", "output": deep_output})
+    rollout.item({"type": "function_call_output", "call_id": "c2", "output": "ok"})
+    transcript = read_transcript(rollout.write(tmp_path / "r.jsonl"))
+    uses = blocks(transcript, "assistant", "tool_use")
+    assert [u["input"] for u in uses] == [{"raw": very_deep}, {"raw": too_deep}]
+    results = {b["tool_use_id"]: b for b in blocks(transcript, "user", "tool_result")}
+    assert results["c1"]["content"] == deep_output and not results["c1"].get("is_error")
+
+
 def test_the_error_for_an_unknown_jsonl_names_codex_too(tmp_path: Path) -> None:
     path = write_lines(tmp_path, [{"type": "mystery", "payload": {}}, {"type": "mystery"}])
     with pytest.raises(TranscriptError, match="not a Claude Code, pi or Codex log"):

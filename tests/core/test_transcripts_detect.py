@@ -9,7 +9,7 @@ import pytest
 
 from compaction.core.transcripts import FORMATS, TranscriptError, detect_format, read_transcript
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
-from tests import services
+from tests import codex_rollouts, services
 from tests.core.test_transcripts_claude_code import assert_tool_pairs_intact
 
 DATA = services.TRANSCRIPTS
@@ -144,6 +144,18 @@ def test_openai_chat_with_tool_calls(tmp_path: Path) -> None:
     assert detect_format(write(tmp_path, "list.json", OPENAI_BODY["messages"])) == "openai-chat"
 
 
+def test_openai_call_arguments_nested_too_deep_are_kept_as_text(tmp_path: Path) -> None:
+    deep = "[" * 5000 + "]" * 5000
+    call = {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": deep}}
+    body = [
+        {"role": "user", "content": "read it"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "done"},
+    ]
+    t = read_transcript(write(tmp_path, "deep.json", body), format="openai-chat")
+    assert t.messages[1]["content"][0]["input"] == {"raw": deep}
+
+
 def test_openai_legacy_function_call_and_unanswered_call(tmp_path: Path) -> None:
     messages = [
         {"role": "user", "content": "weather?"},
@@ -203,3 +215,15 @@ def test_binary_and_forced_formats(tmp_path: Path) -> None:
         read_transcript(pi_file, format="claude-code")
     assert read_transcript(pi_file, format="pi").source == "pi"
     assert set(FORMATS) == {"claude-code", "pi", "codex", "swe-agent", "anthropic-messages", "openai-chat"}
+
+
+def test_a_file_saved_with_a_utf8_byte_order_mark_reads_like_one_without(tmp_path: Path) -> None:
+    # Windows editors and PowerShell's redirection write one; the text is the same.
+    plain = write(tmp_path, "chat.json", OPENAI_BODY)
+    marked = tmp_path / "marked.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    assert detect_format(marked) == "openai-chat"
+    assert read_transcript(marked).messages == read_transcript(plain).messages
+    lines = tmp_path / "marked.jsonl"
+    lines.write_bytes(b"\xef\xbb\xbf" + codex_rollouts.SAMPLE.read_bytes())
+    assert detect_format(lines) == "codex" and len(read_transcript(lines).messages) == 143

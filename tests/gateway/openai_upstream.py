@@ -40,6 +40,7 @@ class Recorded:
     body: dict[str, Any]
     prompt_tokens: int = 0
     status: int = 200
+    raw: bytes = b""  # the body's bytes as they arrived
 
 
 def _words(value: Any) -> str:
@@ -102,6 +103,7 @@ class FakeOpenAI:
                 body = json.loads(raw or b"{}")
                 record = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                 record.prompt_tokens = fake.counter(body)
+                record.raw = raw
                 with fake._lock:
                     fake.requests.append(record)
                 try:

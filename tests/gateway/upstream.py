@@ -49,6 +49,7 @@ class Recorded:
     body: dict[str, Any]
     prompt_tokens: int = 0
     status: int = 200
+    raw: bytes = b""  # the body's bytes as they arrived
 
 
 def prompt_tokens(body: dict[str, Any]) -> int:
@@ -107,6 +108,7 @@ class FakeUpstream:
                 body = json.loads(raw or b"{}")
                 record = Recorded(path, query, {k.lower(): v for k, v in self.headers.items()}, body)
                 record.prompt_tokens = fake.counter(body)
+                record.raw = raw
                 with fake._lock:
                     fake.requests.append(record)
                 try:

@@ -56,17 +56,34 @@ def checkpoint() -> None:
 
 
 def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether containers nest more than `limit` levels (walked without recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
+    """Whether containers nest more than `limit` levels (walked level by level, without recursion:
+    a request body of a long history holds some hundred thousand containers)."""
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 0
+    while level:
         if depth > limit:
             return True
-        if not isinstance(item, (dict, list)):
-            continue
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+        level = [
+            child
+            for item in level
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, (dict, list))
+        ]
+        depth += 1
     return False
+
+
+def loads_embedded(text: str) -> Any:
+    """JSON held inside a string (a call's arguments, a tool's output). A ValueError when it is not
+    JSON or nests deeper than a whole line may: the caller keeps it as text, as for any non-JSON,
+    since the line-level depth check cannot see inside a string."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
+    if too_deep(value):
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
+    return value
 
 
 class TranscriptError(ValueError):
@@ -95,7 +112,7 @@ def load_jsonl(path: str | Path, stats: Counter[str], *, strict: bool = False) -
     rows: list[tuple[int, dict[str, Any]]] = []
     bad: tuple[int, str] | None = None
     number = 0
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8-sig") as handle:
         try:
             for number, text in enumerate(handle, start=1):
                 if not text.strip():

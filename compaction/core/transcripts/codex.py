@@ -45,6 +45,7 @@ from compaction.core.transcripts.base import (
     compaction_records,
     first_line,
     load_jsonl,
+    loads_embedded,
 )
 
 LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
@@ -119,7 +120,7 @@ def _arguments(raw: Any) -> dict[str, Any]:
     if isinstance(raw, dict):
         return raw
     try:
-        value = json.loads(raw) if isinstance(raw, str) else raw
+        value = loads_embedded(raw) if isinstance(raw, str) else raw
     except ValueError:
         return {"raw": raw}
     return value if isinstance(value, dict) else {"value": value}
@@ -136,7 +137,7 @@ def _failed(text: str) -> bool:
     Codex writes: JSON with `metadata.exit_code`, or a text header naming the exit code."""
     if text.lstrip().startswith("{"):
         try:
-            metadata = json.loads(text).get("metadata")
+            metadata = loads_embedded(text).get("metadata")
         except (ValueError, AttributeError):
             return False
         code = metadata.get("exit_code") if isinstance(metadata, dict) else None

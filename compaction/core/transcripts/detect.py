@@ -41,7 +41,8 @@ _TOO_DEEP: object = object()
 
 
 def _first_line(path: Path) -> tuple[int, str]:
-    with open(path, encoding="utf-8") as handle:
+    # utf-8-sig here and in every reader: a byte order mark (Windows editors write one) is not text.
+    with open(path, encoding="utf-8-sig") as handle:
         number = 0
         try:
             for number, text in enumerate(handle, start=1):
@@ -53,7 +54,7 @@ def _first_line(path: Path) -> tuple[int, str]:
 
 
 def _document(path: Path) -> Any:
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8-sig") as handle:
         try:
             document = json.load(handle)
         except json.JSONDecodeError as exc:

@@ -8,7 +8,6 @@ pair is paired by order. Content parts (`text`, `image_url`) become text and ima
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
@@ -20,6 +19,7 @@ from compaction.core.transcripts.base import (
     assemble,
     first_line,
     json_kind,
+    loads_embedded,
 )
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
@@ -66,7 +66,7 @@ def _text(blocks: list[dict[str, Any]]) -> str:
 def _arguments(raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw) if raw.strip() else {}
+            raw = loads_embedded(raw) if raw.strip() else {}
         except ValueError:
             return {"raw": raw}
     return raw if isinstance(raw, dict) else {"value": raw}

@@ -8,7 +8,6 @@ thinking and `toolCall {id, name, arguments}`; a toolResult message answers one 
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from compaction.core.transcripts.base import (
     compaction_records,
     first_line,
     load_jsonl,
+    loads_embedded,
 )
 from compaction.core.types import ProviderUsage
 
@@ -36,7 +36,7 @@ def _convert_block(block: dict[str, Any]) -> dict[str, Any] | None:
         arguments = block.get("arguments")
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments)
+                arguments = loads_embedded(arguments)
             except ValueError:
                 arguments = {"raw": arguments}
         return {

@@ -33,6 +33,7 @@ from compaction.core.transcripts.base import (
     TranscriptError,
     assemble,
     first_line,
+    loads_embedded,
     too_deep,
 )
 
@@ -51,7 +52,7 @@ def _text(content: Any) -> str:
 def _arguments(raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
+            raw = loads_embedded(raw)
         except ValueError:
             return {"raw": raw}
     return raw if isinstance(raw, dict) else {}
@@ -61,7 +62,7 @@ def _model(traj: dict[str, Any]) -> str | None:
     config = traj.get("replay_config")
     if isinstance(config, str):
         try:
-            config = json.loads(config)
+            config = loads_embedded(config)
         except ValueError:
             config = None
     if isinstance(config, dict):
@@ -73,7 +74,7 @@ def _model(traj: dict[str, Any]) -> str | None:
 
 def read_swe_agent(path: str | Path) -> ImportedTranscript:
     """Read one .traj file. System messages become `system_prompt` (not messages)."""
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding="utf-8-sig") as handle:
         try:
             traj = json.load(handle)
         except json.JSONDecodeError as exc:

@@ -1,0 +1,117 @@
+"""What keeps a gateway call cheap on a long history changes nothing it decides: the resent
+prefix's digests reused from the last call, the session lookup from the newest digests back,
+and a request whose messages go unchanged sent upstream as the client's own bytes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from gateway import digests
+from gateway.history import chain_digests
+from sessions.models import Message, Session
+
+pytestmark = pytest.mark.django_db
+
+ANTHROPIC = "/anthropic/v1/messages"
+CHAT = "/openai/v1/chat/completions"
+
+
+def conversation(turns: int, *, start: int = 0) -> list[dict]:
+    messages: list[dict] = []
+    for i in range(start, start + turns):
+        messages.append({"role": "user", "content": f"Step {i}: run the tests in module {i}."})
+        tool = {"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": f"pytest m{i}"}}
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": f"Running {i}."}, tool]})
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": f"{i} passed"}
+        messages.append({"role": "user", "content": [result]})
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": f"Module {i} passes."}]})
+    return messages
+
+
+@pytest.fixture(autouse=True)
+def fresh_digests():
+    digests.forget_all()
+    yield
+    digests.forget_all()
+
+
+def test_reused_digests_equal_digesting_every_message_again():
+    history = conversation(6)
+    assert digests.request_digests(1, history) == chain_digests(history)
+    longer = history + conversation(2, start=6)
+    assert digests.request_digests(1, longer) == chain_digests(longer)
+    # An earlier message edited (a rewound and changed history): the prefix no longer matches.
+    edited = json.loads(json.dumps(longer))
+    edited[5]["content"][0]["text"] = "Running something else."
+    assert digests.request_digests(1, edited) == chain_digests(edited)
+    assert digests.request_digests(1, edited[:7]) == chain_digests(edited[:7])  # shorter than the known one
+    assert digests.request_digests(2, longer) == chain_digests(longer)  # another owner
+    # Equal copies (as the next request parses them) reuse the digests; the result is the same.
+    copy = json.loads(json.dumps(longer)) + [{"role": "user", "content": "And now?"}]
+    assert digests.request_digests(1, copy) == chain_digests(copy)
+
+
+def test_more_histories_than_are_kept_are_still_digested_right(monkeypatch):
+    histories = [conversation(2, start=i * 10) for i in range(digests.MAX_HISTORIES + 3)]
+    for history in histories + histories:
+        assert digests.request_digests(1, history) == chain_digests(history)
+    assert len(digests._known) == digests.MAX_HISTORIES
+    monkeypatch.setattr(digests, "MAX_MESSAGES", 20)
+    longer = conversation(4)  # 16 messages: the budget keeps only it
+    assert digests.request_digests(1, longer) == chain_digests(longer)
+    assert list(digests._known.values())[-1][0] == longer and digests._kept <= 20
+    too_long = conversation(6)  # over the budget alone: digested, not kept
+    assert digests.request_digests(1, too_long) == chain_digests(too_long)
+    assert digests.request_digests(1, too_long + longer) == chain_digests(too_long + longer)
+    assert digests._kept == sum(len(m) for m, _ in digests._known.values()) <= 20
+
+
+def post(path: str, raw: bytes, key: str, **headers) -> object:
+    extra = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
+    return Client().post(path, data=raw, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}", **extra)
+
+
+def test_a_continuation_far_past_the_stored_head_lands_in_the_same_session(upstream, api_key):
+    first = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": conversation(1)[:1]}
+    answer = post(ANTHROPIC, json.dumps(first).encode(), api_key).json()
+    # The agent comes back with the reply and many more messages than the newest digests tried first.
+    later = conversation(1)[:1] + [{"role": "assistant", "content": answer["content"]}] + conversation(8, start=1)
+    later.append({"role": "user", "content": "Summarize what passed."})
+    response = post(ANTHROPIC, json.dumps({**first, "messages": later}).encode(), api_key)
+    assert response.status_code == 200
+    assert Session.objects.count() == 1
+    assert Message.objects.count() == len(later) + 1  # and the second reply
+
+
+def test_an_unchanged_request_goes_upstream_as_the_client_sent_it(upstream, api_key):
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": conversation(2), "metadata": {"user_id": "u"}}
+    body["messages"].append({"role": "user", "content": "Next: the docs. Ünïcode stays as sent."})
+    raw = json.dumps(body, indent=1).encode()  # a spelling the gateway would not produce itself
+    assert post(ANTHROPIC, raw, api_key).status_code == 200
+    assert upstream.message_calls[-1].raw == raw
+
+
+def test_a_body_only_the_lenient_parser_takes_is_re_encoded_as_standard_json(upstream, api_key):
+    raw = b'{"model": "claude-sonnet-4-5", "max_tokens": 64, "temperature": NaN, "messages": [{"role": "user", "content": "hi"}]}'
+    assert post(ANTHROPIC, raw, api_key).status_code == 200
+    sent = upstream.message_calls[-1]
+    assert b"NaN" not in sent.raw and sent.body["temperature"] is None
+
+
+def test_chat_completions_unchanged_go_as_sent_and_an_added_usage_option_is_encoded(openai_upstream, api_key):
+    messages = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "List the files."},
+    ]
+    raw = json.dumps({"model": "gpt-4o", "messages": messages}, indent=2).encode()
+    assert post(CHAT, raw, api_key).status_code == 200
+    assert openai_upstream.calls()[-1].raw == raw
+    # A stream without include_usage: the gateway asks for the usage chunk, so the body is its own.
+    streamed = json.dumps({"model": "gpt-4o", "messages": messages, "stream": True}, indent=2).encode()
+    response = post(CHAT, streamed, api_key)
+    b"".join(response.streaming_content)
+    sent = openai_upstream.calls()[-1]
+    assert sent.raw != streamed and sent.body["stream_options"] == {"include_usage": True}
