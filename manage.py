@@ -18,7 +18,20 @@ def main() -> None:
     except ImproperlyConfigured as exc:
         sys.exit(f"ImproperlyConfigured: {exc}")
 
-    execute_from_command_line(sys.argv)
+    from django.db import DatabaseError
+
+    from project.unmigrated import sqlite_file, unmigrated_line
+
+    sqlite_path = sqlite_file()
+    existed = sqlite_path is None or sqlite_path.exists()
+    try:
+        execute_from_command_line(sys.argv)
+    except DatabaseError:
+        # An unmigrated database: one line saying what to run, not a traceback.
+        line = unmigrated_line(sys.argv[1] if len(sys.argv) > 1 else "", sqlite_path=sqlite_path, existed=existed)
+        if line is None:
+            raise
+        sys.exit(line)
 
 
 if __name__ == "__main__":

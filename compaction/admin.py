@@ -70,8 +70,8 @@ class CompactionAdmin(admin.ModelAdmin):
     # Narrowest first: at 1280px (admin nav + filters beside it) the review link, strategy,
     # status, tokens and review status stay in view; creation time and re-run link come last.
     list_display = [
-        "session_short", "review_link", "reason", "strategy", "status", "tokens", "review_status", "created_at",
-        "rerun_link",
+        "session_short", "review_link", "reason", "strategy", "status", "tokens", "review_status",
+        "created_at", "rerun_link",
     ]  # fmt: skip
     list_filter = ["status", "reason", "strategy", "review_status", "created_at"]
     search_fields = ["session__title", "=session__id", "=id", "summary", "instructions"]
@@ -119,6 +119,15 @@ class CompactionAdmin(admin.ModelAdmin):
         # Long titles would squeeze strategy/status/tokens/review off a laptop screen.
         title = str(obj.session)
         short = title if len(title) <= SESSION_TITLE_CHARS else title[: SESSION_TITLE_CHARS - 1] + "…"
+        if obj.session.active_compaction_id == obj.pk:
+            # Two runs of one session can look identical: mark the one the agent is served (in
+            # this column, so the list still fits a laptop's width).
+            return format_html(
+                '<span title="{}">{}</span> <strong class="served-mark" title="{}">● active</strong>',
+                title,
+                short,
+                "The session's active compaction: what the agent is served",
+            )
         return format_html('<span title="{}">{}</span>', title, short)
 
     @admin.display(description="Re-run of")

@@ -180,8 +180,17 @@ class Compaction(models.Model):
         if waited < after:
             return ""
         return (
-            f"Still queued after {waited} s — is a Celery worker running? (`make run` starts one; see var/worker.log)"
+            f"Still queued after {waited} s — is a Celery worker running? (`make run` starts one; see {worker_log()})"
         )
+
+
+def worker_log() -> str:
+    """Where `make run` writes the worker's log (under COMPACTOR_VAR_DIR), as short as it can be said."""
+    path = settings.VAR_DIR / "worker.log"
+    try:
+        return str(path.relative_to(settings.BASE_DIR))
+    except ValueError:
+        return str(path)
 
 
 class WorkStateRecord(models.Model):

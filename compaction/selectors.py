@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import QuerySet
-from django.shortcuts import get_object_or_404
+from django.http import Http404
 
 from compaction.models import IN_FLIGHT, Compaction, Event
 from sessions.models import Session
@@ -85,7 +85,10 @@ def compaction_list(*, session: Session) -> QuerySet[Compaction]:
 
 
 def compaction_get(*, session: Session, compaction_id) -> Compaction:
-    return get_object_or_404(Compaction, id=compaction_id, session=session)
+    try:
+        return Compaction.objects.get(id=compaction_id, session=session)
+    except Compaction.DoesNotExist:
+        raise Http404(f"compaction {compaction_id} not found in session {session.pk}") from None
 
 
 def compaction_in_flight(*, session_id) -> Compaction | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 # The longest a server holds one compaction request (COMPACTOR_MAX_WAIT_SECONDS' default).
 SERVER_MAX_WAIT = 30
 IN_FLIGHT = ("queued", "running")
+# Sessions an ambiguous short id lists.
+MAX_MATCHES_SHOWN = 10
 
 
 class CompactorError(Exception):
@@ -108,6 +111,24 @@ class Compactor:
 
     def session(self, session_id: str) -> dict:
         return self._request("GET", f"/sessions/{session_id}/")
+
+    def resolve_session(self, ref: str) -> str:
+        """The full id of the key owner's session `ref` names: a full id, or a unique start of one
+        (at least 8 hex digits, as the dashboard shows it). Several matches: an error listing them."""
+        ref = ref.strip()
+        try:
+            return str(uuid.UUID(ref))
+        except ValueError:
+            pass
+        body = self._request("GET", "/sessions/", params={"id_prefix": ref, "page_size": MAX_MATCHES_SHOWN})
+        matches = body["results"]
+        if not matches:
+            raise CompactorError(404, f"session {ref} not found")
+        if len(matches) > 1:
+            shown = ", ".join(f"{m['id']} ({m['title'] or 'untitled'})" for m in matches)
+            more = f" and {body['count'] - len(matches)} more" if body.get("count", 0) > len(matches) else ""
+            raise CompactorError(409, f"session id {ref} is ambiguous: it starts {shown}{more}; give more of it")
+        return matches[0]["id"]
 
     def create_session(self, **fields: Any) -> dict:
         """title, agent, model, system_prompt, context_window, compaction_settings."""

@@ -6,6 +6,7 @@
     compactor tail SID [--after N] [--once]   compactor search [SID] QUERY...
     compactor read SID FROM[-TO]              compactor mcp   (an MCP server on stdio, for agents)
 
+SID is a session id or a unique start of one (at least 8 hex digits, as the dashboard shows it).
 Reads COMPACTOR_URL (default http://127.0.0.1:8000) and COMPACTOR_API_KEY (--url/--key override);
 `--json` prints the server's JSON instead of text, for every command.
 """
@@ -239,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         with Compactor(args.url, args.key) as cx:
+            if getattr(args, "session", None):
+                args.session = cx.resolve_session(args.session)  # a short id, as the dashboard shows it
             args.func(cx, args)
     except CompactorError as exc:
         if args.json and exc.body is not None:

@@ -67,8 +67,11 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     return value
 
 
-def env_writable_dir(name: str, default: str) -> Path:
+def env_writable_dir(name: str, default: str, *, base: Path | None = None) -> Path:
+    """The directory `name` names (created when missing); a relative one is under `base`."""
     path = Path(os.environ.get(name) or default)
+    if base is not None and not path.is_absolute():
+        path = base / path
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -26,7 +26,9 @@ from .env import (
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = env_writable_dir("COMPACTOR_VAR_DIR", str(BASE_DIR / "var"))
+# Relative to the project directory, whatever the working directory: the server, the worker, beat
+# and every management command must find the same database, broker folders and files.
+VAR_DIR = env_writable_dir("COMPACTOR_VAR_DIR", str(BASE_DIR / "var"), base=BASE_DIR)
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY")

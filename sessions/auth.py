@@ -50,21 +50,15 @@ def _usable_key(prefix: str) -> ApiKey | None:
 
 
 class BearerAPIKeyAuthentication(authentication.BaseAuthentication):
-    """`Authorization: Bearer <key>` with keys hashed by djangorestframework-api-key."""
+    """`Authorization: Bearer <key>` with keys hashed by djangorestframework-api-key, or the same key
+    as `x-api-key` (what the gateway and Anthropic's SDKs send), so one key works the same everywhere."""
 
     keyword = "Bearer"
 
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).decode("latin-1")
-        if not header:
+        raw = self._raw_key(request)
+        if raw is None:
             return None
-        parts = header.split()
-        # The scheme is case-insensitive (RFC 9110 §11.1): "bearer <key>" is the same credential.
-        if parts[0].lower() != self.keyword.lower():
-            return None
-        if len(parts) != 2:
-            raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <api key>'.")
-        raw = parts[1]
         prefix, _, _ = raw.partition(".")
         key = _usable_key(prefix)
         if key is None or not key.is_valid(raw):
@@ -78,6 +72,19 @@ class BearerAPIKeyAuthentication(authentication.BaseAuthentication):
             ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
         return key.owner, key
 
+    def _raw_key(self, request) -> str | None:
+        header = authentication.get_authorization_header(request).decode("latin-1")
+        if not header:
+            raw = request.headers.get("x-api-key", "").strip()
+            return raw or None
+        parts = header.split()
+        # The scheme is case-insensitive (RFC 9110 §11.1): "bearer <key>" is the same credential.
+        if parts[0].lower() != self.keyword.lower():
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <api key>'.")
+        return parts[1]
+
     def authenticate_header(self, request) -> str:
         # Makes DRF answer 401 (not 403) with a WWW-Authenticate header.
         return 'Bearer realm="api"'
@@ -88,4 +95,9 @@ class BearerAPIKeyScheme(OpenApiAuthenticationExtension):
     name = "ApiKeyAuth"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "description": "API key from `manage.py create_api_key`."}
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "API key from `manage.py create_api_key` or the dashboard's API keys page; the same "
+            "key is also accepted as an `x-api-key` header.",
+        }

@@ -139,6 +139,15 @@ class Session(models.Model):
         calibrated_on = (self.calibration or {}).get("model")
         return not calibrated_on or not model_key or calibrated_on == model_key
 
+    def known_context_window(self, model: str | None = None) -> int | None:
+        """The window when it is known (set on the session, or its model's, else `model`'s); None
+        when `context_window` is only the default guess for a model nobody named or Compactor
+        does not know. A usage report above a known window is not plausible."""
+        if self.context_window_override:
+            return self.context_window_override
+        info = registry.lookup(self.model or model)
+        return info.context_window if info.known else None
+
 
 class Role(models.TextChoices):
     USER = "user", "User"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Max, Min, Q, QuerySet
-from django.shortcuts import get_object_or_404
+from django.http import Http404
 
 from compaction.selectors import Overlay
 
@@ -38,9 +40,17 @@ def session_list(
 def session_get(*, user, session_id, trashed: bool = False) -> Session:
     """The caller's session, or 404 (another owner's session is indistinguishable from none).
     A session in the trash is a 404 too, unless `trashed` asks for exactly such one (restore)."""
-    return get_object_or_404(
-        Session.objects.select_related("active_compaction"), pk=session_id, owner=user, deleted_at__isnull=not trashed
-    )
+    try:
+        return Session.objects.select_related("active_compaction").get(
+            pk=session_id, owner=user, deleted_at__isnull=not trashed
+        )
+    except Session.DoesNotExist:
+        raise Http404(session_not_found(session_id)) from None
+
+
+def session_not_found(session_id) -> str:
+    """The 404 an unknown (or another owner's) session id gets, everywhere in the API."""
+    return f"session {session_id} not found"
 
 
 def message_list(*, session: Session, from_seq: int | None = None, to_seq: int | None = None) -> QuerySet:
@@ -76,6 +86,37 @@ def message_range_whole_pairs(*, session: Session, from_seq: int, to_seq: int | 
 def side_call_list(*, session: Session) -> QuerySet:
     """Calls made beside the session's conversation, newest first."""
     return SideCall.objects.filter(session=session).order_by("-created_at", "-id")
+
+
+# A session id as the dashboard shows it (the first 8 hex digits) or any longer piece of it.
+MIN_ID_PREFIX = 8
+# The same rule as id_prefix_problem, for the API schema (dashes anywhere, as in a printed id).
+ID_PREFIX_PATTERN = r"^-*(?:[0-9a-fA-F]-*){8,32}$"
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def id_prefix_problem(prefix: str) -> str | None:
+    """Why `prefix` cannot name sessions (None when it can): hex digits of an id, dashes allowed."""
+    digits = prefix.strip().lower().replace("-", "")
+    if not _HEX.fullmatch(digits or "-") or len(digits) > 32:
+        return "must be the start of a session id: hex digits (0-9, a-f), dashes allowed"
+    if len(digits) < MIN_ID_PREFIX:
+        return f"give at least {MIN_ID_PREFIX} hex digits of the session id, got {len(digits)}"
+    return None
+
+
+def id_prefix_q(prefix: str) -> Q:
+    """The sessions whose id starts with `prefix` (valid per id_prefix_problem), as a filter.
+
+    A range on the primary key, not a string match: it uses the key's index, and orders the same
+    on PostgreSQL (uuid, byte order) and SQLite (32 lowercase hex characters)."""
+    digits = prefix.strip().lower().replace("-", "")
+    return Q(pk__gte=uuid.UUID(digits.ljust(32, "0")), pk__lte=uuid.UUID(digits.ljust(32, "f")))
+
+
+def session_prefix_matches(*, user, prefix: str) -> QuerySet:
+    """The caller's sessions (not in the trash) whose id starts with `prefix`."""
+    return Session.objects.filter(id_prefix_q(prefix), owner=user, deleted_at__isnull=True)
 
 
 @dataclass(frozen=True)

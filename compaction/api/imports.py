@@ -14,7 +14,7 @@ from compaction import importing
 from compaction.core.transcripts import FORMATS
 from sessions.api.idempotency import idempotent
 from sessions.api.serializers import ErrorSerializer, SessionOutSerializer
-from sessions.api.strict import RejectUnknownFieldsMixin
+from sessions.api.strict import ListedChoiceField, RejectUnknownFieldsMixin
 
 
 class ImportRequestSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
@@ -22,7 +22,7 @@ class ImportRequestSerializer(RejectUnknownFieldsMixin, serializers.Serializer):
         allow_empty_file=True,
         help_text="The transcript: Claude Code, pi or Codex CLI JSONL, SWE-agent .traj, Anthropic Messages or OpenAI chat JSON.",
     )
-    format = serializers.ChoiceField(
+    format = ListedChoiceField(
         choices=FORMATS, required=False, help_text="Skip detection and read the file as this format."
     )
     title = serializers.CharField(

@@ -9,7 +9,7 @@ from compaction.core.config import MAX_PRESERVE_MESSAGES, MAX_WINDOW_TOKENS, val
 from compaction.models import Compaction, Event
 from compaction.services import STRATEGIES, describe
 from sessions.api.serializers import MAX_TOKENS, CalibrationOutSerializer, ContextOutSerializer
-from sessions.api.strict import RejectUnknownFieldsMixin
+from sessions.api.strict import ListedChoiceField, RejectUnknownFieldsMixin
 
 
 class StrictCharField(serializers.CharField):
@@ -51,7 +51,7 @@ class CompactionRequestSerializer(StrictSerializer):
         max_value=MAX_PRESERVE_MESSAGES,
         help_text="Keep the last N messages instead of a token budget.",
     )
-    strategy = serializers.ChoiceField(
+    strategy = ListedChoiceField(
         choices=STRATEGIES,
         default="auto",
         help_text="auto: anthropic→extractive→truncate (without a key: extractive→truncate); prune: tool outputs only.",
@@ -63,14 +63,20 @@ class CompactionRequestSerializer(StrictSerializer):
     wait = SecondsField(
         default=0,
         min_value=0,
-        max_value=settings.COMPACTION_MAX_WAIT_SECONDS,
-        help_text="Seconds to wait for the job to finish (a number, at most COMPACTOR_MAX_WAIT_SECONDS, "
-        "default 30). Each waiting request holds a web thread, so a web process lets at most "
+        help_text="Seconds to wait for the job to finish (a number; default 0: answer at once). A longer wait "
+        "than COMPACTOR_MAX_WAIT_SECONDS (default 30) waits that long and says so (`wait_capped` true); poll "
+        "the job after. Each waiting request holds a web thread, so a web process lets at most "
         "COMPACTOR_MAX_WAITERS requests wait at once; beyond that the answer comes at once (202, "
         "`wait_skipped` true): poll the job instead.",
     )
 
+    def validate_wait(self, value: float) -> float:
+        # A long-poll waits what it may: the cap is read per request (the setting may change).
+        self.wait_capped = value > settings.COMPACTION_MAX_WAIT_SECONDS
+        return min(value, settings.COMPACTION_MAX_WAIT_SECONDS)
+
     def validate(self, attrs):
+        attrs["wait_capped"] = getattr(self, "wait_capped", False)
         overrides = {k: attrs[k] for k in ("keep_recent_tokens", "preserve_messages") if k in attrs}
         errors = validate_overrides(overrides)
         if errors:
@@ -214,9 +220,14 @@ class CompactionRequestedSerializer(CompactionSerializer):
         help_text="True when `wait` was not honoured: the web process had COMPACTOR_MAX_WAITERS waiting "
         "requests already. Poll the job instead.",
     )
+    wait_capped = serializers.BooleanField(
+        read_only=True,
+        help_text="True when `wait` asked for more than COMPACTOR_MAX_WAIT_SECONDS: the request waited that long "
+        "at most. Poll the job for the rest.",
+    )
 
     class Meta(CompactionSerializer.Meta):
-        fields = [*CompactionSerializer.Meta.fields, "already_in_flight", "wait_skipped"]
+        fields = [*CompactionSerializer.Meta.fields, "already_in_flight", "wait_skipped", "wait_capped"]
         read_only_fields = fields
 
 

@@ -178,7 +178,13 @@ class CompactionListCreateView(APIView):
         body = _job(job, session)
         body["already_in_flight"] = not created
         body["wait_skipped"] = wait_skipped
-        if wait_skipped:
+        body["wait_capped"] = data["wait_capped"]
+        if data["wait_capped"] and job.status in IN_FLIGHT and not wait_skipped:
+            body["detail"] = (
+                f"waited {data['wait']:g} s, the most a request may (COMPACTOR_MAX_WAIT_SECONDS); the job is still "
+                f"{job.status}: poll {request.path}{job.pk}/"
+            )
+        elif wait_skipped:
             body["detail"] = (
                 f"not waited: {settings.COMPACTION_MAX_WAITERS} requests are already waiting in this web process "
                 f"(COMPACTOR_MAX_WAITERS); poll {request.path}{job.pk}/ instead"

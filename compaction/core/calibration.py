@@ -224,6 +224,10 @@ def usage_estimate(
 BELOW_SERVED = "below_served"
 BELOW_EXPECTED = "below_expected"
 ABOVE_EXPECTED = "above_expected"
+ABOVE_WINDOW = "above_window"
+# No released model reads a prompt above this (the largest windows are 1–10M tokens): the
+# ceiling when the session's window is only a default guess for a model nobody named.
+MAX_PROMPT_TOKENS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -267,11 +271,21 @@ def expected_report(calibration: CalibrationLike, *, served: int, last_report: t
 
 
 def judge(
-    *, reported: int, served: int, expected: int | None, pending: list[int] | None = None, ratio: float = 1.0
+    *,
+    reported: int,
+    served: int,
+    expected: int | None,
+    pending: list[int] | None = None,
+    ratio: float = 1.0,
+    window: int | None = None,
 ) -> Verdict:
     """Is `reported` a plausible count of the context served for that call?
 
     The rule (README, "Usage reports"):
+    0. Above `window` (the session's context window when it is known, else MAX_PROMPT_TOKENS):
+       never plausible (`above_window`), whatever came before: a provider refuses a prompt
+       larger than its window, so such a figure is a client's arithmetic (cache figures added
+       twice), and believing it would drive the meter and a compaction far past anything real.
     1. Below MIN_PROVIDER_RATIO × served: never plausible (`below_served`). No provider counts
        less than what it was sent; the usual cause is a client that forwards `input_tokens` but
        drops `cache_read_input_tokens` / `cache_creation_input_tokens`.
@@ -282,6 +296,9 @@ def judge(
        predicts this one within CONFIRM_TOLERANCE: two reports that agree are a real change.
     """
     verdict = Verdict(reported, served, expected)
+    ceiling = window if window and window > 0 else MAX_PROMPT_TOKENS
+    if reported > ceiling:
+        return Verdict(reported, served, expected, ABOVE_WINDOW, _above_window_reason(reported, window))
     if reported < MIN_PROVIDER_RATIO * served:
         share = reported / served if served else 0.0
         return Verdict(
@@ -311,6 +328,19 @@ def judge(
         code,
         f"reported prompt {reported:,} tokens is {reported / expected:.0%} of the {expected:,} the calibration "
         f"predicted for this call (accepted: {low:.0%}–{high:.0%}); the next report that agrees with it is believed",
+    )
+
+
+def _above_window_reason(reported: int, window: int | None) -> str:
+    if not window:
+        return (
+            f"reported prompt {reported:,} tokens is above any model's context window ({MAX_PROMPT_TOKENS:,}); "
+            "are cache figures added twice, or input_tokens already including them?"
+        )
+    return (
+        f"reported prompt {reported:,} tokens is above the session's {window:,}-token context window, which no "
+        "provider accepts; are cache figures added twice? If the model's window is larger, set the session's "
+        "context_window"
     )
 
 

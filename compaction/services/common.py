@@ -4,6 +4,7 @@ the hand-off to the broker and the one-line description of a job."""
 from __future__ import annotations
 
 import logging
+import re
 from datetime import timedelta
 from functools import partial
 
@@ -67,6 +68,15 @@ def enqueue(compaction_id, *, mark: bool = True) -> None:
         logger.exception("Could not enqueue compaction %s; the sweeper will retry", compaction_id)
 
 
+_NOTHING_PREFIX = re.compile(r"^\s*nothing to compact\s*[:\-—]?\s*", re.IGNORECASE)
+
+
+def skip_reason(detail: str | None) -> str:
+    """Why a job compacted nothing, without the engine's own "nothing to compact:" prefix."""
+    text = _NOTHING_PREFIX.sub("", detail or "").strip()
+    return text or "the context has nothing that can be summarized or pruned"
+
+
 def describe(job: Compaction) -> str:
     """The one-line outcome people read in events, the API and the dashboard."""
     before = f"{job.tokens_before:,}" if job.tokens_before is not None else "?"
@@ -77,7 +87,7 @@ def describe(job: Compaction) -> str:
         noun = "message" if job.messages_summarized == 1 else "messages"
         return f"Conversation compacted: {job.messages_summarized:,} {noun} → summary, {before} → {after} tokens"
     if job.status == Status.SKIPPED:
-        return f"Nothing compacted: {job.detail}"
+        return f"Not compacted: {skip_reason(job.detail)}"
     if job.status == Status.FAILED:
         return f"Compaction failed: {job.error}"
     if job.status == Status.RUNNING:

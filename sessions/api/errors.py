@@ -1,4 +1,5 @@
-"""Uniform JSON errors: {"error": "<what is wrong>", "detail": <DRF detail, field → messages>}.
+"""Uniform JSON errors: {"error": "<what is wrong>"}, with "detail" (field path → problems) when
+fields are at fault, e.g. a 400. A 404 is {"error": "session <id> not found"}, not the line twice.
 
 Services raise Django's ValidationError with {field path: [problem]}; it is answered as a
 400 in the same shape, e.g. {"error": "messages[2].content[1].tool_use_id: no earlier ...",
@@ -31,7 +32,11 @@ def exception_handler(exc, context):
     if response is None:
         return None
     data = response.data
-    response.data = {"error": _first_message(data), "detail": data}
+    if isinstance(data, dict) and set(data) == {"detail"} and not isinstance(data["detail"], dict | list):
+        # A problem that is not a field's (not found, not authenticated...): its one line says it all.
+        response.data = {"error": str(data["detail"])}
+    else:
+        response.data = {"error": _first_message(data), "detail": data}
     return response
 
 
@@ -44,7 +49,8 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
     if _is_api(request):
         return JsonResponse(
             {
-                "error": f"not found: no API endpoint at {request.path} (session ids are UUIDs)",
+                "error": f"not found: no API endpoint at {request.path} (session ids are full UUIDs; "
+                "GET /api/v1/sessions/?id_prefix=<first 8 characters> finds one from its short id)",
                 "detail": {"path": request.path},
             },
             status=404,

@@ -25,7 +25,8 @@ class ErrorSerializer(serializers.Serializer):
     error = serializers.CharField(help_text="The first problem, as '<field path>: <problem>' when a field is at fault.")
     detail = serializers.JSONField(
         required=False,
-        help_text="Field path → list of problems for a 400; other details (e.g. the size limit) otherwise.",
+        help_text="Field path → list of problems when fields are at fault (a 400); other details (e.g. the size "
+        "limit) for some errors; absent when `error` says it all (a 404: 'session <id> not found').",
     )
 
 
@@ -38,8 +39,10 @@ class CalibrationOutSerializer(serializers.Serializer):
 
 class ImplausibleOutSerializer(serializers.Serializer):
     code = serializers.ChoiceField(
-        choices=["below_served", "below_expected", "above_expected"],
-        help_text="below_served: under 0.9 × the tokens Compactor served for that call (cache figures dropped?); "
+        choices=["above_window", "below_served", "below_expected", "above_expected"],
+        help_text="above_window: larger than the session's context window (or, for a model it does not know, "
+        "than any model's), which no provider accepts (cache figures added twice?); "
+        "below_served: under 0.9 × the tokens Compactor served for that call (cache figures dropped?); "
         "below_expected / above_expected: outside 0.8–1.5 × the meter's prediction, not confirmed by a next report.",
     )
     reason = serializers.CharField(help_text="The same in words, with the figures.")

@@ -70,3 +70,17 @@ def json_type_problem(field: serializers.Field, value: Any) -> str | None:
     if isinstance(field, serializers.ChoiceField):
         return "must be a string"
     return str(field.error_messages.get("invalid") or field.error_messages.get("not_a_dict") or "wrong type")
+
+
+class ListedChoiceField(serializers.ChoiceField):
+    """A choice whose error lists the choices: '"magic" is not a valid choice; choose one of: a, b'."""
+
+    default_error_messages = {"invalid_choice": '"{input}" is not a valid choice; choose one of: {choices}.'}
+
+    def to_internal_value(self, data):
+        if data == "" and self.allow_blank:
+            return ""
+        try:
+            return self.choice_strings_to_values[str(data)]
+        except KeyError:
+            self.fail("invalid_choice", input=safe_text(str(data))[:100], choices=", ".join(map(str, self.choices)))

@@ -34,7 +34,8 @@ ERROR_DESCRIPTIONS = {
     "to its problems. Nothing was stored.",
     401: "No API key, or an invalid, revoked or expired one.",
     403: "Authenticated by the dashboard's login session without a valid CSRF token.",
-    404: "No such session for this caller (another owner's session is also a 404).",
+    404: "No such session for this caller (another owner's session is also a 404): "
+    '`{"error": "session <id> not found"}`.',
     413: "Body larger than COMPACTOR_MAX_REQUEST_BYTES; `detail` has the size and the limit.",
 }
 
@@ -77,6 +78,14 @@ class SessionListView(AtomicWritesMixin, APIView):
             OpenApiParameter("model", str, description="Only sessions of this model."),
             OpenApiParameter("search", str, description="Title contains (case-insensitive)."),
             OpenApiParameter(
+                "id_prefix",
+                str,
+                pattern=selectors.ID_PREFIX_PATTERN,
+                allow_blank=False,
+                description="Only sessions whose id starts with this (at least 8 hex digits, as the dashboard "
+                "shows ids): how a client resolves a short id, and sees when one is ambiguous.",
+            ),
+            OpenApiParameter(
                 "one_off",
                 bool,
                 description="true: only lone gateway calls no conversation continued (left out otherwise).",
@@ -93,6 +102,12 @@ class SessionListView(AtomicWritesMixin, APIView):
         if one_off not in ("true", "false", "1", "0"):
             raise ValidationError({"one_off": ["must be true or false"]})
         qs = selectors.session_list(user=request.user, one_off=one_off in ("true", "1"), **filters)
+        prefix = request.query_params.get("id_prefix")
+        if prefix is not None:
+            problem = selectors.id_prefix_problem(prefix)
+            if problem:
+                raise ValidationError({"id_prefix": [problem]})
+            qs = qs.filter(selectors.id_prefix_q(prefix))
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(s.SessionOutSerializer(page, many=True).data)
@@ -292,7 +307,7 @@ class MessageListView(APIView):
                 session=session_id, owner=request.user, messages=messages, single=single
             )
         except Session.DoesNotExist:
-            raise Http404("No such session.") from None
+            raise Http404(selectors.session_not_found(session_id)) from None
         return Response(
             {
                 "messages": [s.message_out(message) for message in result.messages],

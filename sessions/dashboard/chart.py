@@ -26,6 +26,9 @@ PAD_RIGHT = 12
 PAD_TOP = 18
 PAD_BOTTOM = 34
 MAX_POINTS = 600
+# Height a line's label needs in SVG units: the phone layout draws axis text at 26 units (it is
+# scaled down ~2.3x there), whose box (ascent and descent) is about 30 units tall.
+LABEL_ROOM = 32
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,8 @@ class Chart:
     window_y: float | None = None
     trigger_label: str = ""
     window_label: str = ""
+    trigger_label_y: float | None = None  # baselines, placed so no label sits on the other line
+    window_label_y: float | None = None
     empty: bool = True
     width: int = WIDTH
     pad_left: int = PAD_LEFT
@@ -360,3 +365,33 @@ def _axes(chart: Chart, scale: _Scale, step: float, trigger_tokens: int, context
     if context_window <= scale.y_max:
         chart.window_y = scale.y(context_window)
         chart.window_label = f"window {fmt_short(context_window)}"
+    chart.window_label_y, chart.trigger_label_y = label_baselines(chart.window_y, chart.trigger_y)
+
+
+def label_baselines(window_y: float | None, trigger_y: float) -> tuple[float | None, float]:
+    """Baselines of the window label (drawn on the left) and the trigger label (on the right).
+
+    Each goes above its line when there is room for it there (inside the chart, and clear of the
+    other line), else below it; the window label, when there is room neither above its line nor
+    between the two lines, goes under the trigger line. A text drawn with its baseline at b covers
+    about b - LABEL_ROOM + 6 .. b + 6."""
+    above, below = _label_above, _label_below
+    if window_y is None:
+        return None, above(trigger_y) if trigger_y >= LABEL_ROOM else below(trigger_y)
+    gap = trigger_y - window_y  # the window is above the trigger (window > trigger)
+    if window_y >= LABEL_ROOM:
+        window_label = above(window_y)
+    elif gap >= LABEL_ROOM + 8:
+        window_label = below(window_y)
+    else:
+        window_label = below(trigger_y)
+    trigger_label = above(trigger_y) if gap >= LABEL_ROOM + 2 else below(trigger_y)
+    return window_label, trigger_label
+
+
+def _label_above(line: float) -> float:
+    return round(line - 6, 1)
+
+
+def _label_below(line: float) -> float:
+    return round(line + LABEL_ROOM, 1)

@@ -27,6 +27,7 @@ from django.shortcuts import get_object_or_404
 from compaction.core import prune
 from compaction.models import IN_FLIGHT, Compaction, Event, EventKind, Status
 from compaction.review import rerun_of
+from sessions import selectors
 from sessions import services as session_services
 from sessions.models import Message, Session, SideCall, ToolCall, UsageSample
 
@@ -56,6 +57,11 @@ def session_get_visible(*, user, session_id: UUID) -> Session:
     return get_object_or_404(
         sessions_visible(user=user).select_related("owner", "active_compaction", "parent"), id=session_id
     )
+
+
+def session_short_id_matches(*, user, prefix: str, limit: int = 2) -> list[Session]:
+    """Up to `limit` visible sessions whose id starts with `prefix` (a valid id prefix)."""
+    return list(sessions_visible(user=user).filter(selectors.id_prefix_q(prefix)).only("id")[:limit])
 
 
 def session_children(*, user, session: Session) -> list[Session]:
@@ -107,7 +113,9 @@ def session_list_page(
     # Lone calls the gateway could not tie to a conversation are listed only when asked for.
     qs = sessions_visible(user=user).filter(one_off=single).annotate(running=Exists(in_flight))
     if q:
-        qs = qs.filter(Q(title__icontains=q) | Q(agent__icontains=q))
+        # The search box also takes a session id's start, as the pages show ids (8 hex digits).
+        by_id = selectors.id_prefix_q(q) if selectors.id_prefix_problem(q) is None else Q(pk=None)
+        qs = qs.filter(Q(title__icontains=q) | Q(agent__icontains=q) | by_id)
     if model:
         qs = qs.filter(model=model)
     if status == "compacting":

@@ -10,6 +10,8 @@ from . import search, views
 dashboard_patterns = [
     path("", views.session_list, name="session-list"),
     path("sessions/<uuid:session_id>/", views.session_detail, name="session-detail"),
+    # A short id as the pages show it (8 hex digits or more): the session, or the list of matches.
+    path("sessions/<str:short_id>/", views.session_short_id, name="session-short-id"),
     path("sessions/<uuid:session_id>/messages/", views.session_messages, name="session-messages"),
     path("sessions/<uuid:session_id>/overview/", views.session_overview, name="session-overview"),
     path(

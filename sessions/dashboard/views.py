@@ -6,6 +6,7 @@ Buttons that change compactions (Compact, Preview, Undo) call the REST API the a
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
 from uuid import UUID
 
 from django.conf import settings
@@ -19,7 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from compaction import review
 from compaction.models import EventKind
 from compaction.services import describe
-from sessions import trash
+from sessions import selectors, trash
 
 from . import keys, queries, search
 from .chart import build_chart
@@ -124,6 +125,21 @@ def _overview_context(request: HttpRequest, session, compactions, *, version: st
         "version": version,
         "live_poll": LIVE_POLL,
     }
+
+
+@login_required
+@require_GET
+def session_short_id(request: HttpRequest, short_id: str) -> HttpResponse:
+    problem = selectors.id_prefix_problem(short_id)
+    if problem:
+        raise Http404(f"session {short_id}: {problem}")
+    matches = queries.session_short_id_matches(user=request.user, prefix=short_id)
+    if not matches:
+        raise Http404(f"session {short_id} not found")
+    if len(matches) == 1:
+        return redirect("dashboard:session-detail", session_id=matches[0].pk)
+    flash.info(request, f"Several sessions have an id starting with {short_id}: pick one.")
+    return redirect(f"{reverse('dashboard:session-list')}?{urlencode({'q': short_id})}")
 
 
 @login_required

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from compaction.core import tokens as core_tokens
 
-from .. import statements, validation
+from .. import statements, turns, validation
 from ..models import Message, Session, ToolCall
 from .config import session_tokenizer
 from .context import context_recount
@@ -52,6 +52,7 @@ class _Prepared:
     provenance: str = ""  # as stated by the client ("" = not stated)
     tool_uses: list[tuple[str, str, str]] = field(default_factory=list)  # (id, name, path)
     tool_results: list[tuple[str, str]] = field(default_factory=list)  # (tool_use_id, path)
+    path: str = ""  # how errors name the message ("" for a single message)
 
 
 def _message_path(index: int, single: bool) -> str:
@@ -84,6 +85,7 @@ def _prepare(messages: list[Any], single: bool, tokenizer: core_tokens.Tokenizer
             tokens=core_tokens.count_content(content, tokenizer),
             usage=message.get("usage"),
             provenance=message.get("provenance") or "",
+            path=path,
         )
         for block_index, block in validation.tool_uses(content):
             item.tool_uses.append((block["id"], block["name"], _join(path, f"content[{block_index}].id")))
@@ -432,6 +434,9 @@ def _append_locked(append: _Append, prepared: list[_Prepared], tokenizer: core_t
         truncated = _answer_stored_calls(append.session_id, answers)
         if truncated.keys() != answers.keys():
             raise _ToolIdConflict
+    order_errors = turns.append_errors(append.session_id, prepared)  # every tool_result right after its tool_use
+    if order_errors:
+        raise ValidationError({path: [problem] for path, problem in order_errors.items()})
     rows, calls = _new_rows(append.session_id, prepared, first_seq)
     meter = _count_appended(locked, prepared, rows, append.now)
     _write_append(locked, rows, calls, (*APPEND_WRITES, *meter))

@@ -259,6 +259,7 @@ def _judge_report(
         expected=expected,
         pending=(session.calibration or {}).get("pending") if same_model else None,
         ratio=fit.ratio if fit else 1.0,
+        window=session.known_context_window(model),
     )
 
 

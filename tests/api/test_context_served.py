@@ -76,7 +76,13 @@ def test_pruned_and_summarized_context_is_byte_identical_to_the_reference(api, s
         session,
         {"role": "user", "content": "Audit the sources"},
         tool_use("t0", "Read"),  # before the cut: its name comes from the tool-call index
-        {"role": "user", "content": "and the queries"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t0", "content": OTHER_OUTPUT},  # after the cut
+                {"type": "text", "text": "and the queries"},
+            ],
+        },
         tool_use("t1", "Read", text="Reading"),
         tool_result("t1", BIG_OUTPUT),
         parallel(["t2", "t3"], ["Read", "Grep"]),
@@ -95,7 +101,6 @@ def test_pruned_and_summarized_context_is_byte_identical_to_the_reference(api, s
                 {"type": "tool_result", "tool_use_id": "t4", "content": BIG_OUTPUT},  # protected tool
                 {"type": "tool_result", "tool_use_id": "t5", "content": OTHER_OUTPUT, "is_error": True},
                 {"type": "tool_result", "tool_use_id": "t6", "content": "tiny"},
-                {"type": "tool_result", "tool_use_id": "t0", "content": OTHER_OUTPUT},
             ],
         },
         tool_use("t7", "Read"),

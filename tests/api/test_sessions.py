@@ -221,3 +221,19 @@ def test_create_rejects_read_only_fields(api):
     assert response.status_code == 400
     assert response.json()["error"].startswith("context_window_override: read-only; set context_window")
     assert not Session.objects.exists()
+
+
+def test_the_list_filters_by_an_id_prefix_of_the_callers_sessions(api, user, other_user):
+    import uuid as _uuid
+
+    from sessions.models import Session as _Session
+
+    mine = _Session.objects.create(pk=_uuid.UUID("f07b7eaa-1111-4111-8111-111111111111"), owner=user, title="a")
+    _Session.objects.create(pk=_uuid.UUID("f07b7eab-1111-4111-8111-111111111111"), owner=user, title="b")
+    _Session.objects.create(pk=_uuid.UUID("f07b7eaa-2222-4222-8222-222222222222"), owner=other_user, title="c")
+    body = api.get("/api/v1/sessions/", {"id_prefix": "F07B7EAA"}).json()
+    assert [s["id"] for s in body["results"]] == [str(mine.pk)] and body["count"] == 1
+    response = api.get("/api/v1/sessions/", {"id_prefix": "f07b7e"})
+    assert response.status_code == 400
+    assert "at least 8 hex digits" in response.json()["detail"]["id_prefix"][0]
+    assert api.get("/api/v1/sessions/", {"id_prefix": "zzzzzzzz"}).status_code == 400

@@ -87,6 +87,9 @@ def test_rejected_summary_page_undo_in_the_browser(live_server, page_factory, us
     page.goto(f"{live_server.url}/sessions/{session.pk}/compactions/{c.pk}/")
     assert page.get_by_role("heading", name="Rejected, but still served").is_visible()
     assert page.locator(".fidelity-score").inner_text() == "50 %"
+    # "Missed" starts collapsed (the outcome and the summary come first); one click shows the items.
+    assert not page.get_by_text("pytest -k nested --maxfail=1").is_visible()
+    page.get_by_text("Missed: 1 item").click()
     assert page.get_by_text("pytest -k nested --maxfail=1").is_visible()
     screenshot(page, f"compaction-rejected-{label}")
     page.get_by_role("button", name="Undo").click()

@@ -4,6 +4,7 @@ tests/gateway/test_server.py against gunicorn)."""
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
@@ -93,3 +94,34 @@ def test_errors_exit_1_with_the_servers_message(env, capsys, monkeypatch):
     monkeypatch.setenv("COMPACTOR_API_KEY", "wrong")
     code, _, err = run(capsys, "sessions")
     assert code == 1 and "401" in err
+
+
+def _session_with_id(user, sid: str, title: str) -> Session:
+    return Session.objects.create(pk=uuid.UUID(sid), owner=user, title=title, model="claude-sonnet-4-5")
+
+
+def test_a_short_id_as_the_dashboard_shows_it_names_the_session(env, user, capsys):
+    _session_with_id(user, "f07b7eaa-1111-4111-8111-111111111111", "Parser")
+    code, out, err = run(capsys, "show", "f07b7eaa")
+    assert code == 0, err
+    assert "Parser  [f07b7eaa-1111-4111-8111-111111111111]" in out
+
+
+def test_an_ambiguous_short_id_lists_the_matches(env, user, other_user, capsys):
+    _session_with_id(user, "f07b7eaa-1111-4111-8111-111111111111", "Parser")
+    _session_with_id(user, "f07b7eaa-2222-4222-8222-222222222222", "Lexer")
+    Session.objects.create(pk=uuid.UUID("f07b7eaa-3333-4333-8333-333333333333"), owner=other_user, title="Theirs")
+    code, _, err = run(capsys, "context", "f07b7eaa")
+    assert code == 1
+    assert "session id f07b7eaa is ambiguous" in err
+    assert "f07b7eaa-1111-4111-8111-111111111111 (Parser)" in err and "(Lexer)" in err
+    assert "Theirs" not in err  # another owner's sessions are not even counted
+    code, out, err = run(capsys, "show", "f07b7eaa-2222")
+    assert code == 0 and "Lexer" in out
+
+
+def test_a_short_id_too_short_or_unknown_is_named(env, user, capsys):
+    code, _, err = run(capsys, "show", "f07b7e")
+    assert code == 1 and "at least 8 hex digits" in err
+    code, _, err = run(capsys, "show", "abcdef01")
+    assert code == 1 and "session abcdef01 not found" in err

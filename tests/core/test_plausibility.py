@@ -58,3 +58,20 @@ def test_the_meter_never_shows_less_than_the_served_floor():
     assert calibrated_tokens({"fixed": -67_588, "ratio": 1.0}, 24_602) == served_floor(24_602)
     hybrid = calibration.usage_estimate(estimated_tokens=144_998, reported_prompt_tokens=1_105, tokens_since_report=0)
     assert hybrid.tokens == served_floor(144_998)
+
+
+def test_a_report_above_the_window_is_never_plausible_even_first_or_confirmed():
+    # A client adding the cache figures twice: far above a 200k window, with nothing to predict from.
+    first = judge(reported=443_000_000, served=60_000, expected=None, window=200_000)
+    assert first.code == calibration.ABOVE_WINDOW
+    assert "200,000-token context window" in first.reason and "context_window" in first.reason
+    # The previous flagged report agreeing with it does not make it a real change.
+    again = judge(reported=210_000, served=60_000, expected=90_000, pending=[60_000, 210_000], window=200_000)
+    assert again.code == calibration.ABOVE_WINDOW and not again.confirmed
+    assert judge(reported=200_000, served=60_000, expected=None, window=200_000).plausible
+
+
+def test_without_a_known_window_only_sizes_no_model_reads_are_refused():
+    assert judge(reported=900_000, served=60_000, expected=None, window=None).plausible
+    huge = judge(reported=calibration.MAX_PROMPT_TOKENS + 1, served=60_000, expected=None, window=None)
+    assert huge.code == calibration.ABOVE_WINDOW and "any model's context window" in huge.reason

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from sessions.dashboard.chart import MAX_POINTS, build_chart, context_series, drop_seq
 from sessions.dashboard.present import Usage, fmt_ago, fmt_duration, fmt_short
 
@@ -112,3 +114,24 @@ def test_nice_steps_and_labels():
 
     assert nice_step(67_000) == 20_000 and nice_step(9_000) == 2500 and nice_step(420_000) == 200_000
     assert tick_label(2500) == "2.5k" and tick_label(1_250_000) == "1.25M" and tick_label(0) == "0"
+
+
+def _covers(baseline: float, y: float) -> bool:
+    """Does a label drawn at `baseline` (as tall as the phone layout draws it) cover height y?"""
+    from sessions.dashboard.chart import LABEL_ROOM
+
+    return baseline - LABEL_ROOM + 6 <= y <= baseline + 6
+
+
+@pytest.mark.parametrize("trigger", [120_000, 160_000, 184_000, 196_000])
+def test_the_window_and_trigger_labels_never_sit_on_the_other_line(trigger):
+    from sessions.dashboard.chart import build_chart
+
+    messages = [(i, 500, None) for i in range(1, 400)]  # peaks near the window: both lines drawn
+    chart = build_chart(
+        messages=messages, compactions=[], base_tokens=0, trigger_tokens=trigger, context_window=200_000
+    )
+    assert chart.window_y is not None
+    assert not _covers(chart.window_label_y, chart.trigger_y)
+    assert not _covers(chart.trigger_label_y, chart.window_y)
+    assert chart.window_label_y - 22 >= 0 and chart.trigger_label_y <= chart.height  # inside the drawing

@@ -45,7 +45,7 @@ def test_unchanged_overview_answers_204_without_rendering(logged_in, user, djang
 
 def test_overview_after_an_api_append_shows_the_new_gauge(logged_in, user, api):
     session = make_session(user)
-    add_messages(session, conversation(6), tokens=500)
+    add_messages(session, conversation(5), tokens=500)  # ends with the user's turn: no call waiting
     page = logged_in.get(reverse("dashboard:session-detail", args=[session.pk])).content.decode()
     url = poll_url(page, reverse("dashboard:session-overview", args=[session.pk]))
     before = re.search(r'class="gauge-words[^"]*">([^<]+)<', page).group(1)
@@ -57,7 +57,7 @@ def test_overview_after_an_api_append_shows_the_new_gauge(logged_in, user, api):
     assert after != before
     assert response["HX-Trigger"] == "compactor:refreshed"
     # The line under the title (message count, last activity) is swapped along, out of band.
-    assert re.search(r'id="session-meta" hx-swap-oob="true">\s+claude-code · claude-sonnet-4-5 ·\s+7 messages', body)
+    assert re.search(r'id="session-meta" hx-swap-oob="true">\s+claude-code · claude-sonnet-4-5 ·\s+6 messages', body)
     # The new fragment polls with the new fingerprint: asked again, nothing changed.
     assert (
         logged_in.get(poll_url(body, reverse("dashboard:session-overview", args=[session.pk])), **HX).status_code == 204
@@ -108,17 +108,17 @@ def test_list_poll_keeps_filter_sort_and_page_and_answers_204_until_a_change(log
 
 def test_timeline_tail_brings_new_messages_and_nothing_when_there_are_none(logged_in, user, api):
     session = make_session(user)
-    add_messages(session, conversation(6), tokens=100)
+    add_messages(session, conversation(5), tokens=100)  # ends with the user's turn: no call waiting
     page = logged_in.get(reverse("dashboard:session-detail", args=[session.pk])).content.decode()
     messages_url = reverse("dashboard:session-messages", args=[session.pk])
-    tail = re.search(rf'hx-get="({re.escape(messages_url)}\?from=7&amp;tail=1)"', page)
-    assert tail, "the latest page has a live tail after #6"
+    tail = re.search(rf'hx-get="({re.escape(messages_url)}\?from=6&amp;tail=1)"', page)
+    assert tail, "the latest page has a live tail after #5"
     tail_url = html.unescape(tail.group(1))
     assert logged_in.get(tail_url, **HX).status_code == 204
     append(api, session, "A new question from the agent's user.")
     body = logged_in.get(tail_url, **HX).content.decode()
-    assert 'id="m-7"' in body and "A new question" in body and 'id="m-6"' not in body
-    assert "from=8&amp;tail=1" in body and "Load earlier" not in body
+    assert 'id="m-6"' in body and "A new question" in body and 'id="m-5"' not in body
+    assert "from=7&amp;tail=1" in body and "Load earlier" not in body
 
 
 def test_an_older_page_has_no_tail(logged_in, user):

@@ -206,3 +206,15 @@ def test_jobs_without_a_summary_stay_out_of_the_pending_review_queue(client, com
     client.force_login(user)  # the session's owner
     overview = client.get(reverse("dashboard:session-overview", args=[session.pk])).content.decode()
     assert 'title="No summary to review">—</span>' in overview
+
+
+def test_changelist_marks_the_active_compaction_among_identical_rows(client, user, staff_user):
+    session = make_session(user, title="Twice compacted")
+    add_messages(session, conversation(12))
+    older = make_compaction(session, activate=False, summary="## Goal\nSame.")
+    served = make_compaction(session, summary="## Goal\nSame.")
+    client.force_login(staff_user)
+    body = client.get(reverse("admin:compaction_compaction_changelist")).content.decode()
+    assert body.count("● active</strong>") == 1
+    row = next(line for line in body.split("<tr") if "● active" in line)
+    assert str(served.pk) in row and str(older.pk) not in row
