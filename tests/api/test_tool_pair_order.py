@@ -13,6 +13,7 @@ from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
 from sessions import services
+from sessions.selectors import context_build
 
 from .helpers import snapshot, tool_result, tool_use, url
 
@@ -231,7 +232,7 @@ def test_whatever_is_accepted_is_served_as_a_valid_context(user, steps):
             services.messages_append(session=session, messages=[message])
         except ValidationError:
             pass  # refused: nothing stored, the conversation goes on
-    served = services.context_build(session=session)["messages"]
+    served = context_build(session=session).messages
     assert served_pairs_problems(served) == []
 
 
