@@ -57,8 +57,11 @@ def test_on_postgresql_the_rows_and_the_counters_are_written_in_one_query(api, s
     with CaptureQueriesContext(connection) as ctx:
         response = api.post(url(session, "messages/"), tool_use("toolu_1", text="Running them."), format="json")
     assert response.status_code == 201, response.json()
-    read, write = statements(ctx)
-    assert read.startswith("SELECT") and "FOR UPDATE" in read
+    sql = statements(ctx)
+    assert sql[0].startswith("SELECT") and "FOR UPDATE" in sql[0]  # the session's row, locked
+    writes = [s for s in sql if not s.startswith("SELECT")]
+    assert len(writes) == 1, sql
+    write = writes[0]
     assert write.startswith('INSERT INTO "agent_sessions_message"')
     assert 'INSERT INTO "agent_sessions_toolcall"' in write and 'UPDATE "agent_sessions_session"' in write
     assert [m["seq"] for m in response.json()["messages"]] == [2]
