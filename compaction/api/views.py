@@ -179,20 +179,7 @@ class CompactionListCreateView(APIView):
         body["already_in_flight"] = not created
         body["wait_skipped"] = wait_skipped
         body["wait_capped"] = data["wait_capped"]
-        if data["wait_capped"] and job.status in IN_FLIGHT and not wait_skipped:
-            body["detail"] = (
-                f"waited {data['wait']:g} s, the most a request may (COMPACTOR_MAX_WAIT_SECONDS); the job is still "
-                f"{job.status}: poll {request.path}{job.pk}/"
-            )
-        elif wait_skipped:
-            body["detail"] = (
-                f"not waited: {settings.COMPACTION_MAX_WAITERS} requests are already waiting in this web process "
-                f"(COMPACTOR_MAX_WAITERS); poll {request.path}{job.pk}/ instead"
-            )
-        elif data["wait"] >= WAIT_HINT_MIN_SECONDS and job.status == Status.QUEUED:
-            # The caller waited and no worker even picked the job up: say why it may be stuck
-            # now rather than only once it is QUEUED_HINT_AFTER_SECONDS old.
-            body["detail"] = job.queued_hint(after=min(data["wait"], QUEUED_HINT_AFTER_SECONDS)) or body["detail"]
+        body["detail"] = _wait_detail(job, data, wait_skipped, poll=f"{request.path}{job.pk}/") or body["detail"]
         headers = {"Location": f"{request.path}{job.pk}/"}
         if job.status in IN_FLIGHT:
             return Response(body, status=status.HTTP_202_ACCEPTED, headers=headers)
@@ -300,3 +287,22 @@ class EventListView(APIView):
                 "last_id": events[-1].pk if events else after,
             }
         )
+
+
+def _wait_detail(job, data, wait_skipped: bool, poll: str) -> str | None:
+    """What a caller who asked to wait should know about the wait, or None."""
+    if data["wait_capped"] and job.status in IN_FLIGHT and not wait_skipped:
+        return (
+            f"waited {data['wait']:g} s, the most a request may (COMPACTOR_MAX_WAIT_SECONDS); the job is still "
+            f"{job.status}: poll {poll}"
+        )
+    if wait_skipped:
+        return (
+            f"not waited: {settings.COMPACTION_MAX_WAITERS} requests are already waiting in this web process "
+            f"(COMPACTOR_MAX_WAITERS); poll {poll} instead"
+        )
+    if data["wait"] >= WAIT_HINT_MIN_SECONDS and job.status == Status.QUEUED:
+        # The caller waited and no worker even picked the job up: say why it may be stuck
+        # now rather than only once it is QUEUED_HINT_AFTER_SECONDS old.
+        return job.queued_hint(after=min(data["wait"], QUEUED_HINT_AFTER_SECONDS))
+    return None
