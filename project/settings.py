@@ -155,6 +155,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Appends take a write lock at BEGIN so concurrent writers queue instead of failing
     # with "database is locked" half-way through a transaction.
     DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 20}
+elif DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    # A database host that drops packets would hold every request (and /readyz) until the kernel
+    # gives up on the TCP connect, minutes later. `?connect_timeout=` in DATABASE_URL wins.
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env_int("COMPACTOR_DB_CONNECT_TIMEOUT", 5, minimum=1)
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

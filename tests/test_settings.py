@@ -58,3 +58,19 @@ def test_it_names_the_bad_variable(variable, value):
     assert result.returncode != 0
     assert "ImproperlyConfigured" in result.stderr
     assert variable in result.stderr.splitlines()[-1]
+
+
+def _postgres_options(env_overrides: dict[str, str]) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "REDIS_URL"))}
+    env.update({"DJANGO_SETTINGS_MODULE": "project.settings", "SECRET_KEY": "x"}, **env_overrides)
+    code = "import django; from django.conf import settings; print(settings.DATABASES['default']['OPTIONS'])"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_postgresql_connections_give_up_after_a_connect_timeout():
+    url = "postgres://u@db.invalid:5432/x"
+    assert "'connect_timeout': 5" in _postgres_options({"DATABASE_URL": url})
+    assert "'connect_timeout': 2" in _postgres_options({"DATABASE_URL": url, "COMPACTOR_DB_CONNECT_TIMEOUT": "2"})
+    assert "'connect_timeout': 9" in _postgres_options({"DATABASE_URL": url + "?connect_timeout=9"})
