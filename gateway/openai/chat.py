@@ -15,17 +15,14 @@ from typing import Any
 
 from compaction.services import compaction_overflow
 from sessions.models import Session
-from sessions.selectors import context_build
 
 from ..errors import GatewayError
-from ..history import merge_served
 from ..locate import side_call_finish
-from ..served import client_copies_suffice
 from ..services import GatewayResult, Turn, gateway_begin, gateway_record_reply, wait_if_it_cannot_fit
 from ..window import window_learn
 from . import common
 from .chat_map import Mapped, MappingError, to_blocks, to_chat
-from .extras import extra_key, extras_for, extras_store
+from .extras import extras_store
 from .stream import ChatAssembler
 
 logger = logging.getLogger(__name__)
@@ -49,21 +46,8 @@ def map_messages(messages: Any) -> Mapped:
 
 
 def served_chat(*, session: Session, mapped: Mapped, served: list[dict[str, Any]] | None = None) -> list[dict]:
-    """The served context as Chat Completions messages: the client's own copies of what it still
-    holds (as it sent them), the summary and pruned messages mapped back with their extras."""
-    if served is None:
-        if client_copies_suffice(session=session, client_messages=mapped.messages):
-            return list(mapped.system) + [item for source in mapped.sources for item in source]
-        served = context_build(session=session).messages
-    merged = merge_served(served, mapped.messages)
-    position = {id(m): i for i, m in enumerate(mapped.messages)}
-    stored = [m for m in merged if id(m) not in position]
-    extras = extras_for(session=session, messages=stored) if stored else {}
-    out = list(mapped.system)
-    for message in merged:
-        index = position.get(id(message))
-        out += mapped.sources[index] if index is not None else to_chat(message, extras.get(extra_key(message)))
-    return out
+    """The served context as Chat Completions messages (see common.served_wire)."""
+    return common.served_wire(to_chat, session=session, mapped=mapped, served=served)
 
 
 def _reply(completion: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:

@@ -11,15 +11,46 @@ import httpx2 as httpx
 import orjson
 from django.conf import settings
 
+from sessions.models import Session
+from sessions.selectors import context_build
+
 from ..codec import encode_json
 from ..errors import SESSION_HEADER, GatewayError
+from ..history import merge_served
 from ..locate import side_call_finish
 from ..relay import UpstreamFault, read_whole
+from ..served import client_copies_suffice
 from ..services import GatewayResult, Turn
 from . import upstream
+from .chat_map import Mapped
+from .extras import extra_key, extras_for
 from .stream import EventRelay, error_event
 
 logger = logging.getLogger(__name__)
+
+
+def served_wire(
+    to_wire: Callable[[dict[str, Any], dict[str, Any] | None], list[dict[str, Any]]],
+    *,
+    session: Session,
+    mapped: Mapped,
+    served: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """The served context in the client's wire format: its own copies of what it still holds (as it
+    sent them), the summary and pruned messages converted by `to_wire` with their stored extras."""
+    if served is None:
+        if client_copies_suffice(session=session, client_messages=mapped.messages):
+            return list(mapped.system) + [item for source in mapped.sources for item in source]
+        served = context_build(session=session).messages
+    merged = merge_served(served, mapped.messages)
+    position = {id(m): i for i, m in enumerate(mapped.messages)}
+    stored = [m for m in merged if id(m) not in position]
+    extras = extras_for(session=session, messages=stored) if stored else {}
+    out = list(mapped.system)
+    for message in merged:
+        index = position.get(id(message))
+        out += mapped.sources[index] if index is not None else to_wire(message, extras.get(extra_key(message)))
+    return out
 
 
 def send(path: str, headers: dict[str, str], payload: dict[str, Any], verbatim: bytes | None = None) -> httpx.Response:

@@ -14,17 +14,14 @@ from typing import Any
 
 from compaction.services import compaction_overflow
 from sessions.models import Session
-from sessions.selectors import context_build
 
 from ..errors import GatewayError
-from ..history import merge_served
 from ..locate import side_call_finish
-from ..served import client_copies_suffice
 from ..services import GatewayResult, Turn, gateway_begin, gateway_record_reply, wait_if_it_cannot_fit
 from ..window import window_learn
 from . import common
 from .chat_map import Mapped, MappingError
-from .extras import extra_key, extras_for, extras_store
+from .extras import extras_store
 from .responses_map import to_blocks, to_items
 from .stream import ResponsesAssembler
 
@@ -57,20 +54,8 @@ def map_input(body: dict[str, Any]) -> Mapped:
 
 
 def served_items(*, session: Session, mapped: Mapped, served: list[dict[str, Any]] | None = None) -> list[dict]:
-    """The served context as input items: the client's own items for what it still holds."""
-    if served is None:
-        if client_copies_suffice(session=session, client_messages=mapped.messages):
-            return list(mapped.system) + [item for source in mapped.sources for item in source]
-        served = context_build(session=session).messages
-    merged = merge_served(served, mapped.messages)
-    position = {id(m): i for i, m in enumerate(mapped.messages)}
-    stored = [m for m in merged if id(m) not in position]
-    extras = extras_for(session=session, messages=stored) if stored else {}
-    out = list(mapped.system)
-    for message in merged:
-        index = position.get(id(message))
-        out += mapped.sources[index] if index is not None else to_items(message, extras.get(extra_key(message)))
-    return out
+    """The served context as input items (see common.served_wire)."""
+    return common.served_wire(to_items, session=session, mapped=mapped, served=served)
 
 
 def record(turn: Turn, response: dict[str, Any], status: int = 200) -> None:
