@@ -68,6 +68,12 @@ def send(*, path: str, query: str, headers: dict[str, str], body: bytes) -> http
     url = f"{settings.GATEWAY_UPSTREAM_URL}{path}"
     if query:
         url += f"?{query}"
+    return post_streamed(url=url, endpoint=path, headers=headers, body=body)
+
+
+def post_streamed(*, url: str, endpoint: str, headers: dict[str, str], body: bytes) -> httpx.Response:
+    """POST with the gateway's timeouts, timed into the upstream metrics under `endpoint`; returns
+    once the status and headers arrived (the caller reads the body)."""
     timeout = httpx.Timeout(settings.GATEWAY_UPSTREAM_TIMEOUT, connect=min(30.0, settings.GATEWAY_UPSTREAM_TIMEOUT))
     req = client().build_request("POST", url, headers=headers, content=body, timeout=timeout)
     started = time.perf_counter()
@@ -75,9 +81,9 @@ def send(*, path: str, query: str, headers: dict[str, str], body: bytes) -> http
         response = client().send(req, stream=True)
     except httpx.HTTPError as exc:
         # The class only (ConnectError, ReadTimeout, ...): bounded, and no URL or credentials.
-        metrics.upstream_observe(endpoint=path, seconds=time.perf_counter() - started, error=type(exc).__name__)
+        metrics.upstream_observe(endpoint=endpoint, seconds=time.perf_counter() - started, error=type(exc).__name__)
         raise
-    metrics.upstream_observe(endpoint=path, seconds=time.perf_counter() - started, status=response.status_code)
+    metrics.upstream_observe(endpoint=endpoint, seconds=time.perf_counter() - started, status=response.status_code)
     return response
 
 

@@ -55,7 +55,7 @@ class MappingError(ValueError):
         self.path = path
 
 
-def _arguments(text: str) -> Any:
+def parse_arguments(text: str) -> Any:
     """A tool call's arguments parsed (None if not JSON): orjson first, as a resent history holds
     thousands of them; the standard parser for what only it takes (a lone surrogate, 1e400)."""
     try:
@@ -80,7 +80,7 @@ def text_of(content: Any) -> str:
     return ""
 
 
-def _compact(value: Any) -> str:
+def compact_json(value: Any) -> str:
     """Compact JSON, as models write tool arguments (orjson: this runs for every tool call of the
     history on every call; the standard encoder for what orjson refuses)."""
     try:
@@ -135,7 +135,7 @@ def _parts(content: Any, extras: dict[str, Any], path: str) -> list[dict[str, An
         else:  # audio, files, refusal parts, text with annotations: the words stored, the part kept
             extras.setdefault("raw", {})[str(len(blocks))] = part
             words = part.get("text") or part.get("refusal") if isinstance(part, dict) else None
-            blocks.append({"type": "text", "text": words if isinstance(words, str) and words else _compact(part)})
+            blocks.append({"type": "text", "text": words if isinstance(words, str) and words else compact_json(part)})
     extras["parts"] = True
     return blocks
 
@@ -146,10 +146,10 @@ def _tool_use(call: Any, extras: dict[str, Any], path: str) -> dict[str, Any]:
     function = call.get("function") if isinstance(call.get("function"), dict) else {}
     name = function.get("name") or (call.get("custom") or {}).get("name") or call.get("type") or "tool"
     arguments = function.get("arguments")
-    parsed = _arguments(arguments) if isinstance(arguments, str) else None
+    parsed = parse_arguments(arguments) if isinstance(arguments, str) else None
     tool_input = parsed if isinstance(parsed, dict) else {}
     plain = call.get("type", "function") == "function" and set(call) <= {"id", "type", "function"}
-    if not plain or set(function) - {"name", "arguments"} or arguments != _compact(tool_input):
+    if not plain or set(function) - {"name", "arguments"} or arguments != compact_json(tool_input):
         extras.setdefault("calls", {})[call["id"]] = call
     return {"type": "tool_use", "id": call["id"], "name": str(name), "input": tool_input}
 
@@ -205,7 +205,7 @@ def _tool_result(message: dict[str, Any], path: str) -> tuple[dict[str, Any], di
         result = [{"type": "text", "text": p["text"]} for p in content]
         extras["parts"] = True
     else:
-        result = text_of(content) or _compact(content)
+        result = text_of(content) or compact_json(content)
         extras["content"] = content
     block = {"type": "tool_result", "tool_use_id": call_id}
     if result != "":
@@ -307,7 +307,7 @@ def _assistant_back(blocks: list[dict[str, Any]], extras: dict[str, Any]) -> dic
         or {
             "id": b.get("id"),
             "type": "function",
-            "function": {"name": b.get("name"), "arguments": _compact(b.get("input") or {})},
+            "function": {"name": b.get("name"), "arguments": compact_json(b.get("input") or {})},
         }
         for b in blocks
         if b.get("type") == "tool_use"

@@ -12,38 +12,13 @@ go back upstream as the client sent them; reasoning is never read, only passed o
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import orjson
-
-from .chat_map import Mapped, MappingError
+from .chat_map import Mapped, MappingError, compact_json, parse_arguments
 
 SYSTEM_ROLES = ("system", "developer")
 _FILLER = " "
 _TEXT_PARTS = ("input_text", "output_text", "text")
-
-
-def _arguments(text: str) -> Any:
-    """A tool call's arguments parsed (None if not JSON): orjson first, as a resent history holds
-    thousands of them; the standard parser for what only it takes (a lone surrogate, 1e400)."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return None
-
-
-def _compact(value: Any) -> str:
-    """Compact JSON, as models write tool arguments (orjson: this runs for every tool call of the
-    history on every call; the standard encoder for what orjson refuses)."""
-    try:
-        return orjson.dumps(value).decode()
-    except TypeError:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _kind(item: dict[str, Any]) -> str:
@@ -98,7 +73,7 @@ def _message(item: dict[str, Any], path: str) -> tuple[list[dict[str, Any]], dic
             parts.append({"part": part})
         else:  # refusals, files, audio: the words stored, the part kept
             words = part.get("text") or part.get("refusal") if isinstance(part, dict) else None
-            blocks.append({"type": "text", "text": words if isinstance(words, str) and words else _compact(part)})
+            blocks.append({"type": "text", "text": words if isinstance(words, str) and words else compact_json(part)})
             parts.append({"part": part})
     if not blocks:
         blocks = [{"type": "text", "text": _FILLER}]
@@ -109,7 +84,7 @@ def _call(item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     if not isinstance(item.get("call_id"), str) or not item["call_id"]:
         return [], {"k": "opaque", "item": item}  # a hosted tool's call (web search…): passed on as it is
     arguments = item.get("arguments")
-    parsed = _arguments(arguments) if isinstance(arguments, str) else None
+    parsed = parse_arguments(arguments) if isinstance(arguments, str) else None
     if isinstance(parsed, dict):
         tool_input = parsed
     elif isinstance(item.get("input"), str):
@@ -127,7 +102,7 @@ def _output(item: dict[str, Any], path: str) -> tuple[dict[str, Any], dict[str, 
         raise MappingError(f"{path}.call_id", "required: the call_id of the call this output answers")
     output = item.get("output")
     entry: dict[str, Any] = {"k": "output", "meta": {k: v for k, v in item.items() if k not in ("call_id", "output")}}
-    text = output if isinstance(output, str) else _compact(output)
+    text = output if isinstance(output, str) else compact_json(output)
     if not isinstance(output, str):
         entry["output"] = output
     block = {"type": "tool_result", "tool_use_id": call_id}
@@ -217,7 +192,7 @@ def _entry_item(entry: dict[str, Any], got: list[dict[str, Any]]) -> dict[str, A
         return {**meta, "call_id": got[0].get("id")}
     if kind == "output":
         text = _result_text(got[0])
-        kept = "output" in entry and text == _compact(entry["output"])  # not pruned since
+        kept = "output" in entry and text == compact_json(entry["output"])  # not pruned since
         return {**meta, "call_id": got[0].get("tool_use_id"), "output": entry["output"] if kept else text}
     if "string" in entry:
         return {**meta, "content": got[0].get("text", "") if entry["string"] else ""}
@@ -244,7 +219,7 @@ def _plain(role: str, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "type": "function_call",
                 "call_id": b.get("id"),
                 "name": b.get("name"),
-                "arguments": _compact(b.get("input") or {}),
+                "arguments": compact_json(b.get("input") or {}),
             }
             for b in blocks
             if b.get("type") == "tool_use"

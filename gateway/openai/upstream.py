@@ -6,13 +6,11 @@ own go on, the client's `Authorization` (its Compactor key) never does.
 
 from __future__ import annotations
 
-import time
-
 import httpx2 as httpx
 from django.conf import settings
 from django.http import HttpRequest
 
-from gateway.upstream import client
+from gateway.upstream import client, post_streamed
 from ops import metrics
 
 # Organisation, project and beta flags decide what the request means.
@@ -47,18 +45,8 @@ def response_headers(response: httpx.Response) -> dict[str, str]:
 def send(*, path: str, headers: dict[str, str], body: bytes) -> httpx.Response:
     """POST and return once the status and headers arrived (the caller reads the body)."""
     url = f"{settings.OPENAI_GATEWAY_UPSTREAM_URL}{path}"
-    timeout = httpx.Timeout(settings.GATEWAY_UPSTREAM_TIMEOUT, connect=min(30.0, settings.GATEWAY_UPSTREAM_TIMEOUT))
-    request = client().build_request("POST", url, headers=headers, content=body, timeout=timeout)
-    endpoint = f"/openai{path}"  # beside the Messages API's paths in the upstream metrics
-    started = time.perf_counter()
-    try:
-        response = client().send(request, stream=True)
-    except httpx.HTTPError as exc:
-        # The class only: bounded, and no URL or credentials.
-        metrics.upstream_observe(endpoint=endpoint, seconds=time.perf_counter() - started, error=type(exc).__name__)
-        raise
-    metrics.upstream_observe(endpoint=endpoint, seconds=time.perf_counter() - started, status=response.status_code)
-    return response
+    # beside the Messages API's paths in the upstream metrics
+    return post_streamed(url=url, endpoint=f"/openai{path}", headers=headers, body=body)
 
 
 def stream_interrupted(*, path: str) -> None:
