@@ -19,7 +19,7 @@ the package's own modules (and tests that replace them where they live).
 from __future__ import annotations
 
 from .activation import compaction_revert
-from .common import STRATEGIES, CompactionError, describe, requeue_queued_after
+from .common import STRATEGIES, CompactionError, describe, requeue_queued_after, skip_reason
 from .importing import (
     ReplayResult,
     ReplayStep,
@@ -59,6 +59,7 @@ __all__ = [
     "compaction_run_unless_replaying",
     "compaction_sweep_stuck",
     "describe",
+    "skip_reason",
     "messages_append_then_compact",
     "reported_prompt_tokens",
     "transcript_messages_for_api",

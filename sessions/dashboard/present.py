@@ -20,6 +20,7 @@ from markdown_it import MarkdownIt
 
 from compaction.core.blocks import IMAGE, TEXT, THINKING_KINDS, TOOL_RESULT, TOOL_USE, block_text
 from compaction.core.config import usage_level
+from compaction.services import skip_reason as compaction_skip_reason
 
 TEXT_PREVIEW_CHARS = 1200
 TOOL_ARG_CHARS = 160
@@ -176,13 +177,10 @@ def boundary_line(compaction: Any) -> str:
     return " · ".join(parts)
 
 
-_NOTHING_PREFIX = re.compile(r"^\s*nothing to compact\s*[:\-—]\s*", re.IGNORECASE)
-
-
 def skip_reason(detail: str | None) -> str:
-    """The engine's skip detail without its own "nothing to compact:" prefix (the page has one)."""
-    text = _NOTHING_PREFIX.sub("", detail or "").strip()
-    return text[:1].upper() + text[1:] if text else "the conversation is already short enough."
+    """Why a job compacted nothing (the services' wording), capitalised under the page's own heading."""
+    text = compaction_skip_reason(detail)
+    return text[:1].upper() + text[1:]
 
 
 def tokens_saved(compaction: Any) -> int | None:
