@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,7 +79,12 @@ class Turn:
 
 @dataclass
 class GatewayResult:
-    """What goes back to the client: a whole body, or chunks to stream as they arrive."""
+    """What goes back to the client: a whole body, or chunks to stream as they arrive.
+
+    `after`: the bookkeeping of a whole answer (storing the reply, its usage), run once the
+    client has every byte of it, as a stream's is after its last event: the client does not wait
+    for the database, and its next call finds the reply stored or stores the copy it resends
+    (_store_reply)."""
 
     status: int
     headers: dict[str, str]
@@ -87,6 +92,7 @@ class GatewayResult:
     chunks: Iterator[bytes] | None = None
     session_id: str | None = None
     extra_headers: dict[str, str] = field(default_factory=dict)
+    after: Callable[[], None] | None = None
 
 
 # --- 1. which session, and what is new -------------------------------------------------------
@@ -306,6 +312,15 @@ def _stream(turn: Turn, response: httpx.Response) -> Iterator[bytes]:
     _record_safely(turn, assembler.response_message() or {})
 
 
+def _record_answer(turn: Turn, payload: bytes) -> None:
+    try:
+        reply = json.loads(payload)
+    except json.JSONDecodeError:
+        return
+    if isinstance(reply, dict):
+        _record_safely(turn, reply)
+
+
 def _record_safely(turn: Turn, reply: dict[str, Any]) -> None:
     try:
         if turn.side_call is not None:
@@ -356,12 +371,7 @@ def gateway_call(
         if response.status_code != 200 and turn.side_call is not None:
             side_call_finish(turn.side_call, status=response.status_code, reply={})
         if response.status_code == 200:
-            try:
-                reply = json.loads(payload)
-            except json.JSONDecodeError:
-                reply = None
-            if isinstance(reply, dict):
-                _record_safely(turn, reply)
+            result.after = lambda: _record_answer(turn, payload)
         return result
     return GatewayResult(
         status=200,

@@ -7,6 +7,7 @@ and agents report them as they would Anthropic's own.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -36,11 +37,31 @@ def _parse(request: HttpRequest) -> tuple[Any, dict[str, Any], str | None, bytes
     return user, body, session_header(request), raw
 
 
+class AnswerThenRecord(HttpResponse):
+    """A whole answer whose bookkeeping runs when the server closes the response: after the
+    last byte went out (WSGI servers close a response once written), before Django's
+    request_finished handlers release the database connection."""
+
+    def __init__(self, content: bytes, *, status: int, after: Callable[[], None]) -> None:
+        super().__init__(content, status=status)
+        self._after = after
+
+    def close(self) -> None:
+        after, self._after = self._after, None
+        try:
+            if after is not None:
+                after()
+        finally:
+            super().close()
+
+
 def render(result: GatewayResult) -> HttpResponse:
     """The upstream's answer as the client gets it: streamed as it arrives, or whole."""
     if result.chunks is not None:
         response: HttpResponse = StreamingHttpResponse(result.chunks, status=result.status)
         response["X-Accel-Buffering"] = "no"  # proxies (nginx) must not hold the events back
+    elif result.after is not None:
+        response = AnswerThenRecord(result.body or b"", status=result.status, after=result.after)
     else:
         response = HttpResponse(result.body or b"", status=result.status)
     for name, value in {**result.headers, **result.extra_headers}.items():

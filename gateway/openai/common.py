@@ -181,7 +181,8 @@ def exchange(
         response = send(path, headers, again)
     if response.status_code != 200 or not payload.get("stream"):
         answer = read_all(response)
+        result = whole(turn, response, answer)
         if response.status_code == 200:
-            _record_json(answer, record)
-        return whole(turn, response, answer)
+            result.after = lambda: _record_json(answer, record)
+        return result
     return streamed(turn, response, relay(turn, response, assembler(), record, responses=responses))

@@ -15,7 +15,7 @@ from gateway.openai.chat import map_messages, served_chat
 from sessions.models import Message, Session, ToolCall
 from sessions.selectors import context_build
 from tests.gateway.openai_upstream import KEY, OpenAIReply
-from tests.gateway.sdk_clients import closing
+from tests.gateway.sdk_clients import closing, settled_http_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,7 +27,11 @@ URL = "/openai/v1/chat/completions"
 
 def sdk(live_server, key: str, **headers) -> openai.OpenAI:
     client = openai.OpenAI(
-        base_url=f"{live_server.url}/openai/v1", api_key=key, max_retries=0, default_headers=headers or None
+        base_url=f"{live_server.url}/openai/v1",
+        api_key=key,
+        max_retries=0,
+        default_headers=headers or None,
+        http_client=settled_http_client(),
     )
     return closing(client)
 
