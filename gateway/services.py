@@ -31,7 +31,6 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from compaction.models import IN_FLIGHT, Compaction
-from compaction.selectors import compaction_in_flight
 from compaction.services import compaction_maybe_auto_safely, compaction_overflow, usage_report_then_compact
 from sessions.models import Message, Session, SideCall
 from sessions.selectors import context_build
@@ -55,6 +54,7 @@ from .locate import locate, side_call_finish
 from .locate import matched_count as _matched_count
 from .models import Conversation
 from .relay import UpstreamFault, read_whole, relay_events
+from .resent import Parsed
 from .served import client_copies_suffice
 from .sse import StreamAssembler
 from .window import window_learn
@@ -62,6 +62,8 @@ from .window import window_learn
 logger = logging.getLogger(__name__)
 
 SUMMARY_POLL_SECONDS = 0.25
+# What a call changes on a conversation it continues.
+CONVERSATION_MOVES = ("head_digest", "message_count", "client_session", "updated_at")
 
 
 @dataclass
@@ -124,11 +126,11 @@ def gateway_begin(
                 raise GatewayError(400, "invalid_request_error", _validation_message(exc, matched + start)) from None
         conversation.head_digest = digests[-1]
         conversation.message_count = len(messages)
-        conversation.save()
+        conversation.save(update_fields=CONVERSATION_MOVES if conversation.pk else None)
     if appended is not None:
         # Appends only add to the meter: the last batch's figure decides for the whole tail.
+        # (`session`, read in the transaction, has the append's counters: messages_append set them.)
         compaction_maybe_auto_safely(session=appended.session, usage=appended.usage)
-        session.refresh_from_db()
     return Turn(
         session=session,
         conversation=conversation,
@@ -148,18 +150,21 @@ def wait_if_it_cannot_fit(session: Session) -> None:
     usage = session_usage(session)
     if usage.tokens <= usage.context_window:
         return
-    job = compaction_in_flight(session_id=session.pk)
-    if job is None:
+    in_flight = Compaction.objects.filter(session_id=session.pk, status__in=IN_FLIGHT)
+    if not in_flight.exists():
         return
     deadline = time.monotonic() + settings.GATEWAY_SUMMARY_WAIT
-    while job.status in IN_FLIGHT and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
         time.sleep(SUMMARY_POLL_SECONDS)
-        job = Compaction.objects.get(pk=job.pk)
+        if not in_flight.exists():
+            break
     session.refresh_from_db()
 
 
-def upstream_messages(*, session: Session, client_messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if client_copies_suffice(session=session, client_messages=client_messages):
+def upstream_messages(
+    *, session: Session, client_messages: list[dict[str, Any]], resent: Parsed | None = None
+) -> list[dict[str, Any]]:
+    if client_copies_suffice(session=session, client_messages=client_messages, resent=resent):
         return client_messages
     return merge_served(context_build(session=session).messages, client_messages)
 
@@ -340,13 +345,15 @@ def gateway_call(
     query: str = "",
     agent: str = "",
     raw: bytes | None = None,
+    resent: Parsed | None = None,
 ) -> GatewayResult:
     """One POST /v1/messages through Compactor (see the module docstring). `raw`: the request's
-    bytes, sent upstream as they came when its messages go unchanged (no re-encoding)."""
+    bytes, sent upstream as they came when its messages go unchanged (no re-encoding); `resent`:
+    the request's parse (gateway.resent)."""
     turn = gateway_begin(user=user, body=body, session_id=session_id, agent=agent)
     if turn.side_call is None:
         wait_if_it_cannot_fit(turn.session)
-        messages = upstream_messages(session=turn.session, client_messages=turn.messages)
+        messages = upstream_messages(session=turn.session, client_messages=turn.messages, resent=resent)
     else:
         messages = turn.messages  # a side call goes as it came
     stream = bool(body.get("stream"))

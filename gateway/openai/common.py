@@ -19,6 +19,7 @@ from ..errors import SESSION_HEADER, GatewayError
 from ..history import merge_served
 from ..locate import side_call_finish
 from ..relay import UpstreamFault, read_whole
+from ..resent import Parsed
 from ..served import client_copies_suffice
 from ..services import GatewayResult, Turn
 from . import upstream
@@ -35,11 +36,12 @@ def served_wire(
     session: Session,
     mapped: Mapped,
     served: list[dict[str, Any]] | None = None,
+    resent: Parsed | None = None,
 ) -> list[dict[str, Any]]:
     """The served context in the client's wire format: its own copies of what it still holds (as it
     sent them), the summary and pruned messages converted by `to_wire` with their stored extras."""
     if served is None:
-        if client_copies_suffice(session=session, client_messages=mapped.messages):
+        if client_copies_suffice(session=session, client_messages=mapped.messages, resent=resent):
             return list(mapped.system) + [item for source in mapped.sources for item in source]
         served = context_build(session=session).messages
     merged = merge_served(served, mapped.messages)
