@@ -156,8 +156,8 @@ def openai_chat_call(
         messages = body["messages"]  # a side call goes as it came
     payload, drop_usage = _payload(body, messages)
     sent = body["messages"]
-    unchanged = (
-        not drop_usage and len(messages) == len(sent) and all(a is b for a, b in zip(messages, sent, strict=True))
+    unchanged = not drop_usage and (
+        messages is sent or (len(messages) == len(sent) and all(a is b for a, b in zip(messages, sent, strict=True)))
     )
 
     def retry(status: int, text: str) -> dict[str, Any] | None:

@@ -44,6 +44,8 @@ class Mapped:
     extras: list[dict[str, Any]] = field(default_factory=list)
     sources: list[list[dict[str, Any]]] = field(default_factory=list)
     _ends: list[int] = field(default_factory=list, repr=False, compare=False)
+    # The request's own list, when `system` and `sources` are all of it, in order.
+    request: list[Any] | None = field(default=None, repr=False, compare=False)
 
     def system_text(self) -> str:
         return "\n\n".join(text_of(m.get("content")) for m in self.system)
@@ -76,6 +78,7 @@ class Reuse:
             messages=self.mapped.messages[:groups],
             extras=self.mapped.extras[:groups],
             sources=self.mapped.sources[:groups],
+            _ends=ends[:groups],
         )
         return out, ends[groups - 1] if groups else system
 
@@ -288,6 +291,7 @@ def to_blocks(messages: list[Any], reuse: Reuse | None = None) -> Mapped:
         out.extras.append(extras)
         out.sources.append([message])
         i += 1
+    out.request = messages
     return out
 
 

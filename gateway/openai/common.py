@@ -42,6 +42,8 @@ def served_wire(
     sent them), the summary and pruned messages converted by `to_wire` with their stored extras."""
     if served is None:
         if client_copies_suffice(session=session, client_messages=mapped.messages, resent=resent):
+            if mapped.request is not None:
+                return mapped.request
             return list(mapped.system) + [item for source in mapped.sources for item in source]
         served = context_build(session=session).messages
     merged = merge_served(served, mapped.messages)
