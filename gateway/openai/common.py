@@ -18,7 +18,7 @@ from ..codec import encode_json
 from ..errors import SESSION_HEADER, GatewayError
 from ..history import merge_served
 from ..locate import side_call_finish
-from ..relay import UpstreamFault, read_whole
+from ..relay import UpstreamFault, fault_of, read_whole
 from ..resent import Parsed
 from ..served import client_copies_suffice
 from ..services import GatewayResult, Turn
@@ -108,6 +108,7 @@ def relay(
     past the timeout) ends with an error event, so the client never takes it for a whole reply.
     The reply is stored once the stream ended properly."""
     events = EventRelay(assembler.on_event)
+    problem = "the upstream stream ended before the reply was complete; retry the call"
     try:
         for chunk in response.iter_raw():
             out = events.feed(chunk)
@@ -118,14 +119,13 @@ def relay(
             yield out
     except httpx.HTTPError as exc:
         logger.warning("OpenAI gateway: upstream stream for session %s broke: %s", turn.session.pk, type(exc).__name__)
+        problem = fault_of(exc, settings.GATEWAY_UPSTREAM_TIMEOUT).message  # a stall names the timeout
     finally:
         response.close()
     if not assembler.ended:
         logger.warning("OpenAI gateway: upstream stream for session %s ended early", turn.session.pk)
         upstream.stream_interrupted(path="/responses" if responses else "/chat/completions")
-        yield error_event(
-            "the upstream stream ended before the reply was complete; retry the call", responses=responses
-        )
+        yield error_event(problem, responses=responses)
         return
     completion = assembler.completion()
     if completion is not None:

@@ -164,6 +164,17 @@ def test_a_cut_stream_ends_with_an_error_and_stores_nothing(live_server, api_key
     assert Message.objects.filter(session=session, role="assistant").count() == 0
 
 
+def test_a_stalled_stream_ends_with_an_error_naming_the_timeout(live_server, api_key, openai_upstream, settings):
+    settings.GATEWAY_UPSTREAM_TIMEOUT = 0.5
+    openai_upstream.stall_stream = 1.5
+    body = {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "Explain the parser"}]}
+    answer = httpx.post(
+        f"{live_server.url}{URL}", json=body, headers={"Authorization": f"Bearer {api_key}"}, timeout=30
+    )
+    assert "COMPACTOR_UPSTREAM_TIMEOUT" in answer.text and "data: [DONE]" not in answer.text
+    assert Message.objects.filter(role="assistant").count() == 0
+
+
 def test_an_upstream_far_below_the_session_window_costs_at_most_two_refusals(
     live_server, api_key, openai_upstream, eager_celery
 ):
