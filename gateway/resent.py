@@ -73,7 +73,7 @@ class Parsed:
     """A request's parse. `fresh`: the request as parsed this time (with only the items after the
     reused ones); `fresh_raw`: its bytes. `reused`: how many leading items were the kept
     request's objects. `memo`: what consumers derived from this request's items, kept with it for
-    the next one; `previous_memo`: the kept request's (its items are `previous_items`)."""
+    the next one; `previous_memo`: the kept request's, whose first `reused` items are this one's."""
 
     body: Any
     fresh: Any
@@ -81,7 +81,6 @@ class Parsed:
     reused: int = 0
     memo: dict[str, Any] = field(default_factory=dict)
     previous_memo: dict[str, Any] = field(default_factory=dict)
-    previous_items: list[Any] = field(default_factory=list)
 
 
 _kept: OrderedDict[tuple[Any, str, bytes], _Kept] = OrderedDict()
@@ -123,7 +122,7 @@ def _reuse(raw: bytes, start: int, key: str, kept: _Kept) -> Parsed | None:
         if not isinstance(fresh, dict) or not isinstance(fresh.get(key), list):
             return None
         after = rest_of_kept.get(key) if isinstance(rest_of_kept, dict) else None
-        if not isinstance(after, list) or not 0 < len(kept.items) - len(after) <= len(kept.items):
+        if not isinstance(after, list) or len(after) >= len(kept.items):
             return None
         reused = len(kept.items) - len(after)
         body = {**fresh, key: kept.items[:reused] + fresh[key]}
@@ -133,7 +132,6 @@ def _reuse(raw: bytes, start: int, key: str, kept: _Kept) -> Parsed | None:
             fresh_raw=fresh_raw,
             reused=reused,
             previous_memo=kept.memo,
-            previous_items=kept.items,
         )
     return None
 
