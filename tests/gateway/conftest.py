@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from project.celery import app as celery_app
-from tests.gateway.sdk_clients import close_all
+from tests.gateway.sdk_clients import close_all, reset_settled
 from tests.gateway.upstream import FakeUpstream
 
 UPSTREAM_KEY = "upstream-secret"
@@ -71,6 +71,8 @@ def openai_upstream(settings):
 
 @pytest.fixture(autouse=True)
 def sdk_clients_closed():
-    """SDK clients opened with tests.gateway.sdk_clients.closing are closed when the test ends."""
+    """SDK clients opened with tests.gateway.sdk_clients.closing are closed when the test ends;
+    the count of the live server's requests in flight starts from zero."""
+    reset_settled()
     yield
     close_all()
