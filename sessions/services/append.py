@@ -210,6 +210,7 @@ APPEND_FIELDS = (
     "calibration",
     "calibration_offset",
     "last_activity_at",
+    "turn_state",
 )
 # Columns every append writes besides the meter's (one UPDATE, _write_counters).
 APPEND_WRITES = (
@@ -219,6 +220,7 @@ APPEND_WRITES = (
     "context_tokens",
     "tokens_since_report",
     "last_activity_at",
+    "turn_state",
     "updated_at",
 )
 # What an append changes: copied into the caller's Session instance afterwards.
@@ -434,10 +436,16 @@ def _append_locked(append: _Append, prepared: list[_Prepared], tokenizer: core_t
         truncated = _answer_stored_calls(append.session_id, answers)
         if truncated.keys() != answers.keys():
             raise _ToolIdConflict
-    order_errors = turns.append_errors(append.session_id, prepared)  # every tool_result right after its tool_use
+    # Every tool_result right after its tool_use: checked against the state stored on the row
+    # (read back from the latest messages when it is missing or behind), then stored anew.
+    state = turns.from_stored(locked.turn_state, locked.last_seq)
+    if state is None:
+        state = turns.stored_turn(append.session_id)
+    order_errors = turns.check_batch(state, prepared, first_seq)
     if order_errors:
         raise ValidationError({path: [problem] for path, problem in order_errors.items()})
     rows, calls = _new_rows(append.session_id, prepared, first_seq)
+    locked.turn_state = turns.stored_form(state, rows[-1].seq)
     meter = _count_appended(locked, prepared, rows, append.now)
     _write_append(locked, rows, calls, (*APPEND_WRITES, *meter))
     if any(truncated.values()):
