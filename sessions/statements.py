@@ -154,23 +154,26 @@ class RowUpdater:
             cursor.execute(*self.statement(obj))
 
 
-def execute_together(statements: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[Any, ...]]:
+def execute_together(statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:
     """Run the statements in order, in one round trip where the driver sends several statements
     as one query (psycopg 3 binding parameters client-side, Django's default for PostgreSQL),
-    else one by one. Returns the rows the first statement returns (RETURNING), if any.
+    else one by one. Returns the rows each statement returned (RETURNING; [] for none), in order.
 
     A failing statement fails the call, and the later ones are not run: inside a transaction,
     the same outcome as running them one by one.
     """
     connection = connections[DEFAULT_DB_ALIAS]
     together = connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get("server_side_binding")
+    results: list[list[tuple[Any, ...]]] = []
     with connection.cursor() as cursor:
         if together and len(statements) > 1:
             cursor.execute(";\n".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
-            return cursor.fetchall() if cursor.description else []
-        rows: list[tuple[Any, ...]] = []
-        for index, (sql, params) in enumerate(statements):
+            # One result per statement: psycopg's nextset() steps through them.
+            results.append(cursor.fetchall() if cursor.description else [])
+            while cursor.nextset():
+                results.append(cursor.fetchall() if cursor.description else [])
+            return results
+        for sql, params in statements:
             cursor.execute(sql, params)
-            if index == 0 and cursor.description:
-                rows = cursor.fetchall()
-        return rows
+            results.append(cursor.fetchall() if cursor.description else [])
+        return results
