@@ -293,8 +293,8 @@ class _Append:
         for _attempt in range(3):
             prepared = self._prepare(tokenizer)
             try:
-                with transaction.atomic():
-                    return _append_locked(self, prepared, tokenizer), tokenizer
+                with statements.Transaction() as opening:
+                    return _append_locked(self, prepared, tokenizer, opening), tokenizer
             except _OtherTokenizer as other:
                 # The session's model counts with another tokenizer than guessed: count again,
                 # outside the lock (nothing was written).
@@ -335,17 +335,19 @@ def _session_reader(vendor: str, scoped: bool) -> statements.RowReader:
     rows = Session.objects.select_for_update().only(*APPEND_FIELDS).order_by().filter(pk=uuid.UUID(int=0))
     if scoped:
         rows = rows.filter(owner_id=0, deleted_at__isnull=True)
-    return statements.RowReader(rows, param_count=1 + scoped)
+    with transaction.atomic():  # the ORM compiles FOR UPDATE only inside a transaction; nothing is sent
+        return statements.RowReader(rows, param_count=1 + scoped)
 
 
-def _lock_session(session_id: Any, owner) -> Session:
-    """The session's row, locked, with APPEND_FIELDS loaded. With `owner`, the owner's view (the
-    API): another owner's or a trashed session does not exist (Session.DoesNotExist)."""
+def _lock_session(session_id: Any, owner, opening: statements.Transaction) -> Session:
+    """The session's row, locked, with APPEND_FIELDS loaded (the read opens `opening`). With
+    `owner`, the owner's view (the API): another owner's or a trashed session does not exist
+    (Session.DoesNotExist)."""
     db = connections[DEFAULT_DB_ALIAS]
     params = [Session._meta.pk.get_db_prep_value(session_id, db)]
     if owner is not None:
         params.append(owner.pk)
-    row = _session_reader(db.vendor, owner is not None).read(params)
+    row = _session_reader(db.vendor, owner is not None).read(params, opening=opening)
     if row is None:
         raise Session.DoesNotExist("No such session.")
     return row
@@ -413,7 +415,9 @@ def _tool_id_errors(session_id: Any, prepared: list[_Prepared]) -> dict[str, str
     return _check_tool_ids(prepared, _known_tool_calls(session_id, ids))
 
 
-def _append_locked(append: _Append, prepared: list[_Prepared], tokenizer: core_tokens.Tokenizer) -> Session:
+def _append_locked(
+    append: _Append, prepared: list[_Prepared], tokenizer: core_tokens.Tokenizer, opening: statements.Transaction
+) -> Session:
     """The writes of one append, inside its transaction. Returns the session (APPEND_FIELDS
     only) with its counters as stored and the new rows as `appended`."""
     # Problems within the batch are found without the database; an id already stored is
@@ -422,7 +426,7 @@ def _append_locked(append: _Append, prepared: list[_Prepared], tokenizer: core_t
     errors = _check_tool_ids(prepared, None)
     if errors:
         raise ValidationError({path: [problem] for path, problem in errors.items()})
-    locked = _lock_session(append.session_id, append.owner)
+    locked = _lock_session(append.session_id, append.owner, opening)
     actual = session_tokenizer(locked)
     if actual.name != tokenizer.name:
         raise _OtherTokenizer(actual)
@@ -442,7 +446,10 @@ def _append_locked(append: _Append, prepared: list[_Prepared], tokenizer: core_t
     rows, calls = _new_rows(append.session_id, prepared, first_seq)
     locked.turn_state = turns.stored_form(state, rows[-1].seq)
     meter = _count_appended(locked, prepared, rows, append.now)
-    truncated = _write_append(locked, rows, calls, (*APPEND_WRITES, *meter), answers)
+    # The writes commit as they go when nothing can still roll them back: no stored call to answer
+    # (its UPDATE is checked after it ran) and so no recount after them.
+    closing = [] if answers else opening.closing()
+    truncated = _write_append(locked, rows, calls, (*APPEND_WRITES, *meter), answers, closing)
     if truncated.keys() != answers.keys():
         raise _ToolIdConflict  # rolls the writes back
     if any(truncated.values()):
@@ -481,13 +488,18 @@ def _new_rows(session_id: Any, prepared: list[_Prepared], first_seq: int) -> tup
 
 
 def _write_append(
-    locked: Session, rows: list[Message], calls: list[ToolCall], counters: tuple[str, ...], answers: dict[str, int]
+    locked: Session,
+    rows: list[Message],
+    calls: list[ToolCall],
+    counters: tuple[str, ...],
+    answers: dict[str, int],
+    closing: list[tuple[str, list[Any]]],
 ) -> dict[str, bool]:
     """Answer the stored tool calls (`answers`), INSERT the messages and tool calls, UPDATE the
     session's counters: in one round trip where the database takes several statements at once
     (sessions.statements.execute_together). A tool_use id already stored fails it as a whole
     (IntegrityError), like the INSERT alone. Returns {id: truncated_use} of the calls answered
-    (_answer_statement): the caller rolls back when one is missing."""
+    (_answer_statement): the caller rolls back when one is missing. `closing` (a COMMIT) goes last."""
     vendor = connection.vendor
     messages, tool_calls = _message_inserter(vendor), _tool_call_inserter(vendor)
     answer = [_answer_statement(locked.pk, answers)] if answers else []
@@ -498,12 +510,14 @@ def _write_append(
         messages.insert(rows)
         tool_calls.insert(calls)
         _write_counters(locked, counters)
+        statements.execute_together(closing)
     else:
         parts = [
             *answer,
             *inserts,
             *(tool_calls.batches(calls) if calls else []),
             _counter_writer(vendor, counters).statement(locked),
+            *closing,
         ]
         answered = statements.execute_together(parts)
         messages.inserted(rows, [pk for (pk,) in answered[len(answer)]])
