@@ -17,7 +17,10 @@ they need no result, and may still get one while the user turn has nothing else.
 
 Duplicate ids, results for an unknown call and results already given are named earlier by the
 append (`services._check_tool_ids`); this module only looks at order. The check runs under the
-session's row lock, so concurrent appends see each other's messages.
+session's row lock, so concurrent appends see each other's messages. The state after the last
+message is kept on the session row (`Session.turn_state`, `stored_form`/`from_stored`), so an
+append reads no message; `stored_turn` reads it from the messages when that copy is missing or
+behind.
 """
 
 from __future__ import annotations
