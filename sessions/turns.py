@@ -167,11 +167,6 @@ def check_batch(state: TurnState, batch: list[Any], first_seq: int | None = None
     return errors.items
 
 
-def append_errors(session_id: Any, batch: list[Any]) -> dict[str, str]:
-    """The order problems of appending `batch` to the session (call with its row locked)."""
-    return check_batch(stored_turn(session_id), batch)
-
-
 def stored_form(state: TurnState, seq: int) -> dict[str, Any]:
     """`state`, after the message at `seq`, as Session.turn_state stores it: what `stored_turn`
     would read back from the messages, so a check against either names the same problems."""
