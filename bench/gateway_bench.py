@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -207,32 +208,54 @@ def _as_chat(history: list[dict]) -> list[dict]:
     return out
 
 
+def _stand_in_elsewhere(make) -> tuple[str, multiprocessing.Process]:
+    """A stand-in upstream served by a child process (forked: it inherits `make`): a real
+    provider is another machine, so its parsing, its memory and its collector's pauses are not
+    the gateway's. It keeps no record of the requests it answered."""
+    receive, send = multiprocessing.Pipe(duplex=False)
+
+    def serve() -> None:
+        fake = make().start()
+        send.send(fake.url)
+        while True:
+            time.sleep(0.2)
+            with fake._lock:
+                fake.requests.clear()
+
+    process = multiprocessing.get_context("fork").Process(target=serve, daemon=True)
+    process.start()
+    return receive.recv(), process
+
+
 def added_latency(args: argparse.Namespace, fake) -> None:
     """Per size: one session seeded with the history through the gateway, then `turns` calls of
-    the history + one new message, through the gateway (Django's test client in process: no HTTP
-    hop to the gateway itself) and straight to the stand-in over HTTP; p50 of each and the difference."""
+    the history + one new message, through the gateway (its WSGI handler in process: no HTTP hop
+    to the gateway itself) and straight to the stand-in over HTTP; p50 of each and the difference.
+    The stand-ins run in a child process of their own."""
     import httpx2 as httpx
     from django.conf import settings
     from django.db import connection
 
     from tests.gateway.openai_upstream import KEY, FakeOpenAI
-    from tests.gateway.upstream import Reply
+    from tests.gateway.upstream import FakeUpstream, Reply
 
-    fake.reply = lambda rec: Reply(text="Done.")
-    fake.counter = lambda body: 1000  # the provider's own time is not what is measured
-    openai_fake = FakeOpenAI(counter=lambda body: 1000).start()
-    settings.OPENAI_GATEWAY_UPSTREAM_URL, settings.OPENAI_GATEWAY_UPSTREAM_API_KEY = openai_fake.url, KEY
-    previous = settings.COMPACTOR
+    anthropic_url, anthropic_process = _stand_in_elsewhere(
+        lambda: FakeUpstream(reply=lambda rec: Reply(text="Done."), counter=lambda body: 1000)
+    )
+    openai_url, openai_process = _stand_in_elsewhere(lambda: FakeOpenAI(counter=lambda body: 1000))
+    previous = (settings.GATEWAY_UPSTREAM_URL, settings.OPENAI_GATEWAY_UPSTREAM_URL, settings.COMPACTOR)
+    settings.GATEWAY_UPSTREAM_URL = anthropic_url
+    settings.OPENAI_GATEWAY_UPSTREAM_URL, settings.OPENAI_GATEWAY_UPSTREAM_API_KEY = openai_url, KEY
     settings.COMPACTOR = {**settings.COMPACTOR, "AUTO_COMPACT": False}
     print(f"added latency per call (database {connection.vendor}; p50 of {args.turns} calls; whole history served)")
     try:
         for size in [int(n) for n in args.sizes.split(",")]:
             user, key, _ = api_user(username=f"gateway-bench-added-{size}")
             history = _history(size)
-            anthropic_direct = httpx.Client(base_url=fake.url, headers={"x-api-key": "upstream-secret"}, timeout=120)
-            openai_direct = httpx.Client(
-                base_url=openai_fake.url, headers={"authorization": f"Bearer {KEY}"}, timeout=120
+            anthropic_direct = httpx.Client(
+                base_url=anthropic_url, headers={"x-api-key": "upstream-secret"}, timeout=120
             )
+            openai_direct = httpx.Client(base_url=openai_url, headers={"authorization": f"Bearer {KEY}"}, timeout=120)
             for api, direct, path, to_body in (
                 ("anthropic", anthropic_direct, "/v1/messages", _anthropic_body),
                 ("openai chat", openai_direct, "/chat/completions", _chat_body),
@@ -243,8 +266,9 @@ def added_latency(args: argparse.Namespace, fake) -> None:
                     f"through the gateway {gateway_ms:7.1f} ms, added {gateway_ms - direct_ms:6.1f} ms"
                 )
     finally:
-        openai_fake.stop()
-        settings.COMPACTOR = previous
+        anthropic_process.terminate()
+        openai_process.terminate()
+        settings.GATEWAY_UPSTREAM_URL, settings.OPENAI_GATEWAY_UPSTREAM_URL, settings.COMPACTOR = previous
 
 
 def _anthropic_body(history: list[dict]) -> tuple[str, dict, dict]:
@@ -256,26 +280,31 @@ def _chat_body(history: list[dict]) -> tuple[str, dict, dict]:
 
 
 def _measure(args, key: str, history: list[dict], direct, path: str, to_body) -> tuple[float, float]:
-    """p50 of the gateway (until the client has the whole answer; a stream's reply is recorded
-    after its last byte, drained untimed) and of the stand-in called directly, in ms."""
-    from django.test import Client
+    """p50 of the gateway (until the client has the whole answer) and of the stand-in called
+    directly, in ms.
 
-    client = Client()
+    The gateway is called as a WSGI server calls it (Django's WSGI handler, no HTTP hop): the
+    answer's bytes are timed, then the response is closed untimed, as a server closes it after
+    writing them; the reply's bookkeeping runs there (gateway.views.AnswerThenRecord), before the
+    next call, as it does before a kept-alive connection's next request."""
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.test import RequestFactory
+
+    handler, factory = WSGIHandler(), RequestFactory()
     history = list(history)
     gateway: list[float] = []
 
     def through_gateway(turn: int) -> None:
         url, body, _ = to_body(history)
+        payload = json.dumps(body)  # encoded before the clock starts, as for the direct call
         started = time.perf_counter()
-        response = client.post(
-            url, data=json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}"
-        )
-        assert response.status_code == 200, getattr(response, "content", b"")[:300]
-        chunks = iter(response.streaming_content) if response.streaming else iter([response.content])
-        next(chunks)
+        request = factory.post(url, data=payload, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}")
+        status: list[str] = []
+        response = handler(request.environ, lambda s, headers, exc_info=None: status.append(s))
+        answer = b"".join(response)
         gateway.append(time.perf_counter() - started)
-        for _ in chunks:  # a stream's reply and usage are recorded after its last byte
-            pass
+        response.close()
+        assert status[0].startswith("200"), answer[:300]
         history.append({"role": "assistant", "content": [{"type": "text", "text": "Done."}]})
         history.append({"role": "user", "content": f"Bench turn {turn}: next step please."})
 
@@ -283,9 +312,9 @@ def _measure(args, key: str, history: list[dict], direct, path: str, to_body) ->
 
     def straight() -> None:
         _, body, _ = to_body(history)
+        payload = json.dumps(body)  # the same bytes the gateway gets, encoded before the clock starts
         started = time.perf_counter()
-        # The same bytes the gateway gets, encoded the same way (inside the timing on both sides).
-        response = direct.post(path, content=json.dumps(body), headers={"content-type": "application/json"})
+        response = direct.post(path, content=payload, headers={"content-type": "application/json"})
         plain.append(time.perf_counter() - started)
         assert response.status_code == 200
 

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from .errors import GatewayError
+from .resent import Parsed, parse_resent
 
 
 def parse_json(raw: bytes) -> Any:
@@ -28,14 +29,17 @@ def parse_json(raw: bytes) -> Any:
         raise GatewayError(400, "invalid_request_error", "body is not valid JSON: nested too deeply") from None
 
 
-def parse_request(raw: bytes) -> tuple[Any, bytes | None]:
+def parse_request(raw: bytes, *, owner: Any, items: str) -> tuple[Parsed, bytes | None]:
     """(the parsed body, the raw bytes when they may be passed on as they are): bytes orjson
     parsed are standard JSON; what only the standard parser takes (NaN, a lone surrogate, an
-    integer beyond 64 bits) is re-encoded before it goes anywhere."""
+    integer beyond 64 bits) is re-encoded before it goes anywhere. A history the process parsed
+    on the owner's previous call is not parsed again (gateway.resent; `items`: the key of the
+    request's list of messages)."""
     try:
-        return orjson.loads(raw), raw
+        return parse_resent(raw, owner=owner, key=items), raw
     except orjson.JSONDecodeError:
-        return parse_json(raw), None
+        body = parse_json(raw)
+        return Parsed(body=body, fresh=body, fresh_raw=raw), None
 
 
 def encode_json(payload: Any) -> bytes:

@@ -19,15 +19,16 @@ from sessions.api.parsers import MAX_BODY_DEPTH
 from .auth import authenticate
 from .codec import parse_request
 from .errors import SESSION_HEADER, GatewayError
+from .resent import Parsed
 
 _SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 
 
 def read_request(
-    request: HttpRequest, *, upstream_key: str | None, key_variables: str
-) -> tuple[Any, dict[str, Any], bytes | None]:
-    """(the key's owner, the JSON body, its raw bytes when they may go upstream as they are)
-    or raises GatewayError."""
+    request: HttpRequest, *, upstream_key: str | None, key_variables: str, items: str = "messages"
+) -> tuple[Any, Parsed, bytes | None]:
+    """(the key's owner, the parsed body, its raw bytes when they may go upstream as they are)
+    or raises GatewayError. `items`: the key of the body's list of messages."""
     if request.method != "POST":
         raise GatewayError(405, "invalid_request_error", f"{request.method} is not allowed here; use POST")
     try:
@@ -51,11 +52,12 @@ def read_request(
     raw = request.read(limit + 1)
     if len(raw) > limit:
         raise GatewayError(413, "request_too_large", f"request body is over the limit of {limit:,} bytes")
-    body, verbatim = parse_request(raw)
-    if not isinstance(body, dict):
+    parsed, verbatim = parse_request(raw, owner=user.pk, items=items)
+    if not isinstance(parsed.body, dict):
         raise GatewayError(400, "invalid_request_error", "body must be a JSON object")
-    _refuse_unstorable(body, raw)
-    return user, body, verbatim
+    # What was parsed this time: the items reused from the previous call passed these checks then.
+    _refuse_unstorable(parsed.fresh, parsed.fresh_raw)
+    return user, parsed, verbatim
 
 
 def _refuse_unstorable(body: dict[str, Any], raw: bytes) -> None:

@@ -65,8 +65,10 @@ def matched_count(session: Session, conversation: Conversation | None, digests: 
     )
 
 
-def find_conversation(*, user, digests: list[str]) -> Conversation | None:
-    """The owner's conversation whose head is the longest prefix of the request (indexed lookup)."""
+def find_conversation(*, user, digests: list[str], lock: bool = False) -> Conversation | None:
+    """The owner's conversation whose head is the longest prefix of the request (indexed lookup),
+    its session loaded with it. With `lock`, the conversations read are locked as they are read
+    (inside the caller's transaction): what is found is current, and stays so until it commits."""
     by_digest = {d: i + 1 for i, d in enumerate(digests)}
     # From the newest messages back: a continued conversation's head is near the end (the
     # request resends the stored history, the last reply and one new message), so the first
@@ -76,7 +78,10 @@ def find_conversation(*, user, digests: list[str]) -> Conversation | None:
     for size in _chunk_sizes(end):
         chunk, end = digests[max(0, end - size) : end], end - size
         best: Conversation | None = None
-        for conv in Conversation.objects.filter(owner=user, head_digest__in=chunk).order_by("-updated_at"):
+        rows = Conversation.objects.filter(owner=user, head_digest__in=chunk).select_related("session")
+        if lock:
+            rows = rows.select_for_update(of=("self",))
+        for conv in rows.order_by("-updated_at"):
             if by_digest.get(conv.head_digest) != conv.message_count:
                 continue
             if best is None or conv.message_count > best.message_count:
@@ -123,13 +128,10 @@ def locate(
 
 
 def _by_history(*, user, digests: list[str]) -> Located | None:
-    conversation = find_conversation(user=user, digests=digests)
+    conversation = find_conversation(user=user, digests=digests, lock=True)
     if conversation is None:
-        return None
-    conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
-    if not _continues(conversation, digests):
-        return None  # moved on meanwhile: this request starts its own session
-    session = Session.objects.get(pk=conversation.session_id)
+        return None  # none, or the one it continued moved on meanwhile: this request starts its own
+    session = conversation.session
     if session.one_off and len(digests) > 1:
         Session.objects.filter(pk=session.pk).update(one_off=False)
         session.one_off = False

@@ -16,13 +16,42 @@ from sessions.models import Message, Session
 from sessions.services import STOP_MAX_TOKENS
 from sessions.validation import without_blank_text
 
+from .resent import Parsed
 
-def client_copies_suffice(*, session: Session, client_messages: list[Any]) -> bool:
-    """True when merge_served(context_build(...), client_messages) would be client_messages."""
-    active = Session.objects.filter(pk=session.pk).values_list("active_compaction_id", flat=True).first()
-    if active is not None:
+# The memo, kept with a request's parse, of how many of its leading messages hold no blank one.
+BLANK_FREE = "blank_free"
+
+
+def client_copies_suffice(*, session: Session, client_messages: list[Any], resent: Parsed | None = None) -> bool:
+    """True when merge_served(context_build(...), client_messages) would be client_messages.
+    `session` as the call read it; `resent`: the request's parse, whose previous request's
+    messages are not looked at again."""
+    if session.active_compaction_id is not None:
         return False
-    if any(isinstance(m, dict) and without_blank_text(m.get("content")) is None for m in client_messages):
+    if _holds_blank(client_messages, resent):
         return False
     cut_off = Message.objects.filter(session=session, role="assistant", provider_usage__stop_reason=STOP_MAX_TOKENS)
     return not cut_off.exists()
+
+
+def _holds_blank(messages: list[Any], resent: Parsed | None) -> bool:
+    start = 0
+    previous = resent.previous_memo.get(BLANK_FREE) if resent is not None else None
+    if previous is not None:
+        before, clean = previous
+        for mine, theirs in zip(messages[:clean], before, strict=False):
+            if mine is not theirs:
+                break
+            start += 1
+    for i in range(start, len(messages)):
+        message = messages[i]
+        if isinstance(message, dict) and without_blank_text(message.get("content")) is None:
+            _remember(resent, messages, i)
+            return True
+    _remember(resent, messages, len(messages))
+    return False
+
+
+def _remember(resent: Parsed | None, messages: list[Any], clean: int) -> None:
+    if resent is not None:
+        resent.memo[BLANK_FREE] = (messages, clean)

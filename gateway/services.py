@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,6 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from compaction.models import IN_FLIGHT, Compaction
-from compaction.selectors import compaction_in_flight
 from compaction.services import compaction_maybe_auto_safely, compaction_overflow, usage_report_then_compact
 from sessions.models import Message, Session, SideCall
 from sessions.selectors import context_build
@@ -55,6 +54,7 @@ from .locate import locate, side_call_finish
 from .locate import matched_count as _matched_count
 from .models import Conversation
 from .relay import UpstreamFault, read_whole, relay_events
+from .resent import Parsed
 from .served import client_copies_suffice
 from .sse import StreamAssembler
 from .window import window_learn
@@ -62,6 +62,8 @@ from .window import window_learn
 logger = logging.getLogger(__name__)
 
 SUMMARY_POLL_SECONDS = 0.25
+# What a call changes on a conversation it continues.
+CONVERSATION_MOVES = ("head_digest", "message_count", "client_session", "updated_at")
 
 
 @dataclass
@@ -79,7 +81,12 @@ class Turn:
 
 @dataclass
 class GatewayResult:
-    """What goes back to the client: a whole body, or chunks to stream as they arrive."""
+    """What goes back to the client: a whole body, or chunks to stream as they arrive.
+
+    `after`: the bookkeeping of a whole answer (storing the reply, its usage), run once the
+    client has every byte of it, as a stream's is after its last event: the client does not wait
+    for the database, and its next call finds the reply stored or stores the copy it resends
+    (_store_reply)."""
 
     status: int
     headers: dict[str, str]
@@ -87,6 +94,7 @@ class GatewayResult:
     chunks: Iterator[bytes] | None = None
     session_id: str | None = None
     extra_headers: dict[str, str] = field(default_factory=dict)
+    after: Callable[[], None] | None = None
 
 
 # --- 1. which session, and what is new -------------------------------------------------------
@@ -118,11 +126,11 @@ def gateway_begin(
                 raise GatewayError(400, "invalid_request_error", _validation_message(exc, matched + start)) from None
         conversation.head_digest = digests[-1]
         conversation.message_count = len(messages)
-        conversation.save()
+        conversation.save(update_fields=CONVERSATION_MOVES if conversation.pk else None)
     if appended is not None:
         # Appends only add to the meter: the last batch's figure decides for the whole tail.
+        # (`session`, read in the transaction, has the append's counters: messages_append set them.)
         compaction_maybe_auto_safely(session=appended.session, usage=appended.usage)
-        session.refresh_from_db()
     return Turn(
         session=session,
         conversation=conversation,
@@ -142,18 +150,21 @@ def wait_if_it_cannot_fit(session: Session) -> None:
     usage = session_usage(session)
     if usage.tokens <= usage.context_window:
         return
-    job = compaction_in_flight(session_id=session.pk)
-    if job is None:
+    in_flight = Compaction.objects.filter(session_id=session.pk, status__in=IN_FLIGHT)
+    if not in_flight.exists():
         return
     deadline = time.monotonic() + settings.GATEWAY_SUMMARY_WAIT
-    while job.status in IN_FLIGHT and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
         time.sleep(SUMMARY_POLL_SECONDS)
-        job = Compaction.objects.get(pk=job.pk)
+        if not in_flight.exists():
+            break
     session.refresh_from_db()
 
 
-def upstream_messages(*, session: Session, client_messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if client_copies_suffice(session=session, client_messages=client_messages):
+def upstream_messages(
+    *, session: Session, client_messages: list[dict[str, Any]], resent: Parsed | None = None
+) -> list[dict[str, Any]]:
+    if client_copies_suffice(session=session, client_messages=client_messages, resent=resent):
         return client_messages
     return merge_served(context_build(session=session).messages, client_messages)
 
@@ -306,6 +317,15 @@ def _stream(turn: Turn, response: httpx.Response) -> Iterator[bytes]:
     _record_safely(turn, assembler.response_message() or {})
 
 
+def _record_answer(turn: Turn, payload: bytes) -> None:
+    try:
+        reply = json.loads(payload)
+    except json.JSONDecodeError:
+        return
+    if isinstance(reply, dict):
+        _record_safely(turn, reply)
+
+
 def _record_safely(turn: Turn, reply: dict[str, Any]) -> None:
     try:
         if turn.side_call is not None:
@@ -325,13 +345,15 @@ def gateway_call(
     query: str = "",
     agent: str = "",
     raw: bytes | None = None,
+    resent: Parsed | None = None,
 ) -> GatewayResult:
     """One POST /v1/messages through Compactor (see the module docstring). `raw`: the request's
-    bytes, sent upstream as they came when its messages go unchanged (no re-encoding)."""
+    bytes, sent upstream as they came when its messages go unchanged (no re-encoding); `resent`:
+    the request's parse (gateway.resent)."""
     turn = gateway_begin(user=user, body=body, session_id=session_id, agent=agent)
     if turn.side_call is None:
         wait_if_it_cannot_fit(turn.session)
-        messages = upstream_messages(session=turn.session, client_messages=turn.messages)
+        messages = upstream_messages(session=turn.session, client_messages=turn.messages, resent=resent)
     else:
         messages = turn.messages  # a side call goes as it came
     stream = bool(body.get("stream"))
@@ -356,12 +378,7 @@ def gateway_call(
         if response.status_code != 200 and turn.side_call is not None:
             side_call_finish(turn.side_call, status=response.status_code, reply={})
         if response.status_code == 200:
-            try:
-                reply = json.loads(payload)
-            except json.JSONDecodeError:
-                reply = None
-            if isinstance(reply, dict):
-                _record_safely(turn, reply)
+            result.after = lambda: _record_answer(turn, payload)
         return result
     return GatewayResult(
         status=200,

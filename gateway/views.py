@@ -7,6 +7,7 @@ and agents report them as they would Anthropic's own.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -15,6 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from . import services, upstream
 from .intake import agent_name, read_request, session_header
+from .resent import Parsed
 from .services import GatewayError, GatewayResult, error_body
 
 logger = logging.getLogger(__name__)
@@ -24,16 +26,36 @@ def _error(status: int, error_type: str, message: str) -> JsonResponse:
     return JsonResponse(error_body(error_type, message), status=status)
 
 
-def _parse(request: HttpRequest) -> tuple[Any, dict[str, Any], str | None, bytes | None]:
-    """(user, body, session id, the body's bytes if they may go upstream as they are) or raises GatewayError."""
-    user, body, raw = read_request(
+def _parse(request: HttpRequest) -> tuple[Any, Parsed, str | None, bytes | None]:
+    """(user, the parsed body, session id, the body's bytes if they may go upstream as they are)
+    or raises GatewayError."""
+    user, parsed, raw = read_request(
         request,
         upstream_key=settings.GATEWAY_UPSTREAM_API_KEY,
         key_variables="COMPACTOR_UPSTREAM_API_KEY (or ANTHROPIC_API_KEY)",
     )
-    if not isinstance(body.get("messages"), list) or not body["messages"]:
+    messages = parsed.body.get("messages")
+    if not isinstance(messages, list) or not messages:
         raise GatewayError(400, "invalid_request_error", "messages: required, a non-empty list of messages")
-    return user, body, session_header(request), raw
+    return user, parsed, session_header(request), raw
+
+
+class AnswerThenRecord(HttpResponse):
+    """A whole answer whose bookkeeping runs when the server closes the response: after the
+    last byte went out (WSGI servers close a response once written), before Django's
+    request_finished handlers release the database connection."""
+
+    def __init__(self, content: bytes, *, status: int, after: Callable[[], None]) -> None:
+        super().__init__(content, status=status)
+        self._after = after
+
+    def close(self) -> None:
+        after, self._after = self._after, None
+        try:
+            if after is not None:
+                after()
+        finally:
+            super().close()
 
 
 def render(result: GatewayResult) -> HttpResponse:
@@ -41,6 +63,8 @@ def render(result: GatewayResult) -> HttpResponse:
     if result.chunks is not None:
         response: HttpResponse = StreamingHttpResponse(result.chunks, status=result.status)
         response["X-Accel-Buffering"] = "no"  # proxies (nginx) must not hold the events back
+    elif result.after is not None:
+        response = AnswerThenRecord(result.body or b"", status=result.status, after=result.after)
     else:
         response = HttpResponse(result.body or b"", status=result.status)
     for name, value in {**result.headers, **result.extra_headers}.items():
@@ -51,10 +75,11 @@ def render(result: GatewayResult) -> HttpResponse:
 @csrf_exempt
 def messages_view(request: HttpRequest) -> HttpResponse:
     try:
-        user, body, session_id, raw = _parse(request)
+        user, parsed, session_id, raw = _parse(request)
         result = services.gateway_call(
             user=user,
-            body=body,
+            body=parsed.body,
+            resent=parsed,
             raw=raw,
             session_id=session_id,
             headers=upstream.request_headers(request),
@@ -69,10 +94,10 @@ def messages_view(request: HttpRequest) -> HttpResponse:
 @csrf_exempt
 def count_tokens_view(request: HttpRequest) -> HttpResponse:
     try:
-        user, body, session_id, _ = _parse(request)
+        user, parsed, session_id, _ = _parse(request)
         result = services.gateway_count_tokens(
             user=user,
-            body=body,
+            body=parsed.body,
             session_id=session_id,
             headers=upstream.request_headers(request),
             query=request.META.get("QUERY_STRING", ""),

@@ -186,6 +186,15 @@ class Message(models.Model):
     class Meta:
         ordering = ["session", "seq"]
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="message_seq_unique_per_session")]
+        indexes = [
+            # The gateway asks on every call whether a session holds a reply cut off by
+            # max_tokens (served without its unanswered tool calls): a probe, not a history scan.
+            models.Index(
+                fields=["session"],
+                condition=models.Q(role="assistant", provider_usage__stop_reason="max_tokens"),
+                name="message_cut_off_reply",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.role}"

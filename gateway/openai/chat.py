@@ -18,36 +18,56 @@ from sessions.models import Session
 
 from ..errors import GatewayError
 from ..locate import side_call_finish
+from ..resent import Parsed
 from ..services import GatewayResult, Turn, gateway_begin, gateway_record_reply, wait_if_it_cannot_fit
 from ..window import window_learn
 from . import common
-from .chat_map import Mapped, MappingError, to_blocks, to_chat
+from .chat_map import Mapped, MappingError, Reuse, to_blocks, to_chat
 from .extras import extras_store
 from .stream import ChatAssembler
 
 logger = logging.getLogger(__name__)
 
 PATH = "/chat/completions"
+MAPPING = "chat_map"  # the memo of a request's mapping, kept with its parse
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use"}
 
 
-def map_messages(messages: Any) -> Mapped:
+def map_messages(messages: Any, resent: Parsed | None = None) -> Mapped:
+    """The messages as blocks; `resent`: the request's parse, whose previous request's mapping is
+    reused for the messages they share, and which keeps this one's for the next."""
     if not isinstance(messages, list) or not messages:
         raise GatewayError(400, "invalid_request_error", "messages: required, a non-empty list", param="messages")
     try:
-        mapped = to_blocks(messages)
+        mapped = to_blocks(messages, _reuse(messages, resent))
     except MappingError as exc:
         raise GatewayError(400, "invalid_request_error", str(exc), param=exc.path) from None
     if not mapped.messages:
         raise GatewayError(
             400, "invalid_request_error", "messages: needs a user message after the system messages", param="messages"
         )
+    if resent is not None:
+        resent.memo[MAPPING] = (messages, mapped)
     return mapped
 
 
-def served_chat(*, session: Session, mapped: Mapped, served: list[dict[str, Any]] | None = None) -> list[dict]:
+def _reuse(messages: list[Any], resent: Parsed | None) -> Reuse | None:
+    """The previous request's mapping when this request's leading messages are its objects."""
+    previous = resent.previous_memo.get(MAPPING) if resent is not None else None
+    if previous is None or not resent.reused:
+        return None
+    before, mapped = previous
+    shared = resent.reused
+    if len(before) < shared or messages[0] is not before[0] or messages[shared - 1] is not before[shared - 1]:
+        return None
+    return Reuse(mapped=mapped, shared=shared)
+
+
+def served_chat(
+    *, session: Session, mapped: Mapped, served: list[dict[str, Any]] | None = None, resent: Parsed | None = None
+) -> list[dict]:
     """The served context as Chat Completions messages (see common.served_wire)."""
-    return common.served_wire(to_chat, session=session, mapped=mapped, served=served)
+    return common.served_wire(to_chat, session=session, mapped=mapped, served=served, resent=resent)
 
 
 def _reply(completion: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -115,10 +135,12 @@ def openai_chat_call(
     headers: dict[str, str],
     agent: str = "",
     raw: bytes | None = None,
+    resent: Parsed | None = None,
 ) -> GatewayResult:
     """One chat completion through Compactor (see the module docstring). `raw`: the request's
-    bytes, sent upstream as they came when the payload is the request itself (no re-encoding)."""
-    mapped = map_messages(body.get("messages"))
+    bytes, sent upstream as they came when the payload is the request itself (no re-encoding);
+    `resent`: the request's parse (gateway.resent)."""
+    mapped = map_messages(body.get("messages"), resent)
     shaped = {
         **{k: body[k] for k in ("model", "tools", "stream", "metadata", "prompt_cache_key") if k in body},
         "system": mapped.system_text(),
@@ -129,13 +151,13 @@ def openai_chat_call(
         tail = len(mapped.messages) - turn.appended
         extras_store(session=turn.session, pairs=list(zip(mapped.messages[tail:], mapped.extras[tail:], strict=True)))
         wait_if_it_cannot_fit(turn.session)
-        messages = served_chat(session=turn.session, mapped=mapped)
+        messages = served_chat(session=turn.session, mapped=mapped, resent=resent)
     else:
         messages = body["messages"]  # a side call goes as it came
     payload, drop_usage = _payload(body, messages)
     sent = body["messages"]
-    unchanged = (
-        not drop_usage and len(messages) == len(sent) and all(a is b for a, b in zip(messages, sent, strict=True))
+    unchanged = not drop_usage and (
+        messages is sent or (len(messages) == len(sent) and all(a is b for a, b in zip(messages, sent, strict=True)))
     )
 
     def retry(status: int, text: str) -> dict[str, Any] | None:

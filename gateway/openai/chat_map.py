@@ -21,6 +21,7 @@ gives back `m`.
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,9 +43,44 @@ class Mapped:
     messages: list[dict[str, Any]] = field(default_factory=list)
     extras: list[dict[str, Any]] = field(default_factory=list)
     sources: list[list[dict[str, Any]]] = field(default_factory=list)
+    _ends: list[int] = field(default_factory=list, repr=False, compare=False)
+    # The request's own list, when `system` and `sources` are all of it, in order.
+    request: list[Any] | None = field(default=None, repr=False, compare=False)
 
     def system_text(self) -> str:
         return "\n\n".join(text_of(m.get("content")) for m in self.system)
+
+    def ends(self) -> list[int]:
+        """Per stored message, the index of the chat message after its sources."""
+        if len(self._ends) != len(self.sources):
+            end = len(self.system)
+            self._ends = [end := end + len(group) for group in self.sources]
+        return self._ends
+
+
+@dataclass
+class Reuse:
+    """An earlier request's mapping, of which the first `shared` chat messages are this one's."""
+
+    mapped: Mapped
+    shared: int
+
+    def groups_before(self) -> tuple[Mapped, int]:
+        """(the mapping of the system messages and of the groups that end before the last
+        shared message, the index of the first chat message after them); (empty, 0) if none."""
+        ends = self.mapped.ends()
+        system = len(self.mapped.system)
+        if self.shared <= system:
+            return Mapped(), 0
+        groups = bisect.bisect_left(ends, self.shared)  # the groups that end before `shared`
+        out = Mapped(
+            system=list(self.mapped.system),
+            messages=self.mapped.messages[:groups],
+            extras=self.mapped.extras[:groups],
+            sources=self.mapped.sources[:groups],
+            _ends=ends[:groups],
+        )
+        return out, ends[groups - 1] if groups else system
 
 
 class MappingError(ValueError):
@@ -213,13 +249,18 @@ def _tool_result(message: dict[str, Any], path: str) -> tuple[dict[str, Any], di
     return block, _common(message, extras)
 
 
-def to_blocks(messages: list[Any]) -> Mapped:
-    """The request's Chat Completions messages as Compactor messages (see the module docstring)."""
-    out = Mapped()
-    i = 0
-    while i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") in SYSTEM_ROLES:
-        out.system.append(messages[i])
-        i += 1
+def to_blocks(messages: list[Any], reuse: Reuse | None = None) -> Mapped:
+    """The request's Chat Completions messages as Compactor messages (see the module docstring).
+
+    `reuse`: an earlier request's mapping and how many leading messages this request holds as
+    the very same objects (a resent history, gateway.resent): their groups are taken as they are,
+    but for the last one (the message after it decides where a run of tool messages ends)."""
+    out, i = reuse.groups_before() if reuse is not None else (Mapped(), 0)
+    if i == 0:
+        out = Mapped()
+        while i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") in SYSTEM_ROLES:
+            out.system.append(messages[i])
+            i += 1
     while i < len(messages):
         message, path = messages[i], f"messages[{i}]"
         role = message.get("role") if isinstance(message, dict) else None
@@ -250,6 +291,7 @@ def to_blocks(messages: list[Any]) -> Mapped:
         out.extras.append(extras)
         out.sources.append([message])
         i += 1
+    out.request = messages
     return out
 
 

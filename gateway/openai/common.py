@@ -18,7 +18,8 @@ from ..codec import encode_json
 from ..errors import SESSION_HEADER, GatewayError
 from ..history import merge_served
 from ..locate import side_call_finish
-from ..relay import UpstreamFault, read_whole
+from ..relay import UpstreamFault, fault_of, read_whole
+from ..resent import Parsed
 from ..served import client_copies_suffice
 from ..services import GatewayResult, Turn
 from . import upstream
@@ -35,11 +36,14 @@ def served_wire(
     session: Session,
     mapped: Mapped,
     served: list[dict[str, Any]] | None = None,
+    resent: Parsed | None = None,
 ) -> list[dict[str, Any]]:
     """The served context in the client's wire format: its own copies of what it still holds (as it
     sent them), the summary and pruned messages converted by `to_wire` with their stored extras."""
     if served is None:
-        if client_copies_suffice(session=session, client_messages=mapped.messages):
+        if client_copies_suffice(session=session, client_messages=mapped.messages, resent=resent):
+            if mapped.request is not None:
+                return mapped.request
             return list(mapped.system) + [item for source in mapped.sources for item in source]
         served = context_build(session=session).messages
     merged = merge_served(served, mapped.messages)
@@ -104,6 +108,7 @@ def relay(
     past the timeout) ends with an error event, so the client never takes it for a whole reply.
     The reply is stored once the stream ended properly."""
     events = EventRelay(assembler.on_event)
+    problem = "the upstream stream ended before the reply was complete; retry the call"
     try:
         for chunk in response.iter_raw():
             out = events.feed(chunk)
@@ -114,14 +119,13 @@ def relay(
             yield out
     except httpx.HTTPError as exc:
         logger.warning("OpenAI gateway: upstream stream for session %s broke: %s", turn.session.pk, type(exc).__name__)
+        problem = fault_of(exc, settings.GATEWAY_UPSTREAM_TIMEOUT).message  # a stall names the timeout
     finally:
         response.close()
     if not assembler.ended:
         logger.warning("OpenAI gateway: upstream stream for session %s ended early", turn.session.pk)
         upstream.stream_interrupted(path="/responses" if responses else "/chat/completions")
-        yield error_event(
-            "the upstream stream ended before the reply was complete; retry the call", responses=responses
-        )
+        yield error_event(problem, responses=responses)
         return
     completion = assembler.completion()
     if completion is not None:
@@ -181,7 +185,8 @@ def exchange(
         response = send(path, headers, again)
     if response.status_code != 200 or not payload.get("stream"):
         answer = read_all(response)
+        result = whole(turn, response, answer)
         if response.status_code == 200:
-            _record_json(answer, record)
-        return whole(turn, response, answer)
+            result.after = lambda: _record_json(answer, record)
+        return result
     return streamed(turn, response, relay(turn, response, assembler(), record, responses=responses))

@@ -18,6 +18,7 @@ from rest_framework import exceptions
 from ..auth import authenticate
 from ..errors import GatewayError
 from ..intake import agent_name, read_request, session_header
+from ..resent import Parsed
 from ..views import render
 from . import chat, responses, upstream
 
@@ -35,20 +36,24 @@ def openai_error(status: int, error_type: str, message: str, param: str | None =
     return JsonResponse({"error": {"message": message, "type": kind, "param": param, "code": code}}, status=status)
 
 
-def _parse(request: HttpRequest) -> tuple[Any, dict[str, Any], str | None, bytes | None]:
-    user, body, raw = read_request(
-        request, upstream_key=settings.OPENAI_GATEWAY_UPSTREAM_API_KEY, key_variables=upstream.KEY_VARIABLES
+def _parse(request: HttpRequest, items: str) -> tuple[Any, Parsed, str | None, bytes | None]:
+    user, parsed, raw = read_request(
+        request,
+        upstream_key=settings.OPENAI_GATEWAY_UPSTREAM_API_KEY,
+        key_variables=upstream.KEY_VARIABLES,
+        items=items,
     )
-    return user, body, session_header(request), raw
+    return user, parsed, session_header(request), raw
 
 
 @csrf_exempt
 def chat_completions_view(request: HttpRequest) -> HttpResponse:
     try:
-        user, body, session_id, raw = _parse(request)
+        user, parsed, session_id, raw = _parse(request, "messages")
         result = chat.openai_chat_call(
             user=user,
-            body=body,
+            body=parsed.body,
+            resent=parsed,
             raw=raw,
             session_id=session_id,
             headers=upstream.request_headers(request),
@@ -62,10 +67,10 @@ def chat_completions_view(request: HttpRequest) -> HttpResponse:
 @csrf_exempt
 def responses_view(request: HttpRequest) -> HttpResponse:
     try:
-        user, body, session_id, _ = _parse(request)
+        user, parsed, session_id, _ = _parse(request, "input")
         result = responses.openai_responses_call(
             user=user,
-            body=body,
+            body=parsed.body,
             session_id=session_id,
             headers=upstream.request_headers(request),
             agent=agent_name(request),

@@ -65,6 +65,7 @@ class FakeOpenAI:
     reply: Callable[[Recorded], OpenAIReply] = field(default=lambda rec: OpenAIReply())
     requests: list[Recorded] = field(default_factory=list)
     cut_stream: bool = False  # stop a stream half-way, without its end
+    stall_stream: float = 0.0  # seconds a stream goes silent after its first chunk, then stops
     counter: Callable[[dict[str, Any]], int] = prompt_tokens  # the fake provider's token count
 
     def __post_init__(self) -> None:
@@ -198,6 +199,9 @@ class FakeOpenAI:
             handler.wfile.flush()
 
         chunk({"role": "assistant", "content": ""})
+        if self.stall_stream:
+            time.sleep(self.stall_stream)
+            return
         for i, word in enumerate((reply.text or "").split(" ")):
             if reply.text:
                 chunk({"content": word if i == 0 else " " + word})

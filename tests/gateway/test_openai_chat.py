@@ -15,7 +15,7 @@ from gateway.openai.chat import map_messages, served_chat
 from sessions.models import Message, Session, ToolCall
 from sessions.selectors import context_build
 from tests.gateway.openai_upstream import KEY, OpenAIReply
-from tests.gateway.sdk_clients import closing
+from tests.gateway.sdk_clients import closing, settled_http_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,7 +27,11 @@ URL = "/openai/v1/chat/completions"
 
 def sdk(live_server, key: str, **headers) -> openai.OpenAI:
     client = openai.OpenAI(
-        base_url=f"{live_server.url}/openai/v1", api_key=key, max_retries=0, default_headers=headers or None
+        base_url=f"{live_server.url}/openai/v1",
+        api_key=key,
+        max_retries=0,
+        default_headers=headers or None,
+        http_client=settled_http_client(),
     )
     return closing(client)
 
@@ -158,6 +162,17 @@ def test_a_cut_stream_ends_with_an_error_and_stores_nothing(live_server, api_key
             pass
     session = Session.objects.get()
     assert Message.objects.filter(session=session, role="assistant").count() == 0
+
+
+def test_a_stalled_stream_ends_with_an_error_naming_the_timeout(live_server, api_key, openai_upstream, settings):
+    settings.GATEWAY_UPSTREAM_TIMEOUT = 0.5
+    openai_upstream.stall_stream = 1.5
+    body = {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "Explain the parser"}]}
+    answer = httpx.post(
+        f"{live_server.url}{URL}", json=body, headers={"Authorization": f"Bearer {api_key}"}, timeout=30
+    )
+    assert "COMPACTOR_UPSTREAM_TIMEOUT" in answer.text and "data: [DONE]" not in answer.text
+    assert Message.objects.filter(role="assistant").count() == 0
 
 
 def test_an_upstream_far_below_the_session_window_costs_at_most_two_refusals(

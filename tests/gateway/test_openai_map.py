@@ -208,3 +208,42 @@ def test_a_stream_without_its_end_is_not_a_reply():
     assert not responses.ended
     relay.feed(b'event: response.completed\ndata: {"type":"response.completed","response":{"id":"r","output":[]}}\n\n')
     assert responses.ended and responses.completion() == {"id": "r", "output": []}
+
+
+def test_a_resent_history_maps_as_it_would_from_scratch_when_its_prefix_is_reused():
+    """to_blocks with the previous request's mapping (Reuse) gives what a fresh mapping gives,
+    whichever message the shared part ends at: after a system message, inside a run of tool
+    messages that the new request continues, after an assistant turn."""
+    from gateway.openai.chat_map import Reuse
+
+    tool_run = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": "{}"}} for i in range(3)
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c0", "content": "one"},
+        {"role": "tool", "tool_call_id": "c1", "content": "two"},
+    ]
+    full = [
+        *CONVERSATION,
+        *tool_run,
+        {"role": "tool", "tool_call_id": "c2", "content": "three"},
+        {"role": "user", "content": "next"},
+    ]
+    for cut in range(1, len(full)):
+        before = full[:cut]
+        previous = to_blocks(before)
+        for shared in range(1, cut + 1):
+            reused = to_blocks(full, Reuse(mapped=previous, shared=shared))
+            fresh = to_blocks(full)
+            assert (reused.system, reused.messages, reused.extras, reused.sources) == (
+                fresh.system,
+                fresh.messages,
+                fresh.extras,
+                fresh.sources,
+            ), (cut, shared)
+        # The earlier mapping is not changed by being reused.
+        assert to_blocks(before).messages == previous.messages

@@ -10,7 +10,7 @@ import pytest
 
 from sessions.models import Message, Session, ToolCall
 from tests.gateway.openai_upstream import OpenAIReply
-from tests.gateway.sdk_clients import closing
+from tests.gateway.sdk_clients import closing, settled_http_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -18,7 +18,9 @@ INSTRUCTIONS = "You are Codex, a coding agent."
 
 
 def sdk(live_server, key: str) -> openai.OpenAI:
-    client = openai.OpenAI(base_url=f"{live_server.url}/openai/v1", api_key=key, max_retries=0)
+    client = openai.OpenAI(
+        base_url=f"{live_server.url}/openai/v1", api_key=key, max_retries=0, http_client=settled_http_client()
+    )
     return closing(client)
 
 

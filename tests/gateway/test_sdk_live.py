@@ -13,7 +13,7 @@ import pytest
 
 from compaction.models import Compaction, Reason, Status
 from sessions.models import Message, Session
-from tests.gateway.sdk_clients import closing
+from tests.gateway.sdk_clients import closing, settled_http_client
 from tests.gateway.upstream import Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,7 +26,11 @@ WINDOW = 8000
 def sdk(live_server, key: str, **headers) -> anthropic.Anthropic:
     return closing(
         anthropic.Anthropic(
-            base_url=f"{live_server.url}/anthropic", api_key=key, max_retries=0, default_headers=headers or None
+            base_url=f"{live_server.url}/anthropic",
+            api_key=key,
+            max_retries=0,
+            default_headers=headers or None,
+            http_client=settled_http_client(),
         )
     )
 

@@ -149,6 +149,27 @@ def test_a_stream_in_progress_does_not_block_other_requests(server, fake):
     assert messages["results"][1]["content"] == [{"type": "text", "text": "a slow answer, word by word"}]
 
 
+def test_a_whole_answer_is_stored_after_it_went_out(server, fake):
+    """Under gunicorn the reply and usage of a non-streamed call are stored when the server
+    closes the response, after the client has the answer (gateway.views.AnswerThenRecord)."""
+    url, key, _ = server
+    fake.reply = lambda rec: Reply(text="stored after the answer")
+    body = {"model": "m", "max_tokens": 50, "messages": [{"role": "user", "content": "a whole answer please"}]}
+    answer = httpx.post(f"{url}/anthropic/v1/messages", json=body, headers={"x-api-key": key}, timeout=30)
+    assert answer.status_code == 200 and answer.json()["content"][0]["text"] == "stored after the answer"
+    sid = answer.headers["x-compactor-session"]
+    auth = {"Authorization": f"Bearer {key}"}
+    deadline = time.monotonic() + 15
+    while True:
+        stored = httpx.get(f"{url}/api/v1/sessions/{sid}/messages/", headers=auth, timeout=10).json()["results"]
+        if (len(stored) == 2 and stored[1]["provider_usage"]) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert stored[1]["content"] == [{"type": "text", "text": "stored after the answer"}]
+    assert stored[1]["provider_usage"]["output_tokens"] > 0  # the usage report, hung on the reply
+
+
 def test_the_cli_compacts_a_session_on_the_running_server(server, fake):
     url, key, _ = server
     fake.reply = lambda rec: Reply(text="Done with that step. " * 5)

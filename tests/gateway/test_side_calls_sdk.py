@@ -9,7 +9,7 @@ import anthropic
 import pytest
 
 from sessions.models import Session
-from tests.gateway.sdk_clients import closing
+from tests.gateway.sdk_clients import closing, settled_http_client
 from tests.gateway.test_side_calls import MAIN_SYSTEM, SMALL_MODEL, TOOLS, user_id
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -18,7 +18,14 @@ MODEL = "claude-sonnet-4-5"
 
 
 def test_the_anthropic_sdk_with_claude_codes_metadata_keeps_one_session(live_server, api_key, upstream):
-    client = closing(anthropic.Anthropic(base_url=f"{live_server.url}/anthropic", api_key=api_key, max_retries=0))
+    client = closing(
+        anthropic.Anthropic(
+            base_url=f"{live_server.url}/anthropic",
+            api_key=api_key,
+            max_retries=0,
+            http_client=settled_http_client(),
+        )
+    )
     meta = {"user_id": user_id(str(uuid.uuid4()))}
     history: list[dict] = []
     for turn in range(3):
