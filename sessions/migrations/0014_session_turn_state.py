@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agent_sessions", "0012_session_side_calls_and_one_off"),
+        ("agent_sessions", "0013_message_cut_off_reply_index"),
     ]
 
     operations = [
