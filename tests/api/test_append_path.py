@@ -283,3 +283,30 @@ def test_outside_a_transaction_a_refused_append_rolls_back_whole(api, session):
     )
     session.refresh_from_db()
     assert session.last_seq == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_hidden_call_s_result_is_recounted_before_the_commit(api, session):
+    cut_off = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Let me read it."},
+            {"type": "tool_use", "id": "toolu_cut", "name": "Read", "input": {"path": "src/app.py"}},
+        ],
+        "usage": {"input_tokens": 10, "output_tokens": 4096, "stop_reason": "max_tokens"},
+    }
+    for body in (
+        {"role": "user", "content": "Read src/app.py"},
+        cut_off,
+        tool_result("toolu_cut", "print('hi')\n" * 40),
+    ):
+        assert api.post(url(session, "messages/"), body, format="json").status_code == 201
+        if connection.vendor == "postgresql":
+            assert connection.connection.info.transaction_status.name == "IDLE"
+    # The answered call is served again: the stored meter is what a full recount gives.
+    session.refresh_from_db()
+    stored = (session.context_tokens, session.tokens_since_report, session.usage_tokens)
+    services.session_recompute_usage(session=session, reset_reported=False)
+    assert (session.context_tokens, session.tokens_since_report, session.usage_tokens) == stored
+    served = api.get(url(session, "context/")).json()["messages"]
+    assert any(b.get("id") == "toolu_cut" for m in served if isinstance(m["content"], list) for b in m["content"])
