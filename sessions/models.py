@@ -54,6 +54,10 @@ class Session(models.Model):
     # Append bookkeeping. `last_seq` is bumped under a row lock, which is what keeps seq
     # gap-free and unique when many clients append at once.
     last_seq = models.PositiveIntegerField(default=0)
+    # The tool-pair state after the message at `turn_state["seq"]` (sessions.turns.TurnState's
+    # stored form): the append checks a new message's order against it instead of reading the
+    # latest messages back. Null, or written at another seq than last_seq, means "read them".
+    turn_state = models.JSONField(null=True, blank=True, editable=False)
     message_count = models.PositiveIntegerField(default=0)
     total_message_tokens = models.PositiveBigIntegerField(default=0)
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections, models
+from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
+from django.db.transaction import TransactionManagementError
 
 
 class RowReader:
@@ -48,10 +49,13 @@ class RowReader:
             for index, (functions, expression) in compiler.get_converters(columns).items()
         ]
 
-    def read(self, params: Sequence[Any]) -> models.Model | None:
+    def read(self, params: Sequence[Any], *, opening: Transaction | None = None) -> models.Model | None:
+        """With `opening`, the read also opens that transaction when it is not open yet."""
         connection = connections[DEFAULT_DB_ALIAS]
         with connection.cursor() as cursor:
-            cursor.execute(self.sql, params)
+            cursor.execute(opening.opened(self.sql) if opening is not None else self.sql, params)
+            while cursor.description is None and cursor.nextset():  # past a BEGIN sent with it
+                pass
             row = cursor.fetchone()
         if row is None:
             return None
@@ -154,23 +158,85 @@ class RowUpdater:
             cursor.execute(*self.statement(obj))
 
 
-def execute_together(statements: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[Any, ...]]:
+def _together(connection) -> bool:
+    return connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get("server_side_binding")
+
+
+def execute_together(statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:
     """Run the statements in order, in one round trip where the driver sends several statements
     as one query (psycopg 3 binding parameters client-side, Django's default for PostgreSQL),
-    else one by one. Returns the rows the first statement returns (RETURNING), if any.
+    else one by one. Returns the rows each statement returned (RETURNING; [] for none), in order.
 
     A failing statement fails the call, and the later ones are not run: inside a transaction,
     the same outcome as running them one by one.
     """
     connection = connections[DEFAULT_DB_ALIAS]
-    together = connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get("server_side_binding")
+    together = _together(connection)
+    results: list[list[tuple[Any, ...]]] = []
     with connection.cursor() as cursor:
         if together and len(statements) > 1:
             cursor.execute(";\n".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
-            return cursor.fetchall() if cursor.description else []
-        rows: list[tuple[Any, ...]] = []
-        for index, (sql, params) in enumerate(statements):
+            # One result per statement: psycopg's nextset() steps through them.
+            results.append(cursor.fetchall() if cursor.description else [])
+            while cursor.nextset():
+                results.append(cursor.fetchall() if cursor.description else [])
+            return results
+        for sql, params in statements:
             cursor.execute(sql, params)
-            if index == 0 and cursor.description:
-                rows = cursor.fetchall()
-        return rows
+            results.append(cursor.fetchall() if cursor.description else [])
+        return results
+
+
+class Transaction:
+    """A transaction whose BEGIN and COMMIT ride on its first and last statements where that is
+    possible: on PostgreSQL (statements sent together) when no transaction is open (autocommit,
+    as a request is). There, `opened(sql)` prefixes the first statement with BEGIN, and
+    `closing()` gives the COMMIT to send with the last writes: two round trips fewer than
+    BEGIN and COMMIT of their own, which under load cost both processes a wake-up each. When
+    the caller's code leaves it open (an error, or no `closing()` sent), leaving the block
+    commits it, or rolls it back on an exception, as `transaction.atomic()` would.
+
+    Elsewhere (inside an atomic block: a test's, an idempotent request's; SQLite), it is
+    `transaction.atomic()`, and `opened` and `closing` change nothing.
+    """
+
+    def __init__(self) -> None:
+        connection = connections[DEFAULT_DB_ALIAS]
+        self.inline = _together(connection) and connection.get_autocommit() and not connection.in_atomic_block
+        self._atomic = None if self.inline else transaction.atomic()
+        self._begin = self.inline
+
+    def __enter__(self) -> Transaction:
+        if self._atomic is not None:
+            self._atomic.__enter__()
+        return self
+
+    def opened(self, sql: str) -> str:
+        """`sql`, preceded by the BEGIN when this is the transaction's first statement."""
+        if not self._begin:
+            return sql
+        self._begin = False
+        return "BEGIN;\n" + sql
+
+    def closing(self) -> list[tuple[str, list[Any]]]:
+        """The COMMIT to send as the last of the writes (nothing may follow it), if inline."""
+        return [("COMMIT", [])] if self.inline and not self._begin else []
+
+    def __exit__(self, exc_type, exc, traceback) -> bool:
+        if self._atomic is not None:
+            return bool(self._atomic.__exit__(exc_type, exc, traceback))
+        connection = connections[DEFAULT_DB_ALIAS]
+        status = connection.connection.info.transaction_status.name if connection.connection is not None else "IDLE"
+        if status == "IDLE":
+            return False  # never opened, or committed by its last writes
+        commit = exc_type is None and status != "INERROR"
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("COMMIT" if commit else "ROLLBACK")
+        except Exception:  # noqa: BLE001 - whatever failed, the block's own exception is the one to see
+            if exc_type is None:
+                raise
+            connection.close()  # the ROLLBACK failed (a lost connection): nothing stays open
+        if exc_type is None and not commit:
+            raise TransactionManagementError("a statement failed in the transaction: rolled back")
+        return False

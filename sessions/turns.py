@@ -17,7 +17,10 @@ they need no result, and may still get one while the user turn has nothing else.
 
 Duplicate ids, results for an unknown call and results already given are named earlier by the
 append (`services._check_tool_ids`); this module only looks at order. The check runs under the
-session's row lock, so concurrent appends see each other's messages.
+session's row lock, so concurrent appends see each other's messages. The state after the last
+message is kept on the session row (`Session.turn_state`, `stored_form`/`from_stored`), so an
+append reads no message; `stored_turn` reads it from the messages when that copy is missing or
+behind.
 """
 
 from __future__ import annotations
@@ -51,15 +54,17 @@ class TurnState:
     hidden: set[str] = field(default_factory=set)  # of those, cut off by max_tokens: no result needed
     closed: bool = False  # the user turn after it already holds other content: no more results
     last_role: str = ""  # role of the message before the next one
+    turn_seq: int | None = None  # that turn's latest message's seq (None: in the batch, not stored yet)
+    plain_user: bool = False  # a user message without results came after that turn: no result may follow
 
     @property
     def pending(self) -> list[str]:
         return [tid for tid in self.waiting if tid not in self.hidden]
 
-    def add_assistant(self, content: Any, usage: Any, where: str) -> None:
+    def add_assistant(self, content: Any, usage: Any, where: str, seq: int | None = None) -> None:
         if self.last_role != "assistant":
             self.waiting, self.hidden, self.closed = {}, set(), False
-        self.where = where
+        self.where, self.turn_seq, self.plain_user = where, seq, False
         ids = [b["id"] for _, b in validation.tool_uses(content)]
         self.waiting.update(dict.fromkeys(ids))
         self.hidden |= hidden_tool_uses(content, usage)
@@ -112,6 +117,8 @@ def check_user(state: TurnState, content: Any, path: str, errors: validation.Err
         state.closed = False
     state.last_role = "user"
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    if not any(block.get("type") == "tool_result" for block in blocks):
+        state.plain_user = True
     for index, block in enumerate(blocks):
         block_path = where if isinstance(content, str) else f"{where}[{index}]"
         if block.get("type") == "tool_result":
@@ -139,9 +146,11 @@ def check_user(state: TurnState, content: Any, path: str, errors: validation.Err
             state.closed = True
 
 
-def check_batch(state: TurnState, batch: list[Any]) -> dict[str, str]:
+def check_batch(state: TurnState, batch: list[Any], first_seq: int | None = None) -> dict[str, str]:
     """{field path: problem} for the batch's messages (each with role, content, usage and path),
-    in order, after the stored turn `state`. Stops at the first message in error."""
+    in order, after the stored turn `state`. Stops at the first message in error. With
+    `first_seq` (the batch's first message's seq), `state` is left as after the batch, ready
+    to be stored (`stored_form`)."""
     errors = validation.Errors()
     for index, item in enumerate(batch):
         if item.role == "assistant":
@@ -149,7 +158,8 @@ def check_batch(state: TurnState, batch: list[Any]) -> dict[str, str]:
                 # Results already began (parallel ones in separate messages): the rest come first.
                 errors.add(f"{item.path}.role" if item.path else "role", _unanswered_problem(state))
                 break
-            state.add_assistant(item.content, item.usage, item.path or f"messages[{index}]")
+            seq = None if first_seq is None else first_seq + index
+            state.add_assistant(item.content, item.usage, item.path or f"messages[{index}]", seq)
         else:
             check_user(state, item.content, item.path, errors)
         if errors:
@@ -157,9 +167,40 @@ def check_batch(state: TurnState, batch: list[Any]) -> dict[str, str]:
     return errors.items
 
 
-def append_errors(session_id: Any, batch: list[Any]) -> dict[str, str]:
-    """The order problems of appending `batch` to the session (call with its row locked)."""
-    return check_batch(stored_turn(session_id), batch)
+def stored_form(state: TurnState, seq: int) -> dict[str, Any]:
+    """`state`, after the message at `seq`, as Session.turn_state stores it: what `stored_turn`
+    would read back from the messages, so a check against either names the same problems."""
+    if state.last_role == "user" and state.plain_user:
+        return {"seq": seq, "last_role": "user", "plain_user": True}
+    return {
+        "seq": seq,
+        "last_role": state.last_role,
+        "turn": state.turn_seq,
+        "waiting": list(state.waiting),
+        "hidden": sorted(state.hidden),
+        # Whether the user turn holds other content matters only while calls wait.
+        "closed": state.closed and bool(state.waiting),
+    }
+
+
+def from_stored(stored: Any, last_seq: int) -> TurnState | None:
+    """The state a Session.turn_state holds, or None unless it was written after the message
+    at `last_seq` (the session's last): then `stored_turn` reads it from the messages."""
+    if last_seq == 0:
+        return TurnState()  # no message yet
+    if not isinstance(stored, dict) or stored.get("seq") != last_seq:
+        return None
+    if stored.get("plain_user"):
+        return TurnState(closed=True, last_role="user", plain_user=True)
+    turn = stored.get("turn")
+    return TurnState(
+        where=f"seq {turn}" if turn is not None else "",
+        waiting=dict.fromkeys(stored.get("waiting", ())),
+        hidden=set(stored.get("hidden", ())),
+        closed=bool(stored.get("closed")),
+        last_role=stored.get("last_role", ""),
+        turn_seq=turn,
+    )
 
 
 class _Row(NamedTuple):
@@ -188,7 +229,7 @@ def stored_turn(session_id: Any) -> TurnState:
             elif not row.tool_result_ids:
                 # A user message of other content closes the user turn: no result may follow,
                 # and no call can be waiting (it would have been refused), so stop here.
-                return TurnState(closed=True, last_role=(after or [row])[0].role)
+                return TurnState(closed=True, last_role=(after or [row])[0].role, plain_user=True)
             else:
                 after.append(row)
         if len(step) < size:
@@ -243,7 +284,7 @@ def _state_from(session_id: Any, after: list[_Row], turn: list[_Row]) -> TurnSta
     if not turn:
         return state
     answered = {tid for row in after for tid in row.tool_result_ids}
-    state.where = f"seq {turn[0].seq}"
+    state.where, state.turn_seq = f"seq {turn[0].seq}", turn[0].seq
     for row in reversed(turn):
         state.waiting.update((tid, None) for tid in row.tool_use_ids if tid not in answered)
         if row.stop_reason == STOP_MAX_TOKENS:  # content read only for a cut-off reply

@@ -180,7 +180,10 @@ def check_message(message: Any, path: str, errors: Errors) -> None:
         bad = find_bad_json(
             message["content"], _join(path, "content"), max_depth=MAX_CONTENT_DEPTH, check_strings=False
         )
-    bad = bad or find_bad_json(message, path, max_depth=MAX_CONTENT_DEPTH + 2)
+    # The content is within that depth: the message's other fields are walked for theirs, then
+    # every string of the message checked once.
+    others = {key: value for key, value in message.items() if key != "content"}
+    bad = bad or _too_deep(others, path, MAX_CONTENT_DEPTH + 2) or find_bad_json(message, path)
     if bad is not None:
         errors.add(*bad)
         return
@@ -286,25 +289,36 @@ def find_bad_json(
 
 
 def _too_deep(value: Any, path: str, max_depth: int) -> tuple[str, str] | None:
-    # Only containers are pushed; the path is built only for the one reported.
-    stack: list[tuple[Any, int, str]] = [(value, 0, path)]
+    # Only containers are pushed, each with its parent's entry and its key: the path is built
+    # only for the one reported (building one per container cost more than the walk).
+    stack: list[tuple[Any, int, Any, Any, bool]] = [(value, 0, None, None, False)]
     while stack:
-        item, depth, where = stack.pop()
+        entry = stack.pop()
+        item, depth = entry[0], entry[1]
         if depth > max_depth:
-            return where or "body", f"nested more than {max_depth} levels deep"
+            return _entry_path(entry, path) or "body", f"nested more than {max_depth} levels deep"
         if isinstance(item, dict):
             stack.extend(
-                (child, depth + 1, _join(where, safe_text(str(key))))
-                for key, child in item.items()
-                if isinstance(child, (dict, list))
+                (child, depth + 1, entry, key, False) for key, child in item.items() if isinstance(child, (dict, list))
             )
         elif isinstance(item, list):
             stack.extend(
-                (child, depth + 1, _join(where, f"[{index}]"))
+                (child, depth + 1, entry, index, True)
                 for index, child in enumerate(item)
                 if isinstance(child, (dict, list))
             )
     return None
+
+
+def _entry_path(entry: tuple[Any, int, Any, Any, bool], root: str) -> str:
+    steps = []
+    while entry[2] is not None:
+        steps.append(f"[{entry[3]}]" if entry[4] else safe_text(str(entry[3])))
+        entry = entry[2]
+    where = root
+    for step in reversed(steps):
+        where = _join(where, step)
+    return where
 
 
 def tool_uses(content: Any) -> list[tuple[int, dict[str, Any]]]:

@@ -112,7 +112,7 @@ def _check_tool_ids(prepared: list[_Prepared], known: dict[str, ToolCall] | None
 
     `known` None (before the lock): only the batch itself is checked; a result for an id not
     used earlier in the batch is taken to answer a stored, unanswered tool_use, which the
-    UPDATE answering it checks under the lock (_answer_stored_calls).
+    UPDATE answering it checks under the lock (_answer_statement).
     """
     errors = validation.Errors()
     stored_calls = known or {}
@@ -162,15 +162,15 @@ _STOP_REASON_SQL = {
 }
 
 
-def _answer_stored_calls(session_id: Any, answers: dict[str, int]) -> dict[str, bool]:
-    """Set result_seq on the stored, still unanswered tool calls in `answers` ({id: seq}), in one
-    statement; returns {id: truncated_use} for the rows it answered (an id missing from it was
-    not stored or already answered: the caller names the problem).
+def _answer_statement(session_id: Any, answers: dict[str, int]) -> tuple[str, list[Any]]:
+    """The statement setting result_seq on the stored, still unanswered tool calls in `answers`
+    ({id: seq}); it returns (id, truncated_use) for the rows it answered (an id missing from
+    them was not stored or already answered: the caller names the problem).
 
     `truncated_use`: the tool_use is in a reply a max_tokens report cut off, so answering it
     makes that reply's hidden tool_use served again. One UPDATE ... RETURNING instead of a
     SELECT and an UPDATE: the ORM has no RETURNING for updates, and this is the hot path of
-    every tool_result (the row lock on the session is held meanwhile).
+    every tool_result (sent with the append's other writes, sessions.statements.execute_together).
     """
     db = connections[DEFAULT_DB_ALIAS]
     tool_calls = db.ops.quote_name(ToolCall._meta.db_table)
@@ -187,9 +187,7 @@ def _answer_stored_calls(session_id: Any, answers: dict[str, int]) -> dict[str, 
     )
     params: list[Any] = [value for tid in ids for value in (tid, answers[tid])]
     params += [session_param, *ids, STOP_MAX_TOKENS]
-    with db.cursor() as cursor:
-        cursor.execute(sql, params)
-        return {tool_use_id: bool(truncated) for tool_use_id, truncated in cursor.fetchall()}
+    return sql, params
 
 
 # Columns the append reads under its row lock: the counters it bumps and what the meter
@@ -210,6 +208,7 @@ APPEND_FIELDS = (
     "calibration",
     "calibration_offset",
     "last_activity_at",
+    "turn_state",
 )
 # Columns every append writes besides the meter's (one UPDATE, _write_counters).
 APPEND_WRITES = (
@@ -219,6 +218,7 @@ APPEND_WRITES = (
     "context_tokens",
     "tokens_since_report",
     "last_activity_at",
+    "turn_state",
     "updated_at",
 )
 # What an append changes: copied into the caller's Session instance afterwards.
@@ -246,12 +246,12 @@ def messages_append(
     Raises ValidationError ({field path: [problem]}) and stores nothing when any message is
     malformed, a tool_result has no earlier tool_use, or a tool_use id is already taken.
 
-    Cost (the hot path of every agent): one locked read of the needed columns, one UPDATE
-    answering the stored tool calls (only when the batch has tool_results; it is also the
-    check), then the message INSERT, the tool-call INSERT when there are tool_uses and one
-    counter UPDATE, sent together (one round trip on PostgreSQL). The statements have a fixed
-    text, compiled once per process. Tokens are counted before the lock; the row lock is held
-    only for the writes.
+    Cost (the hot path of every agent): one locked read of the needed columns (the tool-pair
+    order is checked against the state stored there), then one UPDATE answering the stored
+    tool calls (only when the batch has tool_results; it is also the check), the message
+    INSERT, the tool-call INSERT when there are tool_uses and one counter UPDATE, sent
+    together (one round trip on PostgreSQL). The statements have a fixed text, compiled once
+    per process. Tokens are counted before the lock; the row lock is held only for the writes.
     """
     instance = session if isinstance(session, Session) else None
     session_id = instance.pk if instance is not None else session
@@ -293,8 +293,8 @@ class _Append:
         for _attempt in range(3):
             prepared = self._prepare(tokenizer)
             try:
-                with transaction.atomic():
-                    return _append_locked(self, prepared, tokenizer), tokenizer
+                with statements.Transaction() as opening:
+                    return _append_locked(self, prepared, tokenizer, opening), tokenizer
             except _OtherTokenizer as other:
                 # The session's model counts with another tokenizer than guessed: count again,
                 # outside the lock (nothing was written).
@@ -335,17 +335,19 @@ def _session_reader(vendor: str, scoped: bool) -> statements.RowReader:
     rows = Session.objects.select_for_update().only(*APPEND_FIELDS).order_by().filter(pk=uuid.UUID(int=0))
     if scoped:
         rows = rows.filter(owner_id=0, deleted_at__isnull=True)
-    return statements.RowReader(rows, param_count=1 + scoped)
+    with transaction.atomic():  # the ORM compiles FOR UPDATE only inside a transaction; nothing is sent
+        return statements.RowReader(rows, param_count=1 + scoped)
 
 
-def _lock_session(session_id: Any, owner) -> Session:
-    """The session's row, locked, with APPEND_FIELDS loaded. With `owner`, the owner's view (the
-    API): another owner's or a trashed session does not exist (Session.DoesNotExist)."""
+def _lock_session(session_id: Any, owner, opening: statements.Transaction) -> Session:
+    """The session's row, locked, with APPEND_FIELDS loaded (the read opens `opening`). With
+    `owner`, the owner's view (the API): another owner's or a trashed session does not exist
+    (Session.DoesNotExist)."""
     db = connections[DEFAULT_DB_ALIAS]
     params = [Session._meta.pk.get_db_prep_value(session_id, db)]
     if owner is not None:
         params.append(owner.pk)
-    row = _session_reader(db.vendor, owner is not None).read(params)
+    row = _session_reader(db.vendor, owner is not None).read(params, opening=opening)
     if row is None:
         raise Session.DoesNotExist("No such session.")
     return row
@@ -413,33 +415,43 @@ def _tool_id_errors(session_id: Any, prepared: list[_Prepared]) -> dict[str, str
     return _check_tool_ids(prepared, _known_tool_calls(session_id, ids))
 
 
-def _append_locked(append: _Append, prepared: list[_Prepared], tokenizer: core_tokens.Tokenizer) -> Session:
+def _append_locked(
+    append: _Append, prepared: list[_Prepared], tokenizer: core_tokens.Tokenizer, opening: statements.Transaction
+) -> Session:
     """The writes of one append, inside its transaction. Returns the session (APPEND_FIELDS
     only) with its counters as stored and the new rows as `appended`."""
     # Problems within the batch are found without the database; an id already stored is
-    # rejected by the unique index, a result answering nothing stored by _answer_stored_calls
+    # rejected by the unique index, a result answering nothing stored by _answer_statement
     # (_Append.run then names either).
     errors = _check_tool_ids(prepared, None)
     if errors:
         raise ValidationError({path: [problem] for path, problem in errors.items()})
-    locked = _lock_session(append.session_id, append.owner)
+    locked = _lock_session(append.session_id, append.owner, opening)
     actual = session_tokenizer(locked)
     if actual.name != tokenizer.name:
         raise _OtherTokenizer(actual)
 
     first_seq = locked.last_seq + 1
-    answers = {tid: first_seq + index for tid, index in _stored_answers(prepared).items()}
-    truncated: dict[str, bool] = {}
-    if answers:
-        truncated = _answer_stored_calls(append.session_id, answers)
-        if truncated.keys() != answers.keys():
-            raise _ToolIdConflict
-    order_errors = turns.append_errors(append.session_id, prepared)  # every tool_result right after its tool_use
+    # Every tool_result right after its tool_use: checked against the state stored on the row
+    # (read back from the latest messages when it is missing or behind), then stored anew.
+    state = turns.from_stored(locked.turn_state, locked.last_seq)
+    if state is None:
+        state = turns.stored_turn(append.session_id)
+    order_errors = turns.check_batch(state, prepared, first_seq)
     if order_errors:
-        raise ValidationError({path: [problem] for path, problem in order_errors.items()})
+        # A result for an unknown or answered call, or a duplicate id, is named as such first.
+        errors = _tool_id_errors(append.session_id, prepared) or order_errors
+        raise ValidationError({path: [problem] for path, problem in errors.items()})
+    answers = {tid: first_seq + index for tid, index in _stored_answers(prepared).items()}
     rows, calls = _new_rows(append.session_id, prepared, first_seq)
+    locked.turn_state = turns.stored_form(state, rows[-1].seq)
     meter = _count_appended(locked, prepared, rows, append.now)
-    _write_append(locked, rows, calls, (*APPEND_WRITES, *meter))
+    # The writes commit as they go when nothing can still roll them back: no stored call to answer
+    # (its UPDATE is checked after it ran) and so no recount after them.
+    closing = [] if answers else opening.closing()
+    truncated = _write_append(locked, rows, calls, (*APPEND_WRITES, *meter), answers, closing)
+    if truncated.keys() != answers.keys():
+        raise _ToolIdConflict  # rolls the writes back
     if any(truncated.values()):
         # A result for a tool_use that a max_tokens report had hidden: it is served again.
         context_recount(locked, reset_reported=False)
@@ -475,27 +487,42 @@ def _new_rows(session_id: Any, prepared: list[_Prepared], first_seq: int) -> tup
     return rows, calls
 
 
-def _write_append(locked: Session, rows: list[Message], calls: list[ToolCall], counters: tuple[str, ...]) -> None:
-    """INSERT the messages and tool calls, UPDATE the session's counters: in one round trip where
-    the database takes several statements at once (sessions.statements.execute_together). A
-    tool_use id already stored fails it as a whole (IntegrityError), like the INSERT alone."""
+def _write_append(
+    locked: Session,
+    rows: list[Message],
+    calls: list[ToolCall],
+    counters: tuple[str, ...],
+    answers: dict[str, int],
+    closing: list[tuple[str, list[Any]]],
+) -> dict[str, bool]:
+    """Answer the stored tool calls (`answers`), INSERT the messages and tool calls, UPDATE the
+    session's counters: in one round trip where the database takes several statements at once
+    (sessions.statements.execute_together). A tool_use id already stored fails it as a whole
+    (IntegrityError), like the INSERT alone. Returns {id: truncated_use} of the calls answered
+    (_answer_statement): the caller rolls back when one is missing. `closing` (a COMMIT) goes last."""
     vendor = connection.vendor
     messages, tool_calls = _message_inserter(vendor), _tool_call_inserter(vendor)
+    answer = [_answer_statement(locked.pk, answers)] if answers else []
     inserts = messages.batches(rows)
     if len(inserts) > 1 or not connection.features.can_return_rows_from_bulk_insert:
         # A batch over the database's parameter limit, or no RETURNING (old SQLite): one by one.
+        answered = statements.execute_together(answer)
         messages.insert(rows)
         tool_calls.insert(calls)
         _write_counters(locked, counters)
-        return
-    parts = [
-        *inserts,
-        *(tool_calls.batches(calls) if calls else []),
-        _counter_writer(vendor, counters).statement(locked),
-    ]
-    pks = [pk for (pk,) in statements.execute_together(parts)]
-    messages.inserted(rows, pks)
-    tool_calls.inserted(calls, None)
+        statements.execute_together(closing)
+    else:
+        parts = [
+            *answer,
+            *inserts,
+            *(tool_calls.batches(calls) if calls else []),
+            _counter_writer(vendor, counters).statement(locked),
+            *closing,
+        ]
+        answered = statements.execute_together(parts)
+        messages.inserted(rows, [pk for (pk,) in answered[len(answer)]])
+        tool_calls.inserted(calls, None)
+    return {tool_use_id: bool(truncated) for tool_use_id, truncated in (answered[0] if answer else [])}
 
 
 def _count_appended(locked: Session, prepared: list[_Prepared], rows: list[Message], now: datetime) -> dict[str, Any]:

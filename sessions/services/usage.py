@@ -162,6 +162,10 @@ class _Report:
             return
         self.reported_at_seq = target.seq - 1
         before, _ = served_assistant(locked, target)
+        if _stop_reason(target.provider_usage) != _stop_reason(self.record):
+            # A reply cut off by max_tokens (or no longer) hides other tool_uses: the stored
+            # tool-pair state is read again from the messages by the next append.
+            locked.turn_state = None
         target.provider_usage = self.record
         after, self.dropped = served_assistant(locked, target)
         if after != before and _in_context(self.overlay, target.seq):
@@ -216,6 +220,8 @@ class _Report:
             "calibrated": self.plausible,
         }
         update = list(REPORT_WRITES)
+        if locked.turn_state is None:
+            update.append("turn_state")
         if self.model and not locked.model:
             locked.model = self.model
             update.append("model")
@@ -298,3 +304,7 @@ def _reported_before(overlay: Overlay | None, reported_at_seq: int) -> bool:
 
 def _in_context(overlay: Overlay | None, seq: int) -> bool:
     return not (overlay and overlay.first_kept_seq and seq < overlay.first_kept_seq)
+
+
+def _stop_reason(usage: Any) -> Any:
+    return usage.get("stop_reason") if isinstance(usage, dict) else None

@@ -24,9 +24,17 @@ pytestmark = pytest.mark.django_db
 MAX_APPEND_STATEMENTS = 5
 
 
+CONTROL = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK")
+
+
 def statements(ctx: CaptureQueriesContext) -> list[str]:
-    skip = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK")
-    return [q["sql"] for q in ctx.captured_queries if not q["sql"].upper().startswith(skip)]
+    """The queries that are not only transaction control, without a BEGIN sent along."""
+    out = []
+    for query in ctx.captured_queries:
+        parts = [p for p in query["sql"].split(";\n") if not p.strip().upper().startswith(CONTROL)]
+        if parts:
+            out.append(";\n".join(parts))
+    return out
 
 
 def test_an_append_costs_a_bounded_number_of_statements(api, session):
@@ -46,6 +54,8 @@ def test_an_append_costs_a_bounded_number_of_statements(api, session):
         assert not any("compaction_compaction" in s for s in sql), sql
         # A tool_result's check and its answer are one statement on the tool calls.
         assert sum("agent_sessions_toolcall" in s for s in sql) <= 1, sql
+        # The order check reads the state stored on the session's row, not the latest messages.
+        assert not any(s.startswith("SELECT") and "agent_sessions_message" in s for s in sql), sql
     # The plain message needs neither a tool-call lookup nor a second session read.
     assert Message.objects.filter(session=session).count() == 4
 
@@ -220,3 +230,83 @@ def _append_a_large_batch(api, session) -> None:
     assert calls.count() == 450
     assert not calls.filter(result_seq__isnull=True).exists()
     assert calls.get(tool_use_id="toolu_149_2").use_seq == 299
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_begin_and_commit_ride_on_the_append_s_own_queries(api, session):
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite's driver runs one statement per query")
+    api.post(url(session, "messages/"), {"role": "user", "content": "warm-up"}, format="json")  # last_used_at
+    sent = {}
+    for name, body in (
+        ("text", {"role": "user", "content": "Run the tests."}),
+        ("tool_use", tool_use("toolu_1", text="Running them.")),
+        ("tool_result", tool_result("toolu_1", "3 passed")),
+    ):
+        with CaptureQueriesContext(connection) as ctx:
+            response = api.post(url(session, "messages/"), body, format="json")
+        assert response.status_code == 201, response.json()
+        sent[name] = [q["sql"] for q in ctx.captured_queries]
+        assert connection.connection.info.transaction_status.name == "IDLE"
+    for name in ("text", "tool_use"):
+        # The locked read opens the transaction, the writes' query commits it: two round trips.
+        read, writes = sent[name]
+        assert read.startswith("BEGIN;\n") and "FOR UPDATE" in read, sent[name]
+        assert writes.endswith(";\nCOMMIT"), sent[name]
+    # A tool_result's answering UPDATE is checked after it ran: the COMMIT waits for that check.
+    assert len(sent["tool_result"]) == 3 and sent["tool_result"][-1] == "COMMIT", sent["tool_result"]
+    assert list(Message.objects.filter(session=session).order_by("seq").values_list("seq", flat=True)) == [1, 2, 3, 4]
+    session.refresh_from_db()
+    assert session.last_seq == 4 and session.tool_calls.get().result_seq == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_refused_append_rolls_back_whole(api, session):
+    def stored():
+        return list(Message.objects.filter(session=session).values_list("seq", flat=True)), session.tool_calls.count()
+
+    def refused(body) -> None:
+        before = stored()
+        response = api.post(url(session, "messages/"), body, format="json")
+        assert response.status_code == 400, response.json()
+        if connection.vendor == "postgresql":
+            assert connection.connection.info.transaction_status.name == "IDLE"
+        assert stored() == before
+
+    assert api.post(url(session, "messages/"), tool_use("toolu_1"), format="json").status_code == 201
+    refused(tool_use("toolu_1"))  # by the unique index, in the writes' query (the COMMIT not reached)
+    assert api.post(url(session, "messages/"), tool_result("toolu_1", "ok"), format="json").status_code == 201
+    refused(tool_result("toolu_1", "again"))  # by the checks under the lock, after the BEGIN
+    # The connection is usable and the conversation goes on.
+    assert (
+        api.post(url(session, "messages/"), {"role": "assistant", "content": "Done."}, format="json").status_code == 201
+    )
+    session.refresh_from_db()
+    assert session.last_seq == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_a_hidden_call_s_result_is_recounted_before_the_commit(api, session):
+    cut_off = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Let me read it."},
+            {"type": "tool_use", "id": "toolu_cut", "name": "Read", "input": {"path": "src/app.py"}},
+        ],
+        "usage": {"input_tokens": 10, "output_tokens": 4096, "stop_reason": "max_tokens"},
+    }
+    for body in (
+        {"role": "user", "content": "Read src/app.py"},
+        cut_off,
+        tool_result("toolu_cut", "print('hi')\n" * 40),
+    ):
+        assert api.post(url(session, "messages/"), body, format="json").status_code == 201
+        if connection.vendor == "postgresql":
+            assert connection.connection.info.transaction_status.name == "IDLE"
+    # The answered call is served again: the stored meter is what a full recount gives.
+    session.refresh_from_db()
+    stored = (session.context_tokens, session.tokens_since_report, session.usage_tokens)
+    services.session_recompute_usage(session=session, reset_reported=False)
+    assert (session.context_tokens, session.tokens_since_report, session.usage_tokens) == stored
+    served = api.get(url(session, "context/")).json()["messages"]
+    assert any(b.get("id") == "toolu_cut" for m in served if isinstance(m["content"], list) for b in m["content"])

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
-from sessions import services
+from sessions import services, turns
 from sessions.selectors import context_build
 
 from .helpers import snapshot, tool_result, tool_use, url
@@ -195,6 +195,7 @@ STEPS = st.lists(
         st.tuples(st.just("text"), st.just(0), st.booleans()),
         st.tuples(st.just("assistant"), st.integers(0, 2), st.booleans()),
         st.tuples(st.just("results"), st.integers(1, 3), st.sampled_from(["none", "before", "after"])),
+        st.tuples(st.just("report"), st.just(0), st.booleans()),
     ),
     min_size=1,
     max_size=10,
@@ -225,6 +226,10 @@ def test_whatever_is_accepted_is_served_as_a_valid_context(user, steps):
     session = services.session_create(owner=user)
     ids: list[str] = []
     for kind, n, flag in steps:
+        if kind == "report":
+            # The provider's usage for the newest reply: max_tokens hides its trailing calls.
+            services.usage_report(session=session, input_tokens=10, stop_reason="max_tokens" if flag else "end_turn")
+            continue
         message = _step(kind, n, flag, ids)
         if message is None:
             continue
@@ -232,6 +237,10 @@ def test_whatever_is_accepted_is_served_as_a_valid_context(user, steps):
             services.messages_append(session=session, messages=[message])
         except ValidationError:
             pass  # refused: nothing stored, the conversation goes on
+        # The order state the append stored is the one the messages give.
+        session.refresh_from_db()
+        if session.turn_state is not None:
+            assert session.turn_state == turns.stored_form(turns.stored_turn(session.pk), session.last_seq)
     served = context_build(session=session).messages
     assert served_pairs_problems(served) == []
 

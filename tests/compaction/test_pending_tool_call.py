@@ -25,7 +25,7 @@ SLOW = "toolu_slow_build"
 @pytest.fixture(autouse=True)
 def stored_before_the_order_rule(monkeypatch):
     """Appends as they were before the order check: a late result was accepted."""
-    monkeypatch.setattr(turns, "append_errors", lambda session_id, batch: {})
+    monkeypatch.setattr(turns, "check_batch", lambda state, batch, first_seq=None: {})
 
 
 def url(session, tail: str) -> str:
