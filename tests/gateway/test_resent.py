@@ -116,6 +116,23 @@ def test_random_histories_and_edits_always_parse_as_the_whole_request():
     assert reused_somewhere > 0
 
 
+def test_a_request_sent_again_as_it_was_parses_as_itself():
+    """A retry (the SDKs resend a 529'd or timed-out call byte for byte) holds the whole kept
+    request: past the end of the list, objects after commas in the fields that follow (system
+    blocks, tools) are not items of the list."""
+    history = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]
+    history.append({"role": "user", "content": "again"})
+    system = [{"type": "text", "text": "You are a helper."}, {"type": "text", "text": "Be brief."}]
+    tools = [{"name": name, "input_schema": {"type": "object"}} for name in ("Bash", "Read")]
+    for style in range(3):
+        resent.forget_all()
+        raw = _encode({"max_tokens": 100, "messages": history, "system": system, "tools": tools}, style)
+        _check(raw)
+        _check(raw)
+        # The same list, then fields that differ only after their first objects.
+        _check(_encode({"max_tokens": 100, "messages": history, "system": system, "tools": tools[:1]}, style))
+
+
 def test_the_responses_input_list_is_reused_the_same_way():
     items = [{"type": "message", "role": "user", "content": f"turn {i}"} for i in range(20)]
     _check(orjson.dumps({"model": "m", "instructions": "x", "input": items}), key="input")
