@@ -22,6 +22,11 @@ How the reused part is found, so that it is exact rather than likely:
    is an item boundary, and gives every item after it and every other field of the request.
 4. The kept request cut at the same place tells how many of its items come before the boundary:
    those bytes are the same in both, so their parse is the same: the kept objects are reused.
+   Step 3's proof holds for a candidate inside the list. A request sent again (an SDK's retry)
+   shares the bytes past the list's end too, and a candidate there (a tool, a system block)
+   cuts out the list's end and the key of the field holding it: valid JSON whose list is that
+   field's tail. So the kept request cut there must keep all its top-level keys and its list's
+   tail, or the candidate is skipped.
 
 Anything unexpected (no list, no kept request, no boundary within a few candidates, a parse
 that fails) falls back to parsing the whole request. Only requests orjson parsed whole, or built
@@ -66,6 +71,7 @@ class _Kept:
     start: int  # offset just after the list's opening bracket
     items: list[Any]
     memo: dict[str, Any] = field(default_factory=dict)
+    keys: frozenset[str] = frozenset()  # the request's top-level keys
 
 
 @dataclass
@@ -105,7 +111,7 @@ def parse_resent(raw: bytes, *, owner: Any, key: str) -> Parsed:
         parsed = Parsed(body=body, fresh=body, fresh_raw=raw)
     items = parsed.body.get(key) if isinstance(parsed.body, dict) else None
     if isinstance(items, list) and items:
-        _keep(name, _Kept(raw=raw, start=start, items=items, memo=parsed.memo))
+        _keep(name, _Kept(raw=raw, start=start, items=items, memo=parsed.memo, keys=frozenset(parsed.body)))
     return parsed
 
 
@@ -125,6 +131,8 @@ def _reuse(raw: bytes, start: int, key: str, kept: _Kept) -> Parsed | None:
         if not isinstance(after, list) or len(after) >= len(kept.items):
             return None
         reused = len(kept.items) - len(after)
+        if rest_of_kept.keys() != kept.keys or after != kept.items[reused:]:
+            continue  # past the list's end (step 4)
         body = {**fresh, key: kept.items[:reused] + fresh[key]}
         return Parsed(
             body=body,
