@@ -133,6 +133,15 @@ def test_a_request_sent_again_as_it_was_parses_as_itself():
         _check(_encode({"max_tokens": 100, "messages": history, "system": system, "tools": tools[:1]}, style))
 
 
+def test_a_responses_request_sent_again_parses_as_itself():
+    """The same for `input`: the tools after it must not become its last items."""
+    items = [{"type": "message", "role": "user", "content": f"turn {i}"} for i in range(3)]
+    tools = [{"type": "function", "name": name, "parameters": {}} for name in ("shell", "read")]
+    raw = json.dumps({"input": items, "instructions": "x", "model": "m", "tools": tools}).encode()
+    _check(raw, key="input")
+    assert _check(raw, key="input").reused > 0
+
+
 def test_the_responses_input_list_is_reused_the_same_way():
     items = [{"type": "message", "role": "user", "content": f"turn {i}"} for i in range(20)]
     _check(orjson.dumps({"model": "m", "instructions": "x", "input": items}), key="input")
