@@ -69,14 +69,15 @@ def find_conversation(*, user, digests: list[str], lock: bool = False) -> Conver
     """The owner's conversation whose head is the longest prefix of the request (indexed lookup),
     its session loaded with it. With `lock`, the conversations read are locked as they are read
     (inside the caller's transaction): what is found is current, and stays so until it commits."""
-    by_digest = {d: i + 1 for i, d in enumerate(digests)}
     # From the newest messages back: a continued conversation's head is near the end (the
     # request resends the stored history, the last reply and one new message), so the first
     # chunk with a hit holds the longest match. The first chunk is small: binding hundreds of
     # parameters costs milliseconds, and it usually answers alone.
     end = len(digests)
     for size in _chunk_sizes(end):
-        chunk, end = digests[max(0, end - size) : end], end - size
+        start = max(0, end - size)
+        chunk, end = digests[start:end], end - size
+        by_digest = {d: start + i + 1 for i, d in enumerate(chunk)}  # digest → messages it covers
         best: Conversation | None = None
         rows = Conversation.objects.filter(owner=user, head_digest__in=chunk).select_related("session")
         if lock:

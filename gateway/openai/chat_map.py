@@ -51,10 +51,15 @@ class Mapped:
         return "\n\n".join(text_of(m.get("content")) for m in self.system)
 
     def ends(self) -> list[int]:
-        """Per stored message, the index of the chat message after its sources."""
-        if len(self._ends) != len(self.sources):
-            end = len(self.system)
-            self._ends = [end := end + len(group) for group in self.sources]
+        """Per stored message, the index of the chat message after its sources (extended from
+        what a reused mapping already knew)."""
+        known = len(self._ends)
+        if known > len(self.sources):
+            self._ends, known = [], 0
+        end = self._ends[-1] if known else len(self.system)
+        for group in self.sources[known:]:
+            end += len(group)
+            self._ends.append(end)
         return self._ends
 
 
