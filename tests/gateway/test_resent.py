@@ -92,8 +92,8 @@ def test_a_resent_history_reuses_the_previous_parse_and_parses_only_the_rest():
 
 def test_random_histories_and_edits_always_parse_as_the_whole_request():
     """Appends, an edited last message, an edited or dropped middle message, a history that
-    starts over, other keys before and after the list, three encodings: every parse equals
-    orjson's parse of the whole request."""
+    starts over or is sent again, other keys before and after the list, three encodings: every
+    parse equals orjson's parse of the whole request."""
     rng = random.Random(20261127)
     reused_somewhere = 0
     for _round in range(40):
@@ -109,7 +109,8 @@ def test_random_histories_and_edits_always_parse_as_the_whole_request():
                 history.pop(rng.randrange(len(history) - 1))
             else:
                 history = history[: rng.randrange(1, len(history) + 1)]
-            body = {"model": "m", "messages": history, "tools": [{"name": "run", "input_schema": {"messages": []}}]}
+            tools = [{"name": name, "input_schema": {"messages": []}} for name in ("run", "read")]
+            body = {"model": "m", "messages": history, "tools": tools}
             if rng.random() < 0.5:
                 body = {"tools": body.pop("tools"), **body}  # the list after another key
             reused_somewhere += _check(_encode(body, style)).reused
