@@ -196,3 +196,38 @@ def test_the_gateway_never_changes_a_kept_parse(upstream, api_key):
     for entry in kept:
         key = "messages"
         assert orjson.loads(entry.raw)[key] == entry.items
+
+
+@pytest.mark.django_db
+def test_a_refused_request_sent_again_is_refused_again(upstream, api_key):
+    """The checks before anything is stored (NUL, lone surrogates, depth) read only what a request
+    does not share with the kept one: a refused request must not become the kept one, or its
+    retry would pass them with the offending item in the shared part."""
+    from django.test import Client
+
+    from tests.gateway.upstream import Reply
+
+    upstream.reply = lambda rec: (
+        Reply(tool_use=("Bash", {"command": "ls"})) if len(rec.body["messages"]) == 1 else Reply()
+    )
+    client = Client()
+
+    def post(messages: list[dict]):
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": messages}
+        return client.post(
+            "/anthropic/v1/messages", data=json.dumps(body), content_type="application/json", HTTP_X_API_KEY=api_key
+        )
+
+    history: list[dict] = [{"role": "user", "content": "list the files"}]
+    content = post(history).json()["content"]
+    call = next(block["id"] for block in content if block["type"] == "tool_use")
+    history += [{"role": "assistant", "content": content}]
+    history += [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": "a.txt"}]}]
+    history += [{"role": "assistant", "content": post(history).json()["content"]}]
+    # The stored tool result resent with a NUL in it (its content is not part of its identity).
+    history[2] = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": "a\u0000"}]}
+    history += [{"role": "user", "content": "and now?"}]
+    for _attempt in range(2):
+        response = post(history)
+        assert response.status_code == 400
+        assert "NUL" in response.json()["error"]["message"]
