@@ -19,7 +19,7 @@ from sessions.api.parsers import MAX_BODY_DEPTH
 from .auth import authenticate
 from .codec import parse_request
 from .errors import SESSION_HEADER, GatewayError
-from .resent import Parsed
+from .resent import Parsed, forget
 
 _SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 
@@ -55,8 +55,13 @@ def read_request(
     parsed, verbatim = parse_request(raw, owner=user.pk, items=items)
     if not isinstance(parsed.body, dict):
         raise GatewayError(400, "invalid_request_error", "body must be a JSON object")
-    # What was parsed this time: the items reused from the previous call passed these checks then.
-    _refuse_unstorable(parsed.fresh, parsed.fresh_raw)
+    # What was parsed this time: the items reused from the previous call passed these checks then
+    # (a refused request is not kept for the next one to reuse).
+    try:
+        _refuse_unstorable(parsed.fresh, parsed.fresh_raw)
+    except GatewayError:
+        forget(parsed)
+        raise
     return user, parsed, verbatim
 
 

@@ -87,6 +87,7 @@ class Parsed:
     reused: int = 0
     memo: dict[str, Any] = field(default_factory=dict)
     previous_memo: dict[str, Any] = field(default_factory=dict)
+    kept_as: tuple[Any, Any] | None = None  # (name, entry) this request is kept as, for forget()
 
 
 _kept: OrderedDict[tuple[Any, str, bytes], _Kept] = OrderedDict()
@@ -111,8 +112,23 @@ def parse_resent(raw: bytes, *, owner: Any, key: str) -> Parsed:
         parsed = Parsed(body=body, fresh=body, fresh_raw=raw)
     items = parsed.body.get(key) if isinstance(parsed.body, dict) else None
     if isinstance(items, list) and items:
-        _keep(name, _Kept(raw=raw, start=start, items=items, memo=parsed.memo, keys=frozenset(parsed.body)))
+        entry = _Kept(raw=raw, start=start, items=items, memo=parsed.memo, keys=frozenset(parsed.body))
+        _keep(name, entry)
+        parsed.kept_as = (name, entry)
     return parsed
+
+
+def forget(parsed: Parsed) -> None:
+    """Stop keeping this request: one refused by checks that read only its new items (see
+    gateway.intake), whose retry must not reuse, unchecked, the items it was refused for."""
+    global _kept_bytes
+    if parsed.kept_as is None:
+        return
+    name, entry = parsed.kept_as
+    with _lock:
+        if _kept.get(name) is entry:
+            del _kept[name]
+            _kept_bytes -= len(entry.raw)
 
 
 def _reuse(raw: bytes, start: int, key: str, kept: _Kept) -> Parsed | None:
