@@ -10,14 +10,16 @@ bytes as a kept one's reuses that one's parsed items and parses only the rest.
 
 How the reused part is found, so that it is exact rather than likely:
 1. `"<key>": [` opens the list of items (a structural key: in a JSON string its quotes would be
-   escaped). The kept request's list and the new one's are compared as bytes from there: their
+   escaped). The bytes before it must be the kept request's own (so the list is the same field,
+   at the same depth, in both), and the two lists are compared as bytes from there: their
    common prefix.
 2. Inside that prefix, from its end backwards, a candidate boundary is a `{"name":` (a name
    starting with a letter) that follows a comma: in valid JSON such a `{` cannot be inside a
    string (the quote after it would close the string, and no letter may follow a string), so it
    opens an object after a comma: an item, or an object in a list nested in one.
 3. The new request without the bytes between the list's opening and the candidate is parsed
-   (orjson). Cutting out whole items leaves valid JSON; cutting from inside an item leaves
+   (orjson), the list's key renamed for it, so that a second field of that name after the list
+   (parsers keep the last of two) shows, and the request is parsed whole. Cutting out whole items leaves valid JSON; cutting from inside an item leaves
    unmatched closing brackets, which no parser accepts. So a successful parse proves the candidate
    is an item boundary, and gives every item after it and every other field of the request.
 4. The kept request cut at the same place tells how many of its items come before the boundary:
@@ -63,6 +65,10 @@ _FIRST_STEP = 4096
 _OBJECT_KEY = re.compile(rb'\{"[A-Za-z_][^"\\]*"\s*:')
 _WHITESPACE = frozenset(b" \t\r\n")
 _COMMA = ord(",")
+# The list's own key gets this suffix while the rest of a request is parsed, so that a second
+# field of that name shows (JSON parsers keep the last of two; this module reads the first).
+_ALIAS_JSON = b"\\u0001"  # as JSON text
+_ALIAS = "\x01"  # as parsed
 
 
 @dataclass
@@ -106,7 +112,7 @@ def parse_resent(raw: bytes, *, owner: Any, key: str) -> Parsed:
     name = (owner, key, raw[start : start + FIRST_ITEM_BYTES])
     with _lock:
         kept = _kept.get(name)
-    parsed = _reuse(raw, start, key, kept) if kept is not None else None
+    parsed = _reuse(raw, opening.start(), start, key, kept) if kept is not None else None
     if parsed is None:
         body = orjson.loads(raw)
         parsed = Parsed(body=body, fresh=body, fresh_raw=raw)
@@ -131,18 +137,24 @@ def forget(parsed: Parsed) -> None:
             _kept_bytes -= len(entry.raw)
 
 
-def _reuse(raw: bytes, start: int, key: str, kept: _Kept) -> Parsed | None:
+def _reuse(raw: bytes, key_at: int, start: int, key: str, kept: _Kept) -> Parsed | None:
+    if start != kept.start or not raw.startswith(memoryview(kept.raw)[:start]):
+        return None  # another head: the list may not be where it was (step 1)
     common = _common_prefix(kept.raw, kept.start, raw, start)
+    # The head with the list's key renamed (step 3 parses this).
+    named = len(key.encode()) + 2
+    aliased = raw[:key_at] + b'"' + key.encode() + _ALIAS_JSON + b'"' + raw[key_at + named : start]
     for boundary in _candidates(kept.raw, kept.start, kept.start + common):
         cut = boundary - kept.start  # bytes of whole items cut out of both lists
-        fresh_raw = raw[:start] + raw[start + cut :]
         try:
-            fresh = orjson.loads(fresh_raw)
+            fresh = orjson.loads(aliased + raw[start + cut :])
             rest_of_kept = orjson.loads(kept.raw[: kept.start] + kept.raw[boundary:])
         except orjson.JSONDecodeError:
             continue
-        if not isinstance(fresh, dict) or not isinstance(fresh.get(key), list):
-            return None
+        alias = key + _ALIAS
+        if not isinstance(fresh, dict) or key in fresh or not isinstance(fresh.get(alias), list):
+            return None  # not a list, or a second field of the list's name after it
+        fresh = {key if name == alias else name: value for name, value in fresh.items()}
         after = rest_of_kept.get(key) if isinstance(rest_of_kept, dict) else None
         if not isinstance(after, list) or len(after) >= len(kept.items):
             return None
@@ -153,7 +165,7 @@ def _reuse(raw: bytes, start: int, key: str, kept: _Kept) -> Parsed | None:
         return Parsed(
             body=body,
             fresh=fresh,
-            fresh_raw=fresh_raw,
+            fresh_raw=raw[:start] + raw[start + cut :],
             reused=reused,
             previous_memo=kept.memo,
         )

@@ -84,10 +84,15 @@ def test_a_resent_history_reuses_the_previous_parse_and_parses_only_the_rest():
         {**history[-1]},
         {"role": "user", "content": [{"type": "text", "text": "next", "cache_control": {"type": "ephemeral"}}]},
     ]
-    second = _check(orjson.dumps({"model": "m", "max_tokens": 200, "messages": moved, "system": "s"}))
+    second = _check(orjson.dumps({"model": "m", "max_tokens": 100, "messages": moved, "system": "s"}))
     assert 190 <= second.reused < 200
     assert all(a is b for a, b in zip(second.body["messages"], first.body["messages"][: second.reused], strict=False))
     assert len(second.fresh["messages"]) == len(moved) - second.reused
+    # Other bytes before the list: the list may not be where it was; the request is parsed whole.
+    third = _check(
+        orjson.dumps({"model": "m", "max_tokens": 200, "messages": [*moved, {"role": "user", "content": "x"}]})
+    )
+    assert third.reused == 0
 
 
 def test_random_histories_and_edits_always_parse_as_the_whole_request():
@@ -231,3 +236,13 @@ def test_a_refused_request_sent_again_is_refused_again(upstream, api_key):
         response = post(history)
         assert response.status_code == 400
         assert "NUL" in response.json()["error"]["message"]
+
+
+def test_a_second_list_of_the_same_name_is_parsed_as_the_parser_takes_it():
+    """JSON parsers keep the last of two fields of one name; the reused list is the first."""
+    history = [{"role": "user", "content": f"turn {i}"} for i in range(40)]
+    _check(orjson.dumps({"model": "m", "messages": history}))
+    again = orjson.dumps({"model": "m", "messages": [*history, {"role": "user", "content": "new"}]})
+    twice = again[:-1] + b',"messages":[{"role":"user","content":"the last one"}]}'
+    parsed = _check(twice)
+    assert parsed.body["messages"] == [{"role": "user", "content": "the last one"}]
