@@ -175,23 +175,37 @@ def _reuse(raw: bytes, key_at: int, start: int, key: str, kept: _Kept) -> Parsed
 def _common_prefix(a: bytes, a_start: int, b: bytes, b_start: int) -> int:
     """How many bytes a[a_start:] and b[b_start:] have in common from their start.
 
-    From the end of `a` backwards in growing steps (a resent history differs from the kept one
-    near its end), each step one memcmp of the prefix (bytes.startswith of a memoryview: no
-    copy); then a bisection between the last length that matched and the first that did not."""
+    A resent history differs from the kept one near its end: windows growing backwards from the
+    end are compared until one is the same, then everything below it in one compare (memcmp:
+    bytes.startswith of a memoryview, no copy), and the first difference is looked for by
+    bisection inside the window above it. An earlier difference is bisected for from the start."""
     view = memoryview(a)
-    length = len(a) - a_start
-    low, step, failed = length, _FIRST_STEP, None
-    while low > 0 and not b.startswith(view[a_start : a_start + low], b_start):
-        failed, low = low, max(0, length - step)
-        step *= _GROW
-    high = low if failed is None else min(failed - 1, len(b) - b_start)
-    while low < high:  # a[a_start:][:low] is common, [:high + 1] is not
-        middle = (low + high + 1) // 2
-        if b.startswith(view[a_start + low : a_start + middle], b_start + low):
-            low = middle
-        else:
-            high = middle - 1
-    return low
+    length = min(len(a) - a_start, len(b) - b_start)
+
+    def same(low: int, high: int) -> bool:
+        return b.startswith(view[a_start + low : a_start + high], b_start + low)
+
+    def first_difference(low: int, high: int) -> int:
+        # [0, low) is the same and the common prefix is at most `high` long.
+        while low < high:
+            middle = (low + high + 1) // 2
+            if same(low, middle):
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    high, upper, step = length, length, _FIRST_STEP
+    while high > 0:
+        low = max(0, high - step)
+        if same(low, high):
+            break
+        high, upper, step = low, high - 1, step * _GROW
+    else:
+        return first_difference(0, upper)
+    if low and not same(0, low):
+        return first_difference(0, low - 1)
+    return first_difference(high, upper)
 
 
 def _candidates(raw: bytes, start: int, end: int) -> Iterator[int]:
