@@ -230,24 +230,22 @@ def _resent_copy(turn: Turn, message: dict[str, Any]) -> int | None:
 def _store_reply(turn: Turn, message: dict[str, Any]) -> int | None:
     """Append the reply; its seq (None if it could not be stored).
 
-    A streamed reply is stored after its last byte went out, and a client may send its next call
-    as soon as it has message_stop: that call then stored the reply it resends, right after this
-    call's messages. Appending it again would serve it twice and hang this call's usage on the
-    duplicate, as if the provider had seen the next question too.
+    A reply is stored after its last byte went out, and a client may send its next call as soon
+    as it has the answer: that call then stored the history as the client kept it, the reply
+    right after this call's messages (or an edited copy of it, or none). That history is the
+    client's: appending the reply again would serve it twice, or after messages that do not
+    follow it. The usage then hangs on the client's copy when it is the reply, else on no message.
     """
     conversation = turn.conversation
     try:
         with transaction.atomic():
             locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
-            moved_on = locked.head_digest != conversation.head_digest
-            resent = _resent_copy(turn, message) if moved_on else None
-            if resent is not None:
-                return resent
+            if locked.head_digest != conversation.head_digest:  # the next call came first
+                return _resent_copy(turn, message)
             appended = messages_append(session=turn.session, messages=[message])
-            if not moved_on:
-                locked.head_digest = chain_digests([message], start=locked.head_digest)[-1]
-                locked.message_count += 1
-                locked.save(update_fields=["head_digest", "message_count", "updated_at"])
+            locked.head_digest = chain_digests([message], start=locked.head_digest)[-1]
+            locked.message_count += 1
+            locked.save(update_fields=["head_digest", "message_count", "updated_at"])
     except ValidationError as exc:
         # The client resends it with its next call, where a problem is answered as a 400.
         logger.warning("Gateway: reply for session %s not stored: %s", turn.session.pk, _validation_message(exc, 0))

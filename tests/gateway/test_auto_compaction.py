@@ -161,3 +161,27 @@ def test_a_streamed_reply_the_next_call_stored_first_is_stored_once_with_its_usa
     session.refresh_from_db()
     # Whichever report is the meter's basis, it counts every stored message once.
     assert session.usage_tokens == second_call.prompt_tokens + Message.objects.get(session=session, seq=4).token_count
+
+
+def test_a_reply_the_client_changed_before_its_next_call_is_not_appended_after_it(upstream, api_key, user):
+    """The next call arrives before the first reply is recorded, carrying the reply as the client
+    kept it (edited): the history is the client's; the original reply is not appended after the
+    next call's messages, and the first call's usage is still recorded."""
+    session = session_services.session_create(owner=user, model=MODEL)
+    history: list[dict[str, Any]] = [{"role": "user", "content": user_text(1)}]
+    first = gateway_post(api_key, session, history, stream=True)
+    chunks = iter(first.streaming_content)
+    assembler = StreamAssembler()
+    while not assembler.finished:
+        assembler.feed(next(chunks))
+    edited = {"role": "assistant", "content": [{"type": "text", "text": "Done (as the client kept it)."}]}
+    history += [edited, {"role": "user", "content": user_text(2)}]
+    assert gateway_turn(api_key, session, history, stream=False)["content"][0]["text"] == "Done."
+    for _ in chunks:  # the first stream ends: its reply is recorded now
+        pass
+
+    stored = list(Message.objects.filter(session=session).order_by("seq").values_list("role", "content"))
+    assert [role for role, _ in stored] == ["user", "assistant", "user", "assistant"]
+    assert stored[1][1] == edited["content"]
+    session.refresh_from_db()
+    assert session.last_usage is not None
