@@ -19,7 +19,7 @@ from sessions.api.parsers import MAX_BODY_DEPTH
 from .auth import authenticate
 from .codec import parse_request
 from .errors import SESSION_HEADER, GatewayError
-from .resent import Parsed, forget
+from .resent import Parsed, keep
 
 _SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 
@@ -56,12 +56,9 @@ def read_request(
     if not isinstance(parsed.body, dict):
         raise GatewayError(400, "invalid_request_error", "body must be a JSON object")
     # What was parsed this time: the items reused from the previous call passed these checks then
-    # (a refused request is not kept for the next one to reuse).
-    try:
-        _refuse_unstorable(parsed.fresh, parsed.fresh_raw)
-    except GatewayError:
-        forget(parsed)
-        raise
+    # (a request is kept for the next one to reuse only once it passed them).
+    _refuse_unstorable(parsed.fresh, parsed.fresh_raw)
+    keep(parsed)
     return user, parsed, verbatim
 
 

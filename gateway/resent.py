@@ -93,7 +93,7 @@ class Parsed:
     reused: int = 0
     memo: dict[str, Any] = field(default_factory=dict)
     previous_memo: dict[str, Any] = field(default_factory=dict)
-    kept_as: tuple[Any, Any] | None = None  # (name, entry) this request is kept as, for forget()
+    keep_as: tuple[Any, Any] | None = None  # (name, entry) to keep it as, once it passed the checks (keep())
 
 
 _kept: OrderedDict[tuple[Any, str, bytes], _Kept] = OrderedDict()
@@ -119,22 +119,15 @@ def parse_resent(raw: bytes, *, owner: Any, key: str) -> Parsed:
     items = parsed.body.get(key) if isinstance(parsed.body, dict) else None
     if isinstance(items, list) and items:
         entry = _Kept(raw=raw, start=start, items=items, memo=parsed.memo, keys=frozenset(parsed.body))
-        _keep(name, entry)
-        parsed.kept_as = (name, entry)
+        parsed.keep_as = (name, entry)
     return parsed
 
 
-def forget(parsed: Parsed) -> None:
-    """Stop keeping this request: one refused by checks that read only its new items (see
-    gateway.intake), whose retry must not reuse, unchecked, the items it was refused for."""
-    global _kept_bytes
-    if parsed.kept_as is None:
-        return
-    name, entry = parsed.kept_as
-    with _lock:
-        if _kept.get(name) is entry:
-            del _kept[name]
-            _kept_bytes -= len(entry.raw)
+def keep(parsed: Parsed) -> None:
+    """Keep this request for the next of its history to reuse: only once it passed the checks
+    that read only its new items (gateway.intake), so that no reuse skips an item they refused."""
+    if parsed.keep_as is not None:
+        _keep(*parsed.keep_as)
 
 
 def _reuse(raw: bytes, key_at: int, start: int, key: str, kept: _Kept) -> Parsed | None:

@@ -68,6 +68,7 @@ def _encode(body: dict, style: int) -> bytes:
 
 def _check(raw: bytes, key: str = "messages") -> resent.Parsed:
     parsed = parse_resent(raw, owner=OWNER, key=key)
+    resent.keep(parsed)  # as gateway.intake does once the request passed its checks
     assert parsed.body == orjson.loads(raw)
     assert parsed.fresh == orjson.loads(parsed.fresh_raw)
     return parsed
@@ -246,3 +247,13 @@ def test_a_second_list_of_the_same_name_is_parsed_as_the_parser_takes_it():
     twice = again[:-1] + b',"messages":[{"role":"user","content":"the last one"}]}'
     parsed = _check(twice)
     assert parsed.body["messages"] == [{"role": "user", "content": "the last one"}]
+
+
+def test_a_request_is_reused_only_once_it_was_kept():
+    """gateway.intake keeps a request after its checks pass: one they refused (or one in
+    between, for a concurrent request) is never the base of another's reuse."""
+    history = [{"role": "user", "content": f"turn {i}"} for i in range(30)]
+    raw = orjson.dumps({"messages": history})
+    parse_resent(raw, owner=OWNER, key="messages")  # parsed, not kept
+    again = orjson.dumps({"messages": [*history, {"role": "user", "content": "next"}]})
+    assert parse_resent(again, owner=OWNER, key="messages").reused == 0
