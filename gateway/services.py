@@ -278,14 +278,16 @@ def gateway_record_reply(*, turn: Turn, reply: dict[str, Any]) -> None:
             logger.warning("Gateway: usage for session %s not recorded: %s", session.pk, _validation_message(exc, 0))
 
 
-def _overflow_retry_messages(turn: Turn, status: int, text: str) -> list[dict[str, Any]] | None:
-    """Emergency compaction for a context overflow; the messages to retry with, or None."""
+def overflow_context(turn: Turn, status: int, text: str) -> list[dict[str, Any]] | None:
+    """Emergency compaction for an upstream's context-overflow answer (any API's): the served
+    context to retry once with, in stored blocks, or None when it was no overflow or nothing
+    could be compacted. The window the error states is learned either way."""
     window_learn(session=turn.session, error_text=text)
     result = compaction_overflow(session=turn.session, error_text=text, status_code=status)
     if not result.get("overflow") or not result.get("compacted"):
         return None
     logger.info("Gateway: session %s compacted after an upstream overflow; retrying once", turn.session.pk)
-    return merge_served(result["context"]["messages"], turn.messages)
+    return result["context"]["messages"]
 
 
 def sse_error_event(fault: UpstreamFault) -> bytes:
@@ -361,9 +363,9 @@ def gateway_call(
     response = _send("/v1/messages", query, headers, raw if unchanged else _encode(body, messages))
     if response.status_code != 200:
         text = _read(response).decode("utf-8", "replace")
-        retry = None if turn.side_call else _overflow_retry_messages(turn, response.status_code, text)
-        if retry is not None:
-            response = _send("/v1/messages", query, headers, _encode(body, retry))
+        served = None if turn.side_call else overflow_context(turn, response.status_code, text)
+        if served is not None:
+            response = _send("/v1/messages", query, headers, _encode(body, merge_served(served, turn.messages)))
     if response.status_code != 200 or not stream:
         payload = _read(response, whole_json=response.status_code == 200)
         result = GatewayResult(

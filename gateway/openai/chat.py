@@ -13,14 +13,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from compaction.services import compaction_overflow
 from sessions.models import Session
 
 from ..errors import GatewayError
 from ..locate import side_call_finish
 from ..resent import Parsed
-from ..services import GatewayResult, Turn, gateway_begin, gateway_record_reply, wait_if_it_cannot_fit
-from ..window import window_learn
+from ..services import GatewayResult, Turn, gateway_record_reply, overflow_context
 from . import common
 from .chat_map import Mapped, MappingError, Reuse, to_blocks, to_chat
 from .extras import extras_store
@@ -106,16 +104,6 @@ def record(turn: Turn, completion: dict[str, Any], status: int = 200) -> None:
         logger.exception("OpenAI gateway: recording the reply for session %s failed", turn.session.pk)
 
 
-def _overflow_retry(turn: Turn, mapped: Mapped, status: int, text: str) -> list[dict[str, Any]] | None:
-    """Emergency compaction for a context overflow; the messages to retry with, or None."""
-    window_learn(session=turn.session, error_text=text)
-    result = compaction_overflow(session=turn.session, error_text=text, status_code=status)
-    if not result.get("overflow") or not result.get("compacted"):
-        return None
-    logger.info("OpenAI gateway: session %s compacted after an upstream overflow; retrying once", turn.session.pk)
-    return served_chat(session=turn.session, mapped=mapped, served=result["context"]["messages"])
-
-
 def _payload(body: dict[str, Any], messages: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
     """The upstream body, and whether the gateway asked for the usage chunk the client did not
     (the meter needs it; the client does not get it)."""
@@ -141,16 +129,10 @@ def openai_chat_call(
     bytes, sent upstream as they came when the payload is the request itself (no re-encoding);
     `resent`: the request's parse (gateway.resent)."""
     mapped = map_messages(body.get("messages"), resent)
-    shaped = {
-        **{k: body[k] for k in ("model", "tools", "stream", "metadata", "prompt_cache_key") if k in body},
-        "system": mapped.system_text(),
-        "messages": mapped.messages,
-    }
-    turn = gateway_begin(user=user, body=shaped, session_id=session_id, agent=agent)
+    turn = common.begin(
+        user=user, body=body, mapped=mapped, system=mapped.system_text(), session_id=session_id, agent=agent
+    )
     if turn.side_call is None:
-        tail = len(mapped.messages) - turn.appended
-        extras_store(session=turn.session, pairs=list(zip(mapped.messages[tail:], mapped.extras[tail:], strict=True)))
-        wait_if_it_cannot_fit(turn.session)
         messages = served_chat(session=turn.session, mapped=mapped, resent=resent)
     else:
         messages = body["messages"]  # a side call goes as it came
@@ -161,8 +143,12 @@ def openai_chat_call(
     )
 
     def retry(status: int, text: str) -> dict[str, Any] | None:
-        served = _overflow_retry(turn, mapped, status, text)
-        return None if served is None else _payload(body, served)[0]
+        served = overflow_context(turn, status, text)
+        return (
+            None
+            if served is None
+            else _payload(body, served_chat(session=turn.session, mapped=mapped, served=served))[0]
+        )
 
     return common.exchange(
         turn,

@@ -21,13 +21,30 @@ from ..locate import side_call_finish
 from ..relay import UpstreamFault, fault_of, read_whole
 from ..resent import Parsed
 from ..served import client_copies_suffice
-from ..services import GatewayResult, Turn
+from ..services import GatewayResult, Turn, gateway_begin, wait_if_it_cannot_fit
 from . import upstream
 from .chat_map import Mapped
-from .extras import extra_key, extras_for
+from .extras import extra_key, extras_for, extras_store
 from .stream import EventRelay, error_event
 
 logger = logging.getLogger(__name__)
+
+
+def begin(*, user, body: dict[str, Any], mapped: Mapped, system: str, session_id: str | None, agent: str) -> Turn:
+    """gateway_begin on a request mapped to blocks (the session, the new messages stored), the
+    new messages' extras stored beside them, and a wait for a running summary when the context
+    cannot fit without it."""
+    shaped = {
+        **{k: body[k] for k in ("model", "tools", "stream", "metadata", "prompt_cache_key") if k in body},
+        "system": system,
+        "messages": mapped.messages,
+    }
+    turn = gateway_begin(user=user, body=shaped, session_id=session_id, agent=agent)
+    if turn.side_call is None:
+        tail = len(mapped.messages) - turn.appended
+        extras_store(session=turn.session, pairs=list(zip(mapped.messages[tail:], mapped.extras[tail:], strict=True)))
+        wait_if_it_cannot_fit(turn.session)
+    return turn
 
 
 def served_wire(

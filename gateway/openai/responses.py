@@ -12,13 +12,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from compaction.services import compaction_overflow
 from sessions.models import Session
 
 from ..errors import GatewayError
 from ..locate import side_call_finish
-from ..services import GatewayResult, Turn, gateway_begin, gateway_record_reply, wait_if_it_cannot_fit
-from ..window import window_learn
+from ..services import GatewayResult, Turn, gateway_record_reply, overflow_context
 from . import common
 from .chat_map import Mapped, MappingError
 from .extras import extras_store
@@ -83,38 +81,25 @@ def record(turn: Turn, response: dict[str, Any], status: int = 200) -> None:
         logger.exception("OpenAI gateway: recording the response for session %s failed", turn.session.pk)
 
 
-def _overflow_retry(turn: Turn, mapped: Mapped, status: int, text: str) -> list[dict[str, Any]] | None:
-    """Emergency compaction for a context overflow; the input to retry with, or None."""
-    window_learn(session=turn.session, error_text=text)
-    result = compaction_overflow(session=turn.session, error_text=text, status_code=status)
-    if not result.get("overflow") or not result.get("compacted"):
-        return None
-    logger.info("OpenAI gateway: session %s compacted after an upstream overflow; retrying once", turn.session.pk)
-    return served_items(session=turn.session, mapped=mapped, served=result["context"]["messages"])
-
-
 def openai_responses_call(
     *, user, body: dict[str, Any], session_id: str | None, headers: dict[str, str], agent: str = ""
 ) -> GatewayResult:
     mapped = map_input(body)
     instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else ""
-    shaped = {
-        **{k: body[k] for k in ("model", "tools", "stream", "metadata", "prompt_cache_key") if k in body},
-        "system": "\n\n".join(t for t in (instructions, mapped.system_text()) if t),
-        "messages": mapped.messages,
-    }
-    turn = gateway_begin(user=user, body=shaped, session_id=session_id, agent=agent)
+    system = "\n\n".join(t for t in (instructions, mapped.system_text()) if t)
+    turn = common.begin(user=user, body=body, mapped=mapped, system=system, session_id=session_id, agent=agent)
     if turn.side_call is None:
-        tail = len(mapped.messages) - turn.appended
-        extras_store(session=turn.session, pairs=list(zip(mapped.messages[tail:], mapped.extras[tail:], strict=True)))
-        wait_if_it_cannot_fit(turn.session)
         items = served_items(session=turn.session, mapped=mapped)
     else:
         items = body["input"]  # a side call goes as it came
 
     def retry(status: int, text: str) -> dict[str, Any] | None:
-        served = _overflow_retry(turn, mapped, status, text)
-        return None if served is None else {**body, "input": served}
+        served = overflow_context(turn, status, text)
+        return (
+            None
+            if served is None
+            else {**body, "input": served_items(session=turn.session, mapped=mapped, served=served)}
+        )
 
     return common.exchange(
         turn,
