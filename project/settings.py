@@ -161,6 +161,10 @@ elif DATABASES["default"]["ENGINE"].endswith("postgresql"):
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", env_int("COMPACTOR_DB_CONNECT_TIMEOUT", 5, minimum=1)
     )
+# The append path's statements are prepared once per PostgreSQL connection (sessions.statements):
+# PostgreSQL then skips planning them on every append. Off behind a pooler that cannot keep
+# SQL prepared statements (PgBouncer in transaction mode).
+COMPACTOR_DB_PREPARE = env_bool("COMPACTOR_DB_PREPARE", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

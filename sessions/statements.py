@@ -14,14 +14,21 @@ current thread's connection), every field's `connection.ops` was a thread-local 
 
 The writes that follow the locked read (`execute_together`) go to PostgreSQL as one query: under
 load every round trip costs both processes a wake-up, and the append's writes need nothing back
-but the new messages' ids.
+but the new messages' ids. There each statement is also prepared once per connection (`PREPARE`,
+then `EXECUTE` with the values; settings.COMPACTOR_DB_PREPARE): planning the session's UPDATE
+against its nine indexes and the message INSERT cost PostgreSQL more than running them. The
+queries log shows the `EXECUTE`s (`statement_text` gives back what one runs).
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
 from django.db.transaction import TransactionManagementError
 
@@ -53,7 +60,8 @@ class RowReader:
         """With `opening`, the read also opens that transaction when it is not open yet."""
         connection = connections[DEFAULT_DB_ALIAS]
         with connection.cursor() as cursor:
-            cursor.execute(opening.opened(self.sql) if opening is not None else self.sql, params)
+            sql = prepared(connection, cursor, self.sql)
+            cursor.execute(opening.opened(sql) if opening is not None else sql, params)
             while cursor.description is None and cursor.nextset():  # past a BEGIN sent with it
                 pass
             row = cursor.fetchone()
@@ -162,6 +170,49 @@ def _together(connection) -> bool:
     return connection.vendor == "postgresql" and not connection.settings_dict["OPTIONS"].get("server_side_binding")
 
 
+# Statements prepared on each open PostgreSQL connection: {psycopg connection: names}. A
+# prepared statement lasts as long as its connection (a transaction's rollback keeps it), so a
+# new connection starts empty. At most MAX_PREPARED per connection: batch INSERTs of many sizes
+# would otherwise each keep a plan on the server.
+_PREPARED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+MAX_PREPARED = 64
+_TEXTS: dict[str, str] = {}  # name -> the statement it prepares, for statement_text
+_NOT_PREPARED = frozenset({"BEGIN", "COMMIT", "ROLLBACK"})
+
+
+def prepared(connection, cursor, sql: str) -> str:
+    """What to send for `sql` (with %s parameters): on PostgreSQL with COMPACTOR_DB_PREPARE,
+    `EXECUTE` of it prepared on this connection, preparing it first (a query of its own, once per
+    connection) when it is not; else `sql` itself. The parameters stay the same, in order."""
+    if not _together(connection) or not settings.COMPACTOR_DB_PREPARE or sql in _NOT_PREPARED or "%%" in sql:
+        return sql
+    names = _PREPARED.setdefault(connection.connection, set())
+    name = "compactor_" + hashlib.blake2b(sql.encode(), digest_size=8).hexdigest()
+    parts = sql.split("%s")
+    if name not in names:
+        if len(names) >= MAX_PREPARED:
+            return sql
+        numbered = parts[0] + "".join(f"${index}{part}" for index, part in enumerate(parts[1:], start=1))
+        cursor.execute(f"PREPARE {name} AS {numbered}")
+        names.add(name)
+        _TEXTS[name] = sql
+    return f"EXECUTE {name}({', '.join(['%s'] * (len(parts) - 1))})" if len(parts) > 1 else f"EXECUTE {name}"
+
+
+_EXECUTE = re.compile(r"EXECUTE (compactor_[0-9a-f]{16})\b")
+
+
+def statement_text(sql: str) -> str:
+    """A logged query with each `EXECUTE` of a prepared statement shown as the statement it runs
+    (its parameters as %s, not their values). Statements sent together are split at ";\n",
+    which no parameter holds (JSON values escape their newlines)."""
+    parts = []
+    for part in sql.split(";\n"):
+        found = _EXECUTE.match(part)
+        parts.append(_TEXTS.get(found.group(1), part) if found else part)
+    return ";\n".join(parts)
+
+
 def execute_together(statements: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:
     """Run the statements in order, in one round trip where the driver sends several statements
     as one query (psycopg 3 binding parameters client-side, Django's default for PostgreSQL),
@@ -175,7 +226,8 @@ def execute_together(statements: Sequence[tuple[str, Sequence[Any]]]) -> list[li
     results: list[list[tuple[Any, ...]]] = []
     with connection.cursor() as cursor:
         if together and len(statements) > 1:
-            cursor.execute(";\n".join(sql for sql, _ in statements), [p for _, params in statements for p in params])
+            query = ";\n".join(prepared(connection, cursor, sql) for sql, _ in statements)
+            cursor.execute(query, [p for _, params in statements for p in params])
             # One result per statement: psycopg's nextset() steps through them.
             results.append(cursor.fetchall() if cursor.description else [])
             while cursor.nextset():

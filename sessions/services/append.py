@@ -179,7 +179,7 @@ def _answer_statement(session_id: Any, answers: dict[str, int]) -> tuple[str, li
     ids = list(answers)
     marks = ", ".join(["%s"] * len(ids))
     sql = (
-        f"UPDATE {tool_calls} SET result_seq = CASE tool_use_id {' '.join(['WHEN %s THEN %s'] * len(ids))} END "
+        f"UPDATE {tool_calls} SET result_seq = CASE tool_use_id {' '.join(['WHEN %s THEN CAST(%s AS integer)'] * len(ids))} END "
         f"WHERE session_id = %s AND result_seq IS NULL AND tool_use_id IN ({marks}) "
         f"RETURNING tool_use_id, EXISTS (SELECT 1 FROM {messages} m WHERE m.session_id = {tool_calls}.session_id "
         f"AND m.seq = {tool_calls}.use_seq AND m.role = 'assistant' "

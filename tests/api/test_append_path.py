@@ -11,12 +11,14 @@ from compaction import services as compaction_services
 from compaction.models import Compaction
 from sessions import services
 from sessions.models import Message
+from sessions.statements import statement_text
 
 from .helpers import tool_result, tool_use, url
 
 pytestmark = pytest.mark.django_db
 
-# SQL statements per append through the API, BEGIN/COMMIT and savepoints aside: the API key
+# SQL statements per append through the API, BEGIN/COMMIT, savepoints and PREPARE (once per
+# statement and connection, sessions.statements) aside, each EXECUTE read as what it runs: the API key
 # lookup (cached; + its last_used_at write at most once a minute), the locked read of the
 # session, the UPDATE answering stored tool calls (only with tool_results), the message
 # INSERT, the tool-call INSERT (only with tool_uses), the counter UPDATE: at most 5 in all
@@ -24,14 +26,14 @@ pytestmark = pytest.mark.django_db
 MAX_APPEND_STATEMENTS = 5
 
 
-CONTROL = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK")
+CONTROL = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK", "PREPARE")
 
 
 def statements(ctx: CaptureQueriesContext) -> list[str]:
     """The queries that are not only transaction control, without a BEGIN sent along."""
     out = []
     for query in ctx.captured_queries:
-        parts = [p for p in query["sql"].split(";\n") if not p.strip().upper().startswith(CONTROL)]
+        parts = [p for p in statement_text(query["sql"]).split(";\n") if not p.strip().upper().startswith(CONTROL)]
         if parts:
             out.append(";\n".join(parts))
     return out
@@ -246,7 +248,7 @@ def test_outside_a_transaction_begin_and_commit_ride_on_the_append_s_own_queries
         with CaptureQueriesContext(connection) as ctx:
             response = api.post(url(session, "messages/"), body, format="json")
         assert response.status_code == 201, response.json()
-        sent[name] = [q["sql"] for q in ctx.captured_queries]
+        sent[name] = [statement_text(q["sql"]) for q in ctx.captured_queries if not q["sql"].startswith("PREPARE")]
         assert connection.connection.info.transaction_status.name == "IDLE"
     for name in ("text", "tool_use"):
         # The locked read opens the transaction, the writes' query commits it: two round trips.
@@ -310,3 +312,44 @@ def test_outside_a_transaction_a_hidden_call_s_result_is_recounted_before_the_co
     assert (session.context_tokens, session.tokens_since_report, session.usage_tokens) == stored
     served = api.get(url(session, "context/")).json()["messages"]
     assert any(b.get("id") == "toolu_cut" for m in served if isinstance(m["content"], list) for b in m["content"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_each_statement_is_prepared_once_per_connection(api, session, settings):
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    connection.close()  # a new connection: nothing prepared on it yet
+
+    def sent(body) -> list[str]:
+        with CaptureQueriesContext(connection) as ctx:
+            assert api.post(url(session, "messages/"), body, format="json").status_code == 201
+        return [q["sql"] for q in ctx.captured_queries]
+
+    def prepared_on_server() -> set[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT name FROM pg_prepared_statements")
+            return {name for (name,) in cursor.fetchall()}
+
+    first = sent({"role": "user", "content": "Run the tests."})
+    prepares = [q for q in first if q.startswith("PREPARE")]
+    assert len(prepares) == 3, first  # the locked read, the message INSERT, the counters' UPDATE
+    second = sent({"role": "assistant", "content": "They pass."})
+    assert not any(q.startswith("PREPARE") for q in second), second
+    assert all(s.startswith(("BEGIN", "EXECUTE", "COMMIT")) for q in second for s in q.split(";\n")), second
+    assert {q.split()[1] for q in prepares} <= prepared_on_server()
+    # A refused append (its transaction rolled back) leaves them prepared and usable.
+    assert api.post(url(session, "messages/"), tool_result("toolu_x", "?"), format="json").status_code == 400
+    assert not any(q.startswith("PREPARE") for q in sent({"role": "user", "content": "And now?"}))
+    # A new connection prepares again; with COMPACTOR_DB_PREPARE off the statements are sent as they are.
+    connection.close()
+    assert any(q.startswith("PREPARE") for q in sent({"role": "assistant", "content": "Again."}))
+    settings.COMPACTOR_DB_PREPARE = False
+    plain = sent({"role": "user", "content": "Plain."})
+    assert not any("PREPARE" in q or "EXECUTE" in q for q in plain), plain
+    assert list(Message.objects.filter(session=session).order_by("seq").values_list("content", flat=True)) == [
+        "Run the tests.",
+        "They pass.",
+        "And now?",
+        "Again.",
+        "Plain.",
+    ]
