@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -85,18 +85,28 @@ class RowInserter:
 
     KEPT_STATEMENTS = 16  # statements kept for 1..16 rows; a larger batch writes its own
 
-    def __init__(self, model: type[models.Model], field_names: Iterable[str], *, returning_pk: bool) -> None:
+    def __init__(
+        self,
+        model: type[models.Model],
+        field_names: Iterable[str],
+        *,
+        returning_pk: bool,
+        computed: dict[str, Callable[[models.Model], Any]] | None = None,
+    ) -> None:
+        """`computed`: columns the model does not map, each with the function giving its value."""
         self.model = model
         self.fields = [model._meta.get_field(name) for name in field_names]
         self.returning_pk = returning_pk
+        self.computed = list((computed or {}).items())
         self._sql: dict[int, str] = {}
 
     def _statement(self, rows: int, connection) -> str:
         sql = self._sql.get(rows)
         if sql is None:
             quote = connection.ops.quote_name
-            columns = ", ".join(quote(field.column) for field in self.fields)
-            values = ", ".join(["(" + ", ".join(["%s"] * len(self.fields)) + ")"] * rows)
+            names = [field.column for field in self.fields] + [name for name, _ in self.computed]
+            columns = ", ".join(quote(name) for name in names)
+            values = ", ".join(["(" + ", ".join(["%s"] * len(names)) + ")"] * rows)
             sql = f"INSERT INTO {quote(self.model._meta.db_table)} ({columns}) VALUES {values}"
             if self.returning_pk:
                 sql += f" RETURNING {quote(self.model._meta.pk.column)}"
@@ -108,13 +118,14 @@ class RowInserter:
         """(sql, params) of the INSERTs of `objs`, each field's value prepared as bulk_create does."""
         connection = connections[DEFAULT_DB_ALIAS]
         # As bulk_create: SQLite takes at most 999/32766 parameters per statement.
-        size = max(1, connection.ops.bulk_batch_size(self.fields, objs))
+        size = max(1, connection.ops.bulk_batch_size([*self.fields, *self.computed], objs))
         out = []
         for start in range(0, len(objs), size):
             batch = objs[start : start + size]
-            params = [
-                field.get_db_prep_save(field.pre_save(obj, True), connection) for obj in batch for field in self.fields
-            ]
+            params = []
+            for obj in batch:
+                params += [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in self.fields]
+                params += [value(obj) for _, value in self.computed]
             out.append((self._statement(len(batch), connection), params))
         return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 
 from compaction.importing import transcript_import
 from compaction.models import Compaction
@@ -203,3 +204,79 @@ def test_deleting_messages_takes_them_out_of_the_index(api, session, user):
             cursor.execute(f"SELECT count(*) FROM message_search WHERE rowid IN ({','.join('%s' for _ in ids)})", ids)
             assert cursor.fetchone()[0] == 0
     assert api.get("/api/v1/search/", {"q": "ocelot"}).json()["hits"] == []
+
+
+def _stored_vector(message_id: int) -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT search_vector::text FROM agent_sessions_message WHERE id = %s", [message_id])
+        return cursor.fetchone()[0]
+
+
+def _database_vector(content) -> str:
+    """What the database's own compactor_search_vector gives (other writers' rows, migration 0015)."""
+    from django.db import connection
+    from psycopg.types.json import Jsonb
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT compactor_search_vector(%s)::text", [Jsonb(content)])
+        return cursor.fetchone()[0]
+
+
+EDGE_CONTENTS = [
+    "",
+    "   \n\t ",
+    # Letters beyond ASCII. Not held equal (Python's Unicode rules, which the query side uses, and
+    # the C library's differ): a dotted capital I or a final capital sigma lowercased, and
+    # superscript or circled digits as letters or digits.
+    "Straße naïve café ÅNGSTRÖM Ελληνικά 東京タワー",
+    "hash 343e9883c1e3172f08096c352aa46f12 and 01E8sJYrFgRdZ1PvNVErtTSP and 1e5 and 2.50e-3",
+    "under_score snake_case __dunder__ ─── box ─word─ a\u0301b",
+    [
+        {"type": "text", "text": "first"},
+        {"type": "tool_use", "id": "t", "name": "Bash", "input": {"zz": 1.5, "a": [True, None, 7]}},
+    ],
+    "w" * 2048 + " after " + "é" * 1100 + " end",
+    "word " * 17_000,  # positions past 16,383 and past 256 per word, and a long message
+]
+
+
+def test_the_vector_the_append_sends_is_the_one_the_database_computes(api, session):
+    if connection.vendor != "postgresql":
+        pytest.skip("the tsvector is PostgreSQL's")
+    from compaction.core.transcripts.claude_code import read_claude_code
+
+    real = [m["content"] for m in read_claude_code(COMPACTED).messages]
+    for content in [*EDGE_CONTENTS, *real]:
+        assert index_vector_text(content) == _database_vector(content), content if isinstance(content, str) else ""
+
+
+def index_vector_text(content) -> str:
+    """The append path's vector, as the database prints it back."""
+    from django.db import connection
+
+    from sessions.search_text import index_vector
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s::tsvector::text", [index_vector(content)])
+        return cursor.fetchone()[0]
+
+
+def test_rows_written_outside_the_append_path_are_indexed_by_the_database(api, session):
+    if connection.vendor != "postgresql":
+        pytest.skip("the tsvector is PostgreSQL's")
+    append(api, session, {"role": "user", "content": "appended 343e9883c1e3172f08096c352aa46f12"})
+    by_append = Message.objects.get(session=session, seq=1)
+    other = Message.objects.create(
+        session=session, seq=2, role="assistant", content="written by the ORM 01E8sJYrFgRdZ1PvNVErtTSP", token_count=9
+    )
+    assert _stored_vector(by_append.pk) == _database_vector(by_append.content)
+    assert _stored_vector(other.pk) == _database_vector(other.content)
+    # A change of content gets its vector again; a vector written with it is kept.
+    Message.objects.filter(pk=other.pk).update(content="now about parsers")
+    assert _stored_vector(other.pk) == _database_vector("now about parsers")
+    assert [hit["seq"] for hit in search(api, session, "parsers")["hits"]] == [2]
+    # An id that starts like a number in scientific notation is one word, found whole and by its start.
+    assert [hit["seq"] for hit in search(api, session, "343e9883c1e3172f08096c352aa46f12")["hits"]] == [1]
+    assert [hit["seq"] for hit in search(api, session, "343e9883c1e3")["hits"]] == [1]
