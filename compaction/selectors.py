@@ -80,6 +80,16 @@ def active_overlay(session: Session) -> Overlay | None:
     return Overlay(**{name: getattr(active, name) for name in OVERLAY_FIELDS})
 
 
+def active_tool_results_pruned(session: Session) -> int | None:
+    """How many tool results the active compaction's prune trims, as it recorded (None: no
+    prune, or not recorded)."""
+    active = session.active_compaction
+    if active is None or not active.prune_before_seq:
+        return None
+    count = (active.usage or {}).get("tool_results_pruned")
+    return count if isinstance(count, int) else None
+
+
 def compaction_list(*, session: Session) -> QuerySet[Compaction]:
     return Compaction.objects.filter(session=session).order_by("-created_at")
 

@@ -16,6 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from compaction.core import breakdown as core
 from compaction.core.calibration import calibrated_tokens
+from compaction.selectors import active_overlay, active_tool_results_pruned
 
 from . import services
 from .models import Message, Session
@@ -179,8 +180,8 @@ _NOTES = {
 def session_context_breakdown(*, session: Session) -> SessionBreakdown:
     """What the meter's figure is made of, from the row and the active compaction."""
     usage = services.session_usage(session)
-    active = session.active_compaction
-    first_kept = (active.first_kept_seq if active else None) or 1
+    active = active_overlay(session)
+    first_kept = active.kept_from if active else 1
     prune_before = (active.prune_before_seq if active else None) or None
     stored_kept = None
     if prune_before and prune_before > first_kept:
@@ -201,7 +202,6 @@ def session_context_breakdown(*, session: Session) -> SessionBreakdown:
         ratio=calibration.ratio if calibration else None,
         stored_kept_tokens=stored_kept,
     )
-    pruned_count = (active.usage or {}).get("tool_results_pruned") if active and prune_before else None
     return SessionBreakdown(
         breakdown=result,
         usage=usage,
@@ -211,7 +211,7 @@ def session_context_breakdown(*, session: Session) -> SessionBreakdown:
         last_seq=session.last_seq,
         summary_strategy=(active.strategy if active else "") or "",
         prune_before_seq=prune_before,
-        tool_results_pruned=pruned_count if isinstance(pruned_count, int) else None,
+        tool_results_pruned=active_tool_results_pruned(session) if prune_before else None,
         last_report=last_report(session),
         warning=usage_warning(usage),
     )

@@ -19,6 +19,7 @@ from django.db import connection
 
 from compaction.core import tokens as core_tokens
 from compaction.core.prune import DEFAULT_PROTECTED_TOOLS, prune_served
+from compaction.selectors import active_overlay
 
 from .models import Message, Session, ToolCall
 from .search_text import KIND_TOOL_RESULT, WORD_RE, Query, QueryError, parse_query, snippet_for
@@ -80,10 +81,9 @@ def _sessions(messages) -> dict[UUID, Session]:
 
 def _hit(message: Message, session: Session, query: Query, rank: float) -> SearchHit:
     snippet = snippet_for(message.content, query)
-    active = session.active_compaction
-    first_kept = (active.first_kept_seq if active else None) or 1
-    if message.seq < first_kept:
-        status = STATUS_SUMMARIZED if active.summary.strip() else STATUS_DROPPED
+    active = active_overlay(session)
+    if active is not None and message.seq < active.kept_from:
+        status = STATUS_SUMMARIZED if active.has_summary else STATUS_DROPPED
     else:
         status = STATUS_VERBATIM
     return SearchHit(
@@ -108,8 +108,8 @@ def _mark_pruned(
     trims it (large enough, its tool not protected): the same decision the served context takes."""
     out: list[SearchHit] = []
     for hit in hits:
-        active = sessions[hit.session_id].active_compaction
-        boundary = (active.prune_before_seq if active else None) or 0
+        active = active_overlay(sessions[hit.session_id])
+        boundary = active.prune_below if active else 0
         if hit.status == STATUS_VERBATIM and hit.kind == KIND_TOOL_RESULT and hit.seq < boundary:
             message = rows_by_seq[(hit.session_id, hit.seq)]
             if _block_pruned(message, sessions[hit.session_id], hit.block_index):

@@ -215,8 +215,8 @@ _EXECUTE = re.compile(r"EXECUTE (compactor_[0-9a-f]{16})\b")
 
 def statement_text(sql: str) -> str:
     """A logged query with each `EXECUTE` of a prepared statement shown as the statement it runs
-    (its parameters as %s, not their values). Statements sent together are split at ";\n",
-    which no parameter holds (JSON values escape their newlines)."""
+    (its parameters as %s, not their values), for tests and debugging. Statements sent together
+    are split at ";\n", which the append's values do not hold (JSON escapes its newlines)."""
     parts = []
     for part in sql.split(";\n"):
         found = _EXECUTE.match(part)
