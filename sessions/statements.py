@@ -188,6 +188,8 @@ def _together(connection) -> bool:
 _PREPARED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 MAX_PREPARED = 64
 _TEXTS: dict[str, str] = {}  # name -> the statement it prepares, for statement_text
+_FORMS: dict[str, tuple[str, str, str]] = {}  # statement -> _forms(statement), once per process
+MAX_FORMS = 256
 _NOT_PREPARED = frozenset({"BEGIN", "COMMIT", "ROLLBACK"})
 
 
@@ -197,17 +199,29 @@ def prepared(connection, cursor, sql: str) -> str:
     connection) when it is not; else `sql` itself. The parameters stay the same, in order."""
     if not _together(connection) or not settings.COMPACTOR_DB_PREPARE or sql in _NOT_PREPARED or "%%" in sql:
         return sql
+    known = _FORMS.get(sql)
+    if known is None:
+        known = _forms(sql)
+        if len(_FORMS) < MAX_FORMS:  # the append's few shapes; not every size of a large batch
+            _FORMS[sql] = known
+            _TEXTS[known[0]] = sql
+    name, preparing, executing = known
     names = _PREPARED.setdefault(connection.connection, set())
-    name = "compactor_" + hashlib.blake2b(sql.encode(), digest_size=8).hexdigest()
-    parts = sql.split("%s")
     if name not in names:
         if len(names) >= MAX_PREPARED:
             return sql
-        numbered = parts[0] + "".join(f"${index}{part}" for index, part in enumerate(parts[1:], start=1))
-        cursor.execute(f"PREPARE {name} AS {numbered}")
+        cursor.execute(preparing)
         names.add(name)
-        _TEXTS[name] = sql
-    return f"EXECUTE {name}({', '.join(['%s'] * (len(parts) - 1))})" if len(parts) > 1 else f"EXECUTE {name}"
+    return executing
+
+
+def _forms(sql: str) -> tuple[str, str, str]:
+    """(name, PREPARE statement, EXECUTE statement) of `sql`, named by its text."""
+    name = "compactor_" + hashlib.blake2b(sql.encode(), digest_size=8).hexdigest()
+    parts = sql.split("%s")
+    numbered = parts[0] + "".join(f"${index}{part}" for index, part in enumerate(parts[1:], start=1))
+    arguments = f"({', '.join(['%s'] * (len(parts) - 1))})" if len(parts) > 1 else ""
+    return name, f"PREPARE {name} AS {numbered}", f"EXECUTE {name}{arguments}"
 
 
 _EXECUTE = re.compile(r"EXECUTE (compactor_[0-9a-f]{16})\b")
