@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from compaction.core.transcripts.claude_code import read_claude_code
 from compaction.importing import transcript_import
 from compaction.models import Compaction
 from sessions import services
 from sessions.models import Message, Session
+from sessions.search_text import index_vector
 from tests.services import TRANSCRIPTS
 
 from .helpers import tool_result, tool_use, url
@@ -207,8 +209,6 @@ def test_deleting_messages_takes_them_out_of_the_index(api, session, user):
 
 
 def _stored_vector(message_id: int) -> str:
-    from django.db import connection
-
     with connection.cursor() as cursor:
         cursor.execute("SELECT search_vector::text FROM agent_sessions_message WHERE id = %s", [message_id])
         return cursor.fetchone()[0]
@@ -216,8 +216,7 @@ def _stored_vector(message_id: int) -> str:
 
 def _database_vector(content) -> str:
     """What the database's own compactor_search_vector gives (other writers' rows, migration 0015)."""
-    from django.db import connection
-    from psycopg.types.json import Jsonb
+    from psycopg.types.json import Jsonb  # PostgreSQL only: SQLite installs need not have psycopg
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT compactor_search_vector(%s)::text", [Jsonb(content)])
@@ -245,8 +244,6 @@ EDGE_CONTENTS = [
 def test_the_vector_the_append_sends_is_the_one_the_database_computes(api, session):
     if connection.vendor != "postgresql":
         pytest.skip("the tsvector is PostgreSQL's")
-    from compaction.core.transcripts.claude_code import read_claude_code
-
     real = [m["content"] for m in read_claude_code(COMPACTED).messages]
     for content in [*EDGE_CONTENTS, *real]:
         assert index_vector_text(content) == _database_vector(content), content if isinstance(content, str) else ""
@@ -254,10 +251,6 @@ def test_the_vector_the_append_sends_is_the_one_the_database_computes(api, sessi
 
 def index_vector_text(content) -> str:
     """The append path's vector, as the database prints it back."""
-    from django.db import connection
-
-    from sessions.search_text import index_vector
-
     with connection.cursor() as cursor:
         cursor.execute("SELECT %s::tsvector::text", [index_vector(content)])
         return cursor.fetchone()[0]
