@@ -1,7 +1,7 @@
 """API load benchmark: append and context GET against gunicorn on PostgreSQL, beside a floor.
 
-    .venv/bin/python bench/api_load.py [--duration S] [--clients N] [--workers N] [--rounds N] [--keep-db]
-        [--profile DIR]
+    .venv/bin/python bench/api_load.py [--duration S] [--clients N] [--workers N] [--rounds N] [--slices K]
+        [--spread] [--keep-db] [--profile DIR]
 
 Needs PostgreSQL: DATABASE_URL names the server (its database name is ignored; default
 postgres://root@127.0.0.1:5432/). The bench creates its own database, `compactor_bench` or
@@ -9,7 +9,9 @@ the one API_LOAD_DB names (dropped first if left over, dropped again at the end)
 creates one user with an API key per client (as agents have; the per-key throttle stays on, as
 in production), and a table for the floor endpoint. Message bodies are the real messages of the
 shared Claude Code transcript 258c7280 (one client replays it into its own session, in order,
-so every tool_result follows its tool_use).
+so every tool_result follows its tool_use; from its first message, or with --spread from a turn
+start of its own, spread over the transcript: its first 80 messages average 3.6 KB, the rest
+1.2 KB, so without it every phase measures whichever part the clients have reached together).
 
 gunicorn `-w WORKERS` (sync workers) on 127.0.0.1, CLIENTS threads each sending requests back
 to back for DURATION seconds per phase: floor (POST /bench/floor/: same middleware, DRF parsing
@@ -21,7 +23,9 @@ Prints req/s, p50 and p99 latency per phase and the ratios to the floor of the s
 also the CPU per answered request of the gunicorn processes and of their PostgreSQL backends
 (from /proc), and the floor's CPU per request over the phase's: the steadier figure on a shared
 machine, where other work moves req/s but not the CPU a request costs; with
---rounds N, the phases run N times and the spread of the ratios is printed. The server is started
+--rounds N, the phases run N times and the spread of the ratios is printed; with --slices K the
+floor and append phases of a round take turns in K slices each, so the machine's drift weighs on
+both alike (the steadier ratio when comparing two versions). The server is started
 and stopped by the bench (its process group is killed at the end, whatever happens); every phase
 stops by itself. The ratios are what to compare: other work on the machine moves the absolute
 figures of all phases together.
@@ -202,26 +206,48 @@ def _cpu_seconds(pid: int) -> tuple[int, float] | None:
     return int(fields[2]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def cpu_of(server_group: int, db_pids: list[int]) -> tuple[float, float]:
-    """CPU seconds used so far by the gunicorn processes (the server's process group) and by the
-    PostgreSQL backends serving them. Other work on the machine does not count, so CPU per
-    request compares phases more steadily than req/s on a shared machine."""
-    web = 0.0
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            found = _cpu_seconds(int(entry.name))
-            if found is not None and found[0] == server_group:
-                web += found[1]
-    db = sum(found[1] for found in map(_cpu_seconds, db_pids) if found is not None)
-    return web, db
+class CpuMeter:
+    """CPU seconds used by the gunicorn processes (the server's process group) and by the
+    PostgreSQL backends of the bench's database. Other work on the machine does not count, so CPU
+    per request compares phases more steadily than req/s on a shared machine. Read per process:
+    a process that started between two readings counts whole (a backend opened when a worker's
+    connection reached its CONN_MAX_AGE), one that ended counts up to the first."""
+
+    def __init__(self, server_group: int, admin_url: str) -> None:
+        import psycopg
+
+        self.server_group = server_group
+        self.admin = psycopg.connect(admin_url, autocommit=True)
+
+    def read(self) -> tuple[dict[int, float], dict[int, float]]:
+        web: dict[int, float] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                found = _cpu_seconds(int(entry.name))
+                if found is not None and found[0] == self.server_group:
+                    web[int(entry.name)] = found[1]
+        rows = self.admin.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [DB_NAME]).fetchall()
+        db = {pid: found[1] for (pid,) in rows if (found := _cpu_seconds(pid)) is not None}
+        return web, db
+
+    @staticmethod
+    def used(before: dict[int, float], after: dict[int, float]) -> float:
+        return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+    def close(self) -> None:
+        self.admin.close()
 
 
-def backend_pids(admin_url: str) -> list[int]:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [DB_NAME]).fetchall()
-    return [pid for (pid,) in rows]
+def _turn_start(messages: list[dict], index: int) -> bool:
+    """A session may begin here: a user message that answers no tool call, or an assistant
+    message after a user one (its tool calls are answered by the messages after it)."""
+    message = messages[index]
+    if message["role"] == "user":
+        content = message["content"]
+        return isinstance(content, str) or not any(
+            isinstance(block, dict) and block.get("type") == "tool_result" for block in content
+        )
+    return index == 0 or messages[index - 1]["role"] == "user"
 
 
 def under_load(
@@ -259,7 +285,12 @@ def under_load(
         wait_until_up(port, keys[0])
         bodies = [json.dumps(m) for m in messages]
         per_client = len(bodies)
-        floor_sent = [0] * args.clients
+        # Where each client starts in the transcript: all at its first message, or (--spread)
+        # at turn starts spread over it, so that at any moment the clients send a mix of the
+        # transcript's early long messages and its later short ones instead of the same part.
+        starts = [i for i, m in enumerate(messages) if _turn_start(messages, i)] if args.spread else [0]
+        offsets = [starts[(k * len(starts)) // args.clients] for k in range(args.clients)]
+        floor_sent = offsets[:]
 
         def floor(index: int, n: int):
             # The same bodies as the appends, in the same order: the floor stores each message
@@ -269,7 +300,7 @@ def under_load(
             floor_sent[index] += 1
             return "POST", "/bench/floor/", bodies[count % per_client]
 
-        sent = [0] * args.clients  # appends per client over all phases: each goes on with its transcript
+        sent = offsets[:]  # each client's place in its replay, over all phases
 
         def append(index: int, n: int):
             # Each client replays the transcript into its own session, on and on across phases; a
@@ -290,18 +321,34 @@ def under_load(
         for _name, make in phases:
             run_phase(port, args.clients, warm_up, make)
         print(f"  warm-up {warm_up:g} s per phase done; {args.rounds} round(s) of {args.duration:g} s per phase")
-        db_pids = backend_pids(admin_url)  # the workers' connections stay open (CONN_MAX_AGE)
+        meter = CpuMeter(server.pid, admin_url)
         ratios: dict[str, list[float]] = {name: [] for name, _ in phases[1:]}
         cpu_ratios: dict[str, list[float]] = {name: [] for name, _ in phases[1:]}
         for round_number in range(1, args.rounds + 1):
             results = {}
-            for name, make in phases:
-                web_before, db_before = cpu_of(server.pid, db_pids)
-                started = time.monotonic()
-                rps, lat, errors = run_phase(port, args.clients, args.duration, make)
-                answered = max(1.0, rps * (time.monotonic() - started))
-                web_after, db_after = cpu_of(server.pid, db_pids)
-                web_ms, db_ms = (web_after - web_before) * 1000 / answered, (db_after - db_before) * 1000 / answered
+            totals = {name: [0.0, 0.0, [], 0, 0.0, 0.0] for name, _ in phases}  # answered, s, ms, errors, cpu
+            # With --slices K the floor and the append take turns, K slices each, so the machine's
+            # drift during a round weighs on both alike; the context phase runs whole after them.
+            order = [phases[:2]] * args.slices + [phases[2:]] if args.slices > 1 else [phases]
+            for group in order:
+                seconds = args.duration / args.slices if len(group) == 2 and args.slices > 1 else args.duration
+                for name, make in group:
+                    web_before, db_before = meter.read()
+                    started = time.monotonic()
+                    rps, lat, errors = run_phase(port, args.clients, seconds, make)
+                    elapsed = time.monotonic() - started
+                    web_after, db_after = meter.read()
+                    total = totals[name]
+                    total[0] += rps * elapsed
+                    total[1] += elapsed
+                    total[2] += lat
+                    total[3] += errors
+                    total[4] += meter.used(web_before, web_after)
+                    total[5] += meter.used(db_before, db_after)
+            for name, _ in phases:
+                answered, elapsed, lat, errors, web, db = totals[name]
+                rps = answered / elapsed
+                web_ms, db_ms = web * 1000 / max(1.0, answered), db * 1000 / max(1.0, answered)
                 results[name] = (rps, percentile(lat, 0.5), percentile(lat, 0.99), web_ms + db_ms)
                 print(
                     f"  {name:22} {rps:7.1f} req/s   p50 {results[name][1]:7.1f} ms   p99 {results[name][2]:7.1f} ms"
@@ -326,6 +373,7 @@ def under_load(
                     f"{statistics.median(cpu_ratios[name]):.2f}"
                 )
         print("  (targets: >= 300 req/s or >= 0.6x the floor's req/s)")
+        meter.close()
     finally:
         try:
             os.killpg(server.pid, signal.SIGTERM)
@@ -349,6 +397,18 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--rounds", type=int, default=1, help="run the three phases this many times")
+    parser.add_argument(
+        "--spread",
+        action="store_true",
+        help="start the clients at turns spread over the transcript, not all at its first message",
+    )
+    parser.add_argument(
+        "--slices",
+        type=int,
+        default=1,
+        help="in each round, alternate the floor and append phases in this many slices each (of "
+        "DURATION/SLICES seconds): drift of a shared machine then weighs on both alike",
+    )
     parser.add_argument(
         "--profile",
         metavar="DIR",
