@@ -50,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -206,6 +207,18 @@ def _cpu_seconds(pid: int) -> tuple[int, float] | None:
     return int(fields[2]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+@dataclass
+class PhaseTotals:
+    """One phase of a round, over its slices."""
+
+    answered: float = 0.0
+    seconds: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+    web_cpu: float = 0.0
+    db_cpu: float = 0.0
+
+
 class CpuMeter:
     """CPU seconds used by the gunicorn processes (the server's process group) and by the
     PostgreSQL backends of the bench's database. Other work on the machine does not count, so CPU
@@ -326,7 +339,7 @@ def under_load(
         cpu_ratios: dict[str, list[float]] = {name: [] for name, _ in phases[1:]}
         for round_number in range(1, args.rounds + 1):
             results = {}
-            totals = {name: [0.0, 0.0, [], 0, 0.0, 0.0] for name, _ in phases}  # answered, s, ms, errors, cpu
+            totals = {name: PhaseTotals() for name, _ in phases}
             # With --slices K the floor and the append take turns, K slices each, so the machine's
             # drift during a round weighs on both alike; the context phase runs whole after them.
             order = [phases[:2]] * args.slices + [phases[2:]] if args.slices > 1 else [phases]
@@ -339,16 +352,17 @@ def under_load(
                     elapsed = time.monotonic() - started
                     web_after, db_after = meter.read()
                     total = totals[name]
-                    total[0] += rps * elapsed
-                    total[1] += elapsed
-                    total[2] += lat
-                    total[3] += errors
-                    total[4] += meter.used(web_before, web_after)
-                    total[5] += meter.used(db_before, db_after)
+                    total.answered += rps * elapsed
+                    total.seconds += elapsed
+                    total.latencies += lat
+                    total.errors += errors
+                    total.web_cpu += meter.used(web_before, web_after)
+                    total.db_cpu += meter.used(db_before, db_after)
             for name, _ in phases:
-                answered, elapsed, lat, errors, web, db = totals[name]
-                rps = answered / elapsed
-                web_ms, db_ms = web * 1000 / max(1.0, answered), db * 1000 / max(1.0, answered)
+                total = totals[name]
+                rps, errors, answered = total.answered / total.seconds, total.errors, max(1.0, total.answered)
+                web_ms, db_ms = total.web_cpu * 1000 / answered, total.db_cpu * 1000 / answered
+                lat = total.latencies
                 results[name] = (rps, percentile(lat, 0.5), percentile(lat, 0.99), web_ms + db_ms)
                 print(
                     f"  {name:22} {rps:7.1f} req/s   p50 {results[name][1]:7.1f} ms   p99 {results[name][2]:7.1f} ms"

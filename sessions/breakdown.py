@@ -211,7 +211,7 @@ def session_context_breakdown(*, session: Session) -> SessionBreakdown:
         last_seq=session.last_seq,
         summary_strategy=(active.strategy if active else "") or "",
         prune_before_seq=prune_before,
-        tool_results_pruned=active_tool_results_pruned(session) if prune_before else None,
+        tool_results_pruned=active_tool_results_pruned(session),
         last_report=last_report(session),
         warning=usage_warning(usage),
     )

@@ -22,7 +22,7 @@ from compaction.core.prune import DEFAULT_PROTECTED_TOOLS, prune_served
 from compaction.selectors import active_overlay
 
 from .models import Message, Session, ToolCall
-from .search_text import KIND_TOOL_RESULT, WORD_RE, Query, QueryError, parse_query, snippet_for
+from .search_text import KIND_TOOL_RESULT, LONG_MARK, WORD_RE, Query, QueryError, parse_query, snippet_for
 
 __all__ = ["HIT_STATUSES", "MAX_LIMIT", "QueryError", "SearchHit", "history_search"]
 
@@ -152,8 +152,8 @@ def _scope(session: Session | None, user) -> tuple[str, list[Any]]:
     )
 
 
-# Migration 0010: the lexeme a message long enough to pass the vector's positions carries.
-LONG_MARK = "'_long_'"
+# The lexeme a message long enough to pass the vector's positions carries, as tsquery text.
+LONG_LEXEME = f"'{LONG_MARK}'"
 
 
 def _in_order(parts: list[str], *, last_is_prefix: bool) -> tuple[str, str]:
@@ -162,7 +162,7 @@ def _in_order(parts: list[str], *, last_is_prefix: bool) -> tuple[str, str]:
     lexemes = [f"'{part.lower()}'" for part in parts]
     if last_is_prefix:
         lexemes[-1] += ":*"
-    return " <-> ".join(lexemes), " & ".join([*lexemes, LONG_MARK])
+    return " <-> ".join(lexemes), " & ".join([*lexemes, LONG_LEXEME])
 
 
 def _postgres_sql(query: Query, *, user, session: Session | None, limit: int) -> tuple[str, list[Any]]:

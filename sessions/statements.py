@@ -187,7 +187,6 @@ def _together(connection) -> bool:
 # would otherwise each keep a plan on the server.
 _PREPARED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 MAX_PREPARED = 64
-_TEXTS: dict[str, str] = {}  # name -> the statement it prepares, for statement_text
 _FORMS: dict[str, tuple[str, str, str]] = {}  # statement -> _forms(statement), once per process
 MAX_FORMS = 256
 _NOT_PREPARED = frozenset({"BEGIN", "COMMIT", "ROLLBACK"})
@@ -204,7 +203,6 @@ def prepared(connection, cursor, sql: str) -> str:
         known = _forms(sql)
         if len(_FORMS) < MAX_FORMS:  # the append's few shapes; not every size of a large batch
             _FORMS[sql] = known
-            _TEXTS[known[0]] = sql
     name, preparing, executing = known
     names = _PREPARED.setdefault(connection.connection, set())
     if name not in names:
@@ -231,10 +229,11 @@ def statement_text(sql: str) -> str:
     """A logged query with each `EXECUTE` of a prepared statement shown as the statement it runs
     (its parameters as %s, not their values), for tests and debugging. Statements sent together
     are split at ";\n", which the append's values do not hold (JSON escapes its newlines)."""
+    texts = {name: statement for statement, (name, _, _) in _FORMS.items()}
     parts = []
     for part in sql.split(";\n"):
         found = _EXECUTE.match(part)
-        parts.append(_TEXTS.get(found.group(1), part) if found else part)
+        parts.append(texts.get(found.group(1), part) if found else part)
     return ";\n".join(parts)
 
 

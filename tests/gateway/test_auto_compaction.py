@@ -60,6 +60,16 @@ def gateway_turn(api_key: str, session: Session, messages: list[dict[str, Any]],
     return message
 
 
+def stream_until_stop(api_key: str, session: Session, messages: list[dict[str, Any]]):
+    """A streamed call read up to its message_stop, its body not yet ended (the reply not yet
+    recorded): (the rest of the body, the assembler holding the reply)."""
+    chunks = iter(gateway_post(api_key, session, messages, stream=True).streaming_content)
+    assembler = StreamAssembler()
+    while not assembler.finished:
+        assembler.feed(next(chunks))
+    return chunks, assembler
+
+
 def threshold_job(session_id) -> Compaction | None:
     return Compaction.objects.filter(session_id=session_id, reason=Reason.THRESHOLD).first()
 
@@ -143,11 +153,7 @@ def test_a_streamed_reply_the_next_call_stored_first_is_stored_once_with_its_usa
     stores nothing twice and attaches the call's usage to that copy."""
     session = session_services.session_create(owner=user, model=MODEL)
     history: list[dict[str, Any]] = [{"role": "user", "content": user_text(1)}]
-    first = gateway_post(api_key, session, history, stream=True)
-    chunks = iter(first.streaming_content)
-    assembler = StreamAssembler()
-    while not assembler.finished:
-        assembler.feed(next(chunks))
+    chunks, assembler = stream_until_stop(api_key, session, history)
     history += [assembler.assistant_message(), {"role": "user", "content": user_text(2)}]
     assert gateway_turn(api_key, session, history, stream=False)["content"][0]["text"] == "Done."
     for _ in chunks:  # the first stream ends: its reply is recorded now
@@ -169,11 +175,7 @@ def test_a_reply_the_client_changed_before_its_next_call_is_not_appended_after_i
     next call's messages, and the first call's usage is still recorded."""
     session = session_services.session_create(owner=user, model=MODEL)
     history: list[dict[str, Any]] = [{"role": "user", "content": user_text(1)}]
-    first = gateway_post(api_key, session, history, stream=True)
-    chunks = iter(first.streaming_content)
-    assembler = StreamAssembler()
-    while not assembler.finished:
-        assembler.feed(next(chunks))
+    chunks, assembler = stream_until_stop(api_key, session, history)
     edited = {"role": "assistant", "content": [{"type": "text", "text": "Done (as the client kept it)."}]}
     history += [edited, {"role": "user", "content": user_text(2)}]
     assert gateway_turn(api_key, session, history, stream=False)["content"][0]["text"] == "Done."
