@@ -16,15 +16,19 @@ start of its own, spread over the transcript: its first 80 messages average 3.6 
 gunicorn `-w WORKERS` (sync workers) on 127.0.0.1, CLIENTS threads each sending requests back
 to back for DURATION seconds per phase: floor (POST /bench/floor/: same middleware, DRF parsing
 and API key authentication, one INSERT of the body; each client posts the transcript's
-messages in order, the very bodies its appends send), append (POST /api/v1/sessions/{id}/messages/,
-one message), context GET (sessions of 150 messages). An untimed warm-up phase of each kind
+messages in order, the very bodies its appends send), essential append (POST
+/bench/essential/{id}/: the same bodies stored with only what Compactor promises of every message,
+its exact token count and search vector, under the session's row lock with the next seq and the
+counters bumped, as two prepared plain-SQL round trips: the cost of an append without its
+validation, tool pairing, meter and answer; bench/api_load_urls.py), append (POST
+/api/v1/sessions/{id}/messages/, one message), context GET (sessions of 150 messages). An untimed warm-up phase of each kind
 comes first (each worker loads its tokenizer and caches the key once, not inside a timed phase).
 Prints req/s, p50 and p99 latency per phase and the ratios to the floor of the same round;
 also the CPU per answered request of the gunicorn processes and of their PostgreSQL backends
 (from /proc), and the floor's CPU per request over the phase's: the steadier figure on a shared
 machine, where other work moves req/s but not the CPU a request costs; with
 --rounds N, the phases run N times and the spread of the ratios is printed; with --slices K the
-floor and append phases of a round take turns in K slices each, so the machine's drift weighs on
+floor and the two append phases of a round take turns in K slices each, so the machine's drift weighs on
 both alike (the steadier ratio when comparing two versions). The server is started
 and stopped by the bench (its process group is killed at the end, whatever happens); every phase
 stops by itself. The ratios are what to compare: other work on the machine moves the absolute
@@ -128,12 +132,13 @@ def setup_data(messages: list[dict], clients: int):
         )
 
     append_sessions = [str(new_session(f"load {i}").pk) for i in range(clients)]
+    essential_sessions = [str(new_session(f"essential {i}").pk) for i in range(clients)]
     context_sessions = []
     for i in range(CONTEXT_SESSIONS):
         session = new_session(f"context {i}")
         session_services.messages_append(session=session, messages=messages[:CONTEXT_MESSAGES])
         context_sessions.append(str(session.pk))
-    return user, keys, append_sessions, context_sessions
+    return user, keys, append_sessions, essential_sessions, context_sessions
 
 
 def free_port() -> int:
@@ -270,6 +275,7 @@ def under_load(
     keys: list[str],
     messages: list[dict],
     append_sessions: list[str],
+    essential_sessions: list[str],
     context_sessions: list[str],
 ):
     KEYS[:] = keys
@@ -313,6 +319,14 @@ def under_load(
             floor_sent[index] += 1
             return "POST", "/bench/floor/", bodies[count % per_client]
 
+        essential_sent = offsets[:]
+
+        def essential(index: int, n: int):
+            # The same bodies again, into sessions of their own (seq goes on across phases).
+            count = essential_sent[index]
+            essential_sent[index] += 1
+            return "POST", f"/bench/essential/{essential_sessions[index]}/", bodies[count % per_client]
+
         sent = offsets[:]  # each client's place in its replay, over all phases
 
         def append(index: int, n: int):
@@ -328,7 +342,12 @@ def under_load(
         def context(index: int, n: int):
             return "GET", f"/api/v1/sessions/{context_sessions[index % len(context_sessions)]}/context/", None
 
-        phases = (("floor (1-row POST)", floor), ("append (POST message)", append), ("context GET", context))
+        phases = (
+            ("floor (1-row POST)", floor),
+            ("essential append", essential),
+            ("append (POST message)", append),
+            ("context GET", context),
+        )
         print(f"under load: gunicorn -w {args.workers} (sync), {args.clients} clients, 127.0.0.1:{port}")
         warm_up = min(1.0, args.duration)
         for _name, make in phases:
@@ -340,11 +359,11 @@ def under_load(
         for round_number in range(1, args.rounds + 1):
             results = {}
             totals = {name: PhaseTotals() for name, _ in phases}
-            # With --slices K the floor and the append take turns, K slices each, so the machine's
-            # drift during a round weighs on both alike; the context phase runs whole after them.
-            order = [phases[:2]] * args.slices + [phases[2:]] if args.slices > 1 else [phases]
+            # With --slices K the floor and the two appends take turns, K slices each, so the
+            # machine's drift during a round weighs on all alike; the context phase runs whole after.
+            order = [phases[:3]] * args.slices + [phases[3:]] if args.slices > 1 else [phases]
             for group in order:
-                seconds = args.duration / args.slices if len(group) == 2 and args.slices > 1 else args.duration
+                seconds = args.duration / args.slices if len(group) == 3 and args.slices > 1 else args.duration
                 for name, make in group:
                     web_before, db_before = meter.read()
                     started = time.monotonic()
@@ -463,9 +482,9 @@ def main() -> int:
 
         call_command("migrate", verbosity=0)
         messages = transcript_messages()
-        _user, keys, append_sessions, context_sessions = setup_data(messages, args.clients)
+        _user, keys, append_sessions, essential_sessions, context_sessions = setup_data(messages, args.clients)
         connections.close_all()
-        under_load(args, admin_url, env, keys, messages, append_sessions, context_sessions)
+        under_load(args, admin_url, env, keys, messages, append_sessions, essential_sessions, context_sessions)
     finally:
         try:
             from django.db import connections
