@@ -11,7 +11,7 @@ from compaction import services as compaction_services
 from compaction.models import Compaction
 from sessions import services
 from sessions.models import Message
-from sessions.statements import statement_text
+from sessions.statements import returns_rows, statement_text
 
 from .helpers import tool_result, tool_use, url
 
@@ -353,3 +353,19 @@ def test_on_postgresql_each_statement_is_prepared_once_per_connection(api, sessi
         "Again.",
         "Plain.",
     ]
+
+
+def test_returns_rows_answers_as_description_does():
+    """What execute_together and the locked read ask of each result, on either database."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMPORARY TABLE t_rows (n integer)")
+        for sql, rows in [
+            ("SELECT 1", True),
+            ("SELECT 1 WHERE 1 = 0", True),  # no row, but a result with columns
+            ("INSERT INTO t_rows (n) VALUES (1)", False),
+            ("INSERT INTO t_rows (n) VALUES (2) RETURNING n", True),
+            ("UPDATE t_rows SET n = n + 1", False),
+        ]:
+            cursor.execute(sql)
+            assert returns_rows(cursor) is rows, sql
+            assert (cursor.description is not None) is rows, sql
