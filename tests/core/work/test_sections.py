@@ -279,3 +279,35 @@ def test_a_tiny_budget_compresses_old_work_but_keeps_every_commit_and_names_ever
     assert all(f"Request {i}: update" in people for i in range(10, 30))
     older = [p.seq for p in state.people.messages[:10]]
     assert "10 earlier messages, stored whole: " + ", ".join(f"#{seq}" for seq in older) in people
+
+
+def test_a_persons_message_of_several_texts_is_cited_once_among_the_earlier_ones() -> None:
+    story = Story()
+    for i in range(30):
+        story.person(f"Request {i}: update src/mod_{i}.py so that step {i} passes, keeping the old behaviour around.")
+        story.edit(f"/p/src/mod_{i}.py", "a", "b" * 200, said=f"Now update mod_{i}.py for step {i}.")
+        story.run(f"git commit -am 'step {i}'", commit_output(f"{i:07x}", f"step {i}"))
+        story.says(f"Step {i} done.")
+    # One message holding two of the person's lines (sent together, or merged by the agent).
+    story.raw[0]["content"].append({"type": "text", "text": "and keep the old tests green while you are at it"})
+    state = story.state()
+    assert [p.seq for p in state.people.messages[:3]] == [1, 1, 7]  # two texts of message #1
+    text = handoff(state, budget=1_500, max_chars=6_000)
+    older = list(dict.fromkeys(p.seq for p in state.people.messages[:11]))
+    assert "10 earlier messages, stored whole: " + ", ".join(f"#{seq}" for seq in older) + "\n" in text
+
+
+def test_a_deleted_file_is_named_as_deleted_without_what_its_edits_had_added() -> None:
+    story = (
+        Story()
+        .person("Try a nord theme, then drop it again")
+        .write("/p/themes/nord.json", '{"accent": "nord8"}\n', said="Write the nord theme")
+        .edit("/p/src/theme.ts", "dark", "nord", said="Point the loader at nord")
+        .run("rm /p/themes/nord.json")
+        .run("rm /p/src/theme.ts")
+        .run("git commit -qam 'Drop the theme loader'", commit_output("a1b2c3d", "Drop"))
+    )
+    lines = files(View(story.state()))
+    assert "- `themes/nord.json` was written, then deleted again (nothing left to commit)" in lines
+    loader = next(line for line in lines if "src/theme.ts" in line)
+    assert "was deleted" in loader and "nord" not in loader.split("`src/theme.ts`", 1)[1], loader

@@ -396,8 +396,8 @@ def _told_by_commit(v: View, rec: FileRecord) -> bool:
 
 def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
     line = f"{v.path(rec.path)} {_file_state(v, rec)}"
-    if brief:
-        return line
+    if brief or rec.state == "deleted":
+        return line  # what a deleted file's edits added is gone with it
     # An uncommitted file is described by what changed since its last commit; a committed one
     # by what the agent said its edits were for, briefly.
     since = _committed_at(v, rec) if rec.dirty else 0
@@ -517,10 +517,12 @@ def people(v: View) -> Lines:
     if v.level >= TINY and len(messages) > MAX_QUOTED_AT_TINY:
         # A long session at the smallest size: the older messages by number (stored whole).
         older, messages = messages[:-MAX_QUOTED_AT_TINY], messages[-MAX_QUOTED_AT_TINY:]
+        # A message of several texts (a person's lines sent together) is one message, cited once.
+        seqs = list(dict.fromkeys(p.seq for p in older))
         out.append(
-            f"{len(older)} earlier messages, stored whole: "
-            + ", ".join(v.cite(p.seq) for p in older[-60:])
-            + (" and earlier" if len(older) > 60 else "")
+            f"{len(seqs)} earlier messages, stored whole: "
+            + ", ".join(v.cite(seq) for seq in seqs[-60:])
+            + (" and earlier" if len(seqs) > 60 else "")
         )
     for index, p in enumerate(messages):
         recent = index >= len(messages) - 3
