@@ -39,6 +39,7 @@ class Person:
     kind: str
     queued: bool = False  # typed while the agent was busy
     answer: Quote | None = None  # the agent's words that ended the turn this message started
+    after: Quote | None = None  # the agent's words that ended the turn before it (what a reply answers)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from compaction.core.summarizers.extractive.render import (
     render,
 )
 from compaction.core.summarizers.extractive.standing import where_things_stand
-from compaction.core.summarizers.extractive.view import View
+from compaction.core.summarizers.extractive.view import TINY, View
 from tests.core.work.story import Story, commit_output, push_output
 
 SPEC = (
@@ -311,3 +311,40 @@ def test_a_deleted_file_is_named_as_deleted_without_what_its_edits_had_added() -
     assert "- `themes/nord.json` was written, then deleted again (nothing left to commit)" in lines
     loader = next(line for line in lines if "src/theme.ts" in line)
     assert "was deleted" in loader and "nord" not in loader.split("`src/theme.ts`", 1)[1], loader
+
+
+def test_a_short_latest_request_is_told_with_the_agents_words_it_answers() -> None:
+    story = (
+        Story()
+        .person("Bump the version and update the CHANGELOG for the theme work")
+        .edit("/p/CHANGELOG.md", "## [Unreleased]", "## [0.8.0]", said="Move Unreleased to 0.8.0")
+        .says(
+            "Perfect! Now ready for commit and tag. The steps are:\n\n```bash\ngit add .\n"
+            'git commit -m "Release v0.8.0"\ngit tag v0.8.0\ngit push origin main\ngit push origin v0.8.0\n```\n\n'
+            "Then:\n```bash\nnpm run publish\n```\n\nShould I proceed with committing and tagging?"
+        )
+        .person("yeah, do it all")
+    )
+    assert where_things_stand(View(story.state())) == [
+        'The person\'s latest request (#5): "yeah, do it all", in reply to the agent\'s #4: "Perfect! Now ready for '
+        "commit and tag. The steps are: ```bash git add . git commit -m 'Release v0.8.0' git tag v0.8.0 git push origin "
+        'main git push origin v0.8.0 ``` Then: ```bash npm run publish ``` Should I proceed with committing and tagging?"',
+        # Not "mid-turn" with the words before the request: the agent has not started on it.
+        "The agent has not answered the latest request (#5) yet.",
+    ]
+    # Within a tight budget: the beginning, and the question the reply answers whole.
+    tight = where_things_stand(View(story.state(), level=TINY))[0]
+    assert tight.endswith(' … Should I proceed with committing and tagging?"'), tight
+    # A short request that says what it wants stands alone.
+    story.says("Done: released.").person("delete the custom theme")
+    assert "in reply to" not in "\n".join(where_things_stand(View(story.state())))
+    # The second text of one message answers what the first did.
+    story.says("Deleted. Shall I also remove its entry from the README?")
+    story.raw.append(
+        {"role": "user", "content": [{"type": "text", "text": "/the"}, {"type": "text", "text": "yes, that too"}]}
+    )
+    stand = "\n".join(where_things_stand(View(story.state())))
+    assert (
+        '"yes, that too", in reply to the agent\'s #8: "Deleted. Shall I also remove its entry from the README?"'
+        in stand
+    )

@@ -11,7 +11,7 @@ import re
 
 from compaction.core.summarizers.extractive.view import View
 from compaction.core.work.parse import one_line
-from compaction.core.work.state import Check, Step, Task
+from compaction.core.work.state import Check, Person, Step, Task
 
 REQUEST_CHARS = 300
 WORDS_CHARS = 280
@@ -203,6 +203,14 @@ def _stopped(v: View) -> list[str]:
         out.append(
             f"The agent ended its turn at {v.cite(turn.report.seq)}, reporting: {quoted(turn.report.text, v.chars(WORDS_CHARS))}"
         )
+    elif (
+        turn.request
+        and not turn.steps
+        and turn.request > max([turn.said.seq if turn.said else 0, *(c.seq for c in turn.pending.values())])
+    ):
+        # The history ends with the person's request: the agent's words before it belong to the
+        # turn before (quoted with the request when it is a reply), not to work on it.
+        out.append(f"The agent has not answered the latest request ({v.cite(turn.request)}) yet.")
     elif turn.pending:
         waiting = max(turn.pending.values(), key=lambda c: c.seq)
         out.append(f"The agent was waiting for the result of a {waiting.name} call ({v.cite(waiting.seq)}).")
@@ -234,6 +242,33 @@ def _stopped(v: View) -> list[str]:
     return out
 
 
+# A short request that answers or points back ("yeah, do it all", "minor, this is a big change",
+# "fix that") means nothing without the agent's words before it; "delete the custom theme" does.
+REPLY_CHARS = 60
+_REPLY_RE = re.compile(
+    r"(?i)^\W*(?:y|yes|yeah|yep|yup|ok|okay|sure|go|go ahead|please|sounds good|no|nope|nah|agreed|correct|exactly)\b"
+    r"|\b(?:it|that|this|these|those|them|both)\b"
+)
+
+
+def _replying_to(v: View, request: Person) -> str:
+    if request.after is None or len(request.text) > REPLY_CHARS or not _REPLY_RE.search(request.text):
+        return ""
+    return f", in reply to the agent's {v.cite(request.after.seq)}: {_gist(request.after.text, max(160, v.chars(REQUEST_CHARS)))}"
+
+
+def _gist(text: str, limit: int) -> str:
+    """The agent's words as a quote within `limit`: their beginning and, when they end on a
+    question (what a reply answers: its last line, ending in "?"), that question whole."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    question = re.split(r"(?<=[.!?])\s+", lines[-1])[-1] if lines and lines[-1].endswith("?") else ""
+    flat = " ".join(text.split())
+    if len(flat) <= limit or not question or len(question) > limit // 2 or len(lines) == 1:
+        return quoted(flat, limit)
+    head = " ".join(" ".join(lines[:-1]).split())
+    return quoted(f"{clipped(head, limit - len(question) - 3).removesuffix(' …')} … {question}", limit)
+
+
 def where_things_stand(v: View) -> list[str]:
     request = v.latest_request
     out = []
@@ -242,6 +277,7 @@ def where_things_stand(v: View) -> list[str]:
         how = ", typed while the agent worked" if request.queued else ""
         out.append(
             f"The person's latest request ({v.cite(request.seq)}{how}): {quoted(request.text, v.chars(REQUEST_CHARS))}"
+            + _replying_to(v, request)
         )
     out += _tracker_progress(v) + _todo_progress(v)
     out += _commit_sentence(v) + _tree_sentence(v) + _failure_sentence(v) + _stopped(v)

@@ -19,8 +19,28 @@ def person_kind(text: str) -> str:
     return "rule" if kind == "instruction" else kind
 
 
+MAX_AFTER_CHARS = 1200
+
+
+def _kept_lines(text: str, limit: int) -> str:
+    """`text` within `limit` characters, its lines kept (a closing question is its last line):
+    its beginning and its end when it is longer."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return text[: limit // 2].rstrip() + "\n…\n" + text[-(limit // 2) :].lstrip()
+
+
 def on_said(state: WorkState, event: Said) -> None:
-    state.people.messages.append(Person(event.seq, event.text, person_kind(event.text), event.queued))
+    # Runs before the turn reducer starts the new turn: turn.report is still the agent's last word.
+    turn = state.turn
+    after = (
+        Quote(turn.report.seq, _kept_lines(turn.report.text, MAX_AFTER_CHARS)) if turn.ended and turn.report else None
+    )
+    earlier = state.people.messages[-1] if state.people.messages else None
+    if earlier is not None and earlier.seq == event.seq:
+        after = earlier.after  # the second text of one message answers what the first did
+    state.people.messages.append(Person(event.seq, event.text, person_kind(event.text), event.queued, after=after))
 
 
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
