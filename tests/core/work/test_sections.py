@@ -348,3 +348,36 @@ def test_a_short_latest_request_is_told_with_the_agents_words_it_answers() -> No
         '"yes, that too", in reply to the agent\'s #8: "Deleted. Shall I also remove its entry from the README?"'
         in stand
     )
+
+
+def test_without_git_every_changed_file_is_described_and_a_scratch_script_is_gone() -> None:
+    """A SWE-agent run: an editor's `create` of a reproduction script, the fix, the script removed,
+    the work handed in. No git ran, so no file is "uncommitted" and all are told under Files."""
+    template = (
+        "We're currently solving the following issue within our repository. Here's the issue text:\nISSUE:\n"
+        "Pixel Representation should be optional\n\nINSTRUCTIONS:\nWhen you're satisfied, you can submit your "
+        "changes to the code base by simply running the submit command."
+    )
+    story = (
+        Story()
+        .harness(template)
+        .tool("create", {"filename": "/repo/reproduce.py"}, "[File: /repo/reproduce.py (1 lines total)]")
+        .edit("/repo/reproduce.py", "", "ds = Dataset()\nds.pixel_array", said="Paste the example from the issue")
+        .run("python /repo/reproduce.py", "KeyError: PixelRepresentation", error=True)
+        .edit(
+            "/repo/pydicom/numpy_handler.py",
+            "required = ['PixelRepresentation']",
+            "required = []\nif 'PixelData' in ds:\n    required.append('PixelRepresentation')",
+            said="Require PixelRepresentation only for integer pixel data",
+        )
+        .run("python /repo/reproduce.py", "ok")
+        .run("rm /repo/reproduce.py")
+        .tool("submit", {}, "diff --git a/pydicom/numpy_handler.py b/pydicom/numpy_handler.py")
+    )
+    v = View(story.state())
+    told = files(v)
+    assert any(line.startswith("- `pydicom/numpy_handler.py` was edited once") and "PixelData" in line for line in told)
+    assert "- `reproduce.py` was written, then deleted again (nothing left to commit)" in told
+    stand = "\n".join(where_things_stand(v))
+    assert "Changed since the latest request: `pydicom/numpy_handler.py` (no git command ran" in stand
+    assert in_progress(v) == []  # handed in: nothing is in progress

@@ -180,7 +180,7 @@ def in_progress(v: View) -> Lines:
         if rec.path not in told:
             out.append(f"Uncommitted: {_file_line(v, rec, brief=v.level >= TERSE)}")
     steps = _steps_since_request(v) if not v.current else ""
-    if steps and not v.state.turn.ended:
+    if steps and not turn.ended and turn.submitted is None:  # handed in: nothing is in progress
         out.append(steps)
     return _bullets(out)
 
@@ -360,7 +360,7 @@ def _times(n: int) -> str:
 def _file_state(v: View, rec: FileRecord) -> str:
     """What happened to a file, as a clause: "was edited twice and is committed in `a1b2c3d`"."""
     if rec.state == "deleted":
-        if rec.created and not rec.commits:
+        if (rec.created or rec.empty) and not rec.commits:
             return "was written, then deleted again (nothing left to commit)"
         committed = (
             f" and the deletion is committed in {code(rec.commits[-1][:7])}" if rec.commits and not rec.dirty else ""
@@ -444,8 +444,10 @@ def _by_commit(v: View, recs: list[FileRecord]) -> list[str]:
 
 
 def files(v: View) -> Lines:
-    # Uncommitted files are described in full under In Progress.
-    recs = [r for r in v.changed_files if not r.dirty or v.focus]
+    # Uncommitted files are described in full under In Progress (where git ran: else no change is
+    # known to be committed or not, and every file is described here).
+    described = {r.path for r in v.dirty}
+    recs = [r for r in v.changed_files if r.path not in described or v.focus]
     chosen = sorted(recs, key=lambda r: (not v.focus.names(r.path), not r.dirty, -r.last))
     if v.focus:
         wanted = [

@@ -107,7 +107,8 @@ def _check_runs(v: View) -> list[Check]:
 def _no_git_sentence(v: View) -> list[str]:
     """Without git in the history: what the latest request's turn changed, and its checks."""
     since = v.latest_request.seq if v.latest_request else 0
-    changed = [r for r in v.changed_files if r.last >= since and r.edits]
+    # A file written and removed again in this history (a reproduction script) left nothing.
+    changed = [r for r in v.changed_files if r.last >= since and r.edits and not (r.state == "deleted" and r.created)]
     if not changed:
         return []
     said = [

@@ -95,7 +95,9 @@ def _edited_by_tool(state: WorkState, call: Call, outcome: Outcome, ops: FileOps
             continue
         rec = _changed(state, path, call.seq, change.summary)
         rec.empty = change.empty
-        if rec.edits == 1 and ("created" in call.output.lower() or change.summary.startswith("written")):
+        if rec.edits == 1 and change.empty:
+            rec.created = True  # an editor's `create`: it refuses a file that exists
+        elif rec.edits == 1 and ("created" in call.output.lower() or change.summary.startswith("written")):
             rec.created = "updated" not in call.output.lower()
         purpose = purpose_of(call.purpose, path, alone=call.alone) if call.purpose else ""
         if purpose and all(q.text != purpose for q in rec.purposes):
