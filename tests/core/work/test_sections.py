@@ -14,6 +14,7 @@ from compaction.core.summarizers.extractive.render import (
     goal,
     in_progress,
     next_section,
+    other,
     people,
     render,
 )
@@ -381,3 +382,16 @@ def test_without_git_every_changed_file_is_described_and_a_scratch_script_is_gon
     stand = "\n".join(where_things_stand(v))
     assert "Changed since the latest request: `pydicom/numpy_handler.py` (no git command ran" in stand
     assert in_progress(v) == []  # handed in: nothing is in progress
+
+
+def test_the_tools_line_names_the_projects_programs_not_the_shells_utilities_or_flags() -> None:
+    story = (
+        Story()
+        .person("Add highlight.js to the transcript view")
+        .run("ls -la assets", "app.js")
+        .run("tail -30 log/dev.log", "ok")
+        .run("cd assets && npm install --save highlight.js", "added 1 package")
+        .run("mix test", "49 tests, 0 failures")
+        .run("grep -rn hljs assets/js", "")
+    )
+    assert other(View(story.state())) == ["- Tools the work used: `npm` (install), `mix` (test)"]

@@ -553,13 +553,25 @@ def other(v: View) -> Lines:
     return _bullets(out)
 
 
+# Programs every shell session uses to look around: they say nothing of how this project is
+# worked on (readers of the handoff called "`ls` (-la), `tail` (-30)" noise).
+SHELL_UTILITIES = frozenset(
+    "ls cat head tail grep rg egrep find fd wc sort uniq cut awk sed tr xargs tee less more file stat "
+    "du df pwd which whoami env date diff tree realpath readlink basename dirname mkdir touch cp mv rm "
+    "chmod ps kill jq".split()
+)
+
+
 def _tools_used(v: View) -> str:
-    """The programs the agent ran, each with its subcommands: how this project is worked on."""
+    """The programs the agent ran, each with its subcommands (not its flags): how this project is
+    worked on."""
     by_program: dict[str, list[str]] = {}
     for head in v.state.commands:
         program, _sep, sub = head.partition(" ")
+        if program in SHELL_UTILITIES:
+            continue
         subs = by_program.setdefault(program, [])
-        if sub and sub not in subs:
+        if sub and not sub.startswith("-") and sub not in subs:
             subs.append(sub)
     return ", ".join(f"`{p}` ({' '.join(s[:8])})" if s else f"`{p}`" for p, s in by_program.items())
 
