@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from compaction.core.paths import SCRATCH_DIR_RE
 from compaction.core.summary_markdown import insert_into_section, parse_summary_sections
 from compaction.core.text_heuristics import (
     MAX_INSTRUCTION_CHARS,
@@ -119,7 +120,9 @@ def build_ledger(
             "instructions", text if len(text) <= MAX_INSTRUCTION_CHARS else text[:MAX_INSTRUCTION_CHARS].rstrip() + "…"
         )
     for rec in sorted(state.files.values(), key=lambda r: (r.state == "read" and not r.edits, r.first)):
-        if rec.first <= last:
+        # A file only read in scratch space (a background task's output) is not carried over.
+        scratch = rec.state == "read" and not rec.edits and SCRATCH_DIR_RE.match(rec.path)
+        if rec.first <= last and not scratch:
             ledger.add("files", rec.path)
     for p in person:
         for path in paths_in(p.text):  # a file the person named is one the summary must name

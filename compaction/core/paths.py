@@ -8,6 +8,8 @@ import re
 
 # An agent's own files under the home directory (~/.claude/plans, ~/.pi/agent): not the project.
 AGENT_HOME_RE = re.compile(r"^(?:/Users|/home)/[^/]+/\.")
+# Scratch space (a background task's output file, a macOS temporary item): not the project either.
+SCRATCH_DIR_RE = re.compile(r"^(?:/tmp/|/var/tmp/|/private/|/var/folders/)")
 
 _SYSTEM_DIRS = frozenset(
     {"", "/", "/home", "/Users", "/tmp", "/var", "/private", "/usr", "/opt", "/root", "/mnt", "/srv"}

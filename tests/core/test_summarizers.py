@@ -341,3 +341,19 @@ def test_the_work_state_is_folded_once_per_summary(monkeypatch):
     assert result.strategy == "extractive"
     assert sum(folded) == len(_history()) and extracted == []
     assert result.modified_files == ["src/api.py"]
+
+
+def test_a_file_read_in_scratch_space_is_stored_but_not_listed_or_repaired_into_the_summary():
+    read = [
+        {"type": "tool_use", "id": "r1", "name": "Read", "input": {"file_path": "src/util.py"}},
+        {"type": "tool_use", "id": "r2", "name": "Read", "input": {"file_path": "/tmp/claude-1000/tasks/b1.output"}},
+    ]
+    results = [
+        {"type": "tool_result", "tool_use_id": "r1", "content": "def load(): ..."},
+        {"type": "tool_result", "tool_use_id": "r2", "content": "49 tests, 0 failures"},
+    ]
+    history = [*_history()[:5], _msg(6, "assistant", read), _msg(7, "user", results), _history()[5]]
+    result = summarize(_input(messages=history), [ExtractiveSummarizer()])
+    assert "src/util.py" in result.summary
+    assert "/tmp/claude-1000" not in result.summary  # neither in <read-files> nor repaired back in
+    assert "/tmp/claude-1000/tasks/b1.output" in result.read_files  # the compaction still records it

@@ -9,7 +9,7 @@ from typing import Any
 
 from compaction.core.fileops import extract_file_ops, merge_file_ops, render_file_tags
 from compaction.core.ledger import Fidelity, build_ledger, fidelity_report
-from compaction.core.paths import common_root
+from compaction.core.paths import SCRATCH_DIR_RE, common_root
 from compaction.core.prompts import SECTION_HEADINGS, TURN_PREFIX_HEADINGS
 from compaction.core.summarizers.agree import Agreement, agree
 from compaction.core.summarizers.base import (
@@ -95,7 +95,9 @@ MAX_SUMMARY_CHARS = 11_700
 
 def _capped_tags(ops: FileOps, limit: int, max_chars: int | None = None) -> str:
     """File tags within `limit` tokens (and `max_chars`): the oldest read files go first, then
-    the oldest modified."""
+    the oldest modified. A file read in scratch space (a task's output under /tmp) is not listed:
+    it is gone or stale by the time the summary is read (the compaction still stores it)."""
+    ops = FileOps(read=[p for p in ops.read if not SCRATCH_DIR_RE.match(p)], modified=list(ops.modified))
     # Paths relative to the project's directory (the summary names it under Repository State).
     root = common_root(list(ops.modified) or list(ops.read))
     tags = render_file_tags(ops, root)

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from compaction.core.paths import common_root
+from compaction.core.paths import SCRATCH_DIR_RE, common_root
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers.checks import is_open_failure
 from compaction.core.work.state import Check, Commit, ErrorRecord, FileRecord, Person, Task, WorkState
@@ -73,9 +73,6 @@ KIND_LINE_RE = {
     "tasks": re.compile(r"(?i)\b(closed|in progress|open)\b"),
     "people": re.compile(r"(?i)\bperson\b"),
 }
-
-
-_SCRATCH_RE = re.compile(r"^(?:/tmp/|/var/tmp/|/private/|/var/folders/)")
 
 
 @dataclass
@@ -191,7 +188,7 @@ class View:
         recs = [
             r
             for r in self.state.files.values()
-            if (r.state != "read" or r.edits) and (self.inside(r.path) or not _SCRATCH_RE.match(r.path))
+            if (r.state != "read" or r.edits) and (self.inside(r.path) or not SCRATCH_DIR_RE.match(r.path))
         ]
         return sorted(recs, key=lambda r: r.last)
 
