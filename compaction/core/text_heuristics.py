@@ -43,6 +43,16 @@ PATH_RE = re.compile(
     r"(?<![\w/.@:-])((?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+\.[A-Za-z0-9]{1,10}|/(?:[\w.@+-]+/)+[\w.@+-]+)(?![\w/])"
 )
 _BARE_EXIT_RE = re.compile(r"(?i)^exit (code|status):? ?\d+$")
+# What runners print around a failure without saying what failed: a debugger attaching (a VS Code
+# terminal), npm echoing the script it runs, Node's pointer to its warnings.
+_NOISE_LINE_RE = re.compile(
+    r"^(?:Debugger attached\.|Waiting for the debugger to disconnect|> [\w@/.-]+@[\w.-]+ \S+$|> (?:node|npm|npx|tsx|vitest|jest)\b"
+    r"|\(Use `node --trace-warnings)"
+)
+# How a harness says it stopped a command: the call's outcome when no error line says more.
+_STOPPED_RE = re.compile(
+    r"(?i)^(?:command )?(?:aborted|timed out|killed|terminated|interrupted|cancell?ed)\b|\btimed out after\b"
+)
 # Also where a model ran two sentences together ("…in a system context.Now, I will…"):
 # a word's full stop straight before a word that opens a sentence.
 _SENTENCE_SPLIT_RE = re.compile(
@@ -330,7 +340,9 @@ def error_lines_of(text: str, *, is_error: bool) -> list[str]:
     first: str | None = None
     text = strip_error_tags(text)
     raw_lines = [raw.strip() for raw in strip_ansi(text).splitlines()]
-    raw_lines = [line for line in raw_lines if line and not _BARE_EXIT_RE.match(line)]
+    raw_lines = [
+        line for line in raw_lines if line and not _BARE_EXIT_RE.match(line) and not _NOISE_LINE_RE.match(line)
+    ]
     joined = -1  # the line a ":" before it took in: told already
     for index, line in enumerate(raw_lines):
         if index == joined:
@@ -345,7 +357,8 @@ def error_lines_of(text: str, *, is_error: bool) -> list[str]:
             lines.append(told[:MAX_ERROR_LINE_CHARS])
             joined = index + 1 if told != line else joined
     if is_error and not lines and first:
-        lines.append(first)
+        stopped = [line for line in raw_lines if _STOPPED_RE.search(line)]
+        lines.append(stopped[-1][:MAX_ERROR_LINE_CHARS] if stopped else first)
     # "Traceback (most recent call last):" only announces the exception line that follows.
     told = [line for line in lines if not line.startswith("Traceback (most recent call last)")]
     return told or lines

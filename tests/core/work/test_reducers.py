@@ -495,3 +495,15 @@ def test_the_agents_own_files_outside_the_repository_are_never_uncommitted_or_co
     assert state.files["/p/src/theme.ts"].commits == ["1a2b3c4"]
     for path in ("~/.pi/agent/themes/nord.json", "/home/u/.claude/plans/plan.md"):
         assert not state.files[path].dirty and state.files[path].commits == [], path
+
+
+def test_a_stopped_commands_error_is_how_it_stopped_not_the_runners_chatter_before_it() -> None:
+    output = (
+        "Debugger attached.\n\n> @acme/tui@0.7.29 test\n> node --test --import tsx test/*.test.ts\n\n"
+        "(Use `node --trace-warnings ...` to show where the warning was created)\nDebugger attached.\n\n\nCommand aborted"
+    )
+    state = Story().person("run the tests").run("npm test", output, error=True).state()
+    assert [e.line for e in state.errors] == ["Command aborted"]
+    # A real error line still wins over both.
+    state = Story().person("run it").run("npm test", "Debugger attached.\nTypeError: x is not a function", error=True)
+    assert [e.line for e in state.state().errors] == ["TypeError: x is not a function"]
