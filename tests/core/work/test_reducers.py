@@ -504,6 +504,8 @@ def test_a_stopped_commands_error_is_how_it_stopped_not_the_runners_chatter_befo
     )
     state = Story().person("run the tests").run("npm test", output, error=True).state()
     assert [e.line for e in state.errors] == ["Command aborted"]
+    # npm's echo "> @acme/tui@0.7.29 test" is no tally of "29 test".
+    assert [(c.ok, c.tally) for c in state.checks.values()] == [(False, "")]
     # A real error line still wins over both.
     state = Story().person("run it").run("npm test", "Debugger attached.\nTypeError: x is not a function", error=True)
     assert [e.line for e in state.state().errors] == ["TypeError: x is not a function"]
