@@ -509,3 +509,12 @@ def test_a_stopped_commands_error_is_how_it_stopped_not_the_runners_chatter_befo
     # A real error line still wins over both.
     state = Story().person("run it").run("npm test", "Debugger attached.\nTypeError: x is not a function", error=True)
     assert [e.line for e in state.state().errors] == ["TypeError: x is not a function"]
+
+
+def test_a_commit_on_a_clean_tree_is_no_error_but_one_that_left_untracked_files_is() -> None:
+    clean = "On branch master\nnothing to commit, working tree clean"
+    state = Story().person("commit it").run("git add .gitignore && git commit -m 'ignore'", clean, error=True).state()
+    assert state.errors == []
+    untracked = 'On branch master\nUntracked files:\n\tnotes.md\nnothing added to commit but untracked files present (use "git add" to track)'
+    state = Story().person("commit it").run("git commit -m 'notes'", untracked, error=True).state()
+    assert [e.source for e in state.errors] == ["git commit -m 'notes'"]

@@ -395,3 +395,29 @@ def test_the_tools_line_names_the_projects_programs_not_the_shells_utilities_or_
         .run("grep -rn hljs assets/js", "")
     )
     assert other(View(story.state())) == ["- Tools the work used: `npm` (install), `mix` (test)"]
+
+
+def test_a_hook_demand_the_agent_stopped_after_is_told_as_answered() -> None:
+    demand = "Stop hook feedback:\nCannot exit with untracked files: commit them first"
+    story = Story().person("Add multiply_numbers with a test").harness(demand)
+    live = "\n".join(where_things_stand(View(story.state())))
+    assert 'The harness\'s hook demanded (#2): "Cannot exit with untracked files: commit them first"' in live
+    assert "without a new demand" not in live
+    story.run("git add -A && git commit -m 'ignore generated files'", commit_output("6322cf4", "ignore")).says("Done.")
+    answered = "\n".join(where_things_stand(View(story.state())))
+    assert "; the agent's turn ended after it (#5) without a new demand" in answered
+
+
+def test_an_epic_known_only_by_its_childrens_ids_is_closed_last() -> None:
+    story = (
+        Story()
+        .person("create the beads")
+        .run("bd create 'Quality tools' -t epic", "✓ Created issue: proj-0p7")
+        .run("bd create 'Install Credo' --parent proj-0p7", "✓ Created issue: proj-0p7.1")
+        .run("bd create 'Add mix quality alias' --parent proj-0p7", "✓ Created issue: proj-0p7.2")
+    )
+    assert next_section(View(story.state())) == [
+        '1. Then `proj-0p7.1` "Install Credo"',
+        '2. Then `proj-0p7.2` "Add mix quality alias"',
+        '3. Close the epic `proj-0p7` "Quality tools" once its children are closed.',
+    ]

@@ -239,7 +239,12 @@ def _stopped(v: View) -> list[str]:
         out.append(f"The person interrupted the agent at {v.cite(turn.interrupted)}.")
     demands = [d for d in v.state.people.demands if d.seq >= (v.latest_request.seq if v.latest_request else 0)]
     if demands:
-        out.append(f"The harness's hook demanded ({v.cite(demands[-1].seq)}): {quoted(demands[-1].text, 240)}")
+        demand = demands[-1]
+        said = f"The harness's hook demanded ({v.cite(demand.seq)}): {quoted(demand.text, 240)}"
+        if turn.ended and turn.report is not None and turn.report.seq > demand.seq:
+            # The hook runs when the agent stops: a stop after the demand drew no new one.
+            said += f"; the agent's turn ended after it ({v.cite(turn.report.seq)}) without a new demand"
+        out.append(said)
     return out
 
 

@@ -163,7 +163,11 @@ class View:
 
     @cached_property
     def parents(self) -> set[str]:
-        return {t.parent for t in self.tasks if t.parent}
+        """Epics: tasks named as another's parent, or whose id another's extends (bd's
+        `proj-0p7` of `proj-0p7.1`, when no `bd show` said so)."""
+        keys = {t.key for t in self.tasks}
+        extended = {t.key.rsplit(".", 1)[0] for t in self.tasks if "." in t.key and t.source == "bd"}
+        return {t.parent for t in self.tasks if t.parent} | (extended & keys)
 
     @cached_property
     def open_tasks(self) -> list[Task]:

@@ -9,7 +9,9 @@ two (a commit marks the files it took as committed).
 
 from __future__ import annotations
 
-from compaction.core.text_heuristics import clean_command, command_error_lines
+import re
+
+from compaction.core.text_heuristics import GIT_COMMIT_RE, clean_command, command_error_lines
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.work.events import Call, Event, Injected, Narration, Said, TurnEnded
 from compaction.core.work.parse import run_outcome
@@ -30,6 +32,11 @@ CALL_REDUCERS = (
 )
 
 
+# `git commit` on a clean tree exits 1: everything was committed already (not "nothing added to
+# commit but untracked files present", where what was meant to be committed is not).
+_NOTHING_TO_COMMIT_RE = re.compile(r"(?m)^nothing to commit, working tree clean")
+
+
 def outcome_of(call: Call) -> Outcome:
     """How a call went, read once for every reducer."""
     if call.rejected or call.output.strip() == MISSING_RESULT_TEXT:
@@ -43,6 +50,8 @@ def outcome_of(call: Call) -> Outcome:
             # ("No such file or directory") makes a look a failure.
             real = command_error_lines(call.name, call.command, call.output, is_error=True) if call.is_error else []
             ok, error = not real, real[0] if real else ""
+        if not ok and _NOTHING_TO_COMMIT_RE.search(call.output) and GIT_COMMIT_RE.search(command):
+            ok, error = True, ""
         kind = check_kind(command)
         # Only a check's tally counts ("create mode 100644 test/x" is no test count).
         return Outcome(ok, tally if kind else "", error, command, kind, probe)
