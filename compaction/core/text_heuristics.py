@@ -246,12 +246,29 @@ def instruction_texts(texts: list[str]) -> list[str]:
 LONG_INSTRUCTION_CHARS = 300
 
 
+def _list_after(said: list[str], index: int, most: int = 5) -> list[str]:
+    """The items of the list a sentence ending in ":" introduces: the short sentences after it,
+    up to the next heading ("SIMULATION OUTPUT:")."""
+    items = []
+    for sentence in said[index + 1 : index + 1 + most]:
+        if sentence.endswith(":") or len(sentence) > 200:
+            break
+        items.append(sentence)
+    return items
+
+
 def instruction_quote(text: str) -> str:
     """What to quote of a rule-bearing message: all of a short one; of a long one (a bug
     report with a pasted log) the sentences that state rules or corrections."""
     if len(text) <= LONG_INSTRUCTION_CHARS:
         return text
-    rules = [s for s in sentences(text) if 8 <= len(s) <= 400 and (is_rule_sentence(s) or CORRECTION_RE.match(s))]
+    said = sentences(text)
+    rules = []
+    for index, sentence in enumerate(said):
+        if 8 <= len(sentence) <= 400 and (is_rule_sentence(sentence) or CORRECTION_RE.match(sentence)):
+            # "Generated system must:" is said by the list items after it.
+            items = _list_after(said, index) if sentence.endswith(":") else []
+            rules.append(f"{sentence} {'; '.join(items)}" if items else sentence)
     if not rules:
         return text
     quote = " … ".join(dict.fromkeys(rules))

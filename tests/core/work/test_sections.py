@@ -421,3 +421,37 @@ def test_an_epic_known_only_by_its_childrens_ids_is_closed_last() -> None:
         '2. Then `proj-0p7.2` "Add mix quality alias"',
         '3. Close the epic `proj-0p7` "Quality tools" once its children are closed.',
     ]
+
+
+def test_a_rule_that_introduces_a_list_is_quoted_with_its_items() -> None:
+    brief = (
+        "Evaluate this bootstrap simulation using the rubric below. " + "Context. " * 60 + "\n\nSUCCESS CRITERIA:\n"
+        "Generated system must:\n- Process test issue end-to-end without errors\n"
+        "- Pass syntax validation (yamllint, shellcheck)\n- GitHub workflow triggers on issue creation\n\n"
+        "SIMULATION OUTPUT:\nThe agent produced an 8-file manifest."
+    )
+    rules = constraints(View(Story().person(brief).state()))
+    assert rules == [
+        '- "Generated system must: Process test issue end-to-end without errors; Pass syntax validation '
+        '(yamllint, shellcheck); GitHub workflow triggers on issue creation" (#1)'
+    ]
+
+
+def test_a_report_is_quoted_from_where_it_starts_not_from_its_announcement() -> None:
+    story = (
+        Story()
+        .person("Evaluate the simulation")
+        .read("/p/manifest.md")
+        .says(
+            "Now I have enough information to provide a comprehensive evaluation. Let me compile my findings:\n\n"
+            "# EVALUATION\nCompleteness: 18/30. Correctness: 20/30."
+        )
+    )
+    stand = where_things_stand(View(story.state()))
+    assert (
+        stand[-1]
+        == 'The agent ended its turn at #4, reporting: "# EVALUATION Completeness: 18/30. Correctness: 20/30."'
+    )
+    # A report that is nothing but such words is quoted as it is.
+    story.person("ok, and?").says("Let me summarize.")
+    assert where_things_stand(View(story.state()))[-1].endswith('reporting: "Let me summarize."')

@@ -16,6 +16,7 @@ from compaction.core.summarizers.extractive.standing import (
     listing,
     next_steps,
     quoted,
+    report_text,
     task_rules,
     task_spec,
     where_things_stand,
@@ -88,7 +89,7 @@ def _request_line(v: View, person: Person) -> str:
     said = f"{quoted(person.text, 160)} ({v.cite(person.seq)})"
     if person.answer is None:
         return said
-    return f"{said} — the agent's report ({v.cite(person.answer.seq)}): {quoted(person.answer.text, v.chars(300))}"
+    return f"{said} — the agent's report ({v.cite(person.answer.seq)}): {quoted(report_text(person.answer.text), v.chars(300))}"
 
 
 def done(v: View) -> Lines:

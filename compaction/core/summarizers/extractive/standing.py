@@ -44,6 +44,26 @@ def clipped(text: str, limit: int) -> str:
     return one_line(flat, limit)
 
 
+# A report's opening that only announces it ("Now I have enough information to provide a
+# comprehensive evaluation. Let me compile my findings:"): the report starts after it.
+_ANNOUNCES_RE = re.compile(
+    r"(?i)^\W*(?:(?:perfect|great|excellent|good|ok(?:ay)?|alright)[!.,]\s*)?(?:now,?\s+)?"
+    r"(?:i (?:now )?have (?:enough|all the) (?:information|context|data)|let me (?:compile|summarize|write up|put together|present)|"
+    r"here(?:'s| is) (?:my|the) (?:summary|evaluation|report|analysis))\b[^.!?:]*[.!?:]\s*"
+)
+
+
+def report_text(text: str) -> str:
+    """The agent's report without the sentences that only announce it."""
+    rest = text.strip()
+    for _ in range(3):
+        found = _ANNOUNCES_RE.match(rest)
+        if found is None or not rest[found.end() :].strip():
+            break
+        rest = rest[found.end() :].lstrip(" -\n")
+    return rest
+
+
 def quoted(text: str, limit: int) -> str:
     return '"' + clipped(text, limit).replace('"', "'") + '"'
 
@@ -202,7 +222,7 @@ def _stopped(v: View) -> list[str]:
         out.append(f"The agent handed the work in with `{turn.submitted.text}` at {v.cite(turn.submitted.seq)}.")
     elif turn.ended and turn.report is not None:
         out.append(
-            f"The agent ended its turn at {v.cite(turn.report.seq)}, reporting: {quoted(turn.report.text, v.chars(WORDS_CHARS))}"
+            f"The agent ended its turn at {v.cite(turn.report.seq)}, reporting: {quoted(report_text(turn.report.text), v.chars(WORDS_CHARS))}"
         )
     elif (
         turn.request
