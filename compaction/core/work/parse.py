@@ -286,7 +286,7 @@ def edit_change(name: str, args: Any) -> Change:
             return Change("", empty=True)
         defined = list(dict.fromkeys(DEFINES_RE.findall(content[:50_000])))[:4]
         names = f", defining {', '.join(f'`{n}`' for n in defined[:3])}" if defined else ""
-        return Change(f"written, {len(lines)} lines{names}", defined)
+        return Change(f"written, {len(lines)} line{'' if len(lines) == 1 else 's'}{names}", defined)
     raw = args.get("command") if isinstance(args.get("command"), str) else ""
     body = _EDITOR_BODY_RE.match(raw.strip()) if raw else None
     pairs = _replacements(args) + ([("", body.group(2))] if body else [])

@@ -455,3 +455,15 @@ def test_a_report_is_quoted_from_where_it_starts_not_from_its_announcement() -> 
     # A report that is nothing but such words is quoted as it is.
     story.person("ok, and?").says("Let me summarize.")
     assert where_things_stand(View(story.state()))[-1].endswith('reporting: "Let me summarize."')
+
+
+def test_files_deleted_in_one_sweep_share_a_line_and_a_written_file_says_its_size_once() -> None:
+    story = Story().person("Port this Python project to Rust and delete the Python sources")
+    for name in ("math_utils", "list_utils", "string_utils"):
+        story.run(f"rm /p/src/{name}.py")
+    story.write("/p/src/lib.rs", "pub mod math_utils;\n")
+    story.write("/p/src/math_utils.rs", "pub fn factorial(n: u64) -> u64 {\n    (1..=n).product()\n}\n")
+    lines = files(View(story.state()))
+    assert "- Deleted (3): `src/math_utils.py`, `src/list_utils.py` and `src/string_utils.py`" in lines
+    assert "- `src/lib.rs` was written; 1 line" in lines
+    assert "- `src/math_utils.rs` was written; 3 lines, defining `factorial`" in lines

@@ -395,6 +395,11 @@ def _told_by_commit(v: View, rec: FileRecord) -> bool:
     return any(c.body for c in v.state.git.commits if c.sha in shas)
 
 
+def _as_written(rec: FileRecord, change: str) -> str:
+    """A whole-file write of a file the line already says "was written": its size, not "written" again."""
+    return change.removeprefix("written, ") if rec.created else change
+
+
 def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
     line = f"{v.path(rec.path)} {_file_state(v, rec)}"
     if brief or rec.state == "deleted":
@@ -413,9 +418,9 @@ def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
         later = f", then edited {_times(rec.edits - 1)} more" if rec.edits > 1 and rec.change != whole else ""
         line += "; it was rewritten whole" + whole.removeprefix("written") + later
     elif whole and not purposes:
-        line += f"; {whole}"
+        line += f"; {_as_written(rec, whole)}"
     elif rec.change and "`" in rec.change and (not purposes or v.level == FULL):
-        line += f"; {rec.change}"
+        line += f"; {_as_written(rec, rec.change)}"
     elif not purposes and (rec.change or rec.dirty):
         names = [q.text for q in rec.added if q.seq > since][-2:]
         line += (
@@ -442,6 +447,9 @@ def _by_commit(v: View, recs: list[FileRecord]) -> list[str]:
             lead = f"Committed in {code(sha[:7])} and unchanged since then" if start == 0 else "Also in it"
             out.append(f"{lead}: {part}")
     return out
+
+
+MIN_DELETED_GROUP = 3
 
 
 def files(v: View) -> Lines:
@@ -475,6 +483,18 @@ def files(v: View) -> Lines:
     # At COMPACT only the files of the latest commit keep their purpose; older ones are named.
     latest = set(v.last_commit.files) if v.last_commit is not None else set()
     brief = {r.path for r in chosen if v.level >= TERSE or (v.level == COMPACT and r.path not in latest)}
+    # Files deleted in one sweep (a port that removes the old sources) are named on one line.
+    gone = [r for r in chosen if r.state == "deleted" and not (r.created or r.empty)]
+    if len(gone) >= MIN_DELETED_GROUP:
+        chosen = [r for r in chosen if r not in gone]
+        shas = {r.commits[-1] for r in gone if r.commits and not r.dirty}
+        committed = (
+            f"; the deletions are committed in {code(next(iter(shas))[:7])}"
+            if len(shas) == 1 and all(r.commits and not r.dirty for r in gone)
+            else ""
+        )
+        swept = [v.path(r.path) for r in sorted(gone, key=lambda r: r.last)]  # in the order they went
+        out.append(f"Deleted ({len(gone)}): {listing(swept, 20)}{committed}")
     out += [_file_line(v, r, brief=r.path in brief and not r.dirty) for r in chosen]
     if rest:
         out.append(f"Also changed ({len(rest)}): " + listing([v.path(r.path) for r in rest], 30))
