@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -240,19 +241,53 @@ def _make_storable(transcript: ImportedTranscript) -> None:
         _make_storable(subagent)
 
 
-def _cleaned(transcript: ImportedTranscript) -> tuple[list[dict[str, Any]], list[int | None], dict[int, int]]:
-    """Messages as an agent would send them, their reported context sizes, and original index →
-    index after cleaning (so an agent's own compaction still lands before the right message)."""
-    messages: list[dict[str, Any]] = []
-    reported: list[int | None] = []
-    index_map: dict[int, int] = {}
+@dataclass
+class _Cleaned:
+    """The transcript's messages as an agent would send them, with what is aligned with them."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    reported: list[int | None] = field(default_factory=list)  # the provider's context size
+    times: list[datetime | None] = field(default_factory=list)  # when the agent logged it
+    index_map: dict[int, int] = field(default_factory=dict)  # original index → index here
+
+
+def _cleaned(transcript: ImportedTranscript) -> _Cleaned:
+    """Messages as an agent would send them, their reported context sizes and times, and original
+    index → index after cleaning (so an agent's own compaction still lands before the right message)."""
+    out = _Cleaned()
     for index, message in enumerate(transcript.messages):
         kept = services.transcript_messages_for_api([message])
         if kept:
-            index_map[index] = len(messages)
-            messages.extend(kept)
-            reported.extend([transcript.reported_context_tokens[index]] * len(kept))
-    return messages, reported, index_map
+            out.index_map[index] = len(out.messages)
+            out.messages.extend(kept)
+            out.reported.extend([transcript.reported_context_tokens[index]] * len(kept))
+            logged = transcript.times[index] if index < len(transcript.times) else None
+            out.times.extend([_parsed_time(logged)] * len(kept))
+    return out
+
+
+def _parsed_time(text: str | None) -> datetime | None:
+    """A log line's ISO 8601 time (UTC when it names no zone), or None when there is none."""
+    if not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _keep_logged_times(session: Session, rows: list[Message], times: list[datetime | None]) -> None:
+    """The imported messages dated when the agent logged them, and the session from its first to
+    its last (an import of last month's session is not shown as started today)."""
+    dated = [(row, at) for row, at in zip(rows, times, strict=True) if at is not None]
+    if not dated:
+        return
+    for row, at in dated:
+        row.created_at = at
+    Message.objects.bulk_update([row for row, _ in dated], ["created_at"], batch_size=BATCH)
+    first, last = min(at for _, at in dated), max(at for _, at in dated)
+    Session.objects.filter(pk=session.pk).update(created_at=first, last_activity_at=last)
 
 
 def _compaction_positions(transcript: ImportedTranscript, index_map: dict[int, int]) -> dict[int, list[dict]]:
@@ -271,10 +306,12 @@ def _load_bulk(session: Session, transcript: ImportedTranscript) -> None:
     """Append every message; report each recorded usage right after its assistant message (the
     meter and calibration then hold every report, as if the agent had run live); record the
     agent's own compactions where they happened. Runs inside the caller's transaction."""
-    messages, reported, index_map = _cleaned(transcript)
-    compactions = _compaction_positions(transcript, index_map)
+    cleaned = _cleaned(transcript)
+    messages, reported = cleaned.messages, cleaned.reported
+    compactions = _compaction_positions(transcript, cleaned.index_map)
     name = AGENT_NAMES.get(transcript.source, transcript.source)
     batch: list[dict[str, Any]] = []
+    rows: list[Message] = []
     seqs: list[int] = []
 
     def flush() -> None:
@@ -286,6 +323,7 @@ def _load_bulk(session: Session, transcript: ImportedTranscript) -> None:
                 raise TranscriptImportError(
                     f"message {len(seqs) + 1}..{len(seqs) + len(batch)} rejected: {exc}"
                 ) from exc
+            rows.extend(result.messages)
             seqs.extend(row.seq for row in result.messages)
             batch.clear()
 
@@ -307,6 +345,7 @@ def _load_bulk(session: Session, transcript: ImportedTranscript) -> None:
         elif len(batch) >= BATCH:
             flush()
     flush()
+    _keep_logged_times(session, rows, cleaned.times)
 
 
 def _provenance(message: dict[str, Any]) -> dict[str, str]:
@@ -415,7 +454,7 @@ def _import_replay(
     if run_inline:
         Session.objects.filter(pk=session.pk).update(replaying=True)
     try:
-        messages, _, _ = _cleaned(transcript)
+        messages = _cleaned(transcript).messages  # replayed now, as live: its times are the replay's
         recorded = [
             {
                 "role": m["role"],

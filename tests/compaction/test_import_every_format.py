@@ -184,6 +184,13 @@ def run(path: Path, user, *args: str) -> str:
     return out.getvalue()
 
 
+def imported(path: Path, user, *args: str) -> Session:
+    """The top-level session an import of `path` created (sessions are dated by the transcript)."""
+    known = set(Session.objects.filter(owner=user).values_list("pk", flat=True))
+    run(path, user, *args)
+    return Session.objects.filter(owner=user, parent=None).exclude(pk__in=known).get()
+
+
 MAIN_CLAUDE_CODE = sorted(p for p in (DATA / "claude-code").glob("*.jsonl"))
 SUBAGENT_FILES = sorted((DATA / "claude-code").glob("*/subagents/*.jsonl"))
 
@@ -206,11 +213,9 @@ def test_every_claude_code_file_imports_whole_with_its_subagents(path: Path, use
 def test_subagent_logs_with_broken_parent_links_import_whole(user) -> None:
     # Claude Code's compaction subagent logs hang off lines of the parent session that are not
     # in the file: every one of their messages must still be there.
-    for path in SUBAGENT_FILES:
-        run(path, user)
-    sessions = Session.objects.filter(owner=user)
-    assert sessions.count() == len(SUBAGENT_FILES)
-    for path, session in zip(SUBAGENT_FILES, sessions.order_by("created_at"), strict=True):
+    sessions = [imported(path, user) for path in SUBAGENT_FILES]
+    assert Session.objects.filter(owner=user).count() == len(SUBAGENT_FILES)
+    for path, session in zip(SUBAGENT_FILES, sessions, strict=True):
         expected = expected_claude_code(path)
         assert_imported_whole(session, expected)
         lines = [json.loads(raw) for raw in path.read_text().splitlines() if raw.strip()]
@@ -273,10 +278,9 @@ def test_queued_instructions_arrive_where_the_agent_received_them(user) -> None:
 def test_imports_store_whose_words_each_message_carries(user) -> None:
     # Claude Code marks what it injected (a skill body, hook output) as meta lines; the person's
     # own lines and the command they typed stay theirs.
-    run(DATA / "claude-code" / "subagent.jsonl", user, "--no-subagents")
-    run(DATA / "claude-code" / "reliability-coverage-test-fix.jsonl", user)
-    run(DATA / "swe-agent" / "pydicom__pydicom-1458.traj", user)
-    beads, hooked, swe = Session.objects.filter(owner=user).order_by("created_at")
+    beads = imported(DATA / "claude-code" / "subagent.jsonl", user, "--no-subagents")
+    hooked = imported(DATA / "claude-code" / "reliability-coverage-test-fix.jsonl", user)
+    swe = imported(DATA / "swe-agent" / "pydicom__pydicom-1458.traj", user)
     first = Message.objects.get(session=beads, seq=1)
     assert first.provenance == "person"
     assert first.content[0]["text"].startswith("<command-message>handgemacht:create-beads")
@@ -363,3 +367,22 @@ def test_sidechains_inside_a_main_log_become_child_sessions(user, tmp_path: Path
     assert_imported_whole(child, expected_claude_code(sidechain))
     assert f"subagent older.jsonl (sidechain 1) → session {child.pk}" in output
     assert "sidechain" not in output.split("skipped:")[1].split("\n")[0]  # read, not skipped
+
+
+def test_an_imported_session_and_its_messages_are_dated_when_the_agent_logged_them(user) -> None:
+    from datetime import UTC, datetime
+
+    session = imported(DATA / "pi" / "large-session.jsonl", user)
+    # pi logged this session on 2025-11-20/21: the import does not date it today.
+    assert session.created_at == datetime(2025, 11, 20, 23, 33, 1, 550000, tzinfo=UTC)
+    assert session.last_activity_at == datetime(2025, 11, 21, 2, 14, 2, 980000, tzinfo=UTC)
+    times = list(Message.objects.filter(session=session).order_by("seq").values_list("created_at", flat=True))
+    assert times[0] == session.created_at and times[-1] == session.last_activity_at
+    assert all(a <= b for a, b in zip(times, times[1:], strict=False))  # in the order they were logged
+    # A tool result is dated by its own line, after the call it answers.
+    claude = imported(DATA / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl", user, "--no-subagents")
+    call, result = Message.objects.filter(session=claude, seq__in=[2, 3]).order_by("seq")
+    assert call.created_at.year == 2026 and call.created_at < result.created_at
+    # A format without times (SWE-agent) is dated by the import.
+    swe = imported(DATA / "swe-agent" / "katy.traj", user)
+    assert swe.created_at.date() == datetime.now(UTC).date()

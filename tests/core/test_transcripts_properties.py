@@ -49,7 +49,7 @@ def raw_logs(draw) -> list[dict]:
 @given(raw=raw_logs())
 def test_assembled_history_is_always_api_valid(raw: list[dict]) -> None:
     stats: Counter[str] = Counter()
-    messages, reported, markers = assemble(raw, stats)
+    messages, reported, markers, _ = assemble(raw, stats)
     transcript = ImportedTranscript(messages=messages, reported_context_tokens=reported)
     assert_tool_pairs_intact(transcript)
     for marker in markers:

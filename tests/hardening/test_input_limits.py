@@ -136,7 +136,7 @@ def test_assembling_chained_user_lines_is_linear():
     timings = {}
     for n in (5_000, 20_000):
         started = time.perf_counter()
-        messages, _, _ = assemble(_chained_user_lines(n), Counter())
+        messages, _, _, _ = assemble(_chained_user_lines(n), Counter())
         timings[n] = time.perf_counter() - started
         assert len(messages) == 1 and len(messages[0]["content"]) == n
     # Four times the lines: about four times the time (quadratic was sixteen; 20k took 50 s).

@@ -68,7 +68,7 @@ def parse_anthropic_messages(document: Any) -> ImportedTranscript:
         else:
             raw.append({"role": "user", "content": content})
     stats["lines"] = len(messages)
-    out, reported, _ = assemble(raw, stats)
+    out, reported, _, _ = assemble(raw, stats)
     first_user = next((m for m in out if m["role"] == "user"), None)
     texts = (
         [b.get("text", "") for b in as_blocks(first_user["content"]) if b.get("type") == "text"] if first_user else []

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from compaction.core.blocks import as_blocks
 from compaction.core.provenance import PERSON, QUEUED_TEMPLATE, annotate, stated_blocks
@@ -161,6 +161,9 @@ class ImportedTranscript:
     # Aligned with `messages`: the context size the provider reported for that assistant
     # message (input + cache read + cache creation tokens); None for user messages / unknown.
     reported_context_tokens: list[int | None] = field(default_factory=list)
+    # Aligned with `messages`: when the agent logged it (ISO 8601 as the file has it), where the
+    # format records it; [] or None entries where it does not (SWE-agent trajectories).
+    times: list[str | None] = field(default_factory=list)
     source: str = ""
     session_id: str | None = None
     stats: Counter[str] = field(default_factory=Counter)
@@ -213,15 +216,22 @@ class _Item:
     extra: list[dict[str, Any]] = field(default_factory=list)  # blocks sent along with the answers
     marker: dict[str, Any] | None = None
     provenance: str = ""  # a user item's, as far as its text says (blocks may state their own)
+    at: str | None = None  # when its first line was logged
+    answered_at: str | None = None  # assistant: when the first of its results was logged
 
 
-def assemble(
-    raw: list[dict[str, Any]], stats: Counter[str]
-) -> tuple[list[dict[str, Any]], list[int | None], list[dict[str, Any]]]:
+class Assembled(NamedTuple):
+    messages: list[dict[str, Any]]
+    reported: list[int | None]  # aligned with messages
+    markers: list[dict[str, Any]]
+    times: list[str | None]  # aligned with messages
+
+
+def assemble(raw: list[dict[str, Any]], stats: Counter[str]) -> Assembled:
     """Put raw chronological messages into provider order and repair tool pairs.
 
     `raw` items: {"role": "assistant"|"user", "content", "usage"?, "reported"?, "queued"?,
-    "provenance"?} or {"role": "marker", "marker": {...}} (a compaction point, mapped to a
+    "provenance"?, "at"?} or {"role": "marker", "marker": {...}} (a compaction point, mapped to a
     message index). A user item's `provenance` is what the reader knows of its text ("harness"
     for Claude Code's meta lines); without it, its text is read by shape
     (compaction.core.provenance.annotate).
@@ -235,7 +245,9 @@ def assemble(
     - consecutive plain user messages are merged (each text block then states its own
       provenance where the two differ); whitespace-only text blocks and empty messages are
       dropped (the Messages API rejects both).
-    Returns (messages, reported context tokens aligned with them, markers with indexes).
+    Returns the messages, with the reported context tokens and the times (`at`: when the
+    message's first line was logged; a tool results message, its first result's) aligned with
+    them, and the markers with their message indexes.
     """
     assembler = _Assembler(stats)
     for position, entry in enumerate(raw, start=1):
@@ -274,7 +286,7 @@ class _Assembler:
             self.stats[f"role_{role}_skipped"] += 1
 
     def _assistant(self, entry: dict[str, Any], blocks: list[dict[str, Any]]) -> None:
-        item = _Item("assistant", [], entry.get("usage"), entry.get("reported"))
+        item = _Item("assistant", [], entry.get("usage"), entry.get("reported"), at=entry.get("at"))
         for block in blocks:
             if block.get("type") == "tool_use":
                 tool_id = block.get("id")
@@ -302,6 +314,7 @@ class _Assembler:
                 continue
             self.answered.add(tool_id)
             answering.results.append(block)
+            answering.answered_at = answering.answered_at or entry.get("at")
             target = answering
         if target is not None and others:
             target.extra.extend(stated_blocks(marked, provenance))  # e.g. an image or note sent with the results
@@ -343,15 +356,15 @@ class _Assembler:
         else:
             content: Any = entry.get("content") if isinstance(entry.get("content"), str) and not blank else others
             provenance, content = annotate(content, stated)
-            self.items.append(_Item("user", content, provenance=provenance))
+            self.items.append(_Item("user", content, provenance=provenance, at=entry.get("at")))
 
-    def emit(self) -> tuple[list[dict[str, Any]], list[int | None], list[dict[str, Any]]]:
-        """(messages, reported context tokens aligned with them, markers with indexes)."""
+    def emit(self) -> Assembled:
         items = self.items
         last_assistant = next((i for i in reversed(items) if i.role == "assistant"), None)
         messages: list[dict[str, Any]] = []
         reported: list[int | None] = []
         markers: list[dict[str, Any]] = []
+        times: list[str | None] = []
         for item in items:
             if item.role == "marker":
                 marker = dict(item.marker or {})
@@ -362,9 +375,11 @@ class _Assembler:
                 provenance, content = annotate(item.content, item.provenance)
                 messages.append({"role": "user", "content": content, "usage": None, "provenance": provenance})
                 reported.append(None)
+                times.append(item.at)
                 continue
             messages.append({"role": "assistant", "content": item.content, "usage": item.usage, "provenance": ""})
             reported.append(item.reported)
+            times.append(item.at)
             # The agent was still waiting for the final message's tool calls: they stay unanswered.
             waiting = item is last_assistant and not item.results and not item.extra and item is items[-1]
             answers = self._answers(item, waiting)
@@ -372,7 +387,8 @@ class _Assembler:
                 provenance, content = annotate(answers)
                 messages.append({"role": "user", "content": content, "usage": None, "provenance": provenance})
                 reported.append(None)
-        return messages, reported, markers
+                times.append(item.answered_at or item.at)
+        return Assembled(messages, reported, markers, times)
 
     def _answers(self, item: _Item, waiting: bool) -> list[dict[str, Any]]:
         """The user message answering an assistant item: its results (a synthetic error for each
@@ -386,6 +402,12 @@ class _Assembler:
                 )
                 self.stats["unanswered_tool_uses_repaired"] += 1
         return results + item.extra
+
+
+def logged_at(entry: dict[str, Any], key: str = "timestamp") -> str | None:
+    """When a log line says it was written (ISO 8601 text, as the file has it), or None."""
+    value = entry.get(key)
+    return value if isinstance(value, str) and value else None
 
 
 def context_tokens(usage: dict[str, Any] | None) -> int | None:

@@ -33,6 +33,7 @@ from compaction.core.transcripts.base import (
     context_tokens,
     first_line,
     load_jsonl,
+    logged_at,
 )
 
 CONVERSATION_TYPES = ("user", "assistant")
@@ -187,7 +188,7 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
     reader.queued(queued.get(len(entries), ()))
     raw = reader.finish()
 
-    messages, reported, markers = assemble(raw, stats)
+    messages, reported, markers, times = assemble(raw, stats)
     model = next((m for m, _ in reader.models.most_common() if m != SYNTHETIC_MODEL), None)
     return ImportedTranscript(
         messages=messages,
@@ -195,6 +196,7 @@ def parse_claude_code(entries: Iterable[dict[str, Any]], *, stats: Counter[str] 
         model=model,
         compactions=compaction_records(markers),
         reported_context_tokens=reported,
+        times=times,
         source="claude-code",
         session_id=reader.session_id,
         stats=stats,
@@ -254,7 +256,9 @@ class _ChainReader:
             if uuid not in self.chain:
                 stats["skipped_off_chain"] += 1
                 return
-            self.raw.append({"role": "user", "content": _queued_attachment(entry), "queued": True})
+            self.raw.append(
+                {"role": "user", "content": _queued_attachment(entry), "queued": True, "at": logged_at(entry)}
+            )
             stats["queued_messages_imported"] += 1
         elif kind == "attachment":
             # Claude Code's own context notes (file changes, reminders, hook output).
@@ -289,7 +293,15 @@ class _ChainReader:
         self.last_assistant_id = message_id
         if isinstance(message.get("model"), str):
             self.models[message["model"]] += 1
-        self.raw.append({"role": "assistant", "content": blocks, "usage": usage, "reported": context_tokens(usage)})
+        self.raw.append(
+            {
+                "role": "assistant",
+                "content": blocks,
+                "usage": usage,
+                "reported": context_tokens(usage),
+                "at": logged_at(entry),
+            }
+        )
 
     def _user(self, entry: dict[str, Any], uuid: str) -> None:
         message, stats = _message(entry), self.stats
@@ -315,9 +327,9 @@ class _ChainReader:
             # Hidden in Claude Code's UI but sent to the model (command caveats, skill text,
             # hook output): the harness's words, not the person's.
             stats["meta_user_lines_imported"] += 1
-            self.raw.append({"role": "user", "content": content, "provenance": HARNESS})
+            self.raw.append({"role": "user", "content": content, "provenance": HARNESS, "at": logged_at(entry)})
         else:
-            self.raw.append({"role": "user", "content": content})
+            self.raw.append({"role": "user", "content": content, "at": logged_at(entry)})
 
     def finish(self) -> list[dict[str, Any]]:
         if self.boundary is not None:

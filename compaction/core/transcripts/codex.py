@@ -46,6 +46,7 @@ from compaction.core.transcripts.base import (
     first_line,
     load_jsonl,
     loads_embedded,
+    logged_at,
 )
 
 LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
@@ -191,17 +192,18 @@ class _Rollout:
     last_total: Any = None
     last_prompt: int | None = None
     spare_prompt: int | None = None  # a usage no reply took: Codex's own compaction call
+    at: str | None = None  # when the line being read was logged
 
     def close_reply(self) -> None:
         if self.reply is not None and self.answers:
-            self.raw.append({"role": "user", "content": list(self.answers)})
+            self.raw.append({"role": "user", "content": list(self.answers), "at": self.at})
             self.answers.clear()
         self.reply = None
 
     def input(self, content: Any, provenance: str = "") -> None:
         self.close_reply()
         self.spare_usage_unclaimed()
-        entry: dict[str, Any] = {"role": "user", "content": content}
+        entry: dict[str, Any] = {"role": "user", "content": content, "at": self.at}
         if provenance:
             entry["provenance"] = provenance
         self.raw.append(entry)
@@ -209,7 +211,7 @@ class _Rollout:
     def assistant(self, block: dict[str, Any]) -> None:
         self.spare_usage_unclaimed()
         if self.reply is None:
-            self.reply = {"role": "assistant", "content": [], "usage": None, "reported": None}
+            self.reply = {"role": "assistant", "content": [], "usage": None, "reported": None, "at": self.at}
             self.raw.append(self.reply)
             self.unreported = self.reply
         self.reply["content"].append(block)
@@ -413,16 +415,18 @@ def parse_codex(rows: list[tuple[int, dict[str, Any]]], *, stats: Counter[str] |
     state.stats["lines"] += len(rows)
     for position, (number, entry) in enumerate(rows):
         kind, payload = _line(entry, position == 0)
+        state.at = logged_at(entry)
         _read_line(state, kind, payload, number)
     state.close_reply()
     state.spare_usage_unclaimed()
-    messages, reported, markers = assemble(state.raw, state.stats)
+    messages, reported, markers, times = assemble(state.raw, state.stats)
     return ImportedTranscript(
         messages=messages,
         title=_title(messages),
         model=state.models.most_common(1)[0][0] if state.models else None,
         compactions=compaction_records(markers),
         reported_context_tokens=reported,
+        times=times,
         source="codex",
         session_id=state.session_id,
         stats=state.stats,

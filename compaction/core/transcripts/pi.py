@@ -21,6 +21,7 @@ from compaction.core.transcripts.base import (
     first_line,
     load_jsonl,
     loads_embedded,
+    logged_at,
 )
 from compaction.core.types import ProviderUsage
 
@@ -118,17 +119,19 @@ def read_pi(path: str | Path, *, strict: bool = False) -> ImportedTranscript:
         message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
         item = _raw_message(message, stats, models)
         if item is not None:
+            item["at"] = logged_at(entry)
             raw.append(item)
             raw_entry_index.append(index)
 
     _place_markers(raw, raw_entry_index, compactions)
-    messages, reported, markers = assemble(raw, stats)
+    messages, reported, markers, times = assemble(raw, stats)
     return ImportedTranscript(
         messages=messages,
         title=_title(messages),
         model=models.most_common(1)[0][0] if models else None,
         compactions=compaction_records(markers),
         reported_context_tokens=reported,
+        times=times,
         source="pi",
         session_id=session_id,
         stats=stats,

@@ -193,7 +193,7 @@ def parse_swe_agent(traj: Any) -> ImportedTranscript:
             raw.append(_result(pending_action_id, final))
             stats["final_observation_from_trajectory"] += 1
 
-    messages, reported, _ = assemble(raw, stats)
+    messages, reported, _, _ = assemble(raw, stats)
     return ImportedTranscript(
         messages=messages,
         title=first_line(task.split("ISSUE:", 1)[-1] if task else ""),
