@@ -263,14 +263,19 @@ def test_focus_gathers_what_it_names_and_puts_it_first() -> None:
     assert "## Focus" not in plain
 
 
-def test_a_tiny_budget_compresses_old_work_but_keeps_every_commit_and_names_every_persons_message() -> None:
+def thirty_committed_steps() -> Story:
+    """Thirty requests, each an edit, a commit and a report: a long session for a tiny budget."""
     story = Story()
     for i in range(30):
         story.person(f"Request {i}: update src/mod_{i}.py so that step {i} passes, keeping the old behaviour around.")
         story.edit(f"/p/src/mod_{i}.py", "a", "b" * 200, said=f"Now update mod_{i}.py for step {i}.")
         story.run(f"git commit -am 'step {i}'", commit_output(f"{i:07x}", f"step {i}"))
         story.says(f"Step {i} done.")
-    state = story.state()
+    return story
+
+
+def test_a_tiny_budget_compresses_old_work_but_keeps_every_commit_and_names_every_persons_message() -> None:
+    state = thirty_committed_steps().state()
     text = handoff(state, budget=1_500, max_chars=6_000)
     assert len(text) <= 6_000
     for i in range(30):
@@ -283,12 +288,7 @@ def test_a_tiny_budget_compresses_old_work_but_keeps_every_commit_and_names_ever
 
 
 def test_a_persons_message_of_several_texts_is_cited_once_among_the_earlier_ones() -> None:
-    story = Story()
-    for i in range(30):
-        story.person(f"Request {i}: update src/mod_{i}.py so that step {i} passes, keeping the old behaviour around.")
-        story.edit(f"/p/src/mod_{i}.py", "a", "b" * 200, said=f"Now update mod_{i}.py for step {i}.")
-        story.run(f"git commit -am 'step {i}'", commit_output(f"{i:07x}", f"step {i}"))
-        story.says(f"Step {i} done.")
+    story = thirty_committed_steps()
     # One message holding two of the person's lines (sent together, or merged by the agent).
     story.raw[0]["content"].append({"type": "text", "text": "and keep the old tests green while you are at it"})
     state = story.state()
