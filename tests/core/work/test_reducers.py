@@ -518,3 +518,26 @@ def test_a_commit_on_a_clean_tree_is_no_error_but_one_that_left_untracked_files_
     untracked = 'On branch master\nUntracked files:\n\tnotes.md\nnothing added to commit but untracked files present (use "git add" to track)'
     state = Story().person("commit it").run("git commit -m 'notes'", untracked, error=True).state()
     assert [e.source for e in state.errors] == ["git commit -m 'notes'"]
+
+
+def test_a_script_run_from_its_own_directory_settles_its_failure_from_the_project() -> None:
+    state = (
+        Story()
+        .person("add highlight.js and rebuild the assets")
+        .run("cd /p/app && mix compile", "Compiled")
+        .run("node assets/build.js", '✘ [ERROR] Could not resolve "js/app.js"', error=True)
+        .run("cd /p/app/assets && node build.js", "build done")
+        .state()
+    )
+    builds = [c for c in state.checks.values() if c.kind == "build" and "build.js" in c.command]
+    assert [(c.ok, c.failed_seq, c.fixed_seq) for c in builds] == [(True, 4, 6)]
+    assert [(e.status, e.resolved_seq) for e in state.errors] == [("resolved", 7)]
+    # The same script name in another directory is another build.
+    state = (
+        Story()
+        .person("build")
+        .run("cd /p/app && node assets/build.js", "✘ [ERROR] boom", error=True)
+        .run("cd /p/other && node build.js", "ok")
+        .state()
+    )
+    assert [e.status for e in state.errors] == ["open"]

@@ -393,6 +393,7 @@ def test_the_tools_line_names_the_projects_programs_not_the_shells_utilities_or_
         .run("cd assets && npm install --save highlight.js", "added 1 package")
         .run("mix test", "49 tests, 0 failures")
         .run("grep -rn hljs assets/js", "")
+        .run('head -5 t.jsonl | python3 -c "import sys,json; [print(json.dumps({k:v for k,v in x})) for x in y]"', "{}")
     )
     assert other(View(story.state())) == ["- Tools the work used: `npm` (install), `mix` (test)"]
 

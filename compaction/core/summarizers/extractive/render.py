@@ -8,6 +8,7 @@ section with nothing to say is left out rather than filled with "(none)". Messag
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.standing import (
@@ -583,14 +584,17 @@ SHELL_UTILITIES = frozenset(
 )
 
 
+_PROGRAM_RE = re.compile(r"^[A-Za-z0-9_][\w.+-]*$")
+
+
 def _tools_used(v: View) -> str:
     """The programs the agent ran, each with its subcommands (not its flags): how this project is
     worked on."""
     by_program: dict[str, list[str]] = {}
     for head in v.state.commands:
         program, _sep, sub = head.partition(" ")
-        if program in SHELL_UTILITIES:
-            continue
+        if program in SHELL_UTILITIES or not _PROGRAM_RE.match(program):
+            continue  # a look around, or a piece of inline code (`python3 -c "[print(…)…"`)
         subs = by_program.setdefault(program, [])
         if sub and not sub.startswith("-") and sub not in subs:
             subs.append(sub)

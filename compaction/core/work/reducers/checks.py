@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+
 from compaction.core.text_heuristics import chain_parts, check_scope, command_signature, run_covers
 from compaction.core.work.events import Call
 from compaction.core.work.reducers.changes import changes_since
@@ -10,22 +13,33 @@ from compaction.core.work.state import Check, WorkState
 from compaction.core.work.vocabulary import check_kind, check_runner
 
 
-def check_key(command: str) -> str:
+def check_key(command: str, cwd: str = "") -> str:
     """Which check a command runs, by its runner as the vocabulary names it ("mix test",
-    "pytest", "npm run lint"), not its targets or flags."""
+    "pytest", "npm run lint"), not its targets or flags. A script it names by a relative path is
+    resolved against the shell's directory `cwd` when known: `node assets/build.js` from the
+    project and `cd assets && node build.js` are one build."""
     parts = [p for p in chain_parts(command) if check_kind(p)] or chain_parts(command)
     part = parts[-1] if parts else command
     runner = check_runner(part)
-    if runner:
+    if not runner:
+        scope, _targets = check_scope(part)
+        runner = " ".join(scope or command_signature(part)) or part
+    if not cwd.startswith("/"):
         return runner
-    scope, _targets = check_scope(part)
-    return " ".join(scope or command_signature(part)) or part
+    return " ".join(
+        os.path.normpath(os.path.join(cwd, word)) if _RELATIVE_SCRIPT_RE.match(word) else word
+        for word in runner.split()
+    )
+
+
+# A word naming a file by a relative path (`assets/build.js`, `build.js`, `./run.sh`).
+_RELATIVE_SCRIPT_RE = re.compile(r"^(?![/~-])[\w.-]*(?:/[\w.-]+)*\.\w{1,5}$|^\.{1,2}/\S+$")
 
 
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if call.kind != "shell" or outcome.ok is None or not outcome.check:
         return
-    key = check_key(outcome.command)
+    key = check_key(outcome.command, state.git.cwd)
     check = state.checks.get(key)
     if check is None:
         check = state.checks[key] = Check(key, outcome.command, outcome.check, bool(outcome.ok), call.seq, runs=0)
@@ -41,9 +55,19 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
             check.failed_seq, check.fixed_seq, check.fix = call.seq, None, ""
             check.failed_command = outcome.command
         check.failure = outcome.error or outcome.tally
-    elif check.failed_seq is not None and check.fixed_seq is None and run_covers(outcome.command, check.failed_command):
+    elif (
+        check.failed_seq is not None
+        and check.fixed_seq is None
+        and pass_covers(outcome.command, check.failed_command, key)
+    ):
         check.fixed_seq = call.seq
         check.fix = changes_since(state, check.failed_seq, call.seq)
+
+
+def pass_covers(success: str, failure: str, key: str) -> bool:
+    """Whether a pass settles a failure of the same check: it ran as much, or both ran the one
+    script the key names (resolved: `cd assets && node build.js` after `node assets/build.js`)."""
+    return run_covers(success, failure) or any(word.startswith("/") for word in key.split())
 
 
 def is_open_failure(check: Check) -> bool:

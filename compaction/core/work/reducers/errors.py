@@ -11,14 +11,13 @@ import re
 from compaction.core.text_heuristics import (
     command_error_lines,
     command_signature,
-    run_covers,
     sentences,
     strip_error_tags,
 )
 from compaction.core.work.events import Call, Narration
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers.changes import changes_since
-from compaction.core.work.reducers.checks import check_key
+from compaction.core.work.reducers.checks import check_key, pass_covers
 from compaction.core.work.reducers.outcome import Outcome
 from compaction.core.work.state import ErrorRecord, Quote, WorkState
 from compaction.core.work.vocabulary import EXIT_CODE_RE
@@ -36,11 +35,11 @@ BARE_TALLY_RE = re.compile(r"(?i)^\W*\d+ (?:tests?|examples?|failures?|failed|er
 _INTERJECTION_RE = re.compile(r"(?i)^(?:i see|right|ah|oh|hmm+|ok(?:ay)?|got it|good|great)\b[\s,.!:;—–-]*")
 
 
-def error_key(call: Call, outcome: Outcome) -> str:
+def error_key(call: Call, outcome: Outcome, cwd: str = "") -> str:
     """What settles an error: a later run of the same check or command, or of the same tool on
     the same file."""
     if outcome.check:
-        return "check:" + check_key(outcome.command)
+        return "check:" + check_key(outcome.command, cwd)
     if outcome.command:
         return "cmd:" + " ".join(command_signature(outcome.command))
     return f"{call.name}:{call.path or ''}"
@@ -73,7 +72,7 @@ def _settles(error: ErrorRecord, key: str, command: str) -> bool:
         return False
     if key.startswith("check:"):
         # A check is fixed only by a run of its own targets or more.
-        return run_covers(command, error.source)
+        return pass_covers(command, error.source, key.removeprefix("check:"))
     return True
 
 
@@ -105,7 +104,7 @@ def _note_attempt(state: WorkState, call: Call, key: str) -> None:
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if outcome.ok is None or (outcome.probe and outcome.ok):
         return
-    key = error_key(call, outcome)
+    key = error_key(call, outcome, state.git.cwd)
     _note_attempt(state, call, key)
     if outcome.ok:
         _resolve(state, call, outcome, key)
