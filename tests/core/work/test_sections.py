@@ -468,3 +468,18 @@ def test_files_deleted_in_one_sweep_share_a_line_and_a_written_file_says_its_siz
     assert "- Deleted (3): `src/math_utils.py`, `src/list_utils.py` and `src/string_utils.py`" in lines
     assert "- `src/lib.rs` was written; 1 line" in lines
     assert "- `src/math_utils.rs` was written; 3 lines, defining `factorial`" in lines
+
+
+def test_a_push_or_commit_is_owed_to_the_latest_request_only_while_there_is_one_to_make() -> None:
+    story = (
+        Story()
+        .person("Implement the close button, commit and push")
+        .edit("/p/lib/review_live.ex", "a", 'def handle_event("close", _, socket)')
+        .run("git add -A && git commit -m 'close button'", commit_output("05fd186", "close button"))
+    )
+    owed = next_section(View(story.state()))
+    assert any("Push (the latest request asks for it)" in step or "Push `05fd186`" in step for step in owed), owed
+    story.run("git push", push_output("bb53fb4", "05fd186")).says("Pushed.").person("did you push?")
+    story.run("git status", "On branch main\\nnothing to commit, working tree clean").says("Yes, everything is pushed.")
+    steps = next_section(View(story.state()))
+    assert not any("Push" in step or "commit (" in step for step in steps), steps

@@ -420,10 +420,14 @@ def _owed_by_request(v: View) -> list[str]:
     if request is None:
         return []
     owed = []
-    commits_after = [c for c in v.state.git.commits if c.seq > request.seq]
-    if _ASKED_COMMIT_RE.search(request.text) and not commits_after:
+    commits = v.state.git.commits
+    commits_after = [c for c in commits if c.seq > request.seq]
+    # Owed only while there is something to do: "did you push?" after everything was pushed and
+    # the tree is clean asks for an answer, not a push.
+    if _ASKED_COMMIT_RE.search(request.text) and not commits_after and (v.dirty or not v.git_seen):
         owed.append("commit (the latest request asks for it)")
-    if _ASKED_PUSH_RE.search(request.text) and not any((c.pushed_seq or 0) > request.seq for c in v.state.git.commits):
+    pushed_after = any((c.pushed_seq or 0) > request.seq for c in commits)
+    if _ASKED_PUSH_RE.search(request.text) and not pushed_after and not (commits and all(c.pushed_to for c in commits)):
         owed.append("push (the latest request asks for it)")
     return owed
 
