@@ -483,3 +483,13 @@ def test_a_push_or_commit_is_owed_to_the_latest_request_only_while_there_is_one_
     story.run("git status", "On branch main\\nnothing to commit, working tree clean").says("Yes, everything is pushed.")
     steps = next_section(View(story.state()))
     assert not any("Push" in step or "commit (" in step for step in steps), steps
+
+
+def test_a_hand_in_is_told_with_what_it_handed_in() -> None:
+    story = (
+        Story()
+        .person("Find the flag on web.chal.csaw.io:8000")
+        .run("curl http://web.chal.csaw.io:8000/cgi-bin/file.pl?/flag", "FLAG{p3rl_6}")
+        .tool("submit", {"command": "submit FLAG{p3rl_6}"}, "FLAG{p3rl_6}")
+    )
+    assert "The agent handed the work in with `submit FLAG{p3rl_6}` at #4." in where_things_stand(View(story.state()))

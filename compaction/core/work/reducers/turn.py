@@ -84,6 +84,8 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     turn.ended = False
     turn.steps = [*turn.steps, _step(call, outcome)][-MAX_STEPS:]
     if call.kind == "submit" and outcome.ok:
-        turn.submitted = Quote(call.seq, call.name)
+        # With its argument, when it has one: a CTF's flag is what the work found.
+        said = call.args.get("command") if isinstance(call.args, dict) else None
+        turn.submitted = Quote(call.seq, one_line(said, 200) if isinstance(said, str) and said.strip() else call.name)
     if outcome.command:
         _commands(state, call, outcome)
