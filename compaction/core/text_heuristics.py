@@ -449,7 +449,31 @@ def normalize(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-_CHAIN_SPLIT_RE = re.compile(r"\s*(?:&&|\|\||;)\s*")
+def _split_chain(line: str) -> list[str]:
+    """The commands of one shell line chained by `&&`, `||` or `;`, not splitting inside quotes
+    (`curl -d "a\";print \"b"` is one command)."""
+    parts: list[str] = []
+    start = index = 0
+    quote = ""
+    while index < len(line):
+        char = line[index]
+        if char == "\\" and quote != "'":
+            index += 2  # an escaped character, quote or separator
+            continue
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == ";" or line.startswith(("&&", "||"), index):
+            parts.append(line[start:index])
+            index += 1 if char == ";" else 2
+            start = index
+            continue
+        index += 1
+    parts.append(line[start:])
+    return [part.strip() for part in parts]
+
+
 _PLUMBING = frozenset({"cd", "echo", "export", "source", "set", "sleep", "true", "pushd", "popd", "clear"})
 
 
@@ -467,13 +491,13 @@ def command_signatures(command: str) -> list[tuple[str, ...]]:
     """The checks a command line runs, one per chained command (`cd x && npm run check` →
     [("npm", "run", "check")]; `git add -A && git commit -m m` → git add, git commit)."""
     first = command.strip().splitlines()[0] if command.strip() else ""
-    return [sig for sig in (_part_signature(p) for p in _CHAIN_SPLIT_RE.split(first)) if sig]
+    return [sig for sig in (_part_signature(p) for p in _split_chain(first)) if sig]
 
 
 def chain_parts(command: str) -> list[str]:
     """The commands a command line chains (`a && b; c`), each with its spacing normalized."""
     first = command.strip().splitlines()[0] if command.strip() else ""
-    return [" ".join(part.split()) for part in _CHAIN_SPLIT_RE.split(first) if part.strip()]
+    return [" ".join(part.split()) for part in _split_chain(first) if part.strip()]
 
 
 def command_signature(command: str) -> tuple[str, ...]:

@@ -132,3 +132,24 @@ def test_the_claude_code_reader_imports_queued_messages_with_the_tool_results_th
     assert transcript.stats["queued_messages_imported"] == 1
     summary = extractive_summary(msgs)
     assert 'The person\'s latest request (#2, typed while the agent worked): "then push it"' in summary
+
+
+def test_a_command_line_is_split_into_its_chained_commands_but_never_inside_quotes() -> None:
+    from compaction.core.text_heuristics import chain_parts
+
+    assert chain_parts("cd assets && npm run check; git status || true") == [
+        "cd assets",
+        "npm run check",
+        "git status",
+        "true",
+    ]
+    assert chain_parts('git add -A && git commit -m "fix: parse a; b" && git push') == [
+        "git add -A",
+        'git commit -m "fix: parse a; b"',
+        "git push",
+    ]
+    injected = 'curl -X POST -d "name=test\\";print \\"hello\\"&age=123" http://host/forms.pl'
+    assert chain_parts(injected) == [injected]  # an escaped quote does not end the string
+    assert chain_parts("echo 'a;b' && ls") == ["echo 'a;b'", "ls"]
+    assert chain_parts("echo a\\;b") == ["echo a\\;b"]
+    assert chain_parts('grep -E "x|y" f || true') == ['grep -E "x|y" f', "true"]
