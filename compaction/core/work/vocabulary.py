@@ -47,9 +47,10 @@ CHECKS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
 )
 # A run's tally: "65 tests, 0 failures", "3 passed, 1 failed in 0.4s", "found no offenses" (a
-# count, not the end of a version: npm's "> pkg@0.7.29 test" echo is no tally).
+# count, not the end of a version: npm's "> pkg@0.7.29 test" echo is no tally; nor one file's
+# count in parentheses, vitest's "✓ test/a.test.js (4 tests) 131ms").
 TALLY_RE = re.compile(
-    r"(?i)((?<![\d.@])\b\d+ (?:tests?|examples?|doctests?|properties|passed|failed|failures?|errors?|specs?)\b[^\n]*|"
+    r"(?i)((?<![\d.@(])\b\d+ (?:tests?|examples?|doctests?|properties|passed|failed|failures?|errors?|specs?)\b[^\n]*|"
     r"\bfound no offenses\b[^\n]*|\ball checks passed\b[^\n]*|\bno issues\b[^\n]*|\bFound 0 errors\b[^\n]*)"
 )
 FAILED_COUNT_RE = re.compile(r"(?i)\b([1-9]\d*) (?:failed|failures?|errors?)\b")

@@ -541,3 +541,12 @@ def test_a_script_run_from_its_own_directory_settles_its_failure_from_the_projec
         .state()
     )
     assert [e.status for e in state.errors] == ["open"]
+
+
+def test_a_files_own_count_in_parentheses_is_no_tally_of_the_run() -> None:
+    truncated = " ✓ test/highlight.test.js (4 tests) 131ms\n...\n</persisted-output>"
+    state = Story().person("run the JS tests").run("npx vitest run", truncated).state()
+    assert [(c.ok, c.tally) for c in state.checks.values()] == [(True, "")]
+    whole = truncated.replace("...", " Test Files  1 passed (1)\n      Tests  4 passed (4)")
+    state = Story().person("run the JS tests").run("npx vitest run", whole).state()
+    assert [c.tally for c in state.checks.values()] == ["4 passed (4)"]
