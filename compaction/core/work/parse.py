@@ -15,6 +15,7 @@ from compaction.core.work.vocabulary import (
     FAILED_COUNT_RE,
     GIT_DIFF_STAT_RE,
     GIT_STATUS_RE,
+    RUN_FAILED_RE,
     TALLY_RE,
 )
 
@@ -67,7 +68,11 @@ def run_outcome(output: str, is_error: bool) -> tuple[bool, str, str]:
         for m in TALLY_RE.finditer(text)
     ]
     tally = one_line(_tally(found), 160) if found else ""
-    failed = is_error or bool(EXIT_CODE_RE.search(text)) or bool(tally and FAILED_COUNT_RE.search(tally))
+    failed = (
+        is_error
+        or bool(EXIT_CODE_RE.search(text) or RUN_FAILED_RE.search(text))
+        or bool(tally and FAILED_COUNT_RE.search(tally))
+    )
     if not failed:
         return True, tally, ""
     errors = [line for line in error_lines_of(text, is_error=True) if not EXIT_CODE_RE.search(line)]

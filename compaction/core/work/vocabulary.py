@@ -55,6 +55,11 @@ TALLY_RE = re.compile(
 )
 FAILED_COUNT_RE = re.compile(r"(?i)\b([1-9]\d*) (?:failed|failures?|errors?)\b")
 EXIT_CODE_RE = re.compile(r"(?i)\bexit (?:code|status)[: ]+([1-9]\d*)")
+# A runner saying its run failed, where a pipe (`| head -30`) hid the exit status from the harness.
+RUN_FAILED_RE = re.compile(
+    r"(?m)^(?:npm (?:error|ERR!) code \S+|npm (?:error|ERR!) Lifecycle script `[^`]+` failed|"
+    r"error Command failed with exit code [1-9]|\s*ELIFECYCLE\b.*failed|make(?:\[\d+\])?: \*\*\* .*Error [1-9])"
+)
 
 # Trackers: (tracker, pattern of a command that changes an item's status, status it sets or
 # None when the pattern names it in group "status"). Ids are group "ids" (space-separated).

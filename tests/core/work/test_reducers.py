@@ -550,3 +550,16 @@ def test_a_files_own_count_in_parentheses_is_no_tally_of_the_run() -> None:
     whole = truncated.replace("...", " Test Files  1 passed (1)\n      Tests  4 passed (4)")
     state = Story().person("run the JS tests").run("npx vitest run", whole).state()
     assert [c.tally for c in state.checks.values()] == ["4 passed (4)"]
+
+
+def test_a_build_whose_pipe_hid_its_exit_status_still_failed_when_the_runner_says_so() -> None:
+    output = (
+        "npm error Lifecycle script `build` failed with error:\nnpm error code 1\n"
+        "npm error path /p/packages/coding-agent\n"
+    )
+    state = Story().person("publish").run("npm run build -w @acme/agent 2>&1 | head -30", output).state()
+    assert [(c.ok, c.failure) for c in state.checks.values()] == [
+        (False, "npm error Lifecycle script `build` failed with error: npm error code 1")
+    ]
+    state = Story().person("build").run("npm run build | tail -3", "> acme@1.0 build\n> tsc\n\nDone").state()
+    assert [c.ok for c in state.checks.values()] == [True]

@@ -16,6 +16,7 @@ from compaction.core.summarizers.extractive.render import (
     next_section,
     other,
     people,
+    repository,
     render,
 )
 from compaction.core.summarizers.extractive.standing import where_things_stand
@@ -418,7 +419,7 @@ def test_an_epic_known_only_by_its_childrens_ids_is_closed_last() -> None:
         .run("bd create 'Add mix quality alias' --parent proj-0p7", "✓ Created issue: proj-0p7.2")
     )
     assert next_section(View(story.state())) == [
-        '1. Then `proj-0p7.1` "Install Credo"',
+        '1. Next open in the tracker: `proj-0p7.1` "Install Credo"',
         '2. Then `proj-0p7.2` "Add mix quality alias"',
         '3. Close the epic `proj-0p7` "Quality tools" once its children are closed.',
     ]
@@ -493,3 +494,36 @@ def test_a_hand_in_is_told_with_what_it_handed_in() -> None:
         .tool("submit", {"command": "submit FLAG{p3rl_6}"}, "FLAG{p3rl_6}")
     )
     assert "The agent handed the work in with `submit FLAG{p3rl_6}` at #4." in where_things_stand(View(story.state()))
+
+
+def test_a_file_is_new_only_in_the_commit_that_added_it() -> None:
+    def commit(subject: str, body: str) -> str:
+        return f"git add -A && git commit -m \"$(cat <<'EOF'\n{subject}\n\n{body}\nEOF\n)\""
+
+    story = (
+        Story()
+        .person("Add the review page, then the close button")
+        .write("/p/lib/review_live.ex", "defmodule ReviewLive do\nend\n")
+        .run(commit("feat: review page", "Add ReviewLive."), commit_output("bb53fb4", "feat: review page"))
+        .edit("/p/lib/review_live.ex", "end", "def handle_event(\"close\", _, s), do: {:noreply, s}\nend")
+        .write("/p/lib/token_store.ex", "defmodule TokenStore do\nend\n")
+        .run(commit("feat: close button", "Add the close event."), commit_output("05fd186", "feat: close button"))
+    )
+    lines = "\n".join(files(View(story.state())))
+    assert "Committed in `05fd186` and unchanged since then: " in lines, lines
+    assert "`lib/token_store.ex` (new)" in lines
+    assert "`lib/review_live.ex`" in lines and "`lib/review_live.ex` (new)" not in lines
+
+
+def test_a_clean_tree_is_claimed_from_git_status_only_when_one_ran_after_the_last_commit() -> None:
+    story = (
+        Story()
+        .person("Release it")
+        .edit("/p/CHANGELOG.md", "## [Unreleased]", "## [0.8.0]")
+        .run("git add -A && git commit -m 'Release v0.8.0'", commit_output("45ffe0a", "Release v0.8.0"))
+    )
+    told = "\n".join(repository(View(story.state())))
+    assert "Nothing uncommitted as far as the edits show (no `git status` since `45ffe0a`)" in told
+    story.run("git status", "On branch main\nnothing to commit, working tree clean")
+    told = "\n".join(repository(View(story.state())))
+    assert "Nothing uncommitted (the latest `git status` and the edits since agree)" in told

@@ -266,7 +266,12 @@ def repository(v: View) -> Lines:
     if dirty:
         out.append("Uncommitted: " + listing(dirty, 12))
     elif commits or git.tree is not None:
-        out.append("Nothing uncommitted (the latest `git status` and the edits since agree)")
+        status_since = git.tree is not None and (not commits or git.tree_seq >= commits[-1].seq)
+        out.append(
+            "Nothing uncommitted (the latest `git status` and the edits since agree)"
+            if status_since
+            else f"Nothing uncommitted as far as the edits show (no `git status` since {code(commits[-1].sha[:7])})"
+        )
     if git.stash:
         out.append(f"Stashed: {len(git.stash)} stash entr{'y' if len(git.stash) == 1 else 'ies'}")
     if git.cwd and v.root and git.cwd != v.root and git.cwd.startswith(v.root + "/"):
@@ -434,7 +439,9 @@ def _by_commit(v: View, recs: list[FileRecord]) -> list[str]:
     """One line per commit: the files it holds that have not changed since ("new": written whole)."""
     held: dict[str, list[str]] = {}
     for rec in sorted(recs, key=lambda r: r.first):
-        held.setdefault(rec.commits[-1], []).append(v.path(rec.path) + (" (new)" if rec.created else ""))
+        # "(new)": the commit that holds it is the one that added it (not a later one that changed it).
+        new = rec.created and len(rec.commits) == 1
+        held.setdefault(rec.commits[-1], []).append(v.path(rec.path) + (" (new)" if new else ""))
     order = [c.sha for c in reversed(v.state.git.commits) if c.sha in held]
     out = []
     for sha in order:

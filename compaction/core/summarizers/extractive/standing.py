@@ -463,7 +463,8 @@ def next_steps(v: View) -> list[str]:
         after = f" (after {listing([code(b) for b in blocked], 3)})" if blocked else ""
         intro, _done = task_spec(task.note)
         about = f": {clipped(intro, v.chars(300))}" if intro else ""
-        out.append(f"Then {v.task_name(task, limit=80)}{after}{about}")
+        lead = "Then" if out else "Next open in the tracker:"  # not "Then" after nothing
+        out.append(f"{lead} {v.task_name(task, limit=80)}{after}{about}")
     if v.state.people.handover and turn.submitted is None:
         out.append(
             f"When the task is done, hand it in with `{v.state.people.handover}` (the task's instructions say so)."
