@@ -16,8 +16,8 @@ from compaction.core.summarizers.extractive.render import (
     next_section,
     other,
     people,
-    repository,
     render,
+    repository,
 )
 from compaction.core.summarizers.extractive.standing import where_things_stand
 from compaction.core.summarizers.extractive.view import TINY, View
@@ -505,7 +505,7 @@ def test_a_file_is_new_only_in_the_commit_that_added_it() -> None:
         .person("Add the review page, then the close button")
         .write("/p/lib/review_live.ex", "defmodule ReviewLive do\nend\n")
         .run(commit("feat: review page", "Add ReviewLive."), commit_output("bb53fb4", "feat: review page"))
-        .edit("/p/lib/review_live.ex", "end", "def handle_event(\"close\", _, s), do: {:noreply, s}\nend")
+        .edit("/p/lib/review_live.ex", "end", 'def handle_event("close", _, s), do: {:noreply, s}\nend')
         .write("/p/lib/token_store.ex", "defmodule TokenStore do\nend\n")
         .run(commit("feat: close button", "Add the close event."), commit_output("05fd186", "feat: close button"))
     )
