@@ -55,6 +55,9 @@ TALLY_RE = re.compile(
 )
 FAILED_COUNT_RE = re.compile(r"(?i)\b([1-9]\d*) (?:failed|failures?|errors?)\b")
 EXIT_CODE_RE = re.compile(r"(?i)\bexit (?:code|status)[: ]+([1-9]\d*)")
+# `git commit` on a clean tree exits 1: everything was committed already (not "nothing added to
+# commit but untracked files present", where what was meant to be committed is not).
+NOTHING_TO_COMMIT_RE = re.compile(r"(?m)^nothing to commit, working tree clean")
 # A runner saying its run failed, where a pipe (`| head -30`) hid the exit status from the harness.
 RUN_FAILED_RE = re.compile(
     r"(?m)^(?:npm (?:error|ERR!) code \S+|npm (?:error|ERR!) Lifecycle script `[^`]+` failed|"

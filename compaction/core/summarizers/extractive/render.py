@@ -8,7 +8,6 @@ section with nothing to say is left out rather than filled with "(none)". Messag
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.standing import (
@@ -495,12 +494,9 @@ def files(v: View) -> Lines:
     gone = [r for r in chosen if r.state == "deleted" and not (r.created or r.empty)]
     if len(gone) >= MIN_DELETED_GROUP:
         chosen = [r for r in chosen if r not in gone]
-        shas = {r.commits[-1] for r in gone if r.commits and not r.dirty}
-        committed = (
-            f"; the deletions are committed in {code(next(iter(shas))[:7])}"
-            if len(shas) == 1 and all(r.commits and not r.dirty for r in gone)
-            else ""
-        )
+        shas = {r.commits[-1] if r.commits and not r.dirty else "" for r in gone}  # "": not committed
+        (sha,) = shas if len(shas) == 1 else ("",)
+        committed = f"; the deletions are committed in {code(sha[:7])}" if sha else ""
         swept = [v.path(r.path) for r in sorted(gone, key=lambda r: r.last)]  # in the order they went
         out.append(f"Deleted ({len(gone)}): {listing(swept, 20)}{committed}")
     out += [_file_line(v, r, brief=r.path in brief and not r.dirty) for r in chosen]
@@ -591,17 +587,14 @@ SHELL_UTILITIES = frozenset(
 )
 
 
-_PROGRAM_RE = re.compile(r"^[A-Za-z0-9_][\w.+-]*$")
-
-
 def _tools_used(v: View) -> str:
     """The programs the agent ran, each with its subcommands (not its flags): how this project is
     worked on."""
     by_program: dict[str, list[str]] = {}
     for head in v.state.commands:
         program, _sep, sub = head.partition(" ")
-        if program in SHELL_UTILITIES or not _PROGRAM_RE.match(program):
-            continue  # a look around, or a piece of inline code (`python3 -c "[print(…)…"`)
+        if program in SHELL_UTILITIES:
+            continue
         subs = by_program.setdefault(program, [])
         if sub and not sub.startswith("-") and sub not in subs:
             subs.append(sub)

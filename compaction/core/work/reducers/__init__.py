@@ -9,8 +9,6 @@ two (a commit marks the files it took as committed).
 
 from __future__ import annotations
 
-import re
-
 from compaction.core.text_heuristics import GIT_COMMIT_RE, clean_command, command_error_lines
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.work.events import Call, Event, Injected, Narration, Said, TurnEnded
@@ -18,7 +16,7 @@ from compaction.core.work.parse import run_outcome
 from compaction.core.work.reducers import checks, decisions, errors, files, git, people, tasks, turn
 from compaction.core.work.reducers.outcome import Outcome
 from compaction.core.work.state import WorkState
-from compaction.core.work.vocabulary import EDIT_REFUSED_RE, check_kind, is_probe
+from compaction.core.work.vocabulary import EDIT_REFUSED_RE, NOTHING_TO_COMMIT_RE, check_kind, is_probe
 
 CALL_REDUCERS = (
     people.on_call,
@@ -30,11 +28,6 @@ CALL_REDUCERS = (
     decisions.on_call,
     turn.on_call,
 )
-
-
-# `git commit` on a clean tree exits 1: everything was committed already (not "nothing added to
-# commit but untracked files present", where what was meant to be committed is not).
-_NOTHING_TO_COMMIT_RE = re.compile(r"(?m)^nothing to commit, working tree clean")
 
 
 def outcome_of(call: Call) -> Outcome:
@@ -50,7 +43,7 @@ def outcome_of(call: Call) -> Outcome:
             # ("No such file or directory") makes a look a failure.
             real = command_error_lines(call.name, call.command, call.output, is_error=True) if call.is_error else []
             ok, error = not real, real[0] if real else ""
-        if not ok and _NOTHING_TO_COMMIT_RE.search(call.output) and GIT_COMMIT_RE.search(command):
+        if not ok and NOTHING_TO_COMMIT_RE.search(call.output) and GIT_COMMIT_RE.search(command):
             ok, error = True, ""
         kind = check_kind(command)
         # Only a check's tally counts ("create mode 100644 test/x" is no test count).
