@@ -97,7 +97,7 @@ CASES = [
         "a prune that relieves too little loses to a summary",
         TOOL_HEAVY,
         {"settings": {"auto_compact_token_limit": 100_000, "prune_min_relief": 0.9}},
-        PRUNE_SUMMARIZE,  # the kept tail's older tool output is trimmed too (beyond its newest 2,000 tokens)
+        PRUNE_SUMMARIZE,  # the kept tail served lean: older tool output trimmed (beyond its newest 2,000 tokens)
         [PRUNE, SUMMARIZE, PRUNE_SUMMARIZE],
         "not prune relieves",
     ),
@@ -126,12 +126,12 @@ CASES = [
         "the fewest cache tokens per token of runway",
     ),
     (
-        "overflow (force) summarizes without pruning the kept part",
+        "overflow (force) serves the kept part lean too: what it keeps must fit the window",
         LONG_TOOL_HEAVY,
         {"force": True, "settings": LARGE_KEEP},
-        SUMMARIZE,
-        [SUMMARIZE],
-        "summarize",
+        PRUNE_SUMMARIZE,
+        [SUMMARIZE, PRUNE_SUMMARIZE],
+        "the fewest cache tokens per token of runway",
     ),
     (
         "strategy prune makes a prune however little it relieves",
@@ -206,7 +206,7 @@ def test_plan_chooses(case, messages, changes, chosen, weighed, words):
         assert plan.prune is not None and plan.prune.prune_before_seq is not None
     else:
         assert plan.cut is not None and not plan.cut.nothing_to_compact and plan.summary_tokens > 0
-        assert (plan.kept_prune is not None) == (PRUNE_SUMMARIZE in weighed)
+        assert (plan.kept_plan is not None) == (PRUNE_SUMMARIZE in weighed)
 
 
 def test_the_weighed_candidates_are_what_the_job_stores_and_the_api_answers():
