@@ -50,7 +50,7 @@ class SessionBreakdown:
     prune_before_seq: int | None
     tool_results_pruned: int | None  # known for a prune-only compaction and a kept plan
     # The kept plan's trimmed tool results by rule (compaction.core.kept: same, superseded,
-    # long, old), only the rules that trimmed any; {} when the kept messages are served whole.
+    # long, large, old), only the rules that trimmed any; {} when the kept messages are served whole.
     kept_trimmed: dict[str, int]
     last_report: LastReport | None
     warning: str  # a plausibility warning about the last report, "" when none
@@ -155,23 +155,23 @@ def _messages_note(sb: SessionBreakdown, segment: core.Segment) -> str:
     return text
 
 
-KEPT_WORDS = {
-    "same": ("repeated output", "served as a pointer to its first copy"),
-    "superseded": ("out-of-date file read", "trimmed"),
-    "long": ("long search or listing", "trimmed"),
-    "old": ("older output", "trimmed"),
+KEPT_WORDS = {  # rule → (one, several, what is done to them)
+    "same": ("repeated output", "repeated outputs", "served as a pointer to the copy kept"),
+    "superseded": ("out-of-date file read", "out-of-date file reads", "trimmed"),
+    "long": ("long search or listing", "long searches or listings", "trimmed"),
+    "large": ("output over 8,000 tokens", "outputs over 8,000 tokens", "trimmed"),
+    "old": ("older output", "older outputs", "trimmed"),
 }
 
 
 def kept_trimmed_words(counts: Mapping[str, int]) -> str:
-    """ "3 repeated outputs served as a pointer to their first copy, 2 out-of-date file reads
+    """ "3 repeated outputs served as a pointer to the copy kept, 2 out-of-date file reads
     trimmed" — what the kept plan does to the kept messages' tool results."""
     parts = []
-    for kind, (what, how) in KEPT_WORDS.items():
+    for kind, (one, several, how) in KEPT_WORDS.items():
         n = counts.get(kind, 0)
         if n:
-            how = how.replace("its first copy", "their first copy") if n != 1 else how
-            parts.append(f"{n:,} {what}{'s' if n != 1 else ''} {how}")
+            parts.append(f"{n:,} {one if n == 1 else several} {how}")
     return ", ".join(parts)
 
 

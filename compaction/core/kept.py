@@ -13,14 +13,18 @@ in the kept part are served trimmed, by these rules, in this order (the first th
    the later message and the message that holds it whole;
 3. `long` — a search or listing output longer than LONG_LINES lines or LONG_TOKENS tokens is
    served as its first and last lines with a pointer to the full message;
-4. `old` — outside the newest `protect_tokens` of tool output, an output large enough to
-   prune is trimmed as `compaction.core.prune.trimmed` trims it (error lines kept).
+4. `large` — an output over LARGE_TOKENS, and in the newest turn its largest outputs while they
+   add up to more than LARGE_TOKENS, and
+5. `old` — outside the newest `protect_tokens` of tool output, an output large enough to
+   prune, are trimmed as `compaction.core.prune.trimmed` trims them (first and last lines, the
+   error lines between, the message that holds it all).
 
 What is never trimmed: the newest turn (the last assistant message that called tools, the
-results answering it and everything after), the tool_use blocks (a tool pair stays whole: only
-the result's text shrinks), the person's words and every other text, outputs of protected tools
-(`skill`), outputs that are not plain text (images), and a result whose trimmed form would not
-be smaller.
+results answering it and everything after) but for its outputs beyond LARGE_TOKENS (they would
+take most of what a compaction serves, and the recall tools read them back), the tool_use
+blocks (a tool pair stays whole: only the result's text shrinks), the person's words and every
+other text, outputs of protected tools (`skill`), outputs that are not plain text (images), and
+a result whose trimmed form would not be smaller.
 
 Nothing stored changes: `plan_kept` decides, at compaction time, which blocks are served how,
 and the compaction stores that decision (`KeptPlan.as_json`). `kept_content` applies it to the
@@ -44,8 +48,8 @@ from .tokens import MESSAGE_OVERHEAD, TOOL_RESULT_OVERHEAD, Tokenizer, count_blo
 from .tool_vocabulary import EDITOR_TOOLS, READ_TOOLS, SEARCH_TOOLS, SHELL_TOOLS, shell_text, tool_input, tool_key
 from .types import Content, Msg
 
-SAME, SUPERSEDED, LONG, OLD = "same", "superseded", "long", "old"
-KINDS = (SAME, SUPERSEDED, LONG, OLD)
+SAME, SUPERSEDED, LONG, LARGE, OLD = "same", "superseded", "long", "large", "old"
+KINDS = (SAME, SUPERSEDED, LONG, LARGE, OLD)
 PLAN_VERSION = 1
 
 # In the kept part, the newest this many tokens of tool output (as served) stay whole; older
@@ -57,6 +61,10 @@ MIN_SAME_TOKENS = 40
 # A search or listing longer than either is `long`.
 LONG_LINES = 40
 LONG_TOKENS = 800
+# An output this large is `large`, and so are the newest turn's outputs beyond this many tokens in
+# all: the default keep budget serves about 10,000 tokens of messages, and after a compaction the
+# whole served part (summary + kept messages) should stay ≤ 15,000.
+LARGE_TOKENS = 8_000
 # What a superseded file read or a long listing keeps: its first and last lines.
 HEAD_LINES, HEAD_CHARS = 6, 500
 TAIL_LINES, TAIL_CHARS = 3, 300
@@ -243,6 +251,7 @@ class _Result:
     text: str | None  # None: not plain text (never trimmed)
     tokens: int  # output tokens as stored
     is_error: bool
+    newest: bool  # in the newest turn
     protected: bool  # in the newest turn, or a protected tool's output
     edit: KeptEdit | None = None
     served: int | None = None  # output tokens as served under `edit`
@@ -298,6 +307,7 @@ def _results(
                     text=output_text(content),
                     tokens=count_tool_result_content(content, tokenizer),
                     is_error=bool(block.get("is_error")),
+                    newest=index >= newest,
                     protected=index >= newest or tool in protected_tools,
                 )
             )
@@ -419,6 +429,21 @@ def _mark_long(results: list[_Result], calls: Mapping[str, tuple[int, dict[str, 
             r.edit = KeptEdit(r.block, LONG, tool=r.tool, tokens=r.tokens)
 
 
+def _mark_large(results: list[_Result], protected_tools: frozenset[str]) -> None:
+    """An output over LARGE_TOKENS outside the newest turn; in the newest turn, its largest
+    outputs, largest first, until the rest add up to LARGE_TOKENS at most."""
+    eligible = [r for r in results if r.edit is None and r.text is not None and r.tool not in protected_tools]
+    for r in eligible:
+        if not r.newest and r.tokens > LARGE_TOKENS:
+            r.edit = KeptEdit(r.block, LARGE, tool=r.tool, tokens=r.tokens)
+    newest = sum(r.tokens for r in results if r.newest)
+    for r in sorted((r for r in eligible if r.newest), key=lambda r: -r.tokens):
+        if newest <= LARGE_TOKENS or r.tokens < MIN_PRUNE_TOKENS:
+            break
+        r.edit = KeptEdit(r.block, LARGE, tool=r.tool, tokens=r.tokens)
+        newest -= r.tokens
+
+
 def _served_size(r: _Result, content: Any, tokenizer: Tokenizer) -> int | None:
     """Output tokens of `r` as served under its edit; None when that is not smaller."""
     assert r.edit is not None
@@ -459,6 +484,7 @@ def plan_kept(
     _mark_same(results)
     _mark_superseded(results, messages, calls)
     _mark_long(results, calls)
+    _mark_large(results, protected_tools)
     _settle(results, by_seq, tokenizer)
     _mark_old(results, protect_tokens)
     _settle(results, by_seq, tokenizer)

@@ -38,7 +38,7 @@ from typing import Any
 
 from compaction.core.calibration import Calibration, as_calibration, calibrated_tokens
 from compaction.core.config import CompactionConfig
-from compaction.core.cutpoint import CutPlan, plan_cut
+from compaction.core.cutpoint import TURN_START_SLACK, CutPlan, plan_cut
 from compaction.core.kept import KeptPlan, plan_kept
 from compaction.core.prune import PrunePlan, plan_prune, tool_names
 from compaction.core.tokens import Tokenizer, get_tokenizer
@@ -489,6 +489,41 @@ def _kept_plan(snap: _Snapshot, cut: CutPlan, summary: _Summary) -> tuple[KeptPl
     return plan, candidate
 
 
+def _served_messages(snap: _Snapshot, cut: CutPlan, summary: _Summary, plan: KeptPlan | None) -> int:
+    """Tokens of messages served after the compaction (our estimate): the summary message and
+    the kept messages, lean under `plan`."""
+    inputs = snap.inputs
+    kept = list(cut.kept)
+    kept_served = sum(snap.served_tokens(m) for m in kept)
+    lean = lean_kept_tokens(inputs, kept, plan) if plan is not None else kept_served
+    return summary.estimated - inputs.system_prompt_tokens - kept_served + lean
+
+
+def _lean_fit(
+    snap: _Snapshot, cut: CutPlan, summary: _Summary, keep: int
+) -> tuple[CutPlan, _Summary, KeptPlan | None, Candidate | None]:
+    """The kept part served lean, cut again (later) while what the compaction serves — summary
+    and kept messages — comes to more than (1 + TURN_START_SLACK) × the keep budget: as much as
+    the cut alone may keep when it moves back to a turn's start. Default budgets only (an
+    explicit keep setting and overflow are honoured as they are); never below the floor."""
+    config, inputs = snap.config, snap.inputs
+    plan, candidate = _kept_plan(snap, cut, summary)
+    if inputs.force or inputs.keep_explicit or config.preserve_messages:
+        return cut, summary, plan, candidate
+    limit = int((1 + TURN_START_SLACK) * config.keep_recent_tokens)
+    for _ in range(KEEP_SHRINK_ROUNDS):
+        served = _served_messages(snap, cut, summary, plan)
+        if served <= limit or keep <= KEEP_FLOOR_TOKENS:
+            break
+        keep = max(KEEP_FLOOR_TOKENS, keep - (served - limit))
+        smaller = _cut(snap, keep)
+        if smaller.nothing_to_compact:
+            break
+        cut, summary = smaller, _summary(snap, smaller)
+        plan, candidate = _kept_plan(snap, cut, summary)
+    return cut, summary, plan, candidate
+
+
 def plan(inputs: PolicyInputs) -> PolicyPlan:
     """Estimate every candidate the request allows and choose one, the same way for an auto
     compaction, a manual one and a dry run. `strategy="prune"` forces a prune; a summarizer
@@ -514,9 +549,9 @@ def plan(inputs: PolicyInputs) -> PolicyPlan:
             reasons.append(cut.reason)
         else:
             cut, summary = _shrink_keep(snap, cut, _summary(snap, cut), budget.keep)
+            cut, summary, found["kept_plan"], both = _lean_fit(snap, cut, summary, budget.keep)
             found["cut"], found["summary_tokens"] = cut, summary.summary_tokens
             candidates.append(summary.candidate)
-            found["kept_plan"], both = _kept_plan(snap, cut, summary)
             if both is not None:
                 candidates.append(both)
     decision = _decide(inputs, candidates)

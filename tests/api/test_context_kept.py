@@ -156,6 +156,19 @@ def test_the_breakdown_says_what_the_kept_part_trims(api, session):
     assert pruned["kept_trimmed"] == {"same": 3, "superseded": 1, "long": 1}
     assert pruned["tool_results_pruned"] == 5 and pruned["saved_estimated_tokens"] > 3_000
     messages = next(s for s in body["segments"] if s["key"] == "messages")
-    assert "3 repeated outputs served as a pointer to their first copy" in messages["note"]
+    assert "3 repeated outputs served as a pointer to the copy kept" in messages["note"]
     session.refresh_from_db()
     assert services.session_usage(session).tokens == body["tokens"]
+
+
+def test_search_says_which_hits_are_served_trimmed_and_reads_them_back_whole(api, session):
+    append(api, session, work())
+    job = compact(session)
+    hooks = [job.first_kept_seq + n for n in (8, 10, 12, 14)]
+    hits = api.get(url(session, "search/"), {"q": "Halting", "limit": 20}).json()["hits"]
+    status = {hit["seq"]: hit["status"] for hit in hits}
+    assert status == {hooks[0]: "verbatim", **dict.fromkeys(hooks[1:], "pruned")}
+    # The pointer's message number reads the whole output back.
+    page = api.get(url(session, "messages/"), {"from_seq": hooks[1], "to_seq": hooks[1]}).json()
+    read = next(m for m in page["results"] if m["seq"] == hooks[1])
+    assert read["content"][0]["content"] == HOOK

@@ -586,9 +586,10 @@ def _calibrated_low_trigger_session(user, *, overhead: int, **settings):
     return session, estimate
 
 
-def test_default_keep_budget_is_capped_to_land_well_under_a_low_trigger(user):
-    # The default keep (20,000) + 20,000 only the provider counts + the summary ≈ a 45k trigger:
+def test_default_keep_budget_is_capped_to_land_well_under_a_low_trigger(user, settings):
+    # A default keep of 20,000 + 20,000 only the provider counts + the summary ≈ a 45k trigger:
     # uncapped, the compaction lands just under the trigger and the next messages re-trigger it.
+    settings.COMPACTOR = {**settings.COMPACTOR, "KEEP_RECENT_TOKENS": 20_000}
     session, estimate = _calibrated_low_trigger_session(user, overhead=20_000)
     trigger = 45_000
     assert estimate + 20_000 > trigger

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compaction.core.kept import (
+    LARGE,
     LONG,
     OLD,
     SAME,
@@ -194,6 +195,21 @@ def test_old_output_beyond_the_protected_budget_is_trimmed_and_recent_output_is_
     assert "message #3 holds it all" in result_text(served(messages, plan)[3])
 
 
+def test_an_output_over_the_large_size_is_trimmed_even_in_the_newest_turn():
+    page = "\n".join(
+        f"<p>Hooks section {i}: the hook runs before the tool call and may block it.</p>" for i in range(900)
+    )
+    c = Conversation().say("user", "read the hooks docs")
+    c.step("WebFetch", {"url": "https://example.com/hooks"}, page)
+    messages = c.messages()
+    plan = plan_of(messages)
+    assert messages[-1].tokens > 8_000
+    assert edit_kinds(plan) == {3: [LARGE]}
+    text = result_text(served(messages, plan)[3])
+    assert text.startswith("<p>Hooks section 0:") and "message #3 holds it all" in text
+    assert plan.tokens[3] < 1_000
+
+
 # --- what is never trimmed -----------------------------------------------------------------
 
 
@@ -326,3 +342,18 @@ def test_any_history_is_served_smaller_with_its_pairs_and_its_newest_turn_whole(
                 assert edit.ref in {m.seq for m in messages}
             if edit.kind == SUPERSEDED:
                 assert edit.ref is not None and edit.ref > stored.seq
+
+
+def test_the_newest_turns_largest_outputs_are_trimmed_until_the_rest_fit():
+    c = Conversation().say("user", "read the module")
+    sizes = {"a.ex": 40, "b.ex": 500, "c.ex": 200, "d.ex": 60}  # ~1,000, ~12,000, ~4,800, ~1,400 tokens
+    calls = [{"type": "text", "text": "Reading them."}]
+    results = []
+    for n, (name, lines) in enumerate(sizes.items()):
+        calls.append({"type": "tool_use", "id": f"r{n}", "name": "Read", "input": {"file_path": name}})
+        results.append({"type": "tool_result", "tool_use_id": f"r{n}", "content": file_text(name, lines)})
+    c.contents += [("assistant", calls), ("user", results)]
+    messages = c.messages()
+    plan = plan_of(messages)
+    assert [(e.block, e.kind) for e in plan.edits[3]] == [(1, LARGE)]  # b.ex alone; the rest fit in 8,000
+    assert sum(count_content([b], TOKENIZER) for i, b in enumerate(messages[2].content) if i != 1) < 8_000
