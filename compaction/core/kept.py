@@ -90,6 +90,7 @@ class KeptEdit:
     path: str = ""  # `superseded`: the file
     tool: str = ""
     tokens: int = 0
+    changed: bool = False  # `superseded`: the later call changed the file (else read it again)
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,8 @@ def _edit_json(edit: KeptEdit) -> dict[str, Any]:
         out["ref"] = edit.ref
     if edit.path:
         out["path"] = edit.path
+    if edit.changed:
+        out["changed"] = True
     return out
 
 
@@ -167,6 +170,7 @@ def plan_from_json(data: Any) -> KeptPlan:
                     str(b.get("path", "")),
                     str(b.get("tool", "")),
                     int(b.get("tokens", 0)),
+                    b.get("changed") is True,
                 )
                 for b in row["blocks"]
                 if b.get("kind") in KINDS
@@ -207,7 +211,8 @@ def served_output(edit: KeptEdit, content: Any, *, seq: int) -> str | None:
         shown = min(HEAD_LINES, _line_count(text)) + TAIL_LINES
         note = (
             f"[… {max(0, _line_count(text) - shown):,} more lines of {edit.path or 'this file'}: out of date, the "
-            f"file was read again or changed at message #{edit.ref}; message #{seq} holds this read whole …]"
+            f"file was {'changed' if edit.changed else 'read again'} at message #{edit.ref}; message #{seq} holds "
+            "this read whole …]"
         )
         return _head_tail(text, note)
     if edit.kind == LONG:
@@ -417,7 +422,7 @@ def _mark_superseded(results: list[_Result], messages: Sequence[Msg], calls: Map
             if index <= use_index:
                 continue
             if other is None or (other in ("", part) and texts.get(other_id) != r.text):
-                r.edit = KeptEdit(r.block, SUPERSEDED, messages[index].seq, path, r.tool, r.tokens)
+                r.edit = KeptEdit(r.block, SUPERSEDED, messages[index].seq, path, r.tool, r.tokens, other is None)
                 break
 
 

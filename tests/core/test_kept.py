@@ -144,7 +144,7 @@ def test_a_file_read_made_out_of_date_by_an_edit_is_trimmed_to_head_and_tail():
     assert text.startswith("\n".join(lines[:6]))
     assert text.endswith("\n".join(lines[-3:]))
     assert f"209 more lines of {path}: out of date" in text
-    assert "changed at message #4; message #3 holds this read whole" in text
+    assert "the file was changed at message #4; message #3 holds this read whole" in text
 
 
 def test_a_read_of_another_part_of_the_file_supersedes_nothing_and_the_same_part_does():
@@ -158,6 +158,7 @@ def test_a_read_of_another_part_of_the_file_supersedes_nothing_and_the_same_part
     plan = plan_of(messages, protect_tokens=100_000)
     assert 3 not in plan.edits and 5 not in plan.edits  # two parts of one file: both current
     assert plan.edits[7][0].kind == SUPERSEDED and plan.edits[7][0].ref == 8  # the whole file read again
+    assert "the file was read again at message #8" in result_text(served(messages, plan)[7])
 
 
 def test_the_same_file_read_twice_unchanged_is_a_copy_not_out_of_date():
