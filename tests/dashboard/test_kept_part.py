@@ -46,3 +46,14 @@ def test_the_admin_lists_each_trimmed_message(client, staff_user, compacted):
     assert "Kept messages served" in body
     assert f"#{first + 2}: superseded → #{first + 5}" in body
     assert f"#{first + 10}: same → #{first + 8}" in body
+
+
+def test_the_compaction_page_lists_what_its_kept_plan_serves(client, user, compacted):
+    session, job = compacted
+    client.force_login(user)
+    page = reverse("dashboard:compaction-detail", args=[session.pk, job.pk])
+    body = client.get(page).content.decode()
+    first = job.first_kept_seq
+    assert "5 tool outputs served as a pointer or trimmed" in body
+    assert f"repeats message #{first + 8}: a pointer to it" in body
+    assert f"out-of-date read of lib/render.ex (changed or read again at #{first + 5})" in body
