@@ -206,8 +206,10 @@ def main() -> int:
     print("served after a compaction: summary + kept messages = tokens (cl100k, no tools or system prompt)")
     print(f"{'transcript':24} {'cut':>5} " + " ".join(f"{label:>20}" for label in labels))
     columns: list[list[int]] = [[] for _ in labels]
+    paired: list[tuple[int, int]] = []  # (before, at the default budget) on the cuts main compacted
     timings: dict[str, float] = {"old prune": 0.0, "lean plan": 0.0, "compaction": 0.0}
     used = set()
+    rows = 0
     for path in transcripts(args.transcripts):
         try:
             history = se.messages_for_api(read_transcript(path).messages)
@@ -221,14 +223,24 @@ def main() -> int:
             for column, s in zip(columns, served, strict=True):
                 if s is not None:
                     column.append(s.total)
+            now = served[1 + keeps.index(default)] if default in keeps else None
+            if served[0] is not None and now is not None:
+                paired.append((served[0].total, now.total))
             for key, value in cut.timings.items():
                 timings[key] += value
             used.add(path.name)
+            rows += 1
             print(row(path.name, end, served[0], served[1:]), flush=True)
     print()
-    print(f"{len(columns[0])} cuts of {len(used)} transcripts; target ≤ {TARGET:,} tokens; * the default keep budget")
+    print(f"{rows} cuts of {len(used)} transcripts; target ≤ {TARGET:,} tokens; * the default keep budget")
     for label, values in zip(labels, columns, strict=True):
         print(summarize_column(label, values))
+    if paired:
+        ratios = [after / before for before, after in paired]
+        print(
+            f"on the {len(paired)} cuts main compacted: before → default, median {int(statistics.median(b for b, _ in paired)):,}"
+            f" → {int(statistics.median(a for _, a in paired)):,} tokens ({statistics.median(ratios):.2f}× median ratio)"
+        )
     # Per compaction: the lean plan ran once per --keep value, the old prune once per cut, and a
     # whole compaction (policy plan + summarizer) once per column.
     compactions = sum(len(c) for c in columns)
