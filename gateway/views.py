@@ -107,8 +107,34 @@ def count_tokens_view(request: HttpRequest) -> HttpResponse:
     return render(result)
 
 
+def bodiless_on_head(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """A HEAD answer is the GET's headers without its body (WSGI servers send what they get)."""
+    if request.method == "HEAD":
+        response.content = b""
+    return response
+
+
+def root(request: HttpRequest, api: str, serves: list[str]) -> HttpResponse:
+    """GET or HEAD on a base URL (`/anthropic`, `/openai`, with or without its slash), which
+    agents probe at start-up (Claude Code HEADs its ANTHROPIC_BASE_URL): a 200 as the providers
+    answer there, never a redirect; other methods a 405."""
+    if request.method not in ("GET", "HEAD"):
+        response = JsonResponse(
+            error_body("invalid_request_error", f"{request.method} is not allowed on {request.path}"), status=405
+        )
+        response["Allow"] = "GET, HEAD"
+        return response
+    return bodiless_on_head(request, JsonResponse({"api": api, "serves": serves}))
+
+
+@csrf_exempt
+def root_view(request: HttpRequest) -> HttpResponse:
+    return root(request, "anthropic", ["/v1/messages", "/v1/messages/count_tokens"])
+
+
 @csrf_exempt
 def not_found_view(request: HttpRequest) -> HttpResponse:
-    return _error(
+    response = _error(
         404, "not_found_error", f"the gateway serves /v1/messages and /v1/messages/count_tokens, not {request.path}"
     )
+    return bodiless_on_head(request, response)

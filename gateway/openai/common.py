@@ -16,6 +16,7 @@ from sessions.selectors import context_build
 
 from ..codec import encode_json
 from ..errors import SESSION_HEADER, GatewayError
+from ..extras import extra_key, extras_for, extras_store
 from ..history import merge_served
 from ..locate import side_call_finish
 from ..relay import UpstreamFault, fault_of, read_whole
@@ -24,7 +25,6 @@ from ..served import client_copies_suffice
 from ..services import GatewayResult, Turn, gateway_begin, wait_if_it_cannot_fit
 from . import upstream
 from .chat_map import Mapped
-from .extras import extra_key, extras_for, extras_store
 from .stream import EventRelay, error_event
 
 logger = logging.getLogger(__name__)

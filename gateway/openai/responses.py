@@ -15,11 +15,11 @@ from typing import Any
 from sessions.models import Session
 
 from ..errors import GatewayError
+from ..extras import extras_store
 from ..locate import side_call_finish
 from ..services import GatewayResult, Turn, gateway_record_reply, overflow_context
 from . import common
 from .chat_map import Mapped, MappingError
-from .extras import extras_store
 from .responses_map import to_blocks, to_items
 from .stream import ResponsesAssembler
 

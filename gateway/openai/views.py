@@ -19,7 +19,7 @@ from ..auth import authenticate
 from ..errors import GatewayError
 from ..intake import agent_name, read_request, session_header
 from ..resent import Parsed
-from ..views import render
+from ..views import bodiless_on_head, render, root
 from . import chat, responses, upstream
 
 # The gateway's error kinds (the Messages API's names) as OpenAI's type and code.
@@ -106,10 +106,16 @@ def models_view(request: HttpRequest, model: str = "") -> HttpResponse:
 
 
 @csrf_exempt
+def root_view(request: HttpRequest) -> HttpResponse:
+    return root(request, "openai", ["/v1/chat/completions", "/v1/responses", "/v1/models"])
+
+
+@csrf_exempt
 def not_found_view(request: HttpRequest) -> HttpResponse:
-    return openai_error(
+    response = openai_error(
         404,
         "not_found_error",
         f"the gateway serves /openai/v1/chat/completions, /openai/v1/responses and /openai/v1/models, "
         f"not {request.path}",
     )
+    return bodiless_on_head(request, response)
