@@ -85,10 +85,10 @@ class Turn:
 class GatewayResult:
     """What goes back to the client: a whole body, or chunks to stream as they arrive.
 
-    `after`: the bookkeeping of a whole answer (storing the reply, its usage), run once the
-    client has every byte of it, as a stream's is after its last event: the client does not wait
-    for the database, and its next call finds the reply stored or stores the copy it resends
-    (_store_reply)."""
+    `after`: the bookkeeping of the answer (storing the reply, its usage), run when the server
+    closes the response, once the client has every byte of it (a stream's last event and the end
+    of its body included): the client does not wait for the database, and its next call finds the
+    reply stored or stores the copy it resends (_store_reply)."""
 
     status: int
     headers: dict[str, str]
@@ -330,8 +330,10 @@ def sse_error_event(fault: UpstreamFault) -> bytes:
     return f"event: error\ndata: {data}\n\n".encode()
 
 
-def _stream(turn: Turn, response: httpx.Response) -> Iterator[bytes]:
-    """Pass SSE events through as they arrive; afterwards store the reply assembled from them.
+def _stream(turn: Turn, response: httpx.Response, finished: dict[str, Any]) -> Iterator[bytes]:
+    """Pass SSE events through as they arrive; once the last one went out, the reply assembled
+    from them is left in `finished["reply"]`, stored when the server closes the response
+    (GatewayResult.after): after the end of the body, so the client is not kept waiting for it.
 
     A stream that breaks, stalls or stops early ends with an error event and stores nothing:
     the client resends its request, and only a finished reply becomes an assistant turn.
@@ -346,9 +348,19 @@ def _stream(turn: Turn, response: httpx.Response) -> Iterator[bytes]:
         label=f"for session {turn.session.pk}",
         on_fault=lambda fault: upstream.stream_interrupted(path="/v1/messages"),
     )
-    if assembler.assistant_message() is None:
-        return  # interrupted or an error event: the client resends what it kept
-    _record_safely(turn, assembler.response_message() or {})
+    if assembler.assistant_message() is not None:  # else interrupted or an error event: the client resends
+        finished["reply"] = assembler.response_message() or {}
+
+
+def record_when_finished(turn: Turn, finished: dict[str, Any]) -> Callable[[], None]:
+    """The bookkeeping of a streamed answer, for GatewayResult.after: the reply `finished` holds
+    once its stream ended properly (nothing when it did not, or the client went away before)."""
+
+    def after() -> None:
+        if "reply" in finished:
+            _record_safely(turn, finished.pop("reply"))
+
+    return after
 
 
 def _record_answer(turn: Turn, payload: bytes) -> None:
@@ -415,12 +427,14 @@ def gateway_call(
         if response.status_code == 200:
             result.after = lambda: _record_answer(turn, payload)
         return result
+    finished: dict[str, Any] = {}
     return GatewayResult(
         status=200,
         headers=upstream.response_headers(response),
-        chunks=_stream(turn, response),
+        chunks=_stream(turn, response, finished),
         session_id=str(turn.session.pk),
         extra_headers=session_header,
+        after=record_when_finished(turn, finished),
     )
 
 

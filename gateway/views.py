@@ -7,7 +7,7 @@ and agents report them as they would Anthropic's own.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -40,14 +40,12 @@ def _parse(request: HttpRequest) -> tuple[Any, Parsed, str | None, bytes | None]
     return user, parsed, session_header(request), raw
 
 
-class AnswerThenRecord(HttpResponse):
-    """A whole answer whose bookkeeping runs when the server closes the response: after the
-    last byte went out (WSGI servers close a response once written), before Django's
-    request_finished handlers release the database connection."""
+class _RecordOnClose:
+    """Bookkeeping run when the WSGI server closes the response: after the last byte went out
+    (gunicorn writes a stream's closing chunk first), before Django's request_finished handlers
+    release the database connection."""
 
-    def __init__(self, content: bytes, *, status: int, after: Callable[[], None]) -> None:
-        super().__init__(content, status=status)
-        self._after = after
+    _after: Callable[[], None] | None = None
 
     def close(self) -> None:
         after, self._after = self._after, None
@@ -55,13 +53,30 @@ class AnswerThenRecord(HttpResponse):
             if after is not None:
                 after()
         finally:
-            super().close()
+            super().close()  # type: ignore[misc]
+
+
+class AnswerThenRecord(_RecordOnClose, HttpResponse):
+    """A whole answer, recorded once it went out."""
+
+    def __init__(self, content: bytes, *, status: int, after: Callable[[], None]) -> None:
+        super().__init__(content, status=status)
+        self._after = after
+
+
+class StreamThenRecord(_RecordOnClose, StreamingHttpResponse):
+    """A stream passed through as it arrives, recorded once its body ended: the connection is
+    not held open after the last event while the reply is stored."""
+
+    def __init__(self, chunks: Iterator[bytes], *, status: int, after: Callable[[], None] | None) -> None:
+        super().__init__(chunks, status=status)
+        self._after = after
 
 
 def render(result: GatewayResult) -> HttpResponse:
     """The upstream's answer as the client gets it: streamed as it arrives, or whole."""
     if result.chunks is not None:
-        response: HttpResponse = StreamingHttpResponse(result.chunks, status=result.status)
+        response: HttpResponse = StreamThenRecord(result.chunks, status=result.status, after=result.after)
         response["X-Accel-Buffering"] = "no"  # proxies (nginx) must not hold the events back
     elif result.after is not None:
         response = AnswerThenRecord(result.body or b"", status=result.status, after=result.after)

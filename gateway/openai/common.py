@@ -108,22 +108,26 @@ def whole(turn: Turn, response: httpx.Response, payload: bytes) -> GatewayResult
     )
 
 
-def streamed(turn: Turn, response: httpx.Response, chunks: Iterator[bytes]) -> GatewayResult:
+def streamed(
+    turn: Turn, response: httpx.Response, chunks: Iterator[bytes], after: Callable[[], None] | None = None
+) -> GatewayResult:
     return GatewayResult(
         status=200,
         headers=upstream.response_headers(response),
         chunks=chunks,
         session_id=str(turn.session.pk),
         extra_headers={SESSION_HEADER: str(turn.session.pk)},
+        after=after,
     )
 
 
 def relay(
-    turn: Turn, response: httpx.Response, assembler: Any, record: Callable[[dict[str, Any]], None], *, responses: bool
+    turn: Turn, response: httpx.Response, assembler: Any, finished: dict[str, Any], *, responses: bool
 ) -> Iterator[bytes]:
     """Events go to the client as they complete; a stream the upstream cut (or that stalled
     past the timeout) ends with an error event, so the client never takes it for a whole reply.
-    The reply is stored once the stream ended properly."""
+    A stream that ended properly leaves its completion in `finished["reply"]`, recorded when the
+    server closes the response (gateway.services.record_when_finished)."""
     events = EventRelay(assembler.on_event)
     problem = "the upstream stream ended before the reply was complete; retry the call"
     try:
@@ -146,7 +150,12 @@ def relay(
         return
     completion = assembler.completion()
     if completion is not None:
-        record(completion)
+        finished["reply"] = completion
+
+
+def _record_finished(finished: dict[str, Any], record: Callable[[dict[str, Any]], None]) -> None:
+    if "reply" in finished:
+        record(finished.pop("reply"))
 
 
 def _record_json(answer: bytes, record: Callable[[dict[str, Any]], None]) -> None:
@@ -206,4 +215,6 @@ def exchange(
         if response.status_code == 200:
             result.after = lambda: _record_json(answer, record)
         return result
-    return streamed(turn, response, relay(turn, response, assembler(), record, responses=responses))
+    finished: dict[str, Any] = {}
+    chunks = relay(turn, response, assembler(), finished, responses=responses)
+    return streamed(turn, response, chunks, after=lambda: _record_finished(finished, record))
