@@ -341,7 +341,7 @@ def _stream(turn: Turn, response: httpx.Response, finished: dict[str, Any]) -> I
     assembler = StreamAssembler()
     yield from relay_events(
         response,
-        feed=assembler.feed,
+        on_event=assembler.on_event,
         complete=lambda: assembler.finished or assembler.error is not None,
         error_event=sse_error_event,
         timeout=settings.GATEWAY_UPSTREAM_TIMEOUT,

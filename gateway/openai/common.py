@@ -19,7 +19,7 @@ from ..errors import SESSION_HEADER, GatewayError
 from ..extras import extra_key, extras_for, extras_store
 from ..history import merge_served
 from ..locate import side_call_finish
-from ..relay import UpstreamFault, fault_of, read_whole
+from ..relay import UpstreamFault, read_whole, relay_events
 from ..resent import Parsed
 from ..served import client_copies_suffice
 from ..services import GatewayResult, Turn, gateway_begin, wait_if_it_cannot_fit
@@ -129,26 +129,16 @@ def relay(
     A stream that ended properly leaves its completion in `finished["reply"]`, recorded when the
     server closes the response (gateway.services.record_when_finished)."""
     events = EventRelay(assembler.on_event)
-    problem = "the upstream stream ended before the reply was complete; retry the call"
-    try:
-        for chunk in response.iter_raw():
-            out = events.feed(chunk)
-            if out:
-                yield out
-        out = events.finish()
-        if out:
-            yield out
-    except httpx.HTTPError as exc:
-        logger.warning("OpenAI gateway: upstream stream for session %s broke: %s", turn.session.pk, type(exc).__name__)
-        problem = fault_of(exc, settings.GATEWAY_UPSTREAM_TIMEOUT).message  # a stall names the timeout
-    finally:
-        response.close()
-    if not assembler.ended:
-        logger.warning("OpenAI gateway: upstream stream for session %s ended early", turn.session.pk)
-        upstream.stream_interrupted(path="/responses" if responses else "/chat/completions")
-        yield error_event(problem, responses=responses)
-        return
-    completion = assembler.completion()
+    yield from relay_events(
+        response,
+        on_event=events.keep,
+        complete=lambda: assembler.ended,
+        error_event=lambda fault: error_event(fault.message, responses=responses),
+        timeout=settings.GATEWAY_UPSTREAM_TIMEOUT,
+        label=f"for session {turn.session.pk}",
+        on_fault=lambda fault: upstream.stream_interrupted(path="/responses" if responses else "/chat/completions"),
+    )
+    completion = assembler.completion() if assembler.ended else None
     if completion is not None:
         finished["reply"] = completion
 
