@@ -36,7 +36,7 @@ def check_compacted_upstream(
     assert compacted, "no call upstream carried a summary"
     assert compacted[0] <= crossed + ON_TIME_CALLS, (crossed, compacted[0], tokens)
     assert compacted[0] < len(bodies) - 1, "the agent made no call after the compaction"
-    assert tokens[compacted[0]] < tokens[compacted[0] - 1], "the compacted call was not smaller"
+    assert tokens[compacted[0]] < tokens[compacted[0] - 1], f"the compacted call was not smaller: {tokens}, {compacted}"
     first = bodies[0]
     for i in range(compacted[0], len(bodies)):
         body = bodies[i]

@@ -11,6 +11,7 @@ Without them the tests skip saying so, and fail under REQUIRE_SERVICES=1.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import re
@@ -213,10 +214,10 @@ class Script:
     every request holds (the newest messages are never compacted away)."""
 
     steps: int = 8
-    lines: int = 120  # lines of output a step prints (~6 tokens each)
+    lines: int = 150  # lines of output a step prints (~7 tokens each): ~1,000 tokens a step
 
     def command(self, step: int) -> str:
-        return f"seq -f 'line %g of step {step}' 1 {self.lines} | tee step_{step}.txt | tail -n 60"
+        return f"seq -f 'line %g of step {step}' 1 {self.lines} | tee step_{step}.txt"
 
     def next_action(self, last_call: str | None, *, read: bool) -> tuple[str, int]:
         """('shell', k) | ('read', k) | ('done', k), from the newest tool call's arguments (as
@@ -228,8 +229,19 @@ class Script:
         return ("shell", step) if step <= self.steps else ("read", self.steps)
 
 
-def has_step_tool_results(body: dict[str, Any]) -> bool:
-    return bool(STEP_RE.search(json.dumps(body.get("messages") or body.get("input") or [])))
+def record_bodies(name: str, records: list[Any]) -> None:
+    """With COMPACTOR_AGENTS_RECORD=<dir>, keep the request bodies a CLI sent (as the upstream got
+    them, before any compaction: the client's own bytes) as <dir>/<name>.jsonl.gz, one body a
+    line: bench/cli_replay_bench.py replays them (bench/data/cli_requests/ holds a recording)."""
+    folder = os.environ.get("COMPACTOR_AGENTS_RECORD")
+    if not folder:
+        return
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    with gzip.open(Path(folder) / f"{name}.jsonl.gz", "wb") as out:
+        for record in records:
+            if "<summary>" in record.raw.decode("utf-8", "replace"):
+                break  # compacted from here on: no longer the client's bytes
+            out.write(json.dumps(json.loads(record.raw), separators=(",", ":")).encode() + b"\n")
 
 
 def tool_pairs_whole(messages: list[dict[str, Any]]) -> bool:

@@ -27,8 +27,8 @@ PACKAGE = "@anthropic-ai/claude-code"
 TASK = "Write the step files with Bash, then check the last one with Read."
 SUBTASK = "SUBAGENT TASK: write sub.txt with Bash and report back."
 # Claude Code's own system prompt and tools are ~18.7k tokens (cl100k, what the stand-in counts); each
-# step adds ~550.
-SETTINGS = {"COMPACTOR_AUTO_COMPACT_TOKEN_LIMIT": "22000", "COMPACTOR_KEEP_RECENT_TOKENS": "2500"}
+# step adds ~1,000: the trigger is crossed at the fourth, with steps left after it.
+SETTINGS = {"COMPACTOR_AUTO_COMPACT_TOKEN_LIMIT": "23000", "COMPACTOR_KEEP_RECENT_TOKENS": "2500"}
 
 
 def first_user_text(body: dict[str, Any]) -> str:
@@ -94,6 +94,10 @@ def claude(tmp_path_factory):
             env = harness.offline_env(home, ANTHROPIC_BASE_URL=f"{server.url}/anthropic", ANTHROPIC_API_KEY=server.key)
             argv = [str(binary), "-p", TASK, "--allowedTools", "Bash,Read,Write,Agent"]
             run = harness.run_cli(argv, cwd=workdir, env=env)
+            harness.record_bodies(
+                "claude-code",
+                [r for r in anthropic.message_calls if r.body.get("tools") and SUBTASK not in first_user_text(r.body)],
+            )
             yield {"run": run, "server": server, "upstream": anthropic, "home": home, "workdir": workdir}
     finally:
         anthropic.stop()

@@ -24,8 +24,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.agents]
 PACKAGE = "@openai/codex"
 TASK = "Write the step files with the shell, then check the last one."
 # Codex's instructions, developer messages and tools are ~4.2k tokens as the stand-in counts; each
-# step adds ~600.
-SETTINGS = {"COMPACTOR_AUTO_COMPACT_TOKEN_LIMIT": "7000", "COMPACTOR_KEEP_RECENT_TOKENS": "2000"}
+# step adds ~1,000: the trigger is crossed at the fourth or fifth, with steps left after it.
+SETTINGS = {"COMPACTOR_AUTO_COMPACT_TOKEN_LIMIT": "9000", "COMPACTOR_KEEP_RECENT_TOKENS": "2000"}
 
 
 def config_toml(url: str) -> str:
@@ -81,6 +81,7 @@ def codex(tmp_path_factory):
             env = harness.offline_env(home, COMPACTOR_API_KEY=server.key)
             argv = [str(binary), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", TASK]
             run = harness.run_cli(argv, cwd=workdir, env=env)
+            harness.record_bodies("codex", main_calls(openai))
             yield {"run": run, "server": server, "upstream": openai, "home": home, "workdir": workdir}
     finally:
         openai.stop()

@@ -24,8 +24,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.agents]
 PACKAGE = "@mariozechner/pi-coding-agent"
 TASK = "Write the step files with bash, then check the last one with read."
 MODEL = "claude-sonnet-4-5"
-# pi's system prompt and tools are ~1.5k tokens as the stand-in counts; each step adds ~600.
-SETTINGS = {"COMPACTOR_AUTO_COMPACT_TOKEN_LIMIT": "4500", "COMPACTOR_KEEP_RECENT_TOKENS": "1500"}
+# pi's system prompt and tools are ~1.5k tokens as the stand-in counts; each step adds ~1,000.
+SETTINGS = {"COMPACTOR_AUTO_COMPACT_TOKEN_LIMIT": "5500", "COMPACTOR_KEEP_RECENT_TOKENS": "2000"}
 
 
 def models_json(url: str) -> dict[str, Any]:
@@ -85,6 +85,7 @@ def pi(tmp_path_factory):
             env = harness.offline_env(home, COMPACTOR_API_KEY=server.key)
             argv = [str(binary), "-p", "--provider", "compactor", "--model", MODEL, TASK]
             run = harness.run_cli(argv, cwd=workdir, env=env)
+            harness.record_bodies("pi", main_calls(anthropic))
             yield {"run": run, "server": server, "upstream": anthropic, "home": home, "workdir": workdir}
     finally:
         anthropic.stop()
