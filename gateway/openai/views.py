@@ -67,10 +67,12 @@ def chat_completions_view(request: HttpRequest) -> HttpResponse:
 @csrf_exempt
 def responses_view(request: HttpRequest) -> HttpResponse:
     try:
-        user, parsed, session_id, _ = _parse(request, "input")
+        user, parsed, session_id, raw = _parse(request, "input")
         result = responses.openai_responses_call(
             user=user,
             body=parsed.body,
+            resent=parsed,
+            raw=raw,
             session_id=session_id,
             headers=upstream.request_headers(request),
             agent=agent_name(request),
