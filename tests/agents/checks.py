@@ -8,7 +8,9 @@ from typing import Any
 
 from compaction.core.blocks import iter_blocks
 
-SUMMARY_MARK = "<summary>"
+# How the served summary opens (a CLI's own text may say "<summary>" too: Claude Code 2.1.332 does).
+from tests.agents.harness import SUMMARY_MARK
+
 # At most this many calls may go upstream uncompacted once the context crossed the trigger: the
 # call that crossed it queues the job (run in the web process here, at once), the next carries it.
 ON_TIME_CALLS = 2

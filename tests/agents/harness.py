@@ -27,7 +27,10 @@ from typing import Any
 
 import httpx2 as httpx
 
+from compaction.core.summary_message import SUMMARY_PREFIX
 from tests.services import missing
+
+SUMMARY_MARK = json.dumps(SUMMARY_PREFIX[:80])[1:-1]  # how the served summary opens, as JSON text
 
 ROOT = Path(__file__).resolve().parents[2]
 # Pinned: what .ci/run installs (scripts/agents_cli.sh reads the same file) and the README's setup is written for.
@@ -239,7 +242,7 @@ def record_bodies(name: str, records: list[Any]) -> None:
     Path(folder).mkdir(parents=True, exist_ok=True)
     with gzip.open(Path(folder) / f"{name}.jsonl.gz", "wb") as out:
         for record in records:
-            if "<summary>" in record.raw.decode("utf-8", "replace"):
+            if SUMMARY_MARK in record.raw.decode("utf-8", "replace"):
                 break  # compacted from here on: no longer the client's bytes
             out.write(json.dumps(json.loads(record.raw), separators=(",", ":")).encode() + b"\n")
 

@@ -26,9 +26,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.agents]
 PACKAGE = "@anthropic-ai/claude-code"
 TASK = "Write the step files with Bash, then check the last one with Read."
 SUBTASK = "SUBAGENT TASK: write sub.txt with Bash and report back."
-# Claude Code's own system prompt and tools are ~18.7k tokens (cl100k, what the stand-in counts); each
-# step adds ~1,000: the trigger is crossed at the fourth, with steps left after it.
-SETTINGS = {"COMPACTOR_AUTO_COMPACT_TOKEN_LIMIT": "23000", "COMPACTOR_KEEP_RECENT_TOKENS": "2500"}
+# Claude Code's own system prompt and tools are ~18.7k tokens (cl100k, what the stand-in counts; 2.1.332's
+# ~11.6k); each step adds ~1,250: the trigger is crossed at the fifth step (2.1.332: the eleventh), when
+# the part to summarize is several times what its summary costs, with steps left after it.
+SETTINGS = {"COMPACTOR_AUTO_COMPACT_TOKEN_LIMIT": "25000", "COMPACTOR_KEEP_RECENT_TOKENS": "1500"}
+STEPS = 16
 
 
 def first_user_text(body: dict[str, Any]) -> str:
@@ -83,7 +85,7 @@ def claude(tmp_path_factory):
     workdir, home = tmp / "work", tmp / "home"
     workdir.mkdir()
     home.mkdir()
-    script = harness.Script(steps=9)
+    script = harness.Script(steps=STEPS)
     anthropic = FakeUpstream(reply=model(script, workdir)).start()
     openai = FakeOpenAI().start()
     try:
@@ -108,7 +110,7 @@ def test_the_task_completes(claude):
     run = claude["run"]
     assert run.returncode == 0, f"stdout: {run.stdout[-2000:]}\nstderr: {run.stderr[-2000:]}"
     assert harness.DONE in run.stdout
-    assert (claude["workdir"] / "step_9.txt").exists() and (claude["workdir"] / "sub.txt").exists()
+    assert (claude["workdir"] / f"step_{STEPS}.txt").exists() and (claude["workdir"] / "sub.txt").exists()
     assert "Bad Request" not in run.stdout + run.stderr
     log = claude["server"].log.read_text()
     assert " 404 " not in log and " 301 " not in log, log[-3000:]  # start-up probes of the base URL included

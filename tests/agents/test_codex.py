@@ -24,8 +24,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.agents]
 PACKAGE = "@openai/codex"
 TASK = "Write the step files with the shell, then check the last one."
 # Codex's instructions, developer messages and tools are ~4.2k tokens as the stand-in counts; each
-# step adds ~1,000: the trigger is crossed at the fourth or fifth, with steps left after it.
-SETTINGS = {"COMPACTOR_AUTO_COMPACT_TOKEN_LIMIT": "9000", "COMPACTOR_KEEP_RECENT_TOKENS": "2000"}
+# step adds ~1,000: the trigger is crossed at the sixth, when the part to summarize is several times
+# what its summary costs, with steps left after it.
+SETTINGS = {"COMPACTOR_AUTO_COMPACT_TOKEN_LIMIT": "10000", "COMPACTOR_KEEP_RECENT_TOKENS": "1500"}
+STEPS = 12
 
 
 def config_toml(url: str) -> str:
@@ -70,7 +72,7 @@ def codex(tmp_path_factory):
     workdir, home = tmp / "work", tmp / "home"
     workdir.mkdir()
     (home / ".codex").mkdir(parents=True)
-    script = harness.Script(steps=9)
+    script = harness.Script(steps=STEPS)
     openai = FakeOpenAI(reply=model(script)).start()
     anthropic = FakeUpstream().start()
     try:
@@ -100,7 +102,7 @@ def test_the_task_completes(codex):
     run = codex["run"]
     assert run.returncode == 0, f"stdout: {run.stdout[-2000:]}\nstderr: {run.stderr[-3000:]}"
     assert harness.DONE in run.stdout
-    assert (codex["workdir"] / "step_9.txt").exists()
+    assert (codex["workdir"] / f"step_{STEPS}.txt").exists()
     log = codex["server"].log.read_text()
     assert " 404 " not in log and " 301 " not in log and '" 400 ' not in log, log[-3000:]
 
