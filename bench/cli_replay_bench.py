@@ -17,7 +17,10 @@ gateway streamed it back) and a tool result, as the CLI's loop does. Reported, p
 - added time to first byte (gateway − direct, each call against the direct call next to it):
   p50, p99, max (targets at 2,000 messages: p50 ≤ 15 ms, p99 ≤ 50 ms);
 - how long the response stays open after its last event (from the bytes holding the stream's
-  last event to the body's end), through the gateway and direct: p50, max.
+  last event to the body's end), through the gateway and direct: p50, max;
+- the CPU time the gunicorn workers spent per call, the reply's record after the close included
+  (from /proc: what a call costs the gateway however loaded the machine is; on a quiet machine the
+  added time to first byte is about this, less the record, plus the database's round trips).
 
 The database is a throwaway one: a new PostgreSQL database beside DATABASE_URL's (dropped at the
 end), or a SQLite file in a temporary folder.
@@ -115,7 +118,7 @@ def database(tmp: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def gunicorn(tmp: Path, db: str, anthropic_url: str, openai_url: str) -> Iterator[tuple[str, str]]:
+def gunicorn(tmp: Path, db: str, anthropic_url: str, openai_url: str) -> Iterator[tuple[str, str, int]]:
     import httpx2 as httpx
 
     port = _port()
@@ -167,7 +170,7 @@ def gunicorn(tmp: Path, db: str, anthropic_url: str, openai_url: str) -> Iterato
                 if process.poll() is not None:
                     raise RuntimeError((tmp / "gunicorn.log").read_text()) from None
                 time.sleep(0.1)
-        yield url, key
+        yield url, key, process.pid
     finally:
         process.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -289,12 +292,26 @@ def timed_stream(client, url: str, payload: bytes, headers: dict[str, str], last
     return first - started, ended - (last_seen or ended), b"".join(chunks)
 
 
+def cpu_seconds(master: int) -> float:
+    """CPU time (user + system) the gunicorn workers under `master` used so far (Linux /proc):
+    what a call costs the gateway whatever else loads the machine (the database's is not in it)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == master:  # ppid
+            total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def replay(name: str, *, url: str, key: str, direct: str, size: int, calls: int) -> dict[str, Any]:
+def replay(name: str, *, url: str, key: str, direct: str, size: int, calls: int, master: int) -> dict[str, Any]:
     import httpx2 as httpx
 
     conversation = Conversation(name, size)
@@ -316,6 +333,7 @@ def replay(name: str, *, url: str, key: str, direct: str, size: int, calls: int)
         _, _, raw = timed_stream(gateway_client, gateway_url, conversation.request(), gateway_headers, last)
         seeded = time.perf_counter() - seeded
         conversation.answered(raw)
+        cpu = cpu_seconds(master)
         for _ in range(calls):
             payload = conversation.request()
             sizes.append(len(payload))
@@ -325,7 +343,10 @@ def replay(name: str, *, url: str, key: str, direct: str, size: int, calls: int)
             held.append(after_last)
             held_direct.append(direct_after)
             conversation.answered(raw)
+        time.sleep(0.5)  # the last call's record, after its close
+        cpu = cpu_seconds(master) - cpu
     return {
+        "cpu_ms": cpu / calls * 1000,
         "name": name,
         "stored": conversation._stored(),
         "kb": statistics.median(sizes) / 1024,
@@ -345,7 +366,7 @@ def main() -> int:
     ms = 1000
     with tempfile.TemporaryDirectory(prefix="cli-replay-bench-") as folder, stand_ins() as (anthropic, openai):
         tmp = Path(folder)
-        with database(tmp) as db, gunicorn(tmp, db, anthropic, openai) as (url, key):
+        with database(tmp) as db, gunicorn(tmp, db, anthropic, openai) as (url, key, master):
             vendor = "PostgreSQL" if db.startswith("postgres") else "SQLite"
             workers = os.environ.get("WEB_WORKERS") or os.environ.get("WEB_CONCURRENCY") or "2"
             print(
@@ -354,15 +375,16 @@ def main() -> int:
             )
             for name in args.clients.split(","):
                 direct = openai if name == "codex" else anthropic
-                r = replay(name, url=url, key=key, direct=direct, size=args.messages, calls=args.calls)
+                r = replay(name, url=url, key=key, direct=direct, size=args.messages, calls=args.calls, master=master)
                 a, h, d = r["added"], r["held"], r["held_direct"]
                 print(
                     f"  {name:12s} {r['stored']:5,d} msgs, {r['kb']:6.0f} KB/call (seed {r['seed_s']:.1f} s): "
                     f"added TTFB p50 {statistics.median(a) * ms:5.1f} ms, p99 {percentile(a, 0.99) * ms:5.1f} ms, "
                     f"max {max(a) * ms:5.1f} ms | open after the last event: gateway p50 "
                     f"{statistics.median(h) * ms:4.1f} ms, max {max(h) * ms:4.1f} ms; direct p50 "
-                    f"{statistics.median(d) * ms:4.1f} ms"
+                    f"{statistics.median(d) * ms:4.1f} ms | gateway CPU {r['cpu_ms']:5.1f} ms/call"
                 )
+            print(f"  (machine load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     return 0
 
 
