@@ -206,19 +206,25 @@ def _same_message(stripped: dict[str, Any], served: dict[str, Any], client: dict
 
 
 def first_user_text(messages: list[Any], limit: int = 80) -> str:
-    """A title from the first user message: the person's first words in it (not an injected
-    reminder, skill body or command caveat), else its first text."""
+    """A title: the person's first words (not an injected reminder, skill body, command caveat or
+    Codex's <environment_context> message, which come before them, even in a message of their
+    own), else the first user text."""
+    fallback = ""
     for message in messages:
         if not isinstance(message, dict) or message.get("role") != "user":
             continue
         content = message.get("content")
-        texts = [block_text(b) for b in iter_blocks(content) if b.get("type") == TEXT]
-        texts = [" ".join(t.split()) for t in texts if t.strip()]
-        # The person's words, not what Claude Code puts before them (<system-reminder> blocks, a
-        # command caveat) or after (a skill body).
-        said = [p.words for p in content_parts(content) if p.provenance == PERSON and p.words] if texts else []
-        plain = [" ".join(t.split()) for t in said] or texts
-        if plain:
-            title = plain[0]
-            return title if len(title) <= limit else title[: limit - 1].rstrip() + "…"
-    return ""
+        texts = [" ".join(block_text(b).split()) for b in iter_blocks(content) if b.get("type") == TEXT]
+        texts = [t for t in texts if t]
+        if not texts:
+            continue
+        said = [" ".join(p.words.split()) for p in content_parts(content) if p.provenance == PERSON and p.words]
+        said = [t for t in said if t]
+        if said:
+            return _clipped(said[0], limit)
+        fallback = fallback or texts[0]
+    return _clipped(fallback, limit)
+
+
+def _clipped(title: str, limit: int) -> str:
+    return title if len(title) <= limit else title[: limit - 1].rstrip() + "…"

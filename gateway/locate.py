@@ -4,7 +4,8 @@ In order: the `x-compactor-session` header; the client's own conversation id (on
 lookup of every session that carries it); the stored history the request continues (one
 indexed lookup by prefix digests, gateway.history); else a new session. A call beside a known
 conversation (another system prompt, a single user message, no continuation) is a side call
-of that conversation's session, never a session of its own.
+of that conversation's session, never a session of its own; a subagent's first call (its own
+system prompt, one user message, its tools) is its own session under the conversation's.
 """
 
 from __future__ import annotations
@@ -183,12 +184,13 @@ def _client_conversations(*, user, client_id: str) -> list[Conversation]:
 
 
 def _is_side_call(body: dict[str, Any], root: Conversation | None) -> bool:
-    if not single_user_message(body["messages"]):
+    """A small call beside the conversation: one user message and no tools (an agent's main loop
+    and its subagents send their tools; Claude Code's title, topic and command checks do not),
+    with a system prompt other than the conversation's."""
+    if not single_user_message(body["messages"]) or body.get("tools"):
         return False
     if root is None or root.message_count == 0:
-        # Before the conversation's first turn there is no system prompt to compare with; an
-        # agent's main loop sends its tools (Claude Code's always does), its side calls do not.
-        return not body.get("tools")
+        return True  # before the conversation's first turn there is no system prompt to compare with
     return system_text(body.get("system")) != root.session.system_prompt
 
 

@@ -45,7 +45,7 @@ class MessageExtra(models.Model):
     """What an OpenAI-format message carries beyond the blocks Compactor stores (a developer
     role, `name`, `refusal`, image `detail`, tool-call arguments as sent, a string content), so a
     stored message goes back upstream exactly as the client wrote it. Keyed by the message's
-    fingerprint digest (gateway.openai.chat_map.extra_key), not its seq: it is written before the
+    fingerprint digest (gateway.extras.extra_key), not its seq: it is written before the
     append assigns one, and a pruned copy keeps its fingerprint."""
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")

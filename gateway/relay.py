@@ -4,7 +4,7 @@ Shared by every wire format the gateway speaks: the caller says how its API ends
 properly (`complete`) and how it spells an error event (`error_event`); this module decides
 when the upstream failed and makes sure the client is told before the connection closes.
 
-- A stream is forwarded event by event (only up to the last blank line): when the upstream
+- A stream is forwarded event by event (gateway.sse frames it): when the upstream
   resets, stalls past the read timeout (COMPACTOR_UPSTREAM_TIMEOUT) or just stops before its
   last event, the half-sent event is dropped and an error event goes out instead, so an SDK
   raises rather than returning the fragment as the final message.
@@ -20,10 +20,9 @@ from dataclasses import dataclass
 
 import httpx2 as httpx
 
-logger = logging.getLogger(__name__)
+from .sse import Event, EventFramer
 
-# Where one server-sent event ends; the Messages API uses "\n", the spec allows "\r\n" too.
-_EVENT_ENDS = (b"\n\n", b"\r\n\r\n")
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -58,56 +57,42 @@ def read_whole(response: httpx.Response, *, timeout: float) -> bytes:
         response.close()
 
 
-def _split_complete(buffer: bytearray, start: int) -> int:
-    """Length of the prefix of `buffer` that ends with a whole event (0 if none does). Only
-    `buffer[start:]` is searched: what came before held no event end, so a long event arriving in
-    many small chunks is not scanned again and again."""
-    cut = 0
-    for end in _EVENT_ENDS:
-        at = buffer.rfind(end, start)
-        if at >= 0:
-            cut = max(cut, at + len(end))
-    return cut
-
-
 def relay_events(
     response: httpx.Response,
     *,
-    feed: Callable[[bytes], None],
+    on_event: Callable[[Event], bool],
     complete: Callable[[], bool],
     error_event: Callable[[UpstreamFault], bytes],
     timeout: float,
     label: str = "",
     on_fault: Callable[[UpstreamFault], None] | None = None,
 ) -> Iterator[bytes]:
-    """Yield the upstream's events as they complete; end with `error_event` if it did not finish.
+    """Yield the upstream's events as they complete (framed by gateway.sse); end with
+    `error_event` if it did not finish.
 
-    `feed` sees exactly the bytes the client gets; `complete()` says, at the end, whether the
+    `on_event` sees each whole event and says whether it goes to the client (False: the
+    gateway's own, e.g. a usage chunk it asked for); `complete()` says, at the end, whether the
     stream ended as its API ends a finished (or upstream-reported failed) answer; `on_fault`
     hears of a stream that did not (metrics).
     """
-    pending = bytearray()
+    framer = EventFramer()
     fault: UpstreamFault | None = None
     try:
         for chunk in response.iter_raw():
-            start = max(0, len(pending) - 3)  # an event end may straddle the chunks
-            pending += chunk
-            cut = _split_complete(pending, start)
-            if cut:
-                ready = bytes(pending[:cut])
-                del pending[:cut]
-                feed(ready)
+            ready = b"".join(event.raw for event in framer.feed(chunk) if on_event(event))
+            if ready:
                 yield ready
     except httpx.HTTPError as exc:
         fault = fault_of(exc, timeout)
         logger.warning("Gateway: upstream stream %s broke: %s", label, type(exc).__name__)
     finally:
         response.close()
-    if fault is None and pending.strip():
-        last = bytes(pending) + b"\n\n"  # a last event without its blank line: the upstream's EOF ends it
-        feed(last)
+    last = framer.finish() if fault is None else None  # a last event without its blank line: EOF ends it
+    if last is not None:
+        keep = on_event(last)
         if complete():
-            yield last
+            if keep:
+                yield last.raw
             return
     if fault is None and not complete():
         fault = UpstreamFault(502, "api_error", "upstream stream ended before the answer was complete; retry")

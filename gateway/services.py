@@ -37,10 +37,12 @@ from sessions.selectors import context_build
 from sessions.services import MAX_BATCH, AppendResult, messages_append, session_usage
 
 from . import upstream
+from .anthropic_map import for_store, restore, to_stored
 from .codec import encode_json
 from .digests import request_digests
 from .errors import SESSION_HEADER, GatewayError, error_body  # noqa: F401 - the views import them from here
 from .errors import validation_message as _validation_message
+from .extras import extra_key, extras_for, extras_store
 from .history import (
     chain_digests,
     merge_served,
@@ -83,10 +85,10 @@ class Turn:
 class GatewayResult:
     """What goes back to the client: a whole body, or chunks to stream as they arrive.
 
-    `after`: the bookkeeping of a whole answer (storing the reply, its usage), run once the
-    client has every byte of it, as a stream's is after its last event: the client does not wait
-    for the database, and its next call finds the reply stored or stores the copy it resends
-    (_store_reply)."""
+    `after`: the bookkeeping of the answer (storing the reply, its usage), run when the server
+    closes the response, once the client has every byte of it (a stream's last event and the end
+    of its body included): the client does not wait for the database, and its next call finds the
+    reply stored or stores the copy it resends (_store_reply)."""
 
     status: int
     headers: dict[str, str]
@@ -117,13 +119,14 @@ def gateway_begin(
         session, conversation, matched = found.session, found.conversation, found.matched
         if found.side_call is not None:
             return Turn(session=session, conversation=conversation, messages=messages, side_call=found.side_call)
-        tail = [with_provenance(strip_transport(m)) for m in messages[matched:]]
+        tail, extras = _storable(messages[matched:])
         appended: AppendResult | None = None
         for start in range(0, len(tail), MAX_BATCH):
             try:
                 appended = messages_append(session=session, messages=tail[start : start + MAX_BATCH])
             except ValidationError as exc:
                 raise GatewayError(400, "invalid_request_error", _validation_message(exc, matched + start)) from None
+        extras_store(session=session, pairs=extras)
         conversation.head_digest = digests[-1]
         conversation.message_count = len(messages)
         conversation.save(update_fields=CONVERSATION_MOVES if conversation.pk else None)
@@ -139,6 +142,18 @@ def gateway_begin(
         created=found.created,
         last_seq=session.last_seq,
     )
+
+
+def _storable(messages: list[Any]) -> tuple[list[Any], list[tuple[dict[str, Any], dict[str, Any]]]]:
+    """The client's messages as the store holds them (gateway.anthropic_map: a role, block or
+    field it does not model is mapped, never refused), and (stored, extras) for those mapped."""
+    tail, extras = [], []
+    for message in messages:
+        stored, extra = for_store(strip_transport(message))
+        if extra:
+            extras.append((stored, extra))
+        tail.append(with_provenance(stored))
+    return tail, extras
 
 
 # --- 2. the served context -------------------------------------------------------------------
@@ -166,7 +181,23 @@ def upstream_messages(
 ) -> list[dict[str, Any]]:
     if client_copies_suffice(session=session, client_messages=client_messages, resent=resent):
         return client_messages
-    return merge_served(context_build(session=session).messages, client_messages)
+    return served_as_sent(session, context_build(session=session).messages, client_messages)
+
+
+def served_as_sent(session: Session, served: list[dict[str, Any]], client: list[Any]) -> list[dict[str, Any]]:
+    """merge_served in the client's terms: the served context (stored blocks) with the client's
+    own copy of each message it still holds, as it sent it, and each message served from the
+    store with what its mapping left out put back (a mid-conversation system message in the
+    kept part goes as it came)."""
+    mapped = [to_stored(m)[0] for m in client]
+    merged = merge_served(served, mapped)
+    position = {id(m): i for i, m in enumerate(mapped)}
+    stored = [m for m in merged if id(m) not in position]
+    extras = extras_for(session=session, messages=stored) if stored else {}
+    return [
+        client[position[id(m)]] if id(m) in position else restore(m, extras.get(extra_key(m)) if extras else None)
+        for m in merged
+    ]
 
 
 # --- 3-5. upstream, overflow, the reply -----------------------------------------------------
@@ -222,7 +253,8 @@ def _int(value: Any) -> int:
 def _resent_copy(turn: Turn, message: dict[str, Any]) -> int | None:
     """The seq of the copy of this reply that the client's next call already stored, if it did."""
     row = Message.objects.filter(session=turn.session, seq=turn.last_seq + 1).values_list("role", "content").first()
-    if row is None or message_fingerprint({"role": row[0], "content": row[1]}) != message_fingerprint(message):
+    stored = to_stored(message)[0]
+    if row is None or message_fingerprint({"role": row[0], "content": row[1]}) != message_fingerprint(stored):
         return None
     return turn.last_seq + 1
 
@@ -242,7 +274,9 @@ def _store_reply(turn: Turn, message: dict[str, Any]) -> int | None:
             locked = Conversation.objects.select_for_update().get(pk=conversation.pk)
             if locked.head_digest != conversation.head_digest:  # the next call came first
                 return _resent_copy(turn, message)
-            appended = messages_append(session=turn.session, messages=[message])
+            stored, extra = for_store(message)
+            appended = messages_append(session=turn.session, messages=[stored])
+            extras_store(session=turn.session, pairs=[(stored, extra)])
             locked.head_digest = chain_digests([message], start=locked.head_digest)[-1]
             locked.message_count += 1
             locked.save(update_fields=["head_digest", "message_count", "updated_at"])
@@ -296,8 +330,10 @@ def sse_error_event(fault: UpstreamFault) -> bytes:
     return f"event: error\ndata: {data}\n\n".encode()
 
 
-def _stream(turn: Turn, response: httpx.Response) -> Iterator[bytes]:
-    """Pass SSE events through as they arrive; afterwards store the reply assembled from them.
+def _stream(turn: Turn, response: httpx.Response, finished: dict[str, Any]) -> Iterator[bytes]:
+    """Pass SSE events through as they arrive; once the last one went out, the reply assembled
+    from them is left in `finished["reply"]`, stored when the server closes the response
+    (GatewayResult.after): after the end of the body, so the client is not kept waiting for it.
 
     A stream that breaks, stalls or stops early ends with an error event and stores nothing:
     the client resends its request, and only a finished reply becomes an assistant turn.
@@ -305,16 +341,26 @@ def _stream(turn: Turn, response: httpx.Response) -> Iterator[bytes]:
     assembler = StreamAssembler()
     yield from relay_events(
         response,
-        feed=assembler.feed,
+        on_event=assembler.on_event,
         complete=lambda: assembler.finished or assembler.error is not None,
         error_event=sse_error_event,
         timeout=settings.GATEWAY_UPSTREAM_TIMEOUT,
         label=f"for session {turn.session.pk}",
         on_fault=lambda fault: upstream.stream_interrupted(path="/v1/messages"),
     )
-    if assembler.assistant_message() is None:
-        return  # interrupted or an error event: the client resends what it kept
-    _record_safely(turn, assembler.response_message() or {})
+    if assembler.assistant_message() is not None:  # else interrupted or an error event: the client resends
+        finished["reply"] = assembler.response_message() or {}
+
+
+def record_when_finished(turn: Turn, finished: dict[str, Any]) -> Callable[[], None]:
+    """The bookkeeping of a streamed answer, for GatewayResult.after: the reply `finished` holds
+    once its stream ended properly (nothing when it did not, or the client went away before)."""
+
+    def after() -> None:
+        if "reply" in finished:
+            _record_safely(turn, finished.pop("reply"))
+
+    return after
 
 
 def _record_answer(turn: Turn, payload: bytes) -> None:
@@ -365,7 +411,8 @@ def gateway_call(
         text = _read(response).decode("utf-8", "replace")
         served = None if turn.side_call else overflow_context(turn, response.status_code, text)
         if served is not None:
-            response = _send("/v1/messages", query, headers, _encode(body, merge_served(served, turn.messages)))
+            merged = served_as_sent(turn.session, served, turn.messages)
+            response = _send("/v1/messages", query, headers, _encode(body, merged))
     if response.status_code != 200 or not stream:
         payload = _read(response, whole_json=response.status_code == 200)
         result = GatewayResult(
@@ -380,12 +427,14 @@ def gateway_call(
         if response.status_code == 200:
             result.after = lambda: _record_answer(turn, payload)
         return result
+    finished: dict[str, Any] = {}
     return GatewayResult(
         status=200,
         headers=upstream.response_headers(response),
-        chunks=_stream(turn, response),
+        chunks=_stream(turn, response, finished),
         session_id=str(turn.session.pk),
         extra_headers=session_header,
+        after=record_when_finished(turn, finished),
     )
 
 
@@ -410,8 +459,8 @@ def gateway_count_tokens(
             session = conversation.session
             matched = conversation.message_count
     if session is not None:
-        served = context_build(session=session).messages + [strip_transport(m) for m in messages[matched:]]
-        messages = merge_served(served, messages)
+        tail = [to_stored(strip_transport(m))[0] for m in messages[matched:]]
+        messages = served_as_sent(session, context_build(session=session).messages + tail, messages)
     response = _send("/v1/messages/count_tokens", query, headers, _encode(body, messages))
     payload = _read(response, whole_json=response.status_code == 200)
     return GatewayResult(

@@ -1,22 +1,100 @@
-"""Reassemble a streamed Messages API reply from its server-sent events, as the bytes pass through.
+"""Server-sent events, framed in one place for every wire format the gateway relays (the
+Messages API's stream, Chat Completions' chunks, the Responses API's events), and the Messages
+API's reply reassembled from its events as they pass. Pure Python, no Django.
 
-The gateway forwards each chunk to the client untouched and feeds the same bytes here; once
-`message_stop` arrives, `message()` is the assistant message the client has just received, and
-`usage()` the usage it reported (input figures in message_start, output in message_delta).
-Pure Python, no Django.
+`EventFramer` cuts the upstream's bytes at event boundaries (a blank line: "\n\n", "\r\n\r\n"
+or a mix; the providers never end lines with a lone "\r") and parses each event once: its
+`event:` name and its `data:` lines, with its bytes as they came, which go to the client
+untouched. What the gateway needs of a stream (that it ended properly, the reply and usage to
+store) is read from the parsed events; a half event is never passed on (gateway.relay). A
+library was considered: the SSE parsers at hand (the SDKs', httpx-sse) decode lines into events
+and give back neither the bytes nor the boundaries a relay must forward.
+
+`StreamAssembler` rebuilds the Messages API's reply: once `message_stop` arrives,
+`assistant_message()` is the assistant message the client has just received and
+`response_message()` the reply as the non-streaming API would have returned it (input figures
+in message_start, output in message_delta).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from typing import Any
+
+# Where an event ends: an empty line after its last line, whatever mix of "\n" and "\r\n".
+_EVENT_END = re.compile(rb"\r?\n\r?\n")
+_LINE_END = re.compile(r"\r\n|\n|\r")
+
+
+@dataclass(frozen=True)
+class Event:
+    raw: bytes  # the event's bytes as they came, its closing blank line included
+    name: str  # the `event:` field; "" when the event has none
+    data: str  # its `data:` lines joined by "\n"; "" for a comment or a keep-alive
+
+    def json(self) -> Any:
+        """The data parsed as JSON; None when it is none or not JSON."""
+        if not self.data:
+            return None
+        try:
+            return json.loads(self.data)
+        except json.JSONDecodeError:
+            return None
+
+
+def parse_event(raw: bytes) -> Event:
+    name, data = "", []
+    for line in _LINE_END.split(raw.decode("utf-8", "replace")):
+        if not line or line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "event":
+            name = value.strip()
+        elif field == "data":
+            data.append(value)
+    return Event(raw, name, "\n".join(data))
+
+
+class EventFramer:
+    """Bytes in, whole events out, however the bytes were split."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._scanned = 0  # the buffer's first bytes hold no event end (not searched again)
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        buffer = self._buffer
+        buffer += chunk
+        events: list[Event] = []
+        start, search = 0, max(0, self._scanned - 3)  # an end may straddle two chunks
+        while (end := _EVENT_END.search(buffer, search)) is not None:
+            events.append(parse_event(bytes(buffer[start : end.end()])))
+            start = search = end.end()
+        if start:
+            del buffer[:start]
+        self._scanned = len(buffer)
+        return events
+
+    def finish(self) -> Event | None:
+        """The upstream closed: an event it sent without its closing blank line still counts
+        (`data: [DONE]` and nothing after), completed with one; None when nothing is left."""
+        rest, self._buffer, self._scanned = bytes(self._buffer), bytearray(), 0
+        if not rest.strip():
+            return None
+        return parse_event(rest + (b"\n" if rest.endswith(b"\n") else b"\n\n"))
+
+    @property
+    def pending(self) -> bytes:
+        """Bytes of an event not complete yet."""
+        return bytes(self._buffer)
 
 
 class StreamAssembler:
     def __init__(self) -> None:
-        self._buffer = b""
-        self._data: list[str] = []
-        self._event = ""
+        self._framer = EventFramer()
         self.message: dict[str, Any] | None = None
         self.blocks: dict[int, dict[str, Any]] = {}
         self._partial_json: dict[int, str] = {}
@@ -25,28 +103,17 @@ class StreamAssembler:
         self.finished = False
         self.error: dict[str, Any] | None = None
 
-    # -- bytes in
+    # -- events in
     def feed(self, chunk: bytes) -> None:
-        self._buffer += chunk
-        while True:
-            newline = self._buffer.find(b"\n")
-            if newline < 0:
-                return
-            line = self._buffer[:newline].rstrip(b"\r").decode("utf-8", "replace")
-            self._buffer = self._buffer[newline + 1 :]
-            self._line(line)
+        """Bytes of the stream, however split (for a caller without a framer of its own)."""
+        for event in self._framer.feed(chunk):
+            self.on_event(event)
 
-    def _line(self, line: str) -> None:
-        if line == "":
-            if self._data:
-                self._dispatch(self._event, "\n".join(self._data))
-            self._data, self._event = [], ""
-        elif line.startswith(":"):
-            return
-        elif line.startswith("event:"):
-            self._event = line[6:].strip()
-        elif line.startswith("data:"):
-            self._data.append(line[5:].lstrip(" ") if line[5:6] == " " else line[5:])
+    def on_event(self, event: Event) -> bool:
+        """One whole event (gateway.relay hands each on); always passed on to the client."""
+        if event.data:
+            self._dispatch(event.name, event.data)
+        return True
 
     # -- events
     def _dispatch(self, event: str, data: str) -> None:

@@ -2,8 +2,8 @@
 
 httpx2 is the HTTP client the anthropic SDK itself depends on (no new requirement). One pooled
 client per process (thread-safe), so a streaming call and the calls around it
-reuse connections. Only the Messages API's own headers go on; the agent's credentials and
-Compactor's headers never leave the service.
+reuse connections. The client's headers go on except hop-by-hop ones, its credentials and
+Compactor's own (`client_headers`); the server's key replaces the client's.
 """
 
 from __future__ import annotations
@@ -17,13 +17,20 @@ from django.http import HttpRequest
 
 from ops import metrics
 
-# Client headers passed on: the API version and beta flags decide what the request means.
-FORWARDED_PREFIXES = ("anthropic-",)
-FORWARDED_HEADERS = ("user-agent", "accept")
-# Response headers passed back (request ids, rate limits, retry hints); hop-by-hop and
-# length/encoding headers are the gateway's own business.
-RETURNED_PREFIXES = ("anthropic-", "x-should-retry")
-RETURNED_HEADERS = ("request-id", "retry-after", "retry-after-ms", "content-type", "cache-control")
+# Headers the gateway does not pass on, either way. Hop-by-hop (RFC 9110 7.6.1: they describe one
+# connection, and a Connection header names more of them); the client's credentials (its
+# Compactor key) and cookies; what describes the hop to the gateway (a proxy in front adds
+# them); what the gateway sets itself because the bytes it sends may not be the client's
+# (length, type, encoding: bytes pass through undecoded, so `identity`); Compactor's own.
+HOP_BY_HOP = frozenset(
+    ("connection", "proxy-connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade")
+)
+CREDENTIALS = frozenset(("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "x-goog-api-key"))
+HOP_HEADERS = frozenset(("host", "forwarded", "via", "x-real-ip", "expect"))
+RECOMPUTED = frozenset(("content-length", "content-type", "accept-encoding", "content-encoding"))
+NOT_FORWARDED_PREFIXES = ("x-forwarded-", "x-compactor-")
+# The answer's headers the gateway sets itself (Django/gunicorn frame the response).
+NOT_RETURNED = HOP_BY_HOP | frozenset(("content-length", "content-encoding", "set-cookie", "server", "date"))
 
 _client: httpx.Client | None = None
 _lock = threading.Lock()
@@ -40,26 +47,44 @@ def client() -> httpx.Client:
         return _client
 
 
-def request_headers(request: HttpRequest) -> dict[str, str]:
+def client_headers(request: HttpRequest) -> dict[str, str]:
+    """Every header the client sent, lower-cased, except those listed above (and any its
+    Connection header names): the rule every route of the gateway forwards by."""
+    named = {token.strip().lower() for token in request.headers.get("connection", "").split(",")}
     out: dict[str, str] = {}
     for name, value in request.headers.items():
         lower = name.lower()
-        if lower.startswith(FORWARDED_PREFIXES) or lower in FORWARDED_HEADERS:
-            out[lower] = value
-    out.setdefault("anthropic-version", "2023-06-01")
+        if (
+            lower in HOP_BY_HOP
+            or lower in CREDENTIALS
+            or lower in HOP_HEADERS
+            or lower in RECOMPUTED
+            or lower in named
+            or lower.startswith(NOT_FORWARDED_PREFIXES)
+        ):
+            continue
+        out[lower] = value
     out["content-type"] = "application/json"
-    # Bytes pass through to the client as they come: no compression to undo in between.
-    out["accept-encoding"] = "identity"
+    out["accept-encoding"] = "identity"  # bytes pass through to the client as they come
+    return out
+
+
+def request_headers(request: HttpRequest) -> dict[str, str]:
+    out = client_headers(request)
+    out.setdefault("anthropic-version", "2023-06-01")
     if settings.GATEWAY_UPSTREAM_API_KEY:
         out["x-api-key"] = settings.GATEWAY_UPSTREAM_API_KEY
     return out
 
 
 def response_headers(response: httpx.Response) -> dict[str, str]:
+    """The upstream's answer headers as they came (request ids, rate limits, retry hints, a
+    provider's own), less what frames the gateway's own response."""
+    named = {token.strip().lower() for token in response.headers.get("connection", "").split(",")}
     return {
         name: value
         for name, value in response.headers.items()
-        if name.lower().startswith(RETURNED_PREFIXES) or name.lower() in RETURNED_HEADERS
+        if name.lower() not in NOT_RETURNED and name.lower() not in named
     }
 
 

@@ -7,7 +7,7 @@ and agents report them as they would Anthropic's own.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.conf import settings
@@ -40,14 +40,12 @@ def _parse(request: HttpRequest) -> tuple[Any, Parsed, str | None, bytes | None]
     return user, parsed, session_header(request), raw
 
 
-class AnswerThenRecord(HttpResponse):
-    """A whole answer whose bookkeeping runs when the server closes the response: after the
-    last byte went out (WSGI servers close a response once written), before Django's
-    request_finished handlers release the database connection."""
+class _RecordOnClose:
+    """Bookkeeping run when the WSGI server closes the response: after the last byte went out
+    (gunicorn writes a stream's closing chunk first), before Django's request_finished handlers
+    release the database connection."""
 
-    def __init__(self, content: bytes, *, status: int, after: Callable[[], None]) -> None:
-        super().__init__(content, status=status)
-        self._after = after
+    _after: Callable[[], None] | None = None
 
     def close(self) -> None:
         after, self._after = self._after, None
@@ -55,13 +53,30 @@ class AnswerThenRecord(HttpResponse):
             if after is not None:
                 after()
         finally:
-            super().close()
+            super().close()  # type: ignore[misc]
+
+
+class AnswerThenRecord(_RecordOnClose, HttpResponse):
+    """A whole answer, recorded once it went out."""
+
+    def __init__(self, content: bytes, *, status: int, after: Callable[[], None]) -> None:
+        super().__init__(content, status=status)
+        self._after = after
+
+
+class StreamThenRecord(_RecordOnClose, StreamingHttpResponse):
+    """A stream passed through as it arrives, recorded once its body ended: the connection is
+    not held open after the last event while the reply is stored."""
+
+    def __init__(self, chunks: Iterator[bytes], *, status: int, after: Callable[[], None] | None) -> None:
+        super().__init__(chunks, status=status)
+        self._after = after
 
 
 def render(result: GatewayResult) -> HttpResponse:
     """The upstream's answer as the client gets it: streamed as it arrives, or whole."""
     if result.chunks is not None:
-        response: HttpResponse = StreamingHttpResponse(result.chunks, status=result.status)
+        response: HttpResponse = StreamThenRecord(result.chunks, status=result.status, after=result.after)
         response["X-Accel-Buffering"] = "no"  # proxies (nginx) must not hold the events back
     elif result.after is not None:
         response = AnswerThenRecord(result.body or b"", status=result.status, after=result.after)
@@ -107,8 +122,34 @@ def count_tokens_view(request: HttpRequest) -> HttpResponse:
     return render(result)
 
 
+def bodiless_on_head(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """A HEAD answer is the GET's headers without its body (WSGI servers send what they get)."""
+    if request.method == "HEAD":
+        response.content = b""
+    return response
+
+
+def root(request: HttpRequest, api: str, serves: list[str]) -> HttpResponse:
+    """GET or HEAD on a base URL (`/anthropic`, `/openai`, with or without its slash), which
+    agents probe at start-up (Claude Code HEADs its ANTHROPIC_BASE_URL): a 200 as the providers
+    answer there, never a redirect; other methods a 405."""
+    if request.method not in ("GET", "HEAD"):
+        response = JsonResponse(
+            error_body("invalid_request_error", f"{request.method} is not allowed on {request.path}"), status=405
+        )
+        response["Allow"] = "GET, HEAD"
+        return response
+    return bodiless_on_head(request, JsonResponse({"api": api, "serves": serves}))
+
+
+@csrf_exempt
+def root_view(request: HttpRequest) -> HttpResponse:
+    return root(request, "anthropic", ["/v1/messages", "/v1/messages/count_tokens"])
+
+
 @csrf_exempt
 def not_found_view(request: HttpRequest) -> HttpResponse:
-    return _error(
+    response = _error(
         404, "not_found_error", f"the gateway serves /v1/messages and /v1/messages/count_tokens, not {request.path}"
     )
+    return bodiless_on_head(request, response)

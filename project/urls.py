@@ -4,6 +4,8 @@ from django.contrib import admin
 from django.urls import include, path
 
 from compaction.api.imports import ImportView
+from gateway import views as gateway_views
+from gateway.openai import views as openai_views
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -14,8 +16,10 @@ urlpatterns = [
     path("api/v1/sessions/<uuid:session_id>/", include("compaction.api.urls")),
     # Agents that only change their Anthropic base URL: the Messages API, compacted (gateway app).
     path("anthropic/", include("gateway.urls")),
+    path("anthropic", gateway_views.root_view),  # the base URL without its slash: no redirect
     # Agents on OpenAI's Chat Completions or Responses API (Codex, opencode, aider, LiteLLM…).
     path("openai/", include("gateway.openai.urls")),
+    path("openai", openai_views.root_view),
     # People: login and the dashboard.
     path("", include("sessions.dashboard.urls")),
 ]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -140,19 +142,20 @@ def outcome_apply(job: Compaction, outcome: Outcome, *, attempt: int | None, sta
     """
     summary_count = None
     if isinstance(outcome, Activate):
-        # The summary as served, counted once here (before the lock), not on every request.
-        session_row = Session.objects.only("id", "model").get(pk=job.session_id)
-        summary_count = ss.summary_message_count(
-            session=session_row,
-            summary=outcome.overlay.summary,
-            turn_prefix_summary=outcome.overlay.turn_prefix_summary,
-        )
+        # The summary's status as of the messages stored while the job ran, and the summary as
+        # served counted once here (before the lock), not on every request.
+        outcome = as_of_every_message(job.session_id, outcome)
+        summary_count = _summary_count(job.session_id, outcome)
     with transaction.atomic():
         session = Session.objects.select_for_update().get(pk=job.session_id)
         if _claim_lost(job, attempt):
             return None
         now = timezone.now()
         if isinstance(outcome, Activate):
+            if session.last_seq > (outcome.status_seq or outcome.snapshot_seq):
+                # Stored since: rare (the step above took moments); appends wait on the lock now.
+                outcome = as_of_every_message(job.session_id, outcome)
+                summary_count = _summary_count(job.session_id, outcome)
             _write_overlay(job, outcome.overlay, summary_count)
         job.based_on_id = outcome.based_on_id
         job.tokens_before = outcome.tokens_before
@@ -168,6 +171,35 @@ def outcome_apply(job: Compaction, outcome: Outcome, *, attempt: int | None, sta
             finished = _activate(job, session, outcome, now=now)
         metrics_record(finished)
         return finished
+
+
+def as_of_every_message(session_id: Any, outcome: Activate) -> Activate:
+    """The outcome with its summary's status computed against every stored message: those stored
+    after the job's snapshot (an agent goes on while its compaction runs) are served verbatim
+    after the summary, so a status the snapshot showed open ("not yet reported done") that they
+    closed must not be stated. A prune, or nothing stored since, leaves the outcome as it is."""
+    restate = outcome.overlay.restate
+    if restate is None:
+        return outcome
+    session = Session.objects.only("id", "last_seq").get(pk=session_id)
+    if session.last_seq <= (outcome.status_seq or outcome.snapshot_seq):
+        return outcome  # nothing stored since (the usual case): no message is read
+    late = ss.engine_messages(ss.context_rows(session, outcome.snapshot_seq + 1))
+    if not late:
+        return outcome
+    try:
+        overlay = restate(late)
+    except Exception:  # noqa: BLE001 - the summary as the job made it is still a valid one
+        logger.exception("Restating the summary of session %s with later messages failed", session_id)
+        return outcome
+    return replace(outcome, overlay=overlay, status_seq=late[-1].seq)
+
+
+def _summary_count(session_id: Any, outcome: Activate) -> tuple[int, str]:
+    session_row = Session.objects.only("id", "model").get(pk=session_id)
+    return ss.summary_message_count(
+        session=session_row, summary=outcome.overlay.summary, turn_prefix_summary=outcome.overlay.turn_prefix_summary
+    )
 
 
 def _record_samples(session: Session, job: Compaction, *, now) -> None:

@@ -16,9 +16,10 @@ ones.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.conf import settings
@@ -29,6 +30,7 @@ from compaction.core.config import CompactionConfig
 from compaction.core.ledger import Fidelity
 from compaction.core.policy import PRUNE, PRUNE_SUMMARIZE, PolicyCandidate, PolicyInputs, PolicyPlan
 from compaction.core.summarizers import SummaryInput, SummaryResult, build_chain, summarize
+from compaction.core.summarizers.agree import agree
 from compaction.core.summary_message import render_summary_message
 from compaction.core.tokens import count_content, count_text
 from compaction.core.types import Fallback, FileOps, Msg
@@ -158,6 +160,8 @@ class NewOverlay:
     policy_candidates: list[PolicyCandidate] = field(default_factory=list)
     policy_trigger: int | None = None  # the trigger the runway is measured against
     work_state: dict[str, Any] = field(default_factory=dict)  # compaction.core.work, as JSON
+    # A summary's status as of messages stored after the snapshot (activation calls it with them).
+    restate: Callable[[list[Msg]], NewOverlay] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,7 @@ class Activate:
     overlay: NewOverlay
     detail: str = ""
     trigger: int | None = None  # a summary's trigger: the job detail notes a result still over it
+    status_seq: int | None = None  # the newest message the summary's status covers (None: snapshot_seq)
 
 
 Outcome = Skipped | Activate
@@ -268,7 +273,7 @@ class SummaryRun:
 
 def _summarize(
     snap: Snapshot, plan: PolicyPlan, *, strategy: str, instructions: str, run: SummaryRun
-) -> tuple[SummaryResult, list[Fallback]]:
+) -> tuple[SummaryResult, list[Fallback], SummaryInput]:
     config, based_on, cut = snap.config, snap.based_on, plan.cut
     chain = build_summarizer_chain(
         config=config, strategy=strategy, timeout=run.llm_timeout, max_retries=run.max_retries
@@ -287,9 +292,33 @@ def _summarize(
         previous_state=_previous_state(snap, min(m.seq for m in [*cut.to_summarize, *cut.turn_prefix])),
     )
     if run.time_budget is not None and chain and chain[0].name not in ("extractive", "truncate"):
-        return _summarize_within(inp, chain, config=config, budget=run.time_budget)
+        return (*_summarize_within(inp, chain, config=config, budget=run.time_budget), inp)
     result = summarize(inp, chain)
-    return result, list(result.fallbacks)
+    return result, list(result.fallbacks), inp
+
+
+def _restate(snap: Snapshot, plan: PolicyPlan, inp: SummaryInput, overlay: NewOverlay, late: list[Msg]) -> NewOverlay:
+    """The overlay with its summary's status as of `late` too: messages stored while the job ran
+    (after its snapshot) are served verbatim after the summary, so what it states as current
+    (a request not yet reported done, the next steps) is computed again with them. An extractive
+    summary is rendered again from the work state (offline, no model call); a model's summary is
+    made to agree with the state, as the chain made it agree with the snapshot's; a summary that
+    states no status (truncate, a custom prompt's) is left as it is."""
+    if overlay.strategy == "truncate" or snap.config.compact_prompt:
+        return overlay
+    through = from_json(overlay.work_state)  # folded once through the summarized range
+    if overlay.strategy == "extractive":
+        # With the state through the summarized range, only the kept messages are folded again.
+        later = replace(inp, kept=[*inp.kept, *late], state=through, state_now=None)
+        chain = build_summarizer_chain(config=snap.config, strategy="extractive", timeout=0, max_retries=0)
+        result = summarize(later, chain)
+        return _summary_overlay(snap, plan, result, overlay.fallbacks)
+    if through is None:
+        return overlay
+    agreement = agree(overlay.summary, fold([*inp.kept, *late], through), add_where=False)
+    tokens = count_text(agreement.summary, ss.session_tokenizer(snap.session))
+    tokens += count_text(overlay.turn_prefix_summary, ss.session_tokenizer(snap.session))
+    return replace(overlay, summary=agreement.summary, summary_tokens=tokens)
 
 
 # --- compute: the outcome of one job -------------------------------------------------------
@@ -400,8 +429,13 @@ def outcome_compute(
     if plan.decision.chosen.kind == PRUNE:
         return Activate(**base, detail=plan.prune.reason, trigger=None, overlay=_prune_overlay(snap, plan))
     detail = _summary_detail(snap, plan)
-    result, fallbacks = _summarize(snap, plan, strategy=strategy, instructions=instructions, run=run)
-    return Activate(**base, detail=detail, trigger=trigger, overlay=_summary_overlay(snap, plan, result, fallbacks))
+    result, fallbacks, inp = _summarize(snap, plan, strategy=strategy, instructions=instructions, run=run)
+    made = _summary_overlay(snap, plan, result, fallbacks)
+
+    def restate(late: list[Msg]) -> NewOverlay:
+        return replace(_restate(snap, plan, inp, made, late), restate=restate)
+
+    return Activate(**base, detail=detail, trigger=trigger, overlay=replace(made, restate=restate))
 
 
 # --- dry run -----------------------------------------------------------------------------

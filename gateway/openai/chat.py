@@ -16,12 +16,12 @@ from typing import Any
 from sessions.models import Session
 
 from ..errors import GatewayError
+from ..extras import extras_store
 from ..locate import side_call_finish
 from ..resent import Parsed
 from ..services import GatewayResult, Turn, gateway_record_reply, overflow_context
 from . import common
 from .chat_map import Mapped, MappingError, Reuse, to_blocks, to_chat
-from .extras import extras_store
 from .stream import ChatAssembler
 
 logger = logging.getLogger(__name__)

@@ -16,15 +16,15 @@ from sessions.selectors import context_build
 
 from ..codec import encode_json
 from ..errors import SESSION_HEADER, GatewayError
+from ..extras import extra_key, extras_for, extras_store
 from ..history import merge_served
 from ..locate import side_call_finish
-from ..relay import UpstreamFault, fault_of, read_whole
+from ..relay import UpstreamFault, read_whole, relay_events
 from ..resent import Parsed
 from ..served import client_copies_suffice
 from ..services import GatewayResult, Turn, gateway_begin, wait_if_it_cannot_fit
 from . import upstream
 from .chat_map import Mapped
-from .extras import extra_key, extras_for, extras_store
 from .stream import EventRelay, error_event
 
 logger = logging.getLogger(__name__)
@@ -108,45 +108,44 @@ def whole(turn: Turn, response: httpx.Response, payload: bytes) -> GatewayResult
     )
 
 
-def streamed(turn: Turn, response: httpx.Response, chunks: Iterator[bytes]) -> GatewayResult:
+def streamed(
+    turn: Turn, response: httpx.Response, chunks: Iterator[bytes], after: Callable[[], None] | None = None
+) -> GatewayResult:
     return GatewayResult(
         status=200,
         headers=upstream.response_headers(response),
         chunks=chunks,
         session_id=str(turn.session.pk),
         extra_headers={SESSION_HEADER: str(turn.session.pk)},
+        after=after,
     )
 
 
 def relay(
-    turn: Turn, response: httpx.Response, assembler: Any, record: Callable[[dict[str, Any]], None], *, responses: bool
+    turn: Turn, response: httpx.Response, assembler: Any, finished: dict[str, Any], *, responses: bool
 ) -> Iterator[bytes]:
     """Events go to the client as they complete; a stream the upstream cut (or that stalled
     past the timeout) ends with an error event, so the client never takes it for a whole reply.
-    The reply is stored once the stream ended properly."""
+    A stream that ended properly leaves its completion in `finished["reply"]`, recorded when the
+    server closes the response (gateway.services.record_when_finished)."""
     events = EventRelay(assembler.on_event)
-    problem = "the upstream stream ended before the reply was complete; retry the call"
-    try:
-        for chunk in response.iter_raw():
-            out = events.feed(chunk)
-            if out:
-                yield out
-        out = events.finish()
-        if out:
-            yield out
-    except httpx.HTTPError as exc:
-        logger.warning("OpenAI gateway: upstream stream for session %s broke: %s", turn.session.pk, type(exc).__name__)
-        problem = fault_of(exc, settings.GATEWAY_UPSTREAM_TIMEOUT).message  # a stall names the timeout
-    finally:
-        response.close()
-    if not assembler.ended:
-        logger.warning("OpenAI gateway: upstream stream for session %s ended early", turn.session.pk)
-        upstream.stream_interrupted(path="/responses" if responses else "/chat/completions")
-        yield error_event(problem, responses=responses)
-        return
-    completion = assembler.completion()
+    yield from relay_events(
+        response,
+        on_event=events.keep,
+        complete=lambda: assembler.ended,
+        error_event=lambda fault: error_event(fault.message, responses=responses),
+        timeout=settings.GATEWAY_UPSTREAM_TIMEOUT,
+        label=f"for session {turn.session.pk}",
+        on_fault=lambda fault: upstream.stream_interrupted(path="/responses" if responses else "/chat/completions"),
+    )
+    completion = assembler.completion() if assembler.ended else None
     if completion is not None:
-        record(completion)
+        finished["reply"] = completion
+
+
+def _record_finished(finished: dict[str, Any], record: Callable[[dict[str, Any]], None]) -> None:
+    if "reply" in finished:
+        record(finished.pop("reply"))
 
 
 def _record_json(answer: bytes, record: Callable[[dict[str, Any]], None]) -> None:
@@ -206,4 +205,6 @@ def exchange(
         if response.status_code == 200:
             result.after = lambda: _record_json(answer, record)
         return result
-    return streamed(turn, response, relay(turn, response, assembler(), record, responses=responses))
+    finished: dict[str, Any] = {}
+    chunks = relay(turn, response, assembler(), finished, responses=responses)
+    return streamed(turn, response, chunks, after=lambda: _record_finished(finished, record))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .chat_map import Mapped, MappingError, compact_json, parse_arguments
+from .chat_map import Mapped, MappingError, Reuse, compact_json, parse_arguments
 
 SYSTEM_ROLES = ("system", "developer")
 _FILLER = " "
@@ -144,21 +144,26 @@ def _group(items: list[Any], start: int) -> tuple[dict[str, Any], dict[str, Any]
     return message, {"items": template}, end
 
 
-def to_blocks(items: Any) -> Mapped:
+def to_blocks(items: Any, reuse: Reuse | None = None) -> Mapped:
     """The leading system/developer items (with the request's `instructions`, the system prompt)
-    go to `system`; the other items are grouped into Compactor messages (see the module docstring)."""
+    go to `system`; the other items are grouped into Compactor messages (see the module docstring).
+
+    `reuse`: an earlier request's mapping and how many leading items this request holds as the
+    very same objects (a resent input, gateway.resent): their groups are taken as they are, but
+    for the last one (the item after it decides where a run ends)."""
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
     if not isinstance(items, list):
         raise MappingError("input", "must be a string or a list of items")
-    for i, item in enumerate(items):
-        if not isinstance(item, dict) or not _kind(item):
+    out, start = reuse.groups_before() if reuse is not None else (Mapped(), 0)
+    for i in range(start, len(items)):
+        if not isinstance(items[i], dict) or not _kind(items[i]):
             raise MappingError(f"input[{i}]", "must be an item object with a type (or a role)")
-    out = Mapped()
-    start = 0
-    while start < len(items) and _side(items[start]) == "system":
-        out.system.append(items[start])
-        start += 1
+    if start == 0:
+        out = Mapped()
+        while start < len(items) and _side(items[start]) == "system":
+            out.system.append(items[start])
+            start += 1
     while start < len(items):
         message, extras, end = _group(items, start)
         out.messages.append(message)

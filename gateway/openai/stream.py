@@ -1,8 +1,8 @@
 """OpenAI's streamed replies, relayed event by event and reassembled as they pass. Pure Python.
 
-`EventRelay` cuts the upstream bytes at event boundaries: each complete server-sent event is
-handed on as soon as its blank line arrives, byte for byte, unless a `keep` test drops it (the
-usage chunk the gateway asked for on the client's behalf). `ChatAssembler` rebuilds a Chat
+`EventRelay` reads the whole events gateway.sse frames: each is handed on as soon as its blank
+line arrives, byte for byte, unless its assembler drops it (the usage chunk the gateway asked
+for on the client's behalf). `ChatAssembler` rebuilds a Chat
 Completions reply from its chunks (content, refusal, tool-call deltas by index, finish_reason,
 usage); `ResponsesAssembler` keeps the `response.completed` event's response. A stream that
 stops before its end (`data: [DONE]`, or `response.completed`) is not finished: the gateway
@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from typing import Any
+
+from ..sse import Event, EventFramer
 
 DONE = "[DONE]"
 
@@ -30,58 +32,29 @@ def error_event(message: str, *, kind: str = "api_error", responses: bool = Fals
 
 
 class EventRelay:
-    """Bytes in, whole events out. `on_event(name, data)` sees each event's parsed data
-    (None when it is not JSON) and returns False to drop it from what goes to the client."""
+    """Whole events (framed by gateway.sse) through an assembler: `on_event(name, data)` sees
+    each event's parsed data (DONE for `[DONE]`, None when it is not JSON) and returns False to
+    drop it from what goes to the client."""
 
     def __init__(self, on_event: Callable[[str, Any], bool]) -> None:
         self._on_event = on_event
-        self._buffer = b""
-        self._raw: list[bytes] = []
-        self._event = ""
-        self._data: list[str] = []
+        self._framer = EventFramer()
+
+    def keep(self, event: Event) -> bool:
+        if not event.data:
+            return True  # a comment or keep-alive: passed on as it is
+        if event.data.strip() == DONE:
+            return self._on_event(event.name, DONE)
+        return self._on_event(event.name, event.json())
 
     def feed(self, chunk: bytes) -> bytes:
-        out = bytearray()
-        self._buffer += chunk
-        while (newline := self._buffer.find(b"\n")) >= 0:
-            raw, self._buffer = self._buffer[: newline + 1], self._buffer[newline + 1 :]
-            self._raw.append(raw)
-            line = raw.rstrip(b"\r\n").decode("utf-8", "replace")
-            if line:
-                self._line(line)
-                continue
-            event = b"".join(self._raw)
-            self._raw = []
-            if self._dispatch():
-                out += event
-        return bytes(out)
+        """Bytes in, the whole events to pass on out."""
+        return b"".join(event.raw for event in self._framer.feed(chunk) if self.keep(event))
 
     def finish(self) -> bytes:
-        """The upstream closed: an event it sent without its closing blank line (`data: [DONE]`
-        and nothing after) still counts; what it is goes to the client like any other event."""
-        if not self._buffer and not self._raw:
-            return b""
-        ending = b"\n" if self._buffer else b""
-        return self.feed(ending + b"\n")
-
-    def _line(self, line: str) -> None:
-        if line.startswith("event:"):
-            self._event = line[6:].strip()
-        elif line.startswith("data:"):
-            self._data.append(line[6:] if line[5:6] == " " else line[5:])
-
-    def _dispatch(self) -> bool:
-        event, data = self._event, "\n".join(self._data)
-        self._event, self._data = "", []
-        if not data:
-            return True  # a comment or keep-alive: passed on as it is
-        if data.strip() == DONE:
-            return self._on_event(event, DONE)
-        try:
-            parsed = json.loads(data)
-        except json.JSONDecodeError:
-            parsed = None
-        return self._on_event(event, parsed)
+        """The upstream closed: an event it sent without its closing blank line still counts."""
+        last = self._framer.finish()
+        return last.raw if last is not None and self.keep(last) else b""
 
 
 class ChatAssembler:

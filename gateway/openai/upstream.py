@@ -1,7 +1,7 @@
 """HTTP to the upstream OpenAI-compatible API (COMPACTOR_OPENAI_UPSTREAM_URL) with the server's key.
 
-The Anthropic gateway's pooled client (gateway.upstream.client), other headers: only OpenAI's
-own go on, the client's `Authorization` (its Compactor key) never does.
+The Anthropic gateway's pooled client (gateway.upstream.client) and header rule: the client's
+headers go on, its `Authorization` (its Compactor key) never does.
 """
 
 from __future__ import annotations
@@ -10,36 +10,19 @@ import httpx2 as httpx
 from django.conf import settings
 from django.http import HttpRequest
 
-from gateway.upstream import client, post_streamed
+from gateway.upstream import client, client_headers, post_streamed, response_headers  # noqa: F401 - the routes read it here
 from ops import metrics
 
-# Organisation, project and beta flags decide what the request means.
-FORWARDED_PREFIXES = ("openai-",)
-FORWARDED_HEADERS = ("user-agent", "accept")
-RETURNED_PREFIXES = ("openai-", "x-ratelimit-", "x-should-retry")
-RETURNED_HEADERS = ("x-request-id", "retry-after", "retry-after-ms", "content-type", "cache-control")
 KEY_VARIABLES = "COMPACTOR_OPENAI_UPSTREAM_API_KEY (or OPENAI_API_KEY)"
 
 
 def request_headers(request: HttpRequest) -> dict[str, str]:
-    out = {
-        name.lower(): value
-        for name, value in request.headers.items()
-        if name.lower().startswith(FORWARDED_PREFIXES) or name.lower() in FORWARDED_HEADERS
-    }
-    out["content-type"] = "application/json"
-    out["accept-encoding"] = "identity"  # bytes pass through as they come
+    """The client's headers by the gateway's rule (gateway.upstream.client_headers: Codex's
+    session-id, thread-id, originator and x-codex-* included), with the server's key."""
+    out = client_headers(request)
     if settings.OPENAI_GATEWAY_UPSTREAM_API_KEY:
         out["authorization"] = f"Bearer {settings.OPENAI_GATEWAY_UPSTREAM_API_KEY}"
     return out
-
-
-def response_headers(response: httpx.Response) -> dict[str, str]:
-    return {
-        name: value
-        for name, value in response.headers.items()
-        if name.lower().startswith(RETURNED_PREFIXES) or name.lower() in RETURNED_HEADERS
-    }
 
 
 def send(*, path: str, headers: dict[str, str], body: bytes) -> httpx.Response:

@@ -19,7 +19,7 @@ from ..auth import authenticate
 from ..errors import GatewayError
 from ..intake import agent_name, read_request, session_header
 from ..resent import Parsed
-from ..views import render
+from ..views import bodiless_on_head, render, root
 from . import chat, responses, upstream
 
 # The gateway's error kinds (the Messages API's names) as OpenAI's type and code.
@@ -67,10 +67,12 @@ def chat_completions_view(request: HttpRequest) -> HttpResponse:
 @csrf_exempt
 def responses_view(request: HttpRequest) -> HttpResponse:
     try:
-        user, parsed, session_id, _ = _parse(request, "input")
+        user, parsed, session_id, raw = _parse(request, "input")
         result = responses.openai_responses_call(
             user=user,
             body=parsed.body,
+            resent=parsed,
+            raw=raw,
             session_id=session_id,
             headers=upstream.request_headers(request),
             agent=agent_name(request),
@@ -106,10 +108,16 @@ def models_view(request: HttpRequest, model: str = "") -> HttpResponse:
 
 
 @csrf_exempt
+def root_view(request: HttpRequest) -> HttpResponse:
+    return root(request, "openai", ["/v1/chat/completions", "/v1/responses", "/v1/models"])
+
+
+@csrf_exempt
 def not_found_view(request: HttpRequest) -> HttpResponse:
-    return openai_error(
+    response = openai_error(
         404,
         "not_found_error",
         f"the gateway serves /openai/v1/chat/completions, /openai/v1/responses and /openai/v1/models, "
         f"not {request.path}",
     )
+    return bodiless_on_head(request, response)

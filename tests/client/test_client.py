@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from compactor_client import Compactor, CompactorError
@@ -85,5 +87,17 @@ def test_the_anthropic_helper_goes_through_the_gateway(cx, upstream):
         model="gateway-test-model", max_tokens=50, messages=[{"role": "user", "content": "hi"}]
     )
     assert reply.content[0].text == "Done."
-    assert [m["role"] for m in cx.messages(sid)] == ["user", "assistant"]
+    # The reply is stored when the server closes the response, once the client has the answer
+    # (not before: the client would wait for the database): a reader right after it waits for it.
+    assert [m["role"] for m in stored_once(cx, sid, 2)] == ["user", "assistant"]
     assert upstream.requests[0].headers["x-api-key"] == "upstream-secret"
+
+
+def stored_once(cx, sid: str, count: int, timeout: float = 10.0) -> list[dict]:
+    """The session's messages once `count` are stored (at most `timeout` seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        messages = list(cx.messages(sid))
+        if len(messages) >= count or time.monotonic() > deadline:
+            return messages
+        time.sleep(0.02)

@@ -77,3 +77,47 @@ def test_a_cut_responses_stream_ends_with_an_error_event(live_server, api_key, o
         with sdk(live_server, api_key).responses.stream(model="gpt-5", input="Explain the parser") as stream:
             stream.get_final_response()
     assert Message.objects.filter(role="assistant").count() == 0
+
+
+def test_a_resent_input_is_mapped_only_past_what_the_previous_call_held_and_goes_as_its_bytes(
+    api_key, openai_upstream, monkeypatch
+):
+    """Codex resends its whole input every call: the Responses route reuses the previous call's
+    mapping for the items it shares (only the new ones are mapped) and sends the client's bytes
+    upstream unchanged when nothing is compacted (at 2,000 items it mapped and re-encoded them all)."""
+    from django.test import Client
+
+    from gateway.openai import responses_map
+    from gateway.resent import forget_all
+
+    forget_all()
+    mapped_from: list[int] = []
+    real = responses_map._group
+
+    def counting(items, start):
+        if len(items) == len(current):  # the request's input (not a reply's output, mapped when recorded)
+            mapped_from.append(start)
+        return real(items, start)
+
+    monkeypatch.setattr(responses_map, "_group", counting)
+    # As Codex's: the input opens with its long developer message (a kept request is named by its
+    # first 512 bytes), then the person's request.
+    developer = {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Rules. " * 200}]}
+    request = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list the files"}]}
+    items = current = [developer, request]
+    for turn in range(4):
+        current = items
+        body = {"model": "gpt-5", "input": items, "stream": False, "prompt_cache_key": "codex-thread-1"}
+        raw = json.dumps(body).encode()
+        mapped_from.clear()
+        response = Client().post(
+            "/openai/v1/responses", data=raw, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {api_key}"
+        )
+        assert response.status_code == 200, response.content
+        assert openai_upstream.requests[-1].raw == raw  # the client's own bytes
+        if turn >= 2:  # the first call, and the second (which shares only the system item), map all
+            assert mapped_from and min(mapped_from) >= len(items) - 4, (mapped_from, len(items))  # the tail only
+        items = items + [
+            {"type": "function_call", "call_id": f"call_{turn}", "name": "exec_command", "arguments": '{"cmd":"ls"}'},
+            {"type": "function_call_output", "call_id": f"call_{turn}", "output": f"file_{turn}.txt"},
+        ]

@@ -31,7 +31,7 @@ def run(chunks: list[bytes], error: Exception | None = None) -> tuple[list[bytes
     out = list(
         relay_events(
             response,
-            feed=fed.append,
+            on_event=lambda event: fed.append(event.raw) or True,
             complete=lambda: b"message_stop" in b"".join(fed),
             error_event=lambda fault: f"ERROR {fault.error_type}".encode(),
             timeout=5,

@@ -161,10 +161,12 @@ def test_a_subagent_with_the_same_id_gets_its_own_session_under_the_conversation
         **main_body([{"role": "user", "content": "Find every parser call."}], meta, stream=False),
         "system": "You are a search agent.",
     }
-    call(api_key, sub)  # its first call looks like a side call
-    assert Session.objects.count() == 1 and SideCall.objects.filter(session=root).count() == 1
+    _, sub_reply, _ = call(api_key, sub)  # its first call: one user message, but its tools (a side call has none)
+    assert SideCall.objects.count() == 0
+    child = Session.objects.exclude(pk=root.pk).get()  # its own session from the first call on
+    assert child.parent_id == root.pk and child.title == "Find every parser call."
     sub["messages"] = sub["messages"] + [
-        {"role": "assistant", "content": [{"type": "text", "text": "Searching."}]},
+        {"role": "assistant", "content": sub_reply["content"]},
         {"role": "user", "content": "Go on."},
     ]
     status, _, _ = call(api_key, sub)

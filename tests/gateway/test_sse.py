@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gateway.sse import StreamAssembler
+from gateway.sse import EventFramer, StreamAssembler
 
 
 def _events(*events: tuple[str, dict]) -> bytes:
@@ -116,3 +116,35 @@ def test_an_unfinished_or_failed_stream_gives_no_reply():
     failed.feed(_events(("message_stop", {"type": "message_stop"})))
     assert failed.assistant_message() is None
     assert failed.error["type"] == "overloaded_error"
+
+
+# --- the one framer every wire format goes through (gateway.sse.EventFramer) ------------------
+
+FRAMED = [
+    b'event: message_start\ndata: {"type": "message_start"}\n\n',  # the Messages API
+    b": keep-alive\r\n\r\n",  # a comment, CRLF line ends
+    b'data: {"choices": []}\r\n\n',  # mixed line ends
+    b'event: response.completed\ndata: {"type":\ndata:  "x"}\n\n',  # two data lines
+    b"data: [DONE]\n\n",
+]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 1000])
+def test_the_framer_gives_whole_events_with_their_bytes_however_they_are_split(size):
+
+    raw = b"".join(FRAMED)
+    framer = EventFramer()
+    events = [e for i in range(0, len(raw), size) for e in framer.feed(raw[i : i + size])]
+    assert [e.raw for e in events] == FRAMED
+    assert [e.name for e in events] == ["message_start", "", "", "response.completed", ""]
+    assert events[0].json() == {"type": "message_start"} and events[1].data == ""
+    assert events[3].data == '{"type":\n "x"}' and events[4].data == "[DONE]"
+    assert framer.finish() is None
+
+
+def test_a_last_event_without_its_blank_line_is_completed_at_the_end():
+
+    framer = EventFramer()
+    assert framer.feed(b"data: [DONE]") == [] and framer.pending == b"data: [DONE]"
+    last = framer.finish()
+    assert last is not None and last.raw == b"data: [DONE]\n\n" and last.data == "[DONE]"

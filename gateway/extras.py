@@ -1,5 +1,7 @@
-"""Where an OpenAI-format message's extras (gateway.openai.chat_map) are kept: beside the session,
-keyed by the message's fingerprint, read back in one query for the messages served from the store."""
+"""Where a message's extras are kept: what the store's blocks do not hold of an OpenAI-format
+message (gateway.openai.chat_map) or of a Messages API one (gateway.anthropic_map). Beside the
+session, keyed by the stored message's fingerprint, read back in one query for the messages
+served from the store."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ from typing import Any
 
 from sessions.models import Session
 
-from ..history import message_fingerprint
-from ..models import MessageExtra
+from .history import message_fingerprint
+from .models import MessageExtra
 
 
 def extra_key(message: dict[str, Any]) -> str:
@@ -31,6 +33,8 @@ def extras_store(*, session: Session, pairs: list[tuple[dict[str, Any], dict[str
 
 
 def extras_for(*, session: Session, messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    if not MessageExtra.objects.filter(session=session).exists():
+        return {}  # most sessions have none: no fingerprint of the served messages is computed
     keys = {extra_key(m) for m in messages}
     if not keys:
         return {}
