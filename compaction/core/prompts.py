@@ -480,18 +480,49 @@ def build_prompt_parts(
     return PromptParts(conversation, f"\n\n{_INITIAL_TASK}{focus}\n\nFormat:\n\n{SUMMARY_FORMAT}\n\n{_RULES}{tail}")
 
 
-_ANALYSIS_RE = re.compile(r"<analysis>.*?(?:</analysis>|$)", re.DOTALL | re.IGNORECASE)
-_SUMMARY_TAG_RE = re.compile(r"<summary>\s*(.*?)\s*(?:</summary>|$)", re.DOTALL | re.IGNORECASE)
+# The reply's own wrappers: an opening tag that starts the reply (after whitespace), a closing
+# tag that ends it. Anywhere else the same text is content — agents' sessions quote such tags
+# ("feat: <summary> (<task id>)", XML, templates) and the summary must keep them.
+_ANALYSIS_OPEN_RE = re.compile(r"<analysis>", re.IGNORECASE)
+# The analysis ends where the summary wrapper begins, or else at the first closing tag that
+# ends a line (the model's own, not one it quotes inside a sentence).
+_ANALYSIS_BEFORE_SUMMARY_RE = re.compile(r"</analysis>\s*(?=<summary>)", re.IGNORECASE)
+_ANALYSIS_END_RE = re.compile(r"</analysis>[ \t]*(?:\n|$)", re.IGNORECASE)
+_SUMMARY_OPEN_RE = re.compile(r"<summary>", re.IGNORECASE)
+_SUMMARY_CLOSE_RE = re.compile(r"</summary>\s*$", re.IGNORECASE)
+# A short preamble before the summary wrapper ("Here is the summary:\n<summary>…</summary>"):
+# the wrapper then opens its own line.
+_SUMMARY_LINE_RE = re.compile(r"^[ \t]*<summary>[ \t]*$", re.IGNORECASE | re.MULTILINE)
+MAX_PREAMBLE_CHARS = 300
+
+
+def _unwrap_summary(reply: str) -> str:
+    """The inside of a `<summary>` wrapper around `reply`, or `reply` when it has none."""
+    opening = _SUMMARY_OPEN_RE.match(reply)
+    if opening is None:
+        line = _SUMMARY_LINE_RE.search(reply)
+        preamble = reply[: line.start()] if line else ""
+        if line is None or len(preamble) > MAX_PREAMBLE_CHARS or "#" in preamble or not _SUMMARY_CLOSE_RE.search(reply):
+            return reply
+        opening = line
+    inner = reply[opening.end() :]
+    closing = _SUMMARY_CLOSE_RE.search(inner)
+    # No closing tag: the reply was cut off (max_tokens) after the summary began.
+    return (inner[: closing.start()] if closing else inner).strip()
 
 
 def summary_from_response(text: str) -> str:
     """The summary in a model's reply. Models asked (or used) to think first answer
     `<analysis>…</analysis><summary>…</summary>` (Claude Code's compaction prompt asks for exactly
-    that): the analysis is scratch work and goes, the summary's inside stays. A reply cut off
-    inside its analysis holds no summary at all (empty)."""
-    text = text or ""
-    without_analysis = _ANALYSIS_RE.sub("", text)
-    match = _SUMMARY_TAG_RE.search(without_analysis)
-    if match:
-        return match.group(1).strip()
-    return without_analysis.strip()
+    that): the analysis is scratch work and goes, the summary's inside stays. The tags count only
+    as the reply's wrappers — `<analysis>` opening it, `<summary>` opening what follows the
+    analysis (or its own line after a short preamble) and `</summary>` closing it; quoted inside
+    a line they are the summary's content. A reply cut off inside its analysis holds no summary
+    at all (empty)."""
+    reply = (text or "").strip()
+    if _ANALYSIS_OPEN_RE.match(reply):
+        end = _ANALYSIS_BEFORE_SUMMARY_RE.search(reply) or _ANALYSIS_END_RE.search(reply)
+        if end is None:
+            return ""
+        reply = reply[end.end() :].strip()
+    return _unwrap_summary(reply)

@@ -309,6 +309,21 @@ def test_markdown_fence_and_short_preamble_are_stripped(server):
     assert result.summary.index("## Where Things Stand") < result.summary.index("## Goal")
 
 
+def test_a_reply_quoting_a_commit_template_is_served_whole(server):
+    """The model quoted the session's template `feat: <summary> (<task id>)`: the reply is the
+    summary, headings and all (it was cut at the quote and fell back to extractive)."""
+    reply = VALID.replace(
+        "- Never touch migrations.", "- Never touch migrations.\n- Commits: `feat: <summary> (<task id>)`"
+    )
+    server.push(Step.success(reply))
+    result = summarize(_input(), _chain(server))
+    assert result.strategy == "anthropic", result.fallbacks
+    assert "- Commits: `feat: <summary> (<task id>)`" in result.summary
+    assert (
+        result.summary.index("## Goal") < result.summary.index("feat: <summary>") < result.summary.index("## Progress")
+    )
+
+
 def test_split_turn_makes_a_separate_turn_prefix_call(server):
     prefix = [
         _msg(20, "user", "Now port the importer to the new API."),

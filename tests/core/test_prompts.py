@@ -246,10 +246,57 @@ def test_must_keep_block_lists_the_ledger_capped_newest_first_kept():
         ("## Goal\nShip it", "## Goal\nShip it"),
         ("<summary>\n## Goal\nShip it", "## Goal\nShip it"),  # cut off by max_tokens after the summary began
         ("<analysis>\nstill thinking when the tokens ran out", ""),  # no summary at all
-        ("Some preamble <analysis>a</analysis> ## Goal\nG", "Some preamble  ## Goal\nG"),
+        ("Here is the summary:\n<summary>\n## Goal\nShip it\n</summary>", "## Goal\nShip it"),
+        ("  \n<SUMMARY>\n## Goal\nShip it\n</SUMMARY>\n", "## Goal\nShip it"),
     ],
 )
 def test_summary_from_response(reply, summary):
     from compaction.core.prompts import summary_from_response
 
     assert summary_from_response(reply) == summary
+
+
+# Replies that quote the tags inside their lines: agents' sessions are full of them. Each came
+# back cut or emptied when any `<summary>` or `<analysis>` in the text counted as a wrapper.
+def _summary_with(detail: str) -> str:
+    return (
+        f"## Goal\nClose proj-12.\n\n## Progress\n### Done\n- [x] Wrote the renderer.\n\n## Critical Context\n{detail}"
+    )
+
+
+QUOTED_TAGS = {
+    "commit-template": _summary_with(
+        "- Commit messages follow `feat: <summary> (<task id>)`; next: `bd close proj-12`."
+    ),
+    "analysis-in-a-line": _summary_with('- The person: "the <analysis> step must stay optional"\n- Then ship it.'),
+    "code-fence": _summary_with("- The template:\n```xml\n<summary>\n{text}\n</summary>\n```\n- Tests pass."),
+    "xml-like": _summary_with("- Config: <report><summary>ok</summary><analysis>n/a</analysis></report>\n- Done."),
+}
+WRAPPINGS = {
+    "bare": "{}",
+    "wrapped": "<summary>\n{}\n</summary>",
+    "after-analysis": "<analysis>\nIt quotes `feat: <summary>` and </analysis> in prose.\n</analysis>\n<summary>\n{}\n</summary>",
+    "analysis-then-bare": "<analysis>\nnotes\n</analysis>\n\n{}",
+}
+
+
+@pytest.mark.parametrize("wrapping", WRAPPINGS)
+@pytest.mark.parametrize("case", QUOTED_TAGS)
+def test_tags_quoted_inside_lines_are_content(case, wrapping):
+    from compaction.core.prompts import summary_from_response
+    from compaction.core.summarizers.base import normalize_output
+
+    summary = QUOTED_TAGS[case]
+    assert normalize_output(summary_from_response(WRAPPINGS[wrapping].replace("{}", summary))) == summary
+
+
+def test_a_summary_ending_in_a_code_block_keeps_its_closing_fence():
+    from compaction.core.summarizers.base import normalize_output
+
+    body = "## Goal\nG\n\n## Critical Context\n```\nmix test\n```"
+    assert normalize_output("Summary of the session:\n\n" + body) == body
+    assert normalize_output("```markdown\n" + body + "\n```") == body
+    assert normalize_output("Here it is:\n```markdown\n" + body + "\n```") == body
+    # A reply that is one code block is not a wrapper: nothing is taken out of it.
+    block = "```\nnot a summary\n```"
+    assert normalize_output(block) == block

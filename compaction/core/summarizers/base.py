@@ -84,7 +84,9 @@ class Summarizer(Protocol):
     def summarize(self, inp: SummaryInput) -> Draft: ...
 
 
-_FENCE_RE = re.compile(r"^```(?:markdown|md)?\s*\n(.*?)\n```\s*$", re.DOTALL)
+_FENCE_RE = re.compile(r"^```(markdown|md)?[ \t]*\n(.*)\n```\s*$", re.DOTALL)
+_FENCE_LINE_RE = re.compile(r"^[ \t]*```", re.MULTILINE)
+_HEADING_LINE_RE = re.compile(r"^## ", re.MULTILINE)
 _CONTINUATION_RE = re.compile(
     r"^\s*(\[(user|assistant|assistant thinking|tool call|tool result)\]|\[tool (call|result)\b|human:|<conversation>)",
     re.IGNORECASE | re.MULTILINE,
@@ -96,16 +98,24 @@ _CHATTY_START_RE = re.compile(
 
 
 def normalize_output(text: str) -> str:
-    """Strip a Markdown fence and a short preamble before the first heading."""
+    """Strip a Markdown fence around the whole reply and a short preamble before the first
+    heading. Code fences inside the summary are its content and stay."""
     text = (text or "").strip()
     fenced = _FENCE_RE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
-    first = text.find("## ")
-    if 0 < first <= 300:
-        text = text[first:]
-        # "Here is the summary:\n```markdown\n## Goal…\n```": the closing fence goes too.
-        text = re.sub(r"\n```\s*$", "", text)
+    # A wrapper, not a code block that happens to open and close the reply: what it holds is
+    # Markdown (said so, or with headings) and every fence inside it is closed again.
+    if (
+        fenced
+        and (fenced.group(1) or _HEADING_LINE_RE.search(fenced.group(2)))
+        and len(_FENCE_LINE_RE.findall(fenced.group(2))) % 2 == 0
+    ):
+        text = fenced.group(2).strip()
+    first = _HEADING_LINE_RE.search(text)
+    if first and 0 < first.start() <= 300:
+        preamble, text = text[: first.start()], text[first.start() :]
+        if _FENCE_LINE_RE.search(preamble):
+            # "Here is the summary:\n```markdown\n## Goal…\n```": its closing fence goes too.
+            text = re.sub(r"\n```\s*$", "", text)
     return text.strip()
 
 
