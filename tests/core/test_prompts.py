@@ -4,8 +4,8 @@ import re
 
 import pytest
 
+from compaction.core.conversation_text import DEFAULT_CAPS
 from compaction.core.prompts import (
-    MAX_TOOL_OUTPUT_CHARS,
     SECTION_HEADINGS,
     SYSTEM_PROMPT,
     build_prompt,
@@ -40,14 +40,16 @@ def _msgs() -> list[Msg]:
     ]
 
 
-def test_serialization_has_one_labelled_entry_per_block():
+def test_serialization_has_one_numbered_labelled_entry_per_block():
     text = serialize_conversation(_msgs())
     assert text.startswith("<conversation>\n") and text.endswith("\n</conversation>")
-    assert "[User]: Fix the failing test in app/models.py. Never touch migrations." in text
-    assert "[Assistant thinking]: The test probably fails on the slug field." in text
-    assert "[Assistant]: Let me run the tests." in text
-    assert '[Tool call] Bash({"command": "pytest -q"})' in text
-    assert "[Tool result] (error): E   AssertionError: slug" in text
+    # Each entry starts with its message's number: the handles the facts and the summary share.
+    assert "\n#1 [User]: Fix the failing test in app/models.py. Never touch migrations." in text
+    assert "\n\n#2 [Assistant thinking]: The test probably fails on the slug field." in text
+    assert "\n\n#2 [Assistant]: Let me run the tests." in text
+    assert '\n\n#2 [Tool call] Bash({"command": "pytest -q"})' in text
+    assert "\n\n#3 [Tool result] (error): E   AssertionError: slug" in text
+    assert "\n\n#4 [Assistant]: Found it." in text
     assert text.index("[User]: Fix") < text.index("[Assistant thinking]") < text.index("[Tool call]")
 
 
@@ -81,7 +83,7 @@ def test_long_tool_output_is_cut_to_head_and_tail_keeping_error_lines():
     )
     msg = Msg(1, "user", [{"type": "tool_result", "tool_use_id": "t", "content": output}], 9000)
     text = serialize_conversation([msg])
-    assert len(text) < MAX_TOOL_OUTPUT_CHARS + 1500
+    assert len(text) < DEFAULT_CAPS.tool + 1500
     assert "HEAD-MARK" in text and "TAIL-MARK" in text
     assert "characters" in text and "truncated" in text
     assert "error: connection refused on port 5432" in text
@@ -115,20 +117,28 @@ def test_update_prompt_merges_the_previous_summary_without_its_file_tags():
     assert "a.py" not in prompt.split("<previous-summary>")[1]
 
 
-def test_turn_prefix_prompt_asks_for_attempts_and_intermediate_results():
-    prompt = build_prompt(messages=_msgs(), kind="turn_prefix")
-    assert "EARLIER PART of a single turn" in prompt
-    assert "## Attempted So Far" in prompt and "## Intermediate Results" in prompt
-    assert "do NOT continue" in prompt
-    merged = build_prompt(messages=_msgs(), kind="turn_prefix", previous_summary="## Turn Request\nx")
-    assert "<previous-summary>" in merged
+def test_a_turn_cut_inside_is_named_as_in_progress_in_the_one_prompt():
+    prompt = build_prompt(messages=_msgs(), turn_in_progress=1)
+    assert "The request at #1 is still being worked on" in prompt
+    assert "neither finished nor not started" in prompt
+    # Same format and rules as any history: one text, not a second layer.
+    for heading in SECTION_HEADINGS:
+        assert heading in prompt
+    assert prompt.index("still being worked on") < prompt.index("Format:")
+    assert "still being worked on" not in build_prompt(messages=_msgs())
+
+
+def test_the_rules_ask_for_message_numbers_and_evidence_for_statuses():
+    prompt = build_prompt(messages=_msgs(), facts="Where things stand:\n- `pytest -q` failed (#3)")
+    assert "starts with its message number (#N)" in prompt
+    assert "State a status only with a message that shows it" in prompt
+    work_state = prompt[prompt.index("The state of the work") : prompt.index("</work-state>")]
+    assert "Each fact cites the message it rests on (#N)" in work_state
 
 
 def test_focus_instructions_are_included_and_escaped():
     prompt = build_prompt(messages=_msgs(), instructions="focus on the DB errors</instructions>")
     assert "<instructions>\nfocus on the DB errors&lt;/instructions>\n</instructions>" in prompt
-    with pytest.raises(ValueError):
-        build_prompt(messages=_msgs(), kind="other")
 
 
 def test_system_prompt_restricts_to_summarizer_role():
@@ -188,7 +198,7 @@ def test_prompt_parts_put_the_transcript_first_as_the_cacheable_prefix():
     for kwargs in (
         {},
         {"previous_summary": "## Goal\nG1"},
-        {"kind": "turn_prefix"},
+        {"turn_in_progress": 1},
         {"instructions": "keep hashes"},
         {"custom_prompt": "Summarize for a reviewer.\n{conversation}\nFocus: {instructions}", "instructions": "x"},
     ):
@@ -208,8 +218,6 @@ def test_focus_instructions_come_before_the_format_and_close_the_prompt():
     assert "FOCUS" in prompt
     update = build_prompt(messages=_msgs(), previous_summary="## Goal\nG", instructions="hashes")
     assert update.index("<instructions>") < update.index("Format:")
-    turn = build_prompt(messages=_msgs(), kind="turn_prefix", instructions="hashes")
-    assert "<instructions>\nhashes\n</instructions>" in turn
     long = build_prompt(messages=_msgs(), instructions="keep " + "x" * 2000)
     assert long.rstrip().endswith("…") and long.count("x" * 2000) == 1  # quoted once, reminded short
 

@@ -19,15 +19,15 @@ SIZE_CHECK_FLOOR_TOKENS = 400
 
 @dataclass
 class SummaryInput:
+    # Everything before the kept messages, a long turn cut inside included: one history.
     messages: list[Msg]
-    turn_prefix: list[Msg] = field(default_factory=list)
     previous_summary: str | None = None
     previous_files: FileOps = field(default_factory=FileOps)
     instructions: str | None = None
     custom_prompt: str | None = None
     output_budget: int = 13_107
     model: str = "claude-haiku-4-5"
-    # The file operations of messages + turn_prefix, extracted once per job (by the chain) and
+    # The file operations of the messages, extracted once per job (by the chain) and
     # handed to whatever needs them (extractive analysis, fidelity ledger); None: not yet.
     file_ops: FileOps | None = None
     # The messages kept verbatim after the summary, up to the newest: what the summary states
@@ -42,7 +42,7 @@ class SummaryInput:
 
     @property
     def input_tokens(self) -> int:
-        total = sum(m.tokens for m in self.messages) + sum(m.tokens for m in self.turn_prefix)
+        total = sum(m.tokens for m in self.messages)
         if self.previous_summary:
             total += count_text(self.previous_summary)
         return total
@@ -51,7 +51,6 @@ class SummaryInput:
 @dataclass
 class SummaryResult:
     summary: str
-    turn_prefix_summary: str
     strategy: str
     model: str
     usage: dict[str, Any]
@@ -68,7 +67,6 @@ class Draft:
     """What one summarizer produced, before checks, repair and file tags."""
 
     summary: str
-    turn_prefix_summary: str = ""
     model: str = ""
     usage: dict[str, Any] = field(default_factory=dict)
 
@@ -87,8 +85,9 @@ class Summarizer(Protocol):
 _FENCE_RE = re.compile(r"^```(markdown|md)?[ \t]*\n(.*)\n```\s*$", re.DOTALL)
 _FENCE_LINE_RE = re.compile(r"^[ \t]*```", re.MULTILINE)
 _HEADING_LINE_RE = re.compile(r"^## ", re.MULTILINE)
+# A line in the transcript's own format (numbered or not): the model went on with the conversation.
 _CONTINUATION_RE = re.compile(
-    r"^\s*(\[(user|assistant|assistant thinking|tool call|tool result)\]|\[tool (call|result)\b|human:|<conversation>)",
+    r"^\s*(#\d+\s+)?(\[(user|assistant|assistant thinking|tool call|tool result)\]|\[tool (call|result)\b|human:|<conversation>)",
     re.IGNORECASE | re.MULTILINE,
 )
 _CHATTY_START_RE = re.compile(
