@@ -288,10 +288,10 @@ def turn_block(turn_in_progress: int | None) -> str:
     if turn_in_progress is None:
         return ""
     return (
-        f"\n\nThe request at #{turn_in_progress} is still being worked on: the assistant's work on it goes on "
-        "in the messages after this transcript, which the next assistant reads verbatim after your summary. "
-        "Summarize what was done for it so far as in progress — neither finished nor not started — with its "
-        "exact state, so those messages make sense."
+        f"\n\nThe request at #{turn_in_progress} is not finished within this transcript: the assistant's work on "
+        "it goes on in the messages after it, which the next assistant reads verbatim after your summary. "
+        "Summarize the work on it up to here with its exact state, so those messages make sense; never call it "
+        "not started, and call it finished only if the work state below says so."
     )
 
 

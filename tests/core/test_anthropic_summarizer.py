@@ -361,7 +361,7 @@ def test_a_long_autonomous_turn_cut_inside_is_summarized_in_one_call(server):
     (request,) = server.requests
     transcript = request.prompt.split("</conversation>")[0]
     assert "#1 [User]: Fix the failing test" in transcript and "#20 [User]: Now port the importer" in transcript
-    assert "The request at #20 is still being worked on" in request.prompt
+    assert "The request at #20 is not finished within this transcript" in request.prompt
     assert "EARLIER PART" not in request.prompt and "## Turn Request" not in request.prompt
     assert not hasattr(result, "turn_prefix_summary")
 
@@ -504,7 +504,7 @@ def test_a_first_turn_cut_inside_and_nothing_new_after_a_summary(server):
     server.push(Step.success(VALID))
     result = summarize(_input(messages=turn[:11], kept=turn[11:]), _chain(server))
     assert result.strategy == "anthropic" and len(server.requests) == 1
-    assert "The request at #1 is still being worked on" in server.requests[0].prompt
+    assert "The request at #1 is not finished within this transcript" in server.requests[0].prompt
     # Nothing new to summarize beside a previous summary: it stands as it is, no call.
     result = summarize(_input(messages=[], previous_summary=VALID), [_chain(server)[0]])
     assert result.strategy == "anthropic" and len(server.requests) == 1

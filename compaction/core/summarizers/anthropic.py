@@ -7,7 +7,7 @@ instructions; beyond that the middles of the longest tool outputs are cut first
 in chunks: chunk 1 with the initial prompt, every next chunk with the update prompt merging the
 running summary, so a session that already overflowed can still be compacted (field notes:
 claude-code #2119). A long autonomous turn cut inside is part of that one history: the prompt
-says which request is still being worked on, and the model writes one text.
+says which request's work goes on in the kept messages, and the model writes one text.
 
 Retries are the SDK's own (`max_retries`: 408/409/429/5xx and connection errors, `x-should-retry`
 and `retry-after` honoured, exponential backoff). One deadline bounds a whole `summarize()` call —
