@@ -284,14 +284,16 @@ def facts_block(facts: str | None) -> str:
 
 
 def turn_block(turn_in_progress: int | None) -> str:
-    """The request whose turn goes on past the transcript (a long autonomous turn cut inside)."""
+    """The transcript ends inside a turn (a long autonomous turn cut inside): `turn_in_progress`
+    is the request that turn works on (0: none known)."""
     if turn_in_progress is None:
         return ""
+    request = f" on the request at #{turn_in_progress}" if turn_in_progress else ""
     return (
-        f"\n\nThe request at #{turn_in_progress} is not finished within this transcript: the assistant's work on "
-        "it goes on in the messages after it, which the next assistant reads verbatim after your summary. "
-        "Summarize the work on it up to here with its exact state, so those messages make sense; never call it "
-        "not started, and call it finished only if the work state below says so."
+        f"\n\nThe transcript ends in the middle of the assistant's work{request}: that work goes on in the "
+        "messages after this transcript, which the next assistant reads verbatim after your summary. Summarize "
+        "it up to here with its exact state, so those messages make sense; never call it not started, and call "
+        "it finished only if the work state below says so."
     )
 
 

@@ -65,7 +65,7 @@ def test_a_long_autonomous_turn_is_compacted_in_one_call_and_served_as_one_text(
     transcript = sent.prompt.split("</conversation>")[0]
     assert f"#{request} [User]: Request 3:" in transcript and "#1 [User]: Request 0:" in transcript
     assert f"#{job.first_kept_seq - 1} " in transcript and f"#{job.first_kept_seq} " not in transcript
-    assert f"The request at #{request} is not finished within this transcript" in sent.prompt
+    assert f"the assistant's work on the request at #{request}" in sent.prompt
     # One text stored and served: no second layer.
     assert job.turn_prefix_summary == ""
     session.refresh_from_db()

@@ -361,7 +361,7 @@ def test_a_long_autonomous_turn_cut_inside_is_summarized_in_one_call(server):
     (request,) = server.requests
     transcript = request.prompt.split("</conversation>")[0]
     assert "#1 [User]: Fix the failing test" in transcript and "#20 [User]: Now port the importer" in transcript
-    assert "The request at #20 is not finished within this transcript" in request.prompt
+    assert "the assistant's work on the request at #20" in request.prompt
     assert "EARLIER PART" not in request.prompt and "## Turn Request" not in request.prompt
     assert not hasattr(result, "turn_prefix_summary")
 
@@ -498,13 +498,24 @@ def test_cost_table():
     assert cost_usd("claude-sonnet-4-5", 0, 0, cache_read_tokens=1_000_000) == 0.3
 
 
+def test_the_turn_note_names_the_persons_request_not_the_harness_text_after_it(server):
+    """An interruption notice is a user message of the harness's: the work goes on for the
+    person's request before it."""
+    notice = _msg(14, "user", "[Request interrupted by user for tool use]")
+    turn = [notice, *_long_turn(first_seq=15)[1:]]
+    server.push(Step.success(VALID))
+    summarize(_input(messages=[*_history(), *turn[:9]], kept=turn[9:]), _chain(server))
+    prompt = server.requests[0].prompt
+    assert "the assistant's work on the request at #1:" in prompt and "request at #14" not in prompt
+
+
 def test_a_first_turn_cut_inside_and_nothing_new_after_a_summary(server):
     turn = _long_turn(first_seq=1)
     # The very first request's turn cut inside: it is the whole history, in one call.
     server.push(Step.success(VALID))
     result = summarize(_input(messages=turn[:11], kept=turn[11:]), _chain(server))
     assert result.strategy == "anthropic" and len(server.requests) == 1
-    assert "The request at #1 is not finished within this transcript" in server.requests[0].prompt
+    assert "the assistant's work on the request at #1" in server.requests[0].prompt
     # Nothing new to summarize beside a previous summary: it stands as it is, no call.
     result = summarize(_input(messages=[], previous_summary=VALID), [_chain(server)[0]])
     assert result.strategy == "anthropic" and len(server.requests) == 1

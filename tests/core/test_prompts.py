@@ -119,13 +119,13 @@ def test_update_prompt_merges_the_previous_summary_without_its_file_tags():
 
 def test_a_turn_cut_inside_is_named_as_in_progress_in_the_one_prompt():
     prompt = build_prompt(messages=_msgs(), turn_in_progress=1)
-    assert "The request at #1 is not finished within this transcript" in prompt
+    assert "the assistant's work on the request at #1" in prompt
     assert "never call it not started" in prompt
     # Same format and rules as any history: one text, not a second layer.
     for heading in SECTION_HEADINGS:
         assert heading in prompt
-    assert prompt.index("not finished within this transcript") < prompt.index("Format:")
-    assert "not finished within this transcript" not in build_prompt(messages=_msgs())
+    assert prompt.index("ends in the middle of the assistant's work") < prompt.index("Format:")
+    assert "ends in the middle of the assistant's work" not in build_prompt(messages=_msgs())
 
 
 def test_the_rules_ask_for_message_numbers_and_evidence_for_statuses():

@@ -175,11 +175,20 @@ def _facts(inp: SummaryInput) -> str | None:
         return None
 
 
-def turn_in_progress(messages: list[Msg], kept: list[Msg]) -> int | None:
-    """The request whose turn goes on in the kept messages (a turn cut inside), if any."""
-    if not kept or kept[0].is_user_turn_start:
+def turn_in_progress(inp: SummaryInput) -> int | None:
+    """When the kept messages start inside a turn: the person's latest request before them (0
+    when none is known); None when the kept part starts with a turn of its own."""
+    if not inp.kept or inp.kept[0].is_user_turn_start:
         return None
-    return next((m.seq for m in reversed(messages) if m.is_user_turn_start), None)
+    last = inp.messages[-1].seq if inp.messages else 0
+    if inp.state is not None:
+        # The person's words, not the harness's (an interruption notice, a reminder) nor a
+        # message typed while the agent worked that arrived inside a tool result's turn.
+        said = [p for p in inp.state.people.messages if p.seq <= last and p.kind != "chatter"]
+        requests = [p.seq for p in said if p.kind == "request"] or [p.seq for p in said]
+        if requests:
+            return max(requests)
+    return next((m.seq for m in reversed(inp.messages) if m.is_user_turn_start and m.provenance != "harness"), 0)
 
 
 # --- the deadline, inside the SDK's retry loop ----------------------------------------------
@@ -368,7 +377,7 @@ class AnthropicSummarizer:
             custom_prompt=inp.custom_prompt,
             must_keep=_must_keep(inp) if last else None,
             facts=_facts(inp) if last else None,
-            turn_in_progress=turn_in_progress(inp.messages, inp.kept) if last else None,
+            turn_in_progress=turn_in_progress(inp) if last else None,
         )
 
     def _overhead(self, inp: SummaryInput, *, previous: str | None, last: bool) -> int:
