@@ -65,7 +65,7 @@ SUMMARY_FORMAT = """## Where Things Stand
 - [x] [Completed tasks, with file paths and the commands that confirmed them]
 
 ### In Progress
-- [ ] [Current work and its exact state]
+- [ ] [Current work and its exact state: what remains of the task in its own words (tracker issue, todo list, the person's request), what was done for each item, the last change made (file, function) and why]
 
 ### Blocked
 - [Blockers, if any, with the exact error]
@@ -85,13 +85,13 @@ _RULES = """Rules:
 - Keep every section heading, even when a section is empty (then write "- (none)").
 - Copy the user's instructions, corrections and preferences verbatim into Constraints & Preferences. Only rules that still bind the work belong there: not acknowledgements ("ok", "thanks"), not progress questions ("did you push?") — those are history.
 - A rejected or interrupted tool call ("The user doesn't want to proceed with this tool use... STOP what you are doing") is a past event: record it as such (what was rejected), never as a standing order.
-- Done lists concrete, verified work: files changed and what changed, tests or builds with their result, commits with their message. Key Decisions are choices the assistant or user actually made, with the reason; when a later decision reverses an earlier one, keep only the later.
+- Done lists concrete, verified work: files changed and what changed, tests or builds with their result, commits with their message. Key Decisions are choices the assistant or user actually made, with the reason; when a later decision reverses an earlier one, keep only the later; a diagnosis the later work disproved is history, not a decision.
 - Next Steps come from the open todo list, unfinished requests, unresolved failures and the stated plan — not from narration like "let me check" or "let me wait".
 - Copy exact error messages, commands, identifiers and file paths verbatim into Critical Context; never paraphrase an error line.
 - Do not list files read or modified as their own section; the system appends those lists itself.
 - Every entry of the transcript starts with its message number (#N). Cite the number for each status you state — a commit, a test or build result, an error, a closed task: "`pytest -q` passed, 65 tests (#105)" — so the next assistant can look the message up.
 - State a status only with a message that shows it, and only as of that message: when files were edited after a passing run, say so ("passed at #105, before the edits at #118"); a command piped through tail/head/grep shows no exit status; never infer what a commit contained or that an error was fixed without output that shows it. Where nothing shows it, say it is unknown.
-- Be concise: prefer short bullet points over prose."""
+- Be concise: short bullet points, not prose. Spend the detail on the work in progress and what remains of it — the next assistant continues from there."""
 
 _INITIAL_TASK = """Summarize the conversation above into the structured format below. It replaces the conversation for the assistant that continues the work, so anything you leave out is lost."""
 
