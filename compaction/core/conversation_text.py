@@ -220,7 +220,7 @@ def fit_conversation(messages: list[Msg], budget_tokens: int) -> Fitted:
     tokens = count_text(text)
     if tokens <= budget_tokens:
         return Fitted(text, tokens, caps)
-    lengths = {"tool": [], "prose": []}
+    lengths: dict[str, list[int]] = {"tool": [], "prose": []}
     for msg in messages:
         for _label, kind, body in _bodies(msg):
             if kind in lengths:

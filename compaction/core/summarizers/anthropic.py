@@ -338,7 +338,7 @@ class AnthropicSummarizer:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="anthropic-summarizer")
         try:
             # Pure HTTP in the thread: abandoning it is safe, its guard ends it at its next attempt.
-            future = pool.submit(client.messages.create, **request)
+            future = pool.submit(lambda: client.messages.create(**request))
             return future.result(timeout=max(0.0, deadline.remaining()) + ATTEMPT_GRACE_SECONDS)
         except FuturesTimeout:
             raise deadline.exceeded() from None
