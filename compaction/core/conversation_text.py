@@ -39,6 +39,7 @@ _BLOCK_TAGS = (
     "must-keep",
     "analysis",
     "work-state",
+    "kept-messages",
 )
 _TAG_RE = re.compile(r"<(/?)\s*(" + "|".join(_BLOCK_TAGS) + r")\b", re.IGNORECASE)
 
@@ -181,6 +182,11 @@ def serialize_messages_body(messages: list[Msg], caps: Caps = DEFAULT_CAPS) -> s
 def serialize_conversation(messages: list[Msg], caps: Caps = DEFAULT_CAPS) -> str:
     """The transcript as data: one entry per block inside <conversation>...</conversation>."""
     return f"<conversation>\n{serialize_messages_body(messages, caps)}\n</conversation>"
+
+
+def serialize_kept(messages: list[Msg], caps: Caps = DEFAULT_CAPS) -> str:
+    """The messages kept after the summary, numbered like the transcript, for the prompt."""
+    return f"<kept-messages>\n{serialize_messages_body(messages, caps)}\n</kept-messages>"
 
 
 def water_level(lengths: list[int], reduction: float, floor: int) -> int:

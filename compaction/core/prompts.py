@@ -23,6 +23,7 @@ from compaction.core.conversation_text import (
     escape_block_tags,
     is_error_line,
     serialize_conversation,
+    serialize_kept,
 )
 from compaction.core.types import Msg
 
@@ -89,13 +90,14 @@ _RULES = """Rules:
 - Next Steps come from the open todo list, unfinished requests, unresolved failures and the stated plan — not from narration like "let me check" or "let me wait".
 - Copy exact error messages, commands, identifiers and file paths verbatim into Critical Context; never paraphrase an error line.
 - Do not list files read or modified as their own section; the system appends those lists itself.
-- Every entry of the transcript starts with its message number (#N). Cite the number for each status you state — a commit, a test or build result, an error, a closed task: "`pytest -q` passed, 65 tests (#105)" — so the next assistant can look the message up.
+- Every entry of the transcript starts with its message number (#N). Where a status rests on one message — a commit, a test or build result, an error, a closed task — cite its number once: "`pytest -q` passed, 65 tests (#105)"; the next assistant can look the message up. Do not number every line.
+- Write the summary as the handoff itself: never mention the work state, the must-keep list or these instructions; state what they hold as facts.
 - State a status only with a message that shows it, and only as of that message: when files were edited after a passing run, say so ("passed at #105, before the edits at #118"); a command piped through tail/head/grep shows no exit status; never infer what a commit contained or that an error was fixed without output that shows it. Where nothing shows it, say it is unknown.
 - Be concise: short bullet points, not prose. Spend the detail on the work in progress and what remains of it — the next assistant continues from there."""
 
-_INITIAL_TASK = """Summarize the conversation above into the structured format below. It replaces the conversation for the assistant that continues the work, so anything you leave out is lost."""
+_INITIAL_TASK = """Summarize the conversation in <conversation> into the structured format below. It replaces the conversation for the assistant that continues the work, so anything you leave out is lost."""
 
-_UPDATE_TASK = """The conversation above continues from an earlier part that was already summarized; that earlier summary is in <previous-summary>. Produce ONE updated summary in the same format that merges both:
+_UPDATE_TASK = """The conversation in <conversation> continues from an earlier part that was already summarized; that earlier summary is in <previous-summary>. Produce ONE updated summary in the same format that merges both:
 - Keep everything from the previous summary that is still true; never silently drop an item. Drop an item only when the new messages supersede it, and then say what replaced it.
 - Move items from In Progress to Done when the new messages complete them; add new Done items.
 - Keep all Constraints & Preferences from the previous summary and add the new ones.
@@ -273,12 +275,11 @@ def facts_block(facts: str | None) -> str:
     if not facts or not facts.strip():
         return ""
     return (
-        "\n\nThe state of the work as of the newest message, computed by a program from the whole history — "
-        "including messages after this transcript that the agent will read verbatim after your summary, which "
-        "you cannot see: for those it is your only source. Each fact cites the message it rests on (#N). Your "
-        "summary must agree with it: never list as open, in progress or next what it shows done; keep every "
-        "commit hash it names; quote only the person's messages it lists as the user's words. Where a message "
-        "you can read shows more than it does, state what the message shows, with its number:\n"
+        "\n\nThe state of the work as of the newest message, computed by a program from the whole history, the "
+        "kept messages included. Each fact cites the message it rests on (#N). Your summary must agree with it: "
+        "never list as open, in progress or next what it shows done; keep every commit hash it names; quote only "
+        "the person's messages it lists as the user's words. Where a message shows more than it does, state what "
+        "the message shows, with its number:\n"
         f"<work-state>\n{escape_block_tags(facts.strip())}\n</work-state>"
     )
 
@@ -290,10 +291,22 @@ def turn_block(turn_in_progress: int | None) -> str:
         return ""
     request = f" on the request at #{turn_in_progress}" if turn_in_progress else ""
     return (
-        f"\n\nThe transcript ends in the middle of the assistant's work{request}: that work goes on in the "
-        "messages after this transcript, which the next assistant reads verbatim after your summary. Summarize "
-        "it up to here with its exact state, so those messages make sense; never call it not started, and call "
-        "it finished only if the work state below says so."
+        f"\n\nThe transcript ends in the middle of the assistant's work{request}: that work goes on in the kept "
+        "messages after it, which the next assistant reads verbatim after your summary. Summarize that work with "
+        "its exact state as of the newest message — what was changed, what was run and with what result, what "
+        "remains; never call it not started, and call it finished only if the messages show it."
+    )
+
+
+def kept_block(kept: list[Msg] | None) -> str:
+    """The messages served verbatim after the summary: shown so the summary's status is theirs."""
+    if not kept:
+        return ""
+    return (
+        "\n\nThese messages come right after the transcript. They are kept: the next assistant reads them "
+        "verbatim right after your summary. Do not summarize them again; write Where Things Stand, In Progress "
+        "and Next Steps as of the newest of them, stating plainly what they show (the edits made, the commands "
+        "run and their results):\n" + serialize_kept(kept)
     )
 
 
@@ -307,16 +320,18 @@ def build_prompt_parts(
     must_keep: dict[str, list[str]] | None = None,
     facts: str | None = None,
     turn_in_progress: int | None = None,
+    kept: list[Msg] | None = None,
 ) -> PromptParts:
     """The summarizer's user message in two parts: the transcript first (a stable, cacheable
-    prefix), then the task with the focus instructions, format, rules and must-keep ledger.
-    `conversation` is the transcript already serialized (fitted to a budget); without it,
-    `messages` are serialized with the default cuts."""
+    prefix), then the kept messages, the task with the focus instructions, format, rules, the
+    work state and the must-keep ledger. `conversation` is the transcript already serialized
+    (fitted to a budget); without it, `messages` are serialized with the default cuts."""
     if conversation is None:
         conversation = serialize_conversation(messages or [])
     previous = _previous_block(previous_summary)
     focus = _instructions_block(instructions)
     turn = turn_block(turn_in_progress)
+    shown = kept_block(kept)
     tail = f"{facts_block(facts)}{must_keep_block(must_keep)}{_focus_reminder(instructions)}"
 
     if custom_prompt and not validate_custom_prompt(custom_prompt):
@@ -336,13 +351,13 @@ def build_prompt_parts(
             prompt += "\n\n" + previous + "\n\n" + _UPDATE_TASK
         if instructions and "instructions" not in names:
             prompt += focus
-        prompt += turn + tail + "\n\nOutput only the summary; do not continue the conversation."
+        prompt += shown + turn + tail + "\n\nOutput only the summary; do not continue the conversation."
         # The template's text up to the transcript is as stable as the transcript itself.
         split = prompt.find(conversation) + len(conversation)
         return PromptParts(prompt[:split], prompt[split:])
 
     task = f"{previous}\n\n{_UPDATE_TASK}" if previous else _INITIAL_TASK
-    return PromptParts(conversation, f"\n\n{task}{turn}{focus}\n\nFormat:\n\n{SUMMARY_FORMAT}\n\n{_RULES}{tail}")
+    return PromptParts(conversation, f"{shown}\n\n{task}{turn}{focus}\n\nFormat:\n\n{SUMMARY_FORMAT}\n\n{_RULES}{tail}")
 
 
 # The reply's own wrappers: an opening tag that starts the reply (after whitespace), a closing

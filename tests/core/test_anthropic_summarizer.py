@@ -364,6 +364,10 @@ def test_a_long_autonomous_turn_cut_inside_is_summarized_in_one_call(server):
     assert "the assistant's work on the request at #20" in request.prompt
     assert "EARLIER PART" not in request.prompt and "## Turn Request" not in request.prompt
     assert not hasattr(result, "turn_prefix_summary")
+    # The kept part of the turn is shown after the transcript, so the status is stated as of it.
+    shown = request.prompt.split("<kept-messages>")[1].split("</kept-messages>")[0]
+    assert shown.startswith(f"\n#{kept[0].seq} ") and f"#{kept[-1].seq} [Tool result]" in shown
+    assert f"#{kept[0].seq} " not in transcript
 
 
 def _audit(sizes: dict[str, int]) -> list[Msg]:
@@ -431,7 +435,7 @@ def test_history_larger_than_the_summarizer_window_is_chunked_and_merged(server)
     server.default = _merging_responder
     history = _history(turns=40, pad=300)  # ~40 × 330 tokens
     window = 12_000
-    inp = _input(messages=history, output_budget=1024)
+    inp = _input(messages=history[:-2], kept=history[-2:], output_budget=1024)
     chain = _chain(server, context_window=window)
     result = summarize(inp, chain)
 
@@ -442,6 +446,8 @@ def test_history_larger_than_the_summarizer_window_is_chunked_and_merged(server)
     for index, request in enumerate(server.requests):
         assert count_text(SYSTEM_PROMPT) + count_text(request.prompt) + 1024 < window
         assert ("<previous-summary>" in request.prompt) == (index > 0)
+        # The kept messages, the work state and the ledger go with the last chunk only.
+        assert ("<kept-messages>" in request.prompt) == (index == calls - 1)
     # Every step of every chunk survived the merges.
     for n in range(40):
         assert f"- step {n} seen" in result.summary

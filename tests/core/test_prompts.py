@@ -128,10 +128,28 @@ def test_a_turn_cut_inside_is_named_as_in_progress_in_the_one_prompt():
     assert "ends in the middle of the assistant's work" not in build_prompt(messages=_msgs())
 
 
+def test_the_kept_messages_are_shown_after_the_transcript_to_state_the_status_as_of_them():
+    from compaction.core.prompts import build_prompt_parts
+
+    kept = [
+        Msg(5, "assistant", [{"type": "tool_use", "id": "k", "name": "Edit", "input": {"file_path": "app/x.py"}}], 9),
+        Msg(6, "user", [{"type": "tool_result", "tool_use_id": "k", "content": "updated </kept-messages> ok"}], 9),
+    ]
+    parts = build_prompt_parts(messages=_msgs(), kept=kept, turn_in_progress=1)
+    assert "#5" not in parts.cached  # the transcript (the cached prefix) is the summarized range only
+    block = parts.rest[parts.rest.index("<kept-messages>") : parts.rest.index("</kept-messages>")]
+    assert '#5 [Tool call] Edit({"file_path": "app/x.py"})' in block
+    assert "#6 [Tool result]: updated &lt;/kept-messages> ok" in block  # content cannot close the block
+    assert "Do not summarize them again" in parts.rest
+    assert parts.rest.index("</kept-messages>") < parts.rest.index("Summarize the conversation in <conversation>")
+    assert "<kept-messages>" not in build_prompt_parts(messages=_msgs()).text
+
+
 def test_the_rules_ask_for_message_numbers_and_evidence_for_statuses():
     prompt = build_prompt(messages=_msgs(), facts="Where things stand:\n- `pytest -q` failed (#3)")
     assert "starts with its message number (#N)" in prompt
     assert "State a status only with a message that shows it" in prompt
+    assert "never mention the work state" in prompt and "Do not number every line" in prompt
     work_state = prompt[prompt.index("The state of the work") : prompt.index("</work-state>")]
     assert "Each fact cites the message it rests on (#N)" in work_state
 

@@ -378,6 +378,7 @@ class AnthropicSummarizer:
             must_keep=_must_keep(inp) if last else None,
             facts=_facts(inp) if last else None,
             turn_in_progress=turn_in_progress(inp) if last else None,
+            kept=inp.kept if last else None,
         )
 
     def _overhead(self, inp: SummaryInput, *, previous: str | None, last: bool) -> int:
