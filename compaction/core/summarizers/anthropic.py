@@ -281,6 +281,10 @@ class _Run:
 
     deadline: _Deadline
     usage: dict[str, Any] = field(default_factory=dict)
+    # What the last prompt carries besides the transcript, read off the work state once per run.
+    must_keep: dict[str, list[str]] | None = None
+    facts: str | None = None
+    turn: int | None = None
 
 
 def _new_usage(model: str) -> dict[str, Any]:
@@ -369,21 +373,23 @@ class AnthropicSummarizer:
         """Tokens (our count) the prompt may take beside `max_tokens` of output."""
         return int((self.context_window - max_tokens) * TOKENIZER_MARGIN * scale)
 
-    def _prompt(self, inp: SummaryInput, conversation: str, *, previous: str | None, last: bool) -> PromptParts:
+    def _prompt(
+        self, inp: SummaryInput, run: _Run, conversation: str, *, previous: str | None, last: bool
+    ) -> PromptParts:
         return build_prompt_parts(
             conversation=conversation,
             previous_summary=previous,
             instructions=inp.instructions,
             custom_prompt=inp.custom_prompt,
-            must_keep=_must_keep(inp) if last else None,
-            facts=_facts(inp) if last else None,
-            turn_in_progress=turn_in_progress(inp) if last else None,
+            must_keep=run.must_keep if last else None,
+            facts=run.facts if last else None,
+            turn_in_progress=run.turn if last else None,
             kept=inp.kept if last else None,
         )
 
-    def _overhead(self, inp: SummaryInput, *, previous: str | None, last: bool) -> int:
+    def _overhead(self, inp: SummaryInput, run: _Run, *, previous: str | None, last: bool) -> int:
         """Tokens of the system prompt and the user message around an empty transcript."""
-        prompt = self._prompt(inp, _EMPTY_CONVERSATION, previous=previous, last=last)
+        prompt = self._prompt(inp, run, _EMPTY_CONVERSATION, previous=previous, last=last)
         return count_text(SYSTEM_PROMPT) + count_text(prompt.text)
 
     def _summarize_range(self, inp: SummaryInput, max_tokens: int, run: _Run) -> str:
@@ -404,11 +410,11 @@ class AnthropicSummarizer:
         """One call when the history fits the window (cut longest-outputs-first if need be),
         else the chunks."""
         window = self._window(max_tokens, scale)
-        budget = window - self._overhead(inp, previous=inp.previous_summary, last=True)
+        budget = window - self._overhead(inp, run, previous=inp.previous_summary, last=True)
         if budget >= MIN_CHUNK_TOKENS:
             fitted = fit_conversation(inp.messages, budget)
             if fitted.fits:
-                prompt = self._prompt(inp, fitted.text, previous=inp.previous_summary, last=True)
+                prompt = self._prompt(inp, run, fitted.text, previous=inp.previous_summary, last=True)
                 text = self._call(prompt, fitted, max_tokens, run)
                 if not text.strip():
                     raise SummarizerError("empty response")
@@ -419,16 +425,16 @@ class AnthropicSummarizer:
     def _summarize_chunks(self, inp: SummaryInput, max_tokens: int, run: _Run, window: int) -> str:
         # Every chunk but the first carries the running summary, which can grow to the output.
         previous = count_text(inp.previous_summary) if inp.previous_summary else 0
-        planned = window - self._overhead(inp, previous=None, last=True) - max(previous, max_tokens)
+        planned = window - self._overhead(inp, run, previous=None, last=True) - max(previous, max_tokens)
         if planned < MIN_CHUNK_TOKENS:
             raise SummarizerError(f"summarizer window {self.context_window} too small for output budget {max_tokens}")
         chunks = chunk_messages(inp.messages, planned)
         running = inp.previous_summary
         for index, chunk in enumerate(chunks):
             last = index == len(chunks) - 1
-            budget = window - self._overhead(inp, previous=running, last=last)
+            budget = window - self._overhead(inp, run, previous=running, last=last)
             fitted = fit_conversation(chunk, max(MIN_CHUNK_TOKENS, budget))
-            prompt = self._prompt(inp, fitted.text, previous=running, last=last)
+            prompt = self._prompt(inp, run, fitted.text, previous=running, last=last)
             text = self._call(prompt, fitted, max_tokens, run)
             if not text.strip():
                 raise SummarizerError(f"empty response for chunk {index + 1} of {len(chunks)}")
@@ -440,7 +446,13 @@ class AnthropicSummarizer:
         return running or ""
 
     def summarize(self, inp: SummaryInput) -> Draft:
-        run = _Run(_Deadline(self.timeout), _new_usage(self.model))
+        run = _Run(
+            _Deadline(self.timeout),
+            _new_usage(self.model),
+            must_keep=_must_keep(inp),
+            facts=_facts(inp),
+            turn=turn_in_progress(inp),
+        )
         self.last_usage = run.usage
         # The API rejects max_tokens above the model's output limit; a bigger budget is moot.
         budget = max(256, min(inp.output_budget, self.max_output_tokens))
