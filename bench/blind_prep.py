@@ -4,8 +4,8 @@
 
 For each shared Claude Code session holding its own compaction: one compaction of the history
 before Claude Code's boundary with default settings (bench/summary_eval.py's core path), our
-served summary in OUT_DIR/<session>/ours.txt and the messages we keep after it, as served (old
-tool output trimmed), rendered as text in tail.txt. Then ../shared/tools/blind_pair.py prepares
+served summary in OUT_DIR/<session>/ours.txt and the messages we keep after it, as served (lean:
+compaction.core.kept), rendered as text in tail.txt. Then ../shared/tools/blind_pair.py prepares
 two folders per session: <session>-summary (summary against summary) and <session>-served
 (summary + kept messages against Claude Code's summary alone). Hand each folder's JUDGE.md to
 a judge that has not seen this code; `blind_pair.py reveal FOLDER` says which was ours.
@@ -24,21 +24,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import summary_eval as se  # noqa: E402
-from compaction.core.prune import KEPT_MIN_SAVINGS, KEPT_PROTECT_TOKENS, plan_prune, prune_content, tool_names  # noqa: E402
+from compaction.core.kept import plan_kept  # noqa: E402
+from compaction.core.kept import served_kept as lean_kept  # noqa: E402
+from compaction.core.prune import tool_names  # noqa: E402
+from compaction.core.tokens import get_tokenizer  # noqa: E402
 from compaction.core.types import Msg  # noqa: E402
 
 
 def served_kept(kept: list[Msg], names: dict[str, str]) -> list[Msg]:
-    """The kept messages as the service serves them after a summary: old outputs trimmed."""
-    plan = plan_prune(kept, names=names, protect_tokens=KEPT_PROTECT_TOKENS, min_savings=KEPT_MIN_SAVINGS)
-    if plan.prune_before_seq is None:
-        return kept
-    return [
-        Msg(m.seq, m.role, prune_content(m.content, tool_names=names, seq=m.seq), m.tokens)
-        if m.seq < plan.prune_before_seq and m.role == "user"
-        else m
-        for m in kept
-    ]
+    """The kept messages as the service serves them after a summary (compaction.core.kept)."""
+    return lean_kept(kept, plan_kept(kept, names=names, tokenizer=get_tokenizer()))
 
 
 def render_messages(messages: list[Msg]) -> str:

@@ -496,18 +496,13 @@ def line_similarity(a: str, b: str) -> float:
 
 def served_tokens(cut: Any, result: Any, history: list[dict[str, Any]]) -> int:
     """Tokens served right after the compaction: the summary message and the kept messages,
-    their old tool output trimmed as the service trims it."""
-    from compaction.core.prune import KEPT_MIN_SAVINGS, KEPT_PROTECT_TOKENS, plan_prune, prune_content, tool_names
-    from compaction.core.tokens import count_content, count_text
+    served lean as the service serves them (compaction.core.kept)."""
+    from compaction.core.kept import plan_kept
+    from compaction.core.prune import tool_names
+    from compaction.core.tokens import count_text, get_tokenizer
 
-    names = tool_names(as_msgs(history))
-    kept = list(cut.kept)
-    plan = plan_prune(kept, names=names, protect_tokens=KEPT_PROTECT_TOKENS, min_savings=KEPT_MIN_SAVINGS)
-    total = count_text(served_text(result))
-    for m in kept:
-        trim = plan.prune_before_seq is not None and m.seq < plan.prune_before_seq and m.role == "user"
-        total += count_content(prune_content(m.content, tool_names=names, seq=m.seq) if trim else m.content)
-    return total
+    plan = plan_kept(list(cut.kept), names=tool_names(as_msgs(history)), tokenizer=get_tokenizer())
+    return count_text(served_text(result)) + plan.kept_tokens
 
 
 @dataclass

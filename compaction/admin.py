@@ -12,6 +12,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from compaction.core.kept import plan_from_json
+from sessions.breakdown import kept_trimmed_words
 from sessions.dashboard.present import (
     fidelity_view,
     message_blocks,
@@ -86,10 +88,21 @@ class CompactionAdmin(admin.ModelAdmin):
     actions = ["approve", "reject", "needs_changes"]
     inlines = [SummaryVersionInline]
     # The record of what happened is read-only; changes go through the review page.
-    readonly_fields = [f.name for f in Compaction._meta.fields] + ["rerun_link", "review_link"]
+    readonly_fields = [f.name for f in Compaction._meta.fields] + ["rerun_link", "review_link", "kept_served"]
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    @admin.display(description="Kept messages served")
+    def kept_served(self, obj: Compaction) -> str:
+        plan = plan_from_json(obj.kept_plan)
+        if plan.empty:
+            return "as stored (no tool output trimmed)"
+        rows = ", ".join(
+            f"#{seq}: {'/'.join(edit.kind + (f' → #{edit.ref}' if edit.ref else '') for edit in edits)}"
+            for seq, edits in sorted(plan.edits.items())
+        )
+        return f"lean — {kept_trimmed_words(plan.counts())}; {plan.tokens_saved:,} tokens saved. {rows}"
 
     def has_delete_permission(self, request, obj: Compaction | None = None) -> bool:
         # The active compaction is what the session serves: deleting it would silently put the

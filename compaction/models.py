@@ -41,8 +41,9 @@ QUEUED_HINT_AFTER_SECONDS = 15
 class Compaction(models.Model):
     """One compaction job and, once it succeeded, the overlay it defines.
 
-    The overlay is `summary` + `first_kept_seq` (+ `prune_before_seq` for the pruning tier):
-    the served context is the summary, then every message from `first_kept_seq` on.
+    The overlay is `summary` + `first_kept_seq` (+ `prune_before_seq` for the pruning tier,
+    + `kept_plan` for how the kept messages are served): the served context is the summary,
+    then every message from `first_kept_seq` on.
     Messages themselves are never touched, so undo is reactivating `based_on`.
     """
 
@@ -69,6 +70,12 @@ class Compaction(models.Model):
     last_summarized_seq = models.PositiveIntegerField(null=True, blank=True)
     first_kept_seq = models.PositiveIntegerField(null=True, blank=True)
     prune_before_seq = models.PositiveIntegerField(null=True, blank=True)
+    # How the kept messages are served (compaction.core.kept.KeptPlan.as_json): which tool
+    # results are served as pointers or trimmed, decided once with the summary so the served
+    # prefix stays byte-identical until the next compaction. {} = every kept message verbatim.
+    kept_plan = models.JSONField(
+        default=dict, blank=True, help_text="Kept tool results served as pointers or trimmed (seq → edits)."
+    )
     split_turn = models.BooleanField(default=False)
     summary = models.TextField(blank=True)
     turn_prefix_summary = models.TextField(blank=True)

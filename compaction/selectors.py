@@ -18,11 +18,13 @@ EVENTS_PAGE_SIZE = 200
 @dataclass(frozen=True)
 class Overlay:
     """The active compaction as the message store serves it: where the kept messages start,
-    below which tool results are pruned, and the summary served before them."""
+    below which tool results are pruned, how the kept messages are served, and the summary
+    served before them."""
 
     id: Any
     first_kept_seq: int | None
     prune_before_seq: int | None
+    kept_plan: dict[str, Any]  # compaction.core.kept.KeptPlan, as JSON
     snapshot_seq: int | None
     summary: str
     turn_prefix_summary: str

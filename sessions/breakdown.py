@@ -1,8 +1,8 @@
 """The breakdown of a session's served context, for the session page and the API.
 
 Reads the session row, its active compaction (already joined by the callers' lookups) and, only
-while a prune overlay is active, one aggregate over the kept messages' stored sizes; never the
-messages themselves. The arithmetic is compaction.core.breakdown's.
+while a prune overlay or a kept plan trims tool output, one aggregate over the kept messages'
+stored sizes; never the messages themselves. The arithmetic is compaction.core.breakdown's.
 """
 
 from __future__ import annotations
@@ -48,7 +48,10 @@ class SessionBreakdown:
     last_seq: int
     summary_strategy: str
     prune_before_seq: int | None
-    tool_results_pruned: int | None  # known for a prune-only compaction
+    tool_results_pruned: int | None  # known for a prune-only compaction and a kept plan
+    # The kept plan's trimmed tool results by rule (compaction.core.kept: same, superseded,
+    # long, large, old), only the rules that trimmed any; {} when the kept messages are served whole.
+    kept_trimmed: dict[str, int]
     last_report: LastReport | None
     warning: str  # a plausibility warning about the last report, "" when none
 
@@ -145,9 +148,31 @@ def _messages_note(sb: SessionBreakdown, segment: core.Segment) -> str:
         return "No messages yet"
     span = f"#{sb.first_kept_seq:,}" + (f"–#{sb.last_seq:,}" if sb.last_seq > sb.first_kept_seq else "")
     text = f"{span}: {sb.kept_messages:,} message{'s' if sb.kept_messages != 1 else ''}"
+    if sb.kept_trimmed:
+        text += f", {kept_trimmed_words(sb.kept_trimmed)}"
     if sb.prune_before_seq:
         text += f", tool outputs before #{sb.prune_before_seq:,} served as placeholders"
     return text
+
+
+KEPT_WORDS = {  # rule → (one, several, what is done to them)
+    "same": ("repeated output", "repeated outputs", "served as a pointer to the copy kept"),
+    "superseded": ("out-of-date file read", "out-of-date file reads", "trimmed"),
+    "long": ("long search or listing", "long searches or listings", "trimmed"),
+    "large": ("output over 8,000 tokens", "outputs over 8,000 tokens", "trimmed"),
+    "old": ("older output", "older outputs", "trimmed"),
+}
+
+
+def kept_trimmed_words(counts: Mapping[str, int]) -> str:
+    """ "3 repeated outputs served as a pointer to the copy kept, 2 out-of-date file reads
+    trimmed" — what the kept plan does to the kept messages' tool results."""
+    parts = []
+    for kind, (one, several, how) in KEPT_WORDS.items():
+        n = counts.get(kind, 0)
+        if n:
+            parts.append(f"{n:,} {one if n == 1 else several} {how}")
+    return ", ".join(parts)
 
 
 def _free_note(sb: SessionBreakdown, segment: core.Segment) -> str:
@@ -178,13 +203,15 @@ _NOTES = {
 
 
 def session_context_breakdown(*, session: Session) -> SessionBreakdown:
-    """What the meter's figure is made of, from the row and the active compaction."""
+    """What the meter's figure is made of, from the row and the active compaction (its kept
+    plan is parsed once per compaction)."""
     usage = services.session_usage(session)
     active = active_overlay(session)
     first_kept = active.kept_from if active else 1
     prune_before = (active.prune_before_seq if active else None) or None
+    kept_trimmed = {kind: n for kind, n in services.overlay_kept_plan(active).counts().items() if n}
     stored_kept = None
-    if prune_before and prune_before > first_kept:
+    if (prune_before and prune_before > first_kept) or kept_trimmed:
         # The only read beyond the row: the kept messages' stored sizes (the index on
         # (session, seq) serves the range); served − stored is what the prune saves.
         stored_kept = (
@@ -211,7 +238,10 @@ def session_context_breakdown(*, session: Session) -> SessionBreakdown:
         last_seq=session.last_seq,
         summary_strategy=(active.strategy if active else "") or "",
         prune_before_seq=prune_before,
-        tool_results_pruned=active_tool_results_pruned(session),
+        tool_results_pruned=(
+            active_tool_results_pruned(session) if prune_before or not kept_trimmed else sum(kept_trimmed.values())
+        ),
+        kept_trimmed=kept_trimmed,
         last_report=last_report(session),
         warning=usage_warning(usage),
     )

@@ -23,6 +23,7 @@ from compaction.selectors import active_overlay
 
 from .models import Message, Session, ToolCall
 from .search_text import KIND_TOOL_RESULT, LONG_MARK, WORD_RE, Query, QueryError, parse_query, snippet_for
+from .services import overlay_kept_plan
 
 __all__ = ["HIT_STATUSES", "MAX_LIMIT", "QueryError", "SearchHit", "history_search"]
 
@@ -105,12 +106,16 @@ def _mark_pruned(
     hits: list[SearchHit], *, rows_by_seq: dict[tuple[UUID, int], Message], sessions: dict[UUID, Session]
 ) -> list[SearchHit]:
     """A tool output below the active prune boundary is served trimmed when the prune tier
-    trims it (large enough, its tool not protected): the same decision the served context takes."""
+    trims it (large enough, its tool not protected), one the kept plan trims too: the same
+    decisions the served context takes."""
     out: list[SearchHit] = []
     for hit in hits:
         active = active_overlay(sessions[hit.session_id])
         boundary = active.prune_below if active else 0
-        if hit.status == STATUS_VERBATIM and hit.kind == KIND_TOOL_RESULT and hit.seq < boundary:
+        edits = overlay_kept_plan(active).edits.get(hit.seq, ()) if hit.status == STATUS_VERBATIM else ()
+        if hit.kind == KIND_TOOL_RESULT and any(edit.block == hit.block_index for edit in edits):
+            hit = replace(hit, status=STATUS_PRUNED)
+        elif hit.status == STATUS_VERBATIM and hit.kind == KIND_TOOL_RESULT and hit.seq < boundary:
             message = rows_by_seq[(hit.session_id, hit.seq)]
             if _block_pruned(message, sessions[hit.session_id], hit.block_index):
                 hit = replace(hit, status=STATUS_PRUNED)

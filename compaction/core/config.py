@@ -41,7 +41,7 @@ OVERRIDABLE: dict[str, tuple[type | tuple[type, ...], float | None, float | None
 class CompactionConfig:
     context_window: int
     reserve_tokens: int = 16_384
-    keep_recent_tokens: int = 20_000
+    keep_recent_tokens: int = 10_000
     auto_compact_ratio: float | None = None
     auto_compact_token_limit: int | None = None
     preserve_messages: int | None = None

@@ -11,7 +11,8 @@ later; three compactions where Claude Code made one.
 Candidates (each estimated on the provider's scale):
 - `prune`: old tool output served as placeholders, the rest verbatim;
 - `summarize`: the history before the cut summarized, the recent tail kept;
-- `prune+summarize`: the summary, and old tool output in the kept tail pruned too.
+- `prune+summarize`: the summary, and the kept tail served lean (compaction.core.kept: repeated
+  outputs as pointers, superseded file reads and long listings trimmed, old output trimmed).
 
 Rules, like Anthropic's `clear_tool_uses` edit with its `clear_at_least`:
 - a prune alone qualifies only if it relieves at least `prune_min_relief` × trigger;
@@ -37,8 +38,10 @@ from typing import Any
 
 from compaction.core.calibration import Calibration, as_calibration, calibrated_tokens
 from compaction.core.config import CompactionConfig
-from compaction.core.cutpoint import CutPlan, plan_cut
-from compaction.core.prune import KEPT_MIN_SAVINGS, KEPT_PROTECT_TOKENS, PrunePlan, plan_prune, tool_names
+from compaction.core.cutpoint import TURN_START_SLACK, CutPlan, plan_cut
+from compaction.core.kept import KeptPlan, plan_kept
+from compaction.core.prune import PrunePlan, plan_prune, tool_names
+from compaction.core.tokens import Tokenizer, get_tokenizer
 from compaction.core.types import Msg
 
 PRUNE = "prune"
@@ -69,6 +72,13 @@ LANDING_MARGIN = 0.05
 # plan_cut cuts at a turn start at or before the keep budget, so the kept tail can exceed it by
 # most of a turn: a result over the target is cut again with a smaller budget, this many times.
 KEEP_SHRINK_ROUNDS = 4
+
+# With a default keep budget, what a compaction serves (summary + kept messages, as served) is
+# held to (1 + TURN_START_SLACK) × the budget: as much as the cut alone may keep when it moves
+# back to a turn's start (15,000 at the default 10,000). It is aimed this share lower because the
+# summary is only estimated: on the shared transcripts the offline summary came out up to ~1,000
+# tokens over its estimate (bench/kept_eval.py's cuts).
+SERVED_MARGIN = 0.1
 
 # Guess of a new summary's size: the previous summary (the update prompt keeps what it held)
 # plus a fixed part (a handoff's sections, goal, rules and repository state are there whatever
@@ -267,6 +277,8 @@ class PolicyInputs:
     # Where the task in progress began (compaction.core.work.work_start): a default keep budget
     # keeps no more than the messages from there (the summary hands over what came before).
     work_start_seq: int | None = None
+    # The session's tokenizer: the kept part's plan counts what it serves with it.
+    tokenizer: Tokenizer | None = None
 
     def on_provider_scale(self, estimated: int) -> int:
         """A served-context estimate as the meter will show it once the new overlay is active."""
@@ -288,7 +300,7 @@ class PolicyPlan:
     nothing: str = ""  # why there is nothing to compact (decision is None)
     prune: PrunePlan | None = None  # a prune alone
     cut: CutPlan | None = None  # a summary's cut (stored messages)
-    kept_prune: PrunePlan | None = None  # the kept part's prune (prune + summarize)
+    kept_plan: KeptPlan | None = None  # how the kept part is served (prune + summarize)
     summary_tokens: int = 0  # the summary's estimated size
 
 
@@ -447,25 +459,77 @@ def _shrink_keep(snap: _Snapshot, cut: CutPlan, summary: _Summary, keep: int) ->
     return cut, summary
 
 
-def _kept_prune(snap: _Snapshot, cut: CutPlan, summary: _Summary) -> tuple[PrunePlan | None, Candidate | None]:
-    """The summary with old tool output in the kept tail pruned too."""
-    inputs = snap.inputs
-    if not snap.config.prune_tool_outputs or inputs.force:
-        return None, None
-    kept = [m for m in inputs.served_messages if m.seq >= cut.first_kept_seq]
-    prune = plan_prune(
-        kept, names=tool_names(inputs.served_messages), protect_tokens=KEPT_PROTECT_TOKENS, min_savings=KEPT_MIN_SAVINGS
+def lean_kept_tokens(inputs: PolicyInputs, kept: Sequence[Msg], plan: KeptPlan) -> int:
+    """The kept messages as served under `plan` (which replaces any prune boundary): its count
+    for an edited message; for the others, as served now unless the active prune boundary
+    trimmed them (then as stored)."""
+    served = {m.seq: m.tokens for m in inputs.served_messages}
+    boundary = inputs.previous_prune_before_seq or 0
+    return sum(
+        plan.tokens[m.seq] if m.seq in plan.tokens else m.tokens if m.seq < boundary else served.get(m.seq, m.tokens)
+        for m in kept
     )
-    if prune.prune_before_seq is None:
+
+
+def _kept_plan(snap: _Snapshot, cut: CutPlan, summary: _Summary) -> tuple[KeptPlan | None, Candidate | None]:
+    """The summary with the kept tail served lean (compaction.core.kept). The summary already
+    changes the cached prompt from its start, so any saving in the kept part is free (an
+    overflow's too: what it keeps must fit the window)."""
+    inputs = snap.inputs
+    if not snap.config.prune_tool_outputs:
         return None, None
+    tokenizer = inputs.tokenizer or get_tokenizer()
+    kept = list(cut.kept)
+    plan = plan_kept(kept, names=tool_names(inputs.messages), tokenizer=tokenizer)
+    if plan.empty:
+        return None, None
+    kept_served = sum(snap.served_tokens(m) for m in kept)
     candidate = Candidate(
         PRUNE_SUMMARIZE,
-        inputs.on_provider_scale(summary.estimated - prune.tokens_saved),
+        inputs.on_provider_scale(summary.estimated - kept_served + lean_kept_tokens(inputs, kept, plan)),
         summary.candidate.unchanged_prefix,
         summary.candidate.first_changed_seq,
-        prune.reason,
+        plan.reason,
     )
-    return prune, candidate
+    return plan, candidate
+
+
+def _served_messages(snap: _Snapshot, cut: CutPlan, summary: _Summary, plan: KeptPlan | None) -> int:
+    """Tokens of messages served after the compaction (our estimate): the summary message and
+    the kept messages, lean under `plan`."""
+    inputs = snap.inputs
+    kept = list(cut.kept)
+    kept_served = sum(snap.served_tokens(m) for m in kept)
+    lean = lean_kept_tokens(inputs, kept, plan) if plan is not None else kept_served
+    return summary.estimated - inputs.system_prompt_tokens - kept_served + lean
+
+
+def _lean_fit(
+    snap: _Snapshot, cut: CutPlan, summary: _Summary, keep: int
+) -> tuple[CutPlan, _Summary, KeptPlan | None, Candidate | None]:
+    """The kept part served lean, cut again (later) while what the compaction serves — summary
+    and kept messages — comes to more than (1 + TURN_START_SLACK) × the keep budget, less
+    SERVED_MARGIN. Default budgets only (an explicit keep setting and overflow are honoured as
+    they are); never below the floor."""
+    config, inputs = snap.config, snap.inputs
+    plan, candidate = _kept_plan(snap, cut, summary)
+    if inputs.force or inputs.keep_explicit or config.preserve_messages:
+        return cut, summary, plan, candidate
+    limit = int((1 - SERVED_MARGIN) * (1 + TURN_START_SLACK) * config.keep_recent_tokens)
+    for _ in range(KEEP_SHRINK_ROUNDS):
+        served = _served_messages(snap, cut, summary, plan)
+        if served <= limit or keep <= KEEP_FLOOR_TOKENS:
+            break
+        # The cut keeps at least the budget, to a message boundary: take off what it kept beyond
+        # the budget too, or the same cut comes back.
+        kept = sum(snap.served_tokens(m) for m in cut.kept)
+        keep = max(KEEP_FLOOR_TOKENS, keep - max(1, kept - keep) - (served - limit))
+        smaller = _cut(snap, keep)
+        if smaller.nothing_to_compact:
+            break
+        cut, summary = smaller, _summary(snap, smaller)
+        plan, candidate = _kept_plan(snap, cut, summary)
+    return cut, summary, plan, candidate
 
 
 def plan(inputs: PolicyInputs) -> PolicyPlan:
@@ -493,9 +557,9 @@ def plan(inputs: PolicyInputs) -> PolicyPlan:
             reasons.append(cut.reason)
         else:
             cut, summary = _shrink_keep(snap, cut, _summary(snap, cut), budget.keep)
+            cut, summary, found["kept_plan"], both = _lean_fit(snap, cut, summary, budget.keep)
             found["cut"], found["summary_tokens"] = cut, summary.summary_tokens
             candidates.append(summary.candidate)
-            found["kept_prune"], both = _kept_prune(snap, cut, summary)
             if both is not None:
                 candidates.append(both)
     decision = _decide(inputs, candidates)

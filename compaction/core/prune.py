@@ -21,7 +21,7 @@ The decision depends only on the block and the tool name, so the engine that pla
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,13 +43,6 @@ MIN_SAVINGS = 20_000
 MIN_PRUNE_TOKENS = 300
 MIN_ERROR_PRUNE_TOKENS = 1_000
 MAX_KEPT_ERROR_LINES = 6
-# In the messages kept after a summary, the newest this many tokens of tool output (the latest
-# call or two) stay whole
-# and older outputs are trimmed when that saves at least KEPT_MIN_SAVINGS: the summary already
-# changes the cached prompt from its start, so trimming the kept part costs no extra cache, and
-# old file contents and logs are most of what a kept part holds (the agent can read them back).
-KEPT_PROTECT_TOKENS = 2_000
-KEPT_MIN_SAVINGS = 1_000
 # What a trimmed output keeps: its first and last lines, each side capped in characters.
 TRIM_HEAD_LINES, TRIM_HEAD_CHARS = 8, 600
 TRIM_TAIL_LINES, TRIM_TAIL_CHARS = 5, 400
@@ -78,7 +71,7 @@ def placeholder(tool_name: str, tokens: int, seq: int | None = None) -> str:
     return f"[… {tool_name or UNKNOWN_TOOL} output trimmed: {tokens:,} tokens in all{where}; re-run the tool to see the rest …]"
 
 
-def _output_text(content: Any) -> str | None:
+def output_text(content: Any) -> str | None:
     """A result's text, or None when it holds something else (an image) that cannot be cut."""
     if isinstance(content, str):
         return content
@@ -90,7 +83,7 @@ def _output_text(content: Any) -> str | None:
 def trimmed(content: Any, tool_name: str, tokens: int, seq: int | None = None) -> str:
     """A result's output as served when pruned: its first and last lines around the note."""
     note = placeholder(tool_name, tokens, seq)
-    text = _output_text(content)
+    text = output_text(content)
     if not text:
         return note
     lines = text.splitlines()
@@ -130,14 +123,16 @@ def prune_content(
     tokenizer: Tokenizer | None = None,
     protected_tools: frozenset[str] = DEFAULT_PROTECTED_TOOLS,
     seq: int | None = None,
+    skip: Collection[int] = (),
 ) -> Content:
-    """The content served for a message below the prune boundary (a new object; input untouched)."""
+    """The content served for a message below the prune boundary (a new object; input untouched).
+    Blocks whose index is in `skip` are served as given (the kept plan served them already)."""
     if isinstance(content, str):
         return content
     tokenizer = tokenizer or get_tokenizer()
     served: list[dict[str, Any]] = []
-    for block in content:
-        if block.get("type") != "tool_result":
+    for i, block in enumerate(content):
+        if block.get("type") != "tool_result" or i in skip:
             served.append(block)
             continue
         name = tool_names.get(block.get("tool_use_id", ""), "")

@@ -34,6 +34,7 @@ def _write_overlay(job: Compaction, overlay: NewOverlay, summary_count: tuple[in
     job.read_files = list(overlay.read_files)
     job.modified_files = list(overlay.modified_files)
     job.prune_before_seq = overlay.prune_before_seq
+    job.kept_plan = dict(overlay.kept_plan)
     job.first_summarized_seq = overlay.first_summarized_seq
     job.last_summarized_seq = overlay.last_summarized_seq
     job.messages_summarized = overlay.messages_summarized

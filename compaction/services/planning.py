@@ -88,6 +88,7 @@ class Snapshot:
             instructions=instructions,
             force=force,
             work_start_seq=self.work_start_seq,
+            tokenizer=ss.session_tokenizer(self.session),
         )
 
 
@@ -140,6 +141,7 @@ class NewOverlay:
     read_files: list[str] = field(default_factory=list)
     modified_files: list[str] = field(default_factory=list)
     prune_before_seq: int | None = None
+    kept_plan: dict[str, Any] = field(default_factory=dict)  # compaction.core.kept.KeptPlan, as JSON
     first_summarized_seq: int | None = None
     last_summarized_seq: int | None = None
     messages_summarized: int = 0
@@ -317,6 +319,9 @@ def _prune_overlay(snap: Snapshot, plan: PolicyPlan) -> NewOverlay:
         read_files=list(based_on.read_files) if based_on else [],
         modified_files=list(based_on.modified_files) if based_on else [],
         work_state=_stored_state(based_on),
+        # The kept messages stay as the summary's compaction serves them; the boundary trims
+        # what that plan left whole.
+        kept_plan=dict(based_on.kept_plan) if based_on else {},
         prune_before_seq=prune.prune_before_seq,
         usage={"tokens_saved_estimate": prune.tokens_saved, "tool_results_pruned": prune.pruned},
         **_policy_fields(plan, snap.config.trigger_tokens),
@@ -327,7 +332,7 @@ def _summary_detail(snap: Snapshot, plan: PolicyPlan) -> str:
     cut, config = plan.cut, snap.config
     detail = cut.reason
     if plan.decision.chosen.kind == PRUNE_SUMMARIZE:
-        detail = f"{cut.reason}; {plan.kept_prune.reason} in the kept part"
+        detail = f"{cut.reason}; {plan.kept_plan.reason}"
     keep, expected = plan.keep_budget.keep, plan.keep_budget.expected_after
     if expected is not None and expected > config.trigger_tokens:
         # Say so up front: an explicit keep setting (or the floor) leaves the result over the
@@ -344,8 +349,10 @@ def _summary_overlay(snap: Snapshot, plan: PolicyPlan, result: SummaryResult, fa
     cut, based_on = plan.cut, snap.based_on
     summarized = cut.summarized
     tokenizer = ss.session_tokenizer(snap.session)
+    kept_plan: dict[str, Any] = {}
     if plan.decision.chosen.kind == PRUNE_SUMMARIZE:
-        prune_before_seq = plan.kept_prune.prune_before_seq
+        # The kept part's plan trims every old output a prune boundary would: it replaces one.
+        prune_before_seq, kept_plan = None, plan.kept_plan.as_json()
     else:
         # A prune boundary inside the kept part still saves tokens; below the cut it is moot.
         old = based_on.prune_before_seq if based_on else None
@@ -363,6 +370,7 @@ def _summary_overlay(snap: Snapshot, plan: PolicyPlan, result: SummaryResult, fa
         split_turn=cut.split_turn,  # information: the kept part starts inside a turn
         messages_summarized=len(summarized),
         prune_before_seq=prune_before_seq,
+        kept_plan=kept_plan,
         summarizer_model=result.model,
         usage=result.usage,
         fidelity=result.fidelity,
@@ -405,8 +413,10 @@ def _dry_run_summary(snap: Snapshot, plan: PolicyPlan, *, strategy: str) -> dict
     kept_served = sum(tokens for seq, tokens in snap.served_tokens.items() if seq >= cut.first_kept_seq)
     extra: dict[str, Any] = {}
     if plan.decision.chosen.kind == PRUNE_SUMMARIZE:
-        kept_served -= plan.kept_prune.tokens_saved
-        extra = {"prune_before_seq": plan.kept_prune.prune_before_seq, "tool_results_pruned": plan.kept_prune.pruned}
+        kept_served = policy.lean_kept_tokens(
+            snap.policy_inputs(strategy=strategy, instructions="", force=False), cut.kept, plan.kept_plan
+        )
+        extra = {"tool_results_pruned": sum(plan.kept_plan.counts().values())}
     return {
         **extra,
         "would_compact": True,

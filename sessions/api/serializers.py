@@ -383,8 +383,17 @@ class BreakdownSegmentSerializer(serializers.Serializer):
 
 
 class BreakdownPrunedSerializer(serializers.Serializer):
-    prune_before_seq = serializers.IntegerField()
-    tool_results_pruned = serializers.IntegerField(allow_null=True, help_text="Known for a prune-only compaction.")
+    prune_before_seq = serializers.IntegerField(
+        allow_null=True, help_text="The prune boundary; null when only the kept plan trims the kept messages."
+    )
+    tool_results_pruned = serializers.IntegerField(
+        allow_null=True, help_text="Known for a prune-only compaction and for a kept plan."
+    )
+    kept_trimmed = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Kept tool results the compaction serves lean, by rule: same (a pointer to an earlier copy), "
+        "superseded (a file read made out of date), long (a search or listing), old (older output); {} when none.",
+    )
     saved_tokens = serializers.IntegerField(help_text="Not in the context: stored − served, on the meter's scale.")
     saved_estimated_tokens = serializers.IntegerField(help_text="The same in Compactor's own count.")
 
@@ -442,6 +451,7 @@ class ContextBreakdownOutSerializer(serializers.Serializer):
         return {
             "prune_before_seq": sb.prune_before_seq,
             "tool_results_pruned": sb.tool_results_pruned,
+            "kept_trimmed": sb.kept_trimmed,
             "saved_tokens": pruned.saved_tokens,
             "saved_estimated_tokens": pruned.saved_estimated_tokens,
         }

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from compaction.core.config import usage_level
-from sessions.breakdown import SegmentRow, SessionBreakdown, session_context_breakdown
+from sessions.breakdown import SegmentRow, SessionBreakdown, kept_trimmed_words, session_context_breakdown
 
 from .present import fmt_ago
 
@@ -86,14 +86,14 @@ def pruned_words(sb: SessionBreakdown) -> str:
     pruned = sb.breakdown.pruned
     if pruned is None:
         return ""
+    saved = f"≈{pruned.saved_tokens:,} tokens saved, not in the context (stored − served size of the kept messages)."
+    if sb.kept_trimmed and not sb.prune_before_seq:
+        return f"Kept messages served lean: {kept_trimmed_words(sb.kept_trimmed)}; {saved}"
     count = sb.tool_results_pruned
     what = f"{count:,} tool output{'s' if count != 1 else ''}" if count is not None else "Tool outputs"
     if not pruned.saved_tokens:
         return f"A prune boundary at #{sb.prune_before_seq:,} is active; no kept tool output is pruned by it."
-    return (
-        f"{what} before #{sb.prune_before_seq:,} served as one-line placeholders: "
-        f"≈{pruned.saved_tokens:,} tokens saved, not in the context (stored − served size of the kept messages)."
-    )
+    return f"{what} before #{sb.prune_before_seq:,} served as one-line placeholders: {saved}"
 
 
 def scale_words(sb: SessionBreakdown) -> str:

@@ -20,6 +20,7 @@ from markdown_it import MarkdownIt
 
 from compaction.core.blocks import IMAGE, TEXT, THINKING_KINDS, TOOL_RESULT, TOOL_USE, block_text
 from compaction.core.config import usage_level
+from compaction.core.kept import plan_from_json
 from compaction.services import skip_reason as compaction_skip_reason
 
 TEXT_PREVIEW_CHARS = 1200
@@ -490,3 +491,31 @@ def render_markdown(text: str) -> SafeString:
         link_rel="noopener noreferrer nofollow",
     )
     return mark_safe(clean)  # noqa: S308 — sanitized by nh3 just above
+
+
+# How each rule of the kept plan (compaction.core.kept) reads on the compaction's page.
+KEPT_RULE_WORDS = {
+    "same": "repeats message #{ref}: a pointer to it",
+    "superseded": "out-of-date read of {path} (changed or read again at #{ref}): head and tail",
+    "long": "long search or listing: head and tail",
+    "large": "over 8,000 tokens: head and tail",
+    "old": "older output: head and tail",
+}
+
+
+@dataclass(frozen=True)
+class KeptTrim:
+    seq: int
+    tool: str
+    what: str
+    tokens: int  # the output as stored
+
+
+def kept_trims(stored_plan: Any) -> list[KeptTrim]:
+    """The tool results a compaction's kept plan serves trimmed or as pointers, by message."""
+    plan = plan_from_json(stored_plan)
+    return [
+        KeptTrim(seq, edit.tool or "tool", KEPT_RULE_WORDS[edit.kind].format(ref=edit.ref, path=edit.path), edit.tokens)
+        for seq, edits in sorted(plan.edits.items())
+        for edit in edits
+    ]

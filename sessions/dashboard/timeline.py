@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction.core.kept import plan_from_json
 from compaction.models import Compaction, Status
 from sessions.models import Message
 
@@ -23,15 +24,16 @@ class TimelineItem:
     prune: bool = False  # a prune-only boundary: no summary to link to
 
 
-def message_state(message: Message, active: Compaction | None) -> str:
-    """How the served context treats this message under the active compaction."""
+def message_state(message: Message, active: Compaction | None, trimmed: frozenset[int] = frozenset()) -> str:
+    """How the served context treats this message under the active compaction (`trimmed`: the
+    seqs its kept plan serves with some tool output trimmed or as a pointer)."""
     if active is None:
         return ""
     if active.first_kept_seq is not None and message.seq < active.first_kept_seq:
         return "compacted"
     if active.prune_before_seq is not None and message.seq < active.prune_before_seq and message.tool_result_ids:
         return "pruned"
-    return ""
+    return "pruned" if message.seq in trimmed else ""
 
 
 def build_timeline(
@@ -43,6 +45,7 @@ def build_timeline(
         if compaction.status == Status.SUCCEEDED and at is not None:
             boundaries.setdefault(at, []).append(compaction)
     items: list[TimelineItem] = []
+    trimmed = frozenset(plan_from_json(active.kept_plan).edits) if active is not None else frozenset()
     if (
         first_page
         and messages
@@ -77,7 +80,7 @@ def build_timeline(
                 kind="message",
                 message=message,
                 blocks=message_blocks(message.content),
-                state=message_state(message, active),
+                state=message_state(message, active, trimmed),
             )
         )
     return items

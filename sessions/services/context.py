@@ -15,9 +15,10 @@ from django.db import transaction
 from django.db.models import Sum
 
 from compaction.core import tokens as core_tokens
+from compaction.core.kept import KeptPlan, kept_content, plan_from_json
 from compaction.core.orphans import orphaned_results, results_as_text
 from compaction.core.provenance import without_provenance
-from compaction.core.prune import prune_served, tool_names
+from compaction.core.prune import prune_content, prune_served, tool_names
 from compaction.core.summary_message import render_summary_message
 from compaction.core.types import Msg
 from compaction.selectors import Overlay, active_overlay
@@ -36,7 +37,7 @@ class ServedMessage:
     content: Any
     tokens: int  # tokens as served (after the prune overlay / truncation)
     stored_tokens: int
-    pruned: bool = False
+    pruned: bool = False  # some tool output served trimmed or as a pointer (prune or kept plan)
     dropped: bool = False  # nothing left to serve (only whitespace-only text): content None, 0 tokens
 
 
@@ -59,6 +60,22 @@ class ServedContext:
 # tokenizer): stored messages are never rewritten, so a count never goes stale. A single
 # result's count is derived from the stored message count and needs no entry.
 PRUNE_OUTPUTS = LRU(100_000)
+
+# The active compaction's kept plan, parsed, by compaction id: a compaction's plan never changes
+# once it is written.
+KEPT_PLANS = LRU(1_000)
+
+
+def overlay_kept_plan(overlay: Overlay | None) -> KeptPlan:
+    """How the overlay serves its kept messages (an empty plan when it trims none)."""
+    if overlay is None or not overlay.kept_plan:
+        return KeptPlan()
+    plan = KEPT_PLANS.get(overlay.id)
+    if plan is None:
+        plan = plan_from_json(overlay.kept_plan)
+        KEPT_PLANS.put(overlay.id, plan)
+    return plan
+
 
 # A message row as the served context and the engine read it: seq, role, content, token_count,
 # provider_usage, the tool ids stored beside the content at append, and its provenance.
@@ -95,13 +112,22 @@ def _pruned_tool_names(session: Session, rows: list[ContextRow], prune_below: in
 
 class _Serving:
     """What serving the rows of one context shares: the tokenizer, the tool names below the
-    prune boundary and the ids answered in context (read only when a message needs them)."""
+    prune boundary, the kept plan and the ids answered in context (read only when a message
+    needs them)."""
 
-    def __init__(self, session: Session, tokenizer: core_tokens.Tokenizer, rows: list[ContextRow], prune_below: int):
+    def __init__(
+        self,
+        session: Session,
+        tokenizer: core_tokens.Tokenizer,
+        rows: list[ContextRow],
+        prune_below: int,
+        kept: KeptPlan | None = None,
+    ):
         self.session_id = session.pk
         self.tokenizer = tokenizer
         self.rows = rows
         self.prune_below = prune_below
+        self.kept = kept or KeptPlan()
         self.names = _pruned_tool_names(session, rows, prune_below) if prune_below else {}
         # Stored counts are the current tokenizer's unless the session switched tokenizers since.
         self.stored_exact = core_tokens.single_tokenizer()
@@ -113,7 +139,9 @@ class _Serving:
     def serve(self, row: ContextRow) -> ServedMessage:
         seq, role, content, stored_tokens, usage = row[:5]
         out, tokens, changed, pruned = content, stored_tokens, False, False
-        if seq < self.prune_below and role == "user" and isinstance(content, list):
+        if seq in self.kept.edits and role == "user" and isinstance(content, list):
+            out, tokens, changed, pruned = self._kept(seq, content)
+        elif seq < self.prune_below and role == "user" and isinstance(content, list):
             out, tokens, changed, pruned = self._pruned(seq, content, stored_tokens)
         elif needs_serving(role, content, usage):  # rare: only these messages are recounted
             if self._answered is None:
@@ -131,6 +159,23 @@ class _Serving:
             pruned=pruned,
             dropped=out is None,
         )
+
+    def _kept(self, seq: int, content: list[Any]) -> tuple[Any, int, bool, bool]:
+        """(content, tokens, changed, pruned) of a kept message the kept plan trims: its count as
+        planned, unless another tokenizer counts now or a prune boundary (a prune made after the
+        summary) trims its other outputs too — then counted."""
+        edits = self.kept.edits[seq]
+        out = kept_content(content, edits, seq=seq)
+        recount = self.kept.tokenizer != self.tokenizer.name
+        if seq < self.prune_below:
+            edited = {edit.block for edit in edits}
+            pruned = prune_content(out, tool_names=self.names, tokenizer=self.tokenizer, seq=seq, skip=edited)
+            recount = recount or any(a is not b for a, b in zip(pruned, out, strict=True))
+            out = pruned
+        if validation.has_blank_text(out):
+            out, recount = validation.without_blank_text(out), True
+        tokens = self.count(out) if recount else self.kept.tokens[seq]
+        return out, tokens, True, True
 
     def _pruned(self, seq: int, content: list[Any], stored_tokens: int) -> tuple[Any, int, bool, bool]:
         """(content, tokens, changed, pruned) of a user message below the prune boundary."""
@@ -173,7 +218,7 @@ def served_context(session: Session, *, keep_stored: bool = False) -> ServedCont
     if overlay and overlay.has_summary:
         summary_text = render_summary_message(overlay.summary, overlay.turn_prefix_summary or "")
     rows = context_rows(session, first_kept)
-    serving = _Serving(session, tokenizer, rows, overlay.prune_below if overlay else 0)
+    serving = _Serving(session, tokenizer, rows, overlay.prune_below if overlay else 0, overlay_kept_plan(overlay))
     served = [serving.serve(row) for row in rows]
     if first_kept > 1:
         _serve_orphaned_results(served, tokenizer)

@@ -183,9 +183,10 @@ def test_the_dashboard_shows_the_runway_left_and_what_a_compaction_cost(client, 
     assert "Why this compaction" in detail and "summarize: lands at" in detail
 
 
-def test_the_kept_tail_is_the_task_in_progress(user):
+def test_the_kept_tail_is_the_task_in_progress(user, settings):
     """The snapshot reads where the task in progress began from the stored messages: the
     default keep budget keeps its messages and no more (the summary hands over the rest)."""
+    settings.COMPACTOR = {**settings.COMPACTOR, "KEEP_RECENT_TOKENS": 20_000}  # a default far above the task
     session = make_session(user, window=200_000, auto_compact_token_limit=100_000, keep_recent_tokens=None)
     append(session, conversation(30, tools=2, size=150))
     start = [

@@ -229,8 +229,9 @@ def test_auto_compaction_fires_past_the_trigger(user, django_capture_on_commit_c
 
 
 def test_loop_guard_holds_auto_compaction_until_new_messages(user):
-    # A window so small that even the kept part is over the trigger: compaction cannot help.
-    session = make_session(user, window=4_000, keep_recent_tokens=3_000, reserve_tokens=1_000)
+    # A window so small that even the kept part is over the trigger: compaction cannot help (its
+    # tool output served whole: trimmed, the kept part would fit).
+    session = make_session(user, window=4_000, keep_recent_tokens=3_000, reserve_tokens=1_000, prune_tool_outputs=False)
     append(session, conversation(8))
     job = request_and_run(session, reason="threshold")
     assert job.status in {Status.SUCCEEDED, Status.SKIPPED}
@@ -475,16 +476,16 @@ def test_keep_budget_is_measured_as_served_under_a_prune_overlay(user):
     job = request_and_run(session, overrides={"keep_recent_tokens": keep})
     assert job.status == Status.SUCCEEDED, job.error or job.detail
     assert job.first_kept_seq == preview["first_kept_seq"] < pruned.prune_before_seq
-    assert (
-        job.prune_before_seq >= pruned.prune_before_seq
-    )  # still pruned in the kept part (and the kept tail's older output too)
+    # The kept part is served lean (prune+summarize): its plan replaces the prune boundary.
+    assert job.prune_before_seq is None and job.kept_plan
     kept_served = sum(t for seq, t in served.items() if seq >= job.first_kept_seq)
     assert kept_served >= keep
-    # What the preview said stays is what is served after the job (its kept tail's older output
-    # trimmed too: prune+summarize).
+    # What the preview said stays is what is served after the job.
     session.refresh_from_db()
     after = {m.seq: m.tokens for m in session_services.context_messages(session, served=True)}
     assert preview["tokens_kept"] == sum(t for seq, t in after.items() if seq >= job.first_kept_seq)
+    # Every kept output the prune trimmed is still trimmed (and the kept tail's older output too).
+    assert all(after[seq] <= served[seq] for seq in range(job.first_kept_seq, pruned.prune_before_seq))
 
 
 def test_a_transient_database_error_hands_the_job_back_for_the_retry(user, monkeypatch):
@@ -585,9 +586,10 @@ def _calibrated_low_trigger_session(user, *, overhead: int, **settings):
     return session, estimate
 
 
-def test_default_keep_budget_is_capped_to_land_well_under_a_low_trigger(user):
-    # The default keep (20,000) + 20,000 only the provider counts + the summary ≈ a 45k trigger:
+def test_default_keep_budget_is_capped_to_land_well_under_a_low_trigger(user, settings):
+    # A default keep of 20,000 + 20,000 only the provider counts + the summary ≈ a 45k trigger:
     # uncapped, the compaction lands just under the trigger and the next messages re-trigger it.
+    settings.COMPACTOR = {**settings.COMPACTOR, "KEEP_RECENT_TOKENS": 20_000}
     session, estimate = _calibrated_low_trigger_session(user, overhead=20_000)
     trigger = 45_000
     assert estimate + 20_000 > trigger

@@ -95,7 +95,7 @@ CASES = [
         "a prune that relieves too little loses to a summary",
         TOOL_HEAVY,
         {"settings": {"auto_compact_token_limit": 100_000, "prune_min_relief": 0.9}},
-        PRUNE_SUMMARIZE,  # the kept tail's older tool output is trimmed too (beyond its newest 2,000 tokens)
+        PRUNE_SUMMARIZE,  # the kept tail served lean: older tool output trimmed (beyond its newest 2,000 tokens)
         [PRUNE, SUMMARIZE, PRUNE_SUMMARIZE],
         "not prune relieves",
     ),
@@ -124,12 +124,12 @@ CASES = [
         "the fewest cache tokens per token of runway",
     ),
     (
-        "overflow (force) summarizes without pruning the kept part",
+        "overflow (force) serves the kept part lean too: what it keeps must fit the window",
         LONG_TOOL_HEAVY,
         {"force": True, "settings": LARGE_KEEP},
-        SUMMARIZE,
-        [SUMMARIZE],
-        "summarize",
+        PRUNE_SUMMARIZE,
+        [SUMMARIZE, PRUNE_SUMMARIZE],
+        "the fewest cache tokens per token of runway",
     ),
     (
         "strategy prune makes a prune however little it relieves",
@@ -204,7 +204,7 @@ def test_plan_chooses(case, messages, changes, chosen, weighed, words):
         assert plan.prune is not None and plan.prune.prune_before_seq is not None
     else:
         assert plan.cut is not None and not plan.cut.nothing_to_compact and plan.summary_tokens > 0
-        assert (plan.kept_prune is not None) == (PRUNE_SUMMARIZE in weighed)
+        assert (plan.kept_plan is not None) == (PRUNE_SUMMARIZE in weighed)
 
 
 def test_the_weighed_candidates_are_what_the_job_stores_and_the_api_answers():
@@ -315,6 +315,36 @@ def test_a_summary_over_the_target_is_cut_again_with_a_smaller_keep():
     assert plan.decision.chosen.tokens_after <= target
     assert len(plan.cut.kept) < len(unshrunk.cut.kept)
     assert plan.keep_budget == keep_budget(snapshot)  # the detail reports the budget before shrinking
+
+
+def edit_heavy_turn(steps: int) -> list[tuple[str, Any]]:
+    """One request, then `steps` edits whose inputs hold the new code (~500 tokens each) and
+    whose results say "ok": nothing in it the kept plan can trim."""
+    contents: list[tuple[str, Any]] = [("user", "Port the theme module.")]
+    for n in range(steps):
+        use = {"type": "tool_use", "id": f"e{n}", "name": "edit", "input": {"path": f"src/t{n}.ts", "new": _text(480)}}
+        contents.append(("assistant", [use]))
+        contents.append(("user", [{"type": "tool_result", "tool_use_id": f"e{n}", "content": "ok"}]))
+    return contents
+
+
+def test_a_default_budget_serves_at_most_one_and_a_half_times_itself_after_a_compaction():
+    """At the default keep budget the cut may move back to the start of the turn for up to half
+    as much again; with the summary added, what a compaction serves would pass 1.5 × the budget
+    (15,000 at the default 10,000), so the part is cut again, later, inside the turn."""
+    early = [(m.role, m.content) for m in CHATTY]
+    contents = early + edit_heavy_turn(26)  # a ~13k-token turn: the cut moves back to its start
+    messages = [Msg(seq, role, c, count_content(c)) for seq, (role, c) in enumerate(contents, start=1)]
+    config = CompactionConfig(context_window=200_000)
+    snapshot = inputs(messages, config=config, previous_summary_tokens=3_000)
+    assert config.keep_recent_tokens == 10_000
+    plan = policy.plan(snapshot)
+    served = plan.summary_tokens + FRAMING + sum(m.tokens for m in plan.cut.kept)
+    assert served <= 15_000
+    as_budget = policy.plan(replace(snapshot, keep_explicit=True))  # the same budget, honoured as given
+    assert as_budget.cut.first_kept_seq == len(early) + 1  # the turn's start
+    assert as_budget.summary_tokens + FRAMING + sum(m.tokens for m in as_budget.cut.kept) > 15_000
+    assert plan.cut.first_kept_seq > len(early) + 1  # cut inside the turn
 
 
 def test_the_summary_estimate_grows_with_the_previous_summary_up_to_the_budget():
