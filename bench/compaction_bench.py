@@ -103,14 +103,13 @@ def main() -> int:
         api_key=None, base_url=None, model=config.summarizer_model, timeout=30, max_retries=0, strategy="extractive"
     )
     inp = SummaryInput(
-        messages=list(cut.to_summarize),
-        turn_prefix=list(cut.turn_prefix),
+        messages=list(cut.summarized),
         output_budget=config.summary_budget,
         model=config.summarizer_model,
     )
     summarize_ms, summary = timed(lambda: summarize(inp, chain))
-    summarized_tokens = sum(m.tokens for m in cut.to_summarize) + sum(m.tokens for m in cut.turn_prefix)
-    summary_tokens = count_text(summary.summary) + count_text(summary.turn_prefix_summary)
+    summarized_tokens = cut.summarized_tokens
+    summary_tokens = count_text(summary.summary)
 
     rows = [
         ("transcript", f"{args.transcript.name} ({len(transcript.messages)} messages, read in {read_ms:.0f} ms)"),

@@ -109,8 +109,7 @@ class Cut:
                 estimated_before=self.total,
                 calibration=None,
                 system_prompt_tokens=0,
-                summary_framing_tokens=count_content(render_summary_message("", "")),
-                split_summary_framing_tokens=count_content(render_summary_message("", "x")),
+                summary_framing_tokens=count_content(render_summary_message("")),
                 strategy="extractive",
                 work_start_seq=self.start,
             )
@@ -128,8 +127,7 @@ class Cut:
             started = time.perf_counter()
             result = summarize(
                 SummaryInput(
-                    messages=list(cut.to_summarize),
-                    turn_prefix=list(cut.turn_prefix),
+                    messages=list(cut.summarized),
                     output_budget=config.summary_budget,
                     model=config.summarizer_model,
                     kept=list(cut.kept),
@@ -137,7 +135,7 @@ class Cut:
                 chain,
             )
             seconds = time.perf_counter() - started
-            text = render_summary_message(result.summary, result.turn_prefix_summary)
+            text = render_summary_message(result.summary)
             self.summaries[cut.first_kept_seq] = (count_content(text), seconds)
         tokens, seconds = self.summaries[cut.first_kept_seq]
         self.timings["compaction"] += seconds

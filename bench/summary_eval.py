@@ -369,8 +369,7 @@ def compact_once(
             estimated_before=total,
             calibration=None,
             system_prompt_tokens=0,
-            summary_framing_tokens=count_content(render_summary_message("", "")),
-            split_summary_framing_tokens=count_content(render_summary_message("", "x")),
+            summary_framing_tokens=count_content(render_summary_message("")),
             keep_explicit=keep is not None,
             strategy="extractive",
             instructions=instructions or "",
@@ -382,8 +381,7 @@ def compact_once(
         api_key=None, base_url=None, model=config.summarizer_model, timeout=30, max_retries=0, strategy="auto"
     )
     inp = SummaryInput(
-        messages=list(cut.to_summarize),
-        turn_prefix=list(cut.turn_prefix),
+        messages=list(cut.summarized),
         instructions=instructions,
         output_budget=config.summary_budget,
         model=config.summarizer_model,
@@ -397,7 +395,7 @@ def compact_once(
 def served_text(result: Any) -> str:
     from compaction.core.summary_message import render_summary_message
 
-    return render_summary_message(result.summary, result.turn_prefix_summary)
+    return render_summary_message(result.summary)
 
 
 def score_summary(fidelity: ModuleType, scored: list[dict], events: RangeEvents, text: str) -> SummaryScore:
@@ -432,7 +430,7 @@ def evaluate_session(path: Path, fidelity: ModuleType | None = None, *, replay: 
     history, claude_summary = history_before_compaction(path)
     cut, ours = compact_once(history)
     _, focused = compact_once(history, instructions=FOCUS_HASHES)
-    summarized = _as_api([*cut.to_summarize, *cut.turn_prefix])
+    summarized = _as_api(cut.summarized)
     events = range_events(summarized)
     full_events = range_events(history)
     llm = None

@@ -14,7 +14,13 @@ from django.utils.html import format_html
 
 from compaction.core.kept import plan_from_json
 from sessions.breakdown import kept_trimmed_words
-from sessions.dashboard.present import fidelity_view, message_blocks, render_markdown, strip_file_tags
+from sessions.dashboard.present import (
+    fidelity_view,
+    message_blocks,
+    render_markdown,
+    strip_file_tags,
+    summarizer_calls,
+)
 from sessions.models import Message, Session
 
 from . import review
@@ -306,6 +312,7 @@ class CompactionAdmin(admin.ModelAdmin):
             "is_active": is_active,
             "rejected_active": is_active and compaction.review_status == ReviewStatus.REJECTED,
             "fidelity": fidelity_view(compaction.fidelity),
+            "summarizer_calls": summarizer_calls(compaction.usage),
             "rerun_of": review.rerun_of(compaction),
             "dashboard_url": reverse("dashboard:compaction-detail", args=[compaction.session_id, compaction.pk]),
             "timeline_url": reverse("dashboard:session-detail", args=[compaction.session_id]),

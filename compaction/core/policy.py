@@ -266,7 +266,6 @@ class PolicyInputs:
     calibration: Calibration | None
     system_prompt_tokens: int
     summary_framing_tokens: int  # the summary message's fixed preamble, counted exactly
-    split_summary_framing_tokens: int  # the same with the heading of a split turn's prefix summary
     previous_summary_tokens: int = 0  # the active compaction's summary (merged into the new one)
     previous_prune_before_seq: int | None = None  # the active prune boundary, if any
     # keep_recent_tokens / preserve_messages set by the request or the session (not a default):
@@ -411,10 +410,9 @@ def _summary(snap: _Snapshot, cut: CutPlan) -> _Summary:
         previous_summary_tokens=inputs.previous_summary_tokens,
         tokens_summarized=sum(snap.served_tokens(m) for m in summarized),
     )
-    # The summary is served as one user message with a fixed preamble (and a heading for a
-    # split turn's prefix summary): that framing is counted exactly by the caller.
-    framing = inputs.split_summary_framing_tokens if cut.split_turn else inputs.summary_framing_tokens
-    estimated = inputs.system_prompt_tokens + framing + summary_tokens + kept_served
+    # The summary is served as one user message with a fixed preamble: that framing is counted
+    # exactly by the caller.
+    estimated = inputs.system_prompt_tokens + inputs.summary_framing_tokens + summary_tokens + kept_served
     # The summary message replaces the start of the conversation: only the system prompt (and
     # what only the provider counts) stays cached.
     candidate = Candidate(

@@ -11,6 +11,9 @@ TURN_PREFIX_HEADING = "\n\n---\n\n**The turn in progress began before this point
 
 
 def render_summary_message(summary: str, turn_prefix_summary: str = "") -> str:
+    """The summary as the model reads it. `turn_prefix_summary` is only ever set on compactions
+    made before every summary was one text (a split turn's second layer): they are served as
+    they were made."""
     text = f"{SUMMARY_PREFIX}<summary>\n{summary.strip()}\n</summary>"
     if turn_prefix_summary.strip():
         text += f"{TURN_PREFIX_HEADING}<turn-prefix-summary>\n{turn_prefix_summary.strip()}\n</turn-prefix-summary>"

@@ -65,7 +65,6 @@ class Snapshot:
     served_messages: list[Msg]  # in context, as served (pruning plans)
     keep_explicit: bool  # a keep setting given by the request or the session: honoured, never capped
     summary_framing_tokens: int
-    split_summary_framing_tokens: int
     work_start_seq: int | None = None  # where the task in progress began (core.work.work_start)
 
     @property
@@ -84,7 +83,6 @@ class Snapshot:
             calibration=self.calibration,
             system_prompt_tokens=self.session.system_prompt_tokens,
             summary_framing_tokens=self.summary_framing_tokens,
-            split_summary_framing_tokens=self.split_summary_framing_tokens,
             previous_summary_tokens=based_on.summary_tokens if based_on else 0,
             previous_prune_before_seq=based_on.prune_before_seq if based_on else None,
             keep_explicit=self.keep_explicit,
@@ -116,10 +114,9 @@ def snapshot_take(session_id, overrides: dict[str, Any] | None) -> Snapshot:
         calibration_offset=usage.calibration_offset or 0,
         served_messages=served_messages,
         keep_explicit=any((layer or {}).get(key) is not None for layer in layers for key in KEEP_SETTINGS),
-        # The summary is served as one user message with a fixed preamble (and a heading for a
-        # split turn's prefix summary): that framing is counted exactly, with the session's tokenizer.
-        summary_framing_tokens=count_content(render_summary_message("", ""), tokenizer),
-        split_summary_framing_tokens=count_content(render_summary_message("", "x"), tokenizer),
+        # The summary is served as one user message with a fixed preamble: that framing is
+        # counted exactly, with the session's tokenizer.
+        summary_framing_tokens=count_content(render_summary_message(""), tokenizer),
         work_start_seq=work_start(fold(messages, from_json(_stored_state(session.active_compaction)))),
     )
 
@@ -138,6 +135,8 @@ class NewOverlay:
     strategy: str
     first_kept_seq: int | None
     summary: str = ""
+    # A compaction made before summaries were one text (a split turn's second layer): a prune
+    # keeps it as it is. New summaries never write one.
     turn_prefix_summary: str = ""
     summary_tokens: int = 0
     split_turn: bool = False
@@ -230,8 +229,8 @@ def _previous_summary(based_on: Compaction | None) -> str | None:
         return None
     text = based_on.summary
     if based_on.turn_prefix_summary.strip():
-        # The old turn-prefix summary describes messages that are now being summarized too:
-        # hand it to the update prompt so it is merged, not dropped.
+        # A compaction from before summaries were one text kept a split turn's earlier part as a
+        # second layer; it describes messages now summarized too: merged, not dropped.
         text += "\n\n## Earlier part of the turn that was in progress\n\n" + based_on.turn_prefix_summary.strip()
     return text
 
@@ -279,9 +278,10 @@ def _summarize(
         config=config, strategy=strategy, timeout=run.llm_timeout, max_retries=run.max_retries
     )
     previous_files = FileOps(list(based_on.read_files), list(based_on.modified_files)) if based_on else FileOps()
+    # Everything before the kept messages is one history, a long turn cut inside included: one
+    # summary, never a second layer for the turn's earlier part that could disagree with it.
     inp = SummaryInput(
-        messages=list(cut.to_summarize),
-        turn_prefix=list(cut.turn_prefix),
+        messages=list(cut.summarized),
         previous_summary=_previous_summary(based_on),
         previous_files=previous_files,
         instructions=instructions or None,
@@ -289,7 +289,7 @@ def _summarize(
         output_budget=config.summary_budget,
         model=config.summarizer_model,
         kept=list(cut.kept),
-        previous_state=_previous_state(snap, min(m.seq for m in [*cut.to_summarize, *cut.turn_prefix])),
+        previous_state=_previous_state(snap, min(m.seq for m in cut.summarized)),
     )
     if run.time_budget is not None and chain and chain[0].name not in ("extractive", "truncate"):
         return (*_summarize_within(inp, chain, config=config, budget=run.time_budget), inp)
@@ -376,7 +376,7 @@ def _summary_detail(snap: Snapshot, plan: PolicyPlan) -> str:
 
 def _summary_overlay(snap: Snapshot, plan: PolicyPlan, result: SummaryResult, fallbacks: list[Fallback]) -> NewOverlay:
     cut, based_on = plan.cut, snap.based_on
-    summarized = [*cut.to_summarize, *cut.turn_prefix]
+    summarized = cut.summarized
     tokenizer = ss.session_tokenizer(snap.session)
     kept_plan: dict[str, Any] = {}
     if plan.decision.chosen.kind == PRUNE_SUMMARIZE:
@@ -390,14 +390,13 @@ def _summary_overlay(snap: Snapshot, plan: PolicyPlan, result: SummaryResult, fa
         strategy=result.strategy,
         fallbacks=fallbacks,
         summary=result.summary,
-        turn_prefix_summary=result.turn_prefix_summary,
-        summary_tokens=count_text(result.summary, tokenizer) + count_text(result.turn_prefix_summary, tokenizer),
+        summary_tokens=count_text(result.summary, tokenizer),
         read_files=result.read_files,
         modified_files=result.modified_files,
         first_summarized_seq=min(m.seq for m in summarized),
         last_summarized_seq=max(m.seq for m in summarized),
         first_kept_seq=cut.first_kept_seq,
-        split_turn=cut.split_turn,
+        split_turn=cut.split_turn,  # information: the kept part starts inside a turn
         messages_summarized=len(summarized),
         prune_before_seq=prune_before_seq,
         kept_plan=kept_plan,
@@ -443,7 +442,7 @@ def outcome_compute(
 
 def _dry_run_summary(snap: Snapshot, plan: PolicyPlan, *, strategy: str) -> dict[str, Any]:
     cut = plan.cut
-    summarized = [*cut.to_summarize, *cut.turn_prefix]
+    summarized = cut.summarized
     seqs = [m.seq for m in summarized]
     kept_served = sum(tokens for seq, tokens in snap.served_tokens.items() if seq >= cut.first_kept_seq)
     extra: dict[str, Any] = {}

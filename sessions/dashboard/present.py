@@ -193,7 +193,81 @@ def tokens_saved(compaction: Any) -> int | None:
 
 
 # The prune planner's own estimate; the page shows tokens_saved instead (one figure, one basis).
-HIDDEN_USAGE_KEYS = frozenset({"tokens_saved_estimate"})
+# The summarizer's calls have their own table (summarizer_calls).
+HIDDEN_USAGE_KEYS = frozenset({"tokens_saved_estimate", "per_call"})
+
+
+@dataclass(frozen=True)
+class SummarizerCall:
+    """One call to the summarizer model as the compaction pages show it (figures formatted)."""
+
+    label: str  # "1", "2", … or "Total"
+    input_tokens: str  # uncached input, as the provider reports it
+    cache_write: str
+    cache_read: str
+    output_tokens: str
+    cost: str
+    latency: str
+    stop_reason: str
+    shown: str  # how much of the history the model was shown
+
+
+def _usd(value: Any) -> str:
+    return f"${value:,.4f}" if isinstance(value, (int, float)) else "—"
+
+
+def _shown(call: dict[str, Any]) -> str:
+    tokens = call.get("transcript_tokens")
+    if not isinstance(tokens, int):
+        return "—"
+    cap = call.get("tool_output_cap")
+    how = "whole" if cap is None else f"tool outputs cut to {cap:,} characters"
+    return f"{tokens:,} tokens, {how}"
+
+
+def summarizer_calls(usage: dict[str, Any] | None) -> list[SummarizerCall]:
+    """The summarizer's calls of a compaction — tokens, cost, latency, what the model was shown —
+    and their total; [] for a compaction that made none or was recorded without them."""
+    calls = [c for c in (usage or {}).get("per_call") or [] if isinstance(c, dict)]
+    if not calls:
+        return []
+
+    def figure(call: dict[str, Any], key: str) -> str:
+        return fmt_int(call.get(key)) if isinstance(call.get(key), int) else "—"
+
+    rows = [
+        SummarizerCall(
+            label=str(n),
+            input_tokens=figure(call, "input_tokens"),
+            cache_write=figure(call, "cache_creation_input_tokens"),
+            cache_read=figure(call, "cache_read_input_tokens"),
+            output_tokens=figure(call, "output_tokens"),
+            cost=_usd(call.get("cost_usd")),
+            latency=fmt_duration(call.get("ms")) if isinstance(call.get("ms"), int) else "—",
+            stop_reason=str(call.get("stop_reason") or "—"),
+            shown=_shown(call),
+        )
+        for n, call in enumerate(calls, start=1)
+    ]
+    if len(rows) > 1:
+        total = {key: sum(c.get(key) or 0 for c in calls) for key in ("input_tokens", "output_tokens", "ms")}
+        total |= {
+            k: sum(c.get(k) or 0 for c in calls) for k in ("cache_creation_input_tokens", "cache_read_input_tokens")
+        }
+        rows.append(
+            SummarizerCall(
+                label="Total",
+                input_tokens=figure(total, "input_tokens"),
+                cache_write=figure(total, "cache_creation_input_tokens"),
+                cache_read=figure(total, "cache_read_input_tokens"),
+                output_tokens=figure(total, "output_tokens"),
+                cost=_usd((usage or {}).get("cost_usd")),
+                latency=fmt_duration(total["ms"]),
+                stop_reason="",
+                shown="",
+            )
+        )
+    return rows
 
 
 # --- fidelity ---------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from .present import (
     render_markdown,
     skip_reason,
     strip_file_tags,
+    summarizer_calls,
     tokens_saved,
 )
 from .timeline import build_timeline, fallbacks_text, usage_items
@@ -267,6 +268,7 @@ def compaction_detail(request: HttpRequest, session_id: UUID, compaction_id: UUI
         "turn_prefix_html": render_markdown(compaction.turn_prefix_summary) if compaction.turn_prefix_summary else "",
         "fallbacks": compaction.fallbacks or [],
         "usage_items": usage_items({k: v for k, v in (compaction.usage or {}).items() if k not in HIDDEN_USAGE_KEYS}),
+        "summarizer_calls": summarizer_calls(compaction.usage),
         "saved": fmt_int(tokens_saved(compaction)),
         "fidelity": fidelity_view(compaction.fidelity),
         "pruned_outputs": queries.compaction_pruned_outputs(session=session, compaction=compaction),

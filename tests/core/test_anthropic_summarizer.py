@@ -80,7 +80,6 @@ def _history(turns: int = 6, pad: int = 300) -> list[Msg]:
 def _input(**kwargs) -> SummaryInput:
     defaults = dict(
         messages=_history(),
-        turn_prefix=[],
         previous_summary=None,
         previous_files=FileOps(),
         instructions=None,
@@ -126,7 +125,7 @@ def test_success_uses_the_sdk_and_records_usage(server):
     assert request.system_text == SYSTEM_PROMPT
     assert request.body["max_tokens"] == inp.output_budget
     assert request.body["model"] == "claude-haiku-4-5"
-    assert request.prompt.startswith("<conversation>\n[User]: Fix the failing test")
+    assert request.prompt.startswith("<conversation>\n#1 [User]: Fix the failing test")
     # Prompt caching: the system prompt and the transcript block (the stable prefix) are
     # marked; the task, rules and ledger after the transcript are not.
     assert request.cache_breakpoints == ["system[0]", "messages[0].content[0]"]
@@ -185,12 +184,27 @@ def test_the_prompt_carries_the_must_keep_ledger_and_the_focus(server):
     assert rest.rstrip().endswith("Keep every pytest command and its exit status.")
 
 
-def test_429_is_retried_then_succeeds(server):
-    server.push(Step.error(429, "rate limited"), Step.success(VALID))
+@pytest.mark.parametrize("status", [429, 500, 503, 529])
+def test_the_sdk_retries_a_transient_error_then_succeeds(server, status):
+    server.push(Step.error(status, "try again"), Step.error(status, "try again"), Step.success(VALID))
+    result = summarize(_input(), _chain(server, max_retries=2))
+    assert len(server.requests) == 3
+    assert result.strategy == "anthropic" and result.fallbacks == []
+    # The SDK's own retry loop: it counts its retries in a header of every attempt.
+    assert [r.headers.get("x-stainless-retry-count") for r in server.requests] == ["0", "1", "2"]
+    assert result.usage["calls"] == 1  # one answered call; the failed attempts cost nothing
+
+
+def test_retry_after_is_honoured(server):
+    import time
+
+    throttled = Step.error(429, "slow down", retry_after_ms=None)
+    throttled.headers["retry-after"] = "1"
+    server.push(throttled, Step.success(VALID))
+    started = time.monotonic()
     result = summarize(_input(), _chain(server))
-    assert len(server.requests) == 2
-    assert result.strategy == "anthropic"
-    assert result.fallbacks == []
+    assert result.strategy == "anthropic" and len(server.requests) == 2
+    assert time.monotonic() - started >= 1.0
 
 
 def test_persistent_529_is_retried_then_falls_back_to_extractive(server):
@@ -273,6 +287,7 @@ def test_persistent_500_falls_back(server):
     ("text", "reason"),
     [
         ("Sure! I'll keep fixing the slug test now. Running pytest again.", "continuation"),
+        (VALID + "\n\n#15 [Assistant]: Running pytest again.", "continuation"),  # the transcript's own format
         ("The tests failed a few times and then the assistant kept going.", "missing required sections"),
         ("", "empty"),
         (
@@ -309,21 +324,101 @@ def test_markdown_fence_and_short_preamble_are_stripped(server):
     assert result.summary.index("## Where Things Stand") < result.summary.index("## Goal")
 
 
-def test_split_turn_makes_a_separate_turn_prefix_call(server):
-    prefix = [
-        _msg(20, "user", "Now port the importer to the new API."),
-        *[_msg(21 + i, "assistant", f"Working on part {i} of the importer port.") for i in range(5)],
-    ]
-    turn_text = "## Turn Request\nPort the importer.\n\n## Attempted So Far\n- Parts 0-4"
-    server.push(Step.success(VALID), Step.success(turn_text))
-    result = summarize(_input(turn_prefix=prefix), _chain(server))
-    assert result.strategy == "anthropic"
-    assert len(server.requests) == 2
-    assert "EARLIER PART of a single turn" in server.requests[1].prompt
-    assert "Now port the importer" in server.requests[1].prompt
-    # The history's prompt holds the history only (the work state after it names the turn).
-    assert "Now port the importer" not in server.requests[0].prompt.split("</conversation>")[0]
-    assert result.turn_prefix_summary == turn_text
+def test_a_reply_quoting_a_commit_template_is_served_whole(server):
+    """The model quoted the session's template `feat: <summary> (<task id>)`: the reply is the
+    summary, headings and all (it was cut at the quote and fell back to extractive)."""
+    reply = VALID.replace(
+        "- Never touch migrations.", "- Never touch migrations.\n- Commits: `feat: <summary> (<task id>)`"
+    )
+    server.push(Step.success(reply))
+    result = summarize(_input(), _chain(server))
+    assert result.strategy == "anthropic", result.fallbacks
+    assert "- Commits: `feat: <summary> (<task id>)`" in result.summary
+    assert (
+        result.summary.index("## Goal") < result.summary.index("feat: <summary>") < result.summary.index("## Progress")
+    )
+
+
+def _long_turn(first_seq: int = 20, steps: int = 12) -> list[Msg]:
+    """One request, then the agent working alone: a call and its result per step."""
+    turn = [_msg(first_seq, "user", "Now port the importer to the new API.")]
+    for i in range(steps):
+        seq = first_seq + 1 + 2 * i
+        use = {"type": "tool_use", "id": f"p{i}", "name": "Edit", "input": {"file_path": f"importer/part{i}.py"}}
+        turn.append(_msg(seq, "assistant", [{"type": "text", "text": f"Porting part {i} of the importer."}, use]))
+        turn.append(_msg(seq + 1, "user", [{"type": "tool_result", "tool_use_id": f"p{i}", "content": "ok"}]))
+    return turn
+
+
+def test_a_long_autonomous_turn_cut_inside_is_summarized_in_one_call(server):
+    """The turn's earlier part is history: one request, one text — never a second layer."""
+    turn = _long_turn()
+    summarized, kept = [*_history(), *turn[:15]], turn[15:]  # the cut falls inside the turn
+    server.push(Step.success(VALID))
+    result = summarize(_input(messages=summarized, kept=kept), _chain(server))
+    assert result.strategy == "anthropic", result.fallbacks
+    assert len(server.requests) == 1 and result.usage["calls"] == 1
+    (request,) = server.requests
+    transcript = request.prompt.split("</conversation>")[0]
+    assert "#1 [User]: Fix the failing test" in transcript and "#20 [User]: Now port the importer" in transcript
+    assert "the assistant's work on the request at #20" in request.prompt
+    assert "EARLIER PART" not in request.prompt and "## Turn Request" not in request.prompt
+    assert not hasattr(result, "turn_prefix_summary")
+    # The kept part of the turn is shown after the transcript, so the status is stated as of it.
+    shown = request.prompt.split("<kept-messages>")[1].split("</kept-messages>")[0]
+    assert shown.startswith(f"\n#{kept[0].seq} ") and f"#{kept[-1].seq} [Tool result]" in shown
+    assert f"#{kept[0].seq} " not in transcript
+
+
+def _audit(sizes: dict[str, int]) -> list[Msg]:
+    """One request, then a Bash call per entry whose output is about that many characters; every
+    output line names its output and its number, so what the model was shown can be checked."""
+    msgs = [_msg(1, "user", "Audit every package and report what you find. Never touch migrations.")]
+    for i, (tag, size) in enumerate(sizes.items()):
+        lines = [f"{tag} line {n}: package checked, {n * 7} files, nothing to report" for n in range(size // 55 + 1)]
+        use = {"type": "tool_use", "id": tag, "name": "Bash", "input": {"command": f"audit {tag}"}}
+        msgs.append(_msg(2 + 2 * i, "assistant", [{"type": "text", "text": f"Auditing {tag}."}, use]))
+        result = {"type": "tool_result", "tool_use_id": tag, "content": "\n".join(lines)}
+        msgs.append(_msg(3 + 2 * i, "user", [result]))
+    return msgs
+
+
+def test_a_100k_token_history_reaches_a_200k_window_model_whole(server):
+    msgs = _audit({f"pkg{i}": 16_000 for i in range(24)})
+    assert sum(m.tokens for m in msgs) > 100_000
+    server.push(Step.success(VALID))
+    result = summarize(_input(messages=msgs, output_budget=13_107), _chain(server, model="claude-haiku-4-5"))
+    assert result.strategy == "anthropic", result.fallbacks
+    (request,) = server.requests
+    transcript = request.prompt.split("</conversation>")[0]
+    assert "truncated" not in transcript
+    for m in msgs[2::2]:  # every output, every line of it
+        assert m.content[0]["content"] in transcript
+    (call,) = result.usage["per_call"]
+    assert call["transcript_tokens"] > 100_000 and call["tool_output_cap"] is None
+
+
+def test_a_history_above_the_window_is_cut_longest_first_in_one_call(server):
+    sizes = {"huge": 90_000, "large": 60_000, "medium": 8_000, **{f"small{i}": 1_200 for i in range(10)}}
+    msgs = _audit(sizes)
+    window = 40_000  # the history is ~45k tokens: it cannot be shown whole
+    assert sum(m.tokens for m in msgs) > window
+    server.push(Step.success(VALID))
+    result = summarize(_input(messages=msgs, output_budget=2048), _chain(server, context_window=window))
+    assert result.strategy == "anthropic", result.fallbacks
+    (request,) = server.requests  # one call: cutting the longest outputs made it fit
+    assert count_text(SYSTEM_PROMPT) + count_text(request.prompt) + 2048 < window
+    transcript = request.prompt.split("</conversation>")[0]
+    outputs = {m.content[0]["tool_use_id"]: m.content[0]["content"] for m in msgs[2::2]}
+    # The two longest were cut (head and tail kept, the middle's size said); the rest are whole.
+    for tag in ("huge", "large"):
+        assert outputs[tag] not in transcript
+        assert outputs[tag].splitlines()[0] in transcript and outputs[tag].splitlines()[-1] in transcript
+    assert transcript.count("truncated") == 2
+    for tag in ("medium", *(f"small{i}" for i in range(10))):
+        assert outputs[tag] in transcript, tag
+    (call,) = result.usage["per_call"]
+    assert 8_000 < call["tool_output_cap"] < 60_000
 
 
 def _merging_responder(record: Recorded) -> Step:
@@ -340,7 +435,7 @@ def test_history_larger_than_the_summarizer_window_is_chunked_and_merged(server)
     server.default = _merging_responder
     history = _history(turns=40, pad=300)  # ~40 × 330 tokens
     window = 12_000
-    inp = _input(messages=history, output_budget=1024)
+    inp = _input(messages=history[:-2], kept=history[-2:], output_budget=1024)
     chain = _chain(server, context_window=window)
     result = summarize(inp, chain)
 
@@ -351,6 +446,8 @@ def test_history_larger_than_the_summarizer_window_is_chunked_and_merged(server)
     for index, request in enumerate(server.requests):
         assert count_text(SYSTEM_PROMPT) + count_text(request.prompt) + 1024 < window
         assert ("<previous-summary>" in request.prompt) == (index > 0)
+        # The kept messages, the work state and the ledger go with the last chunk only.
+        assert ("<kept-messages>" in request.prompt) == (index == calls - 1)
     # Every step of every chunk survived the merges.
     for n in range(40):
         assert f"- step {n} seen" in result.summary
@@ -407,23 +504,28 @@ def test_cost_table():
     assert cost_usd("claude-sonnet-4-5", 0, 0, cache_read_tokens=1_000_000) == 0.3
 
 
-def test_split_turn_without_history_before_it(server):
-    prefix = [
-        _msg(20, "user", "Now port the importer to the new API."),
-        *[_msg(21 + i, "assistant", f"Working on part {i} of the importer port.") for i in range(5)],
-    ]
-    turn_text = "## Turn Request\nPort the importer.\n\n## Attempted So Far\n- Parts 0-4"
-    # With a previous summary, only the turn prefix is new: one call, the summary stands.
-    server.push(Step.success(turn_text))
-    result = summarize(_input(messages=[], turn_prefix=prefix, previous_summary=VALID), _chain(server))
+def test_the_turn_note_names_the_persons_request_not_the_harness_text_after_it(server):
+    """An interruption notice is a user message of the harness's: the work goes on for the
+    person's request before it."""
+    notice = _msg(14, "user", "[Request interrupted by user for tool use]")
+    turn = [notice, *_long_turn(first_seq=15)[1:]]
+    server.push(Step.success(VALID))
+    summarize(_input(messages=[*_history(), *turn[:9]], kept=turn[9:]), _chain(server))
+    prompt = server.requests[0].prompt
+    assert "the assistant's work on the request at #1:" in prompt and "request at #14" not in prompt
+
+
+def test_a_first_turn_cut_inside_and_nothing_new_after_a_summary(server):
+    turn = _long_turn(first_seq=1)
+    # The very first request's turn cut inside: it is the whole history, in one call.
+    server.push(Step.success(VALID))
+    result = summarize(_input(messages=turn[:11], kept=turn[11:]), _chain(server))
+    assert result.strategy == "anthropic" and len(server.requests) == 1
+    assert "the assistant's work on the request at #1" in server.requests[0].prompt
+    # Nothing new to summarize beside a previous summary: it stands as it is, no call.
+    result = summarize(_input(messages=[], previous_summary=VALID), [_chain(server)[0]])
     assert result.strategy == "anthropic" and len(server.requests) == 1
     assert result.summary[result.summary.index("## Goal") :].startswith(VALID[:300])
-    assert result.turn_prefix_summary == turn_text
-    # Without one, the prefix is summarized as the history too.
-    server.push(Step.success(VALID), Step.success(turn_text))
-    result = summarize(_input(messages=[], turn_prefix=prefix), _chain(server))
-    assert result.strategy == "anthropic" and len(server.requests) == 3
-    assert "Now port the importer" in server.requests[1].prompt
 
 
 def test_an_update_that_drops_previous_rules_and_errors_is_repaired(server):

@@ -30,7 +30,6 @@ from compaction.core.tokens import count_content
 from compaction.core.types import Msg
 
 FRAMING = count_content(render_summary_message("", ""))
-SPLIT_FRAMING = count_content(render_summary_message("", "x"))
 
 
 def _text(tokens: int) -> str:
@@ -73,7 +72,6 @@ def inputs(messages: list[Msg], **changes: Any) -> PolicyInputs:
         calibration=None,
         system_prompt_tokens=0,
         summary_framing_tokens=FRAMING,
-        split_summary_framing_tokens=SPLIT_FRAMING,
     )
     return replace(base, **changes)
 

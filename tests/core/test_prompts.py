@@ -4,8 +4,8 @@ import re
 
 import pytest
 
+from compaction.core.conversation_text import DEFAULT_CAPS
 from compaction.core.prompts import (
-    MAX_TOOL_OUTPUT_CHARS,
     SECTION_HEADINGS,
     SYSTEM_PROMPT,
     build_prompt,
@@ -40,14 +40,16 @@ def _msgs() -> list[Msg]:
     ]
 
 
-def test_serialization_has_one_labelled_entry_per_block():
+def test_serialization_has_one_numbered_labelled_entry_per_block():
     text = serialize_conversation(_msgs())
     assert text.startswith("<conversation>\n") and text.endswith("\n</conversation>")
-    assert "[User]: Fix the failing test in app/models.py. Never touch migrations." in text
-    assert "[Assistant thinking]: The test probably fails on the slug field." in text
-    assert "[Assistant]: Let me run the tests." in text
-    assert '[Tool call] Bash({"command": "pytest -q"})' in text
-    assert "[Tool result] (error): E   AssertionError: slug" in text
+    # Each entry starts with its message's number: the handles the facts and the summary share.
+    assert "\n#1 [User]: Fix the failing test in app/models.py. Never touch migrations." in text
+    assert "\n\n#2 [Assistant thinking]: The test probably fails on the slug field." in text
+    assert "\n\n#2 [Assistant]: Let me run the tests." in text
+    assert '\n\n#2 [Tool call] Bash({"command": "pytest -q"})' in text
+    assert "\n\n#3 [Tool result] (error): E   AssertionError: slug" in text
+    assert "\n\n#4 [Assistant]: Found it." in text
     assert text.index("[User]: Fix") < text.index("[Assistant thinking]") < text.index("[Tool call]")
 
 
@@ -81,7 +83,7 @@ def test_long_tool_output_is_cut_to_head_and_tail_keeping_error_lines():
     )
     msg = Msg(1, "user", [{"type": "tool_result", "tool_use_id": "t", "content": output}], 9000)
     text = serialize_conversation([msg])
-    assert len(text) < MAX_TOOL_OUTPUT_CHARS + 1500
+    assert len(text) < DEFAULT_CAPS.tool + 1500
     assert "HEAD-MARK" in text and "TAIL-MARK" in text
     assert "characters" in text and "truncated" in text
     assert "error: connection refused on port 5432" in text
@@ -115,20 +117,46 @@ def test_update_prompt_merges_the_previous_summary_without_its_file_tags():
     assert "a.py" not in prompt.split("<previous-summary>")[1]
 
 
-def test_turn_prefix_prompt_asks_for_attempts_and_intermediate_results():
-    prompt = build_prompt(messages=_msgs(), kind="turn_prefix")
-    assert "EARLIER PART of a single turn" in prompt
-    assert "## Attempted So Far" in prompt and "## Intermediate Results" in prompt
-    assert "do NOT continue" in prompt
-    merged = build_prompt(messages=_msgs(), kind="turn_prefix", previous_summary="## Turn Request\nx")
-    assert "<previous-summary>" in merged
+def test_a_turn_cut_inside_is_named_as_in_progress_in_the_one_prompt():
+    prompt = build_prompt(messages=_msgs(), turn_in_progress=1)
+    assert "the assistant's work on the request at #1" in prompt
+    assert "never call it not started" in prompt
+    # Same format and rules as any history: one text, not a second layer.
+    for heading in SECTION_HEADINGS:
+        assert heading in prompt
+    assert prompt.index("ends in the middle of the assistant's work") < prompt.index("Format:")
+    assert "ends in the middle of the assistant's work" not in build_prompt(messages=_msgs())
+
+
+def test_the_kept_messages_are_shown_after_the_transcript_to_state_the_status_as_of_them():
+    from compaction.core.prompts import build_prompt_parts
+
+    kept = [
+        Msg(5, "assistant", [{"type": "tool_use", "id": "k", "name": "Edit", "input": {"file_path": "app/x.py"}}], 9),
+        Msg(6, "user", [{"type": "tool_result", "tool_use_id": "k", "content": "updated </kept-messages> ok"}], 9),
+    ]
+    parts = build_prompt_parts(messages=_msgs(), kept=kept, turn_in_progress=1)
+    assert "#5" not in parts.cached  # the transcript (the cached prefix) is the summarized range only
+    block = parts.rest[parts.rest.index("<kept-messages>") : parts.rest.index("</kept-messages>")]
+    assert '#5 [Tool call] Edit({"file_path": "app/x.py"})' in block
+    assert "#6 [Tool result]: updated &lt;/kept-messages> ok" in block  # content cannot close the block
+    assert "Do not summarize them again" in parts.rest
+    assert parts.rest.index("</kept-messages>") < parts.rest.index("Summarize the conversation in <conversation>")
+    assert "<kept-messages>" not in build_prompt_parts(messages=_msgs()).text
+
+
+def test_the_rules_ask_for_message_numbers_and_evidence_for_statuses():
+    prompt = build_prompt(messages=_msgs(), facts="Where things stand:\n- `pytest -q` failed (#3)")
+    assert "starts with its message number (#N)" in prompt
+    assert "State a status only with a message that shows it" in prompt
+    assert "never mention the work state" in prompt and "Do not number every line" in prompt
+    work_state = prompt[prompt.index("The state of the work") : prompt.index("</work-state>")]
+    assert "Each fact cites the message it rests on (#N)" in work_state
 
 
 def test_focus_instructions_are_included_and_escaped():
     prompt = build_prompt(messages=_msgs(), instructions="focus on the DB errors</instructions>")
     assert "<instructions>\nfocus on the DB errors&lt;/instructions>\n</instructions>" in prompt
-    with pytest.raises(ValueError):
-        build_prompt(messages=_msgs(), kind="other")
 
 
 def test_system_prompt_restricts_to_summarizer_role():
@@ -188,7 +216,7 @@ def test_prompt_parts_put_the_transcript_first_as_the_cacheable_prefix():
     for kwargs in (
         {},
         {"previous_summary": "## Goal\nG1"},
-        {"kind": "turn_prefix"},
+        {"turn_in_progress": 1},
         {"instructions": "keep hashes"},
         {"custom_prompt": "Summarize for a reviewer.\n{conversation}\nFocus: {instructions}", "instructions": "x"},
     ):
@@ -208,8 +236,6 @@ def test_focus_instructions_come_before_the_format_and_close_the_prompt():
     assert "FOCUS" in prompt
     update = build_prompt(messages=_msgs(), previous_summary="## Goal\nG", instructions="hashes")
     assert update.index("<instructions>") < update.index("Format:")
-    turn = build_prompt(messages=_msgs(), kind="turn_prefix", instructions="hashes")
-    assert "<instructions>\nhashes\n</instructions>" in turn
     long = build_prompt(messages=_msgs(), instructions="keep " + "x" * 2000)
     assert long.rstrip().endswith("…") and long.count("x" * 2000) == 1  # quoted once, reminded short
 
@@ -246,10 +272,57 @@ def test_must_keep_block_lists_the_ledger_capped_newest_first_kept():
         ("## Goal\nShip it", "## Goal\nShip it"),
         ("<summary>\n## Goal\nShip it", "## Goal\nShip it"),  # cut off by max_tokens after the summary began
         ("<analysis>\nstill thinking when the tokens ran out", ""),  # no summary at all
-        ("Some preamble <analysis>a</analysis> ## Goal\nG", "Some preamble  ## Goal\nG"),
+        ("Here is the summary:\n<summary>\n## Goal\nShip it\n</summary>", "## Goal\nShip it"),
+        ("  \n<SUMMARY>\n## Goal\nShip it\n</SUMMARY>\n", "## Goal\nShip it"),
     ],
 )
 def test_summary_from_response(reply, summary):
     from compaction.core.prompts import summary_from_response
 
     assert summary_from_response(reply) == summary
+
+
+# Replies that quote the tags inside their lines: agents' sessions are full of them. Each came
+# back cut or emptied when any `<summary>` or `<analysis>` in the text counted as a wrapper.
+def _summary_with(detail: str) -> str:
+    return (
+        f"## Goal\nClose proj-12.\n\n## Progress\n### Done\n- [x] Wrote the renderer.\n\n## Critical Context\n{detail}"
+    )
+
+
+QUOTED_TAGS = {
+    "commit-template": _summary_with(
+        "- Commit messages follow `feat: <summary> (<task id>)`; next: `bd close proj-12`."
+    ),
+    "analysis-in-a-line": _summary_with('- The person: "the <analysis> step must stay optional"\n- Then ship it.'),
+    "code-fence": _summary_with("- The template:\n```xml\n<summary>\n{text}\n</summary>\n```\n- Tests pass."),
+    "xml-like": _summary_with("- Config: <report><summary>ok</summary><analysis>n/a</analysis></report>\n- Done."),
+}
+WRAPPINGS = {
+    "bare": "{}",
+    "wrapped": "<summary>\n{}\n</summary>",
+    "after-analysis": "<analysis>\nIt quotes `feat: <summary>` and </analysis> in prose.\n</analysis>\n<summary>\n{}\n</summary>",
+    "analysis-then-bare": "<analysis>\nnotes\n</analysis>\n\n{}",
+}
+
+
+@pytest.mark.parametrize("wrapping", WRAPPINGS)
+@pytest.mark.parametrize("case", QUOTED_TAGS)
+def test_tags_quoted_inside_lines_are_content(case, wrapping):
+    from compaction.core.prompts import summary_from_response
+    from compaction.core.summarizers.base import normalize_output
+
+    summary = QUOTED_TAGS[case]
+    assert normalize_output(summary_from_response(WRAPPINGS[wrapping].replace("{}", summary))) == summary
+
+
+def test_a_summary_ending_in_a_code_block_keeps_its_closing_fence():
+    from compaction.core.summarizers.base import normalize_output
+
+    body = "## Goal\nG\n\n## Critical Context\n```\nmix test\n```"
+    assert normalize_output("Summary of the session:\n\n" + body) == body
+    assert normalize_output("```markdown\n" + body + "\n```") == body
+    assert normalize_output("Here it is:\n```markdown\n" + body + "\n```") == body
+    # A reply that is one code block is not a wrapper: nothing is taken out of it.
+    block = "```\nnot a summary\n```"
+    assert normalize_output(block) == block

@@ -10,7 +10,7 @@ from compaction.core.summarizers.base import normalize_output
 from compaction.core.summarizers.extractive import ExtractiveSummarizer
 from compaction.core.summarizers.truncate import TruncateSummarizer, compacted_line
 from compaction.core.tokens import count_content, count_text
-from compaction.core.types import Fallback, FileOps, Msg
+from compaction.core.types import FileOps, Msg
 
 
 def _msg(seq: int, role: str, content) -> Msg:
@@ -53,13 +53,12 @@ class Exploding:
 
 
 class Returns:
-    def __init__(self, name: str, text: str, turn: str = "") -> None:
+    def __init__(self, name: str, text: str) -> None:
         self.name = name
         self.text = text
-        self.turn = turn
 
     def summarize(self, inp):
-        return Draft(summary=self.text, turn_prefix_summary=self.turn, model=self.name)
+        return Draft(summary=self.text, model=self.name)
 
 
 def test_exceptions_and_failed_checks_fall_through_in_order_and_are_recorded():
@@ -142,18 +141,15 @@ def extractive_summary_text() -> str:
     )
 
 
-def test_turn_prefix_is_checked_too():
-    prefix = [
+def test_a_turn_cut_inside_is_part_of_the_one_summary():
+    turn = [
         _msg(10, "user", "Now migrate the docs."),
-        *[_msg(11 + i, "assistant", f"Doc page {i} migrated.") for i in range(5)],
+        *[_msg(11 + i, "assistant", f"Doc page {i} migrated.") for i in range(7)],
     ]
-    good = extractive_summary_text()
-    result = summarize(_input(turn_prefix=prefix), [Returns("model", good, turn=""), ExtractiveSummarizer()])
-    assert result.fallbacks[0] == Fallback("model", "turn prefix: empty summary")
-    assert result.strategy == "extractive"
-    # The extractive summary covers the split turn in its one summary, stated as of its end.
-    assert result.turn_prefix_summary == ""
-    assert 'The person\'s latest request (#10): "Now migrate the docs."' in result.summary
+    result = summarize(_input(messages=turn[:6], kept=turn[6:]), [ExtractiveSummarizer()])
+    assert result.strategy == "extractive" and not hasattr(result, "turn_prefix_summary")
+    # The extractive summary covers the turn in its one summary, stated as of its end.
+    assert '"Now migrate the docs."' in result.summary and "#17" in result.summary
 
 
 def test_custom_prompt_output_need_not_have_the_default_sections():
@@ -314,7 +310,7 @@ _content = st.one_of(_text, st.lists(_block, max_size=4))
 )
 def test_summarize_never_raises_on_arbitrary_content(contents, previous, split):
     msgs = [Msg(i + 1, role, content, 10) for i, (role, content) in enumerate(contents)]
-    inp = SummaryInput(messages=msgs[:split], turn_prefix=msgs[split:], previous_summary=previous, output_budget=500)
+    inp = SummaryInput(messages=msgs[:split], kept=msgs[split:], previous_summary=previous, output_budget=500)
     result = summarize(inp, build_chain(api_key=None, base_url=None, model="m", timeout=1, max_retries=0))
     assert result.summary.strip()
     assert result.strategy in ("extractive", "truncate")

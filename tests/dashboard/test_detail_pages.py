@@ -111,6 +111,50 @@ def test_detail_and_review_pages_show_the_fidelity_score_and_missed_items(logged
         assert "1 of 2" in body and "Missed: 1 item" in body and MISSED_COMMAND in body
 
 
+PER_CALL = [
+    {
+        "input_tokens": 1_200, "output_tokens": 2_345, "cache_creation_input_tokens": 104_000,
+        "cache_read_input_tokens": 0, "ms": 41_500, "stop_reason": "end_turn", "cost_usd": 0.143,
+        "transcript_tokens": 101_234, "tool_output_cap": None,
+    },
+    {
+        "input_tokens": 900, "output_tokens": 1_000, "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 50_000, "ms": 12_000, "stop_reason": "max_tokens", "cost_usd": 0.011,
+        "transcript_tokens": 50_000, "tool_output_cap": 2_219,
+    },
+]  # fmt: skip
+
+
+def test_detail_and_review_pages_show_each_summarizer_call(logged_in, client, user, staff_user):
+    """Cost, tokens and latency of every call to the summarizer model, and how much of the
+    history it was shown."""
+    session = make_session(user)
+    add_messages(session, conversation(16), tokens=500)
+    usage = {"calls": 2, "input_tokens": 2_100, "output_tokens": 3_345, "cost_usd": 0.154, "per_call": PER_CALL}
+    c = make_compaction(session, strategy="anthropic", summarizer_model="claude-haiku-4-5", usage=usage)
+    for body in (
+        logged_in.get(detail_url(c)).content.decode(),
+        (client.force_login(staff_user), client.get(review_url(c)))[1].content.decode(),
+    ):
+        calls = body[body.index('class="usage summarizer-calls"') :]
+        calls = calls[: calls.index("</table>")]
+        rows = re.findall(r"<tr[^>]*><th scope=\"row\">(\w+)</th>(.*?)</tr>", calls)
+        assert [label for label, _ in rows] == ["1", "2", "Total"]
+        first, second, total = (re.findall(r"<td[^>]*>([^<]*)</td>", cells) for _, cells in rows)
+        assert first == ["1,200", "104,000", "0", "2,345", "$0.1430", "41.5 s", "end_turn", "101,234 tokens, whole"]
+        assert second[5:] == ["12.0 s", "max_tokens", "50,000 tokens, tool outputs cut to 2,219 characters"]
+        assert total[:6] == ["2,100", "104,000", "50,000", "3,345", "$0.1540", "53.5 s"]
+    # The per-call list is not repeated raw in the usage table.
+    assert "Per call" not in logged_in.get(detail_url(c)).content.decode()
+
+
+def test_a_compaction_without_calls_shows_no_calls_table(logged_in, user):
+    session = make_session(user)
+    add_messages(session, conversation(16), tokens=500)
+    c = make_compaction(session, strategy="extractive", usage={"duration_ms": {"extractive": 120}})
+    assert "summarizer-calls" not in logged_in.get(detail_url(c)).content.decode()
+
+
 def test_a_failed_fidelity_check_is_shown_as_such(logged_in, user):
     session = make_session(user)
     add_messages(session, conversation(16), tokens=500)

@@ -67,7 +67,12 @@ def _add_commits(summary: str, state: WorkState, repairs: list[str]) -> str:
     lines = []
     for commit in state.git.commits:
         if commit.subject and commit.sha[:7].lower() not in summary.lower():
-            pushed = f"pushed to `{commit.pushed_to}`" if commit.pushed_to else "not pushed"
+            # Only what a message shows: a push seen, or that none was seen (not "not pushed").
+            if commit.pushed_to:
+                at = f" at #{commit.pushed_seq}" if commit.pushed_seq else ""
+                pushed = f"pushed to `{commit.pushed_to}`{at}"
+            else:
+                pushed = "no push of it in this history"
             lines.append(f'- Commit `{commit.sha[:7]}` "{commit.subject}" (#{commit.seq}, {pushed})')
             repairs.append(f"added commit {commit.sha[:7]}")
     return insert_into_section(summary, "Critical Context", lines) if lines else summary

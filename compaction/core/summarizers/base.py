@@ -19,15 +19,15 @@ SIZE_CHECK_FLOOR_TOKENS = 400
 
 @dataclass
 class SummaryInput:
+    # Everything before the kept messages, a long turn cut inside included: one history.
     messages: list[Msg]
-    turn_prefix: list[Msg] = field(default_factory=list)
     previous_summary: str | None = None
     previous_files: FileOps = field(default_factory=FileOps)
     instructions: str | None = None
     custom_prompt: str | None = None
     output_budget: int = 13_107
     model: str = "claude-haiku-4-5"
-    # The file operations of messages + turn_prefix, extracted once per job (by the chain) and
+    # The file operations of the messages, extracted once per job (by the chain) and
     # handed to whatever needs them (extractive analysis, fidelity ledger); None: not yet.
     file_ops: FileOps | None = None
     # The messages kept verbatim after the summary, up to the newest: what the summary states
@@ -42,7 +42,7 @@ class SummaryInput:
 
     @property
     def input_tokens(self) -> int:
-        total = sum(m.tokens for m in self.messages) + sum(m.tokens for m in self.turn_prefix)
+        total = sum(m.tokens for m in self.messages)
         if self.previous_summary:
             total += count_text(self.previous_summary)
         return total
@@ -51,7 +51,6 @@ class SummaryInput:
 @dataclass
 class SummaryResult:
     summary: str
-    turn_prefix_summary: str
     strategy: str
     model: str
     usage: dict[str, Any]
@@ -68,7 +67,6 @@ class Draft:
     """What one summarizer produced, before checks, repair and file tags."""
 
     summary: str
-    turn_prefix_summary: str = ""
     model: str = ""
     usage: dict[str, Any] = field(default_factory=dict)
 
@@ -84,9 +82,12 @@ class Summarizer(Protocol):
     def summarize(self, inp: SummaryInput) -> Draft: ...
 
 
-_FENCE_RE = re.compile(r"^```(?:markdown|md)?\s*\n(.*?)\n```\s*$", re.DOTALL)
+_FENCE_RE = re.compile(r"^```(markdown|md)?[ \t]*\n(.*)\n```\s*$", re.DOTALL)
+_FENCE_LINE_RE = re.compile(r"^[ \t]*```", re.MULTILINE)
+_HEADING_LINE_RE = re.compile(r"^## ", re.MULTILINE)
+# A line in the transcript's own format (numbered or not): the model went on with the conversation.
 _CONTINUATION_RE = re.compile(
-    r"^\s*(\[(user|assistant|assistant thinking|tool call|tool result)\]|\[tool (call|result)\b|human:|<conversation>)",
+    r"^\s*(#\d+\s+)?(\[(user|assistant|assistant thinking|tool call|tool result)\]|\[tool (call|result)\b|human:|<conversation>)",
     re.IGNORECASE | re.MULTILINE,
 )
 _CHATTY_START_RE = re.compile(
@@ -96,16 +97,24 @@ _CHATTY_START_RE = re.compile(
 
 
 def normalize_output(text: str) -> str:
-    """Strip a Markdown fence and a short preamble before the first heading."""
+    """Strip a Markdown fence around the whole reply and a short preamble before the first
+    heading. Code fences inside the summary are its content and stay."""
     text = (text or "").strip()
     fenced = _FENCE_RE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
-    first = text.find("## ")
-    if 0 < first <= 300:
-        text = text[first:]
-        # "Here is the summary:\n```markdown\n## Goal…\n```": the closing fence goes too.
-        text = re.sub(r"\n```\s*$", "", text)
+    # A wrapper, not a code block that happens to open and close the reply: what it holds is
+    # Markdown (said so, or with headings) and every fence inside it is closed again.
+    if (
+        fenced
+        and (fenced.group(1) or _HEADING_LINE_RE.search(fenced.group(2)))
+        and len(_FENCE_LINE_RE.findall(fenced.group(2))) % 2 == 0
+    ):
+        text = fenced.group(2).strip()
+    first = _HEADING_LINE_RE.search(text)
+    if first and 0 < first.start() <= 300:
+        preamble, text = text[: first.start()], text[first.start() :]
+        if _FENCE_LINE_RE.search(preamble):
+            # "Here is the summary:\n```markdown\n## Goal…\n```": its closing fence goes too.
+            text = re.sub(r"\n```\s*$", "", text)
     return text.strip()
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from compaction.core.fileops import extract_file_ops, merge_file_ops, render_file_tags
 from compaction.core.ledger import Fidelity, build_ledger, fidelity_report
 from compaction.core.paths import SCRATCH_DIR_RE, common_root
-from compaction.core.prompts import SECTION_HEADINGS, TURN_PREFIX_HEADINGS
+from compaction.core.prompts import SECTION_HEADINGS
 from compaction.core.summarizers.agree import Agreement, agree
 from compaction.core.summarizers.base import (
     Draft,
@@ -125,18 +125,7 @@ def _check(draft: Draft, inp: SummaryInput, summarizer: Summarizer, body_budget:
         headings=getattr(summarizer, "required_headings", SECTION_HEADINGS),
         output_budget=body_budget,
     )
-    if reason:
-        return reason
-    if inp.turn_prefix and not getattr(summarizer, "covers_turn_prefix", False):
-        turn_reason = check_summary_text(
-            draft.turn_prefix_summary,
-            input_tokens=sum(m.tokens for m in inp.turn_prefix),
-            require_sections=False,
-            headings=TURN_PREFIX_HEADINGS,
-        )
-        if turn_reason:
-            return f"turn prefix: {turn_reason}"
-    return None
+    return reason
 
 
 def _cost_fields(usage: dict[str, Any]) -> dict[str, Any]:
@@ -208,7 +197,6 @@ def _attempt(summarizer: Summarizer, inp: SummaryInput, body_budget: int) -> _At
         run_inp = replace(inp, output_budget=body_budget) if getattr(summarizer, "exact_budget", False) else inp
         draft = summarizer.summarize(run_inp)
         draft.summary = normalize_output(draft.summary)
-        draft.turn_prefix_summary = normalize_output(draft.turn_prefix_summary)
         # What the summarizer wrote is checked as it is first: a continuation of the
         # conversation must not pass because the repairs below gave it headings.
         reason = _check(draft, inp, summarizer)
@@ -227,7 +215,7 @@ def _attempt(summarizer: Summarizer, inp: SummaryInput, body_budget: int) -> _At
         return _Attempt(None, _error_reason(exc))
 
 
-def _fidelity(summary: str, inp: SummaryInput, turn_prefix_summary: str) -> tuple[str, Fidelity]:
+def _fidelity(summary: str, inp: SummaryInput) -> tuple[str, Fidelity]:
     """The summary checked against the ledger of the work state, repaired within the budget
     and the cap: (summary, report)."""
     try:
@@ -239,11 +227,9 @@ def _fidelity(summary: str, inp: SummaryInput, turn_prefix_summary: str) -> tupl
             previous_summary=inp.previous_summary if inp.previous_state is None else None,
             instructions=inp.instructions,
         )
-        # The turn-prefix summary is served too, so items it kept count as kept.
         return fidelity_report(
             summary,
             ledger,
-            also_served=turn_prefix_summary,
             budget=max(inp.output_budget, count_text(summary)),
             max_chars=max(MAX_SUMMARY_CHARS, len(summary)),
         )
@@ -257,9 +243,8 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     fallbacks: list[Fallback] = []
     failed_usage: list[dict[str, Any]] = []
     timings: dict[str, int] = {}
-    all_messages = [*inp.messages, *inp.turn_prefix]
-    inp = _with_state(inp, all_messages)
-    ops = _file_ops(inp, all_messages)
+    inp = _with_state(inp, inp.messages)
+    ops = _file_ops(inp, inp.messages)
     # File tags are part of the stored summary: the body gets what they leave of the budget.
     tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE)).strip()
     body_budget = max(MIN_BODY_BUDGET, inp.output_budget - (count_text(tags) + 2 if tags else 0))
@@ -286,7 +271,7 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     # The served summary stays under MAX_SUMMARY_CHARS: the file tags get what the body
     # leaves (the full lists are stored with the compaction either way).
     tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE), max_chars=MAX_SUMMARY_CHARS - len(summary) - 2)
-    summary, fidelity = _fidelity(f"{summary}\n\n{tags}" if tags else summary, inp, draft.turn_prefix_summary)
+    summary, fidelity = _fidelity(f"{summary}\n\n{tags}" if tags else summary, inp)
     fidelity = replace(fidelity, agreement=tuple(accepted.agreement.repairs))
     usage = dict(draft.usage, duration_ms=timings)
     if accepted.dropped:
@@ -296,7 +281,6 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
         usage["failed_attempts"] = failed_usage
     return SummaryResult(
         summary=summary,
-        turn_prefix_summary=draft.turn_prefix_summary,
         strategy=strategy,
         model=draft.model or strategy,
         usage=usage,

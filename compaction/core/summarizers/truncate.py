@@ -45,13 +45,12 @@ def _first_request(messages: list[Msg]) -> str:
 
 
 def truncate_summary(inp: SummaryInput) -> str:
-    # The turn prefix gets its own line (TruncateSummarizer.turn_prefix_summary).
     line = compacted_line(inp.messages)
     previous = strip_file_tags(inp.previous_summary or "")
     if previous and "## Critical Context" in previous:
         # Carry the previous summary over whole; the new range is only counted.
         return previous.rstrip() + f"\n- {line}"
-    goal = _first_request([*inp.messages, *inp.turn_prefix])
+    goal = _first_request(inp.messages)
     parts = [
         "## Goal",
         f"- {goal}" if goal else "- (not recorded: summarized by the truncate fallback)",
@@ -87,5 +86,4 @@ class TruncateSummarizer:
     name = "truncate"
 
     def summarize(self, inp: SummaryInput) -> Draft:
-        turn = compacted_line(inp.turn_prefix) if inp.turn_prefix else ""
-        return Draft(summary=truncate_summary(inp), turn_prefix_summary=turn, model="truncate")
+        return Draft(summary=truncate_summary(inp), model="truncate")

@@ -61,20 +61,15 @@ def extractive_summary(
 class ExtractiveSummarizer:
     name = "extractive"
     exact_budget = True  # fits its output to inp.output_budget itself
-    covers_turn_prefix = True  # one state over the range, split turn included
     required_headings = REQUIRED_HEADINGS
 
     def summarize(self, inp: SummaryInput) -> Draft:
         # A summary of a tiny range must still be smaller than the range (the chain checks it).
         budget = max(256, min(inp.output_budget, max(SIZE_CHECK_FLOOR_TOKENS, inp.input_tokens - 1)))
-        now = (
-            inp.state_now
-            if inp.state_now is not None
-            else fold([*inp.messages, *inp.turn_prefix, *inp.kept], inp.previous_state)
-        )
+        now = inp.state_now if inp.state_now is not None else fold([*inp.messages, *inp.kept], inp.previous_state)
         cut = inp.kept[0].seq if inp.kept else 0
         summary = handoff(now, instructions=inp.instructions, budget=budget, cut=cut)
-        return Draft(summary=summary, turn_prefix_summary="", model="extractive")
+        return Draft(summary=summary, model="extractive")
 
 
 __all__ = ["MAX_BODY_CHARS", "ExtractiveSummarizer", "extractive_summary", "handoff"]
