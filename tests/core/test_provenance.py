@@ -17,10 +17,10 @@ from compaction.core.provenance import HARNESS, PERSON, QUEUED_TEMPLATE, UNKNOWN
 from compaction.core.text_heuristics import clean_user_text, user_messages
 from compaction.core.transcripts import read_claude_code, read_swe_agent
 from compaction.core.types import Msg
-from tests import services
+from tests.corpus import TRANSCRIPTS, corpus
 
-CC = services.TRANSCRIPTS / "claude-code"
-SWE = services.TRANSCRIPTS / "swe-agent"
+CC = TRANSCRIPTS / "claude-code"
+SWE = TRANSCRIPTS / "swe-agent"
 
 STOP_HOOK = (
     "Stop hook feedback:\n[${CLAUDE_PLUGIN_ROOT}/scripts/hooks/stop.sh]: # Task Completion Check\n\n"
@@ -452,6 +452,7 @@ def _texts(line: dict) -> list[str]:
 CC_FILES = sorted(CC.rglob("*.jsonl"))
 
 
+@corpus
 @pytest.mark.parametrize("path", CC_FILES, ids=lambda path: path.name[:40])
 def test_claude_codes_meta_lines_are_harness_and_typed_lines_the_persons(path: Path) -> None:
     transcript = read_claude_code(path)
@@ -468,6 +469,7 @@ def test_claude_codes_meta_lines_are_harness_and_typed_lines_the_persons(path: P
                 assert text.strip() in said, text[:60]
 
 
+@corpus
 def test_claude_codes_harness_notes_in_the_real_files_have_their_kinds() -> None:
     kinds = set()
     for path in CC_FILES:
@@ -478,6 +480,7 @@ def test_claude_codes_harness_notes_in_the_real_files_have_their_kinds() -> None
     assert {"queued", "compact_prompt"} <= kinds
 
 
+@corpus
 @pytest.mark.parametrize("path", sorted(SWE.glob("*.traj")), ids=lambda path: path.name)
 def test_swe_agents_task_is_the_issue_and_the_rest_the_harness(path: Path) -> None:
     history = json.loads(path.read_text())["history"]
