@@ -72,13 +72,14 @@ class CutPlan:
             why = self.why = why()
         return why
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[object, ...]:
         return (self.to_summarize, self.turn_prefix, self.kept, self.first_kept_seq, self.split_turn, self.reason)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._key() == other._key()  # type: ignore[attr-defined]
+        assert isinstance(other, CutPlan)
+        return self._key() == other._key()
 
     @property
     def nothing_to_compact(self) -> bool:

@@ -377,8 +377,8 @@ def error_lines_of(text: str, *, is_error: bool) -> list[str]:
         stopped = [line for line in raw_lines if _STOPPED_RE.search(line)]
         lines.append(stopped[-1][:MAX_ERROR_LINE_CHARS] if stopped else first)
     # "Traceback (most recent call last):" only announces the exception line that follows.
-    told = [line for line in lines if not line.startswith("Traceback (most recent call last)")]
-    return told or lines
+    announced = [line for line in lines if not line.startswith("Traceback (most recent call last)")]
+    return announced or lines
 
 
 # Terminal colour codes, with their ESC byte or with it already stripped ("[22m[39mWARN").

@@ -70,7 +70,7 @@ def served_chat(
 
 def _reply(completion: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(the reply in the Messages API's terms, its stored message, its extras)."""
-    choices = completion.get("choices") if isinstance(completion.get("choices"), list) else []
+    choices = choices if isinstance(choices := completion.get("choices"), list) else []
     choice = choices[0] if choices and isinstance(choices[0], dict) else {}
     usage = common.meter_usage(
         completion.get("usage"), prompt="prompt_tokens", completion="completion_tokens", details="prompt_tokens_details"
@@ -108,7 +108,7 @@ def _payload(body: dict[str, Any], messages: list[dict[str, Any]]) -> tuple[dict
     """The upstream body, and whether the gateway asked for the usage chunk the client did not
     (the meter needs it; the client does not get it)."""
     payload = {**body, "messages": messages}
-    options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
+    options = options if isinstance(options := body.get("stream_options"), dict) else {}
     if not body.get("stream") or options.get("include_usage"):
         return payload, False
     payload["stream_options"] = {**options, "include_usage": True}

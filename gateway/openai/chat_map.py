@@ -184,7 +184,7 @@ def _parts(content: Any, extras: dict[str, Any], path: str) -> list[dict[str, An
 def _tool_use(call: Any, extras: dict[str, Any], path: str) -> dict[str, Any]:
     if not isinstance(call, dict) or not isinstance(call.get("id"), str) or not call["id"]:
         raise MappingError(path, "a tool call needs a non-empty string id")
-    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    function = function if isinstance(function := call.get("function"), dict) else {}
     name = function.get("name") or (call.get("custom") or {}).get("name") or call.get("type") or "tool"
     arguments = function.get("arguments")
     parsed = parse_arguments(arguments) if isinstance(arguments, str) else None

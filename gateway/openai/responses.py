@@ -92,7 +92,7 @@ def record(turn: Turn, response: dict[str, Any], status: int = 200) -> None:
         if turn.side_call is not None:
             side_call_finish(turn.side_call, status=status, reply=reply)
             return
-        output = response.get("output") if isinstance(response.get("output"), list) else []
+        output = output if isinstance(output := response.get("output"), list) else []
         mapped = to_blocks(output) if output else None
         if mapped is not None and len(mapped.messages) == 1 and mapped.messages[0]["role"] == "assistant":
             reply["content"] = mapped.messages[0]["content"]
@@ -116,7 +116,7 @@ def openai_responses_call(
     """One Responses API call through Compactor. `raw`: the request's bytes, sent upstream as they
     came when the input goes unchanged (no re-encoding of megabytes); `resent`: its parse."""
     mapped = map_input(body, resent)
-    instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else ""
+    instructions = instructions if isinstance(instructions := body.get("instructions"), str) else ""
     system = "\n\n".join(t for t in (instructions, mapped.system_text()) if t)
     turn = common.begin(user=user, body=body, mapped=mapped, system=system, session_id=session_id, agent=agent)
     if turn.side_call is None:

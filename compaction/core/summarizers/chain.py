@@ -24,7 +24,7 @@ from compaction.core.summarizers.base import (
 from compaction.core.summarizers.extractive import ExtractiveSummarizer
 from compaction.core.summarizers.truncate import TruncateSummarizer, truncate_summary
 from compaction.core.tokens import count_text
-from compaction.core.types import Fallback, FileOps
+from compaction.core.types import Fallback, FileOps, Msg
 from compaction.core.work import file_ops, fold, to_json
 
 logger = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ def _agree(draft: Draft, inp: SummaryInput, summarizer: Summarizer) -> Agreement
     return agree(draft.summary, inp.state_now, add_where=not inp.custom_prompt)
 
 
-def _file_ops(inp: SummaryInput, summarized: list) -> FileOps:
+def _file_ops(inp: SummaryInput, summarized: list[Msg]) -> FileOps:
     """The files read and changed, as of the newest message: from the work state, or (when it
     could not be folded) extracted from the messages and merged with the previous lists."""
     if inp.state_now is not None:
@@ -167,7 +167,7 @@ def _file_ops(inp: SummaryInput, summarized: list) -> FileOps:
         return inp.previous_files
 
 
-def _with_state(inp: SummaryInput, summarized: list) -> SummaryInput:
+def _with_state(inp: SummaryInput, summarized: list[Msg]) -> SummaryInput:
     """The work state folded once per job: through the summarized range (stored for the next
     compaction) and on through the kept messages (the status the summary states)."""
     if inp.state is not None and inp.state_now is not None:
@@ -267,6 +267,7 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
         accepted = _Attempt(Draft(summary=text, model="truncate"), None, trimmed)
         fallbacks.append(Fallback("truncate", "all strategies failed; unchecked truncate output used"))
     draft = accepted.draft
+    assert draft is not None  # accepted above, or the truncate text
     summary = draft.summary.rstrip()
     # The served summary stays under MAX_SUMMARY_CHARS: the file tags get what the body
     # leaves (the full lists are stored with the compaction either way).

@@ -309,7 +309,7 @@ class _Assembler:
         for block in results:
             tool_id = block.get("tool_use_id")
             answering = self.owner.get(tool_id) if isinstance(tool_id, str) else None
-            if answering is None or tool_id in self.answered:
+            if answering is None or not isinstance(tool_id, str) or tool_id in self.answered:
                 self.stats["orphan_tool_results_dropped"] += 1
                 continue
             self.answered.add(tool_id)
@@ -333,7 +333,7 @@ class _Assembler:
             and previous.role == "assistant"
             and any(b.get("type") == "tool_use" and b.get("id") not in self.answered for b in previous.content)
         )
-        if entry.get("queued") and waiting:
+        if entry.get("queued") and waiting and previous is not None:
             # A message the user typed while a tool ran: the agent received it with the
             # tool's result (Claude Code attaches it there), not as a turn of its own, in
             # the reminder it is delivered in, so a summarizer can tell it from a typed turn.

@@ -229,7 +229,7 @@ class _ChainReader:
             _message(e).get("id") for e in pool if e["uuid"] in chain and e.get("type") == "assistant"
         } - {None}
         self.raw: list[dict[str, Any]] = []
-        self.included_tool_ids: set[str] = set()
+        self.included_tool_ids: set[str | None] = set()
         self.boundary: dict[str, Any] | None = None  # a compact boundary waiting for its summary line
         self.models: Counter[str] = Counter()
         self.session_id: str | None = None
@@ -248,7 +248,7 @@ class _ChainReader:
         elif kind == "user":
             self._user(entry, uuid)
         elif kind == "system" and entry.get("subtype") == "compact_boundary" and uuid in self.chain:
-            metadata = entry.get("compactMetadata") if isinstance(entry.get("compactMetadata"), dict) else {}
+            metadata = metadata if isinstance(metadata := entry.get("compactMetadata"), dict) else {}
             if self.boundary is not None:  # a boundary without its summary line
                 self.raw.append({"role": "marker", "marker": {**self.boundary, "summary": ""}})
             self.boundary = {"trigger": metadata.get("trigger"), "pre_tokens": metadata.get("preTokens")}
@@ -262,7 +262,7 @@ class _ChainReader:
             stats["queued_messages_imported"] += 1
         elif kind == "attachment":
             # Claude Code's own context notes (file changes, reminders, hook output).
-            attachment = entry.get("attachment") if isinstance(entry.get("attachment"), dict) else {}
+            attachment = attachment if isinstance(attachment := entry.get("attachment"), dict) else {}
             stats[f"skipped_attachment_{attachment.get('type') or 'unknown'}"] += 1
         elif kind == "system":
             stats[f"skipped_system_{entry.get('subtype') or 'line'}"] += 1
@@ -280,7 +280,7 @@ class _ChainReader:
             return
         blocks = as_blocks(message.get("content"))
         self.included_tool_ids.update(b.get("id") for b in blocks if b.get("type") == "tool_use")
-        usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
+        usage = usage if isinstance(usage := message.get("usage"), dict) else None
         if message_id and message_id == self.last_assistant_id and self.raw:
             # Another content block of the same API response: extend that message.
             target = next(r for r in reversed(self.raw) if r["role"] == "assistant")

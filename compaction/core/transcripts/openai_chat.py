@@ -130,8 +130,8 @@ def parse_openai_chat(document: Any) -> ImportedTranscript:
             raw.append({"role": "user", "content": blocks})
         elif role == "assistant":
             blocks += _tool_uses(message, where, index, legacy_calls)
-            usage, reported = _usage(message.get("usage"))
-            raw.append({"role": "assistant", "content": blocks, "usage": usage, "reported": reported})
+            usage, reported_tokens = _usage(message.get("usage"))
+            raw.append({"role": "assistant", "content": blocks, "usage": usage, "reported": reported_tokens})
         else:  # tool / function: a result
             tool_id = message.get("tool_call_id") if role == "tool" else (legacy_calls.pop(0) if legacy_calls else None)
             if not isinstance(tool_id, str):

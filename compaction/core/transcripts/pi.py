@@ -116,7 +116,7 @@ def read_pi(path: str | Path, *, strict: bool = False) -> ImportedTranscript:
         if kind != "message":
             stats[f"skipped_{kind}"] += 1
             continue
-        message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
+        message = message if isinstance(message := entry.get("message"), dict) else {}
         item = _raw_message(message, stats, models)
         if item is not None:
             item["at"] = logged_at(entry)

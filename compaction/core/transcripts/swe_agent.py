@@ -105,8 +105,8 @@ def _final_observation(traj: dict[str, Any], last: dict[str, Any]) -> str | None
     action = str((calls[-1].get("input") or {}).get("command", "")).strip() if calls else ""
     if step is None or not action or str(step.get("action", "")).strip() != action:
         return None
-    observation = step.get("observation") if isinstance(step.get("observation"), str) else ""
-    info = traj.get("info") if isinstance(traj.get("info"), dict) else {}
+    observation = observation if isinstance(observation := step.get("observation"), str) else ""
+    info = info if isinstance(info := traj.get("info"), dict) else {}
     if not observation.strip() and info.get("exit_status") == "submitted" and isinstance(info.get("submission"), str):
         # The run ended on the submission without printing it: what was submitted answers it.
         observation = info["submission"]

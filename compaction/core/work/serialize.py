@@ -28,7 +28,7 @@ def _build(kind: Any, value: Any) -> Any:
     if origin in (types.UnionType, typing.Union):
         inner = [a for a in args if a is not type(None)]
         return _build(inner[0], value) if len(inner) == 1 else value
-    if dataclasses.is_dataclass(kind):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         hints = _hints(kind)
         known = {f.name for f in dataclasses.fields(kind)}
         return kind(**{k: _build(hints[k], v) for k, v in value.items() if k in known})
@@ -46,6 +46,7 @@ def from_json(data: Any) -> WorkState | None:
     if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
         return None
     try:
-        return _build(WorkState, data)
+        state: WorkState = _build(WorkState, data)
+        return state
     except (TypeError, ValueError, KeyError, AttributeError):
         return None
