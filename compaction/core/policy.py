@@ -3,7 +3,8 @@
 Every compaction rewrites part of the prompt the provider has cached: everything from the first
 changed message on is billed again as a cache write on the next call, and the agent loses
 verbatim context. So a compaction must buy a lot of runway — tokens of new work before the
-trigger is crossed again — for what it invalidates. Measured on the shared Claude Code sessions:
+trigger is crossed again — for what it invalidates. Measured on real Claude Code sessions
+(bench/policy_eval.py replays them):
 a prune of old tool output relieved 17–29 % of the trigger yet rewrote nearly the whole cached
 prompt (its first pruned result was message 47/69), and the next prune followed ~40 messages
 later; three compactions where Claude Code made one.

@@ -10,13 +10,19 @@ provider-reported usage calibrates the rest (see `calibration`).
 
 from __future__ import annotations
 
+import base64
+import gzip
+import hashlib
+import importlib.util
 import json
 import logging
 import os
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compaction.core.blocks import DOCUMENT, IMAGE, REDACTED_THINKING, TEXT, THINKING, TOOL_RESULT, TOOL_USE, block_text
@@ -67,9 +73,6 @@ def _o200k_is_cached() -> bool:
     # tiktoken caches downloads under TIKTOKEN_CACHE_DIR / DATA_GYM_CACHE_DIR / tmp,
     # named by the sha1 of the source URL. Only use o200k when that file is present,
     # so nothing is ever downloaded at run time.
-    import hashlib
-    import tempfile
-
     url = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
     cache_dir = (
         os.environ.get("TIKTOKEN_CACHE_DIR")
@@ -106,12 +109,7 @@ _O200K_RANKS = 199_998  # tokens in o200k_base.tiktoken: a file that is not the 
 def _o200k_packaged() -> tiktoken.Encoding | None:
     """tiktoken's o200k_base, its ranks read from the copy the `bpe-openai` package ships
     (bpe_openai/data/o200k_base.tiktoken.gz): offline, never downloaded. None without it."""
-    import base64
-    import gzip
-    import importlib.util
-    from pathlib import Path
-
-    import tiktoken
+    import tiktoken  # lazy: called only from get_tokenizer, once tiktoken imported there
 
     # Found, not imported: the package's own tokenizer (a Rust extension) is never loaded.
     spec = importlib.util.find_spec("bpe_openai")
@@ -140,7 +138,7 @@ def _counter(encoding: tiktoken.Encoding) -> Callable[[str], int]:
 def get_tokenizer(preferred: str = "cl100k_base") -> Tokenizer:
     """The best offline tokenizer available, preferring `preferred`."""
     try:
-        import tiktoken
+        import tiktoken  # lazy: without tiktoken the count falls back to chars/4 (tested)
     except ImportError:  # pragma: no cover - tiktoken is a hard requirement
         logger.warning("tiktoken not installed; using a chars/4 estimate")
         return Tokenizer("chars/4", False, _chars_per_4)

@@ -17,7 +17,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from compaction import review
+from compaction import importing, review
+from compaction.core.transcripts import FORMATS
 from compaction.models import EventKind
 from compaction.services import describe
 from sessions import selectors, trash
@@ -382,9 +383,6 @@ def transcript_import(request: HttpRequest) -> HttpResponse:
     htmx posts the form and swaps in the outcome fragment (the page shows the upload's progress
     meanwhile); without JavaScript a success redirects to the new session.
     """
-    from compaction import importing
-    from compaction.core.transcripts import FORMATS
-
     form = ImportForm(formats=FORMATS)
     error = None
     if request.method == "POST":

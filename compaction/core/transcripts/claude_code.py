@@ -49,10 +49,6 @@ def _message(entry: dict[str, Any]) -> dict[str, Any]:
     return message if isinstance(message, dict) else {}
 
 
-def _has_tool_results(entry: dict[str, Any]) -> bool:
-    return any(b.get("type") == "tool_result" for b in as_blocks(_message(entry).get("content")))
-
-
 def _main_chain(pool: list[dict[str, Any]], stats: Counter[str]) -> set[str]:
     """uuids on the conversation's chain, walked back from its last line.
 
