@@ -80,14 +80,14 @@ def _block_fingerprint(block: Any, *, deep: bool) -> Any:
     if kind == TEXT:
         return ["text", _short(str(block.get("text") or "").strip())]
     if kind == TOOL_USE:
-        return ["tool_use", block.get("id"), block.get("name")] + ([_short(_canon(block.get("input")))] if deep else [])
+        return [TOOL_USE, block.get("id"), block.get("name")] + ([_short(_canon(block.get("input")))] if deep else [])
     if kind == TOOL_RESULT:
         # The id alone identifies it: clients may later clear old results' content (Claude Code
         # "microcompact") and the conversation is still the same one.
         if not deep:
-            return ["tool_result", block.get("tool_use_id")]
+            return [TOOL_RESULT, block.get("tool_use_id")]
         content = _short(_canon(_tool_result_content(block.get("content"))))
-        return ["tool_result", block.get("tool_use_id"), content, bool(block.get("is_error"))]
+        return [TOOL_RESULT, block.get("tool_use_id"), content, bool(block.get("is_error"))]
     if kind == THINKING:
         return ["thinking", block.get("signature") or _short(str(block.get("thinking") or ""))]
     if kind == REDACTED_THINKING:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from compaction.core.blocks import TOOL_RESULT
 from compaction.core.types import Content, Msg
 
 PERSON = "person"
@@ -429,7 +430,7 @@ def content_parts(content: Content, provenance: str = UNKNOWN, *, role: str = "u
     for index, block in enumerate(_blocks(content)):
         if index in by_block:
             parts.extend(by_block[index])
-        elif block.get("type") == "tool_result":
+        elif block.get("type") == TOOL_RESULT:
             text = _tool_result_text(block.get("content"))
             if "The user sent the following message" in text:
                 parts.extend(Part(m.group(0), PERSON, QUEUED) for m in QUEUED_RE.finditer(text))

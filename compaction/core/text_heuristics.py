@@ -12,6 +12,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from compaction.core.blocks import TOOL_RESULT
 from compaction.core.prompts import is_error_line, text_of
 from compaction.core.provenance import (
     COMMAND,
@@ -203,7 +204,7 @@ def user_messages(msg: Msg) -> list[tuple[str, bool]]:
             cleaned = clean_user_text(raw)
             if cleaned:
                 out.append((cleaned, False))
-        elif kind == "tool_result":
+        elif kind == TOOL_RESULT:
             out.extend((q, True) for q in queued_texts(tool_result_text(block.get("content"))))
     return out
 

@@ -28,6 +28,8 @@ from typing import Any
 
 import orjson
 
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE
+
 SYSTEM_ROLES = ("system", "developer")
 # Keys of a Chat Completions message the mapping reads; any other non-empty key is kept as is.
 _KNOWN_KEYS = ("role", "content", "name", "tool_calls", "refusal", "tool_call_id")
@@ -192,7 +194,7 @@ def _tool_use(call: Any, extras: dict[str, Any], path: str) -> dict[str, Any]:
     plain = call.get("type", "function") == "function" and set(call) <= {"id", "type", "function"}
     if not plain or set(function) - {"name", "arguments"} or arguments != compact_json(tool_input):
         extras.setdefault("calls", {})[call["id"]] = call
-    return {"type": "tool_use", "id": call["id"], "name": str(name), "input": tool_input}
+    return {"type": TOOL_USE, "id": call["id"], "name": str(name), "input": tool_input}
 
 
 def _common(message: dict[str, Any], extras: dict[str, Any]) -> dict[str, Any]:
@@ -248,7 +250,7 @@ def _tool_result(message: dict[str, Any], path: str) -> tuple[dict[str, Any], di
     else:
         result = text_of(content) or compact_json(content)
         extras["content"] = content
-    block = {"type": "tool_result", "tool_use_id": call_id}
+    block = {"type": TOOL_RESULT, "tool_use_id": call_id}
     if result != "":
         block["content"] = result
     return block, _common(message, extras)
@@ -357,7 +359,7 @@ def _assistant_back(blocks: list[dict[str, Any]], extras: dict[str, Any]) -> dic
             "function": {"name": b.get("name"), "arguments": compact_json(b.get("input") or {})},
         }
         for b in blocks
-        if b.get("type") == "tool_use"
+        if b.get("type") == TOOL_USE
     ]
     if calls:
         message["tool_calls"] = calls
@@ -380,10 +382,10 @@ def to_chat(message: dict[str, Any], extras: dict[str, Any] | None = None) -> li
     blocks = _blocks(message.get("content"))
     if message.get("role") == "assistant":
         return [_assistant_back(blocks, extras)]
-    results = [b for b in blocks if b.get("type") == "tool_result"]
+    results = [b for b in blocks if b.get("type") == TOOL_RESULT]
     tools = extras.get("tools", {})
     out = [_tool_back(b, tools.get(str(i), {})) for i, b in enumerate(results)]
-    rest = [b for b in blocks if b.get("type") != "tool_result"]
+    rest = [b for b in blocks if b.get("type") != TOOL_RESULT]
     if rest or not out:
         out.append(_finish({"role": extras.get("role", "user"), "content": _content(rest, extras)}, extras))
     return out

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from compaction.core.blocks import as_blocks
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE, as_blocks
 from compaction.core.provenance import HARNESS
 from compaction.core.transcripts.base import (
     ImportedTranscript,
@@ -275,7 +275,7 @@ class _ChainReader:
             stats["skipped_synthetic_assistant"] += 1  # Claude Code's own error notes, never sent
             return
         blocks = as_blocks(message.get("content"))
-        self.included_tool_ids.update(b.get("id") for b in blocks if b.get("type") == "tool_use")
+        self.included_tool_ids.update(b.get("id") for b in blocks if b.get("type") == TOOL_USE)
         usage = usage if isinstance(usage := message.get("usage"), dict) else None
         if message_id and message_id == self.last_assistant_id and self.raw:
             # Another content block of the same API response: extend that message.
@@ -302,7 +302,7 @@ class _ChainReader:
     def _user(self, entry: dict[str, Any], uuid: str) -> None:
         message, stats = _message(entry), self.stats
         answers_included = any(
-            b.get("type") == "tool_result" and b.get("tool_use_id") in self.included_tool_ids
+            b.get("type") == TOOL_RESULT and b.get("tool_use_id") in self.included_tool_ids
             for b in as_blocks(message.get("content"))
         )
         if uuid not in self.chain and not answers_included:

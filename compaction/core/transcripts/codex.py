@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compaction.core.blocks import as_blocks, text_of
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE, as_blocks, text_of
 from compaction.core.provenance import HARNESS, clean_text
 from compaction.core.transcripts.base import (
     ImportedTranscript,
@@ -270,7 +270,7 @@ def _call(state: _Rollout, item: dict[str, Any], number: int) -> None:
         call_id = call_id or f"web_search_{number}"
         state.answers.append(
             {
-                "type": "tool_result",
+                "type": TOOL_RESULT,
                 "tool_use_id": call_id,
                 "content": WEB_SEARCH_RESULT.format(status=item.get("status") or "call"),
             }
@@ -279,12 +279,12 @@ def _call(state: _Rollout, item: dict[str, Any], number: int) -> None:
     if not call_id:
         state.stats[f"skipped_{kind}_without_call_id"] += 1
         return
-    state.assistant({"type": "tool_use", "id": str(call_id), "name": str(name or kind), "input": arguments})
+    state.assistant({"type": TOOL_USE, "id": str(call_id), "name": str(name or kind), "input": arguments})
 
 
 def _call_output(state: _Rollout, item: dict[str, Any]) -> None:
     content, failed = _output(item.get("output"), state.stats)
-    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.get("call_id"), "content": content}
+    result: dict[str, Any] = {"type": TOOL_RESULT, "tool_use_id": item.get("call_id"), "content": content}
     if failed:
         result["is_error"] = True
     state.input([result])
