@@ -218,7 +218,7 @@ def first_user_text(messages: list[Any], limit: int = 80) -> str:
         texts = [t for t in texts if t]
         if not texts:
             continue
-        said = [" ".join(p.words.split()) for p in content_parts(content) if p.provenance == PERSON and p.words]
+        said = [" ".join(p.words.split()) for p in content_parts(content or "") if p.provenance == PERSON and p.words]
         said = [t for t in said if t]
         if said:
             return _clipped(said[0], limit)

@@ -405,7 +405,7 @@ def gateway_call(
     session_header = {SESSION_HEADER: str(turn.session.pk)}
 
     unchanged = raw is not None and messages is body["messages"]
-    response = _send("/v1/messages", query, headers, raw if unchanged else _encode(body, messages))
+    response = _send("/v1/messages", query, headers, raw if raw is not None and unchanged else _encode(body, messages))
     if response.status_code != 200:
         text = _read(response).decode("utf-8", "replace")
         served = None if turn.side_call else overflow_context(turn, response.status_code, text)

@@ -258,7 +258,8 @@ def index_text(content: Any) -> str:
                 if key not in SKIPPED_KEYS:
                     out.append(value)
             elif isinstance(value, dict):
-                below.extend(sorted(value.items(), key=_jsonb_key_order))
+                ordered: list[tuple[str, Any]] = sorted(value.items(), key=_jsonb_key_order)
+                below.extend(ordered)
             elif isinstance(value, list):
                 below.extend((None, item) for item in value)
             elif isinstance(value, int | float) and not isinstance(value, bool) and key not in SKIPPED_KEYS:

@@ -114,7 +114,7 @@ def check_block(block: Any, path: str, role: str | None, errors: Errors, *, inne
         return
     kind = block.get("type")
     allowed = blocks.TOOL_RESULT_CONTENT_KINDS if inner else BLOCK_TYPES
-    if kind not in allowed:
+    if not isinstance(kind, str) or kind not in allowed:
         shown = repr(kind) if isinstance(kind, str) else _kind(kind)
         errors.add(_join(path, "type"), f"unknown block type {shown}; allowed: {', '.join(allowed)}")
         return

@@ -52,7 +52,7 @@ def map_messages(messages: Any, resent: Parsed | None = None) -> Mapped:
 def _reuse(messages: list[Any], resent: Parsed | None) -> Reuse | None:
     """The previous request's mapping when this request's leading messages are its objects."""
     previous = resent.previous_memo.get(MAPPING) if resent is not None else None
-    if previous is None or not resent.reused:
+    if previous is None or resent is None or not resent.reused:
         return None
     before, mapped = previous
     shared = resent.reused
@@ -78,7 +78,7 @@ def _reply(completion: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], 
     reply = {
         "usage": usage,
         "model": completion.get("model"),
-        "stop_reason": STOP_REASONS.get(choice.get("finish_reason")),
+        "stop_reason": STOP_REASONS.get(str(choice.get("finish_reason"))),
     }
     message = choice.get("message")
     if not isinstance(message, dict):

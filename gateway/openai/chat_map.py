@@ -186,13 +186,13 @@ def _parts(content: Any, extras: dict[str, Any], path: str) -> list[dict[str, An
 def _tool_use(call: Any, extras: dict[str, Any], path: str) -> dict[str, Any]:
     if not isinstance(call, dict) or not isinstance(call.get("id"), str) or not call["id"]:
         raise MappingError(path, "a tool call needs a non-empty string id")
-    function = function if isinstance(function := call.get("function"), dict) else {}
-    name = function.get("name") or (call.get("custom") or {}).get("name") or call.get("type") or "tool"
-    arguments = function.get("arguments")
+    called = called if isinstance(called := call.get("function"), dict) else {}
+    name = called.get("name") or (call.get("custom") or {}).get("name") or call.get("type") or "tool"
+    arguments = called.get("arguments")
     parsed = parse_arguments(arguments) if isinstance(arguments, str) else None
     tool_input = parsed if isinstance(parsed, dict) else {}
     plain = call.get("type", "function") == "function" and set(call) <= {"id", "type", "function"}
-    if not plain or set(function) - {"name", "arguments"} or arguments != compact_json(tool_input):
+    if not plain or set(called) - {"name", "arguments"} or arguments != compact_json(tool_input):
         extras.setdefault("calls", {})[call["id"]] = call
     return {"type": TOOL_USE, "id": call["id"], "name": str(name), "input": tool_input}
 
@@ -272,7 +272,9 @@ def to_blocks(messages: list[Any], reuse: Reuse | None = None) -> Mapped:
         message, path = messages[i], f"messages[{i}]"
         role = message.get("role") if isinstance(message, dict) else None
         if role == "tool":
-            run, results, tools = [], [], {}
+            run: list[Any] = []
+            results: list[dict[str, Any]] = []
+            tools: dict[str, Any] = {}
             while i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") == "tool":
                 block, extras = _tool_result(messages[i], f"messages[{i}]")
                 if extras:

@@ -88,7 +88,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
 def _overview_context(request: HttpRequest, session, compactions, *, version: str) -> dict:
     usage = queries.session_usage_view(session)
     effective = queries.effective_compactions(session=session, compactions=compactions)
-    history = queries.usage_history(session=session, compactions=effective)
+    usage_history = queries.usage_history(session=session, compactions=effective)
     chart = build_chart(
         messages=queries.message_token_series(session=session),
         compactions=effective,
@@ -96,8 +96,8 @@ def _overview_context(request: HttpRequest, session, compactions, *, version: st
         trigger_tokens=usage.trigger_tokens,
         context_window=usage.context_window,
         current_tokens=usage.tokens,  # the line ends where the gauge says the context is
-        reports=history.reports,
-        measured_at=history.measured_at,
+        reports=usage_history.reports,
+        measured_at=usage_history.measured_at,
     )
     undone = queries.reverted_ids(session=session) if compactions else set()
     history = collapse_skipped(
