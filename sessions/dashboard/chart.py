@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from collections.abc import Sequence
 from typing import Any
 
 from .present import fmt_int, fmt_short
