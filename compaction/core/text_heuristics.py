@@ -21,7 +21,6 @@ from compaction.core.provenance import (
     COMPACT_PROMPT,
     COMPACT_SUMMARY,
     DEMONSTRATION,
-    DEMONSTRATION_RE,
     HOOK,
     INTERRUPT,
     NOTIFICATION,
@@ -34,7 +33,7 @@ from compaction.core.provenance import (
     stated_harness,
     text_block_parts,
 )
-from compaction.core.tool_vocabulary import is_output_tool, is_shell_tool, shell_command_of
+from compaction.core.tool_vocabulary import is_output_tool, is_shell_tool
 from compaction.core.types import Msg
 
 MAX_INSTRUCTION_CHARS = 500
@@ -131,18 +130,6 @@ def _directs(text: str) -> bool:
         _DIRECTIVE_RE.search(sentence) and not sentence.rstrip().endswith("?") and not _OBSERVATION_RE.match(sentence)
         for sentence in sentences(text)
     )
-
-
-def without_demonstrations(text: str) -> str:
-    """A user message without the worked examples shown to the model before the task."""
-    if "-- " not in text and "--\n" not in text:
-        return text
-    return DEMONSTRATION_RE.sub("", text).strip() if DEMONSTRATION_RE.search(text) else text
-
-
-def lower_first(text: str) -> str:
-    """The text with its first letter lowercased to run on inside a sentence (not an acronym)."""
-    return text[0].lower() + text[1:] if text[:1].isupper() and not text[1:2].isupper() else text
 
 
 # What the summarizers have always dropped of a text, or the whole text when it opens with it.
@@ -295,10 +282,6 @@ def tool_result_text(content: Any) -> str:
     return "\n".join(text_of(b, "text") for b in content if isinstance(b, dict) and b.get("type") == "text")
 
 
-def is_bash_tool(name: str) -> bool:
-    return is_shell_tool(name)
-
-
 def output_is_program_output(tool_name: str, is_error: bool) -> bool:
     """Whether error-looking lines in this tool's result are real errors (not file text)."""
     return is_error or not tool_name or is_shell_tool(tool_name) or is_output_tool(tool_name)
@@ -324,11 +307,6 @@ def command_error_lines(tool_name: str, command: str | None, output: str, *, is_
         # Only real error lines of a failed probe ("No such file or directory"), never its content.
         return error_lines_of(output, is_error=False) if is_error else []
     return error_lines_of(output, is_error=is_error)
-
-
-def command_of(block: dict[str, Any]) -> str | None:
-    """The shell command of a tool_use block that runs one (see tool_vocabulary)."""
-    return shell_command_of(block)
 
 
 _COMMAND_NOISE_RE = re.compile(r"\s*(2>&1|2>/dev/null|\|\s*(tail|head)(\s+-n)?\s+-?\d+)\s*")
