@@ -113,11 +113,6 @@ class CutPlan:
         return sum(m.tokens for m in self.kept)
 
 
-def turn_starts(messages: list[Msg]) -> list[int]:
-    """Indices of real user messages (user turns), oldest first."""
-    return [i for i, m in enumerate(messages) if m.is_user_turn_start]
-
-
 def valid_cut_mask(messages: list[Msg]) -> list[bool]:
     """valid[c]: the kept part may start at message c (c >= 1; index 0 is never a cut)."""
     pairs = _tool_pairs(messages)

@@ -336,16 +336,6 @@ def split_text(text: str) -> list[Part]:
     return list(_split_cached(text))
 
 
-def classify_text(text: str) -> tuple[str, str]:
-    """(provenance, kind) of one text by its shape: ("harness", kind) for text the harness
-    injected, ("person", kind) for the person's words (kind "" typed, "queued", "command",
-    "task"), ("", "") when it mixes both (`split_text` parts them) or is blank."""
-    parts = split_text(text)
-    if not parts or len({p.provenance for p in parts}) > 1:
-        return UNKNOWN, ""
-    return parts[0].provenance, parts[0].kind
-
-
 def clean_text(text: str) -> str:
     """The words the person typed in one text: harness text left out, slash commands as
     "/name args", messages queued inside it left out (`user_words` gives those)."""
