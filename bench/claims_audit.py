@@ -147,7 +147,7 @@ def read_messages(text: str, suffix: str) -> list[dict[str, Any]]:
     """The messages the service stores for a transcript file's text (the import's reader and its
     rule for what is stored)."""
     from compaction.core.transcripts.detect import read_transcript
-    from compaction.services.importing import transcript_messages_for_api
+    from compaction.services import transcript_messages_for_api
 
     with tempfile.TemporaryDirectory(prefix="claims-audit-") as folder:
         file = Path(folder) / f"cut{suffix}"

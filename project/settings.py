@@ -102,6 +102,7 @@ INSTALLED_APPS = [
     "compaction.apps.CompactionConfig",
     "gateway.apps.GatewayConfig",
     "ops.apps.OpsConfig",
+    "project.apps.ProjectConfig",  # connects project.security's login throttling to auth's signals
 ]
 
 MIDDLEWARE = [

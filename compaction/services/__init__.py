@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .activation import compaction_revert
 from .common import STRATEGIES, CompactionError, describe, requeue_queued_after, skip_reason
-from .importing import (
+from .replay import (
     ReplayResult,
     ReplayStep,
     compaction_record_import,

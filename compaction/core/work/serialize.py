@@ -45,6 +45,8 @@ def from_json(data: Any) -> WorkState | None:
     """The state stored as `data`, or None when there is none or it is of another version."""
     if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
         return None
+    if isinstance(data.get("messages"), int) and "folded" not in data:
+        data = {**data, "folded": data["messages"]}  # the count's name before it was `folded`
     try:
         state: WorkState = _build(WorkState, data)
         return state
