@@ -109,6 +109,8 @@ MIDDLEWARE = [
     "ops.middleware.ProbeMiddleware",
     # Every other request is timed and counted from here (by view and status).
     "ops.middleware.RequestMetricsMiddleware",
+    # The database unavailable: 503 + Retry-After in each API's own error shape, never a 500.
+    "project.outage.DatabaseOutageMiddleware",
     # First: an oversized API request is refused before sessions, auth or parsing run.
     "sessions.middleware.JsonApiErrorsMiddleware",
     "sessions.middleware.RequestSizeLimitMiddleware",
@@ -147,9 +149,13 @@ TEMPLATES = [
 # Database: DATABASE_URL, default an SQLite file (the embedded mode).
 _database_url = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'compactor.sqlite3'}")
 try:
-    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
+    # A pooled connection is checked before its first use in each request (or task), so the first
+    # request after a database restart reconnects instead of failing on the dead connection.
+    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60, conn_health_checks=True)}
 except Exception as exc:  # dj_database_url raises several types for bad URLs
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
+# The database unavailable: requests are answered 503 with this Retry-After (project.outage).
+DB_RETRY_AFTER_SECONDS = env_int("COMPACTOR_DB_RETRY_AFTER", 2, minimum=1)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # Appends take a write lock at BEGIN so concurrent writers queue instead of failing

@@ -30,6 +30,7 @@ from .importing import (
     usage_report_recorded,
 )
 from .jobs import (
+    HandBackPending,
     compaction_maybe_auto,
     compaction_maybe_auto_safely,
     compaction_request,
@@ -43,6 +44,7 @@ from .overflow import compaction_overflow
 from .planning import compaction_dry_run
 
 __all__ = [
+    "HandBackPending",
     "STRATEGIES",
     "CompactionError",
     "ReplayResult",

@@ -246,8 +246,59 @@ def _worker_run() -> planning.SummaryRun:
     return planning.SummaryRun(llm_timeout=timeout, max_retries=int(settings.ANTHROPIC_MAX_RETRIES))
 
 
-def compaction_run(*, compaction_id, now=None) -> Compaction | None:
-    """Run one queued compaction (the Celery task's body). A re-delivery is a no-op (None)."""
+class HandBackPending(Exception):
+    """The job's hand-back failed (the database still down): the task's retry hands it back
+    first (`compaction_run(hand_back=attempt)`), as soon as the database answers, rather than
+    leaving it RUNNING until its lease lapses and the sweeper finds it."""
+
+    def __init__(self, compaction_id, attempt: int) -> None:
+        super().__init__(f"compaction {compaction_id}: attempt {attempt} not handed back yet")
+        self.compaction_id = compaction_id
+        self.attempt = attempt
+
+
+# How long a worker keeps trying to hand a job back before it leaves that to the task's retry:
+# a database restart takes a few seconds.
+HAND_BACK_PATIENCE_SECONDS = 10.0
+HAND_BACK_PAUSE_SECONDS = 0.5
+
+
+def job_hand_back(job_id, *, attempt: int, patience: float = 0.0) -> bool:
+    """Put a RUNNING job's `attempt` back in the queue (a conditional UPDATE: never another
+    attempt's claim). Tried again every HAND_BACK_PAUSE_SECONDS for `patience` seconds while the
+    database is unavailable, on a fresh connection each time. True once handed back (or no
+    longer this attempt's to hand back); False when the database never answered."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            if not connection.in_atomic_block:
+                connection.close_if_unusable_or_obsolete()  # a dead connection is dropped, the next one fresh
+            # The task's retry re-sends the message: that counts as an enqueue.
+            handed = Compaction.objects.filter(pk=job_id, status=Status.RUNNING, attempts=attempt).update(
+                status=Status.QUEUED, started_at=None, deadline_at=None, enqueued_at=timezone.now()
+            )
+        except (OperationalError, InterfaceError) as exc:
+            if time.monotonic() + HAND_BACK_PAUSE_SECONDS > deadline:
+                logger.warning(
+                    "Compaction %s: could not hand the job back to the queue yet (%s); its retry will",
+                    job_id,
+                    type(exc).__name__,
+                )
+                return False
+            time.sleep(HAND_BACK_PAUSE_SECONDS)
+            continue
+        if handed:
+            logger.info("Compaction %s: attempt %d handed back to the queue", job_id, attempt)
+        return True
+
+
+def compaction_run(*, compaction_id, now=None, hand_back: int | None = None) -> Compaction | None:
+    """Run one queued compaction (the Celery task's body). A re-delivery is a no-op (None).
+
+    `hand_back`: an attempt of this job that an earlier delivery could not hand back (the
+    database was down): handed back first, then claimed as usual."""
+    if hand_back is not None:
+        job_hand_back(compaction_id, attempt=hand_back)
     now = now or timezone.now()
     claimed = Compaction.objects.filter(pk=compaction_id, status=Status.QUEUED).update(
         status=Status.RUNNING,
@@ -286,16 +337,12 @@ def compaction_run(*, compaction_id, now=None) -> Compaction | None:
             run=_worker_run(),
         )
         activation.outcome_apply(job, outcome, attempt=attempt, started=started)
-    except (OperationalError, InterfaceError):
-        # Transient database trouble: hand the job back so the task's retry can claim it
-        # again. If even that fails, the sweeper re-queues it after its deadline.
-        try:
-            # The task's autoretry re-sends the message: that counts as an enqueue.
-            Compaction.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=attempt).update(
-                status=Status.QUEUED, started_at=None, deadline_at=None, enqueued_at=timezone.now()
-            )
-        except Exception:  # noqa: BLE001
-            logger.exception("Compaction %s: could not hand the job back to the queue", job.pk)
+    except (OperationalError, InterfaceError) as exc:
+        # Transient database trouble (a restart, a dropped connection): hand the job back so the
+        # task's retry can claim it again. The database is likely still down: the hand-back is
+        # tried again until it answers, and past that patience the retry carries it.
+        if not job_hand_back(job.pk, attempt=attempt, patience=HAND_BACK_PATIENCE_SECONDS):
+            raise HandBackPending(job.pk, attempt) from exc
         raise
     except Exception as exc:  # noqa: BLE001 - any other failure is recorded on the row
         logger.exception("Compaction %s failed", job.pk)
@@ -303,10 +350,12 @@ def compaction_run(*, compaction_id, now=None) -> Compaction | None:
     return Compaction.objects.get(pk=job.pk)
 
 
-def compaction_run_unless_replaying(*, compaction_id, now=None) -> Compaction | None:
+def compaction_run_unless_replaying(*, compaction_id, now=None, hand_back: int | None = None) -> Compaction | None:
     """The Celery task's body: run the job, unless its session is being replayed — the replay
     (compaction.importing, import_transcript --replay) runs that session's jobs itself, and a
     worker claiming one would race it."""
+    if hand_back is not None:
+        job_hand_back(compaction_id, attempt=hand_back)
     row = (
         Compaction.objects.filter(pk=compaction_id)
         .values("session_id", "session__replaying", "session__last_activity_at")
