@@ -35,6 +35,7 @@ from compaction.core.provenance import (
 )
 from compaction.core.tool_vocabulary import is_output_tool, is_shell_tool, shell_command_of
 from compaction.core.types import Msg
+from compaction.core.vocabulary import COMMIT_OUTPUT_RE, GIT_PUSH_RE, PLUMBING, PUSH_OUTPUT_RE, is_probe
 
 MAX_INSTRUCTION_CHARS = 500
 MAX_ERROR_LINE_CHARS = 300
@@ -303,16 +304,8 @@ def output_is_program_output(tool_name: str, is_error: bool) -> bool:
     return is_error or not tool_name or is_shell_tool(tool_name) or is_output_tool(tool_name)
 
 
-# Commands that look at things: their exit status 1 is an answer ("no match", "differs"),
-# and their output is file content, where "error" is just a word.
-_PROBE_RE = re.compile(
-    r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:grep|rg|ag|ack|find|fd|ls|cat|head|tail|wc|which|type|test|\[|diff|sleep|echo|"
-    r"pwd|file|stat|tree|less|more|sed -n|awk|git (?:status|diff|log|show|ls-files|branch|rev-parse|remote))\b"
-)
-
-
 def is_probe_command(command: str) -> bool:
-    return bool(_PROBE_RE.match(command))
+    return is_probe(command)
 
 
 def command_error_lines(tool_name: str, command: str | None, output: str, *, is_error: bool) -> list[str]:
@@ -387,16 +380,6 @@ _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b
 
 def strip_ansi(text: str) -> str:
     return _ANSI_RE.sub("", text) if "\x1b" in text or "m" in text else text
-
-
-# `git commit` prints "[branch 1a2b3c4] message"; `git push` prints "old..new  src -> dst".
-COMMIT_OUTPUT_RE = re.compile(r"^\[([\w./+-]+)(?: \(root-commit\))? ([0-9a-f]{7,40})\] (.+)$", re.MULTILINE)
-PUSH_OUTPUT_RE = re.compile(
-    r"^\s*(?:\+\s*)?(?:([0-9a-f]{7,40})\.\.\.?([0-9a-f]{7,40})|\* \[new (?:branch|tag)\])\s+(\S+)\s+->\s+(\S+)",
-    re.MULTILINE,
-)
-GIT_COMMIT_RE = re.compile(r"\bgit\b[^|;&\n]*\bcommit\b")
-GIT_PUSH_RE = re.compile(r"\bgit\b[^|;&\n]*\bpush\b")
 
 
 def commits_in_output(command: str, output: str) -> list[tuple[str, str, str]]:
@@ -474,13 +457,10 @@ def _split_chain(line: str) -> list[str]:
     return [part.strip() for part in parts]
 
 
-_PLUMBING = frozenset({"cd", "echo", "export", "source", "set", "sleep", "true", "pushd", "popd", "clear"})
-
-
 def _part_signature(part: str) -> tuple[str, ...]:
     part = part.split("|", 1)[0]  # what a pipe feeds (tail, grep) is plumbing
     words = [w for w in part.split() if ("=" not in w or w.startswith("-")) and not w.startswith("-")]
-    if not words or words[0] in _PLUMBING:
+    if not words or words[0] in PLUMBING:
         return ()
     if len(words) >= 3 and words[1] in ("run", "exec", "-m"):
         return tuple(words[:3])
