@@ -49,15 +49,26 @@ RULES: tuple[R, ...] = (
         "text_heuristics:INSTRUCTION_RE",
         "a rule or preference word inside a message: always, never, must, don't, avoid, make sure, from now on",
         "people state standing rules with these words; 'I don't' and 'we don't' describe, they do not order",
-        ("never push to main", "always run the tests first", "please use pnpm", "don't touch the migrations"),
+        (
+            "never push to main",
+            "always run the tests first",
+            "please use pnpm",
+            "don't touch the migrations",
+            "make sure the tests are green",
+        ),
         ("I don't understand the error", "the build passed", "what does this do?"),
     ),
     R(
         "text_heuristics:IMPERATIVE_RULE_RE",
         "a rule said without a rule word: 'use X, not Y', a prohibition shouted alone ('no console logs!')",
-        "'use X, not Y' and 'no X!' are how people set a rule in one breath",
-        ("use rgb values in the themes, no rgb indices!", "please use tabs, not spaces", "no console logs!"),
-        ("use the new parser?", "the user can use it now, not later?", "we tried it"),
+        "'use X, not Y' and 'no X!' are how people set a rule in one breath, after a word or two of opener",
+        (
+            "use rgb values in the themes, no rgb indices!",
+            "please use tabs, not spaces",
+            "ok so use pnpm, never npm",
+            "no console logs!",
+        ),
+        ("use the new parser?", "the user can use it now, not later?", "I really think we use tabs, not spaces"),
         how="match",
     ),
     R(
@@ -94,10 +105,12 @@ RULES: tuple[R, ...] = (
     ),
     R(
         "text_heuristics:_SENTENCE_SPLIT_RE",
-        "a sentence boundary: a full stop and space, a new line, or a full stop run into the next sentence's opener",
-        "sentences are quoted and classified one by one",
-        ("Done. Next", "line one\nline two", "in a system context.Now, I will"),
-        ("version 1.2.3", "e.g.the", "no boundary here"),
+        "a sentence boundary: a full stop, question or exclamation mark and a space, a new line, or a "
+        "lower-case word's full stop straight before a capitalised word",
+        "sentences are quoted and classified one by one; a sentence starts with a capital, so a full stop "
+        "before one ends a sentence even when the space was lost",
+        ("Done. Next", "line one\nline two", "Why? Because", "the upload form.Let's create it", "flag.We will"),
+        ("version 1.2.3", "e.g.The", "models.Model.objects", "see os.Path(x)"),
     ),
     R(
         "text_heuristics:_CODE_SPAN_RE",
@@ -155,7 +168,7 @@ RULES: tuple[R, ...] = (
     R(
         "text_heuristics:_NOISE_LINE_RE",
         "lines runners print around a failure without saying what failed: npm echoing the script it runs, "
-        "Node's pointer to its warnings, a debugger attaching",
+        "Node's pointer to its warnings",
         "such a line is never the error; the line after it is",
         ("> app@1.0.0 test", "> node scripts/build.js", "(Use `node --trace-warnings ...` to show where)"),
         ("Error: build failed", "> 5 is not allowed", "npm ERR! code 1"),
