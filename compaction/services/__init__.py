@@ -21,8 +21,10 @@ from __future__ import annotations
 from .activation import compaction_revert
 from .common import STRATEGIES, CompactionError, describe, requeue_queued_after, skip_reason
 from .jobs import (
+    HandBackPending,
     compaction_maybe_auto,
     compaction_maybe_auto_safely,
+    compaction_recover_orphans,
     compaction_request,
     compaction_run,
     compaction_run_unless_replaying,
@@ -43,6 +45,7 @@ from .replay import (
 )
 
 __all__ = [
+    "HandBackPending",
     "STRATEGIES",
     "CompactionError",
     "ReplayResult",
@@ -53,6 +56,7 @@ __all__ = [
     "compaction_maybe_auto_safely",
     "compaction_overflow",
     "compaction_record_import",
+    "compaction_recover_orphans",
     "compaction_request",
     "compaction_revert",
     "compaction_run",
