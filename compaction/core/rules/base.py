@@ -51,6 +51,7 @@ COVERED = (
     "compaction.core.kept",
     "compaction.core.summary_markdown",
     "compaction.core.paths",
+    "compaction.core.prompts",
 )
 WORDLIST_MODULES = (
     "compaction.core.ledger",
@@ -82,6 +83,7 @@ SHORT = {
     "kept": "compaction.core.kept",
     "summary_markdown": "compaction.core.summary_markdown",
     "paths": "compaction.core.paths",
+    "prompts": "compaction.core.prompts",
 }
 
 
