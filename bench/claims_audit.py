@@ -147,7 +147,7 @@ def read_messages(text: str, suffix: str) -> list[dict[str, Any]]:
     """The messages the service stores for a transcript file's text (the import's reader and its
     rule for what is stored)."""
     from compaction.core.transcripts.detect import read_transcript
-    from compaction.services.importing import transcript_messages_for_api
+    from compaction.services import transcript_messages_for_api
 
     with tempfile.TemporaryDirectory(prefix="claims-audit-") as folder:
         file = Path(folder) / f"cut{suffix}"
@@ -349,13 +349,11 @@ class Evidence(NamedTuple):
     quotes: tuple[str, ...] = ()
 
 
-def cut_text(text: str, trim: Trim, terms: set[str] | Evidence) -> str:
+def cut_text(text: str, trim: Trim, evidence: set[str] | Evidence) -> str:
     """`text` whole when short; else its head and tail lines, the middle lines that hold what the
     summary quotes (whole, however many), those that name one of its terms (at most
     `trim.middle`), and a note of what was left out."""
-    quotes: tuple[str, ...] = ()
-    if isinstance(terms, Evidence):
-        terms, quotes = terms.terms, terms.quotes
+    terms, quotes = (evidence.terms, evidence.quotes) if isinstance(evidence, Evidence) else (evidence, ())
     lines = text.split("\n")
     if len(text) <= trim.chars and len(lines) <= trim.head + trim.tail + 5:
         return text

@@ -18,7 +18,7 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
-from compaction.core.blocks import TOOL_CALL_KINDS, iter_blocks
+from compaction.core.blocks import TOOL_CALL_KINDS, TOOL_RESULT, iter_blocks
 from compaction.core.paths import relative
 from compaction.core.tool_vocabulary import (
     EDITOR_READ_COMMANDS,
@@ -454,7 +454,7 @@ def _results(messages: Iterable[Msg]) -> dict[str, tuple[bool, str]]:
         if message.role != "user" or isinstance(message.content, str):
             continue
         for block in iter_blocks(message.content):
-            if block.get("type") == "tool_result":
+            if block.get("type") == TOOL_RESULT:
                 content = block.get("content")
                 text = (
                     content
