@@ -151,10 +151,14 @@ try:
 except Exception as exc:  # dj_database_url raises several types for bad URLs
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["CONN_MAX_AGE"] = 60
     # Appends take a write lock at BEGIN so concurrent writers queue instead of failing
     # with "database is locked" half-way through a transaction.
-    DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 20}
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
 elif DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # A database host that drops packets would hold every request (and /readyz) until the kernel
     # gives up on the TCP connect, minutes later. `?connect_timeout=` in DATABASE_URL wins.
