@@ -88,6 +88,20 @@ def test_a_long_output_keeps_head_tail_and_the_lines_the_summary_names_with_a_no
     assert ca.cut_text("short\noutput", ca.Trim(3, 2, 400), set()) == "short\noutput"
 
 
+def test_what_the_summary_quotes_is_kept_whole_wherever_it_is_in_a_long_output():
+    lines = [f"line {n}" for n in range(1, 201)]
+    lines[120] = "DESCRIPTION: Ongoing reviews are defined as open annotations across all sessions " + "x" * 400
+    summary = "- gqc.5, in progress. The task: Add a page. Ongoing reviews are defined as open annotations across all…"
+    evidence = ca.Evidence(set(), ca.summary_quotes(summary))
+    assert "Ongoing reviews are defined as" in evidence.quotes
+    shown = ca.cut_text("\n".join(lines), ca.Trim(3, 2, 400, middle=0), evidence).split("\n")
+    assert lines[120] in shown  # whole, not cut to the level's line width
+    # Few long lines (a tool call's JSON): the quote's surroundings are kept from the middle.
+    long = "a" * 5000 + " Ongoing reviews are defined as open annotations " + "b" * 5000
+    out = ca.cut_text(long, ca.Trim(3, 2, 400), evidence)
+    assert "Ongoing reviews are defined as open annotations" in out and len(out) < 2000
+
+
 AUDIT = """# Audit
 
 ## Claims

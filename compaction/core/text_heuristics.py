@@ -98,7 +98,10 @@ IMPERATIVE_RULE_RE = re.compile(
 # what the user saw or believes, a bug report — its "must" and "never" describe the bug.
 _OBSERVATION_RE = re.compile(
     r"(?i)^(?:(?:ok|okay|hm+|so|well|yeah|and|but)[,.]?\s+)*"
-    r"(?:i (?:think|guess|believe|suspect|noticed?|see|saw|selected|tried|ran|got|just|don'?t (?:think|understand|know))|"
+    # What the person did or saw, in the past tense ("I selected", "I clicked", "I ran"), but not
+    # what they asked for ("I asked you to never …", "I said …" restate a rule).
+    r"(?:i (?:think|guess|believe|suspect|notice|see|saw|ran|got|just|don'?t (?:think|understand|know)|"
+    r"(?!(?:asked|told|said|wanted|meant|needed|expected|decided)\b)[a-z]+ed)|"
     r"it (?:seems|looks)|looks like|seems like)\b"
 )
 # Openers that say "that was wrong" without saying what to do: "actually, it's the bg color

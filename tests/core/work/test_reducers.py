@@ -115,6 +115,13 @@ def test_file_lifecycle(case: str, story: Story, expected: dict[str, tuple]) -> 
     } == expected
 
 
+def test_a_path_the_program_says_does_not_exist_was_not_read() -> None:
+    output = "grep: src/editor.ts: No such file or directory\nsrc/ui/editor.ts:12:  borderColor"
+    # `| head` makes the pipeline exit 0: the call is a success whose output names the missing path.
+    files = Story().run("grep -n border src/editor.ts src/ui/editor.ts | head -20", output).state().files
+    assert {p: r.state for p, r in files.items()} == {"src/ui/editor.ts": "read"}
+
+
 def test_an_npm_install_changes_the_manifest_and_lock_in_the_directory_it_ran() -> None:
     state = Story().run("cd /p/web && npm install left-pad", "added 1 package").state()
     assert {"/p/web/package.json", "/p/web/package-lock.json"} <= set(state.files)
