@@ -372,8 +372,8 @@ def _patch_text(inp: Any) -> str:
         return inp
     if isinstance(inp, dict):
         for key in ("patch", "input", "diff", "content", "patch_text"):
-            if isinstance(inp.get(key), str):
-                return inp[key]
+            if isinstance(text := inp.get(key), str):
+                return text
     return ""
 
 

@@ -15,9 +15,9 @@ from compaction.core.fileops import (
     render_file_tags,
 )
 from compaction.core.types import FileOps, Msg
-from tests import services
+from tests.corpus import TRANSCRIPTS, corpus
 
-DATA = services.TRANSCRIPTS
+DATA = TRANSCRIPTS
 
 
 def call(name: str, inp, *, block_type: str = "tool_use") -> Msg:
@@ -225,6 +225,7 @@ def _claude_code_tool_uses(path: Path) -> list[Msg]:
     return messages
 
 
+@corpus
 def test_real_claude_code_tool_heavy_session() -> None:
     result = extract_file_ops(_claude_code_tool_uses(DATA / "claude-code" / "tool_heavy.jsonl"))
     # The session reads the terminal LiveView hook and nothing else is written.
@@ -236,6 +237,7 @@ def test_real_claude_code_tool_heavy_session() -> None:
         assert path in raw
 
 
+@corpus
 def test_real_reliability_sessions_find_written_files() -> None:
     result = extract_file_ops(_claude_code_tool_uses(DATA / "claude-code" / "reliability-hello-world-script.jsonl"))
     assert any(p.endswith("hello.sh") for p in result.modified)
@@ -244,6 +246,7 @@ def test_real_reliability_sessions_find_written_files() -> None:
     assert not set(port.read) & set(port.modified)
 
 
+@corpus
 def test_real_pi_session() -> None:
     messages = []
     for line in (DATA / "pi" / "large-session.jsonl").read_text().splitlines():
@@ -260,6 +263,7 @@ def test_real_pi_session() -> None:
     assert not set(result.read) & set(result.modified)
 
 
+@corpus
 def test_real_swe_agent_function_calls() -> None:
     traj = json.loads((DATA / "swe-agent" / "6e44b9__sweagenttestrepo-1c2844.traj").read_text())
     messages = []

@@ -5,12 +5,12 @@ made through the service (import, compaction) with what a reader needs."""
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
 
 from bench import claims_audit as ca
+from tests.corpus import TRANSCRIPTS, corpus
 
 
 def _user(text):
@@ -156,20 +156,11 @@ def test_tally_reads_every_audit_under_the_folders(tmp_path, capsys):
 # --- on the shared transcripts, through the service --------------------------------------------
 
 
-def _shared_or_skip():
-    folder = ca.transcripts_dir()
-    if folder is None or not folder.is_dir():
-        reason = "the shared transcripts are not beside the project; set COMPACTOR_TRANSCRIPTS_DIR"
-        if os.environ.get("REQUIRE_SERVICES", "").lower() in {"1", "true", "yes"}:
-            pytest.fail(f"REQUIRE_SERVICES=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
-    return folder
-
-
+@corpus
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("name", ["swe-agent/katy.traj", "claude-code/reliability-python-to-rust-port.jsonl"])
 def test_each_cut_is_a_folder_a_reader_can_audit(name, tmp_path, django_user_model):
-    root = _shared_or_skip()
+    root = TRANSCRIPTS
     owner = django_user_model.objects.create(username="auditor")
     rows = ca.audit_transcript(
         root / name, root=root, out=tmp_path, owner=owner, cuts=2, min_tokens=1_500, small_keep=0.3
