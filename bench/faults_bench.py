@@ -558,11 +558,12 @@ def bench_pgrestart(redis_server: PrivateRedis, *, writers: int, jobs: int, seco
                 raise RuntimeError("gunicorn or the worker did not start")
             time.sleep(0.2)
 
-        def sweeper() -> None:  # beat's schedule, in a process of its own as in production
+        def sweeper() -> None:  # beat's schedule; a broken connection dropped before each run, as Celery does per task
             beat_env = {**env, "DJANGO_SETTINGS_MODULE": "project.settings"}
             code = ("import django, time; django.setup(); from django.conf import settings; "
-                    "from compaction import services\nwhile True:\n    time.sleep(settings.COMPACTION_SWEEP_SECONDS)\n"
-                    "    try: services.compaction_sweep_stuck()\n    except Exception: pass")  # fmt: skip
+                    "from django.db import close_old_connections; from compaction import services\nwhile True:\n    time.sleep(settings.COMPACTION_SWEEP_SECONDS)\n"
+                    "    try:\n        close_old_connections()\n        services.compaction_sweep_stuck()\n"
+                    "    except Exception: pass")  # fmt: skip
             beat = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=beat_env,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
             stop.wait()
