@@ -8,6 +8,7 @@ than the server's, say) printed a traceback whose last line a shell pipeline cou
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from pathlib import Path
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
@@ -28,8 +29,6 @@ def _holds_no_table(path: Path) -> bool:
     journal_mode=WAL the connection writes the file's header)."""
     if path.stat().st_size == 0:
         return True
-    import sqlite3
-
     try:
         with contextlib.closing(sqlite3.connect(path)) as db:
             return db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
