@@ -197,7 +197,8 @@ def _result_text(block: dict[str, Any]) -> str:
 def _entry_item(entry: dict[str, Any], got: list[dict[str, Any]]) -> dict[str, Any]:
     kind, meta = entry["k"], entry.get("meta", {})
     if kind == "opaque":
-        return entry["item"]
+        item: dict[str, Any] = entry["item"]
+        return item
     if kind == "call":
         return {**meta, "call_id": got[0].get("id")}
     if kind == "output":

@@ -21,8 +21,6 @@ from tests.handoff_facts import facts, harness_lines, narration_lines
 
 GOLDEN = Path(__file__).parent / "golden"
 
-pytestmark = corpus
-
 
 def _diff(golden: dict[str, list[str]], now: dict[str, list[str]]) -> list[str]:
     out = []
@@ -35,6 +33,7 @@ def _diff(golden: dict[str, list[str]], now: dict[str, list[str]]) -> list[str]:
     return out
 
 
+@corpus
 @pytest.mark.parametrize("name", SESSIONS, ids=lambda n: n[:8])
 def test_the_handoff_of_a_shared_session_states_the_golden_facts(name: str) -> None:
     history, _claude = history_before_compaction(TRANSCRIPTS / "claude-code" / f"{name}.jsonl")
