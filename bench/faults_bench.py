@@ -561,7 +561,7 @@ def bench_pgrestart(redis_server: PrivateRedis, *, writers: int, jobs: int, seco
         def sweeper() -> None:  # beat's schedule; a broken connection dropped before each run, as Celery does per task
             beat_env = {**env, "DJANGO_SETTINGS_MODULE": "project.settings"}
             code = ("import django, time; django.setup(); from django.conf import settings; "
-                    "from django.db import close_old_connections; from compaction import services\nwhile True:\n    time.sleep(settings.COMPACTION_SWEEP_SECONDS)\n"
+                    "import project.celery; from django.db import close_old_connections; from compaction import services\nwhile True:\n    time.sleep(settings.COMPACTION_SWEEP_SECONDS)\n"
                     "    try:\n        close_old_connections()\n        services.compaction_sweep_stuck()\n"
                     "    except Exception: pass")  # fmt: skip
             beat = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=beat_env,
