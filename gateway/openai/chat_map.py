@@ -314,7 +314,7 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
 
 
 def _part(block: dict[str, Any], index: int, extras: dict[str, Any]) -> dict[str, Any]:
-    raw = extras.get("raw", {}).get(str(index))
+    raw: dict[str, Any] | None = extras.get("raw", {}).get(str(index))
     if raw is not None:
         return raw
     if block.get("type") == "image":

@@ -172,6 +172,9 @@ def to_blocks(items: Any, reuse: Reuse | None = None) -> Mapped:
         out.extras.append(extras)
         out.sources.append(items[start:end])
         start = end
+    # `system` and `sources` are all of it, in order: served as it is, the client's own list goes
+    # (not a copy rebuilt from the groups and compared item by item: 4,000 items at 2,000 messages).
+    out.request = items
     return out
 
 
@@ -194,7 +197,8 @@ def _result_text(block: dict[str, Any]) -> str:
 def _entry_item(entry: dict[str, Any], got: list[dict[str, Any]]) -> dict[str, Any]:
     kind, meta = entry["k"], entry.get("meta", {})
     if kind == "opaque":
-        return entry["item"]
+        item: dict[str, Any] = entry["item"]
+        return item
     if kind == "call":
         return {**meta, "call_id": got[0].get("id")}
     if kind == "output":
