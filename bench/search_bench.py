@@ -111,9 +111,7 @@ def _percentile(times: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(len(ordered) * fraction) - 1))]
 
 
-def _report(
-    base: str, key: str, queries: list[tuple[str, str, str, int]], repeat: int, *, unique_seq: int
-) -> bool:
+def _report(base: str, key: str, queries: list[tuple[str, str, str, int]], repeat: int, *, unique_seq: int) -> bool:
     """Times each query, prints median, p95 and p99; True when one misses its bound."""
     import httpx2 as httpx
 

@@ -242,7 +242,9 @@ def seq_range(params) -> dict[str, int | None]:
         raise ValidationError(errors)
     low, high = bounds["from_seq"], bounds["to_seq"]
     if low is not None and high is not None and high < low:
-        raise ValidationError({"to_seq": [f"must not be below from_seq ({high} < {low}): the range is both ends included"]})
+        raise ValidationError(
+            {"to_seq": [f"must not be below from_seq ({high} < {low}): the range is both ends included"]}
+        )
     return bounds
 
 
