@@ -52,7 +52,7 @@ class SearchOutSerializer(serializers.Serializer):
 SEARCH_PARAMETERS = [
     OpenApiParameter(
         "q",
-        {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": r"\S"},
+        {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": r"[^\W_]"},
         required=True,
         description=f"Words (prefix match), quoted phrases and identifiers with punctuation (`src/app.py`, "
         f"`spotter-fum.2`, a commit hash: substring match); every part must match. At most {MAX_QUERY_CHARS} "
