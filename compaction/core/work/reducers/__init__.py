@@ -9,14 +9,14 @@ two (a commit marks the files it took as committed).
 
 from __future__ import annotations
 
-from compaction.core.text_heuristics import GIT_COMMIT_RE, clean_command, command_error_lines
+from compaction.core.text_heuristics import clean_command, command_error_lines
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
+from compaction.core.vocabulary import EDIT_REFUSED_RE, GIT_COMMIT_RE, NOTHING_TO_COMMIT_RE, check_kind, is_probe
 from compaction.core.work.events import Call, Event, Injected, Narration, Said, TurnEnded
 from compaction.core.work.parse import run_outcome
 from compaction.core.work.reducers import checks, decisions, errors, files, git, people, tasks, turn
 from compaction.core.work.reducers.outcome import Outcome
 from compaction.core.work.state import WorkState
-from compaction.core.work.vocabulary import EDIT_REFUSED_RE, NOTHING_TO_COMMIT_RE, check_kind, is_probe
 
 CALL_REDUCERS = (
     people.on_call,
