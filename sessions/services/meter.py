@@ -129,7 +129,7 @@ def usage_sample_record(
 ) -> UsageSample:
     """One point of the usage history (UsageSample): written by a usage report and by a
     compaction's activation, in their transaction; the chart reads them."""
-    return UsageSample.objects.create(
+    sample: UsageSample = UsageSample.objects.create(
         session_id=session.pk,
         kind=kind,
         seq=max(0, seq),
@@ -140,6 +140,7 @@ def usage_sample_record(
         compaction=compaction,
         created_at=now or timezone.now(),
     )
+    return sample
 
 
 METER_FIELDS = ("usage_tokens", "usage_percent", "usage_level")
@@ -163,7 +164,7 @@ def meter_set(session: Session) -> list[str]:
     return list(METER_FIELDS)
 
 
-def session_meter_refresh(*, sessions=None) -> int:
+def session_meter_refresh(*, sessions: Any = None) -> int:  # a QuerySet of Session
     """Recompute the stored meter columns (all sessions by default), e.g. after the global
     defaults changed. Returns how many were rewritten."""
     changed = []

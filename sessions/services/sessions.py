@@ -21,7 +21,7 @@ _UNSET: Any = object()
 
 def session_create(
     *,
-    owner,
+    owner: Any,  # the user (Django's auth model: untyped without django-stubs)
     title: str = "",
     agent: str = "",
     model: str = "",
@@ -60,7 +60,7 @@ def session_update(
     """Change what was given. `compaction_settings` is merged key by key; a null value removes a key.
     `context_window=None` clears the override (back to the model registry's window)."""
     with transaction.atomic():
-        locked = Session.objects.select_for_update().get(pk=session.pk)
+        locked: Session = Session.objects.select_for_update().get(pk=session.pk)
         old_model = locked.model
         changed: list[str] = []
         for name, value in (("title", title), ("agent", agent), ("model", model)):

@@ -11,7 +11,7 @@ import re
 
 from compaction.core.summarizers.extractive.view import View
 from compaction.core.work.parse import one_line
-from compaction.core.work.state import Check, Person, Step, Task
+from compaction.core.work.state import Check, Commit, Person, Step, Task
 
 REQUEST_CHARS = 300
 WORDS_CHARS = 280
@@ -76,7 +76,7 @@ def listing(items: list[str], limit: int = MAX_LISTED) -> str:
     return ", ".join(shown[:-1]) + (", " if more else " and ") + shown[-1] + more
 
 
-def _shas(commits: list) -> str:
+def _shas(commits: list[Commit]) -> str:
     return listing([c.sha[:7] for c in commits], 8)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from compaction.core.fileops import call_file_ops
+from compaction.core.fileops import call_file_ops, without_missing
 from compaction.core.paths import outside_repository
 from compaction.core.text_heuristics import sentences
 from compaction.core.types import FileOps
@@ -167,4 +167,5 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
         return
     if call.kind == "shell" and not outcome.probe:
         _changed_by_shell(state, call, outcome, ops)
-    _read(state, call, ops)  # a read tool, or `cat x`, `sed -n 1,20p x`
+    # A read tool, or `cat x`, `sed -n 1,20p x`; not a path the program said does not exist.
+    _read(state, call, without_missing(ops, call.output))
