@@ -4,6 +4,7 @@ Code send) or `Authorization: Bearer` — checked exactly like the REST API's ke
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 from django.http import HttpRequest
 from rest_framework import exceptions
@@ -11,7 +12,7 @@ from rest_framework import exceptions
 from sessions.auth import BearerAPIKeyAuthentication
 
 
-def authenticate(request: HttpRequest):
+def authenticate(request: HttpRequest) -> Any:  # the key's owner (Django's user model)
     """The key's owner, or raises AuthenticationFailed with a message that names the problem."""
     key = request.headers.get("x-api-key", "").strip()
     header = request.headers.get("authorization", "").strip()

@@ -25,10 +25,10 @@ def extras_store(*, session: Session, pairs: list[tuple[dict[str, Any], dict[str
     rows = {extra_key(m): e for m, e in pairs if e}
     if not rows:
         return
-    known = set(MessageExtra.objects.filter(session=session, key__in=list(rows)).values_list("key", flat=True))
+    # One INSERT that skips the keys already stored (the unique constraint on session and key):
+    # a look-up of them first cost a second statement, twice on every Codex call.
     MessageExtra.objects.bulk_create(
-        [MessageExtra(session=session, key=k, data=e) for k, e in rows.items() if k not in known],
-        ignore_conflicts=True,
+        [MessageExtra(session=session, key=k, data=e) for k, e in rows.items()], ignore_conflicts=True
     )
 
 

@@ -102,5 +102,5 @@ def session_header(request: HttpRequest) -> str | None:
 
 def agent_name(request: HttpRequest) -> str:
     """'claude-cli/2.0.1 (external, cli)' → 'claude-cli'; the SDK's 'Anthropic/Python 2.14.0' → 'Anthropic/Python'."""
-    product = request.headers.get("user-agent", "").split(" ")[0]
+    product: str = request.headers.get("user-agent", "").split(" ")[0]
     return product.rsplit("/", 1)[0] if product.count("/") else product

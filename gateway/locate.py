@@ -49,7 +49,7 @@ def stored_digests(session: Session) -> list[str]:
 def matched_count(session: Session, conversation: Conversation | None, digests: list[str]) -> int:
     """How many of the request's messages the session already holds; raises if it diverges."""
     if conversation is not None:
-        n = conversation.message_count
+        n: int = conversation.message_count
         if n == 0 or (n <= len(digests) and digests[n - 1] == conversation.head_digest):
             return n
     stored = stored_digests(session)
@@ -66,7 +66,7 @@ def matched_count(session: Session, conversation: Conversation | None, digests: 
     )
 
 
-def find_conversation(*, user, digests: list[str], lock: bool = False) -> Conversation | None:
+def find_conversation(*, user: Any, digests: list[str], lock: bool = False) -> Conversation | None:
     """The owner's conversation whose head is the longest prefix of the request (indexed lookup),
     its session loaded with it. With `lock`, the conversations read are locked as they are read
     (inside the caller's transaction): what is found is current, and stays so until it commits."""
@@ -100,12 +100,12 @@ def _chunk_sizes(total: int) -> Iterator[int]:
 
 
 def _continues(conversation: Conversation, digests: list[str]) -> bool:
-    n = conversation.message_count
+    n: int = conversation.message_count
     return n <= len(digests) and (n == 0 or digests[n - 1] == conversation.head_digest)
 
 
 def locate(
-    *, user, body: dict[str, Any], digests: list[str], session_id: str | None, client_id: str | None, agent: str
+    *, user: Any, body: dict[str, Any], digests: list[str], session_id: str | None, client_id: str | None, agent: str
 ) -> Located:
     """The session (locked) and how much of the request it holds; see the module docstring."""
     if session_id:
@@ -129,7 +129,7 @@ def locate(
     return _new_session(user=user, body=body, client_id=client_id, agent=agent, parent=None)
 
 
-def _by_history(*, user, digests: list[str]) -> Located | None:
+def _by_history(*, user: Any, digests: list[str]) -> Located | None:
     conversation = find_conversation(user=user, digests=digests, lock=True)
     if conversation is None:
         return None  # none, or the one it continued moved on meanwhile: this request starts its own
@@ -140,7 +140,7 @@ def _by_history(*, user, digests: list[str]) -> Located | None:
     return Located(session, conversation, conversation.message_count)
 
 
-def _by_client_id(*, user, body: dict[str, Any], digests: list[str], client_id: str, agent: str) -> Located | None:
+def _by_client_id(*, user: Any, body: dict[str, Any], digests: list[str], client_id: str, agent: str) -> Located | None:
     """Every live session carrying the client's conversation id, in one indexed lookup: the one
     the request continues, or the conversation's root for a side call; None when the id is new."""
     conversations = _client_conversations(user=user, client_id=client_id)
@@ -174,7 +174,7 @@ def _by_client_id(*, user, body: dict[str, Any], digests: list[str], client_id: 
     )
 
 
-def _client_conversations(*, user, client_id: str) -> list[Conversation]:
+def _client_conversations(*, user: Any, client_id: str) -> list[Conversation]:
     return list(
         Conversation.objects.select_for_update()
         .filter(owner=user, client_session=client_id, session__deleted_at__isnull=True)
@@ -191,7 +191,7 @@ def _is_side_call(body: dict[str, Any], root: Conversation | None) -> bool:
         return False
     if root is None or root.message_count == 0:
         return True  # before the conversation's first turn there is no system prompt to compare with
-    return system_text(body.get("system")) != root.session.system_prompt
+    return bool(system_text(body.get("system")) != root.session.system_prompt)
 
 
 def _side_call(root: Conversation, body: dict[str, Any]) -> Located:
@@ -223,7 +223,9 @@ def _first_turn(session: Session, body: dict[str, Any], agent: str) -> None:
     session.one_off = False
 
 
-def _new_session(*, user, body: dict[str, Any], client_id: str | None, agent: str, parent: Session | None) -> Located:
+def _new_session(
+    *, user: Any, body: dict[str, Any], client_id: str | None, agent: str, parent: Session | None
+) -> Located:
     messages = body["messages"]
     try:
         session = session_create(

@@ -76,7 +76,7 @@ def holds_cut_off_reply(session_id: Any) -> bool:
     sql = _cut_off_sql(connection.alias, str(connection.settings_dict["NAME"]))
     if sql is None:  # no such index (another database): the ORM's query
         rows = Message.objects.filter(session_id=session_id, role="assistant", provider_usage__stop_reason="max_tokens")
-        return rows.exists()
+        return bool(rows.exists())
     param = Message._meta.get_field("session").get_db_prep_value(session_id, connection)
     with connection.cursor() as cursor:
         cursor.execute(sql, [param])

@@ -104,7 +104,7 @@ class GatewayResult:
 
 def gateway_begin(
     *,
-    user,
+    user: Any,
     body: dict[str, Any],
     session_id: str | None,
     agent: str = "",
@@ -133,6 +133,7 @@ def gateway_begin(
     if appended is not None:
         # Appends only add to the meter: the last batch's figure decides for the whole tail.
         # (`session`, read in the transaction, has the append's counters: messages_append set them.)
+        assert appended.session is not None  # messages_append returns the session it appended to
         compaction_maybe_auto_safely(session=appended.session, usage=appended.usage)
     return Turn(
         session=session,
@@ -284,8 +285,10 @@ def _store_reply(turn: Turn, message: dict[str, Any]) -> int | None:
         # The client resends it with its next call, where a problem is answered as a 400.
         logger.warning("Gateway: reply for session %s not stored: %s", turn.session.pk, _validation_message(exc, 0))
         return None
+    assert appended.session is not None  # messages_append returns the session it appended to
     compaction_maybe_auto_safely(session=appended.session, usage=appended.usage)
-    return appended.messages[-1].seq
+    seq: int = appended.messages[-1].seq
+    return seq
 
 
 def gateway_record_reply(*, turn: Turn, reply: dict[str, Any]) -> None:
@@ -321,7 +324,8 @@ def overflow_context(turn: Turn, status: int, text: str) -> list[dict[str, Any]]
     if not result.get("overflow") or not result.get("compacted"):
         return None
     logger.info("Gateway: session %s compacted after an upstream overflow; retrying once", turn.session.pk)
-    return result["context"]["messages"]
+    messages: list[dict[str, Any]] = result["context"]["messages"]
+    return messages
 
 
 def sse_error_event(fault: UpstreamFault) -> bytes:
@@ -383,7 +387,7 @@ def _record_safely(turn: Turn, reply: dict[str, Any]) -> None:
 
 def gateway_call(
     *,
-    user,
+    user: Any,
     body: dict[str, Any],
     session_id: str | None,
     headers: dict[str, str],
@@ -438,7 +442,7 @@ def gateway_call(
 
 
 def gateway_count_tokens(
-    *, user, body: dict[str, Any], session_id: str | None, headers: dict[str, str], query: str = ""
+    *, user: Any, body: dict[str, Any], session_id: str | None, headers: dict[str, str], query: str = ""
 ) -> GatewayResult:
     """POST /v1/messages/count_tokens: counts what the gateway would send (served context + the
     not yet stored tail) when the request continues a session; stores and creates nothing."""

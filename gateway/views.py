@@ -15,9 +15,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from . import services, upstream, wal
+from .errors import GatewayError, error_body
 from .intake import agent_name, read_request, session_header
 from .resent import Parsed
-from .services import GatewayError, GatewayResult, error_body
+from .services import GatewayResult
 
 logger = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
@@ -46,7 +47,7 @@ def checkpoint_soon() -> None:
 _modes: dict[str, bool] = {}
 
 
-def _in_wal_mode(connection) -> bool:
+def _in_wal_mode(connection: Any) -> bool:
     name = str(connection.settings_dict["NAME"])
     if name not in _modes:
         with connection.cursor() as cursor:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -55,7 +56,7 @@ class BearerAPIKeyAuthentication(authentication.BaseAuthentication):
 
     keyword = "Bearer"
 
-    def authenticate(self, request):
+    def authenticate(self, request: Any) -> tuple[Any, Any] | None:  # (user, key), DRF's contract
         raw = self._raw_key(request)
         if raw is None:
             return None

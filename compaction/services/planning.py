@@ -274,6 +274,7 @@ def _summarize(
     snap: Snapshot, plan: PolicyPlan, *, strategy: str, instructions: str, run: SummaryRun
 ) -> tuple[SummaryResult, list[Fallback], SummaryInput]:
     config, based_on, cut = snap.config, snap.based_on, plan.cut
+    assert cut is not None  # a summary is planned with its cut
     chain = build_summarizer_chain(
         config=config, strategy=strategy, timeout=run.llm_timeout, max_retries=run.max_retries
     )
@@ -325,6 +326,7 @@ def _restate(snap: Snapshot, plan: PolicyPlan, inp: SummaryInput, overlay: NewOv
 
 
 def _policy_fields(plan: PolicyPlan, trigger: int) -> dict[str, Any]:
+    assert plan.decision is not None  # only a plan that chose a compaction is applied
     chosen = plan.decision.chosen
     return {
         "first_changed_seq": chosen.first_changed_seq,
@@ -338,6 +340,7 @@ def _policy_fields(plan: PolicyPlan, trigger: int) -> dict[str, Any]:
 def _prune_overlay(snap: Snapshot, plan: PolicyPlan) -> NewOverlay:
     """A prune keeps the active summary as it is and moves the prune boundary."""
     based_on, prune = snap.based_on, plan.prune
+    assert prune is not None  # the plan chose its prune
     return NewOverlay(
         strategy="prune",
         summary=based_on.summary if based_on else "",
@@ -359,8 +362,10 @@ def _prune_overlay(snap: Snapshot, plan: PolicyPlan) -> NewOverlay:
 
 def _summary_detail(snap: Snapshot, plan: PolicyPlan) -> str:
     cut, config = plan.cut, snap.config
+    assert cut is not None and plan.decision is not None  # the plan chose a summary
     detail = cut.reason
     if plan.decision.chosen.kind == PRUNE_SUMMARIZE:
+        assert plan.kept_plan is not None  # a prune + summary plans its kept part
         detail = f"{cut.reason}; {plan.kept_plan.reason}"
     keep, expected = plan.keep_budget.keep, plan.keep_budget.expected_after
     if expected is not None and expected > config.trigger_tokens:
@@ -376,11 +381,13 @@ def _summary_detail(snap: Snapshot, plan: PolicyPlan) -> str:
 
 def _summary_overlay(snap: Snapshot, plan: PolicyPlan, result: SummaryResult, fallbacks: list[Fallback]) -> NewOverlay:
     cut, based_on = plan.cut, snap.based_on
+    assert cut is not None and plan.decision is not None  # the plan chose a summary
     summarized = cut.summarized
     tokenizer = ss.session_tokenizer(snap.session)
     kept_plan: dict[str, Any] = {}
     if plan.decision.chosen.kind == PRUNE_SUMMARIZE:
         # The kept part's plan trims every old output a prune boundary would: it replaces one.
+        assert plan.kept_plan is not None  # a prune + summary plans its kept part
         prune_before_seq, kept_plan = None, plan.kept_plan.as_json()
     else:
         # A prune boundary inside the kept part still saves tokens; below the cut it is moot.
@@ -413,7 +420,7 @@ def outcome_compute(
 ) -> Outcome:
     """Decide and produce the new overlay from a snapshot. No writes."""
     trigger = snap.config.trigger_tokens
-    base = {
+    base: dict[str, Any] = {
         "based_on_id": snap.based_on.pk if snap.based_on else None,
         "tokens_before": snap.tokens_before,
         "snapshot_seq": snap.snapshot_seq,
@@ -426,6 +433,7 @@ def outcome_compute(
     if plan.decision is None:
         return Skipped(**base, detail=plan.nothing)
     if plan.decision.chosen.kind == PRUNE:
+        assert plan.prune is not None  # the plan chose its prune
         return Activate(**base, detail=plan.prune.reason, trigger=None, overlay=_prune_overlay(snap, plan))
     detail = _summary_detail(snap, plan)
     result, fallbacks, inp = _summarize(snap, plan, strategy=strategy, instructions=instructions, run=run)
@@ -442,11 +450,13 @@ def outcome_compute(
 
 def _dry_run_summary(snap: Snapshot, plan: PolicyPlan, *, strategy: str) -> dict[str, Any]:
     cut = plan.cut
+    assert cut is not None and cut.first_kept_seq is not None and plan.decision is not None  # a summary's cut
     summarized = cut.summarized
     seqs = [m.seq for m in summarized]
     kept_served = sum(tokens for seq, tokens in snap.served_tokens.items() if seq >= cut.first_kept_seq)
     extra: dict[str, Any] = {}
     if plan.decision.chosen.kind == PRUNE_SUMMARIZE:
+        assert plan.kept_plan is not None  # a prune + summary plans its kept part
         kept_served = policy.lean_kept_tokens(
             snap.policy_inputs(strategy=strategy, instructions="", force=False), cut.kept, plan.kept_plan
         )
@@ -471,6 +481,7 @@ def _dry_run_summary(snap: Snapshot, plan: PolicyPlan, *, strategy: str) -> dict
 
 def _dry_run_prune(plan: PolicyPlan) -> dict[str, Any]:
     prune = plan.prune
+    assert prune is not None and plan.decision is not None  # the plan chose its prune
     return {
         "would_compact": True,
         "strategy": "prune",

@@ -63,7 +63,7 @@ def _reuse(messages: list[Any], resent: Parsed | None) -> Reuse | None:
 
 def served_chat(
     *, session: Session, mapped: Mapped, served: list[dict[str, Any]] | None = None, resent: Parsed | None = None
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The served context as Chat Completions messages (see common.served_wire)."""
     return common.served_wire(to_chat, session=session, mapped=mapped, served=served, resent=resent)
 
@@ -117,7 +117,7 @@ def _payload(body: dict[str, Any], messages: list[dict[str, Any]]) -> tuple[dict
 
 def openai_chat_call(
     *,
-    user,
+    user: Any,
     body: dict[str, Any],
     session_id: str | None,
     headers: dict[str, str],

@@ -30,11 +30,11 @@ from .stream import EventRelay, error_event
 logger = logging.getLogger(__name__)
 
 
-def begin(*, user, body: dict[str, Any], mapped: Mapped, system: str, session_id: str | None, agent: str) -> Turn:
+def begin(*, user: Any, body: dict[str, Any], mapped: Mapped, system: str, session_id: str | None, agent: str) -> Turn:
     """gateway_begin on a request mapped to blocks (the session, the new messages stored), the
     new messages' extras stored beside them, and a wait for a running summary when the context
     cannot fit without it."""
-    shaped = {
+    shaped: dict[str, Any] = {
         **{k: body[k] for k in ("model", "tools", "stream", "metadata", "prompt_cache_key") if k in body},
         "system": system,
         "messages": mapped.messages,

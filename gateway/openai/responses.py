@@ -73,7 +73,7 @@ def _reuse(items: Any, resent: Parsed | None) -> Reuse | None:
 
 def served_items(
     *, session: Session, mapped: Mapped, served: list[dict[str, Any]] | None = None, resent: Parsed | None = None
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """The served context as input items (see common.served_wire)."""
     return common.served_wire(to_items, session=session, mapped=mapped, served=served, resent=resent)
 
@@ -105,7 +105,7 @@ def record(turn: Turn, response: dict[str, Any], status: int = 200) -> None:
 
 def openai_responses_call(
     *,
-    user,
+    user: Any,
     body: dict[str, Any],
     session_id: str | None,
     headers: dict[str, str],

@@ -172,6 +172,9 @@ def to_blocks(items: Any, reuse: Reuse | None = None) -> Mapped:
         out.extras.append(extras)
         out.sources.append(items[start:end])
         start = end
+    # `system` and `sources` are all of it, in order: served as it is, the client's own list goes
+    # (not a copy rebuilt from the groups and compared item by item: 4,000 items at 2,000 messages).
+    out.request = items
     return out
 
 

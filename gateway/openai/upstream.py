@@ -10,7 +10,8 @@ import httpx2 as httpx
 from django.conf import settings
 from django.http import HttpRequest
 
-from gateway.upstream import client, client_headers, post_streamed, response_headers  # noqa: F401 - the routes read it here
+from gateway.upstream import client, client_headers, post_streamed  # noqa: F401 - the routes read it here
+from gateway.upstream import response_headers as response_headers  # re-exported: the routes read it here
 from ops import metrics
 
 KEY_VARIABLES = "COMPACTOR_OPENAI_UPSTREAM_API_KEY (or OPENAI_API_KEY)"

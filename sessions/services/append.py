@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -236,7 +237,7 @@ def messages_append(
     messages: list[dict[str, Any]],
     single: bool = False,
     now: datetime | None = None,
-    owner=None,
+    owner: Any = None,
 ) -> AppendResult:
     """Append one message or a batch, all or nothing. Stores only: the auto-compaction decision
     is the caller's (compaction.services.messages_append_then_compact, after this commit).
@@ -340,7 +341,7 @@ def _session_reader(vendor: str, scoped: bool) -> statements.RowReader:
         return statements.RowReader(rows, param_count=1 + scoped)
 
 
-def _lock_session(session_id: Any, owner, opening: statements.Transaction) -> Session:
+def _lock_session(session_id: Any, owner: Any, opening: statements.Transaction) -> Session:
     """The session's row, locked, with APPEND_FIELDS loaded (the read opens `opening`). With
     `owner`, the owner's view (the API): another owner's or a trashed session does not exist
     (Session.DoesNotExist)."""
@@ -348,7 +349,7 @@ def _lock_session(session_id: Any, owner, opening: statements.Transaction) -> Se
     params = [Session._meta.pk.get_db_prep_value(session_id, db)]
     if owner is not None:
         params.append(owner.pk)
-    row = _session_reader(db.vendor, owner is not None).read(params, opening=opening)
+    row: Session | None = _session_reader(db.vendor, owner is not None).read(params, opening=opening)
     if row is None:
         raise Session.DoesNotExist("No such session.")
     return row
@@ -386,7 +387,9 @@ TOOL_CALL_COLUMNS = ("session", "tool_use_id", "name", "use_seq", "result_seq")
 def _message_inserter(vendor: str) -> statements.RowInserter:
     # On PostgreSQL the search vector goes with the row (built here for a third of what the
     # database's own computation costs it; migration 0015): it is not a field of the model.
-    computed = {"search_vector": _search_vector} if vendor == "postgresql" else None
+    computed: dict[str, Callable[[Any], Any]] | None = (
+        {"search_vector": _search_vector} if vendor == "postgresql" else None
+    )
     return statements.RowInserter(Message, MESSAGE_COLUMNS, returning_pk=True, computed=computed)
 
 

@@ -70,7 +70,7 @@ def overlay_kept_plan(overlay: Overlay | None) -> KeptPlan:
     """How the overlay serves its kept messages (an empty plan when it trims none)."""
     if overlay is None or not overlay.kept_plan:
         return KeptPlan()
-    plan = KEPT_PLANS.get(overlay.id)
+    plan: KeptPlan | None = KEPT_PLANS.get(overlay.id)
     if plan is None:
         plan = plan_from_json(overlay.kept_plan)
         KEPT_PLANS.put(overlay.id, plan)
@@ -165,7 +165,7 @@ class _Serving:
         planned, unless another tokenizer counts now or a prune boundary (a prune made after the
         summary) trims its other outputs too — then counted."""
         edits = self.kept.edits[seq]
-        out = kept_content(content, edits, seq=seq)
+        out: Any = kept_content(content, edits, seq=seq)  # None once nothing is left to serve
         recount = self.kept.tokenizer != self.tokenizer.name
         if seq < self.prune_below:
             edited = {edit.block for edit in edits}
@@ -190,7 +190,8 @@ class _Serving:
         )
         if self.stored_exact and len(pruned.outputs) > 1:
             PRUNE_OUTPUTS.put(key, pruned.outputs)
-        out, tokens, changed = pruned.content, pruned.tokens, pruned.changed
+        out: Any = pruned.content  # None once nothing is left to serve
+        tokens, changed = pruned.tokens, pruned.changed
         if validation.has_blank_text(out):
             out, changed = validation.without_blank_text(out), True
             tokens = self.count(out)
@@ -252,7 +253,7 @@ def engine_messages(rows: list[ContextRow]) -> list[Msg]:
     return messages
 
 
-def _serve_orphaned_results(served: list[ServedMessage], tokenizer) -> None:
+def _serve_orphaned_results(served: list[ServedMessage], tokenizer: core_tokens.Tokenizer) -> None:
     """A result whose tool_use is before the kept part (compacted before the cut kept waiting
     tool_uses) is served as text: the provider rejects a tool_result without its tool_use.
     Appends refuse such a result, so only a context after a compaction can hold one."""
@@ -342,7 +343,7 @@ def session_recompute_usage(*, session: Session, reset_reported: bool = True) ->
     Returns the locked, updated instance (the caller's `session` is refreshed too).
     """
     with transaction.atomic():
-        locked = Session.objects.select_for_update().get(pk=session.pk)
+        locked: Session = Session.objects.select_for_update().get(pk=session.pk)
         context_recount(locked, reset_reported=reset_reported)
     counters_copy(locked, session)
     return locked

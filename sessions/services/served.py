@@ -50,7 +50,7 @@ def served_content(role: str, content: Any, usage: Any, answered: set[str]) -> t
     return out, changed
 
 
-def truncated_content(content: list[dict[str, Any]], answered: set[str]) -> tuple[list[dict[str, Any]], list[str]]:
+def truncated_content(content: list[dict[str, Any]], answered: set[str]) -> tuple[list[dict[str, Any]], list[Any]]:
     """Content served for a max_tokens reply, and the tool_use ids it hides.
 
     Only tool_uses that never got a result are hidden (one that was answered stays with its

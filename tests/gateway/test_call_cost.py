@@ -10,9 +10,13 @@ import re
 import pytest
 from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from gateway import digests, served
+from gateway.extras import extra_key, extras_store
 from gateway.history import chain_digests
+from gateway.models import MessageExtra
+from gateway.openai.responses import map_input
 from sessions.models import Message, Session
 from sessions.services import messages_append, session_create, usage_report
 
@@ -174,3 +178,35 @@ def test_the_partial_index_is_used_whichever_order_the_migration_wrote_its_condi
     assert served.CUT_OFF_INDEX in _plan(sql, [param])
     usage_report(session=session, input_tokens=100, stop_reason="max_tokens", message_seq=2)
     assert served.holds_cut_off_reply(session.pk) is True
+
+
+def test_extras_are_stored_in_one_statement_and_the_first_copy_stays(user):
+    """A message's extras (what the store's blocks do not hold) are written with one INSERT that
+    skips a key already stored, on every Codex call twice: no look-up of the known keys first."""
+    session = session_create(owner=user, title="extras")
+    message = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    with CaptureQueriesContext(connection) as queries:
+        extras_store(session=session, pairs=[(message, {"name": "first"})])
+    assert len(queries.captured_queries) == 1
+    with CaptureQueriesContext(connection) as queries:
+        extras_store(
+            session=session, pairs=[(message, {"name": "second"}), ({"role": "user", "content": "x"}, {"a": 1})]
+        )
+    assert len(queries.captured_queries) == 1
+    assert MessageExtra.objects.get(session=session, key=extra_key(message)).data == {"name": "first"}
+    assert MessageExtra.objects.filter(session=session).count() == 2
+
+
+def test_a_responses_input_served_as_sent_is_the_clients_own_list():
+    """The Responses mapping covers the whole input in order: when the client's copies suffice the
+    input goes as its own list (and its bytes), not a copy rebuilt from the groups and compared
+    item by item with it (4,000 items at 2,000 stored messages)."""
+    items = [
+        {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Be brief."}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "List the files."}]},
+        {"type": "function_call", "name": "exec_command", "arguments": '{"cmd":"ls"}', "call_id": "call_1"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "a.py\n"},
+    ]
+    mapped = map_input({"model": "gpt-5", "input": items})
+    assert mapped.request is items
+    assert list(mapped.system) + [item for source in mapped.sources for item in source] == items
