@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from django.db import connection
 
@@ -307,9 +305,8 @@ def test_a_search_past_its_time_bound_is_stopped_and_answered_400(api, session, 
         )
     name = "_postgres_sql" if connection.vendor == "postgresql" else "_sqlite_sql"
     monkeypatch.setattr(search_module, name, lambda *args, **kwargs: (slow, []))
-    started = time.monotonic()
+    # Unbounded, the statement runs on (PostgreSQL: 2 s, then a 200; SQLite: minutes).
     response = api.get(url(session, "search/"), {"q": "anything"})
-    assert time.monotonic() - started < 1.5
     assert response.status_code == 400, response.content
     assert "within 50 ms" in response.json()["error"] and "q" in response.json()["detail"]
     monkeypatch.undo()
