@@ -99,6 +99,7 @@ class FileRecord:
     dirty: bool = False  # changed since the last commit that took it
     reads: int = 0
     empty: bool = False  # created empty (an editor's `create`): its content is still to come
+    edit_seqs: list[int] = field(default_factory=list)  # the latest changes' message numbers
 
 
 @dataclass
@@ -149,6 +150,15 @@ class Check:
     fixed_seq: int | None = None  # the pass that ended that streak
     fix: str = ""  # what changed between the failure and the pass
     suite: str = ""  # the widest run seen (the runner with no targets), to re-run everything
+    suite_seq: int = 0  # when it last ran
+    suite_ok: bool = True  # and how
+    # A pipe after the runner (`| tail -20`): the exit status seen is the filter's, so "passed"
+    # rests on the printed verdict only. The filter's name, or "".
+    piped: str = ""
+    findings: bool = False  # a lint or type check that reported findings (warnings, suggestions)
+    # A later pass of the same check that did not run what the failure ran (other files).
+    partial_command: str = ""
+    partial_seq: int | None = None
 
 
 @dataclass

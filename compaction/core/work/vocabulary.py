@@ -53,6 +53,19 @@ TALLY_RE = re.compile(
     r"(?i)((?<![\d.@(])\b\d+ (?:tests?|examples?|doctests?|properties|passed|failed|failures?|errors?|specs?)\b[^\n]*|"
     r"\bfound no offenses\b[^\n]*|\ball checks passed\b[^\n]*|\bno issues\b[^\n]*|\bFound 0 errors\b[^\n]*)"
 )
+# A lint or type checker's verdict that it found something: "found 10 software design
+# suggestions" (credo), "Found 3 errors in 2 files" (mypy, ruff), "✖ 5 problems (3 errors, 2
+# warnings)" (eslint), "generated 2 warnings" (cargo clippy), "4 offenses detected" (rubocop).
+# Findings are not a pass, whatever the exit status a pipe let through says.
+FINDINGS_RE = re.compile(
+    r"(?i)^.*?(?<![\w.])(?:found |generated )?[1-9]\d* (?:[a-z][\w-]* ){0,3}"
+    r"(?:suggestions?|warnings?|issues?|problems?|offen[cs]es?|errors?|refactoring opportunities)\b.*$",
+    re.M,
+)
+# A pipe after a command into a filter: the exit status the shell reports is the filter's
+# (unless `set -o pipefail` or `PIPESTATUS`).
+PIPE_FILTER_RE = re.compile(r"\|\s*(tail|head|grep|egrep|rg|sed|awk|cut|sort|uniq|less|more|tee|wc|cat)\b")
+PIPEFAIL_RE = re.compile(r"pipefail|PIPESTATUS")
 FAILED_COUNT_RE = re.compile(r"(?i)\b([1-9]\d*) (?:failed|failures?|errors?)\b")
 EXIT_CODE_RE = re.compile(r"(?i)\bexit (?:code|status)[: ]+([1-9]\d*)")
 # `git commit` on a clean tree exits 1: everything was committed already (not "nothing added to

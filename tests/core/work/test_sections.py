@@ -75,8 +75,8 @@ CASES = [
             "Closed: `proj-a.1`.",
             'In progress: `proj-a.2` "Close the review"',
             "Commits on `proj-a`: 1a2b3c4 — all pushed",
-            "Uncommitted since `1a2b3c4`: `lib/review_live.ex`.",
-            "Not run since those edits: `mix test` last passed before them",
+            "Edited after `1a2b3c4` (#10), no `git status` ran: `lib/review_live.ex` (#18).",
+            "Checks: `mix test` passed at #6, reporting 10 tests, 0 failures, before the edits of `lib/review_live.ex` (#18).",
             'The agent ended its turn at #20, reporting: "Let me add the button next."',
         ],
     ),
@@ -523,7 +523,9 @@ def test_a_clean_tree_is_claimed_from_git_status_only_when_one_ran_after_the_las
         .run("git add -A && git commit -m 'Release v0.8.0'", commit_output("45ffe0a", "Release v0.8.0"))
     )
     told = "\n".join(repository(View(story.state())))
-    assert "Nothing uncommitted as far as the edits show (no `git status` since `45ffe0a`)" in told
+    assert (
+        "No file was edited after `45ffe0a` (#4); no `git status` ran, so the tree is known only from the edits" in told
+    )
     story.run("git status", "On branch main\nnothing to commit, working tree clean")
     told = "\n".join(repository(View(story.state())))
-    assert "Nothing uncommitted (the latest `git status` and the edits since agree)" in told
+    assert "`git status` at #6 showed nothing uncommitted, after the last commit and edit" in told

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.standing import (
+    check_said,
     clipped,
     code,
     listing,
@@ -19,6 +20,7 @@ from compaction.core.summarizers.extractive.standing import (
     report_text,
     task_rules,
     task_spec,
+    tree_said,
     where_things_stand,
 )
 from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, TINY, View
@@ -261,16 +263,8 @@ def repository(v: View) -> Lines:
         out.append(
             f"All commits of this history (each under Done): {listing([code(c.sha[:7]) for c in commits], 20)}{unpushed}"
         )
-    dirty = [v.path(r.path) for r in v.dirty] + [f"{v.path(p)} ({s})" for p, s in v.tree_extra]
-    if dirty:
-        out.append("Uncommitted: " + listing(dirty, 12))
-    elif commits or git.tree is not None:
-        status_since = git.tree is not None and (not commits or git.tree_seq >= commits[-1].seq)
-        out.append(
-            "Nothing uncommitted (the latest `git status` and the edits since agree)"
-            if status_since
-            else f"Nothing uncommitted as far as the edits show (no `git status` since {code(commits[-1].sha[:7])})"
-        )
+    if commits or git.tree is not None or v.dirty:
+        out += tree_said(v)
     if git.stash:
         out.append(f"Stashed: {len(git.stash)} stash entr{'y' if len(git.stash) == 1 else 'ies'}")
     if git.cwd and v.root and git.cwd != v.root and git.cwd.startswith(v.root + "/"):
@@ -516,17 +510,7 @@ def checks(v: View) -> Lines:
                 )
             ]
         )
-    out = []
-    for check in v.checks:
-        result = "passed" if check.ok else "failed"
-        tally = f", reporting {check.tally}" if check.tally else ""
-        suite = (
-            f" (the whole suite, {code(check.suite, 80)}, was run too)"
-            if check.suite and check.suite != check.command
-            else ""
-        )
-        out.append(f"{code(check.command, 100)} last {result} at {v.cite(check.seq)}{tally}{suite}")
-    return _bullets(out)
+    return _bullets([check_said(v, check) for check in v.checks])
 
 
 # At TINY a long session's person messages are quoted for the newest this many; the rest cited.

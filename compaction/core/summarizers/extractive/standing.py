@@ -124,6 +124,46 @@ def _check_runs(v: View) -> list[Check]:
     return useful[-3:]
 
 
+def check_said(v: View, check: Check, *, limit: int = 100, edits: bool = True) -> str:
+    """One check's latest run as the evidence shows it: the outcome by its exit status and the
+    tool's verdict line, at its message, and what changed after it."""
+    run = code(check.command, limit)
+    at = v.cite(check.seq)
+    if check.findings:
+        said = f"{run} reported findings at {at}: {code(check.tally, 160)}"
+    elif not check.ok:
+        said = f"{run} failed at {at}" + (f": {code(check.failure, 200)}" if check.failure else "")
+    elif check.piped:
+        printed = f"printed {code(check.tally, 120)}" if check.tally else "printed no failure"
+        said = f"{run} {printed} at {at} (through `| {check.piped}`: its exit status unseen)"
+    else:
+        said = f"{run} passed at {at}" + (f", reporting {check.tally.rstrip('.')}" if check.tally else "")
+    if check.suite and check.suite != check.command and check.suite_seq:
+        said += f"; the whole suite ({code(check.suite, 60)}) last {'passed' if check.suite_ok else 'failed'} at {v.cite(check.suite_seq)}"
+    if check.partial_seq and check.failed_seq:
+        said += (
+            f"; {code(check.failed_command, 80)} failed at {v.cite(check.failed_seq)}"
+            f" and no later run covered it (the later pass ran other targets)"
+        )
+    note = v.edits_note(check.seq) if check.kind in CURRENT_KINDS and edits else ""
+    return said + (f", {note}" if note else "")
+
+
+# The checks whose result a later edit makes stale (a migration or a one-off run is history).
+CURRENT_KINDS = ("test", "lint", "typecheck", "build")
+
+
+def checks_said(v: View, runs: list[Check]) -> str:
+    """Several checks in one sentence: each outcome at its message, then the edits after the
+    latest of them (every one of them ran before those)."""
+    said = [check_said(v, c, limit=60, edits=False) for c in runs]
+    note = v.edits_note(
+        max(c.seq for c in runs), lead="all before the edits of" if len(runs) > 1 else "before the edits of"
+    )
+    sep = "; " if len(runs) > 1 else ", "
+    return "Checks: " + "; ".join(said) + (f"{sep}{note}" if note else "") + "."
+
+
 def _no_git_sentence(v: View) -> list[str]:
     """Without git in the history: what the latest request's turn changed, and its checks."""
     since = v.latest_request.seq if v.latest_request else 0
@@ -136,41 +176,54 @@ def _no_git_sentence(v: View) -> list[str]:
     ]
     runs = [c for c in _check_runs(v) if c.seq >= since]
     if runs:
-        said.append(
-            "Checks since: "
-            + listing([f"{code(c.command, 60)} {'passed' if c.ok else 'failed'} ({v.cite(c.seq)})" for c in runs])
-            + "."
-        )
+        said.append(checks_said(v, runs).replace("Checks: ", "Checks since: ", 1))
     return said
+
+
+def tree_said(v: View) -> list[str]:
+    """The working tree as the evidence shows it: what git's own `git status` printed after the
+    last commit and edit, else what was edited after the last commit with no `git status` since
+    (a claim about the edits, never git's word)."""
+    git = v.state.git
+    last = v.last_commit
+    status = git.tree_seq if git.tree is not None else 0
+    tree = git.tree or {}
+    after = f"after {code(last.sha[:7])} ({v.cite(last.seq)})" if last is not None else "in this history"
+    seen = [r for r in v.dirty if status > r.last and r.path in tree]
+    unseen = [r for r in v.dirty if status <= r.last]
+    extra = [f"{v.path(p)} ({s})" for p, s in v.tree_extra] if status >= (last.seq if last else 0) else []
+    out = []
+    if seen or extra:
+        names = [v.path(r.path) for r in seen] + extra
+        out.append(f"`git status` at {v.cite(status)} shows uncommitted: {listing(names, 12)}")
+    if unseen:
+        seqs = [s for r in unseen for s in (r.edit_seqs or [r.last]) if s > (last.seq if last else 0)] or [
+            r.last for r in unseen
+        ]
+        names = [v.path(r.path) for r in unseen]
+        since = f"the last `git status` was at {v.cite(status)}" if status else "no `git status` ran"
+        out.append(f"Edited {after}, {since}: {listing(names, 12)} ({v.cite(min(seqs), max(seqs))})")
+    if out:
+        return out
+    if status and status >= max(last.seq if last else 0, v.last_edit):
+        return [f"`git status` at {v.cite(status)} showed nothing uncommitted, after the last commit and edit"]
+    if last is not None:
+        told = f"the last `git status` was at {v.cite(status)}" if status else "no `git status` ran"
+        return [f"No file was edited {after}; {told}, so the tree is known only from the edits"]
+    return []
 
 
 def _tree_sentence(v: View) -> list[str]:
     if not v.git_seen:
         return _no_git_sentence(v)
     dirty = v.dirty
-    last = v.last_commit
-    if not dirty and not v.tree_extra:
-        if last is not None:
-            return [f"Nothing is uncommitted after {code(last.sha[:7])} (as far as the edits and git show)."]
-        return []
-    names = [v.path(r.path) for r in dirty] + [f"{v.path(p)} ({s})" for p, s in v.tree_extra]
-    since = f" since {code(last.sha[:7])}" if last is not None else ""
-    said = [f"Uncommitted{since}: {listing(names)}."]
+    said = [line + "." for line in tree_said(v)]
     runs = _check_runs(v)
     stale = [c for c in runs if v.stale(c)]
     if dirty and stale:
-        passed = [code(c.command, 60) for c in stale if c.ok]
-        failed = [code(c.command, 60) for c in stale if not c.ok]
-        parts = ([f"{listing(passed)} last passed before them"] if passed else []) + (
-            [f"{listing(failed)} last failed before them"] if failed else []
-        )
-        said.append("Not run since those edits: " + "; ".join(parts) + ".")
+        said.append(checks_said(v, stale))
     elif dirty and runs:
-        said.append(
-            "Checked after those edits: "
-            + listing([f"{code(c.command, 60)} {'passed' if c.ok else 'failed'}" for c in runs])
-            + "."
-        )
+        said.append(checks_said(v, runs))
     elif dirty:
         said.append("No test or build was run in this history.")
     return said

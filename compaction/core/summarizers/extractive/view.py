@@ -256,6 +256,29 @@ class View:
             if (is_open_failure(c) or not c.ok) and ((c.failed_seq or c.seq) >= since or c is latest)
         ]
 
+    def edits_after(self, seq: int) -> list[tuple[FileRecord, list[int]]]:
+        """The project's files changed after message `seq`, each with the changes' numbers."""
+        out = []
+        for rec in self.changed_files:
+            if not self.inside(rec.path) or rec.last <= seq:
+                continue
+            seqs = [s for s in rec.edit_seqs if s > seq] or [rec.last]
+            out.append((rec, seqs))
+        return out
+
+    def edits_note(self, seq: int, *, lead: str = "before the edits of") -> str:
+        """ "before the edits of `a.py` and `b.py` (#118–#131)": what changed after a run at
+        `seq`, so its result is not read as covering them; "" when nothing did."""
+        after = self.edits_after(seq)
+        if not after:
+            return ""
+        names = [self.path(rec.path) for rec, _seqs in after]
+        seqs = [s for _rec, found in after for s in found]
+        shown = names[:3]
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        listed = (", ".join(shown[:-1]) + " and " + shown[-1]) if len(shown) > 1 and not more else ", ".join(shown)
+        return f"{lead} {listed}{more} ({self.cite(min(seqs), max(seqs))})"
+
     def stale(self, check: Check) -> bool:
         """Edits were made after the check last ran: its result does not cover them."""
         return any(r.last > check.seq for r in self.dirty) or (not self.dirty and self.last_edit > check.seq)

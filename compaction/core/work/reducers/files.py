@@ -19,6 +19,7 @@ from compaction.core.work.vocabulary import DELETE_RE, GIT_MV_RE, MANIFEST_CMD_R
 MAX_PURPOSES = 3
 MAX_CHANGES = 6
 MAX_NAMES = 8
+MAX_EDIT_SEQS = 40
 # Scratch space, not the project: a redirect to /tmp is no change to commit.
 SCRATCH_RE = re.compile(r"^(?:/dev/|/proc/)|^[^/]*\s")
 
@@ -77,6 +78,7 @@ def _changed(state: WorkState, path: str, seq: int, change: str) -> FileRecord:
         rec.first = seq
     rec.edits += 1
     rec.last = seq
+    rec.edit_seqs = [*rec.edit_seqs, seq][-MAX_EDIT_SEQS:]
     rec.state = "edited"
     rec.dirty = not outside_repository(path)
     rec.change = change
@@ -111,6 +113,7 @@ def _edited_by_tool(state: WorkState, call: Call, outcome: Outcome, ops: FileOps
 def _deleted(state: WorkState, path: str, seq: int) -> None:
     rec = record(state, path, seq)
     rec.state, rec.last = "deleted", seq
+    rec.edit_seqs = [*rec.edit_seqs, seq][-MAX_EDIT_SEQS:]
     # A file written in this history and removed again leaves nothing behind to commit.
     rec.dirty = not rec.created and not outside_repository(path)
 
@@ -127,6 +130,7 @@ def _changed_by_shell(state: WorkState, call: Call, outcome: Outcome, ops: FileO
     for source, target in moves:
         moved = record(state, source, call.seq)
         moved.state, moved.moved_to, moved.last, moved.dirty = "moved", target, call.seq, True
+        moved.edit_seqs = [*moved.edit_seqs, call.seq][-MAX_EDIT_SEQS:]
         _changed(state, target, call.seq, f"moved here from `{source.rsplit('/', 1)[-1]}`")
     for shown in ops.modified:
         if SCRATCH_RE.search(shown) or any(c in shown for c in "*?$`{}[]<>"):

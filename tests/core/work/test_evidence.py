@@ -1,0 +1,110 @@
+"""Evidence for every status (issue 32, item 1): a status is stated with the message it rests
+on, and only as far as nothing later could have changed it. Each case is a general fact about
+runs and git, never one transcript's wording."""
+
+from __future__ import annotations
+
+from compaction.core.summarizers.extractive import handoff
+from compaction.core.summarizers.extractive.render import checks
+from compaction.core.summarizers.extractive.standing import where_things_stand
+from compaction.core.summarizers.extractive.view import View
+from tests.core.work.story import Story
+
+CREDO_SUGGESTIONS = (
+    "Checking 42 source files ...\n\nAnalysis took 0.4 seconds\n312 mods/funs, found 10 software design suggestions.\n"
+)
+
+
+def text_of(section, story: Story) -> str:  # noqa: ANN001 - a section function
+    return "\n".join(section(View(story.state())))
+
+
+def test_a_linters_suggestions_are_findings_not_a_pass_even_through_a_pipe() -> None:
+    story = Story().person("tidy it").run("mix credo --strict 2>&1 | tail -20", CREDO_SUGGESTIONS)
+    state = story.state()
+    (check,) = state.checks.values()
+    assert not check.ok and check.findings
+    said = text_of(checks, story)
+    assert "reported findings at #2: `312 mods/funs, found 10 software design suggestions.`" in said
+    assert "passed" not in said
+
+
+def test_a_clean_linter_run_passes() -> None:
+    story = Story().run("mix credo --strict", "Analysis took 0.4 seconds\n312 mods/funs, found no issues.")
+    (check,) = story.state().checks.values()
+    assert check.ok and not check.findings
+
+
+def test_a_check_piped_into_a_filter_printed_its_verdict_its_exit_status_unseen() -> None:
+    story = Story().run("pytest -q 2>&1 | tail -5", "12 passed in 0.3s")
+    said = text_of(checks, story)
+    assert "printed `12 passed in 0.3s` at #1 (through `| tail`: its exit status unseen)" in said
+    assert "passed at #1" not in said
+
+
+def test_a_pass_is_stated_before_the_edits_that_followed_it() -> None:
+    story = (
+        Story()
+        .person("fix the parser")
+        .run("mix test", "10 tests, 0 failures")
+        .edit("/p/lib/a.ex", "x", "y")
+        .edit("/p/lib/b.ex", "x", "y")
+    )
+    said = text_of(checks, story)
+    assert (
+        "`mix test` passed at #2, reporting 10 tests, 0 failures, before the edits of `lib/a.ex` and `lib/b.ex` (#4–#6)"
+        in said
+    )
+
+
+def test_a_pass_after_the_last_edit_names_no_edits() -> None:
+    story = Story().edit("/p/lib/a.ex", "x", "y").run("mix test", "10 tests, 0 failures")
+    assert "before the edits" not in text_of(checks, story)
+
+
+def test_a_later_pass_of_the_same_check_on_other_files_leaves_the_failure_unknown_not_blocking() -> None:
+    story = (
+        Story()
+        .person("lint it")
+        .run("mix credo lib/a.ex", "found 2 code readability issues.", error=True)
+        .edit("/p/lib/a.ex", "x", "y")
+        .run("mix credo lib/b.ex", "found no issues.")
+    )
+    state = story.state()
+    (check,) = state.checks.values()
+    assert check.partial_seq is not None and check.fixed_seq is None
+    text = handoff(state)
+    assert "Fix the failing" not in text and "Failing:" not in text
+    assert "`mix credo lib/a.ex` failed at #2 and no later run covered it" in text
+
+
+def test_uncommitted_files_are_git_statuss_word_only_when_it_ran_after_their_edits() -> None:
+    story = (
+        Story()
+        .person("add the page")
+        .edit("/p/lib/a.ex", "x", "y")
+        .run("git status", "On branch main\nChanges not staged for commit:\n\tmodified:   lib/a.ex\n")
+        .edit("/p/lib/b.ex", "x", "y")
+    )
+    told = "\n".join(where_things_stand(View(story.state())))
+    assert "`git status` at #4 shows uncommitted: `lib/a.ex`." in told
+    assert "Edited in this history, the last `git status` was at #4: `lib/b.ex` (#6)." in told
+
+
+def test_a_clean_tree_after_a_commit_is_said_from_the_edits_unless_git_status_ran_after_it() -> None:
+    from tests.core.work.story import commit_output
+
+    story = (
+        Story()
+        .person("commit it")
+        .edit("/p/lib/a.ex", "x", "y")
+        .run("git add -A && git commit -m 'feat: a'", commit_output("1a2b3c4", "feat: a"))
+    )
+    told = "\n".join(where_things_stand(View(story.state())))
+    assert (
+        "No file was edited after `1a2b3c4` (#4); no `git status` ran, so the tree is known only from the edits."
+        in told
+    )
+    story.run("git status", "On branch main\nnothing to commit, working tree clean")
+    told = "\n".join(where_things_stand(View(story.state())))
+    assert "`git status` at #6 showed nothing uncommitted, after the last commit and edit." in told
