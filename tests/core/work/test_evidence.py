@@ -108,3 +108,26 @@ def test_a_clean_tree_after_a_commit_is_said_from_the_edits_unless_git_status_ra
     story.run("git status", "On branch main\nnothing to commit, working tree clean")
     told = "\n".join(where_things_stand(View(story.state())))
     assert "`git status` at #6 showed nothing uncommitted, after the last commit and edit." in told
+
+
+def test_a_commit_is_tied_to_a_task_only_by_its_message_or_the_close_before_it() -> None:
+    from compaction.core.summarizers.extractive.render import done
+    from tests.core.work.story import commit_output
+
+    story = (
+        Story()
+        .person("work through the epic")
+        .run("bd update proj-b.1 --status in_progress", "✓ Updated")
+        .edit("/p/lib/a.ex", "x", "y")
+        .run("bd close proj-b.1", "✓ Closed")
+        .run("git add -A && git commit -m 'feat: schema'", commit_output("aaaaaaa", "feat: schema"))
+        .run("bd update proj-b.2 --status in_progress", "✓ Updated")
+        .edit("/p/lib/b.ex", "x", "y")
+        .run("git add -A && git commit -m 'feat: page'", commit_output("bbbbbbb", "feat: page"))
+    )
+    told = text_of(done, story)
+    assert (
+        'Committed `aaaaaaa` "feat: schema" (#8), not pushed; closed since the previous commit: `proj-b.1` (#6)' in told
+    )
+    # proj-b.2 was in progress, never closed, and the message does not name it: nothing is said.
+    assert "proj-b.2" not in told

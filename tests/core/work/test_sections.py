@@ -104,7 +104,9 @@ CASES = [
         "done names the commit, what it closed and that it is pushed",
         epic(),
         done,
-        ['Committed `1a2b3c4` "feat: state (proj-a.1)" (#10), pushed to `proj-a`; closed `proj-a.1`'],
+        [
+            'Committed `1a2b3c4` "feat: state (proj-a.1)" (#10), pushed to `proj-a`; its message names `proj-a.1` (closed at #8)'
+        ],
     ),
     ("the goal is the person's request", epic(), goal, ['"Implement proj-a" (#1)']),
     (

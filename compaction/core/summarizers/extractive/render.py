@@ -8,6 +8,7 @@ section with nothing to say is left out rather than filled with "(none)". Messag
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.standing import (
@@ -72,8 +73,15 @@ def _commit_line(v: View, commit: Commit, *, brief: bool) -> str:
         return head
     tasks = [v.state.tasks.tasks[k] for k in commit.tasks if k in v.state.tasks.tasks]
     closed = [t for t in tasks if t.status == "closed"]
-    if closed:
-        head += f"; closed {listing([v.task_name(t, limit=70) for t in closed], 4)}"
+    # Which task a commit belongs to is said only as the evidence shows it: its message names
+    # the task, or the task was closed between the previous commit and this one (no more).
+    named = [t for t in closed if _names_task(commit, t.key)]
+    before = [t for t in closed if t not in named and t.closed and t.closed <= commit.seq]
+    if named:
+        head += f"; its message names {listing([v.task_name(t, limit=70) for t in named], 4)}"
+        head += f" (closed at {v.cite(*(t.closed for t in named))})" if all(t.closed for t in named) else ""
+    if before:
+        head += f"; closed since the previous commit: {listing([v.task_name(t, limit=70) for t in before], 4)} ({v.cite(*(t.closed for t in before))})"
     # What was built, in the agent's own record of it: the commit message's body, else the
     # reason it gave when it closed the task.
     told = commit.body or next((t.reason for t in closed if t.reason), "")
@@ -85,6 +93,10 @@ def _commit_line(v: View, commit: Commit, *, brief: bool) -> str:
     if commit.checks:
         head += "; checks before it: " + listing(commit.checks[-2:])
     return head
+
+
+def _names_task(commit: Commit, key: str) -> bool:
+    return bool(re.search(rf"(?<![\w.-]){re.escape(key)}(?![\w-]|\.\d)", f"{commit.subject}\n{commit.body}"))
 
 
 def _request_line(v: View, person: Person) -> str:
