@@ -177,6 +177,19 @@ class ErrorRecord:
 
 
 @dataclass
+class Streak:
+    """Runs of one command (or check) failing one after another, with no pass between: what was
+    tried, and the latest run's error lines. A pass of the same command ends it."""
+
+    key: str  # as ErrorRecord.key
+    first: int  # seq of the first failing run
+    last: int  # seq of the latest
+    runs: int = 0
+    commands: list[str] = field(default_factory=list)  # the distinct commands tried, as run
+    lines: list[str] = field(default_factory=list)  # the latest run's error lines
+
+
+@dataclass
 class Decision:
     """A choice with its reason: the person's, a plan they approved, or the agent's (quoted,
     attached to the change that carried it out)."""
@@ -234,6 +247,7 @@ class WorkState:
     git: GitState = field(default_factory=GitState)
     checks: dict[str, Check] = field(default_factory=dict)
     errors: list[ErrorRecord] = field(default_factory=list)
+    streaks: dict[str, Streak] = field(default_factory=dict)  # failing runs not yet followed by a pass
     decisions: list[Decision] = field(default_factory=list)
     turn: TurnState = field(default_factory=TurnState)
     # (seq, command) of the latest commands that changed something, for "what fixed it".

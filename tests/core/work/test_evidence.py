@@ -131,3 +131,43 @@ def test_a_commit_is_tied_to_a_task_only_by_its_message_or_the_close_before_it()
     )
     # proj-b.2 was in progress, never closed, and the message does not name it: nothing is said.
     assert "proj-b.2" not in told
+
+
+HOOK_REJECTS = (
+    "[DIALYZER]\nFinding suitable PLTs...\nChecking PLT...\n"
+    "lib/spotter/a.ex:12:no_return Function run/0 has no local return.\n"
+    "done (warnings were emitted)\nHalting VM with exit status 2\n"
+)
+
+
+def test_a_command_still_failing_after_repeated_attempts_is_the_blocker_stated_first() -> None:
+    story = (
+        Story()
+        .person("commit the work")
+        .edit("/p/lib/spotter/a.ex", "x", "y")
+        .run("git add -A && git commit -m 'feat: a'", HOOK_REJECTS, error=True)
+        .edit("/p/lib/spotter/a.ex", "y", "z")
+        .run("git add -A && git commit -m 'feat: a'", HOOK_REJECTS, error=True)
+        .run("git commit --no-verify -m 'feat: a'", HOOK_REJECTS, error=True)
+    )
+    text = handoff(story.state())
+    stand = text.split("## Goal")[0]
+    first = stand.splitlines()[1]
+    assert first.startswith(
+        "- Blocked: `git commit --no-verify -m 'feat: a'` failed 3 times in a row (#4–#10), still failing"
+    )
+    assert "`lib/spotter/a.ex:12:no_return Function run/0 has no local return.`" in first
+    assert "[DIALYZER]" not in text
+    assert "Also tried: `git add -A && git commit -m 'feat: a'`" in first
+    assert "1. Get past the failing `git commit --no-verify -m 'feat: a'`" in text
+
+
+def test_a_command_that_failed_then_passed_is_no_blocker() -> None:
+    story = (
+        Story()
+        .person("commit the work")
+        .run("git commit -m 'feat: a'", HOOK_REJECTS, error=True)
+        .run("git commit -m 'feat: a'", HOOK_REJECTS, error=True)
+        .run("git commit -m 'feat: a'", "[main 1a2b3c4] feat: a\n 1 file changed")
+    )
+    assert "Blocked" not in handoff(story.state())

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.standing import (
+    blocker_said,
     check_said,
     clipped,
     code,
@@ -201,12 +202,15 @@ def in_progress(v: View) -> Lines:
 
 
 def blocked(v: View) -> Lines:
-    out = []
-    for check in v.failing:
+    out = [blocker_said(v, s) for s in v.blockers]
+    blocking = {s.key for s in v.blockers}
+    for check in [c for c in v.failing if not v.blocks(c)]:
         out.append(
             f"{code(check.failed_command or check.command, 80)} fails since {v.cite(check.failed_seq or check.seq)}: {code(check.failure, 240)}"
         )
-    for error in [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:")][-3:]:
+    for error in [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:") and e.key not in blocking][
+        -3:
+    ]:
         out.append(f"{code(error.line, 240)} from {_error_source(v, error)} ({v.cite(error.seq)}), not resolved yet")
     return _bullets(out)
 

@@ -11,7 +11,7 @@ import re
 
 from compaction.core.summarizers.extractive.view import View
 from compaction.core.work.parse import one_line
-from compaction.core.work.state import Check, Person, Step, Task
+from compaction.core.work.state import Check, Person, Step, Streak, Task
 
 REQUEST_CHARS = 300
 WORDS_CHARS = 280
@@ -172,7 +172,12 @@ def _no_git_sentence(v: View) -> list[str]:
     if not changed:
         return []
     said = [
-        f"Changed since the latest request: {listing([v.path(r.path) for r in changed])} (no git command ran in this history)."
+        f"Changed since the latest request: {listing([v.path(r.path) for r in changed])} "
+        + (
+            "(git printed no commit or `git status` in this history)."
+            if any(c.startswith("git ") for c in v.state.commands)
+            else "(no git command ran in this history)."
+        )
     ]
     runs = [c for c in _check_runs(v) if c.seq >= since]
     if runs:
@@ -245,15 +250,29 @@ def _commit_sentence(v: View) -> list[str]:
     return [said + "."]
 
 
+def blocker_said(v: View, streak: Streak) -> str:
+    """A command that keeps failing: how often, its error lines as printed (not a progress
+    banner), and what was tried, so it is not tried again unchanged."""
+    command = streak.commands[-1] if streak.commands else streak.key.partition(":")[2]
+    said = f"{code(command, 100)} failed {streak.runs} times in a row ({v.cite(streak.first, streak.last)}), still failing at the end"
+    if streak.lines:
+        said += ": " + "; ".join(code(line, 220) for line in streak.lines[:2])
+    tried = [c for c in streak.commands if c != command]
+    if tried:
+        said += f". Also tried: {listing([code(c, 100) for c in tried], 4)}"
+    return said
+
+
 def _failure_sentence(v: View) -> list[str]:
-    out = []
-    for check in v.failing:
+    out = [f"Blocked: {blocker_said(v, s)}." for s in v.blockers]
+    for check in [c for c in v.failing if not v.blocks(c)]:
         failure = f": {code(check.failure, 200)}" if check.failure else ""
         out.append(
             f"Failing: {code(check.failed_command or check.command, 80)} since {v.cite(check.failed_seq or check.seq)}{failure}."
         )
-    fresh = [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:")]
-    if fresh and not v.failing:
+    blocking = {s.key for s in v.blockers}
+    fresh = [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:") and e.key not in blocking]
+    if fresh and not v.failing and not v.blockers:
         error = fresh[-1]
         out.append(
             f"Last error, not resolved yet ({v.cite(error.seq)}): {code(error.line, 200)} from {code(error.source, 80)}."
@@ -360,6 +379,8 @@ def where_things_stand(v: View) -> list[str]:
         )
     out += _tracker_progress(v) + _todo_progress(v)
     out += _commit_sentence(v) + _tree_sentence(v) + _failure_sentence(v) + _stopped(v)
+    # The blocker first: what the next agent must get past before anything else.
+    out.sort(key=lambda line: not line.startswith("Blocked: "))
     if not out:
         calls = v.state.turn.calls
         out.append(
@@ -491,7 +512,12 @@ def next_steps(v: View) -> list[str]:
     request = v.latest_request
     if request is not None and turn.request == request.seq and turn.calls == 0 and not turn.ended:
         out.append(f"Answer the person's latest message ({v.cite(request.seq)}): {quoted(request.text, 200)}")
-    for check in v.failing:
+    for streak in v.blockers:
+        out.append(
+            f"Get past the failing {code(streak.commands[-1] if streak.commands else streak.key, 80)} "
+            f"(failed {streak.runs} times, {v.cite(streak.first, streak.last)}; what was tried is under Blocked)."
+        )
+    for check in [c for c in v.failing if not v.blocks(c)]:
         failure = f" ({code(check.failure, 160)})" if check.failure else ""
         out.append(f"Fix the failing {code(check.failed_command or check.command, 80)}{failure}.")
     for task in v.current:

@@ -10,11 +10,13 @@ from functools import cached_property
 from compaction.core.paths import SCRATCH_DIR_RE, common_root
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers.checks import is_open_failure
-from compaction.core.work.state import Check, Commit, ErrorRecord, FileRecord, Person, Task, WorkState
+from compaction.core.work.state import Check, Commit, ErrorRecord, FileRecord, Person, Streak, Task, WorkState
 
 # Detail levels: the renderer starts at FULL and compresses old finished work, level by level,
 # until the summary fits its budget. The person's words and the commits are never dropped.
 FULL, COMPACT, TERSE, MINIMAL, TINY = 0, 1, 2, 3, 4
+# A command that failed this many times in a row, still failing at the end, is the blocker.
+MIN_BLOCKER_RUNS = 2
 _HOME_RE = re.compile(r"^(?:/Users|/home)/[^/]+/")
 _WORD_RE = re.compile(r"[A-Za-z0-9_][\w./:-]{2,}")
 FOCUS_STOPWORDS = frozenset(
@@ -282,6 +284,17 @@ class View:
     def stale(self, check: Check) -> bool:
         """Edits were made after the check last ran: its result does not cover them."""
         return any(r.last > check.seq for r in self.dirty) or (not self.dirty and self.last_edit > check.seq)
+
+    @cached_property
+    def blockers(self) -> list[Streak]:
+        """Commands still failing at the end after repeated attempts in the current request's
+        turn: no run of the same command or check passed after them."""
+        since = self.state.turn.request
+        return [s for s in self.state.streaks.values() if s.runs >= MIN_BLOCKER_RUNS and s.last >= since]
+
+    def blocks(self, check: Check) -> bool:
+        """Whether a failing check is told as a blocker already."""
+        return any(s.key == f"check:{check.key}" for s in self.blockers)
 
     @cached_property
     def open_errors(self) -> list[ErrorRecord]:
