@@ -171,3 +171,54 @@ def test_a_command_that_failed_then_passed_is_no_blocker() -> None:
         .run("git commit -m 'feat: a'", "[main 1a2b3c4] feat: a\n 1 file changed")
     )
     assert "Blocked" not in handoff(story.state())
+
+
+def test_the_task_is_carried_whole_within_the_budget_and_a_cut_says_how_much_is_left_out() -> None:
+    from compaction.core.summarizers.extractive.render import goal
+
+    items = "\n".join(f"{n}. Step {n}: change module {n} so its test passes." for n in range(1, 40))
+    task = f"Fix the handler.\n{items}"
+    told = text_of(goal, Story().person(task))
+    assert "39. Step 39: change module 39 so its test passes." in told and "more characters" not in told
+    huge = task + "\n" + "Background. " * 800
+    told = text_of(goal, Story().person(huge))
+    assert "more characters in #1)" in told
+    left = int(told.split("(")[-2].split(" more")[0].replace(",", ""))
+    assert 4_000 + left >= len(" ".join(huge.split())) - 10
+
+
+def test_every_pending_todo_is_listed() -> None:
+    items = [("pending", f"Port module {n}") for n in range(1, 9)]
+    story = Story().person("port it").todos(("completed", "Set up"), *items)
+    told = "\n".join(where_things_stand(View(story.state())))
+    assert all(f'"Port module {n}"' in told for n in range(1, 9)), told
+    assert 'done: "Set up"' in told
+
+
+def test_a_script_that_ran_is_not_said_to_have_passed_and_its_printed_error_is_told() -> None:
+    from compaction.core.summarizers.extractive.render import in_progress
+
+    story = (
+        Story()
+        .person("reproduce the bug")
+        .write("/p/reproduce.py", "import x\n")
+        .run(
+            "python reproduce.py",
+            "Traceback (most recent call last):\n  File 'reproduce.py'\nAttributeError: no PixelRepresentation",
+        )
+    )
+    told = text_of(in_progress, story)
+    assert "last ran `python reproduce.py` (#4), which printed `AttributeError: no PixelRepresentation`" in told
+    assert "passed" not in told
+
+
+def test_a_reply_that_announces_its_next_step_is_no_finished_turn() -> None:
+    from compaction.core.summarizers.extractive.render import done
+
+    story = Story().person("fix the import").edit("/p/a.py", "x", "y").says("The edit is in. Now let me run the tests:")
+    told = "\n".join(where_things_stand(View(story.state())))
+    assert "ended its turn" not in told and "The agent was mid-turn" in told
+    assert "fix the import" not in text_of(done, story)
+    finished = Story().person("fix the import").edit("/p/a.py", "x", "y").says("Fixed. Let me know if you need more.")
+    told = "\n".join(where_things_stand(View(finished.state())))
+    assert "The agent ended its turn at #4" in told

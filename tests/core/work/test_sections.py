@@ -77,7 +77,7 @@ CASES = [
             "Commits on `proj-a`: 1a2b3c4 — all pushed",
             "Edited after `1a2b3c4` (#10), no `git status` ran: `lib/review_live.ex` (#18).",
             "Checks: `mix test` passed at #6, reporting 10 tests, 0 failures, before the edits of `lib/review_live.ex` (#18).",
-            'The agent ended its turn at #20, reporting: "Let me add the button next."',
+            'The agent was mid-turn; its latest words (#20): "Let me add the button next."',
         ],
     ),
     (

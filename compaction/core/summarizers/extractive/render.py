@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.standing import (
+    REQUEST_CHARS,
     blocker_said,
     check_said,
     clipped,
@@ -24,6 +25,7 @@ from compaction.core.summarizers.extractive.standing import (
     task_spec,
     tree_said,
     where_things_stand,
+    words_of,
 )
 from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, TINY, View
 from compaction.core.text_heuristics import instruction_quote
@@ -41,6 +43,9 @@ def _bullets(lines: Lines) -> Lines:
 # --- Goal, constraints ---------------------------------------------------------------------------
 
 
+GOAL_CHARS = 4_000
+
+
 def goal(v: View) -> Lines:
     requests = v.requests
     if not requests:
@@ -48,8 +53,9 @@ def goal(v: View) -> Lines:
     first = requests[0]
     named = [t for t in v.tasks if t.source != "todo" and t.key in first.text and t.title]
     about = f" — {listing([f'{code(t.key)} is {quoted(t.title, 100)}' for t in named[:2]])}" if named else ""
-    limit = v.chars(600)
-    out = [f"{quoted(first.text, limit)} ({v.cite(first.seq)}){about}"]
+    # The task in its own words, whole within the budget (its remaining items are in it).
+    limit = v.chars(GOAL_CHARS)
+    out = [f"{words_of(first.text, limit, first.seq)} ({v.cite(first.seq)}){about}"]
     if len(requests) > 3 and first.answer is not None:
         out = [
             f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}; {len(requests) - 1} requests followed (under Done and The Person's Messages)"
@@ -161,9 +167,18 @@ def _steps_since_request(v: View) -> str:
         said.append("edited " + listing([v.path(p) for p in edits], 4))
     if runs:
         last = runs[-1]
-        said.append(
-            f"last ran {last.what} ({'passed' if last.ok else 'failed'}{': ' + last.detail if last.detail else ''}, {v.cite(last.seq)})"
-        )
+        if last.kind == "run" and last.ok:
+            # A command that is no check: it ran; what it printed says how, not "passed".
+            printed = (
+                f", which printed {code(last.detail.removeprefix('printed: '), 200)}"
+                if last.detail.startswith("printed: ")
+                else ""
+            )
+            said.append(f"last ran {last.what} ({v.cite(last.seq)}){printed}")
+        else:
+            said.append(
+                f"last ran {last.what} ({'passed' if last.ok else 'failed'}{': ' + last.detail if last.detail else ''}, {v.cite(last.seq)})"
+            )
     if not said:
         return ""
     return "Since the request: " + "; ".join(said)
@@ -536,9 +551,14 @@ MAX_QUOTED_AT_TINY = 20
 def people(v: View) -> Lines:
     messages = [p for p in v.state.people.messages if p.kind != "chatter" or len(p.text) > 12]
     requests = v.requests
-    shown_elsewhere = {requests[0].seq, requests[-1].seq} if requests else set()
-    if all(p.seq in shown_elsewhere and len(p.text) <= 300 for p in messages):
-        return []  # each is quoted whole under Goal or Where Things Stand
+    # Quoted whole under Goal (the first request) or Where Things Stand (the latest): not again.
+    whole = set()
+    if requests and len(" ".join(requests[0].text.split())) <= v.chars(GOAL_CHARS):
+        whole.add(id(requests[0]))
+    if len(requests) > 1 and len(" ".join(requests[-1].text.split())) <= v.chars(REQUEST_CHARS):
+        whole.add(id(requests[-1]))
+    if all(id(p) in whole for p in messages):
+        return []
     limit = {FULL: 400, COMPACT: 240, TERSE: 140, MINIMAL: 90}.get(v.level, 60)
     out = []
     if v.level >= TINY and len(messages) > MAX_QUOTED_AT_TINY:
@@ -554,7 +574,7 @@ def people(v: View) -> Lines:
     for index, p in enumerate(messages):
         recent = index >= len(messages) - 3
         how = " (typed while the agent worked)" if p.queued else ""
-        out.append(f"{v.cite(p.seq)} {quoted(p.text, v.chars(400) if recent else limit)}{how}")
+        out.append(f"{v.cite(p.seq)} {words_of(p.text, v.chars(400) if recent else limit, p.seq)}{how}")
     return _bullets(out)
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 
-from compaction.core.summarizers.extractive.view import View
+from compaction.core.summarizers.extractive.view import COMPACT, TERSE, View
 from compaction.core.work.parse import one_line
 from compaction.core.work.state import Check, Person, Step, Streak, Task
 
-REQUEST_CHARS = 300
+REQUEST_CHARS = 1_500
+REPLY_GIST_CHARS = 300
 WORDS_CHARS = 280
 MAX_LISTED = 6
 MAX_NEXT = 6
@@ -68,6 +69,17 @@ def quoted(text: str, limit: int) -> str:
     return '"' + clipped(text, limit).replace('"', "'") + '"'
 
 
+def words_of(text: str, limit: int, seq: int) -> str:
+    """Someone's words quoted whole up to `limit`; cut, with how much was left out and where it
+    is stored (a quote cut silently reads as the whole of what was said)."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return quoted(flat, limit)
+    shown = clipped(flat, limit).removesuffix("…").removesuffix(" …").rstrip()
+    left = len(flat) - len(shown)
+    return '"' + shown.replace('"', "'") + f' […]" ({left:,} more characters in #{seq})'
+
+
 def listing(items: list[str], limit: int = MAX_LISTED) -> str:
     shown = items[:limit]
     more = f" and {len(items) - limit} more" if len(items) > limit else ""
@@ -96,7 +108,7 @@ def _tracker_progress(v: View) -> list[str]:
             out.append(f"In progress: {v.task_name(task)}.")
     waiting = [t for t in v.open_tasks if t.source != "todo"]
     if waiting:
-        out.append(f"Still open: {listing([v.task_name(t, limit=60) for t in waiting], 4)}.")
+        out.append(f"Still open: {listing([v.task_name(t, limit=60) for t in waiting], 8 if v.level <= TERSE else 4)}.")
     return out
 
 
@@ -109,9 +121,11 @@ def _todo_progress(v: View) -> list[str]:
     later = [t for t in todos if t.status == "open"]
     said = f"The agent's todo list ({v.cite(v.state.tasks.todo_seq)}): {len(done)} of {len(todos)} done"
     if now:
-        said += f"; in progress: {listing([v.task_name(t, limit=80) for t in now], 2)}"
+        said += f"; in progress: {listing([v.task_name(t, limit=100) for t in now], 4)}"
+    if done and v.level <= COMPACT:
+        said += f"; done: {listing([v.task_name(t, limit=60) for t in done], 12)}"
     if later:
-        said += f"; pending: {listing([v.task_name(t, limit=60) for t in later], 3)}"
+        said += f"; pending: {listing([v.task_name(t, limit=100) for t in later], 12 if v.level <= TERSE else 3)}"
     return [said + "."]
 
 
@@ -352,7 +366,7 @@ _REPLY_RE = re.compile(
 def _replying_to(v: View, request: Person) -> str:
     if request.after is None or len(request.text) > REPLY_CHARS or not _REPLY_RE.search(request.text):
         return ""
-    return f", in reply to the agent's {v.cite(request.after.seq)}: {_gist(request.after.text, max(160, v.chars(REQUEST_CHARS)))}"
+    return f", in reply to the agent's {v.cite(request.after.seq)}: {_gist(request.after.text, max(160, v.chars(REPLY_GIST_CHARS)))}"
 
 
 def _gist(text: str, limit: int) -> str:
@@ -374,7 +388,7 @@ def where_things_stand(v: View) -> list[str]:
         # A single request is the goal, quoted right below.
         how = ", typed while the agent worked" if request.queued else ""
         out.append(
-            f"The person's latest request ({v.cite(request.seq)}{how}): {quoted(request.text, v.chars(REQUEST_CHARS))}"
+            f"The person's latest request ({v.cite(request.seq)}{how}): {words_of(request.text, v.chars(REQUEST_CHARS), request.seq)}"
             + _replying_to(v, request)
         )
     out += _tracker_progress(v) + _todo_progress(v)
