@@ -199,6 +199,10 @@ class Decision:
     reason: str = ""
     by: str = "agent"  # agent | user | plan
     about: str = ""  # the file, task or command it shaped
+    # A choice made to get past a failure rests on the agent's diagnosis: it holds only if the
+    # next run of the failing command passed. The failure's key, and what that run showed.
+    after_failure: str = ""
+    held: bool | None = None
 
 
 @dataclass

@@ -222,3 +222,37 @@ def test_a_reply_that_announces_its_next_step_is_no_finished_turn() -> None:
     finished = Story().person("fix the import").edit("/p/a.py", "x", "y").says("Fixed. Let me know if you need more.")
     told = "\n".join(where_things_stand(View(finished.state())))
     assert "The agent ended its turn at #4" in told
+
+
+def _diagnosed(second_run_ok: bool) -> Story:
+    said = (
+        "The LiveView process can't access the sandbox because it runs in another process. I'll switch to shared mode."
+    )
+    story = (
+        Story()
+        .person("make the tests pass")
+        .run(
+            "mix test", "** (DBConnection.OwnershipError) cannot find ownership process\n1 test, 1 failure", error=True
+        )
+        .edit("/p/test/live_test.exs", "Sandbox.checkout(Repo)", "Sandbox.mode(Repo, {:shared, self()})", said=said)
+    )
+    if second_run_ok:
+        return story.run("mix test", "12 tests, 0 failures")
+    return story.run(
+        "mix test", "** (ArgumentError) expected selector to return one element\n1 test, 1 failure", error=True
+    )
+
+
+def test_a_diagnosis_the_next_run_disproved_is_no_decision() -> None:
+    from compaction.core.summarizers.extractive.render import decisions
+
+    assert "can't access the sandbox" in text_of(decisions, _diagnosed(True))
+    assert text_of(decisions, _diagnosed(False)) == ""
+
+
+def test_the_agents_own_progress_is_no_reason() -> None:
+    from compaction.core.summarizers.extractive.render import decisions
+
+    said = "The import isn't used yet because I haven't updated the template. Let me update the template."
+    story = Story().person("wire it").edit("/p/lib/page.ex", "a", "b", said=said)
+    assert text_of(decisions, story) == ""

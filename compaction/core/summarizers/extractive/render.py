@@ -236,7 +236,8 @@ def blocked(v: View) -> Lines:
 def decisions(v: View) -> Lines:
     out = []
     limit = 12 if v.level <= COMPACT else 6 if v.level < TINY else 3
-    for d in v.state.decisions[-limit:]:
+    # A diagnosis the next run disproved is history (under Errors and Fixes), not a decision.
+    for d in [d for d in v.state.decisions if d.held is not False][-limit:]:
         if d.by == "plan":
             points = f": {one_line(d.reason, 500 if v.level <= COMPACT else 250)}" if d.reason else ""
             out.append(f"Plan approved by the person ({v.cite(d.seq)}): {quoted(d.choice, 140)}{points}")

@@ -16,6 +16,7 @@ from compaction.core.text_heuristics import (
 )
 from compaction.core.work.events import Call, Narration
 from compaction.core.work.parse import one_line
+from compaction.core.work.reducers import decisions
 from compaction.core.work.reducers.changes import changes_since
 from compaction.core.work.reducers.checks import check_key, pass_covers
 from compaction.core.work.reducers.outcome import Outcome
@@ -122,6 +123,8 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
         return
     key = error_key(call, outcome, state.git.cwd)
     _note_attempt(state, call, key)
+    if not outcome.probe:
+        decisions.on_run(state, key, bool(outcome.ok), call.seq)
     if outcome.ok:
         state.streaks.pop(key, None)
         _resolve(state, call, outcome, key)
