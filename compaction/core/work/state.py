@@ -66,7 +66,8 @@ class Task:
     closed: int | None = None
     parent: str = ""
     blocked_by: list[str] = field(default_factory=list)
-    note: str = ""  # the first sentences of its description
+    note: str = ""  # its description as the tracker showed it (up to parse.MAX_NOTE_CHARS)
+    note_seq: int = 0  # where it was shown
     outputs: list[str] = field(default_factory=list)  # files its description lists as new
     touches: list[str] = field(default_factory=list)  # files its description lists to modify
     commits: list[str] = field(default_factory=list)

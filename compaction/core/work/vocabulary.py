@@ -183,6 +183,13 @@ def is_probe(command: str) -> bool:
     return bool(PROBE_RE.match(command))
 
 
+# A file tool's answer that the file could not be read (a read that failed is no file read,
+# whether or not the tool flagged its result as an error).
+READ_FAILED_RE = re.compile(
+    r"(?i)^\W*(?:<tool_use_error>\s*)?(?:error:?\s*)?(?:file does not exist|no such file or directory|"
+    r"enoent\b|file not found|path does not exist|the path \S+ does not exist|could not (?:read|open|find) (?:the )?file)"
+)
+
 # A file tool's answer that an edit was refused and the file left as it was (SWE-agent's lint
 # gate, an editor's "no replacement was performed"): a failed attempt, not an edit.
 EDIT_REFUSED_RE = re.compile(

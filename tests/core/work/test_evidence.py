@@ -256,3 +256,25 @@ def test_the_agents_own_progress_is_no_reason() -> None:
     said = "The import isn't used yet because I haven't updated the template. Let me update the template."
     story = Story().person("wire it").edit("/p/lib/page.ex", "a", "b", said=said)
     assert text_of(decisions, story) == ""
+
+
+def test_a_directory_removed_whole_is_among_the_deleted_with_its_files() -> None:
+    from compaction.core.summarizers.extractive.render import files
+
+    story = (
+        Story()
+        .person("port it to Rust and delete the Python")
+        .write("/p/tests/test_a.py", "def test(): pass\n")
+        .write("/p/src/lib.rs", "pub fn a() {}\n")
+        .run("rm -r tests/ && rm src/a.py src/b.py", "")
+    )
+    state = story.state()
+    assert state.files["/p/tests/test_a.py"].state == "deleted"
+    assert "`tests/`" in text_of(files, story)
+
+
+def test_a_read_that_failed_is_no_file_read() -> None:
+    from compaction.core.work import file_ops
+
+    state = Story().person("look").tool("Read", {"file_path": "/p/missing.py"}, "File does not exist.").state()
+    assert "/p/missing.py" not in file_ops(state).read

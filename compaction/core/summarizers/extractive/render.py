@@ -21,7 +21,6 @@ from compaction.core.summarizers.extractive.standing import (
     next_steps,
     quoted,
     report_text,
-    task_rules,
     task_spec,
     tree_said,
     where_things_stand,
@@ -44,6 +43,7 @@ def _bullets(lines: Lines) -> Lines:
 
 
 GOAL_CHARS = 4_000
+TASK_CHARS = 2_400
 
 
 def goal(v: View) -> Lines:
@@ -61,7 +61,12 @@ def goal(v: View) -> Lines:
             f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}; {len(requests) - 1} requests followed (under Done and The Person's Messages)"
         ]
     if len(requests) > 1:
-        out.append(f"The latest request ({v.cite(requests[-1].seq)}) is quoted under Where Things Stand.")
+        # The first request is where the session began; the latest may have changed the task.
+        if not out[0].startswith("The session began"):
+            out[0] = "The session began with " + out[0]
+        out.append(
+            f"The latest request ({v.cite(requests[-1].seq)}), quoted under Where Things Stand, is what the agent worked on last."
+        )
     return _bullets(out)
 
 
@@ -192,13 +197,14 @@ def in_progress(v: View) -> Lines:
     for task in v.current:
         line = f"{v.task_name(task)}, in progress"
         intro, done = task_spec(task.note)
-        if intro and v.level <= TERSE:
-            line += f". The task: {clipped(intro, v.chars(400)).rstrip('.')}"
-        if done and v.level <= MINIMAL:
-            line += ". Done when: " + "; ".join(done)
-        rules = task_rules(task.note) if v.level <= COMPACT else []
-        if rules:
-            line += ". Its edge cases and constraints: " + "; ".join(rules)
+        if task.note and v.level <= COMPACT:
+            # The task in its own words, whole within the budget: its remaining items are in it.
+            line += f". Its description ({v.cite(task.note_seq)}): {words_of(task.note, v.chars(TASK_CHARS), task.note_seq)}"
+        else:
+            if intro and v.level <= TERSE:
+                line += f". The task: {clipped(intro, v.chars(400)).rstrip('.')}"
+            if done and v.level <= MINIMAL:
+                line += ". Done when: " + "; ".join(done)
         out.append(line)
         work = _task_work(v, task)
         if work:

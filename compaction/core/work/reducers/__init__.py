@@ -20,6 +20,7 @@ from compaction.core.work.vocabulary import (
     EDIT_REFUSED_RE,
     FINDINGS_RE,
     NOTHING_TO_COMMIT_RE,
+    READ_FAILED_RE,
     check_kind,
     is_probe,
 )
@@ -69,6 +70,8 @@ def outcome_of(call: Call) -> Outcome:
             return Outcome(False, found, found, command, kind, probe, findings=True)
         # Only a check's tally counts ("create mode 100644 test/x" is no test count).
         return Outcome(ok, tally if kind else "", error, command, kind, probe)
+    if call.kind == "read" and READ_FAILED_RE.search(call.output[:300]):
+        return Outcome(False, error=call.output.strip().splitlines()[0][:240])
     if call.kind == "edit" and not call.is_error and EDIT_REFUSED_RE.search(call.output[:1000]):
         return Outcome(
             False, error=call.output.strip().splitlines()[0][:240] if call.output.strip() else "", refused=True

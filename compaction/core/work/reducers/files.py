@@ -142,6 +142,27 @@ def _changed_by_shell(state: WorkState, call: Call, outcome: Outcome, ops: FileO
             _deleted(state, path, call.seq)
         else:
             _changed(state, path, call.seq, f"changed by `{one_line(outcome.command, 80)}`")
+    # A directory removed whole (`rm -r tests/`): it and every file known under it are gone.
+    for match in DELETE_RE.finditer(command):
+        words = match.group(1).split()
+        if not any(w.startswith("-") and "r" in w.lower() for w in words):
+            continue
+        for word in words:
+            if word.startswith("-") or SCRATCH_RE.search(word) or any(c in word for c in "*?$`{}[]<>"):
+                continue
+            folder = resolve(state, word.strip("\"'").rstrip("/"))
+            if not folder or folder in (".", "/"):
+                continue
+            if not folder.startswith("/"):
+                # Relative to a shell directory not seen: the known files name where it is.
+                marker = "/" + folder.rstrip("/") + "/"
+                found = next((p for p in state.files if marker in p), "")
+                folder = found[: found.index(marker) + len(marker) - 1] if found else folder
+            under = [p for p in state.files if p.startswith(folder.rstrip("/") + "/")]
+            for path in under:
+                _deleted(state, path, call.seq)
+            if folder not in state.files and not any(_matches(p, word) for p in ops.modified):
+                _deleted(state, folder.rstrip("/") + "/", call.seq)
     for match in MANIFEST_CMD_RE.finditer(command):
         if any(not word.startswith("-") for word in match.group(2).split()):
             for name in MANIFESTS[match.group(1).split()[0]]:
