@@ -278,3 +278,17 @@ def test_a_read_that_failed_is_no_file_read() -> None:
 
     state = Story().person("look").tool("Read", {"file_path": "/p/missing.py"}, "File does not exist.").state()
     assert "/p/missing.py" not in file_ops(state).read
+
+
+def test_a_files_length_counts_every_line_and_a_replacement_says_what_it_replaced() -> None:
+    from compaction.core.work.parse import edit_change
+
+    content = "fn a() {}\n\n// b\n\nfn b() {}\n"
+    assert edit_change("Write", {"file_path": "/p/a.rs", "content": content}).summary.startswith("written, 5 lines")
+    old = "\n".join(f"line {n}" for n in range(10))
+    new = old.replace(
+        "line 3",
+        "the third line now says something rather longer than before\nand a second new line that is long too, longer still",
+    )
+    said = edit_change("Edit", {"file_path": "/p/a.py", "old_string": old, "new_string": new}).summary
+    assert said.endswith("(11 lines in place of 10)") or "11 lines in place of 10" in said, said

@@ -97,7 +97,7 @@ CASES = [
         in_progress,
         [
             'Its description (#14): "Close every open annotation in one action. Output files: - `lib/review_live.ex` (modify) - `test/review_live_test.exs` (modify) Definition of Done: - The button closes every open annotation. - LiveView tests cover N>0 and N=0."',
-            'Done so far — `lib/review_live.ex`: adds `def handle_event("close", _p, socket)` (2 new lines)',
+            'Done so far — `lib/review_live.ex`: adds `def handle_event("close", _p, socket)` (4 lines in place of 1)',
         ],
     ),
     (
