@@ -292,3 +292,26 @@ def test_a_files_length_counts_every_line_and_a_replacement_says_what_it_replace
     )
     said = edit_change("Edit", {"file_path": "/p/a.py", "old_string": old, "new_string": new}).summary
     assert said.endswith("(11 lines in place of 10)") or "11 lines in place of 10" in said, said
+
+
+def test_a_check_piped_into_a_filter_that_printed_errors_failed() -> None:
+    printed = "src/theme.ts(70,5): error TS2353: Object literal may only specify known properties\n"
+    story = Story().person("fix the types").run('npm run check 2>&1 | grep "theme"', printed)
+    (check,) = story.state().checks.values()
+    assert not check.ok
+    said = text_of(checks, story)
+    assert "failed at #2: `src/theme.ts(70,5): error TS2353" in said
+
+
+def test_a_search_is_no_file_read() -> None:
+    from compaction.core.work import file_ops
+
+    state = (
+        Story()
+        .person("look")
+        .tool("Grep", {"pattern": "borderColor", "path": "/p/src/editor.ts"}, "12: borderColor: x")
+        .run("grep -n borderColor /p/src/other.ts", "3: borderColor")
+        .run("cat /p/src/read.ts", "const a = 1")
+        .state()
+    )
+    assert file_ops(state).read == ["/p/src/read.ts"]

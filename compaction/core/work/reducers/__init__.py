@@ -9,7 +9,14 @@ two (a commit marks the files it took as committed).
 
 from __future__ import annotations
 
-from compaction.core.text_heuristics import GIT_COMMIT_RE, clean_command, command_error_lines, strip_ansi
+from compaction.core.text_heuristics import (
+    DIAGNOSTIC_LINE_RE,
+    GIT_COMMIT_RE,
+    clean_command,
+    command_error_lines,
+    error_lines_of,
+    strip_ansi,
+)
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.work.events import Call, Event, Injected, Narration, Said, TurnEnded
 from compaction.core.work.parse import one_line, run_outcome
@@ -27,6 +34,14 @@ from compaction.core.work.vocabulary import (
 
 # A checker's verdict is among its last lines.
 VERDICT_LINES = 40
+
+
+def printed_errors(output: str) -> list[str]:
+    """The error lines a run printed: lines saying "error" and diagnostics (`a.ts(3,1): …`)."""
+    text = strip_ansi(output)
+    said = error_lines_of(text, is_error=False)
+    located = [line.strip()[:300] for line in text.splitlines() if DIAGNOSTIC_LINE_RE.match(line.strip())]
+    return said + [line for line in located if line not in said]
 
 
 def findings_of(output: str) -> str:
@@ -64,6 +79,11 @@ def outcome_of(call: Call) -> Outcome:
         if not ok and NOTHING_TO_COMMIT_RE.search(call.output) and GIT_COMMIT_RE.search(command):
             ok, error = True, ""
         kind = check_kind(command)
+        if kind and ok and not call.is_error and checks.piped_through(call.command):
+            # The exit status seen is the filter's: the check's verdict is what it printed.
+            printed = printed_errors(call.output)
+            if printed:
+                return Outcome(False, tally if kind else "", printed[0], command, kind, probe)
         found = findings_of(call.output) if kind in ("lint", "typecheck") and ok else ""
         if found:
             # Warnings and suggestions are findings, not a pass (a pipe may have hidden the status).

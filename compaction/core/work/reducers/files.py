@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import re
 
-from compaction.core.fileops import call_file_ops
+from compaction.core.fileops import SHELL_SEARCH_COMMANDS, call_file_ops
 from compaction.core.paths import outside_repository
-from compaction.core.text_heuristics import sentences
+from compaction.core.text_heuristics import chain_parts, sentences
 from compaction.core.types import FileOps
 from compaction.core.work.events import Call
 from compaction.core.work.parse import edit_change, one_line
@@ -180,6 +180,13 @@ def _read(state: WorkState, call: Call, ops: FileOps) -> None:
             rec.last = call.seq
 
 
+def _searches(command: str) -> bool:
+    """Whether a command line only searches (`grep -n x a.py`, `rg x src | head`)."""
+    parts = chain_parts(command)
+    firsts = [part.split()[0] for part in parts if part.split() and part.split()[0] != "cd"]
+    return bool(firsts) and all(word in SHELL_SEARCH_COMMANDS for word in firsts)
+
+
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if outcome.ok is None or call.kind not in ("edit", "shell", "read", "search"):
         return
@@ -192,4 +199,6 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
         return
     if call.kind == "shell" and not outcome.probe:
         _changed_by_shell(state, call, outcome, ops)
+    if call.kind == "search" or (call.kind == "shell" and _searches(call.command or "")):
+        return  # a search shows the lines that match, not the file: no file was read
     _read(state, call, ops)  # a read tool, or `cat x`, `sed -n 1,20p x`
