@@ -40,6 +40,7 @@ class Person:
     queued: bool = False  # typed while the agent was busy
     answer: Quote | None = None  # the agent's words that ended the turn this message started
     after: Quote | None = None  # the agent's words that ended the turn before it (what a reply answers)
+    task: bool = False  # the task a harness's template wraps (its words are the task's, not typed)
 
 
 @dataclass
@@ -51,6 +52,9 @@ class PeopleState:
     handover: str = ""  # the command a task template says hands the work in (SWE-agent `submit`)
     refusals: list[Quote] = field(default_factory=list)  # calls the person refused (the tool's name)
     interruptions: list[int] = field(default_factory=list)  # where the person interrupted the agent
+    # The harness's task template around the task (its lead-in, its instructions): the rules the
+    # task comes with, the harness's words.
+    template: list[Quote] = field(default_factory=list)
 
 
 @dataclass

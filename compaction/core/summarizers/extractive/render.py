@@ -43,6 +43,7 @@ def _bullets(lines: Lines) -> Lines:
 
 
 GOAL_CHARS = 4_000
+TEMPLATE_CHARS = 2_000
 TASK_CHARS = 2_400
 
 
@@ -56,6 +57,13 @@ def goal(v: View) -> Lines:
     # The task in its own words, whole within the budget (its remaining items are in it).
     limit = v.chars(GOAL_CHARS)
     out = [f"{words_of(first.text, limit, first.seq)} ({v.cite(first.seq)}){about}"]
+    template = v.state.people.template
+    if first.task and template and template[0].seq == first.seq:
+        # The task inside a harness's template: its lead-in says what kind of task it is.
+        lead = one_line(template[0].text, 300).rstrip(":")
+        out = [
+            f"The task the harness's template gives ({v.cite(first.seq)}): {quoted(lead, 300)}; the task itself: {out[0]}"
+        ]
     if len(requests) > 3 and first.answer is not None:
         out = [
             f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}; {len(requests) - 1} requests followed (under Done and The Person's Messages)"
@@ -72,7 +80,17 @@ def goal(v: View) -> Lines:
 
 def constraints(v: View) -> Lines:
     limit = v.chars(500)
-    return _bullets([f"{quoted(instruction_quote(p.text), limit)} ({v.cite(p.seq)})" for p in v.rules])
+    out = [f"{quoted(instruction_quote(p.text), limit)} ({v.cite(p.seq)})" for p in v.rules]
+    template = v.state.people.template
+    if len(template) > 1:
+        # The instructions the task came with (one command at a time, how to hand it in): the
+        # harness's words, binding all the same.
+        rules = template[-1]
+        out.insert(
+            0,
+            f"The task template's instructions ({v.cite(rules.seq)}, the harness's words): {words_of(rules.text, v.chars(TEMPLATE_CHARS), rules.seq)}",
+        )
+    return _bullets(out)
 
 
 # --- Progress ----------------------------------------------------------------------------------
