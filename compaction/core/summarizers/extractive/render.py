@@ -336,6 +336,13 @@ def repository(v: View) -> Lines:
 def _routine(v: View) -> str:
     """How the agent wrapped up its latest task: the checks, tracker and git commands it ran."""
     steps = v.state.git.routine
+    last = v.last_commit
+    if last is None or any(
+        s.seq > last.seq and s.kind in ("check", "git", "tracker", "edit")
+        for s in v.state.turn.steps
+        if s.kind != "git" or "push" not in s.what
+    ):
+        return ""  # work went on after the commit that ended it: the routine is not where things are
     return "How the agent wrapped up its latest task: " + ", then ".join(steps) if len(steps) >= 2 else ""
 
 

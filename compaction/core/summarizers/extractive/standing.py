@@ -544,10 +544,18 @@ def next_steps(v: View) -> list[str]:
     if v.unpushed and not v.dirty:
         out.append(f"Push {_shas(v.unpushed)} (the earlier commits were pushed).")
     out += [s[0].upper() + s[1:] + "." for s in _owed_by_request(v) if not any(s.split()[0] in o for o in out)]
-    for task in v.open_tasks[:4]:
+    # Open tracker items are next only when this work has been taking them on (one was started
+    # or closed here); a session that only created or listed them leaves them to whoever asks.
+    working = any(t.started or t.closed for t in v.tasks if t.source != "todo")
+    if v.open_tasks and not working:
+        names = [v.task_name(t, limit=80) for t in v.open_tasks if t.key not in v.parents]
+        if names:
+            out.append(
+                f"Open in the tracker, none started in this history (not asked to be implemented so far): {listing(names, 6)}."
+            )
+    for task in v.open_tasks[:4] if working else []:
         if task.key in v.parents:
-            out.append(f"Close the epic {v.task_name(task, limit=80)} once its children are closed.")
-            continue
+            continue  # an epic is closed when its children are, by whoever closes them
         blocked = [
             b
             for b in task.blocked_by
