@@ -1,7 +1,7 @@
 """Faults bench: what a client sees when things break, and what is stored.
 
     DEBUG=1 .venv/bin/python bench/faults_bench.py [--redis-seconds S] [--lines 10000,40000,160000]
-        [--only streams,redis,broker,idempotency,imports]
+        [--only streams,redis,broker,restart,idempotency,imports] [--running N] [--queued N]
 
 One process, a throwaway database (SQLite under a temporary COMPACTOR_VAR_DIR, or a `test_<name>`
 database with DATABASE_URL), and a private `redis-server` on a free port as cache and broker
@@ -14,6 +14,11 @@ database with DATABASE_URL), and a private `redis-server` on a free port as cach
 - broker: a compaction's message deleted from its queue before a worker (a `celery worker`
   subprocess) took it: seconds until the job finished (the sweeper, run here every second, re-sends
   it after COMPACTOR_REQUEUE_QUEUED_SECONDS, set to 5 s for the bench);
+- restart: a worker (`celery worker`, concurrency = --running) SIGKILLed while --running jobs are
+  inside their summary call (a stand-in Messages API holds them) and --queued wait, started again
+  after 1 s as make serve's supervisor does, beat's sweeper running at COMPACTOR_SWEEP_SECONDS:
+  seconds from the kill until the new worker is ready, until each queued job starts, and until
+  each interrupted job starts again (issue 35: all within 10 s);
 - idempotency: duplicate POSTs with one Idempotency-Key (sequential, and concurrent on
   PostgreSQL): messages stored (must be 1);
 - imports: chained JSONL logs of user lines, N lines each: seconds, and seconds per 10k lines
@@ -184,28 +189,128 @@ def bench_redis(redis_server: PrivateRedis, client, key: str, seconds: float) ->
     )
 
 
-@contextlib.contextmanager
-def worker(queue: str, log_path: Path) -> Iterator[None]:
+def start_worker(queue: str, log_path: Path, *, concurrency: int = 1, **extra_env: str) -> subprocess.Popen:
+    """`celery worker` on the bench's database and broker, consuming `queue` (and sending there:
+    COMPACTOR_CELERY_QUEUE), named faults-bench@<host> however often it is started again.
+    Returns once it logged " ready."."""
     from gateway_bench import worker_database_url
 
-    env = {**os.environ, "DATABASE_URL": worker_database_url(), "ANTHROPIC_API_KEY": "", "ANTHROPIC_BASE_URL": ""}
-    command = [sys.executable, "-m", "celery", "-A", "project", "worker", "--concurrency=1", "-Q", queue,
-               "--without-gossip", "--without-mingle", "--loglevel=INFO"]  # fmt: skip
+    env = {**os.environ, "DATABASE_URL": worker_database_url(), "ANTHROPIC_API_KEY": "", "ANTHROPIC_BASE_URL": "",
+           "COMPACTOR_CELERY_QUEUE": queue, **extra_env}  # fmt: skip
+    command = [sys.executable, "-m", "celery", "-A", "project", "worker", f"--concurrency={concurrency}", "-Q", queue,
+               "-n", "faults-bench@%h", "--without-gossip", "--without-mingle", "--loglevel=INFO"]  # fmt: skip
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 90
+    while " ready." not in log_path.read_text():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"the worker did not start:\n{log_path.read_text()[-2000:]}")
+        time.sleep(0.05)
+    return process
+
+
+def stop_worker(process: subprocess.Popen) -> None:
+    process.terminate()
     try:
-        deadline = time.monotonic() + 90
-        while " ready." not in log_path.read_text():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the worker did not start:\n{log_path.read_text()[-2000:]}")
-            time.sleep(0.2)
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+
+
+@contextlib.contextmanager
+def worker(queue: str, log_path: Path) -> Iterator[None]:
+    process = start_worker(queue, log_path)
+    try:
         yield
     finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop_worker(process)
+
+
+def _compactable_session(client, title: str) -> str:
+    overrides = {"keep_recent_tokens": 400}  # a small session that still has something to compact
+    created = client.post("/api/v1/sessions/", {"title": title, "compaction_settings": overrides}, format="json")
+    session_id = created.json()["id"]
+    path = f"/api/v1/sessions/{session_id}/messages/"
+    for i in range(6):
+        client.post(path, {"role": "user", "content": f"step {i}: " + "work words " * 80}, format="json")
+        client.post(path, {"role": "assistant", "content": f"done {i}: " + "reply words " * 80}, format="json")
+    return session_id
+
+
+def bench_restart(client, *, running: int, queued: int) -> None:
+    """SIGKILL a worker (concurrency = `running`) while `running` jobs are inside their summary
+    call and `queued` wait; start it again after 1 s (make serve's supervisor); time when the new
+    worker is ready and when each job starts again, with beat's sweeper running at its interval."""
+    from django.conf import settings
+
+    from compaction import services
+    from compaction.models import Compaction, Status
+    from project.celery import app as celery_app
+    from tests.e2e.conftest import VALID_SUMMARY
+    from tests.fake_anthropic import FakeAnthropic, Step
+
+    queue = f"faults-bench-{uuid.uuid4().hex[:8]}"
+    previous = celery_app.conf.task_default_queue
+    celery_app.conf.task_default_queue = queue
+    log = Path(settings.VAR_DIR) / "faults-bench-restart.log"
+    stop = threading.Event()
+
+    def sweeper() -> None:  # beat's schedule
+        from django.db import connection
+
+        while not stop.wait(settings.COMPACTION_SWEEP_SECONDS):
+            with contextlib.suppress(Exception):
+                services.compaction_sweep_stuck()
+        connection.close()
+
+    process = None
+    try:
+        with FakeAnthropic(default=Step.success(VALID_SUMMARY)) as llm:
+            llm.push(*[Step.success(VALID_SUMMARY, delay=120) for _ in range(running)])  # the killed attempts
+            env = {"ANTHROPIC_API_KEY": "sk-ant-faults-bench", "ANTHROPIC_BASE_URL": llm.base_url}
+            sessions = [_compactable_session(client, f"restart {i}") for i in range(running + queued)]
+            process = start_worker(queue, log, concurrency=running, **env)
+            ids = [client.post(f"/api/v1/sessions/{sid}/compactions/", {}, format="json").json()["id"]
+                   for sid in sessions]  # fmt: skip
+            deadline = time.monotonic() + 60
+            while len(llm.requests) < running:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the jobs never reached their summary call")
+                time.sleep(0.05)
+            sweeping = threading.Thread(target=sweeper, daemon=True)
+            sweeping.start()
+            os.kill(process.pid, 9)  # SIGKILL: its pool processes die with it (PDEATHSIG)
+            process.wait(10)
+            killed_wall = time.time()
+            killed = time.monotonic()
+            interrupted = {str(j) for j in Compaction.objects.filter(pk__in=ids, status=Status.RUNNING).values_list("pk", flat=True)}  # fmt: skip
+            time.sleep(1.0)
+            process = start_worker(queue, log, concurrency=running, **env)
+            ready = time.monotonic() - killed
+            started: dict[str, float] = {}
+            while len(started) < len(ids) and time.monotonic() - killed < 120:
+                for job in Compaction.objects.filter(pk__in=ids):
+                    moment = job.started_at or job.finished_at
+                    if str(job.pk) not in started and moment is not None and moment.timestamp() > killed_wall:
+                        started[str(job.pk)] = moment.timestamp() - killed_wall
+                time.sleep(0.05)
+        again = sorted(v for k, v in started.items() if k in interrupted)
+        waited = sorted(v for k, v in started.items() if k not in interrupted)
+        missing = len(ids) - len(started)
+        figures = lambda values: ", ".join(f"{v:.1f}" for v in values) or "-"  # noqa: E731
+        print(
+            f"worker restart (SIGKILL, {running} running + {queued} queued, concurrency {running}, restarted after 1 s; "
+            f"lease {settings.COMPACTION_LEASE_SECONDS} s, sweep every {settings.COMPACTION_SWEEP_SECONDS} s): "
+            f"ready {ready:.1f} s after the kill; queued jobs started after {figures(waited)} s; interrupted jobs "
+            f"started again after {figures(again)} s" + (f"; {missing} not started within 120 s" if missing else "")
+        )
+    finally:
+        stop.set()
+        if process is not None:
+            stop_worker(process)
+        celery_app.conf.task_default_queue = previous
 
 
 def bench_broker(redis_server: PrivateRedis, client) -> None:
@@ -222,13 +327,7 @@ def bench_broker(redis_server: PrivateRedis, client) -> None:
     celery_app.conf.task_default_queue = queue
     broker = redis.Redis.from_url(redis_server.url)
     try:
-        overrides = {"keep_recent_tokens": 400}  # a small session that still has something to compact
-        created = client.post("/api/v1/sessions/", {"title": "lost", "compaction_settings": overrides}, format="json")
-        session_id = created.json()["id"]
-        path = f"/api/v1/sessions/{session_id}/messages/"
-        for i in range(6):
-            client.post(path, {"role": "user", "content": f"step {i}: " + "work words " * 80}, format="json")
-            client.post(path, {"role": "assistant", "content": f"done {i}: " + "reply words " * 80}, format="json")
+        session_id = _compactable_session(client, "lost")
         job_id = client.post(f"/api/v1/sessions/{session_id}/compactions/", {}, format="json").json()["id"]
         assert broker.llen(queue) == 1, "the job's message did not reach the broker"
         broker.delete(queue)  # the message is lost
@@ -250,6 +349,129 @@ def bench_broker(redis_server: PrivateRedis, client) -> None:
         celery_app.conf.task_default_queue = previous
         broker.delete(queue)
         broker.close()
+
+
+def _rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _gunicorn_workers(master: int) -> list[int]:
+    children = Path(f"/proc/{master}/task/{master}/children")
+    return [int(pid) for pid in children.read_text().split()] if children.exists() else []
+
+
+def bench_memory(redis_server: PrivateRedis, key: str, *, seconds: float, clients: int, web_env: list[str]) -> None:
+    """gunicorn as deployed (deploy/gunicorn.conf.py, 2 processes × 32 threads) on the bench's
+    database, `clients` agents for `seconds`: each appends through the REST API and calls the
+    gateway (/anthropic/v1/messages, a stand-in upstream) with its whole history, which grows by two
+    messages of ~2 KB a call (a new conversation past 300 messages). Prints each web process's
+    resident memory after start-up, after the load and what /metrics reports."""
+    import http.client
+
+    from django.conf import settings
+    from gateway_bench import worker_database_url
+
+    from tests.gateway.upstream import FakeUpstream, Reply
+
+    port = free_port()
+    token = "faults-bench-metrics-token-0123456789"
+    metrics_dir = Path(tempfile.mkdtemp(prefix="faults-bench-prom-"))
+    fake = FakeUpstream().start()
+    fake.reply = lambda rec: Reply(text="Done: the step ran and its output was read; next step follows.")
+    env = {**os.environ, "DATABASE_URL": worker_database_url(), "REDIS_URL": redis_server.url, "DEBUG": "0",
+           "SECRET_KEY": "faults-bench-secret-" + "x" * 40, "ALLOWED_HOSTS": "127.0.0.1", "PORT": str(port),
+           "WEB_ACCESS_LOG": "0", "COMPACTOR_UPSTREAM_URL": fake.url, "COMPACTOR_UPSTREAM_API_KEY": "upstream-secret",
+           "COMPACTOR_METRICS_TOKEN": token, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+           "COMPACTOR_API_THROTTLE_RATE": "off"}  # fmt: skip
+    env.update(item.split("=", 1) for item in web_env)
+    log = Path(settings.VAR_DIR) / "faults-bench-gunicorn.log"
+    with open(log, "w") as out:
+        web = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py",
+                                "project.wsgi:application"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                               start_new_session=True)  # fmt: skip
+
+    def call(method: str, path: str, body: dict | None = None, headers: dict | None = None) -> tuple[int, bytes]:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            data = json.dumps(body).encode() if body is not None else None
+            connection.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with contextlib.suppress(OSError):
+                if call("GET", "/healthz")[0] == 200 and len(_gunicorn_workers(web.pid)) >= 2:
+                    break
+            if time.monotonic() > deadline or web.poll() is not None:
+                raise RuntimeError(f"gunicorn did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.2)
+        time.sleep(2)  # both workers warmed up
+        started = {pid: _rss_bytes(pid) for pid in _gunicorn_workers(web.pid)}
+        auth = {"Authorization": f"Bearer {key}"}
+        statuses: dict[int, int] = {}
+        lock = threading.Lock()
+        stop_at = time.monotonic() + seconds
+
+        def agent(n: int) -> None:
+            session_id = None
+            history: list[dict] = []
+            i = 0
+            while time.monotonic() < stop_at:
+                if session_id is None or len(history) >= 300:
+                    status, body = call("POST", "/api/v1/sessions/", {"title": f"memory {n}"}, auth)
+                    session_id, history = json.loads(body)["id"], []
+                text = f"agent {n} step {i}: " + " ".join(f"word{(i * 7 + j) % 997}" for j in range(300))
+                status, _ = call("POST", f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": text},
+                                 auth)  # fmt: skip
+                history += [{"role": "user", "content": text}]
+                gateway, _ = call("POST", "/anthropic/v1/messages",
+                                  {"model": "bench-model", "max_tokens": 64, "messages": history},
+                                  {"x-api-key": key})  # fmt: skip
+                history += [{"role": "assistant", "content": f"Done with step {i}. " + text[:1500]}]
+                with lock:
+                    for code in (status, gateway):
+                        statuses[code] = statuses.get(code, 0) + 1
+                i += 1
+
+        threads = [threading.Thread(target=agent, args=(n,)) for n in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        time.sleep(1)
+        after = {pid: _rss_bytes(pid) for pid in _gunicorn_workers(web.pid)}
+        status, body = call("GET", "/metrics", headers={"Authorization": f"Bearer {token}"})
+        reported = [line for line in body.decode().splitlines() if line.startswith("compactor_web_process_resident")]
+        mb = lambda n: f"{n / 2**20:.0f} MB"  # noqa: E731
+        print(
+            f"web memory ({clients} agents × {seconds:g} s, REST appends + gateway calls resending their history; "
+            f"{sum(statuses.values())} requests, statuses {dict(sorted(statuses.items()))}"
+            + (f"; env {' '.join(web_env)}" if web_env else "")
+            + "): "
+            + "; ".join(
+                f"pid {pid}: {mb(rss)} after start-up → {mb(after.get(pid, 0))} after the load"
+                for pid, rss in started.items()
+            )  # fmt: skip
+            + (f"; restarted since: {sorted(set(after) - set(started))}" if set(after) - set(started) else "")
+        )
+        print("  /metrics: " + ("; ".join(reported) if reported else "no compactor_web_process_resident_* series"))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(web.pid, 15)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            web.wait(30)
+        if web.poll() is None:
+            os.killpg(web.pid, 9)
+        fake.stop()
+        shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 def bench_idempotency(client, key: str, repeats: int) -> None:
@@ -326,7 +548,12 @@ def main() -> int:
     parser.add_argument("--redis-seconds", type=float, default=3.0, help="how long Redis stays down")
     parser.add_argument("--stream-calls", type=int, default=2, help="calls per upstream fault")
     parser.add_argument("--lines", default="10000,40000,160000", help="chained import sizes")
-    parser.add_argument("--only", default="streams,redis,broker,idempotency,imports")
+    parser.add_argument("--only", default="streams,redis,broker,restart,idempotency,imports")
+    parser.add_argument("--running", type=int, default=2, help="restart: jobs running when the worker is killed")
+    parser.add_argument("--queued", type=int, default=2, help="restart: jobs queued when the worker is killed")
+    parser.add_argument("--memory-seconds", type=float, default=60.0, help="memory: how long the load runs")
+    parser.add_argument("--memory-clients", type=int, default=32, help="memory: agents at once")
+    parser.add_argument("--web-env", action="append", default=[], help="memory: NAME=VALUE for gunicorn (repeat)")
     args = parser.parse_args()
     parts = set(args.only.split(","))
 
@@ -346,6 +573,11 @@ def main() -> int:
                 bench_redis(redis_server, client, key, args.redis_seconds)
             if "broker" in parts:
                 bench_broker(redis_server, client)
+            if "restart" in parts:
+                bench_restart(client, running=args.running, queued=args.queued)
+            if "memory" in parts:
+                bench_memory(redis_server, key, seconds=args.memory_seconds, clients=args.memory_clients,
+                             web_env=args.web_env)  # fmt: skip
             if "idempotency" in parts:
                 bench_idempotency(client, key, repeats=20)
             if "imports" in parts:

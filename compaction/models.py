@@ -126,6 +126,9 @@ class Compaction(models.Model):
     deadline_at = models.DateTimeField(
         null=True, blank=True, help_text="A RUNNING job past this is re-queued by the sweeper."
     )
+    # The Celery worker (name@host) whose attempt is running: once that worker has restarted (its
+    # heartbeat started after the claim) the attempt is dead and re-queued at once, not at its deadline.
+    worker = models.CharField(max_length=255, blank=True, default="")
     activated_at = models.DateTimeField(null=True, blank=True)
     # When the job's message was last handed to the broker (request, retry, sweeper). The
     # sweeper re-sends a QUEUED job only when this is older than its stale period, so a job

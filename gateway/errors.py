@@ -13,12 +13,15 @@ class GatewayError(Exception):
     """Answered in the calling API's own error shape (gateway.views for the Messages API,
     gateway.openai.views for OpenAI's)."""
 
-    def __init__(self, status: int, error_type: str, message: str, *, param: str | None = None) -> None:
+    def __init__(
+        self, status: int, error_type: str, message: str, *, param: str | None = None, code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.error_type = error_type
         self.message = message
         self.param = param
+        self.code = code  # OpenAI's `code` when it is more precise than the type's
 
 
 def error_body(error_type: str, message: str) -> dict[str, Any]:

@@ -24,6 +24,18 @@ from .resent import Parsed, keep
 _SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
 
 
+def not_configured(key_variables: str) -> GatewayError:
+    """This server has no key for the API the call is for: a 503 that says what the operator sets
+    (a 500 read as a crash), not an error of the client's request."""
+    return GatewayError(
+        503,
+        "api_error",
+        f"this Compactor server is not set up to forward to this API: it has no upstream key "
+        f"(the operator sets {key_variables})",
+        code="upstream_not_configured",
+    )
+
+
 def read_request(
     request: HttpRequest, *, upstream_key: str | None, key_variables: str, items: str = "messages"
 ) -> tuple[Any, Parsed, bytes | None]:
@@ -36,7 +48,7 @@ def read_request(
     except exceptions.AuthenticationFailed as exc:
         raise GatewayError(401, "authentication_error", str(exc.detail)) from None
     if not upstream_key:
-        raise GatewayError(500, "api_error", f"the gateway has no upstream key: set {key_variables}")
+        raise not_configured(key_variables)
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:

@@ -24,7 +24,7 @@ if _multiproc_dir:
     # prometheus_client opens its files in there as soon as a series is created.
     os.makedirs(_multiproc_dir, exist_ok=True)
 
-from prometheus_client import Counter, Histogram  # noqa: E402 - after the directory exists
+from prometheus_client import Counter, Gauge, Histogram  # noqa: E402 - after the directory exists
 
 MULTIPROCESS = bool(_multiproc_dir)
 
@@ -40,6 +40,25 @@ HTTP_DURATION = Histogram(
     "Time to the response headers (a stream's body is not included), by view, method and status class.",
     ["view", "method", "status_class"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+
+# Each web process's resident memory, as it last measured it (ops.middleware, at most once a
+# second while it answers requests): one series per live process (the `pid` label prometheus_client
+# adds in multiprocess mode; a process that exited drops out), and the largest one. gunicorn restarts a
+# process past COMPACTOR_WEB_MAX_RSS_MB (deploy/gunicorn.conf.py).
+WEB_PROCESS_MEMORY = Gauge(
+    "compactor_web_process_resident_bytes",
+    "Resident memory (RSS) of each web process, measured as it answers requests.",
+    multiprocess_mode="liveall",
+)
+WEB_PROCESS_MEMORY_MAX = Gauge(
+    "compactor_web_process_resident_max_bytes",
+    "The largest resident memory (RSS) among the live web processes.",
+    multiprocess_mode="livemax",
+)
+WEB_PROCESS_RECYCLED = Counter(
+    "compactor_web_process_recycled",
+    "Web processes restarted by gunicorn once past COMPACTOR_WEB_MAX_RSS_MB (their requests finished first).",
 )
 
 # --- compactions (compaction.services) ---------------------------------------------------------
@@ -110,6 +129,27 @@ def status_class(status: int) -> str:
 def request_observe(*, view: str, method: str, status: int, seconds: float) -> None:
     HTTP_REQUESTS.labels(view, method, str(status)).inc()
     HTTP_DURATION.labels(view, method, status_class(status)).observe(seconds)
+
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory (RSS), from /proc (Linux); None where there is none."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE_SIZE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def web_memory_observe(resident_bytes: int) -> None:
+    WEB_PROCESS_MEMORY.set(resident_bytes)
+    WEB_PROCESS_MEMORY_MAX.set(resident_bytes)
+
+
+def web_process_recycled() -> None:
+    WEB_PROCESS_RECYCLED.inc()
 
 
 def compaction_observe(

@@ -43,12 +43,17 @@ def view_label(request: HttpRequest) -> str:
     return "unmatched"
 
 
+MEMORY_EVERY_SECONDS = 1.0
+
+
 class RequestMetricsMiddleware:
     """compactor_http_requests_total and compactor_http_request_duration_seconds, by view, method
-    and status. Outermost after the probes, so the time includes every other middleware."""
+    and status. Outermost after the probes, so the time includes every other middleware. Also the
+    process's resident memory (compactor_web_process_resident_bytes), at most once a second."""
 
     def __init__(self, get_response):
         self.get_response = get_response
+        self.memory_at = 0.0
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         started = time.perf_counter()
@@ -60,4 +65,10 @@ class RequestMetricsMiddleware:
             status=response.status_code,
             seconds=time.perf_counter() - started,
         )
+        now = time.monotonic()
+        if now - self.memory_at >= MEMORY_EVERY_SECONDS:
+            self.memory_at = now
+            rss = metrics.resident_bytes()
+            if rss is not None:
+                metrics.web_memory_observe(rss)
         return response

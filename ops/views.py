@@ -93,4 +93,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         return _method_not_allowed(request)
     # The classic text format, or OpenMetrics when the scraper asks for it (Accept).
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+    rss = metrics.resident_bytes()  # the scraping process's own figure, fresh
+    if rss is not None:
+        metrics.web_memory_observe(rss)
     return _no_store(HttpResponse(encoder(_registry()), content_type=content_type))

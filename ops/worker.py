@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from datetime import UTC, datetime
 
 from celery import bootsteps
 from django.conf import settings
@@ -23,6 +24,11 @@ from .heartbeat import heartbeat_forget, heartbeat_record, heartbeats_prune
 
 logger = logging.getLogger("ops.worker")
 
+# When this process loaded its steps, before it consumed anything: the heartbeat's `started_at`.
+# Every job this process claims is claimed later, so a claim under this worker's name older than
+# its heartbeat's start is a dead process's (compaction.services.compaction_sweep_stuck).
+PROCESS_STARTED_AT = datetime.now(UTC)
+
 
 class HeartbeatThread(threading.Thread):
     def __init__(self, *, worker: str, interval: float):
@@ -30,7 +36,7 @@ class HeartbeatThread(threading.Thread):
         self.worker = worker
         self.interval = interval
         self.pid = os.getpid()
-        self.started_at = timezone.now()
+        self.started_at = PROCESS_STARTED_AT
         self._stop_event = threading.Event()
         self._failing = False
 

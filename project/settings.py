@@ -109,6 +109,8 @@ MIDDLEWARE = [
     "ops.middleware.ProbeMiddleware",
     # Every other request is timed and counted from here (by view and status).
     "ops.middleware.RequestMetricsMiddleware",
+    # The database unavailable: 503 + Retry-After in each API's own error shape, never a 500.
+    "project.outage.DatabaseOutageMiddleware",
     # First: an oversized API request is refused before sessions, auth or parsing run.
     "sessions.middleware.JsonApiErrorsMiddleware",
     "sessions.middleware.RequestSizeLimitMiddleware",
@@ -147,9 +149,13 @@ TEMPLATES = [
 # Database: DATABASE_URL, default an SQLite file (the embedded mode).
 _database_url = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'compactor.sqlite3'}")
 try:
-    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
+    # A pooled connection is checked before its first use in each request (or task), so the first
+    # request after a database restart reconnects instead of failing on the dead connection.
+    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60, conn_health_checks=True)}
 except Exception as exc:  # dj_database_url raises several types for bad URLs
     raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
+# The database unavailable: requests are answered 503 with this Retry-After (project.outage).
+DB_RETRY_AFTER_SECONDS = env_int("COMPACTOR_DB_RETRY_AFTER", 2, minimum=1)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # Appends take a write lock at BEGIN so concurrent writers queue instead of failing
@@ -252,8 +258,10 @@ COMPACTION_SOFT_TIME_LIMIT = env_int("COMPACTOR_SOFT_TIME_LIMIT", 300, minimum=5
 COMPACTION_HARD_TIME_LIMIT = COMPACTION_SOFT_TIME_LIMIT + 60
 # A running job holds a lease its worker renews (compaction.lease); the sweeper re-queues a job
 # whose lease lapsed (its worker died) on its next run: recovery within lease + sweep interval.
+# A worker restarted under its name re-queues its dead process's jobs as it starts, and the
+# sweeper does as soon as it sees that worker's heartbeat restarted (compaction_sweep_stuck).
 COMPACTION_LEASE_SECONDS = env_int("COMPACTOR_LEASE_SECONDS", 30, minimum=3)
-COMPACTION_SWEEP_SECONDS = env_int("COMPACTOR_SWEEP_SECONDS", 15, minimum=1)
+COMPACTION_SWEEP_SECONDS = env_int("COMPACTOR_SWEEP_SECONDS", 5, minimum=1)
 # A QUEUED job no worker has started this long after its message was sent is sent again by the
 # sweeper (the message was lost: broker down at commit, queue flushed). Exactly once still
 # holds: a worker claims the row with a conditional UPDATE, so a second delivery is a no-op.
@@ -310,6 +318,9 @@ if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
 # How long /readyz waits for the broker before naming it down.
 READINESS_BROKER_TIMEOUT = env_float("COMPACTOR_READINESS_BROKER_TIMEOUT", 2.0, minimum=0.1, maximum=60)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# The broker queue jobs are sent to (web, beat's sweeper, a worker re-sending what its previous
+# process left): one name for every process of a deployment; another for deployments sharing a Redis.
+CELERY_TASK_DEFAULT_QUEUE = env_str("COMPACTOR_CELERY_QUEUE", "celery")
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

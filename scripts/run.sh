@@ -18,7 +18,7 @@ $PY manage.py ensure_admin
 export PROMETHEUS_MULTIPROC_DIR=${PROMETHEUS_MULTIPROC_DIR:-$VAR/prometheus}
 mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
 rm -f "$PROMETHEUS_MULTIPROC_DIR"/*.db
-.venv/bin/celery -A project worker --beat --loglevel=INFO --concurrency=2 \
+.venv/bin/celery -A project worker --beat --loglevel=INFO --concurrency=2 --without-mingle --without-gossip \
   --schedule "$VAR/celerybeat-schedule" >"$VAR/worker.log" 2>&1 &
 WORKER=$!
 trap 'kill $WORKER 2>/dev/null; wait $WORKER 2>/dev/null' EXIT INT TERM

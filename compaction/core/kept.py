@@ -47,6 +47,7 @@ from .prune import DEFAULT_PROTECTED_TOOLS, MIN_ERROR_PRUNE_TOKENS, MIN_PRUNE_TO
 from .tokens import MESSAGE_OVERHEAD, TOOL_RESULT_OVERHEAD, Tokenizer, count_block, count_tool_result_content
 from .tool_vocabulary import EDITOR_TOOLS, READ_TOOLS, SEARCH_TOOLS, SHELL_TOOLS, shell_text, tool_input, tool_key
 from .types import Content, Msg
+from .vocabulary import FILE_PRINTERS, GIT_LISTING_RE, LISTERS
 
 SAME, SUPERSEDED, LONG, LARGE, OLD = "same", "superseded", "long", "large", "old"
 KINDS = (SAME, SUPERSEDED, LONG, LARGE, OLD)
@@ -70,10 +71,6 @@ HEAD_LINES, HEAD_CHARS = 6, 500
 TAIL_LINES, TAIL_CHARS = 3, 300
 # Read arguments that select part of a file: such a read supersedes only the same part.
 RANGE_KEYS = ("offset", "limit", "view_range", "line_range", "start_line", "end_line", "lines", "range")
-# Shell programs that print a file, and those that search or list (their output is `long`).
-_SHELL_READ = {"cat", "nl", "bat", "batcat", "head", "tail", "less", "more"}
-_SHELL_LISTING = {"find", "fd", "fdfind", "ls", "tree", "grep", "egrep", "fgrep", "rg", "ag", "ack", "locate", "du"}
-_GIT_LISTING = re.compile(r"^git\s+(?:ls-files|ls-tree|grep)\b")
 _SEGMENT_SPLIT = re.compile(r"\s*(?:&&|\|\||;|\n)\s*")
 
 
@@ -354,7 +351,7 @@ def _read_of(call: dict[str, Any]) -> tuple[str, str] | None:
     if key in SHELL_TOOLS:
         command = shell_text(inp) or ""
         programs = {_program(s.split("|", 1)[0]) for s in _shell_segments(command)} - {"cd", "pwd", "echo"}
-        if not programs or not programs <= _SHELL_READ:
+        if not programs or not programs <= FILE_PRINTERS:
             return None
         ranged = bool(programs - {"cat", "nl", "bat", "batcat", "less", "more"}) or "|" in command
         part = command if ranged else ""
@@ -380,7 +377,7 @@ def _is_listing(call: dict[str, Any]) -> bool:
     command = shell_text(tool_input(call)) or ""
     segments = _shell_segments(command)
     return any(
-        _program(part) in _SHELL_LISTING or _GIT_LISTING.match(part.strip())
+        _program(part) in LISTERS or GIT_LISTING_RE.match(part.strip())
         for segment in segments
         for part in segment.split("|")[:1]
     )

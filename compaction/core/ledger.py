@@ -25,8 +25,8 @@ from compaction.core.text_heuristics import (
     paths_in,
 )
 from compaction.core.tokens import count_text
+from compaction.core.vocabulary import is_probe
 from compaction.core.work import WorkState
-from compaction.core.work.vocabulary import is_probe
 
 # "focus": what the compaction's focus instructions asked to keep ("the commit hashes pushed").
 CATEGORIES = ("instructions", "files", "commands", "errors", "decisions", "focus")

@@ -35,6 +35,7 @@ from compaction.core.provenance import (
 )
 from compaction.core.tool_vocabulary import is_output_tool, is_shell_tool, shell_command_of
 from compaction.core.types import Msg
+from compaction.core.vocabulary import COMMIT_OUTPUT_RE, GIT_PUSH_RE, PLUMBING, PUSH_OUTPUT_RE, is_probe
 
 MAX_INSTRUCTION_CHARS = 500
 MAX_ERROR_LINE_CHARS = 300
@@ -43,11 +44,10 @@ PATH_RE = re.compile(
     r"(?<![\w/.@:-])((?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+\.[A-Za-z0-9]{1,10}|/(?:[\w.@+-]+/)+[\w.@+-]+)(?![\w/])"
 )
 _BARE_EXIT_RE = re.compile(r"(?i)^exit (code|status):? ?\d+$")
-# What runners print around a failure without saying what failed: a debugger attaching (a VS Code
-# terminal), npm echoing the script it runs, Node's pointer to its warnings.
+# What runners print around a failure without saying what failed: npm echoing the script it runs
+# ("> pkg@1.0.0 test", "> node build.js"), Node's pointer to its warnings.
 _NOISE_LINE_RE = re.compile(
-    r"^(?:Debugger attached\.|Waiting for the debugger to disconnect|> [\w@/.-]+@[\w.-]+ \S+$|> (?:node|npm|npx|tsx|vitest|jest)\b"
-    r"|\(Use `node --trace-warnings)"
+    r"^(?:> [\w@/.-]+@[\w.-]+ \S+$|> (?:node|npm|npx|tsx|vitest|jest)\b|\(Use `node --trace-warnings)"
 )
 # A diagnostic as compilers and linters print it: a file, a line number, the message
 # (`lib/a.ex:12: no local return`, `src/x.ts(3,1): …`, `a.py:4:1: E501 …`).
@@ -60,11 +60,9 @@ BANNER_LINE_RE = re.compile(r"^(?:\[[^\]]{1,40}\]|#+ .*|.*(?:\.\.\.|…))$")
 _STOPPED_RE = re.compile(
     r"(?i)^(?:command )?(?:aborted|timed out|killed|terminated|interrupted|cancell?ed)\b|\btimed out after\b"
 )
-# Also where a model ran two sentences together ("…in a system context.Now, I will…"):
-# a word's full stop straight before a word that opens a sentence.
-_SENTENCE_SPLIT_RE = re.compile(
-    r"(?<=[.!?])\s+|\n+|(?<=[a-z]{3}[.!?])(?=(?:Now|Let's|Let|I|We|This|That|The|So|First|Then|Next|Which|Since|It)\b)"
-)
+# Also a lower-case word's full stop straight before a capitalised word (a sentence that lost its
+# space: "…the upload form.Let's create…"), not before an identifier ("models.Model.objects").
+_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+|(?<=[a-z]{3}[.!?])(?=[A-Z][a-z]*(?:'[a-z]+)?[\s,])")
 CONSTRAINT_RE = re.compile(
     r"(?i)\b(always|never|must|mustn't|don't|do not|dont|should|shouldn't|should not|prefer|make sure|"
     r"avoid|instead of|only use|no need to|required?|requirement|not allowed|please use|keep)\b"
@@ -92,18 +90,16 @@ CORRECTION_RE = re.compile(
 INSTRUCTION_RE = re.compile(
     # "don't"/"do not" as an order, not "I don't understand".
     r"(?i)(?<!\bi )(?<!\bwe )\b(always|never|must|mustn't|must not|don't|do not|dont|shouldn't|should not|prefer|"
-    # "make sure to run the tests", not "make sure toolText is also used" (one thing to check).
-    r"make sure(?! [\w.`'\"]+ (?:is|are|was|were|gets?)\b)|ensure(?! [\w.`'\"]+ (?:is|are|was|were|gets?)\b)|"
+    r"make sure|ensure|"
     r"avoid|instead of|only use|no need to|not allowed|please use|use only|stick to|from now on|going forward|"
     r"remember to|remember that|keep (the|it|all|every|them|using)|without (changing|touching|breaking)|"
     r"do(n'?t| not) (touch|change|edit|modify|delete|remove|add|use|commit|push))\b"
 )
 
-# A rule said without a rule word: "use rgb values in the themes, no rgb indices!" (use X, not
-# Y), "no console logs!" (a prohibition shouted on its own).
+# A rule said without a rule word: "use X, not Y", a prohibition shouted on its own ("no console
+# logs!"); after at most two words of opener ("ok so use …", "please just use …").
 IMPERATIVE_RULE_RE = re.compile(
-    r"(?i)^(?:(?:ok|okay|omfg|dude|so|and|also|pls|please|just|again|seriously)[,!.]?\s+)*(?:(?:fucking|only)\s+)?"
-    r"(?:use\b[^?]{3,160}?(?:,\s*|\s+)(?:no|not|never)\b[^?]*|no\s+[\w .'-]{2,40}!+)$"
+    r"(?i)^(?:[\w']+[,!.]?\s+){0,2}?(?:use\b[^?]{3,160}?(?:,\s*|\s+)(?:no|not|never)\b[^?]*|no\s+[\w .'-]{2,40}!+)$"
 )
 # "I think X is broken", "hm, I selected the theme and got a crash, that should never happen":
 # what the user saw or believes, a bug report — its "must" and "never" describe the bug.
@@ -310,16 +306,8 @@ def output_is_program_output(tool_name: str, is_error: bool) -> bool:
     return is_error or not tool_name or is_shell_tool(tool_name) or is_output_tool(tool_name)
 
 
-# Commands that look at things: their exit status 1 is an answer ("no match", "differs"),
-# and their output is file content, where "error" is just a word.
-_PROBE_RE = re.compile(
-    r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:grep|rg|ag|ack|find|fd|ls|cat|head|tail|wc|which|type|test|\[|diff|sleep|echo|"
-    r"pwd|file|stat|tree|less|more|sed -n|awk|git (?:status|diff|log|show|ls-files|branch|rev-parse|remote))\b"
-)
-
-
 def is_probe_command(command: str) -> bool:
-    return bool(_PROBE_RE.match(command))
+    return is_probe(command)
 
 
 def command_error_lines(tool_name: str, command: str | None, output: str, *, is_error: bool) -> list[str]:
@@ -413,16 +401,6 @@ def strip_ansi(text: str) -> str:
     return _ANSI_RE.sub("", text) if "\x1b" in text or "m" in text else text
 
 
-# `git commit` prints "[branch 1a2b3c4] message"; `git push` prints "old..new  src -> dst".
-COMMIT_OUTPUT_RE = re.compile(r"^\[([\w./+-]+)(?: \(root-commit\))? ([0-9a-f]{7,40})\] (.+)$", re.MULTILINE)
-PUSH_OUTPUT_RE = re.compile(
-    r"^\s*(?:\+\s*)?(?:([0-9a-f]{7,40})\.\.\.?([0-9a-f]{7,40})|\* \[new (?:branch|tag)\])\s+(\S+)\s+->\s+(\S+)",
-    re.MULTILINE,
-)
-GIT_COMMIT_RE = re.compile(r"\bgit\b[^|;&\n]*\bcommit\b")
-GIT_PUSH_RE = re.compile(r"\bgit\b[^|;&\n]*\bpush\b")
-
-
 def commits_in_output(command: str, output: str) -> list[tuple[str, str, str]]:
     """(branch, hash, subject) of each commit a `git commit` (or merge, cherry-pick...) printed."""
     if "git" not in command:
@@ -498,13 +476,10 @@ def _split_chain(line: str) -> list[str]:
     return [part.strip() for part in parts]
 
 
-_PLUMBING = frozenset({"cd", "echo", "export", "source", "set", "sleep", "true", "pushd", "popd", "clear"})
-
-
 def _part_signature(part: str) -> tuple[str, ...]:
     part = part.split("|", 1)[0]  # what a pipe feeds (tail, grep) is plumbing
     words = [w for w in part.split() if ("=" not in w or w.startswith("-")) and not w.startswith("-")]
-    if not words or words[0] in _PLUMBING:
+    if not words or words[0] in PLUMBING:
         return ()
     if len(words) >= 3 and words[1] in ("run", "exec", "-m"):
         return tuple(words[:3])

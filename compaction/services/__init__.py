@@ -30,8 +30,10 @@ from .importing import (
     usage_report_recorded,
 )
 from .jobs import (
+    HandBackPending,
     compaction_maybe_auto,
     compaction_maybe_auto_safely,
+    compaction_recover_orphans,
     compaction_request,
     compaction_run,
     compaction_run_unless_replaying,
@@ -43,6 +45,7 @@ from .overflow import compaction_overflow
 from .planning import compaction_dry_run
 
 __all__ = [
+    "HandBackPending",
     "STRATEGIES",
     "CompactionError",
     "ReplayResult",
@@ -53,6 +56,7 @@ __all__ = [
     "compaction_maybe_auto_safely",
     "compaction_overflow",
     "compaction_record_import",
+    "compaction_recover_orphans",
     "compaction_request",
     "compaction_revert",
     "compaction_run",

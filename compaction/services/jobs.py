@@ -26,7 +26,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, Q, Sum, Value
+from django.db.models import Exists, F, OuterRef, Q, Sum, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -35,6 +35,7 @@ from compaction.core import policy
 from compaction.core.summarizers.anthropic import llm_time_budget
 from compaction.models import Compaction, Event, EventKind, Reason, ReviewStatus, Status
 from compaction.selectors import compaction_in_flight
+from ops.models import WorkerHeartbeat
 from sessions import services as ss
 from sessions.models import Message, Session
 
@@ -246,12 +247,65 @@ def _worker_run() -> planning.SummaryRun:
     return planning.SummaryRun(llm_timeout=timeout, max_retries=int(settings.ANTHROPIC_MAX_RETRIES))
 
 
-def compaction_run(*, compaction_id, now=None) -> Compaction | None:
-    """Run one queued compaction (the Celery task's body). A re-delivery is a no-op (None)."""
+class HandBackPending(Exception):
+    """The job's hand-back failed (the database still down): the task's retry hands it back
+    first (`compaction_run(hand_back=attempt)`), as soon as the database answers, rather than
+    leaving it RUNNING until its lease lapses and the sweeper finds it."""
+
+    def __init__(self, compaction_id, attempt: int) -> None:
+        super().__init__(f"compaction {compaction_id}: attempt {attempt} not handed back yet")
+        self.compaction_id = compaction_id
+        self.attempt = attempt
+
+
+# How long a worker keeps trying to hand a job back before it leaves that to the task's retry:
+# a database restart takes a few seconds.
+HAND_BACK_PATIENCE_SECONDS = 10.0
+HAND_BACK_PAUSE_SECONDS = 0.5
+
+
+def job_hand_back(job_id, *, attempt: int, patience: float = 0.0) -> bool:
+    """Put a RUNNING job's `attempt` back in the queue (a conditional UPDATE: never another
+    attempt's claim). Tried again every HAND_BACK_PAUSE_SECONDS for `patience` seconds while the
+    database is unavailable, on a fresh connection each time. True once handed back (or no
+    longer this attempt's to hand back); False when the database never answered."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            if not connection.in_atomic_block:
+                connection.close_if_unusable_or_obsolete()  # a dead connection is dropped, the next one fresh
+            # The task's retry re-sends the message: that counts as an enqueue.
+            handed = Compaction.objects.filter(pk=job_id, status=Status.RUNNING, attempts=attempt).update(
+                status=Status.QUEUED, started_at=None, deadline_at=None, enqueued_at=timezone.now()
+            )
+        except (OperationalError, InterfaceError) as exc:
+            if time.monotonic() + HAND_BACK_PAUSE_SECONDS > deadline:
+                logger.warning(
+                    "Compaction %s: could not hand the job back to the queue yet (%s); its retry will",
+                    job_id,
+                    type(exc).__name__,
+                )
+                return False
+            time.sleep(HAND_BACK_PAUSE_SECONDS)
+            continue
+        if handed:
+            logger.info("Compaction %s: attempt %d handed back to the queue", job_id, attempt)
+        return True
+
+
+def compaction_run(*, compaction_id, now=None, hand_back: int | None = None, worker: str = "") -> Compaction | None:
+    """Run one queued compaction (the Celery task's body). A re-delivery is a no-op (None).
+
+    `hand_back`: an attempt of this job that an earlier delivery could not hand back (the
+    database was down): handed back first, then claimed as usual. `worker`: the Celery worker's
+    name, recorded with the claim (compaction_recover_orphans)."""
+    if hand_back is not None:
+        job_hand_back(compaction_id, attempt=hand_back)
     now = now or timezone.now()
     claimed = Compaction.objects.filter(pk=compaction_id, status=Status.QUEUED).update(
         status=Status.RUNNING,
         attempts=F("attempts") + 1,
+        worker=worker[:255],
         started_at=now,
         first_started_at=Coalesce(F("first_started_at"), Value(now)),
         deadline_at=now + timedelta(seconds=lease.lease_seconds()),
@@ -286,16 +340,12 @@ def compaction_run(*, compaction_id, now=None) -> Compaction | None:
             run=_worker_run(),
         )
         activation.outcome_apply(job, outcome, attempt=attempt, started=started)
-    except (OperationalError, InterfaceError):
-        # Transient database trouble: hand the job back so the task's retry can claim it
-        # again. If even that fails, the sweeper re-queues it after its deadline.
-        try:
-            # The task's autoretry re-sends the message: that counts as an enqueue.
-            Compaction.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=attempt).update(
-                status=Status.QUEUED, started_at=None, deadline_at=None, enqueued_at=timezone.now()
-            )
-        except Exception:  # noqa: BLE001
-            logger.exception("Compaction %s: could not hand the job back to the queue", job.pk)
+    except (OperationalError, InterfaceError) as exc:
+        # Transient database trouble (a restart, a dropped connection): hand the job back so the
+        # task's retry can claim it again. The database is likely still down: the hand-back is
+        # tried again until it answers, and past that patience the retry carries it.
+        if not job_hand_back(job.pk, attempt=attempt, patience=HAND_BACK_PATIENCE_SECONDS):
+            raise HandBackPending(job.pk, attempt) from exc
         raise
     except Exception as exc:  # noqa: BLE001 - any other failure is recorded on the row
         logger.exception("Compaction %s failed", job.pk)
@@ -303,10 +353,14 @@ def compaction_run(*, compaction_id, now=None) -> Compaction | None:
     return Compaction.objects.get(pk=job.pk)
 
 
-def compaction_run_unless_replaying(*, compaction_id, now=None) -> Compaction | None:
+def compaction_run_unless_replaying(
+    *, compaction_id, now=None, hand_back: int | None = None, worker: str = ""
+) -> Compaction | None:
     """The Celery task's body: run the job, unless its session is being replayed — the replay
     (compaction.importing, import_transcript --replay) runs that session's jobs itself, and a
     worker claiming one would race it."""
+    if hand_back is not None:
+        job_hand_back(compaction_id, attempt=hand_back)
     row = (
         Compaction.objects.filter(pk=compaction_id)
         .values("session_id", "session__replaying", "session__last_activity_at")
@@ -323,45 +377,114 @@ def compaction_run_unless_replaying(*, compaction_id, now=None) -> Compaction | 
         ).update(replaying=False)
         if released:
             logger.warning("Session %s: replay silent since %s, flag dropped", row["session_id"], stale_before)
-    return compaction_run(compaction_id=compaction_id, now=now)
+    return compaction_run(compaction_id=compaction_id, now=now, worker=worker)
+
+
+def _lost_why(job: Compaction, now) -> str:
+    if job.deadline_at is not None and job.deadline_at < now:
+        return f"passed its deadline {job.deadline_at:%H:%M:%S} (worker lost)"
+    return f"its worker {job.worker} restarted"
+
+
+def _requeue_lost(job: Compaction, *, now, why: str) -> str | None:
+    """A RUNNING attempt whose worker is gone: back to QUEUED (the caller sends its message after
+    commit), or FAILED after COMPACTOR_MAX_ATTEMPTS. Conditional on the attempt read, so of two
+    recoveries racing one acts. The new status, or None when the attempt was no longer running."""
+    with transaction.atomic():
+        still_stuck = Compaction.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts)
+        if job.attempts >= settings.COMPACTION_MAX_ATTEMPTS:
+            error = f"worker lost or timed out {job.attempts} times (last: {why}); gave up"
+            if (
+                still_stuck.update(
+                    status=Status.FAILED, review_status=ReviewStatus.NOT_APPLICABLE, error=error, finished_at=now
+                )
+                != 1
+            ):
+                return None
+            job.refresh_from_db()
+            event_record(
+                job.session_id,
+                EventKind.COMPACTION_FAILED,
+                describe(job),
+                compaction=job,
+                data={"attempt": job.attempts, "swept": True},
+            )
+            metrics_record(job)
+            return Status.FAILED
+        if still_stuck.update(status=Status.QUEUED, started_at=None, deadline_at=None, enqueued_at=now) != 1:
+            return None
+        event_record(
+            job.session_id,
+            EventKind.COMPACTION_QUEUED,
+            f"Compaction re-queued: attempt {job.attempts} {why}",
+            compaction=job,
+            data={"attempt": job.attempts, "swept": True},
+        )
+        return Status.QUEUED
+
+
+def compaction_recover_orphans(*, worker: str, since, now=None) -> dict[str, int]:
+    """A Celery worker that just started (compaction.tasks, on worker_ready): what a previous
+    process of the same name left is taken up at once, not after a lease and a sweep.
+
+    - RUNNING attempts it claimed before `since` (when this process started) died with that
+      process (a SIGKILL, an OOM kill, a crash): re-queued and sent again.
+    - QUEUED jobs last sent before `since` are sent again: the dead process may have reserved
+      their messages, which the broker gives back only after its visibility timeout. A second
+      delivery of a message still queued is a no-op (the claim is a conditional UPDATE).
+    Worker names are unique among live workers (Celery's rule: name@host), so a claim under
+    this name older than this process is no live worker's."""
+    now = now or timezone.now()
+    requeued: list = []
+    failed = 0
+    for job in Compaction.objects.filter(status=Status.RUNNING, worker=worker, started_at__lt=since):
+        outcome = _requeue_lost(job, now=now, why=f"died with its worker {worker} (restarted)")
+        if outcome == Status.QUEUED:
+            requeued.append(job.pk)
+        elif outcome == Status.FAILED:
+            failed += 1
+    waiting = list(
+        Compaction.objects.filter(status=Status.QUEUED)
+        .filter(Q(enqueued_at__lt=since) | Q(enqueued_at__isnull=True, created_at__lt=since))
+        .exclude(pk__in=requeued)
+        .values_list("pk", flat=True)
+    )
+    for job_id in requeued:
+        enqueue(job_id, mark=False)  # _requeue_lost recorded enqueued_at
+    for job_id in waiting:
+        enqueue(job_id)
+    if requeued or failed or waiting:
+        logger.info(
+            "Worker %s started: %d interrupted jobs re-queued, %d failed, %d queued jobs sent again",
+            worker,
+            len(requeued),
+            failed,
+            len(waiting),
+        )
+    return {"requeued": len(requeued), "failed": failed, "resent": len(waiting)}
 
 
 def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
-    """Re-queue RUNNING jobs past their deadline (their worker died), fail them after N attempts,
+    """Re-queue RUNNING jobs past their deadline or whose worker restarted since their claim
+    (their worker died), fail them after N attempts,
     and re-enqueue QUEUED jobs whose message may have been lost: those last handed to the broker
     (`enqueued_at`, else `created_at`) more than COMPACTOR_REQUEUE_QUEUED_SECONDS ago. Each re-send records
     `enqueued_at`, so a job is re-sent at most once per stale period however often this runs."""
     now = now or timezone.now()
+    # Past its deadline (its worker stopped renewing), or claimed by a worker that has restarted
+    # since (its heartbeat started after the claim): that attempt died with the worker.
+    restarted = WorkerHeartbeat.objects.filter(worker=OuterRef("worker"), started_at__gt=OuterRef("started_at"))
+    lost_jobs = Compaction.objects.filter(status=Status.RUNNING).filter(
+        Q(deadline_at__lt=now) | (~Q(worker="") & Exists(restarted))
+    )
     requeued: list = []
     failed = 0
-    for job in Compaction.objects.filter(status=Status.RUNNING, deadline_at__lt=now):
-        with transaction.atomic():
-            still_stuck = Compaction.objects.filter(pk=job.pk, status=Status.RUNNING, attempts=job.attempts)
-            if job.attempts >= settings.COMPACTION_MAX_ATTEMPTS:
-                error = f"worker lost or timed out {job.attempts} times (deadline {job.deadline_at:%H:%M:%S}); gave up"
-                gave_up = still_stuck.update(
-                    status=Status.FAILED, review_status=ReviewStatus.NOT_APPLICABLE, error=error, finished_at=now
-                )
-                if gave_up == 1:
-                    job.refresh_from_db()
-                    event_record(
-                        job.session_id,
-                        EventKind.COMPACTION_FAILED,
-                        describe(job),
-                        compaction=job,
-                        data={"attempt": job.attempts, "swept": True},
-                    )
-                    metrics_record(job)
-                    failed += 1
-            elif still_stuck.update(status=Status.QUEUED, started_at=None, deadline_at=None, enqueued_at=now) == 1:
-                event_record(
-                    job.session_id,
-                    EventKind.COMPACTION_QUEUED,
-                    f"Compaction re-queued: attempt {job.attempts} passed its deadline (worker lost)",
-                    compaction=job,
-                    data={"attempt": job.attempts, "swept": True},
-                )
-                requeued.append(job.pk)
+    for job in lost_jobs:
+        outcome = _requeue_lost(job, now=now, why=_lost_why(job, now))
+        if outcome == Status.QUEUED:
+            requeued.append(job.pk)
+        elif outcome == Status.FAILED:
+            failed += 1
     stale_before = now - requeue_queued_after()
     candidates = (
         Compaction.objects.filter(status=Status.QUEUED)

@@ -17,7 +17,7 @@ from rest_framework import exceptions
 
 from ..auth import authenticate
 from ..errors import GatewayError
-from ..intake import agent_name, read_request, session_header
+from ..intake import agent_name, not_configured, read_request, session_header
 from ..resent import Parsed
 from ..views import bodiless_on_head, render, root
 from . import chat, responses, upstream
@@ -31,8 +31,11 @@ _OPENAI_ERRORS = {
 }
 
 
-def openai_error(status: int, error_type: str, message: str, param: str | None = None) -> JsonResponse:
-    kind, code = _OPENAI_ERRORS.get(error_type, (error_type, None))
+def openai_error(
+    status: int, error_type: str, message: str, param: str | None = None, code: str | None = None
+) -> JsonResponse:
+    kind, default_code = _OPENAI_ERRORS.get(error_type, (error_type, None))
+    code = code or default_code
     return JsonResponse({"error": {"message": message, "type": kind, "param": param, "code": code}}, status=status)
 
 
@@ -60,7 +63,7 @@ def chat_completions_view(request: HttpRequest) -> HttpResponse:
             agent=agent_name(request),
         )
     except GatewayError as exc:
-        return openai_error(exc.status, exc.error_type, exc.message, exc.param)
+        return openai_error(exc.status, exc.error_type, exc.message, exc.param, exc.code)
     return render(result)
 
 
@@ -78,7 +81,7 @@ def responses_view(request: HttpRequest) -> HttpResponse:
             agent=agent_name(request),
         )
     except GatewayError as exc:
-        return openai_error(exc.status, exc.error_type, exc.message, exc.param)
+        return openai_error(exc.status, exc.error_type, exc.message, exc.param, exc.code)
     return render(result)
 
 
@@ -91,7 +94,8 @@ def models_view(request: HttpRequest, model: str = "") -> HttpResponse:
     except exceptions.AuthenticationFailed as exc:
         return openai_error(401, "authentication_error", str(exc.detail))
     if not settings.OPENAI_GATEWAY_UPSTREAM_API_KEY:
-        return openai_error(500, "api_error", f"the gateway has no upstream key: set {upstream.KEY_VARIABLES}")
+        exc = not_configured(upstream.KEY_VARIABLES)
+        return openai_error(exc.status, exc.error_type, exc.message, code=exc.code)
     path = f"/models/{quote(model, safe='')}" if model else "/models"
     try:
         response = upstream.get(path=path, headers=upstream.request_headers(request))

@@ -41,9 +41,9 @@ def test_a_worker_leaves_a_replayed_sessions_jobs_to_the_replay(user, tmp_path, 
     outcomes: list[tuple[bool, object]] = []
     real = services.compaction_run_unless_replaying
 
-    def worker(*, compaction_id):
+    def worker(*, compaction_id, **kwargs):
         replaying = Compaction.objects.get(pk=compaction_id).session.replaying
-        outcomes.append((replaying, real(compaction_id=compaction_id)))
+        outcomes.append((replaying, real(compaction_id=compaction_id, **kwargs)))
 
     monkeypatch.setattr(services, "compaction_run_unless_replaying", worker)  # the task looks it up at run time
     seen_replaying: list[bool] = []

@@ -512,10 +512,11 @@ def test_the_task_is_configured_for_redelivery_and_retries():
     from django.conf import settings
     from django.db import OperationalError
 
-    from compaction.tasks import run_compaction, sweep_stuck_compactions
+    from compaction.tasks import RETRY_ERRORS, run_compaction, sweep_stuck_compactions
 
     assert run_compaction.acks_late is True
-    assert OperationalError in run_compaction.autoretry_for
+    assert OperationalError in RETRY_ERRORS and services.HandBackPending in RETRY_ERRORS
+    assert run_compaction.max_retries >= 10
     assert run_compaction.soft_time_limit == settings.COMPACTION_SOFT_TIME_LIMIT
     assert run_compaction.time_limit == settings.COMPACTION_HARD_TIME_LIMIT
     assert run_compaction.ignore_result is True

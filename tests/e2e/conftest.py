@@ -125,6 +125,7 @@ def worker_factory(transactional_db, tmp_path):
         "DATABASE_URL": _database_url(),
         "REDIS_URL": url,
         "CELERY_TASK_ALWAYS_EAGER": "0",
+        "COMPACTOR_CELERY_QUEUE": queue,  # what the worker itself sends (a re-queued job) goes there too
         "PYTHONUNBUFFERED": "1",
     }
     workers: list[Worker] = []

@@ -10,7 +10,7 @@ from typing import Any
 
 from compaction.core.text_heuristics import error_lines_of, strip_ansi
 from compaction.core.tool_vocabulary import is_create_tool
-from compaction.core.work.vocabulary import (
+from compaction.core.vocabulary import (
     EXIT_CODE_RE,
     FAILED_COUNT_RE,
     GIT_DIFF_STAT_RE,

@@ -28,9 +28,9 @@ from compaction.core.summarizers.extractive.standing import (
 )
 from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, TINY, View
 from compaction.core.text_heuristics import instruction_quote
+from compaction.core.vocabulary import SHELL_UTILITIES, is_probe
 from compaction.core.work.parse import one_line
 from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person, Task, WorkState
-from compaction.core.work.vocabulary import is_probe
 
 Lines = list[str]
 
@@ -628,15 +628,6 @@ def other(v: View) -> Lines:
             "The person interrupted the agent at " + listing([v.cite(s) for s in v.state.people.interruptions], 5)
         )
     return _bullets(out)
-
-
-# Programs every shell session uses to look around: they say nothing of how this project is
-# worked on (readers of the handoff called "`ls` (-la), `tail` (-30)" noise).
-SHELL_UTILITIES = frozenset(
-    "ls cat head tail grep rg egrep find fd wc sort uniq cut awk sed tr xargs tee less more file stat "
-    "du df pwd which whoami env date diff tree realpath readlink basename dirname mkdir touch cp mv rm "
-    "chmod ps kill jq".split()
-)
 
 
 def _tools_used(v: View) -> str:

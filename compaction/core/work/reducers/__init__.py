@@ -11,26 +11,26 @@ from __future__ import annotations
 
 from compaction.core.text_heuristics import (
     DIAGNOSTIC_LINE_RE,
-    GIT_COMMIT_RE,
     clean_command,
     command_error_lines,
     error_lines_of,
     strip_ansi,
 )
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
-from compaction.core.work.events import Call, Event, Injected, Narration, Said, TurnEnded
-from compaction.core.work.parse import one_line, run_outcome
-from compaction.core.work.reducers import checks, decisions, errors, files, git, people, tasks, turn
-from compaction.core.work.reducers.outcome import Outcome
-from compaction.core.work.state import WorkState
-from compaction.core.work.vocabulary import (
+from compaction.core.vocabulary import (
     EDIT_REFUSED_RE,
     FINDINGS_RE,
+    GIT_COMMIT_RE,
     NOTHING_TO_COMMIT_RE,
     READ_FAILED_RE,
     check_kind,
     is_probe,
 )
+from compaction.core.work.events import Call, Event, Injected, Narration, Said, TurnEnded
+from compaction.core.work.parse import one_line, run_outcome
+from compaction.core.work.reducers import checks, decisions, errors, files, git, people, tasks, turn
+from compaction.core.work.reducers.outcome import Outcome
+from compaction.core.work.state import WorkState
 
 # A checker's verdict is among its last lines.
 VERDICT_LINES = 40

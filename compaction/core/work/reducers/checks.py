@@ -6,11 +6,11 @@ import os
 import re
 
 from compaction.core.text_heuristics import chain_parts, check_scope, command_signature, run_covers
+from compaction.core.vocabulary import PIPE_FILTER_RE, PIPEFAIL_RE, check_kind, check_runner
 from compaction.core.work.events import Call
 from compaction.core.work.reducers.changes import changes_since
 from compaction.core.work.reducers.outcome import Outcome
 from compaction.core.work.state import Check, WorkState
-from compaction.core.work.vocabulary import PIPE_FILTER_RE, PIPEFAIL_RE, check_kind, check_runner
 
 
 def check_key(command: str, cwd: str = "") -> str:

@@ -14,6 +14,7 @@ from compaction.core.text_heuristics import (
     sentences,
     strip_error_tags,
 )
+from compaction.core.vocabulary import EXIT_CODE_RE
 from compaction.core.work.events import Call, Narration
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers import decisions
@@ -21,7 +22,6 @@ from compaction.core.work.reducers.changes import changes_since
 from compaction.core.work.reducers.checks import check_key, pass_covers
 from compaction.core.work.reducers.outcome import Outcome
 from compaction.core.work.state import ErrorRecord, Quote, Streak, WorkState
-from compaction.core.work.vocabulary import EXIT_CODE_RE
 
 MAX_LINES_PER_FAILURE = 2
 MAX_ERROR_CHARS = 300

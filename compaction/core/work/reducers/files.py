@@ -9,12 +9,12 @@ from compaction.core.fileops import SHELL_SEARCH_COMMANDS, call_file_ops
 from compaction.core.paths import outside_repository
 from compaction.core.text_heuristics import chain_parts, sentences
 from compaction.core.types import FileOps
+from compaction.core.vocabulary import DELETE_RE, GIT_MV_RE, MANIFEST_CMD_RE, MANIFESTS
 from compaction.core.work.events import Call
 from compaction.core.work.parse import edit_change, one_line
 from compaction.core.work.reducers.git import resolve
 from compaction.core.work.reducers.outcome import Outcome
 from compaction.core.work.state import FileRecord, Quote, WorkState
-from compaction.core.work.vocabulary import DELETE_RE, GIT_MV_RE, MANIFEST_CMD_RE, MANIFESTS
 
 MAX_PURPOSES = 3
 MAX_CHANGES = 6

@@ -7,11 +7,7 @@ import re
 
 from compaction.core.paths import outside_repository
 from compaction.core.text_heuristics import commits_in_output, pushes_in_output
-from compaction.core.work.events import Call
-from compaction.core.work.parse import commit_body, git_tree, one_line
-from compaction.core.work.reducers.outcome import Outcome
-from compaction.core.work.state import Commit, WorkState
-from compaction.core.work.vocabulary import (
+from compaction.core.vocabulary import (
     CLEAN_TREE_RE,
     GIT_ADD_RE,
     GIT_BRANCH_RE,
@@ -20,6 +16,10 @@ from compaction.core.work.vocabulary import (
     GIT_STATUS_RE,
     GIT_SWITCH_RE,
 )
+from compaction.core.work.events import Call
+from compaction.core.work.parse import commit_body, git_tree, one_line
+from compaction.core.work.reducers.outcome import Outcome
+from compaction.core.work.state import Commit, WorkState
 
 _CD_RE = re.compile(r"^\s*cd\s+(\"[^\"]+\"|'[^']+'|[^\s;&|]+)\s*(?:&&|;|$)")
 _ON_BRANCH_RE = re.compile(r"^On branch (\S+)", re.M)

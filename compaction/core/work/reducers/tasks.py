@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
+from compaction.core.vocabulary import TRACKER_CMD_RE, tracker_changes
 from compaction.core.work.events import Call
 from compaction.core.work.parse import TrackerItem, close_reason, one_line, todos_of, tracker_items
 from compaction.core.work.reducers.outcome import Outcome
 from compaction.core.work.state import Task, WorkState
-from compaction.core.work.vocabulary import TRACKER_CMD_RE, tracker_changes
 
 TODO_STATUS = {"completed": "closed", "done": "closed", "cancelled": "closed", "in_progress": "in_progress"}
 _CREATED_RE = re.compile(r"(?:Created issue|Created)\s*:?\s*([A-Za-z][\w-]*-[\w.]+)")

@@ -6,16 +6,15 @@ from __future__ import annotations
 import re
 
 from compaction.core.text_heuristics import chain_parts, error_lines_of
+from compaction.core.vocabulary import PLUMBING, TRACKER_CMD_RE
 from compaction.core.work.events import Call, Injected, Narration, Said, TurnEnded
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers.outcome import Outcome
 from compaction.core.work.state import Quote, Step, WorkState
-from compaction.core.work.vocabulary import TRACKER_CMD_RE
 
 MAX_STEPS = 12
 MAX_RECENT = 16
 MAX_COMMANDS = 80
-PLUMBING = frozenset({"cd", "echo", "export", "source", "set", "sleep", "true", "pushd", "popd", "clear", "printf"})
 
 
 def on_said(state: WorkState, event: Said) -> None:

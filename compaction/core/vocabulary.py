@@ -1,7 +1,10 @@
-"""What commands mean, as tables: checks (test, build, lint runners), trackers, git.
+"""What commands mean, as tables: checks (test, build, lint runners), trackers, git, the shell's
+own programs.
 
-One vocabulary for everything that reads commands (the work model, the ledger): a runner or a
-tracker known here is known everywhere. Adding one is adding a row.
+The one vocabulary of commands for everything that reads them (the work model's reducers, the
+ledger, the extractive summarizer's text heuristics, the kept part): a runner, a tracker or a git
+verb known here is known everywhere. Adding one is adding a row. What each pattern recognises,
+with examples that must and must not match, is in compaction/core/rules.py (tests/core/test_rules.py).
 """
 
 from __future__ import annotations
@@ -112,6 +115,12 @@ STATUS_WORDS = {
 }
 
 # Git: the parts of a chain that commit, push, switch branch, discard.
+# `git commit` prints "[branch 1a2b3c4] message"; `git push` prints "old..new  src -> dst".
+COMMIT_OUTPUT_RE = re.compile(r"^\[([\w./+-]+)(?: \(root-commit\))? ([0-9a-f]{7,40})\] (.+)$", re.MULTILINE)
+PUSH_OUTPUT_RE = re.compile(
+    r"^\s*(?:\+\s*)?(?:([0-9a-f]{7,40})\.\.\.?([0-9a-f]{7,40})|\* \[new (?:branch|tag)\])\s+(\S+)\s+->\s+(\S+)",
+    re.MULTILINE,
+)
 GIT_COMMIT_RE = re.compile(r"\bgit\b[^|;&\n]*\bcommit\b")
 GIT_PUSH_RE = re.compile(r"\bgit\b[^|;&\n]*\bpush\b")
 GIT_STATUS_RE = re.compile(r"\bgit\s+(?:-C\s+\S+\s+)?status\b([^;&|\n]*)")
@@ -139,11 +148,26 @@ MANIFESTS = {
     "go": ("go.mod", "go.sum"),
     "bundle": ("Gemfile", "Gemfile.lock"),
 }
-# Commands that only look (their exit status 1 is an answer, their output file content).
+# Commands that only look: their exit status 1 is an answer ("no match", "differs"), and their
+# output is file content, where "error" is just a word. Not `git fetch`: it exits non-zero only
+# when it failed (no network, no access), and its output is git's, not a file's.
 PROBE_RE = re.compile(
     r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:grep|rg|ag|ack|find|fd|ls|cat|head|tail|wc|which|type|test|\[|diff|sleep|echo|"
-    r"pwd|file|stat|tree|less|more|sed -n|awk|git (?:status|diff|log|show|ls-files|branch|rev-parse|remote|fetch))\b"
+    r"pwd|file|stat|tree|less|more|sed -n|awk|git (?:status|diff|log|show|ls-files|branch|rev-parse|remote))\b"
 )
+# Shell programs that print a file, and those that search or list (their output names files).
+FILE_PRINTERS = frozenset({"cat", "nl", "bat", "batcat", "head", "tail", "less", "more"})
+LISTERS = frozenset({"find", "fd", "fdfind", "ls", "tree", "grep", "egrep", "fgrep", "rg", "ag", "ack", "locate", "du"})
+GIT_LISTING_RE = re.compile(r"^git\s+(?:ls-files|ls-tree|grep)\b")
+# Programs every shell session uses to look around or move files: they say nothing of how a
+# project is worked on (readers of the handoff called "`ls` (-la), `tail` (-30)" noise).
+SHELL_UTILITIES = frozenset(
+    "ls cat head tail grep rg egrep find fd wc sort uniq cut awk sed tr xargs tee less more file stat "
+    "du df pwd which whoami env date diff tree realpath readlink basename dirname mkdir touch cp mv rm "
+    "chmod ps kill jq".split()
+)
+# What a chain does around the command it exists to run (change directory, set a variable, print).
+PLUMBING = frozenset({"cd", "echo", "export", "source", "set", "sleep", "true", "pushd", "popd", "clear", "printf"})
 
 
 def check_kind(command: str) -> str:
