@@ -336,3 +336,35 @@ def test_a_task_inside_a_harness_template_keeps_what_kind_of_task_it_is_and_its_
     rules = text_of(constraints, story)
     assert "YOU CAN ONLY ENTER ONE COMMAND AT A TIME" in rules and "the harness's words" in rules
     assert "waffles" not in rules  # the task's flavour text is no rule of the person's
+
+
+def test_a_reported_request_carries_the_persons_reply_to_the_report() -> None:
+    from compaction.core.summarizers.extractive.render import done
+
+    story = (
+        Story()
+        .person("port the selector to the theme system")
+        .edit("/p/src/selector.ts", "chalk", "theme")
+        .says("Done: the selector uses the theme now.")
+        .person("you broke that component, i undid your changes. do it properly this time")
+    )
+    told = text_of(done, story)
+    assert "the person's reply (#5): \"you broke that component, i undid your changes." in told
+
+
+def test_an_edit_the_tool_refused_is_an_attempt_not_a_blocker() -> None:
+    from compaction.core.summarizers.extractive.render import blocked
+
+    refused = "Your proposed edit has introduced new syntax error(s). Please understand the fixes and retry your edit command."
+    story = (
+        Story()
+        .person("fix the handler")
+        .tool(
+            "str_replace_editor",
+            {"command": "str_replace", "path": "/p/h.py", "old_str": "a", "new_str": "b("},
+            refused,
+        )
+    )
+    assert text_of(blocked, story) == ""
+    told = "\n".join(where_things_stand(View(story.state())))
+    assert "nothing was changed by it" in told

@@ -145,7 +145,7 @@ CASES = [
         .edit("/p/a.py", "1", "2")
         .run("pytest", "1 passed"),
         errors,
-        ["not resolved; the work went on past it"],
+        ["not run again after it; edits since: `a.py` (#3)"],
     ),
     (
         "a decision quotes the agent's reason, attached to the file it shaped",

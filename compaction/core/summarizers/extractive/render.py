@@ -133,7 +133,19 @@ def _request_line(v: View, person: Person) -> str:
     said = f"{quoted(person.text, 160)} ({v.cite(person.seq)})"
     if person.answer is None:
         return said
-    return f"{said} — the agent's report ({v.cite(person.answer.seq)}): {quoted(report_text(person.answer.text), v.chars(300))}"
+    line = f"{said} — the agent's report ({v.cite(person.answer.seq)}): {quoted(report_text(person.answer.text), v.chars(300))}"
+    # The person's answer to that report is its verdict (accepted, corrected, undone): quoted.
+    reply = next(
+        (
+            p
+            for p in v.state.people.messages
+            if p.after is not None and p.after.seq == person.answer.seq and p is not person
+        ),
+        None,
+    )
+    if reply is not None:
+        line += f"; the person's reply ({v.cite(reply.seq)}): {quoted(reply.text, v.chars(200))}"
+    return line
 
 
 def done(v: View) -> Lines:
@@ -247,9 +259,8 @@ def blocked(v: View) -> Lines:
         out.append(
             f"{code(check.failed_command or check.command, 80)} fails since {v.cite(check.failed_seq or check.seq)}: {code(check.failure, 240)}"
         )
-    for error in [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:") and e.key not in blocking][
-        -3:
-    ]:
+    # A command that fails blocks; an edit a tool refused is an attempt (the file is unchanged).
+    for error in [e for e in v.open_errors if v.live(e) and e.key.startswith("cmd:") and e.key not in blocking][-3:]:
         out.append(f"{code(error.line, 240)} from {_error_source(v, error)} ({v.cite(error.seq)}), not resolved yet")
     return _bullets(out)
 
@@ -373,7 +384,9 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
         return said + f" — fixed ({v.cite(last.resolved_seq)})" + ("" if told else f": {last.resolution}")
     if v.live(last):
         return said + " — still open"
-    return said + " — not resolved; the work went on past it"
+    # Not run again: whether it still fails is unknown; what changed since is what is known.
+    note = v.edits_note(last.seq, lead="edits since:") if v.level < TERSE else ""
+    return said + " — not run again after it" + (f"; {note}" if note else "")
 
 
 def _error_runs(v: View) -> list[list[ErrorRecord]]:

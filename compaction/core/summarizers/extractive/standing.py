@@ -288,9 +288,14 @@ def _failure_sentence(v: View) -> list[str]:
     fresh = [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:") and e.key not in blocking]
     if fresh and not v.failing and not v.blockers:
         error = fresh[-1]
-        out.append(
-            f"Last error, not resolved yet ({v.cite(error.seq)}): {code(error.line, 200)} from {code(error.source, 80)}."
-        )
+        if error.key.startswith("cmd:"):
+            out.append(
+                f"Last error, not resolved yet ({v.cite(error.seq)}): {code(error.line, 200)} from {code(error.source, 80)}."
+            )
+        else:
+            out.append(
+                f"The last {code(error.source, 80)} was refused or failed ({v.cite(error.seq)}): {code(error.line, 200)}; nothing was changed by it."
+            )
     return out
 
 

@@ -155,7 +155,8 @@ class View:
 
     @cached_property
     def tasks(self) -> list[Task]:
-        return sorted(self.state.tasks.tasks.values(), key=lambda t: (t.opened, t.key))
+        # In the order they were first seen (a todo list's own order), ties in the tracker's order.
+        return sorted(self.state.tasks.tasks.values(), key=lambda t: t.opened)
 
     @cached_property
     def current(self) -> list[Task]:
@@ -276,6 +277,8 @@ class View:
             return ""
         names = [self.path(rec.path) for rec, _seqs in after]
         seqs = [s for _rec, found in after for s in found]
+        if self.level >= TERSE and len(names) > 1:
+            return f"{lead} {len(names)} files ({self.cite(min(seqs), max(seqs))})"
         shown = names[:3]
         more = f" and {len(names) - 3} more" if len(names) > 3 else ""
         listed = (", ".join(shown[:-1]) + " and " + shown[-1]) if len(shown) > 1 and not more else ", ".join(shown)
