@@ -52,6 +52,7 @@ _NOISE_LINE_RE = re.compile(
 # A diagnostic as compilers and linters print it: a file, a line number, the message
 # (`lib/a.ex:12: no local return`, `src/x.ts(3,1): …`, `a.py:4:1: E501 …`).
 DIAGNOSTIC_LINE_RE = re.compile(r"^\S+\.\w{1,6}(?::\d+(?::\d+)?:|\(\d+,\d+\):)\s*\S")
+_NAMED_DIAGNOSTIC_RE = re.compile(r"(?i)\b(?:error|warning)\b|\b[A-Z]{1,4}\d{3,5}\b")
 _ENDED_RE = re.compile(r"(?i)\bexit(?:ed)? (?:with )?(?:code|status)\b")
 # A progress banner, not what went wrong: a bare tag ("[DIALYZER]"), an announcement that
 # trails off ("Finding suitable PLTs...", "Running checks…"), a heading ("# Quality checks").
@@ -384,7 +385,12 @@ def error_lines_of(text: str, *, is_error: bool) -> list[str]:
                 lines.append(told[:MAX_ERROR_LINE_CHARS])
             else:
                 lines.append(first)
-    if is_error and located and lines and all(_ENDED_RE.search(line) for line in lines):
+    # A diagnostic that names an error and where (`src/a.ts(3,1): error TS2353: …`) says more than a
+    # runner's wrapper saying the script failed ("npm error Lifecycle script `build` failed").
+    named = [line for line in located if _NAMED_DIAGNOSTIC_RE.search(line) and line not in lines]
+    if is_error and named and not any(line in located for line in lines):
+        lines = named[:2] + lines
+    elif is_error and located and lines and all(_ENDED_RE.search(line) for line in lines):
         # Only how it ended ("Halting VM with exit status 2"): where the tool said what is wrong
         # (a file and a line) comes first.
         lines = located[:2] + lines

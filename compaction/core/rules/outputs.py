@@ -373,4 +373,11 @@ RULES: tuple[R, ...] = (
         ("The import isn't used yet because I haven't updated the template.", "we still need to wire it"),
         ("Use a parallel code path because render/1 must stay backward compatible.",),
     ),
+    R(
+        "text_heuristics:_NAMED_DIAGNOSTIC_RE",
+        "a diagnostic's message naming an error or warning, or a checker's code (TS2353, E501)",
+        "such a line says what is wrong; a runner's wrapper only that the script failed",
+        ("src/x.ts(70,5): error TS2353: x", "a.py:4:1: E501 line too long", "lib/a.ex:3: warning: unused"),
+        ("test/a_test.exs:86: (test)",),
+    ),
 )

@@ -13,7 +13,6 @@ from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.standing import (
     REQUEST_CHARS,
-    blocker_said,
     check_said,
     clipped,
     code,
@@ -253,7 +252,11 @@ def in_progress(v: View) -> Lines:
 
 
 def blocked(v: View) -> Lines:
-    out = [blocker_said(v, s) for s in v.blockers]
+    # The blocker is told whole under Where Things Stand: named here, not repeated.
+    out = [
+        f"{code(s.commands[-1] if s.commands else s.key, 100)} failed {s.runs} times ({v.cite(s.first, s.last)}): its error and what was tried are under Where Things Stand"
+        for s in v.blockers
+    ]
     blocking = {s.key for s in v.blockers}
     for check in [c for c in v.failing if not v.blocks(c)]:
         out.append(
@@ -368,7 +371,7 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
     """One failing run: its error lines, the agent's reading, what it changed next, the outcome
     (what changed next only for recent runs, past FULL)."""
     first, last = group[0], group[-1]
-    lines = "; ".join(code(e.line, 220 if v.level <= COMPACT else 140) for e in group[:2])
+    lines = "; ".join(code(e.line, 220 if v.level <= COMPACT else 140) for e in group[: 2 if v.level < MINIMAL else 1])
     exit = f" with exit code {first.exit}" if first.exit else ""
     again = f" ({first.count}×)" if first.count > 1 else ""
     said = f"{_error_source(v, first)} failed{exit}{again} ({v.cite(first.seq)}): {lines}"
@@ -425,7 +428,8 @@ def errors(v: View) -> Lines:
     if v.level >= MINIMAL:
         # Open errors stay; of the fixed ones, the newest few.
         fixed = [g for g in groups if g[-1].status != "open"][-(4 if v.level < TINY else 2) :]
-        groups = [g for g in groups if g[-1].status == "open" or any(g is f for f in fixed)]
+        still = [g for g in groups if g[-1].status == "open"][-(8 if v.level < TINY else 4) :]
+        groups = [g for g in groups if any(g is f for f in [*still, *fixed])]
     return _bullets([_error_group(v, g, recent=i >= len(groups) - 3) for i, g in enumerate(groups)])
 
 

@@ -270,7 +270,8 @@ def blocker_said(v: View, streak: Streak) -> str:
     command = streak.commands[-1] if streak.commands else streak.key.partition(":")[2]
     said = f"{code(command, 100)} failed {streak.runs} times in a row ({v.cite(streak.first, streak.last)}), still failing at the end"
     if streak.lines:
-        said += ": " + "; ".join(code(line, 220) for line in streak.lines[:2])
+        shown = streak.lines[:2] if v.level <= COMPACT else streak.lines[:1]
+        said += ": " + "; ".join(code(line, 220 if v.level <= COMPACT else 140) for line in shown)
     tried = [c for c in streak.commands if c != command]
     if tried:
         said += f". Also tried: {listing([code(c, 100) for c in tried], 4)}"
