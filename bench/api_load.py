@@ -63,7 +63,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-TRANSCRIPT = Path("/work/shared/data/transcripts/claude-code/258c7280-ae70-4798-800f-63464d01a85d.jsonl")
+from tests.corpus import TRANSCRIPTS as CORPUS  # noqa: E402  (COMPACTOR_TRANSCRIPTS_DIR or ../shared)
+
+TRANSCRIPT = CORPUS / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 # Its own database, dropped and created by the bench: API_LOAD_DB names another one, so two
 # runs on one server (two checkouts) do not drop each other's.
 DB_NAME = os.environ.get("API_LOAD_DB", "compactor_bench")

@@ -64,9 +64,9 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--focus", default=None)
     args = parser.parse_args()
-    tool = se.shared_dir() / "tools/blind_pair.py"
+    tool = se.TRANSCRIPTS.parent.parent / "tools/blind_pair.py"
     for name in se.SESSIONS:
-        path = se.shared_dir() / "data/transcripts/claude-code" / f"{name}.jsonl"
+        path = se.TRANSCRIPTS / "claude-code" / f"{name}.jsonl"
         history, _claude = se.history_before_compaction(path)
         cut, result = se.compact_once(history, instructions=args.focus)
         folder = args.out / name[:8]

@@ -44,7 +44,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -147,7 +147,7 @@ def read_messages(text: str, suffix: str) -> list[dict[str, Any]]:
     """The messages the service stores for a transcript file's text (the import's reader and its
     rule for what is stored)."""
     from compaction.core.transcripts.detect import read_transcript
-    from compaction.services.importing import transcript_messages_for_api
+    from compaction.services import transcript_messages_for_api
 
     with tempfile.TemporaryDirectory(prefix="claims-audit-") as folder:
         file = Path(folder) / f"cut{suffix}"
@@ -326,26 +326,51 @@ def summary_terms(summary: str) -> set[str]:
     return {t.strip(".:,") for t in SUMMARY_TOKEN_RE.findall(summary) if len(t.strip(".:,")) >= 6}
 
 
-def cut_text(text: str, trim: Trim, terms: set[str]) -> str:
-    """`text` whole when short; else its head and tail lines, the middle lines that name one of
-    the summary's `terms` (at most `max_middle`), and a note of what was left out."""
+PIECE_SPLIT_RE = re.compile(r'(?<=[.;:!?])\s+|\n|…|\.\.\.|["`“”]|\s\(#\d+|\s—\s')
+
+
+def summary_quotes(summary: str) -> tuple[str, ...]:
+    """The starts (30 characters) of the summary's sentences and quoted pieces, each piece of a
+    quote it cut with "…": a line of the transcript that holds one is what a claim was copied
+    from, the evidence it rests on, and is kept whole."""
+    pieces = []
+    for piece in PIECE_SPLIT_RE.split(summary):
+        piece = re.sub(r"^[\s#*>-]+|^\d+[.)]\s+", "", piece or "").strip()
+        if len(piece) >= 30:
+            pieces.append(piece[:30])
+    return tuple(dict.fromkeys(pieces))
+
+
+class Evidence(NamedTuple):
+    """What of a long text must be shown: lines naming the summary's terms (up to a level's
+    budget) and lines holding what it quotes (always, whole)."""
+
+    terms: set[str]
+    quotes: tuple[str, ...] = ()
+
+
+def cut_text(text: str, trim: Trim, evidence: set[str] | Evidence) -> str:
+    """`text` whole when short; else its head and tail lines, the middle lines that hold what the
+    summary quotes (whole, however many), those that name one of its terms (at most
+    `trim.middle`), and a note of what was left out."""
+    terms, quotes = (evidence.terms, evidence.quotes) if isinstance(evidence, Evidence) else (evidence, ())
     lines = text.split("\n")
     if len(text) <= trim.chars and len(lines) <= trim.head + trim.tail + 5:
         return text
     width = max(80, trim.chars // max(1, trim.head + trim.tail))
+    quoted = {n for n, value in enumerate(lines) if quotes and any(q in value for q in quotes)}
 
     def line(number: int) -> str:
         value = lines[number]
-        return value if len(value) <= width * 2 else value[:width] + f" […{len(value) - width:,} chars cut]"
+        if number in quoted or len(value) <= width * 2:
+            return value
+        return value[:width] + f" […{len(value) - width:,} chars cut]"
 
     if len(lines) <= trim.head + trim.tail + 5:
-        # Few long lines: cut by characters.
-        half = trim.chars // 2
-        return f"{text[:half]}\n[… {len(text) - 2 * half:,} characters cut …]\n{text[-half:]}"
+        return _cut_chars(text, trim.chars // 2, quotes)
     head, tail = range(trim.head), range(len(lines) - trim.tail, len(lines))
-    middle = [n for n in range(trim.head, len(lines) - trim.tail) if terms and any(term in lines[n] for term in terms)][
-        : trim.middle
-    ]
+    named = [n for n in range(trim.head, len(lines) - trim.tail) if terms and any(term in lines[n] for term in terms)]
+    middle = sorted({n for n in quoted if trim.head <= n < len(lines) - trim.tail} | set(named[: trim.middle]))
     out = [line(n) for n in head]
     previous = trim.head - 1
     for n in middle:
@@ -364,6 +389,29 @@ def cut_text(text: str, trim: Trim, terms: set[str]) -> str:
     return "\n".join(out)
 
 
+def _cut_chars(text: str, half: int, quotes: tuple[str, ...]) -> str:
+    """A text of few long lines cut by characters: its start and end, and around each quoted
+    piece found in the middle (up to five) the characters before and after it."""
+    keep = [(0, half), (len(text) - half, len(text))]
+    for quote in quotes:
+        at = text.find(quote, half, len(text) - half)
+        if at >= 0 and len(keep) < 7:
+            keep.append((max(0, at - 200), min(len(text), at + 600)))
+    keep.sort()
+    merged: list[list[int]] = []
+    for a, b in keep:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    out = []
+    for i, (a, b) in enumerate(merged):
+        if i:
+            out.append(f"\n[… {a - merged[i - 1][1]:,} characters cut …]\n")
+        out.append(text[a:b])
+    return "".join(out)
+
+
 def _result_text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -376,7 +424,9 @@ def _result_text(content: Any) -> str:
     return "\n".join(parts)
 
 
-def render_message(seq: int | None, message: dict[str, Any], trim: Trim, terms: set[str], names: dict[str, str]) -> str:
+def render_message(
+    seq: int | None, message: dict[str, Any], trim: Trim, terms: set[str] | Evidence, names: dict[str, str]
+) -> str:
     """One message as the reader sees it: `#N [User]`, `#N [Assistant]`, `#N [Tool call: name]`,
     `#N [Tool result: name]` (of the call with that name; `error` when the result says it is one)."""
     role = message.get("role", "?")
@@ -409,12 +459,14 @@ def render_message(seq: int | None, message: dict[str, Any], trim: Trim, terms: 
     return "\n\n".join(out)
 
 
-def render_messages(pairs: list[tuple[int | None, dict[str, Any]]], trim: Trim, terms: set[str]) -> str:
+def render_messages(pairs: list[tuple[int | None, dict[str, Any]]], trim: Trim, terms: set[str] | Evidence) -> str:
     names: dict[str, str] = {}
     return "\n\n---\n\n".join(render_message(seq, m, trim, terms, names) for seq, m in pairs) + "\n"
 
 
-def render_fitting(pairs: list[tuple[int | None, dict[str, Any]]], terms: set[str], budget: int) -> tuple[str, Trim]:
+def render_fitting(
+    pairs: list[tuple[int | None, dict[str, Any]]], terms: set[str] | Evidence, budget: int
+) -> tuple[str, Trim]:
     """The transcript at the first trim level that fits `budget` characters (else the tightest)."""
     text, trim = "", LEVELS[-1]
     for trim in LEVELS:
@@ -571,7 +623,7 @@ def write_folder(
     folder.mkdir(parents=True, exist_ok=True)
     seqs = served.seqs
     pairs: list[tuple[int | None, dict[str, Any]]] = list(zip(seqs, messages[: cut.end_message], strict=False))
-    terms = summary_terms(served.summary)
+    terms = Evidence(summary_terms(served.summary), summary_quotes(served.summary))
     (folder / "BRIEF.md").write_text(BRIEF, encoding="utf-8")
     (folder / "summary.md").write_text(served.summary.rstrip() + "\n", encoding="utf-8")
     kept_pairs: list[tuple[int | None, dict[str, Any]]] = list(served.kept)

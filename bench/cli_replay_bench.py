@@ -1,6 +1,7 @@
 """What the gateway adds to the real CLIs' calls, through gunicorn as deployed.
 
     .venv/bin/python bench/cli_replay_bench.py [--messages 2000] [--calls 40] [--clients claude-code,codex,pi]
+    .venv/bin/python bench/cli_replay_bench.py --baseline main      # before and after, call by call
     DATABASE_URL=postgres://root@127.0.0.1:5432/NAME .venv/bin/python bench/cli_replay_bench.py
 
 The request bodies Claude Code, Codex and pi sent in tests/agents (recorded there with
@@ -24,6 +25,18 @@ gateway streamed it back) and a tool result, as the CLI's loop does. Reported, p
 
 The database is a throwaway one: a new PostgreSQL database beside DATABASE_URL's (dropped at the
 end), or a SQLite file in a temporary folder.
+
+Before and after, in one run (wall-clock figures move with the machine's load; ratios of the same
+calls made side by side do much less): `--baseline main` also serves the code of that git revision
+(`git archive` into the temporary folder, its own gunicorn and database), and every call goes
+through both, the first one alternating; each CLI's line is followed by this tree / baseline for
+the CPU per call and the added time to first byte.
+
+Where the time goes: `--profile DIR` serves this tree with bench/profile_gunicorn.conf.py, which
+profiles the calls after the seeding (cProfile, per worker: DIR/<pid>.prof; wall time, or thread
+CPU time with COMPACTOR_PROFILE_CPU=1), or with COMPACTOR_PROFILE_FUNCS="module.function
+module.Class.method ..." times only those (thread CPU, no profiler overhead) and each garbage
+collection pause: DIR/<pid>.funcs.json.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import dataclasses
 import gzip
 import json
 import multiprocessing
@@ -118,7 +132,10 @@ def database(tmp: Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def gunicorn(tmp: Path, db: str, anthropic_url: str, openai_url: str) -> Iterator[tuple[str, str, int]]:
+def gunicorn(
+    tmp: Path, db: str, anthropic_url: str, openai_url: str, *, root: Path = ROOT, profile: Path | None = None
+) -> Iterator[tuple[str, str, int]]:
+    """Compactor from the code tree `root`, served by gunicorn: (its URL, an API key, the master's pid)."""
     import httpx2 as httpx
 
     port = _port()
@@ -141,12 +158,16 @@ def gunicorn(tmp: Path, db: str, anthropic_url: str, openai_url: str) -> Iterato
         "WEB_ACCESS_LOG": "0",
     }
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    config = str(ROOT / "deploy" / "gunicorn.conf.py") if root == ROOT else "deploy/gunicorn.conf.py"
+    if profile is not None:
+        env["COMPACTOR_PROFILE_DIR"] = str(profile)
+        config = str(ROOT / "bench" / "profile_gunicorn.conf.py")
     manage = [sys.executable, "manage.py"]
-    subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
-    subprocess.run([*manage, "ensure_admin"], cwd=ROOT, env=env, check=True, capture_output=True)
+    subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], cwd=root, env=env, check=True)
+    subprocess.run([*manage, "ensure_admin"], cwd=root, env=env, check=True, capture_output=True)
     key = subprocess.run(
         [*manage, "create_api_key", "admin", "--name", "bench", "--key-only"],
-        cwd=ROOT,
+        cwd=root,
         env=env,
         check=True,
         capture_output=True,
@@ -154,8 +175,8 @@ def gunicorn(tmp: Path, db: str, anthropic_url: str, openai_url: str) -> Iterato
     ).stdout.strip()
     log = open(tmp / "gunicorn.log", "w")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "project.wsgi"],
-        cwd=ROOT,
+        [sys.executable, "-m", "gunicorn", "-c", config, "project.wsgi"],
+        cwd=root,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -311,50 +332,94 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def replay(name: str, *, url: str, key: str, direct: str, size: int, calls: int, master: int) -> dict[str, Any]:
+@dataclasses.dataclass
+class Target:
+    """One Compactor served by gunicorn: `label` names its code (this tree, or a baseline)."""
+
+    label: str
+    url: str
+    key: str
+    master: int
+    profile: Path | None = None
+
+
+def replay(name: str, *, targets: list[Target], direct: str, size: int, calls: int) -> list[dict[str, Any]]:
+    """Each call through every target (in turn, the first one alternating) and straight to the
+    stand-in: per target, what it added to the direct call's time to first byte."""
     import httpx2 as httpx
 
-    conversation = Conversation(name, size)
-    path = "/v1/responses" if conversation.wire == "responses" else "/v1/messages"
-    gateway_url = f"{url}/openai{path}" if conversation.wire == "responses" else f"{url}/anthropic{path}?beta=true"
+    conversations = [Conversation(name, size) for _ in targets]
+    wire = conversations[0].wire
+    path = "/v1/responses" if wire == "responses" else "/v1/messages"
     mine = {"content-type": "application/json"}
-    if conversation.wire == "responses":
-        gateway_headers = {**mine, "authorization": f"Bearer {key}", "originator": "codex_exec"}
+    if wire == "responses":
         direct_headers = {**mine, "authorization": f"Bearer {OPENAI_KEY}"}
         direct_url = f"{direct}/responses"
     else:
-        gateway_headers = {**mine, "x-api-key": key, "anthropic-version": "2023-06-01"}
         direct_headers = {**mine, "x-api-key": UPSTREAM_KEY, "anthropic-version": "2023-06-01"}
         direct_url = f"{direct}{path}?beta=true"
-    last = LAST_EVENT[conversation.wire]
-    added, held, held_direct, sizes = [], [], [], []
-    with httpx.Client(timeout=120) as gateway_client, httpx.Client(timeout=120) as direct_client:
-        seeded = time.perf_counter()
-        _, _, raw = timed_stream(gateway_client, gateway_url, conversation.request(), gateway_headers, last)
-        seeded = time.perf_counter() - seeded
-        conversation.answered(raw)
-        cpu = cpu_seconds(master)
-        for _ in range(calls):
-            payload = conversation.request()
-            sizes.append(len(payload))
-            ttfb, after_last, raw = timed_stream(gateway_client, gateway_url, payload, gateway_headers, last)
-            direct_ttfb, direct_after, _ = timed_stream(direct_client, direct_url, payload, direct_headers, last)
-            added.append(ttfb - direct_ttfb)
-            held.append(after_last)
-            held_direct.append(direct_after)
+
+    def through(target: Target) -> tuple[str, dict[str, str]]:
+        if wire == "responses":
+            headers = {**mine, "authorization": f"Bearer {target.key}", "originator": "codex_exec"}
+            return f"{target.url}/openai{path}", headers
+        return f"{target.url}/anthropic{path}?beta=true", {
+            **mine,
+            "x-api-key": target.key,
+            "anthropic-version": "2023-06-01",
+        }
+
+    last = LAST_EVENT[wire]
+    results = []
+    with contextlib.ExitStack() as stack:
+        direct_client = stack.enter_context(httpx.Client(timeout=120))
+        clients = [stack.enter_context(httpx.Client(timeout=120)) for _ in targets]
+        for target, conversation, client in zip(targets, conversations, clients, strict=True):
+            seeded = time.perf_counter()
+            url, headers = through(target)
+            _, _, raw = timed_stream(client, url, conversation.request(), headers, last)
+            results.append({"name": name, "label": target.label, "seed_s": time.perf_counter() - seeded})
             conversation.answered(raw)
+            for r in ("added", "held", "held_direct", "sizes"):
+                results[-1][r] = []
+        for target in targets:
+            if target.profile is not None:
+                (target.profile / "on").touch()
+        cpu = [cpu_seconds(target.master) for target in targets]
+        for call in range(calls):
+            order = list(range(len(targets)))
+            if call % 2:
+                order.reverse()  # neither side always goes first (a warm cache, a busy core)
+            timings = {}
+            for i in order:
+                payload = conversations[i].request()
+                results[i]["sizes"].append(len(payload))
+                url, headers = through(targets[i])
+                timings[i] = timed_stream(clients[i], url, payload, headers, last)
+            direct_ttfb, direct_after, _ = timed_stream(direct_client, direct_url, payload, direct_headers, last)
+            for i, (ttfb, after_last, raw) in timings.items():
+                results[i]["added"].append(ttfb - direct_ttfb)
+                results[i]["held"].append(after_last)
+                results[i]["held_direct"].append(direct_after)
+                conversations[i].answered(raw)
         time.sleep(0.5)  # the last call's record, after its close
-        cpu = cpu_seconds(master) - cpu
-    return {
-        "cpu_ms": cpu / calls * 1000,
-        "name": name,
-        "stored": conversation._stored(),
-        "kb": statistics.median(sizes) / 1024,
-        "seed_s": seeded,
-        "added": added,
-        "held": held,
-        "held_direct": held_direct,
-    }
+        for i, target in enumerate(targets):
+            results[i]["cpu_ms"] = (cpu_seconds(target.master) - cpu[i]) / calls * 1000
+            results[i]["stored"] = conversations[i]._stored()
+            results[i]["kb"] = statistics.median(results[i]["sizes"]) / 1024
+            if target.profile is not None:
+                (target.profile / "on").unlink(missing_ok=True)
+    return results
+
+
+@contextlib.contextmanager
+def code_tree(ref: str, tmp: Path) -> Iterator[Path]:
+    """The project's files at git revision `ref`, in a folder of their own (git archive)."""
+    folder = tmp / "baseline"
+    folder.mkdir()
+    archive = subprocess.run(["git", "archive", ref], cwd=ROOT, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    yield folder
 
 
 def main() -> int:
@@ -362,30 +427,91 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--clients", default="claude-code,codex,pi")
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also serve the code at this git revision (e.g. main), call by call beside this tree's: "
+        "before and after in one run, as ratios",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        type=Path,
+        help="profile this tree's calls (cProfile in the gunicorn workers, the seeding calls left out); "
+        "DIR/<pid>.prof per worker, read with python -m pstats",
+    )
     args = parser.parse_args()
     ms = 1000
-    with tempfile.TemporaryDirectory(prefix="cli-replay-bench-") as folder, stand_ins() as (anthropic, openai):
-        tmp = Path(folder)
-        with database(tmp) as db, gunicorn(tmp, db, anthropic, openai) as (url, key, master):
-            vendor = "PostgreSQL" if db.startswith("postgres") else "SQLite"
-            workers = os.environ.get("WEB_WORKERS") or os.environ.get("WEB_CONCURRENCY") or "2"
-            print(
-                f"gunicorn (deploy/gunicorn.conf.py, {workers} workers), {vendor}; {args.calls} calls per CLI "
-                f"after one seeding {args.messages:,} stored messages; no compaction (whole history served)"
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cli-replay-bench-")))
+        anthropic, openai = stack.enter_context(stand_ins())
+        trees = [("this tree", ROOT)]
+        if args.baseline:
+            trees.append((args.baseline, stack.enter_context(code_tree(args.baseline, tmp))))
+        targets = []
+        for n, (label, root) in enumerate(trees):
+            (tmp / str(n)).mkdir()
+            db = stack.enter_context(database(tmp / str(n)))
+            profile = args.profile if n == 0 else None
+            if profile is not None:
+                profile.mkdir(parents=True, exist_ok=True)
+            url, key, master = stack.enter_context(
+                gunicorn(tmp / str(n), db, anthropic, openai, root=root, profile=profile)
             )
-            for name in args.clients.split(","):
-                direct = openai if name == "codex" else anthropic
-                r = replay(name, url=url, key=key, direct=direct, size=args.messages, calls=args.calls, master=master)
+            targets.append(Target(label, url, key, master, profile))
+        vendor = "PostgreSQL" if db.startswith("postgres") else "SQLite"
+        workers = os.environ.get("WEB_WORKERS") or os.environ.get("WEB_CONCURRENCY") or "2"
+        print(
+            f"gunicorn (deploy/gunicorn.conf.py, {workers} workers), {vendor}; {args.calls} calls per CLI "
+            f"after one seeding {args.messages:,} stored messages; no compaction (whole history served)"
+            + (f"; this tree and {args.baseline} call by call" if args.baseline else "")
+        )
+        for name in args.clients.split(","):
+            direct = openai if name == "codex" else anthropic
+            results = replay(name, targets=targets, direct=direct, size=args.messages, calls=args.calls)
+            for r in results:
                 a, h, d = r["added"], r["held"], r["held_direct"]
+                label = f" [{r['label']}]" if args.baseline else ""
                 print(
                     f"  {name:12s} {r['stored']:5,d} msgs, {r['kb']:6.0f} KB/call (seed {r['seed_s']:.1f} s): "
                     f"added TTFB p50 {statistics.median(a) * ms:5.1f} ms, p99 {percentile(a, 0.99) * ms:5.1f} ms, "
                     f"max {max(a) * ms:5.1f} ms | open after the last event: gateway p50 "
                     f"{statistics.median(h) * ms:4.1f} ms, max {max(h) * ms:4.1f} ms; direct p50 "
-                    f"{statistics.median(d) * ms:4.1f} ms | gateway CPU {r['cpu_ms']:5.1f} ms/call"
+                    f"{statistics.median(d) * ms:4.1f} ms | gateway CPU {r['cpu_ms']:5.1f} ms/call{label}"
                 )
-            print(f"  (machine load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+            if args.baseline:
+                new, old = results
+                print(
+                    f"  {name:12s} this tree / {args.baseline}: CPU per call "
+                    f"{new['cpu_ms'] / old['cpu_ms']:.2f}, added TTFB p50 "
+                    f"{statistics.median(new['added']) / statistics.median(old['added']):.2f}, p99 "
+                    f"{percentile(new['added'], 0.99) / percentile(old['added'], 0.99):.2f}"
+                )
+        print(f"  (machine load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    if args.profile:  # the workers wrote their figures as they exited
+        profile_summary(args.profile)
     return 0
+
+
+def profile_summary(folder: Path) -> None:
+    """What bench/profile_gunicorn.conf.py's workers wrote: the functions' thread CPU per call."""
+    spent: dict[str, list[float]] = {}
+    for path in folder.glob("*.funcs.json"):
+        for name, (seconds, count) in json.loads(path.read_text()).items():
+            entry = spent.setdefault(name, [0.0, 0])
+            entry[0] = max(entry[0], seconds) if "longest" in name else entry[0] + seconds
+            entry[1] += count
+    calls = spent.pop("request (gunicorn's pre_request to post_request)", [0.0, 0])
+    if calls[1]:
+        print(f"profiled calls: {calls[1]}, thread CPU {calls[0] / calls[1] * 1000:.2f} ms per call, of which:")
+        for name, (seconds, count) in sorted(spent.items(), key=lambda item: -item[1][0]):
+            if "longest" in name:
+                print(f"  {name}: {seconds * 1000:.1f}")
+            else:
+                print(f"  {seconds / calls[1] * 1000:7.2f} ms per call ({count:4d} runs)  {name}")
+    profiles = sorted(folder.glob("*.prof"))
+    if profiles:
+        print(f"cProfile: {' '.join(map(str, profiles))} (python -m pstats FILE)")
 
 
 if __name__ == "__main__":

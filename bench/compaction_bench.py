@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DEFAULT_TRANSCRIPT = Path("/work/shared/data/transcripts/claude-code/258c7280-ae70-4798-800f-63464d01a85d.jsonl")
+from tests.corpus import TRANSCRIPTS as CORPUS  # noqa: E402  (COMPACTOR_TRANSCRIPTS_DIR or ../shared)
+
+DEFAULT_TRANSCRIPT = CORPUS / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 
 
 def timed(fn, repeat: int = 1) -> tuple[float, object]:

@@ -31,7 +31,9 @@ from _django import api_user, bench_database, django_setup
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-TRANSCRIPT = Path("/work/shared/data/transcripts/claude-code/258c7280-ae70-4798-800f-63464d01a85d.jsonl")
+from tests.corpus import TRANSCRIPTS as CORPUS  # noqa: E402  (COMPACTOR_TRANSCRIPTS_DIR or ../shared)
+
+TRANSCRIPT = CORPUS / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 TOOLS = ("Read", "Bash", "Grep", "Edit", "skill")
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/cutpoint_bench.py [--rounds N] [--keep N ...] [--old-rev REV]
 
-Loads every shared Claude Code transcript (`/work/shared/data/transcripts/claude-code/*.jsonl`)
+Loads every shared Claude Code transcript (`claude-code/*.jsonl` of the corpus: tests/corpus.py finds it)
 into core messages with their token counts (outside the timing, as the service stores them),
 then times, interleaved round by round so a busy machine slows all alike:
 
@@ -40,7 +40,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-TRANSCRIPTS = Path("/work/shared/data/transcripts/claude-code")
+from tests.corpus import TRANSCRIPTS as CORPUS  # noqa: E402  (COMPACTOR_TRANSCRIPTS_DIR or ../shared)
+
+TRANSCRIPTS = CORPUS / "claude-code"
 # The last plan_cut with three tiers (a walk back, a forward pass and an exhaustive scan, held
 # equal by property tests) before the single forward pass replaced them.
 OLD_REV = "4b12b83"

@@ -41,6 +41,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 from _django import api_user, bench_database, django_setup
@@ -474,6 +475,200 @@ def bench_memory(redis_server: PrivateRedis, key: str, *, seconds: float, client
         shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
+def bench_pgrestart(redis_server: PrivateRedis, *, writers: int, jobs: int, seconds_before: float,
+                    seconds_after: float) -> None:  # fmt: skip
+    """A real PostgreSQL restart under load: a cluster of the bench's own (tests/hardening/servers.
+    PrivatePostgres), gunicorn as deployed (2 × 32 threads), a Celery worker (concurrency 2) and
+    beat's sweeper on it; `writers` agents append through the REST API while `jobs` compactions
+    (each summary call held 1 s by a stand-in Messages API) are queued and running, and the cluster is
+    restarted (`pg_ctl restart -m fast`). Prints the answers by status (500: must be 0), how many
+    answers sent after the restart failed, acknowledged appends against rows stored, and how long
+    after the database's return every job in flight finished."""
+    import http.client
+
+    import psycopg
+
+    from tests.e2e.conftest import VALID_SUMMARY
+    from tests.fake_anthropic import FakeAnthropic, Step
+    from tests.hardening.servers import PrivatePostgres
+
+    cluster = PrivatePostgres().start()
+    web = worker_process = None
+    folder = Path(tempfile.mkdtemp(prefix="faults-bench-pg-"))
+    stop = threading.Event()
+    try:
+        url = cluster.create_database("compactor")
+        port = free_port()
+        queue = f"faults-bench-{uuid.uuid4().hex[:8]}"
+        llm = FakeAnthropic(default=Step.success(VALID_SUMMARY, delay=1)).start()
+        env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": redis_server.url, "DEBUG": "0",
+               "SECRET_KEY": "faults-bench-secret-" + "x" * 40, "ALLOWED_HOSTS": "127.0.0.1", "PORT": str(port),
+               "WEB_ACCESS_LOG": "0", "COMPACTOR_VAR_DIR": str(folder), "COMPACTOR_API_THROTTLE_RATE": "off",
+               "PROMETHEUS_MULTIPROC_DIR": str(folder / "prometheus"), "COMPACTOR_CELERY_QUEUE": queue,
+               "ANTHROPIC_API_KEY": "sk-ant-faults-bench", "ANTHROPIC_BASE_URL": llm.base_url}  # fmt: skip
+        env.pop("DJANGO_SETTINGS_MODULE", None)
+
+        def manage(*args: str) -> str:
+            done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
+                                  text=True, timeout=600)  # fmt: skip
+            if done.returncode:
+                raise RuntimeError(done.stderr[-3000:])
+            return done.stdout
+
+        manage("migrate", "--noinput", "-v", "0")
+        key = manage("shell", "-c", "from django.contrib.auth import get_user_model; from sessions.models import "
+                     "ApiKey; u = get_user_model().objects.create_user('bench'); "
+                     "print('KEY', ApiKey.objects.create_key(owner=u, name='b')[1])").split("KEY ")[-1].strip()  # fmt: skip
+        with open(folder / "gunicorn.log", "w") as out:
+            web = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py",
+                                    "project.wsgi:application"], cwd=ROOT, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        worker_log = folder / "worker.log"
+        with open(worker_log, "w") as out:
+            worker_process = subprocess.Popen([sys.executable, "-m", "celery", "-A", "project", "worker",
+                                               "--concurrency=2", "-Q", queue, "--without-mingle", "--without-gossip",
+                                               "--loglevel=INFO"], cwd=ROOT, env=env, stdout=out,
+                                              stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+
+        def call(method: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            try:
+                data = json.dumps(body).encode() if body is not None else None
+                conn.request(method, path, body=data, headers={"Content-Type": "application/json",
+                                                               "Authorization": f"Bearer {key}"})  # fmt: skip
+                response = conn.getresponse()
+                return response.status, response.read()
+            finally:
+                conn.close()
+
+        deadline = time.monotonic() + 180
+        while True:
+            with contextlib.suppress(OSError):
+                if call("GET", "/healthz")[0] == 200 and " ready." in worker_log.read_text():
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError("gunicorn or the worker did not start")
+            time.sleep(0.2)
+
+        def sweeper() -> None:  # beat's schedule, in a process of its own as in production
+            beat_env = {**env, "DJANGO_SETTINGS_MODULE": "project.settings"}
+            code = ("import django, time; django.setup(); from django.conf import settings; "
+                    "from compaction import services\nwhile True:\n    time.sleep(settings.COMPACTION_SWEEP_SECONDS)\n"
+                    "    try: services.compaction_sweep_stuck()\n    except Exception: pass")  # fmt: skip
+            beat = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=beat_env,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            stop.wait()
+            beat.kill()
+            beat.wait(10)
+
+        threading.Thread(target=sweeper, daemon=True).start()
+        sessions = [json.loads(call("POST", "/api/v1/sessions/", {"title": f"w{n}"})[1])["id"] for n in range(writers)]
+        job_sessions = []
+        for n in range(jobs):
+            sid = json.loads(call("POST", "/api/v1/sessions/", {"title": f"job {n}",
+                                  "compaction_settings": {"keep_recent_tokens": 400}})[1])["id"]  # fmt: skip
+            for i in range(6):
+                call("POST", f"/api/v1/sessions/{sid}/messages/", {"role": "user", "content": f"{i} " + "work " * 80})
+                call(
+                    "POST",
+                    f"/api/v1/sessions/{sid}/messages/",
+                    {"role": "assistant", "content": f"{i} " + "done " * 80},
+                )
+            job_sessions.append(sid)
+
+        answers: list[tuple[float, int]] = []
+        acked = dict.fromkeys(sessions, 0)
+        lock = threading.Lock()
+
+        def writer(sid: str) -> None:
+            while not stop.is_set():
+                sent = time.monotonic()
+                try:
+                    status, _ = call("POST", f"/api/v1/sessions/{sid}/messages/",
+                                     {"role": "user", "content": f"step {uuid.uuid4().hex}"})  # fmt: skip
+                except OSError:
+                    status = -1
+                with lock:
+                    answers.append((sent, status))
+                    acked[sid] += status == 201
+
+        threads = [threading.Thread(target=writer, args=(sid,)) for sid in sessions]
+        for thread in threads:
+            thread.start()
+        time.sleep(seconds_before / 2)
+        for sid in job_sessions:
+            call("POST", f"/api/v1/sessions/{sid}/compactions/", {})
+        time.sleep(seconds_before / 2)
+        down = time.monotonic()
+        restart = cluster.restart()
+        up = time.monotonic()
+        time.sleep(seconds_after)
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+        # Every job in flight at the restart: how long after the database's return until it finished.
+        finished_after = None
+        with psycopg.connect(url, autocommit=True) as conn:
+            while time.monotonic() - up < 120:
+                rows = conn.execute(
+                    "SELECT count(*) FROM compaction_compaction WHERE status IN ('queued', 'running')"
+                ).fetchone()
+                if rows[0] == 0:
+                    break
+                time.sleep(0.1)
+            # From the rows: when each job finished, after the database's return (wall clock).
+            up_wall = time.time() - (time.monotonic() - up)
+            ends = [row[0].timestamp() - up_wall for row in conn.execute(
+                "SELECT finished_at FROM compaction_compaction WHERE finished_at IS NOT NULL").fetchall()]  # fmt: skip
+            if rows[0] == 0:
+                finished_after = max(ends, default=0.0)
+            timeline = [
+                tuple(None if t is None else round(t.timestamp() - up_wall, 1) for t in row[:3]) + (row[3],)
+                for row in conn.execute("SELECT created_at, first_started_at, finished_at, attempts "
+                                        "FROM compaction_compaction ORDER BY created_at").fetchall()
+            ]  # fmt: skip
+            outcomes = dict(conn.execute("SELECT status, count(*) FROM compaction_compaction GROUP BY 1").fetchall())
+            stored = dict(
+                conn.execute("SELECT session_id::text, count(*) FROM agent_sessions_message GROUP BY 1").fetchall()
+            )
+        statuses: dict[int, int] = {}
+        for _, status in answers:
+            statuses[status] = statuses.get(status, 0) + 1
+        late_failures = sum(1 for sent, status in answers if sent >= up and status != 201)
+        lost = sum(max(0, acked[sid] - stored.get(sid, 0)) for sid in sessions)
+        extra = sum(max(0, stored.get(sid, 0) - acked[sid]) for sid in sessions)
+        jobs_line = (f"{finished_after:.1f} s" if finished_after is not None else "not within 120 s") + (
+            " (each: " + ", ".join(f"{end:.1f}" for end in sorted(ends)) + " s)")  # fmt: skip
+        print(
+            f"postgres restart ({writers} writers, {jobs} compactions in flight; pg_ctl restart -m fast took "
+            f"{restart:.2f} s): answers {dict(sorted(statuses.items()))} (500s: {statuses.get(500, 0)}); sent after "
+            f"the restart and not 201: {late_failures}; acknowledged appends {sum(acked.values())}, lost {lost}, "
+            f"stored beyond the acknowledged {extra}; every job in flight finished {jobs_line} after the database's "
+            f"return (jobs {outcomes}); down {up - down:.2f} s"
+        )
+        print("  jobs (s from the database's return: queued, first started, finished, attempts): " + "; ".join(
+            f"{c}, {st}, {f}, {a}" for c, st, f, a in timeline))  # fmt: skip
+        if os.environ.get("FAULTS_BENCH_LOG"):
+            print(f"  database back at {datetime.fromtimestamp(up_wall):%H:%M:%S.%f}; worker log:")
+            for line in (folder / "worker.log").read_text().splitlines():
+                if line.startswith("[20"):
+                    print("   ", line[:200])
+    finally:
+        stop.set()
+        for process in (web, worker_process):
+            if process is not None and process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, 15)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(30)
+                if process.poll() is None:
+                    os.killpg(process.pid, 9)
+        with contextlib.suppress(NameError):
+            llm.stop()
+        cluster.destroy()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def bench_idempotency(client, key: str, repeats: int) -> None:
     from django.db import connection
     from rest_framework.test import APIClient
@@ -551,6 +746,8 @@ def main() -> int:
     parser.add_argument("--only", default="streams,redis,broker,restart,idempotency,imports")
     parser.add_argument("--running", type=int, default=2, help="restart: jobs running when the worker is killed")
     parser.add_argument("--queued", type=int, default=2, help="restart: jobs queued when the worker is killed")
+    parser.add_argument("--writers", type=int, default=32, help="pgrestart: agents appending at once")
+    parser.add_argument("--jobs", type=int, default=4, help="pgrestart: compactions in flight at the restart")
     parser.add_argument("--memory-seconds", type=float, default=60.0, help="memory: how long the load runs")
     parser.add_argument("--memory-clients", type=int, default=32, help="memory: agents at once")
     parser.add_argument("--web-env", action="append", default=[], help="memory: NAME=VALUE for gunicorn (repeat)")
@@ -575,6 +772,9 @@ def main() -> int:
                 bench_broker(redis_server, client)
             if "restart" in parts:
                 bench_restart(client, running=args.running, queued=args.queued)
+            if "pgrestart" in parts:
+                bench_pgrestart(redis_server, writers=args.writers, jobs=args.jobs, seconds_before=4.0,
+                                seconds_after=6.0)  # fmt: skip
             if "memory" in parts:
                 bench_memory(redis_server, key, seconds=args.memory_seconds, clients=args.memory_clients,
                              web_env=args.web_env)  # fmt: skip

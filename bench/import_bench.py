@@ -18,7 +18,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SHARED = Path("/work/shared/data/transcripts")
+from tests.corpus import TRANSCRIPTS as CORPUS  # noqa: E402  (COMPACTOR_TRANSCRIPTS_DIR or ../shared)
+
+SHARED = CORPUS
 # No real Codex rollout is shared: the generated one the tests use (tests/codex_rollouts.py).
 CODEX_SAMPLE = ROOT / "tests" / "data" / "codex" / "rollout-2025-10-02T09-14-03-0199a1b2-generated.jsonl"
 

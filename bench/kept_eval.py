@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import statistics
 import sys
 import time
@@ -36,7 +35,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import summary_eval as se  # noqa: E402
 from compaction.core import policy  # noqa: E402
 from compaction.core.config import resolve_config  # noqa: E402
 from compaction.core.cutpoint import valid_cut_indices  # noqa: E402
@@ -48,17 +46,12 @@ from compaction.core.tokens import count_content, get_tokenizer  # noqa: E402
 from compaction.core.transcripts.detect import read_transcript  # noqa: E402
 from compaction.core.types import Msg  # noqa: E402
 from compaction.core.work import fold, work_start  # noqa: E402
+from tests.corpus import TRANSCRIPTS, WINDOW, as_msgs, messages_for_api, transcripts  # noqa: E402
 
 TARGET = 15_000
-WINDOW = 200_000
 # main's kept-part prune (before compaction.core.kept): newest 2,000 tokens of output whole,
 # applied only when it saved 1,000 tokens.
 OLD_PROTECT, OLD_MIN_SAVINGS = 2_000, 1_000
-FORMATS = (".jsonl", ".traj", ".json")
-
-
-def transcripts(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.suffix in FORMATS and p.is_file() and "acompact" not in p.name)
 
 
 def cut_points(messages: list[Msg], cuts: int, min_tokens: int) -> list[int]:
@@ -192,8 +185,7 @@ def summarize_column(label: str, values: list[int]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default_dir = os.environ.get("COMPACTOR_TRANSCRIPTS_DIR") or str(se.shared_dir() / "data/transcripts")
-    parser.add_argument("--transcripts", type=Path, default=Path(default_dir))
+    parser.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
     parser.add_argument("--cuts", type=int, default=12)
     parser.add_argument("--keep", default="20000,12000,10000,8000")
     parser.add_argument("--min-tokens", type=int, default=12_000, help="smallest prefix compacted")
@@ -210,11 +202,11 @@ def main() -> int:
     rows = 0
     for path in transcripts(args.transcripts):
         try:
-            history = se.messages_for_api(read_transcript(path).messages)
+            history = messages_for_api(read_transcript(path).messages)
         except Exception as error:  # noqa: BLE001 - a file no importer reads is reported and skipped
             print(f"{path.name[:24]:24} skipped: {error}"[:120])
             continue
-        messages = se.as_msgs(history)
+        messages = as_msgs(history)
         for end in cut_points(messages, args.cuts, args.min_tokens):
             cut = Cut(messages[:end])
             served = [cut.before(), *(cut.lean(k) for k in keeps)]

@@ -31,8 +31,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from tests.corpus import TRANSCRIPTS as CORPUS  # noqa: E402  (COMPACTOR_TRANSCRIPTS_DIR or ../shared)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-SHARED = Path("/work/shared/data/transcripts/claude-code")
+SHARED = CORPUS / "claude-code"
 
 CLIENTS = ("honest", "cache-dropping", "baseline (no reports)")
 

@@ -25,7 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SHARED = Path("/work/shared/data/transcripts/claude-code")
+from tests.corpus import TRANSCRIPTS as CORPUS  # noqa: E402  (COMPACTOR_TRANSCRIPTS_DIR or ../shared)
+
+SHARED = CORPUS / "claude-code"
 # The shared sessions long enough for Claude Code to have compacted.
 DEFAULT_TRANSCRIPTS = [
     SHARED / "258c7280-ae70-4798-800f-63464d01a85d.jsonl",

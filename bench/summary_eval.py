@@ -33,8 +33,6 @@ parsing, checks and repair) over the same history Claude Code summarized.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import os
 import re
 import sys
 import time
@@ -50,29 +48,21 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SESSIONS = ("258c7280-ae70-4798-800f-63464d01a85d", "8463c716-a2ea-4c14-9efa-87158ebd9f20")
-WINDOW = 200_000
+# The corpus, the sessions and the core path a job takes are the tests' (tests/corpus.py): the
+# figures here are measured on what the tests check.
+from tests.corpus import (  # noqa: E402
+    SESSIONS,
+    TRANSCRIPTS,
+    as_msgs,
+    compact_once,
+    history_before_compaction,
+    load_fidelity,
+    served_text,
+    served_tokens,
+)
+from tests.handoff_facts import harness_lines, narration_lines  # noqa: E402
+
 FOCUS_HASHES = "Keep every commit hash that was created or pushed, with what each commit contains."
-
-
-def shared_dir() -> Path:
-    """shared/ beside the project (CI clone) or /work/shared on a dev box."""
-    if os.environ.get("COMPACTOR_SHARED_DIR"):
-        return Path(os.environ["COMPACTOR_SHARED_DIR"])
-    for candidate in (ROOT.parent / "shared", Path("/work/shared")):
-        if (candidate / "tools/fidelity.py").is_file():
-            return candidate
-    raise RuntimeError("shared/ (tools/fidelity.py, data/transcripts) not found; set COMPACTOR_SHARED_DIR")
-
-
-def load_fidelity() -> ModuleType:
-    """The shared scorer, imported from its file (it is a script, not a package)."""
-    path = shared_dir() / "tools/fidelity.py"
-    spec = importlib.util.spec_from_file_location("shared_fidelity", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # --- what happened in a range -------------------------------------------------------------
@@ -311,93 +301,6 @@ def _as_api(messages: list[Any]) -> list[dict[str, Any]]:
     return [{"role": m.role, "content": m.content} for m in messages]
 
 
-def history_before_compaction(path: Path) -> tuple[list[dict[str, Any]], str]:
-    """A Claude Code session's messages before its first compaction boundary, as the service
-    stores them, and the summary Claude Code made of them."""
-    from compaction.core.transcripts.claude_code import read_claude_code
-
-    transcript = read_claude_code(path)
-    boundary = transcript.compactions[0]
-    return messages_for_api(transcript.messages[: boundary["before_message_index"]]), boundary["summary"]
-
-
-def as_msgs(history: list[dict[str, Any]], first_seq: int = 1) -> list[Any]:
-    """API-shaped messages as the core's Msg, with stored-style token counts."""
-    from compaction.core.tokens import count_content
-    from compaction.core.types import Msg
-
-    return [
-        Msg(first_seq + i, m["role"], m["content"], count_content(m["content"]), provenance=m.get("provenance", ""))
-        for i, m in enumerate(history)
-    ]
-
-
-def compact_once(
-    history: list[dict[str, Any]],
-    *,
-    instructions: str | None = None,
-    previous_state: Any = None,
-    previous_summary: str | None = None,
-    first_seq: int = 1,
-    keep: int | None = None,
-) -> tuple[Any, Any]:
-    """One compaction with default settings through the core path a job takes: the policy's
-    plan (its keep budget and cut), the summarizer chain with its checks and repair, served as
-    the service serves it. `previous_state`: the work state an earlier compaction stored (this
-    one continues it); `keep`: an explicit keep budget."""
-    import dataclasses
-
-    from compaction.core import policy
-    from compaction.core.config import resolve_config
-    from compaction.core.cutpoint import plan_cut
-    from compaction.core.summarizers import SummaryInput, build_chain, summarize
-    from compaction.core.summary_message import render_summary_message
-    from compaction.core.tokens import count_content
-    from compaction.core.work import fold, work_start
-
-    config = resolve_config(context_window=WINDOW, defaults={})
-    if keep is not None:
-        config = dataclasses.replace(config, keep_recent_tokens=keep)
-    msgs = as_msgs(history, first_seq)
-    total = sum(m.tokens for m in msgs)
-    plan = policy.plan(
-        policy.PolicyInputs(
-            config=config,
-            tokens_before=total,
-            messages=msgs,
-            served_messages=msgs,
-            estimated_before=total,
-            calibration=None,
-            system_prompt_tokens=0,
-            summary_framing_tokens=count_content(render_summary_message("")),
-            keep_explicit=keep is not None,
-            strategy="extractive",
-            instructions=instructions or "",
-            work_start_seq=work_start(fold(msgs, previous_state)),
-        )
-    )
-    cut = plan.cut or plan_cut(msgs, keep_recent_tokens=config.keep_recent_tokens, context_window=WINDOW)
-    chain = build_chain(
-        api_key=None, base_url=None, model=config.summarizer_model, timeout=30, max_retries=0, strategy="auto"
-    )
-    inp = SummaryInput(
-        messages=list(cut.summarized),
-        instructions=instructions,
-        output_budget=config.summary_budget,
-        model=config.summarizer_model,
-        kept=list(cut.kept),
-        previous_state=previous_state,
-        previous_summary=previous_summary,
-    )
-    return cut, summarize(inp, chain)
-
-
-def served_text(result: Any) -> str:
-    from compaction.core.summary_message import render_summary_message
-
-    return render_summary_message(result.summary)
-
-
 def score_summary(fidelity: ModuleType, scored: list[dict], events: RangeEvents, text: str) -> SummaryScore:
     return SummaryScore(
         recall=fidelity.score(scored, text)["recall"],
@@ -407,21 +310,6 @@ def score_summary(fidelity: ModuleType, scored: list[dict], events: RangeEvents,
         hashes=hashes_kept(text, events),
         text=text,
     )
-
-
-def messages_for_api(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The recorded messages as the service stores them on import or replay (the same rule as
-    compaction.services.transcript_messages_for_api, kept here so this runs without Django):
-    whitespace-only text blocks dropped, a message left empty skipped."""
-    out = []
-    for message in messages:
-        content = message["content"]
-        if isinstance(content, list):
-            content = [b for b in content if not (b.get("type") == "text" and not str(b.get("text", "")).strip())]
-        if not (content.strip() if isinstance(content, str) else content):
-            continue
-        out.append({**message, "content": content})
-    return out
 
 
 def evaluate_session(path: Path, fidelity: ModuleType | None = None, *, replay: bool = False) -> SessionEval:
@@ -451,37 +339,7 @@ def evaluate_session(path: Path, fidelity: ModuleType | None = None, *, replay: 
 
 # --- what a handoff must hold --------------------------------------------------------------
 
-# The agent speaking in the first person: allowed only inside a quote.
-NARRATION_RE = re.compile(
-    r"\b(I'll|I will|I'm|I am going|I need to|I see|Let me|Let's|Now I|I think|we'll|We need to)\b"
-)
-# Claude Code's injected text (skill bodies, command caveats, reminders, hook output).
-HARNESS_RE = re.compile(
-    r"Base directory for this skill|Caveat: The messages below|<system-reminder>|<command-(?:name|message|args)>|"
-    r"<local-command|\bhook (?:feedback|error)\b|<task-notification>|This session is being continued"
-)
-PEOPLE_SECTIONS = ("## Goal", "## Constraints & Preferences", "### The Person's Messages")
 FOCUS_OTHER = "focus on the failing checks and what is uncommitted"
-
-
-def _unquoted(line: str) -> str:
-    return re.sub(r'"[^"]*"|`[^`]*`', " ", line)
-
-
-def narration_lines(summary: str) -> list[str]:
-    """Lines where the agent's words stand outside a quote, as if they were facts."""
-    return [line for line in summary.splitlines() if NARRATION_RE.search(_unquoted(line))]
-
-
-def harness_lines(summary: str) -> list[str]:
-    """Lines of the sections that quote the person that hold the harness's injected text."""
-    out, inside = [], False
-    for line in summary.splitlines():
-        if line.startswith("#"):
-            inside = line.strip() in PEOPLE_SECTIONS
-        elif inside and HARNESS_RE.search(line):
-            out.append(line)
-    return out
 
 
 def line_similarity(a: str, b: str) -> float:
@@ -492,17 +350,6 @@ def line_similarity(a: str, b: str) -> float:
         return [line for line in text.splitlines() if line.strip() and not line.startswith(("#", "<", "</"))]
 
     return round(difflib.SequenceMatcher(None, lines(a), lines(b), autojunk=False).ratio(), 2)
-
-
-def served_tokens(cut: Any, result: Any, history: list[dict[str, Any]]) -> int:
-    """Tokens served right after the compaction: the summary message and the kept messages,
-    served lean as the service serves them (compaction.core.kept)."""
-    from compaction.core.kept import plan_kept
-    from compaction.core.prune import tool_names
-    from compaction.core.tokens import count_text, get_tokenizer
-
-    plan = plan_kept(list(cut.kept), names=tool_names(as_msgs(history)), tokenizer=get_tokenizer())
-    return count_text(served_text(result)) + plan.kept_tokens
 
 
 @dataclass
@@ -606,7 +453,7 @@ def main() -> int:
         "--llm-replay", action="store_true", help="also run the LLM path on Claude Code's real replies (local server)"
     )
     args = parser.parse_args()
-    base = args.transcripts or shared_dir() / "data/transcripts"
+    base = args.transcripts or TRANSCRIPTS
     fidelity = load_fidelity()
     started = time.perf_counter()
     evals = [

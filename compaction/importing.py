@@ -34,6 +34,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from compaction import services
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE
 from compaction.core.transcripts import ImportedTranscript, TranscriptError, read_transcript
 from compaction.core.transcripts.base import checkpoint, reading_budget
 from compaction.models import Compaction, Reason, Status
@@ -204,14 +205,14 @@ def _fit_block(block: Any, role: str, transcript: ImportedTranscript, *, inner: 
     if not _block_errors(block, None if inner else role, inner=inner):
         return block
     kind = block.get("type") if isinstance(block, dict) else None
-    if kind == "tool_result" and not inner:
+    if kind == TOOL_RESULT and not inner:
         fixed = _known_keys(block, transcript)
         if isinstance(fixed.get("content"), list):
             fixed["content"] = [_fit_block(b, role, transcript, inner=True) for b in fixed["content"]]
         if "is_error" in fixed:
             fixed["is_error"] = bool(fixed["is_error"])
         return fixed
-    if kind == "tool_use" and not inner:
+    if kind == TOOL_USE and not inner:
         fixed = _known_keys(block, transcript)
         if not isinstance(fixed.get("input"), dict):
             fixed["input"] = {"value": fixed.get("input")}

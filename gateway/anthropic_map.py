@@ -63,7 +63,7 @@ def _modelled(block: Any, *, inner: bool = False) -> bool:
         return True  # not a block at all: validation refuses it, as the provider would
     kind = block.get("type")
     kinds = blocks.TOOL_RESULT_CONTENT_KINDS if inner else blocks.STORED_KINDS
-    if kind not in kinds:
+    if not isinstance(kind, str) or kind not in kinds:
         return False
     if not set(block) <= blocks.FIELDS[kind] - {"provenance"}:
         return False

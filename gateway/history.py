@@ -80,14 +80,14 @@ def _block_fingerprint(block: Any, *, deep: bool) -> Any:
     if kind == TEXT:
         return ["text", _short(str(block.get("text") or "").strip())]
     if kind == TOOL_USE:
-        return ["tool_use", block.get("id"), block.get("name")] + ([_short(_canon(block.get("input")))] if deep else [])
+        return [TOOL_USE, block.get("id"), block.get("name")] + ([_short(_canon(block.get("input")))] if deep else [])
     if kind == TOOL_RESULT:
         # The id alone identifies it: clients may later clear old results' content (Claude Code
         # "microcompact") and the conversation is still the same one.
         if not deep:
-            return ["tool_result", block.get("tool_use_id")]
+            return [TOOL_RESULT, block.get("tool_use_id")]
         content = _short(_canon(_tool_result_content(block.get("content"))))
-        return ["tool_result", block.get("tool_use_id"), content, bool(block.get("is_error"))]
+        return [TOOL_RESULT, block.get("tool_use_id"), content, bool(block.get("is_error"))]
     if kind == THINKING:
         return ["thinking", block.get("signature") or _short(str(block.get("thinking") or ""))]
     if kind == REDACTED_THINKING:
@@ -218,7 +218,7 @@ def first_user_text(messages: list[Any], limit: int = 80) -> str:
         texts = [t for t in texts if t]
         if not texts:
             continue
-        said = [" ".join(p.words.split()) for p in content_parts(content) if p.provenance == PERSON and p.words]
+        said = [" ".join(p.words.split()) for p in content_parts(content or "") if p.provenance == PERSON and p.words]
         said = [t for t in said if t]
         if said:
             return _clipped(said[0], limit)

@@ -257,7 +257,7 @@ def _count(value: Any) -> int:
 def side_call_finish(call: SideCall, *, status: int, reply: dict[str, Any]) -> None:
     """The side call's answer: its status and the usage the provider reported (Messages API
     names; the OpenAI routes hand theirs over in these terms)."""
-    usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+    usage = usage if isinstance(usage := reply.get("usage"), dict) else {}
     call.status = status
     call.input_tokens = _count(usage.get("input_tokens"))
     call.output_tokens = _count(usage.get("output_tokens"))

@@ -58,7 +58,7 @@ from .models import Conversation
 from .relay import UpstreamFault, read_whole, relay_events
 from .resent import Parsed
 from .served import client_copies_suffice
-from .sse import StreamAssembler
+from .sse import StreamAssembler, encode_event
 from .window import window_learn
 
 logger = logging.getLogger(__name__)
@@ -326,8 +326,7 @@ def overflow_context(turn: Turn, status: int, text: str) -> list[dict[str, Any]]
 
 def sse_error_event(fault: UpstreamFault) -> bytes:
     """An error event as the Messages API sends one mid-stream (SDKs raise on it)."""
-    data = json.dumps(error_body(fault.error_type, fault.message))
-    return f"event: error\ndata: {data}\n\n".encode()
+    return encode_event(error_body(fault.error_type, fault.message), "error")
 
 
 def _stream(turn: Turn, response: httpx.Response, finished: dict[str, Any]) -> Iterator[bytes]:
@@ -406,7 +405,7 @@ def gateway_call(
     session_header = {SESSION_HEADER: str(turn.session.pk)}
 
     unchanged = raw is not None and messages is body["messages"]
-    response = _send("/v1/messages", query, headers, raw if unchanged else _encode(body, messages))
+    response = _send("/v1/messages", query, headers, raw if raw is not None and unchanged else _encode(body, messages))
     if response.status_code != 200:
         text = _read(response).decode("utf-8", "replace")
         served = None if turn.side_call else overflow_context(turn, response.status_code, text)

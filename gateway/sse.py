@@ -58,6 +58,13 @@ def parse_event(raw: bytes) -> Event:
     return Event(raw, name, "\n".join(data))
 
 
+def encode_event(data: Any, event: str | None = None) -> bytes:
+    """One event on the wire, the inverse of `parse_event`: `data` as JSON, named by `event`
+    when the API names its events (the Messages API, OpenAI's Responses API)."""
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {json.dumps(data)}\n\n".encode()
+
+
 class EventFramer:
     """Bytes in, whole events out, however the bytes were split."""
 

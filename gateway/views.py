@@ -14,7 +14,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from . import services, upstream
+from . import services, upstream, wal
 from .intake import agent_name, read_request, session_header
 from .resent import Parsed
 from .services import GatewayError, GatewayResult, error_body
@@ -52,6 +52,7 @@ class _RecordOnClose:
         try:
             if after is not None:
                 after()
+                wal.checkpoint_soon()  # the log copied back now, not in a later call's commit
         finally:
             super().close()  # type: ignore[misc]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import overload
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -31,6 +32,10 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false, yes/no), got {raw!r}")
 
 
+@overload
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int: ...
+@overload
+def env_int(name: str, default: None, *, minimum: int | None = None) -> int | None: ...
 def env_int(name: str, default: int | None, *, minimum: int | None = None) -> int | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -44,6 +49,10 @@ def env_int(name: str, default: int | None, *, minimum: int | None = None) -> in
     return value
 
 
+@overload
+def env_float(name: str, default: float, *, minimum: float, maximum: float) -> float: ...
+@overload
+def env_float(name: str, default: None, *, minimum: float, maximum: float) -> float | None: ...
 def env_float(name: str, default: float | None, *, minimum: float, maximum: float) -> float | None:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":

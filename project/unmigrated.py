@@ -7,6 +7,8 @@ than the server's, say) printed a traceback whose last line a shell pipeline cou
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
@@ -20,6 +22,18 @@ def sqlite_file() -> Path | None:
     if "sqlite" not in db.get("ENGINE", "") or not name or name == ":memory:" or name.startswith("file:"):
         return None
     return Path(name)
+
+
+def _holds_no_table(path: Path) -> bool:
+    """An empty file, or a database without a table (what connecting created: with
+    journal_mode=WAL the connection writes the file's header)."""
+    if path.stat().st_size == 0:
+        return True
+    try:
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            return db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+    except sqlite3.DatabaseError:
+        return False
 
 
 def _pending_migrations() -> int | None:
@@ -54,8 +68,10 @@ def unmigrated_line(command: str, *, sqlite_path: Path | None, existed: bool) ->
     problem = f"{_where(sqlite_path)} is not migrated ({pending} migrations to apply)"
     if sqlite_path is not None and not existed:
         connections[DEFAULT_DB_ALIAS].close()
-        if sqlite_path.exists() and sqlite_path.stat().st_size == 0:
-            sqlite_path.unlink()
+        if sqlite_path.exists() and _holds_no_table(sqlite_path):
+            # Its write-ahead log and shared-memory files too (the connection set journal_mode=WAL).
+            for path in (sqlite_path, Path(f"{sqlite_path}-wal"), Path(f"{sqlite_path}-shm")):
+                path.unlink(missing_ok=True)
         problem = f"there is no database at {sqlite_path} yet"
     return (
         f"manage.py {command}: {problem}. Run "

@@ -9,7 +9,3 @@ class AgentSessionsConfig(AppConfig):
     label = "agent_sessions"
     verbose_name = "Agent sessions"
     default_auto_field = "django.db.models.BigAutoField"
-
-    def ready(self) -> None:
-        # Connects the failed-login counters (login throttling) to Django's auth signals.
-        from project import security  # noqa: F401

@@ -18,6 +18,7 @@ from uuid import UUID
 from django.db import connection
 
 from compaction.core import tokens as core_tokens
+from compaction.core.blocks import TOOL_RESULT
 from compaction.core.prune import DEFAULT_PROTECTED_TOOLS, prune_served
 from compaction.selectors import active_overlay
 
@@ -127,7 +128,7 @@ def _block_pruned(message: Message, session: Session, index: int | None) -> bool
     content = message.content
     if index is None or not isinstance(content, list):
         return False
-    ids = [b.get("tool_use_id", "") for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    ids = [b.get("tool_use_id", "") for b in content if isinstance(b, dict) and b.get("type") == TOOL_RESULT]
     names = dict(ToolCall.objects.filter(session=session, tool_use_id__in=ids).values_list("tool_use_id", "name"))
     served = prune_served(
         content,

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE
+
 MAX_QUERY_CHARS = 500
 SNIPPET_CHARS = 200
 MARK_OPEN, MARK_CLOSE = "«", "»"
@@ -137,7 +139,7 @@ def message_blocks(content: Any) -> list[Block]:
         kind = block.get("type")
         if kind == "text":
             blocks.append(Block(index, KIND_TEXT, str(block.get("text", ""))))
-        elif kind == "tool_use":
+        elif kind == TOOL_USE:
             name = str(block.get("name", ""))
             arguments = block.get("input")
             # Its arguments' values raw (not JSON-escaped), so a multi-line command reads and matches as sent.
@@ -147,7 +149,7 @@ def message_blocks(content: Any) -> list[Block]:
                 shown = " ".join(_leaves(arguments))
             text = f"{name} {shown}".strip()
             blocks.append(Block(index, KIND_TOOL_CALL, text, str(block.get("id", "")), name))
-        elif kind == "tool_result":
+        elif kind == TOOL_RESULT:
             text = _result_text(block.get("content"))
             blocks.append(Block(index, KIND_TOOL_RESULT, text, str(block.get("tool_use_id", ""))))
         elif kind == "thinking":
@@ -256,7 +258,8 @@ def index_text(content: Any) -> str:
                 if key not in SKIPPED_KEYS:
                     out.append(value)
             elif isinstance(value, dict):
-                below.extend(sorted(value.items(), key=_jsonb_key_order))
+                ordered: list[tuple[str, Any]] = sorted(value.items(), key=_jsonb_key_order)
+                below.extend(ordered)
             elif isinstance(value, list):
                 below.extend((None, item) for item in value)
             elif isinstance(value, int | float) and not isinstance(value, bool) and key not in SKIPPED_KEYS:

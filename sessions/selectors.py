@@ -114,11 +114,6 @@ def id_prefix_q(prefix: str) -> Q:
     return Q(pk__gte=uuid.UUID(digits.ljust(32, "0")), pk__lte=uuid.UUID(digits.ljust(32, "f")))
 
 
-def session_prefix_matches(*, user, prefix: str) -> QuerySet:
-    """The caller's sessions (not in the trash) whose id starts with `prefix`."""
-    return Session.objects.filter(id_prefix_q(prefix), owner=user, deleted_at__isnull=True)
-
-
 @dataclass(frozen=True)
 class ContextTokens:
     """Our estimate of the served context, by part (the meter's figure is on top of it)."""

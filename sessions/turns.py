@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE
 from compaction.core.overflow import discard_truncated_tool_uses
 
 from . import validation
@@ -75,13 +76,13 @@ def hidden_tool_uses(content: Any, usage: Any) -> set[str]:
     """The tool_use ids a max_tokens reply is served without (unless answered)."""
     if not (isinstance(usage, dict) and usage.get("stop_reason") == STOP_MAX_TOKENS and isinstance(content, list)):
         return set()
-    kept = {b.get("id") for b in discard_truncated_tool_uses(content) if b.get("type") == "tool_use"}
+    kept = {b.get("id") for b in discard_truncated_tool_uses(content) if b.get("type") == TOOL_USE}
     return {b["id"] for _, b in validation.tool_uses(content)} - kept
 
 
 def _is_other(block: Any) -> bool:
     """Content that is served and is not a tool_result (whitespace-only text is not served)."""
-    return block.get("type") != "tool_result" and not validation.has_blank_text([block])
+    return block.get("type") != TOOL_RESULT and not validation.has_blank_text([block])
 
 
 def _waiting_problem(state: TurnState) -> str:
@@ -117,11 +118,11 @@ def check_user(state: TurnState, content: Any, path: str, errors: validation.Err
         state.closed = False
     state.last_role = "user"
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-    if not any(block.get("type") == "tool_result" for block in blocks):
+    if not any(block.get("type") == TOOL_RESULT for block in blocks):
         state.plain_user = True
     for index, block in enumerate(blocks):
         block_path = where if isinstance(content, str) else f"{where}[{index}]"
-        if block.get("type") == "tool_result":
+        if block.get("type") == TOOL_RESULT:
             tool_use_id = block.get("tool_use_id")
             if tool_use_id not in state.waiting:
                 turn = f" (at {state.where})" if state.where else ""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction.core import blocks
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE
 
 ROLES = ("user", "assistant")
 MESSAGE_KEYS = ("role", "content", "usage", "provenance")
@@ -113,7 +114,7 @@ def check_block(block: Any, path: str, role: str | None, errors: Errors, *, inne
         return
     kind = block.get("type")
     allowed = blocks.TOOL_RESULT_CONTENT_KINDS if inner else BLOCK_TYPES
-    if kind not in allowed:
+    if not isinstance(kind, str) or kind not in allowed:
         shown = repr(kind) if isinstance(kind, str) else _kind(kind)
         errors.add(_join(path, "type"), f"unknown block type {shown}; allowed: {', '.join(allowed)}")
         return
@@ -325,13 +326,13 @@ def tool_uses(content: Any) -> list[tuple[int, dict[str, Any]]]:
     """(block index, block) of each tool_use block."""
     if not isinstance(content, list):
         return []
-    return [(i, b) for i, b in enumerate(content) if b.get("type") == "tool_use"]
+    return [(i, b) for i, b in enumerate(content) if b.get("type") == TOOL_USE]
 
 
 def tool_results(content: Any) -> list[tuple[int, dict[str, Any]]]:
     if not isinstance(content, list):
         return []
-    return [(i, b) for i, b in enumerate(content) if b.get("type") == "tool_result"]
+    return [(i, b) for i, b in enumerate(content) if b.get("type") == TOOL_RESULT]
 
 
 # --- serving: whitespace-only text ---------------------------------------------------------

@@ -4,6 +4,13 @@ import pytest
 from rest_framework.test import APIClient
 
 from sessions.models import ApiKey
+from tests import corpus
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # First, before an empty parameter set's own skip: the corpus's absence says why.
+    corpus.require(item)
 
 
 @pytest.fixture

@@ -12,19 +12,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _transcripts_dir() -> Path:
-    """The real transcripts in shared/ (beside the clone in CI, /work/shared on a dev box)."""
-    if os.environ.get("COMPACTOR_TRANSCRIPTS_DIR"):
-        return Path(os.environ["COMPACTOR_TRANSCRIPTS_DIR"])
-    for candidate in (ROOT.parent / "shared/data/transcripts", Path("/work/shared/data/transcripts")):
-        if candidate.is_dir():
-            return candidate
-    # Missing data is a failure, not a skip: the shared data always sits beside the project.
-    raise RuntimeError("shared/data/transcripts not found beside the project; set COMPACTOR_TRANSCRIPTS_DIR")
-
-
-TRANSCRIPTS = _transcripts_dir()
-
 REQUIRE_SERVICES = os.environ.get("REQUIRE_SERVICES", "").lower() in {"1", "true", "yes"}
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 

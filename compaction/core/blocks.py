@@ -131,5 +131,5 @@ def text_of(block: Any, key: str = "text") -> str:
 
 def block_text(block: Any) -> str:
     """The words of a text, thinking or redacted-thinking block; "" for any other block."""
-    field = _TEXT_FIELDS.get(block.get("type")) if isinstance(block, dict) else None
+    field = _TEXT_FIELDS.get(str(block.get("type"))) if isinstance(block, dict) else None
     return text_of(block, field) if field else ""

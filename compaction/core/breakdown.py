@@ -136,14 +136,15 @@ def context_breakdown(
     )
     estimated = system + summary + kept
     calibrated = ratio is not None
-    scaled_own = round((ratio if calibrated else 1.0) * estimated)
+    factor = ratio if ratio is not None else 1.0
+    scaled_own = round(factor * estimated)
     # What the provider counts beyond our parts. Negative means we over-count (the provider's
     # tokenizer is leaner, or the meter was held up for another reason): no hidden part then,
     # and our parts are scaled down to the meter instead.
     fixed = max(0, used - scaled_own) if estimated else used
     own_total = used - fixed
     own = apportion(own_total, [system, summary, kept])
-    scale = own_total / estimated if estimated else (ratio if calibrated else 1.0)
+    scale = own_total / estimated if estimated else factor
 
     window = max(0, context_window)
     trigger = min(max(0, trigger_tokens), window)

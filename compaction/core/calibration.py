@@ -8,9 +8,10 @@ Compactor never sees. After a compaction the additive offset overstated usage by
 
 History: the last CALIBRATION_REPORTS non-stale (estimate, reported) pairs, not running
 least-squares sums over the whole session. A window forgets: the gap is not linear over a
-whole session (on 8463c716 it jumps by 24k within 7k of estimate early on, when dense JSON
-entered the context), and a fit over all reports, dominated by those early points, predicted
-the later half 4% off against 0.4% for the last 20 (tests/api/test_calibration_replay.py).
+whole session (on a real Claude Code session it jumped by 24k within 7k of estimate early on,
+when dense JSON entered the context), and a fit over all reports, dominated by those early
+points, predicted the later half 4% off against 0.4% for the last 20: the `corpus` tests of
+tests/api/test_calibration_replay.py replay it.
 After a compaction the new, small estimates join the window and give it a wide spread.
 
 Plausibility: every report is first judged against our own figure for what was

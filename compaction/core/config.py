@@ -19,7 +19,7 @@ KEEP_MAX_SHARE = 0.35
 # Every integer has an upper bound: token figures end up in 32-bit database columns.
 MAX_WINDOW_TOKENS = 10_000_000
 MAX_PRESERVE_MESSAGES = 1_000_000
-OVERRIDABLE: dict[str, tuple[type | tuple[type, ...], float | None, float | None]] = {
+OVERRIDABLE: dict[str, tuple[type, float | None, float | None]] = {
     "reserve_tokens": (int, 0, MAX_WINDOW_TOKENS),
     "keep_recent_tokens": (int, 0, MAX_WINDOW_TOKENS),
     "auto_compact_ratio": (float, 0.05, 1.0),
@@ -98,9 +98,10 @@ def validate_overrides(overrides: dict[str, Any]) -> dict[str, str]:
         if kind is int and isinstance(value, bool) or not isinstance(value, kind):
             errors[key] = f"must be {kind.__name__}, got {type(value).__name__}"
             continue
-        if low is not None and value < low:
+        number = float(value) if isinstance(value, (int, float)) else 0.0  # the bounds below are numbers
+        if low is not None and number < low:
             errors[key] = f"must be at least {low}, got {value}"
-        elif high is not None and value > high:
+        elif high is not None and number > high:
             errors[key] = f"must be at most {high}, got {value}"
     return errors
 

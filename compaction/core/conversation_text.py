@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from compaction.core.blocks import text_of
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE, text_of
 from compaction.core.tokens import count_text
 from compaction.core.types import Msg
 
@@ -152,10 +152,10 @@ def _bodies(msg: Msg) -> Iterator[tuple[str, str, str]]:
             thinking = text_of(block, "thinking")
             if thinking.strip():
                 yield "[Assistant thinking]: ", "prose", thinking
-        elif kind == "tool_use":
+        elif kind == TOOL_USE:
             args = json.dumps(block.get("input", {}), ensure_ascii=False)
             yield f"[Tool call] {block.get('name', 'tool')}(", "tool", args
-        elif kind == "tool_result":
+        elif kind == TOOL_RESULT:
             label = "[Tool result] (error): " if block.get("is_error") else "[Tool result]: "
             yield label, "tool", tool_result_text(block.get("content"))
         elif kind in ("image", "document"):

@@ -72,13 +72,14 @@ class CutPlan:
             why = self.why = why()
         return why
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[object, ...]:
         return (self.to_summarize, self.turn_prefix, self.kept, self.first_kept_seq, self.split_turn, self.reason)
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._key() == other._key()  # type: ignore[attr-defined]
+        assert isinstance(other, CutPlan)
+        return self._key() == other._key()
 
     @property
     def nothing_to_compact(self) -> bool:
@@ -110,11 +111,6 @@ class CutPlan:
     @property
     def kept_tokens(self) -> int:
         return sum(m.tokens for m in self.kept)
-
-
-def turn_starts(messages: list[Msg]) -> list[int]:
-    """Indices of real user messages (user turns), oldest first."""
-    return [i for i, m in enumerate(messages) if m.is_user_turn_start]
 
 
 def valid_cut_mask(messages: list[Msg]) -> list[bool]:

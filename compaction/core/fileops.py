@@ -18,7 +18,7 @@ import shlex
 from collections.abc import Iterable
 from typing import Any
 
-from compaction.core.blocks import TOOL_CALL_KINDS, iter_blocks
+from compaction.core.blocks import TOOL_CALL_KINDS, TOOL_RESULT, iter_blocks
 from compaction.core.paths import relative
 from compaction.core.tool_vocabulary import (
     EDITOR_READ_COMMANDS,
@@ -34,6 +34,7 @@ from compaction.core.tool_vocabulary import (
     tool_key,
 )
 from compaction.core.types import FileOps, Msg
+from compaction.core.vocabulary import NO_SUCH_FILE_RE
 
 SHELL_READ_COMMANDS = {"cat", "head", "tail", "less", "more", "nl", "bat", "batcat", "open", "view"}
 SHELL_SEARCH_COMMANDS = {"grep", "egrep", "fgrep", "rg", "ag", "ack"}
@@ -371,8 +372,8 @@ def _patch_text(inp: Any) -> str:
         return inp
     if isinstance(inp, dict):
         for key in ("patch", "input", "diff", "content", "patch_text"):
-            if isinstance(inp.get(key), str):
-                return inp[key]
+            if isinstance(text := inp.get(key), str):
+                return text
     return ""
 
 
@@ -441,24 +442,71 @@ def call_file_ops(name: str, inp: Any, open_file: str | None = None) -> tuple[Fi
     return recorder.result(), recorder.current_file
 
 
-def _tool_blocks(messages: Iterable[Msg]) -> Iterable[dict[str, Any]]:
+def _is_file_tool(name: Any) -> bool:
+    key = tool_key(name)
+    return any(key in tools for tools in (READ_TOOLS, WRITE_TOOLS, EDITOR_TOOLS, PATCH_TOOLS, SEARCH_TOOLS))
+
+
+def _results(messages: Iterable[Msg]) -> dict[str, tuple[bool, str]]:
+    """Per call id, whether its result was flagged as an error, and the result's text."""
+    out: dict[str, tuple[bool, str]] = {}
+    for message in messages:
+        if message.role != "user" or isinstance(message.content, str):
+            continue
+        for block in iter_blocks(message.content):
+            if block.get("type") == TOOL_RESULT:
+                content = block.get("content")
+                text = (
+                    content
+                    if isinstance(content, str)
+                    else "\n".join(
+                        str(b.get("text", "")) for b in content or [] if isinstance(b, dict) and b.get("type") == "text"
+                    )
+                )
+                out[str(block.get("tool_use_id"))] = (bool(block.get("is_error")), text)
+    return out
+
+
+def extract_file_ops(messages: list[Msg]) -> FileOps:
+    """Files read and modified by the tool calls in `messages`, in first-seen order, deduped; a
+    file both read and modified is listed as modified only. What a call's result shows did not
+    happen is left out: a file tool's call flagged as failed ("File does not exist", "String to
+    replace not found") read or changed nothing, and a path a program answered "No such file or
+    directory" for was not read. A shell command's failure is only its exit status, which says
+    nothing of the files an earlier part of the chain wrote (`sed -i … && npm test`)."""
+    recorder = _Recorder()
+    results = _results(messages)
     for message in messages:
         if message.role != "assistant":
             continue
         for block in iter_blocks(message.content):
-            if block.get("type") in TOOL_CALL_KINDS:
-                yield block
-
-
-def extract_file_ops(messages: list[Msg]) -> FileOps:
-    """Files read and modified by the tool calls in `messages`, in first-seen order, deduped;
-    a file both read and modified is listed as modified only."""
-    recorder = _Recorder()
-    for block in _tool_blocks(messages):
-        name = block.get("name")
-        if isinstance(name, str):
+            name = block.get("name")
+            if block.get("type") not in TOOL_CALL_KINDS or not isinstance(name, str):
+                continue
+            failed, text = results.get(str(block.get("id")), (False, ""))
+            if failed and _is_file_tool(name):
+                continue
+            start = len(recorder.events)
             _tool_call(name, tool_input(block), recorder)
+            missing = missing_paths(text)
+            recorder.events[start:] = [
+                (path, kind) for path, kind in recorder.events[start:] if kind != "read" or path not in missing
+            ]
     return recorder.result()
+
+
+def missing_paths(output: str) -> set[str]:
+    """The paths a program's output says do not exist ("grep: src/a.ts: No such file or
+    directory"): a command given them did not read them."""
+    if "No such file or directory" not in output:
+        return set()
+    return {path for m in NO_SUCH_FILE_RE.finditer(output) if (path := _normalize_path(m.group(1)))}
+
+
+def without_missing(ops: FileOps, output: str) -> FileOps:
+    """`ops` without the reads of paths the call's output says do not exist."""
+    missing = missing_paths(output)
+    return FileOps(read=[p for p in ops.read if p not in missing], modified=ops.modified) if missing else ops
 
 
 def merge_file_ops(previous: FileOps, current: FileOps) -> FileOps:

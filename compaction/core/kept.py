@@ -402,7 +402,9 @@ def _file_events(messages: Sequence[Msg]) -> dict[str, list[tuple[int, str, str 
     return events
 
 
-def _mark_superseded(results: list[_Result], messages: Sequence[Msg], calls: Mapping[str, tuple[int, dict]]) -> None:
+def _mark_superseded(
+    results: list[_Result], messages: Sequence[Msg], calls: Mapping[str, tuple[int, dict[str, Any]]]
+) -> None:
     """A file read whose file a later message changes, or reads again (whole, or the same part)
     with another output (the same output again is `same`, not out of date)."""
     events = _file_events(messages)

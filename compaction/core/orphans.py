@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from compaction.core.blocks import TOOL_RESULT
 from compaction.core.types import Msg
 
 ORPHAN_RESULT_HEADER = "[Result of tool call {tool_use_id}; the call itself is in the summary above{error}]"
@@ -41,7 +42,7 @@ def results_as_text(content: list[dict[str, Any]], orphaned: set[str]) -> list[d
     output (and its images as image blocks after it); every other block unchanged."""
     out: list[dict[str, Any]] = []
     for block in content:
-        if block.get("type") != "tool_result" or block.get("tool_use_id") not in orphaned:
+        if block.get("type") != TOOL_RESULT or block.get("tool_use_id") not in orphaned:
             out.append(block)
             continue
         header = ORPHAN_RESULT_HEADER.format(

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.core.blocks import TOOL_CALL_KINDS
+from compaction.core.blocks import TOOL_CALL_KINDS, TOOL_USE
 
 # Error bodies sometimes echo the request; the known messages all sit near the start.
 MAX_SCAN_CHARS = 50_000
@@ -416,4 +416,4 @@ def discard_truncated_tool_uses(content: list[dict[str, Any]]) -> list[dict[str,
             kept.pop()
         else:
             break
-    return [b for b in kept if not (isinstance(b, dict) and b.get("type") == "tool_use" and _tool_input_incomplete(b))]
+    return [b for b in kept if not (isinstance(b, dict) and b.get("type") == TOOL_USE and _tool_input_incomplete(b))]

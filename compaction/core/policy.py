@@ -3,7 +3,8 @@
 Every compaction rewrites part of the prompt the provider has cached: everything from the first
 changed message on is billed again as a cache write on the next call, and the agent loses
 verbatim context. So a compaction must buy a lot of runway — tokens of new work before the
-trigger is crossed again — for what it invalidates. Measured on the shared Claude Code sessions:
+trigger is crossed again — for what it invalidates. Measured on real Claude Code sessions
+(bench/policy_eval.py replays them):
 a prune of old tool output relieved 17–29 % of the trigger yet rewrote nearly the whole cached
 prompt (its first pruned result was message 47/69), and the next prune followed ~40 messages
 later; three compactions where Claude Code made one.
@@ -404,6 +405,7 @@ class _Summary:
 def _summary(snap: _Snapshot, cut: CutPlan) -> _Summary:
     inputs = snap.inputs
     summarized = [*cut.to_summarize, *cut.turn_prefix]
+    assert cut.first_kept_seq is not None  # a summary is planned only for a cut that compacts
     kept_served = sum(m.tokens for m in inputs.served_messages if m.seq >= cut.first_kept_seq)
     summary_tokens = estimate_summary_tokens(
         snap.config,
@@ -430,7 +432,7 @@ def _prune_alone(snap: _Snapshot) -> tuple[PrunePlan | None, Candidate | None, s
     inputs = snap.inputs
     # Planned over the context as served (current prune overlay applied), so results that are
     # already placeholders are not counted as savings again.
-    prune = plan_prune(inputs.served_messages)
+    prune = plan_prune(list(inputs.served_messages))
     if prune.prune_before_seq is None or prune.prune_before_seq <= (inputs.previous_prune_before_seq or 0):
         return None, None, f"nothing to prune: {prune.reason}"
     first = prune.first_pruned_seq or prune.prune_before_seq

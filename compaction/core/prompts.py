@@ -248,28 +248,6 @@ class PromptParts:
         return self.cached + self.rest
 
 
-def build_prompt(
-    *,
-    messages: list[Msg],
-    previous_summary: str | None = None,
-    instructions: str | None = None,
-    custom_prompt: str | None = None,
-    must_keep: dict[str, list[str]] | None = None,
-    facts: str | None = None,
-    turn_in_progress: int | None = None,
-) -> str:
-    """The user message sent to the summarizer (the system prompt is SYSTEM_PROMPT)."""
-    return build_prompt_parts(
-        messages=messages,
-        previous_summary=previous_summary,
-        instructions=instructions,
-        custom_prompt=custom_prompt,
-        must_keep=must_keep,
-        facts=facts,
-        turn_in_progress=turn_in_progress,
-    ).text
-
-
 def facts_block(facts: str | None) -> str:
     """The work state as of the newest message, which the summary must agree with."""
     if not facts or not facts.strip():

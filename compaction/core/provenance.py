@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from compaction.core.blocks import TOOL_RESULT
 from compaction.core.types import Content, Msg
 
 PERSON = "person"
@@ -335,16 +336,6 @@ def split_text(text: str) -> list[Part]:
     return list(_split_cached(text))
 
 
-def classify_text(text: str) -> tuple[str, str]:
-    """(provenance, kind) of one text by its shape: ("harness", kind) for text the harness
-    injected, ("person", kind) for the person's words (kind "" typed, "queued", "command",
-    "task"), ("", "") when it mixes both (`split_text` parts them) or is blank."""
-    parts = split_text(text)
-    if not parts or len({p.provenance for p in parts}) > 1:
-        return UNKNOWN, ""
-    return parts[0].provenance, parts[0].kind
-
-
 def clean_text(text: str) -> str:
     """The words the person typed in one text: harness text left out, slash commands as
     "/name args", messages queued inside it left out (`user_words` gives those)."""
@@ -429,7 +420,7 @@ def content_parts(content: Content, provenance: str = UNKNOWN, *, role: str = "u
     for index, block in enumerate(_blocks(content)):
         if index in by_block:
             parts.extend(by_block[index])
-        elif block.get("type") == "tool_result":
+        elif block.get("type") == TOOL_RESULT:
             text = _tool_result_text(block.get("content"))
             if "The user sent the following message" in text:
                 parts.extend(Part(m.group(0), PERSON, QUEUED) for m in QUEUED_RE.finditer(text))

@@ -25,6 +25,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE
+
 from .prompts import is_error_line
 from .tokens import (
     MESSAGE_OVERHEAD,
@@ -106,14 +108,14 @@ def tool_names(messages: Iterable[Msg]) -> dict[str, str]:
         if msg.role != "assistant" or isinstance(msg.content, str):
             continue
         for block in msg.content:
-            if block.get("type") == "tool_use" and "id" in block:
+            if block.get("type") == TOOL_USE and "id" in block:
                 names[block["id"]] = str(block.get("name") or "")
     return names
 
 
 def _prunable(block: dict[str, Any], name: str, tokens: int, protected_tools: frozenset[str]) -> bool:
     least = MIN_ERROR_PRUNE_TOKENS if block.get("is_error") else MIN_PRUNE_TOKENS
-    return block.get("type") == "tool_result" and name not in protected_tools and tokens >= least
+    return block.get("type") == TOOL_RESULT and name not in protected_tools and tokens >= least
 
 
 def prune_content(
@@ -132,7 +134,7 @@ def prune_content(
     tokenizer = tokenizer or get_tokenizer()
     served: list[dict[str, Any]] = []
     for i, block in enumerate(content):
-        if block.get("type") != "tool_result" or i in skip:
+        if block.get("type") != TOOL_RESULT or i in skip:
             served.append(block)
             continue
         name = tool_names.get(block.get("tool_use_id", ""), "")
@@ -173,7 +175,7 @@ def pruned_outputs(
         if isinstance(content, str):
             continue
         for block in content:
-            if block.get("type") != "tool_result":
+            if block.get("type") != TOOL_RESULT:
                 continue
             tool_use_id = str(block.get("tool_use_id", ""))
             name = tool_names.get(tool_use_id, "")
@@ -193,7 +195,7 @@ class PrunedMessage:
 
 def _size_hint(block: dict[str, Any]) -> int:
     """Characters of a block's text, to pick the block whose count is derived instead of counted."""
-    content = block.get("content") if block.get("type") == "tool_result" else block.get("text", block.get("input"))
+    content = block.get("content") if block.get("type") == TOOL_RESULT else block.get("text", block.get("input"))
     if isinstance(content, str):
         return len(content)
     if isinstance(content, list):
@@ -230,8 +232,7 @@ def prune_served(
     candidates = [
         i
         for i, block in enumerate(content)
-        if block.get("type") == "tool_result"
-        and tool_names.get(block.get("tool_use_id", ""), "") not in protected_tools
+        if block.get("type") == TOOL_RESULT and tool_names.get(block.get("tool_use_id", ""), "") not in protected_tools
     ]
     if not candidates:  # nothing here can be pruned: served as stored
         if stored_tokens is None:
@@ -348,7 +349,7 @@ def plan_prune(
         output = savings = pruned = 0
         if msg.role == "user" and not isinstance(msg.content, str):
             for block in msg.content:
-                if block.get("type") != "tool_result":
+                if block.get("type") != TOOL_RESULT:
                     continue
                 tokens, saved = _block_savings(block, all_names, tokenizer, protected_tools, msg.seq)
                 output += tokens + TOOL_RESULT_OVERHEAD

@@ -96,7 +96,3 @@ def lookup(model: str | None) -> ModelInfo:
         provider, window, max_out = _MODELS[best]
         return ModelInfo(best, provider, window, max_out)
     return ModelInfo(name, "unknown", DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_OUTPUT, known=False)
-
-
-def known_models() -> list[ModelInfo]:
-    return [ModelInfo(n, p, w, o) for n, (p, w, o) in sorted(_MODELS.items())]

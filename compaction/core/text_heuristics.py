@@ -12,6 +12,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from compaction.core.blocks import TOOL_RESULT
 from compaction.core.prompts import is_error_line, text_of
 from compaction.core.provenance import (
     COMMAND,
@@ -20,7 +21,6 @@ from compaction.core.provenance import (
     COMPACT_PROMPT,
     COMPACT_SUMMARY,
     DEMONSTRATION,
-    DEMONSTRATION_RE,
     HOOK,
     INTERRUPT,
     NOTIFICATION,
@@ -33,7 +33,7 @@ from compaction.core.provenance import (
     stated_harness,
     text_block_parts,
 )
-from compaction.core.tool_vocabulary import is_output_tool, is_shell_tool, shell_command_of
+from compaction.core.tool_vocabulary import is_output_tool, is_shell_tool
 from compaction.core.types import Msg
 from compaction.core.vocabulary import COMMIT_OUTPUT_RE, GIT_PUSH_RE, PLUMBING, PUSH_OUTPUT_RE, is_probe
 
@@ -106,7 +106,10 @@ IMPERATIVE_RULE_RE = re.compile(
 # what the user saw or believes, a bug report — its "must" and "never" describe the bug.
 _OBSERVATION_RE = re.compile(
     r"(?i)^(?:(?:ok|okay|hm+|so|well|yeah|and|but)[,.]?\s+)*"
-    r"(?:i (?:think|guess|believe|suspect|noticed?|see|saw|selected|tried|ran|got|just|don'?t (?:think|understand|know))|"
+    # What the person did or saw, in the past tense ("I selected", "I clicked", "I ran"), but not
+    # what they asked for ("I asked you to never …", "I said …" restate a rule).
+    r"(?:i (?:think|guess|believe|suspect|notice|see|saw|ran|got|just|don'?t (?:think|understand|know)|"
+    r"(?!(?:asked|told|said|wanted|meant|needed|expected|decided)\b)[a-z]+ed)|"
     r"it (?:seems|looks)|looks like|seems like)\b"
 )
 # Openers that say "that was wrong" without saying what to do: "actually, it's the bg color
@@ -134,18 +137,6 @@ def _directs(text: str) -> bool:
         _DIRECTIVE_RE.search(sentence) and not sentence.rstrip().endswith("?") and not _OBSERVATION_RE.match(sentence)
         for sentence in sentences(text)
     )
-
-
-def without_demonstrations(text: str) -> str:
-    """A user message without the worked examples shown to the model before the task."""
-    if "-- " not in text and "--\n" not in text:
-        return text
-    return DEMONSTRATION_RE.sub("", text).strip() if DEMONSTRATION_RE.search(text) else text
-
-
-def lower_first(text: str) -> str:
-    """The text with its first letter lowercased to run on inside a sentence (not an acronym)."""
-    return text[0].lower() + text[1:] if text[:1].isupper() and not text[1:2].isupper() else text
 
 
 # What the summarizers have always dropped of a text, or the whole text when it opens with it.
@@ -207,7 +198,7 @@ def user_messages(msg: Msg) -> list[tuple[str, bool]]:
             cleaned = clean_user_text(raw)
             if cleaned:
                 out.append((cleaned, False))
-        elif kind == "tool_result":
+        elif kind == TOOL_RESULT:
             out.extend((q, True) for q in queued_texts(tool_result_text(block.get("content"))))
     return out
 
@@ -298,10 +289,6 @@ def tool_result_text(content: Any) -> str:
     return "\n".join(text_of(b, "text") for b in content if isinstance(b, dict) and b.get("type") == "text")
 
 
-def is_bash_tool(name: str) -> bool:
-    return is_shell_tool(name)
-
-
 def output_is_program_output(tool_name: str, is_error: bool) -> bool:
     """Whether error-looking lines in this tool's result are real errors (not file text)."""
     return is_error or not tool_name or is_shell_tool(tool_name) or is_output_tool(tool_name)
@@ -319,11 +306,6 @@ def command_error_lines(tool_name: str, command: str | None, output: str, *, is_
         # Only real error lines of a failed probe ("No such file or directory"), never its content.
         return error_lines_of(output, is_error=False) if is_error else []
     return error_lines_of(output, is_error=is_error)
-
-
-def command_of(block: dict[str, Any]) -> str | None:
-    """The shell command of a tool_use block that runs one (see tool_vocabulary)."""
-    return shell_command_of(block)
 
 
 _COMMAND_NOISE_RE = re.compile(r"\s*(2>&1|2>/dev/null|\|\s*(tail|head)(\s+-n)?\s+-?\d+)\s*")
@@ -395,8 +377,8 @@ def error_lines_of(text: str, *, is_error: bool) -> list[str]:
         # (a file and a line) comes first.
         lines = located[:2] + lines
     # "Traceback (most recent call last):" only announces the exception line that follows.
-    told = [line for line in lines if not line.startswith("Traceback (most recent call last)")]
-    return told or lines
+    announced = [line for line in lines if not line.startswith("Traceback (most recent call last)")]
+    return announced or lines
 
 
 # Terminal colour codes, with their ESC byte or with it already stripped ("[22m[39mWARN").

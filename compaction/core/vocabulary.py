@@ -155,6 +155,10 @@ PROBE_RE = re.compile(
     r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:grep|rg|ag|ack|find|fd|ls|cat|head|tail|wc|which|type|test|\[|diff|sleep|echo|"
     r"pwd|file|stat|tree|less|more|sed -n|awk|git (?:status|diff|log|show|ls-files|branch|rev-parse|remote))\b"
 )
+# How a program says a path it was given does not exist (the C library's text for ENOENT, which
+# grep, cat, ls, head, sed … print after the path): "grep: src/a.ts: No such file or directory",
+# "ls: cannot access 'x': No such file or directory". Group 1: the path.
+NO_SUCH_FILE_RE = re.compile(r"(?m)(?:^|: |cannot access )['\"]?([^\s'\":]+)['\"]?: No such file or directory")
 # Shell programs that print a file, and those that search or list (their output names files).
 FILE_PRINTERS = frozenset({"cat", "nl", "bat", "batcat", "head", "tail", "less", "more"})
 LISTERS = frozenset({"find", "fd", "fdfind", "ls", "tree", "grep", "egrep", "fgrep", "rg", "ag", "ack", "locate", "du"})

@@ -20,15 +20,6 @@ from __future__ import annotations
 
 from .activation import compaction_revert
 from .common import STRATEGIES, CompactionError, describe, requeue_queued_after, skip_reason
-from .importing import (
-    ReplayResult,
-    ReplayStep,
-    compaction_record_import,
-    reported_prompt_tokens,
-    transcript_messages_for_api,
-    transcript_replay,
-    usage_report_recorded,
-)
 from .jobs import (
     HandBackPending,
     compaction_maybe_auto,
@@ -43,6 +34,15 @@ from .jobs import (
 )
 from .overflow import compaction_overflow
 from .planning import compaction_dry_run
+from .replay import (
+    ReplayResult,
+    ReplayStep,
+    compaction_record_import,
+    reported_prompt_tokens,
+    transcript_messages_for_api,
+    transcript_replay,
+    usage_report_recorded,
+)
 
 __all__ = [
     "HandBackPending",

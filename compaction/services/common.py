@@ -100,7 +100,7 @@ _FINISHED = (Status.SUCCEEDED, Status.SKIPPED, Status.FAILED)
 
 def _bounded(value: str | None, allowed) -> str:
     """A label value from a known set ("other" otherwise): every value is a series to keep."""
-    return value if value in allowed else "other"
+    return value if value is not None and value in allowed else "other"
 
 
 def metrics_record(job: Compaction) -> None:

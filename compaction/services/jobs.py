@@ -293,6 +293,25 @@ def job_hand_back(job_id, *, attempt: int, patience: float = 0.0) -> bool:
         return True
 
 
+def _apply_once_the_database_answers(job: Compaction, outcome, *, attempt: int, started: float) -> None:
+    """activation.outcome_apply, tried again on a fresh connection while the database is briefly
+    unavailable (a restart between the summary and its write): the summary already made (an LLM
+    call, paid for) is written rather than thrown away with a hand-back. Safe to repeat: the write
+    is one transaction, conditional on this attempt's claim (a write that did commit before the
+    error makes the next try a no-op). Inside a caller's transaction nothing can be retried."""
+    deadline = time.monotonic() + HAND_BACK_PATIENCE_SECONDS
+    while True:
+        try:
+            activation.outcome_apply(job, outcome, attempt=attempt, started=started)
+            return
+        except (OperationalError, InterfaceError):
+            if connection.in_atomic_block or time.monotonic() + HAND_BACK_PAUSE_SECONDS > deadline:
+                raise
+            logger.info("Compaction %s: the database is unavailable; writing its outcome again shortly", job.pk)
+            time.sleep(HAND_BACK_PAUSE_SECONDS)
+            connection.close_if_unusable_or_obsolete()
+
+
 def compaction_run(*, compaction_id, now=None, hand_back: int | None = None, worker: str = "") -> Compaction | None:
     """Run one queued compaction (the Celery task's body). A re-delivery is a no-op (None).
 
@@ -339,7 +358,7 @@ def compaction_run(*, compaction_id, now=None, hand_back: int | None = None, wor
             force=bool(params.get("force")),
             run=_worker_run(),
         )
-        activation.outcome_apply(job, outcome, attempt=attempt, started=started)
+        _apply_once_the_database_answers(job, outcome, attempt=attempt, started=started)
     except (OperationalError, InterfaceError) as exc:
         # Transient database trouble (a restart, a dropped connection): hand the job back so the
         # task's retry can claim it again. The database is likely still down: the hand-back is

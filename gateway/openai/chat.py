@@ -52,7 +52,7 @@ def map_messages(messages: Any, resent: Parsed | None = None) -> Mapped:
 def _reuse(messages: list[Any], resent: Parsed | None) -> Reuse | None:
     """The previous request's mapping when this request's leading messages are its objects."""
     previous = resent.previous_memo.get(MAPPING) if resent is not None else None
-    if previous is None or not resent.reused:
+    if previous is None or resent is None or not resent.reused:
         return None
     before, mapped = previous
     shared = resent.reused
@@ -70,7 +70,7 @@ def served_chat(
 
 def _reply(completion: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(the reply in the Messages API's terms, its stored message, its extras)."""
-    choices = completion.get("choices") if isinstance(completion.get("choices"), list) else []
+    choices = choices if isinstance(choices := completion.get("choices"), list) else []
     choice = choices[0] if choices and isinstance(choices[0], dict) else {}
     usage = common.meter_usage(
         completion.get("usage"), prompt="prompt_tokens", completion="completion_tokens", details="prompt_tokens_details"
@@ -78,7 +78,7 @@ def _reply(completion: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], 
     reply = {
         "usage": usage,
         "model": completion.get("model"),
-        "stop_reason": STOP_REASONS.get(choice.get("finish_reason")),
+        "stop_reason": STOP_REASONS.get(str(choice.get("finish_reason"))),
     }
     message = choice.get("message")
     if not isinstance(message, dict):
@@ -108,7 +108,7 @@ def _payload(body: dict[str, Any], messages: list[dict[str, Any]]) -> tuple[dict
     """The upstream body, and whether the gateway asked for the usage chunk the client did not
     (the meter needs it; the client does not get it)."""
     payload = {**body, "messages": messages}
-    options = body.get("stream_options") if isinstance(body.get("stream_options"), dict) else {}
+    options = options if isinstance(options := body.get("stream_options"), dict) else {}
     if not body.get("stream") or options.get("include_usage"):
         return payload, False
     payload["stream_options"] = {**options, "include_usage": True}

@@ -28,6 +28,8 @@ from typing import Any
 
 import orjson
 
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE
+
 SYSTEM_ROLES = ("system", "developer")
 # Keys of a Chat Completions message the mapping reads; any other non-empty key is kept as is.
 _KNOWN_KEYS = ("role", "content", "name", "tool_calls", "refusal", "tool_call_id")
@@ -184,15 +186,15 @@ def _parts(content: Any, extras: dict[str, Any], path: str) -> list[dict[str, An
 def _tool_use(call: Any, extras: dict[str, Any], path: str) -> dict[str, Any]:
     if not isinstance(call, dict) or not isinstance(call.get("id"), str) or not call["id"]:
         raise MappingError(path, "a tool call needs a non-empty string id")
-    function = call.get("function") if isinstance(call.get("function"), dict) else {}
-    name = function.get("name") or (call.get("custom") or {}).get("name") or call.get("type") or "tool"
-    arguments = function.get("arguments")
+    called = called if isinstance(called := call.get("function"), dict) else {}
+    name = called.get("name") or (call.get("custom") or {}).get("name") or call.get("type") or "tool"
+    arguments = called.get("arguments")
     parsed = parse_arguments(arguments) if isinstance(arguments, str) else None
     tool_input = parsed if isinstance(parsed, dict) else {}
     plain = call.get("type", "function") == "function" and set(call) <= {"id", "type", "function"}
-    if not plain or set(function) - {"name", "arguments"} or arguments != compact_json(tool_input):
+    if not plain or set(called) - {"name", "arguments"} or arguments != compact_json(tool_input):
         extras.setdefault("calls", {})[call["id"]] = call
-    return {"type": "tool_use", "id": call["id"], "name": str(name), "input": tool_input}
+    return {"type": TOOL_USE, "id": call["id"], "name": str(name), "input": tool_input}
 
 
 def _common(message: dict[str, Any], extras: dict[str, Any]) -> dict[str, Any]:
@@ -248,7 +250,7 @@ def _tool_result(message: dict[str, Any], path: str) -> tuple[dict[str, Any], di
     else:
         result = text_of(content) or compact_json(content)
         extras["content"] = content
-    block = {"type": "tool_result", "tool_use_id": call_id}
+    block = {"type": TOOL_RESULT, "tool_use_id": call_id}
     if result != "":
         block["content"] = result
     return block, _common(message, extras)
@@ -270,7 +272,9 @@ def to_blocks(messages: list[Any], reuse: Reuse | None = None) -> Mapped:
         message, path = messages[i], f"messages[{i}]"
         role = message.get("role") if isinstance(message, dict) else None
         if role == "tool":
-            run, results, tools = [], [], {}
+            run: list[Any] = []
+            results: list[dict[str, Any]] = []
+            tools: dict[str, Any] = {}
             while i < len(messages) and isinstance(messages[i], dict) and messages[i].get("role") == "tool":
                 block, extras = _tool_result(messages[i], f"messages[{i}]")
                 if extras:
@@ -357,7 +361,7 @@ def _assistant_back(blocks: list[dict[str, Any]], extras: dict[str, Any]) -> dic
             "function": {"name": b.get("name"), "arguments": compact_json(b.get("input") or {})},
         }
         for b in blocks
-        if b.get("type") == "tool_use"
+        if b.get("type") == TOOL_USE
     ]
     if calls:
         message["tool_calls"] = calls
@@ -380,10 +384,10 @@ def to_chat(message: dict[str, Any], extras: dict[str, Any] | None = None) -> li
     blocks = _blocks(message.get("content"))
     if message.get("role") == "assistant":
         return [_assistant_back(blocks, extras)]
-    results = [b for b in blocks if b.get("type") == "tool_result"]
+    results = [b for b in blocks if b.get("type") == TOOL_RESULT]
     tools = extras.get("tools", {})
     out = [_tool_back(b, tools.get(str(i), {})) for i, b in enumerate(results)]
-    rest = [b for b in blocks if b.get("type") != "tool_result"]
+    rest = [b for b in blocks if b.get("type") != TOOL_RESULT]
     if rest or not out:
         out.append(_finish({"role": extras.get("role", "user"), "content": _content(rest, extras)}, extras))
     return out

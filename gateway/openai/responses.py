@@ -62,7 +62,7 @@ def map_input(body: dict[str, Any], resent: Parsed | None = None) -> Mapped:
 def _reuse(items: Any, resent: Parsed | None) -> Reuse | None:
     """The previous request's mapping when this request's leading items are its objects."""
     previous = resent.previous_memo.get(MAPPING) if resent is not None else None
-    if previous is None or not resent.reused or not isinstance(items, list):
+    if previous is None or resent is None or not resent.reused or not isinstance(items, list):
         return None
     before, mapped = previous
     shared = resent.reused
@@ -87,17 +87,17 @@ def record(turn: Turn, response: dict[str, Any], status: int = 200) -> None:
         reply: dict[str, Any] = {
             "usage": usage,
             "model": response.get("model"),
-            "stop_reason": STOP_REASONS.get(response.get("status")),
+            "stop_reason": STOP_REASONS.get(str(response.get("status"))),
         }
         if turn.side_call is not None:
             side_call_finish(turn.side_call, status=status, reply=reply)
             return
-        output = response.get("output") if isinstance(response.get("output"), list) else []
+        output = output if isinstance(output := response.get("output"), list) else []
         mapped = to_blocks(output) if output else None
         if mapped is not None and len(mapped.messages) == 1 and mapped.messages[0]["role"] == "assistant":
             reply["content"] = mapped.messages[0]["content"]
         gateway_record_reply(turn=turn, reply=reply)
-        if "content" in reply:
+        if "content" in reply and mapped is not None:
             extras_store(session=turn.session, pairs=[(mapped.messages[0], mapped.extras[0])])
     except Exception:  # noqa: BLE001 - the client has its answer; its next call appends what is missing
         logger.exception("OpenAI gateway: recording the response for session %s failed", turn.session.pk)
@@ -116,7 +116,7 @@ def openai_responses_call(
     """One Responses API call through Compactor. `raw`: the request's bytes, sent upstream as they
     came when the input goes unchanged (no re-encoding of megabytes); `resent`: its parse."""
     mapped = map_input(body, resent)
-    instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else ""
+    instructions = instructions if isinstance(instructions := body.get("instructions"), str) else ""
     system = "\n\n".join(t for t in (instructions, mapped.system_text()) if t)
     turn = common.begin(user=user, body=body, mapped=mapped, system=system, session_id=session_id, agent=agent)
     if turn.side_call is None:

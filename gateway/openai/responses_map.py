@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE
+
 from .chat_map import Mapped, MappingError, Reuse, compact_json, parse_arguments
 
 SYSTEM_ROLES = ("system", "developer")
@@ -92,7 +94,7 @@ def _call(item: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     else:
         tool_input = {"action": item.get("action")} if item.get("action") is not None else {}
     name = str(item.get("name") or _kind(item))
-    block = {"type": "tool_use", "id": item["call_id"], "name": name, "input": tool_input}
+    block = {"type": TOOL_USE, "id": item["call_id"], "name": name, "input": tool_input}
     return [block], {"k": "call", "meta": {k: v for k, v in item.items() if k != "call_id"}}
 
 
@@ -105,7 +107,7 @@ def _output(item: dict[str, Any], path: str) -> tuple[dict[str, Any], dict[str, 
     text = output if isinstance(output, str) else compact_json(output)
     if not isinstance(output, str):
         entry["output"] = output
-    block = {"type": "tool_result", "tool_use_id": call_id}
+    block = {"type": TOOL_RESULT, "tool_use_id": call_id}
     if text:
         block["content"] = text
     return block, entry
@@ -227,13 +229,13 @@ def _plain(role: str, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "arguments": compact_json(b.get("input") or {}),
             }
             for b in blocks
-            if b.get("type") == "tool_use"
+            if b.get("type") == TOOL_USE
         ]
         return out
     out += [
         {"type": "function_call_output", "call_id": b.get("tool_use_id"), "output": _result_text(b)}
         for b in blocks
-        if b.get("type") == "tool_result"
+        if b.get("type") == TOOL_RESULT
     ]
     parts = [_input_part(b) for b in blocks if b.get("type") in ("text", "image")]
     if parts:

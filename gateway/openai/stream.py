@@ -11,11 +11,10 @@ then ends the client's stream with an error event instead of letting it look com
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-from ..sse import Event, EventFramer
+from ..sse import Event, EventFramer, encode_event
 
 DONE = "[DONE]"
 
@@ -27,8 +26,8 @@ def error_event(message: str, *, kind: str = "api_error", responses: bool = Fals
     if responses:
         # The Responses API's error event; its `error` object is what the SDKs raise on.
         payload = {"type": "error", "code": None, "message": message, "param": None, "error": error}
-        return f"event: error\ndata: {json.dumps(payload)}\n\n".encode()
-    return f"data: {json.dumps({'error': error})}\n\n".encode()
+        return encode_event(payload, "error")
+    return encode_event({"error": error})
 
 
 class EventRelay:

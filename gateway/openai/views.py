@@ -94,8 +94,8 @@ def models_view(request: HttpRequest, model: str = "") -> HttpResponse:
     except exceptions.AuthenticationFailed as exc:
         return openai_error(401, "authentication_error", str(exc.detail))
     if not settings.OPENAI_GATEWAY_UPSTREAM_API_KEY:
-        exc = not_configured(upstream.KEY_VARIABLES)
-        return openai_error(exc.status, exc.error_type, exc.message, code=exc.code)
+        missing = not_configured(upstream.KEY_VARIABLES)
+        return openai_error(missing.status, missing.error_type, missing.message, code=missing.code)
     path = f"/models/{quote(model, safe='')}" if model else "/models"
     try:
         response = upstream.get(path=path, headers=upstream.request_headers(request))

@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from compaction import services as compaction_services
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE
 from sessions import selectors, services, trash
 from sessions.breakdown import session_context_breakdown
 from sessions.models import Session
@@ -185,12 +186,12 @@ APPEND_EXAMPLES = [
                     "role": "assistant",
                     "content": [
                         {"type": "text", "text": "Listing src/."},
-                        {"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"command": "ls src"}},
+                        {"type": TOOL_USE, "id": "toolu_01", "name": "Bash", "input": {"command": "ls src"}},
                     ],
                 },
                 {
                     "role": "user",
-                    "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "main.py\nutil.py"}],
+                    "content": [{"type": TOOL_RESULT, "tool_use_id": "toolu_01", "content": "main.py\nutil.py"}],
                 },
             ]
         },

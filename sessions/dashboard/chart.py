@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -205,7 +206,7 @@ def context_series(
     compactions: list[Any],
     base_tokens: int = 0,
     current_tokens: int | None = None,
-    reports: list[tuple[int, int]] = (),
+    reports: Sequence[tuple[int, int]] = (),
     measured_at: dict[Any, int] | None = None,
 ) -> tuple[list[tuple[int, int]], list[Drop]]:
     """[(seq, context tokens)] including a vertical step at every compaction, and the drops.
@@ -312,7 +313,7 @@ def build_chart(
     trigger_tokens: int,
     context_window: int,
     current_tokens: int | None = None,
-    reports: list[tuple[int, int]] = (),
+    reports: Sequence[tuple[int, int]] = (),
     measured_at: dict[Any, int] | None = None,
 ) -> Chart:
     chart = Chart()

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 
 from .queries import SORT_CHOICES, STATUS_CHOICES
@@ -20,7 +22,7 @@ class SessionFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["model"].choices = [("", "Any model")] + [(m, m) for m in models]
 
-    def filters(self) -> dict[str, str]:
+    def filters(self) -> dict[str, Any]:
         if not self.is_valid():
             return {"q": "", "model": "", "status": "", "sort": "activity", "single": False}
         data = self.cleaned_data

@@ -444,13 +444,13 @@ def message_blocks(content: Any) -> list[Block]:
             blocks.append(_text_block("thinking", block_text(item)))
         elif kind == TOOL_USE:
             raw = json.dumps(item.get("input", {}), ensure_ascii=False, indent=2)
-            block = _text_block("tool_use", raw)
+            block = _text_block(TOOL_USE, raw)
             block.name = str(item.get("name", "tool"))
             block.arg = _main_arg(item.get("input"))
             block.tool_use_id = str(item.get("id", ""))
             blocks.append(block)
         elif kind == TOOL_RESULT:
-            block = _text_block("tool_result", _result_text(item.get("content")))
+            block = _text_block(TOOL_RESULT, _result_text(item.get("content")))
             block.is_error = bool(item.get("is_error"))
             block.tool_use_id = str(item.get("tool_use_id", ""))
             blocks.append(block)

@@ -17,7 +17,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from compaction import review
+from compaction import importing, review
+from compaction.core.transcripts import FORMATS
 from compaction.models import EventKind
 from compaction.services import describe
 from sessions import selectors, trash
@@ -87,7 +88,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
 def _overview_context(request: HttpRequest, session, compactions, *, version: str) -> dict:
     usage = queries.session_usage_view(session)
     effective = queries.effective_compactions(session=session, compactions=compactions)
-    history = queries.usage_history(session=session, compactions=effective)
+    usage_history = queries.usage_history(session=session, compactions=effective)
     chart = build_chart(
         messages=queries.message_token_series(session=session),
         compactions=effective,
@@ -95,8 +96,8 @@ def _overview_context(request: HttpRequest, session, compactions, *, version: st
         trigger_tokens=usage.trigger_tokens,
         context_window=usage.context_window,
         current_tokens=usage.tokens,  # the line ends where the gauge says the context is
-        reports=history.reports,
-        measured_at=history.measured_at,
+        reports=usage_history.reports,
+        measured_at=usage_history.measured_at,
     )
     undone = queries.reverted_ids(session=session) if compactions else set()
     history = collapse_skipped(
@@ -382,9 +383,6 @@ def transcript_import(request: HttpRequest) -> HttpResponse:
     htmx posts the form and swaps in the outcome fragment (the page shows the upload's progress
     meanwhile); without JavaScript a success redirects to the new session.
     """
-    from compaction import importing
-    from compaction.core.transcripts import FORMATS
-
     form = ImportForm(formats=FORMATS)
     error = None
     if request.method == "POST":

@@ -11,6 +11,7 @@ from collections import OrderedDict
 from typing import Any
 
 from compaction.core import tokens as core_tokens
+from compaction.core.blocks import TOOL_USE
 from compaction.core.overflow import discard_truncated_tool_uses
 
 from .. import validation
@@ -57,22 +58,22 @@ def truncated_content(content: list[dict[str, Any]], answered: set[str]) -> tupl
     empty assistant message in the middle of a conversation.
     """
     kept = discard_truncated_tool_uses(content)
-    kept_ids = {b.get("id") for b in kept if b.get("type") == "tool_use"}
+    kept_ids = {b.get("id") for b in kept if b.get("type") == TOOL_USE}
     hidden = [
         b.get("id")
         for b in content
-        if b.get("type") == "tool_use" and b.get("id") not in kept_ids and b.get("id") not in answered
+        if b.get("type") == TOOL_USE and b.get("id") not in kept_ids and b.get("id") not in answered
     ]
     if not hidden:
         return content, []
-    served = [b for b in content if not (b.get("type") == "tool_use" and b.get("id") in hidden)]
+    served = [b for b in content if not (b.get("type") == TOOL_USE and b.get("id") in hidden)]
     if not served:
         served = [{"type": "text", "text": TRUNCATED_NOTE}]
     return served, hidden
 
 
 def _truncated_view(session: Session, message: Message) -> tuple[list[dict[str, Any]], list[str]]:
-    ids = [b.get("id") for b in message.content if b.get("type") == "tool_use"]
+    ids = [b.get("id") for b in message.content if b.get("type") == TOOL_USE]
     answered = set(
         ToolCall.objects.filter(session=session, tool_use_id__in=ids, result_seq__isnull=False).values_list(
             "tool_use_id", flat=True

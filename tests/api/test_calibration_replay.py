@@ -37,9 +37,9 @@ from compaction.core.summary_message import render_summary_message
 from compaction.core.tokens import count_content
 from compaction.core.transcripts.claude_code import read_claude_code
 from sessions import services
-from tests.services import TRANSCRIPTS
+from tests.corpus import TRANSCRIPTS, corpus
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+pytestmark = [corpus, pytest.mark.django_db, pytest.mark.slow]
 
 SESSIONS = ["8463c716-a2ea-4c14-9efa-87158ebd9f20", "258c7280-ae70-4798-800f-63464d01a85d"]
 

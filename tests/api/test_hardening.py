@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from sessions import selectors, services, validation
 from sessions.models import Message, Session
-from tests.services import TRANSCRIPTS
+from tests.corpus import TRANSCRIPTS, corpus
 
 from .helpers import snapshot, tool_use, url
 
@@ -269,6 +269,7 @@ def test_well_formed_media_blocks_are_accepted(api, session):
 SHARED = TRANSCRIPTS / "claude-code"
 
 
+@corpus
 def test_every_message_of_every_real_claude_code_transcript_validates():
     from compaction.core.transcripts import read_claude_code
     from compaction.services import transcript_messages_for_api

@@ -10,18 +10,19 @@ from django.test import override_settings
 
 from compaction.models import Compaction
 from sessions.models import Message, Session
-from tests import services
+from tests.corpus import TRANSCRIPTS, corpus
 
 pytestmark = pytest.mark.django_db
 
 URL = "/api/v1/imports/"
-DATA = services.TRANSCRIPTS
+DATA = TRANSCRIPTS
 
 
 def upload(path, name=None) -> SimpleUploadedFile:
     return SimpleUploadedFile(name or path.name, path.read_bytes(), content_type="application/octet-stream")
 
 
+@corpus
 def test_it_imports_a_claude_code_file_with_its_compaction_and_usage(api, user):
     path = DATA / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
     response = api.post(URL, {"file": upload(path)}, format="multipart")
@@ -41,6 +42,7 @@ def test_it_imports_a_claude_code_file_with_its_compaction_and_usage(api, user):
     assert body["session"]["parent"] is None
 
 
+@corpus
 def test_it_detects_other_formats_and_takes_title_and_format(api, user):
     path = DATA / "swe-agent" / "katy.traj"
     response = api.post(URL, {"file": upload(path), "title": "Katy's run"}, format="multipart")
@@ -74,6 +76,7 @@ def test_a_file_that_is_not_a_transcript_is_a_400_naming_the_problem(api, user, 
     assert not Session.objects.exists()
 
 
+@corpus
 def test_a_file_the_service_rejects_half_way_stores_nothing(api, user, tmp_path):
     # Valid JSON lines up to a bad one in the middle: nothing of the first part stays.
     lines = (DATA / "claude-code" / "tool_heavy.jsonl").read_text().splitlines()
@@ -94,6 +97,7 @@ def test_a_file_the_service_rejects_half_way_stores_nothing(api, user, tmp_path)
     assert not Session.objects.exists() and not Message.objects.exists() and not Compaction.objects.exists()
 
 
+@corpus
 def test_bad_fields_are_400s(api):
     path = DATA / "claude-code" / "short.jsonl"
     response = api.post(URL, {"file": upload(path), "format": "csv"}, format="multipart")
@@ -107,6 +111,7 @@ def test_bad_fields_are_400s(api):
     assert not Session.objects.exists()
 
 
+@corpus
 @override_settings(MAX_REQUEST_BYTES=4096)
 def test_the_request_size_limit_applies(api):
     response = api.post(URL, {"file": upload(DATA / "claude-code" / "short.jsonl")}, format="multipart")
@@ -115,12 +120,14 @@ def test_the_request_size_limit_applies(api):
     assert not Session.objects.exists()
 
 
+@corpus
 def test_it_needs_credentials(client):
     response = client.post(URL, {"file": upload(DATA / "claude-code" / "short.jsonl")})
     assert response.status_code in (401, 403)
     assert not Session.objects.exists()
 
 
+@corpus
 def test_replay_through_the_api_appends_message_by_message(api, user):
     response = api.post(
         URL, {"file": upload(DATA / "claude-code" / "short.jsonl"), "replay": "true"}, format="multipart"

@@ -27,9 +27,9 @@ from sessions.dashboard import queries
 from sessions.dashboard.chart import context_series
 from sessions.models import Message, UsageSample
 from tests.api.helpers import url
-from tests.services import TRANSCRIPTS
+from tests.corpus import TRANSCRIPTS, corpus
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+pytestmark = [corpus, pytest.mark.django_db, pytest.mark.slow]
 
 CLAUDE_CODE = sorted((TRANSCRIPTS / "claude-code").glob("*.jsonl"))
 SESSION_258 = TRANSCRIPTS / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"

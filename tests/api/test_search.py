@@ -11,7 +11,7 @@ from compaction.models import Compaction
 from sessions import services
 from sessions.models import Message, Session
 from sessions.search_text import index_vector
-from tests.services import TRANSCRIPTS
+from tests.corpus import TRANSCRIPTS, corpus
 
 from .helpers import tool_result, tool_use, url
 
@@ -31,6 +31,7 @@ def append(api, session, *messages):
     assert response.status_code == 201, response.json()
 
 
+@corpus
 def test_a_term_only_the_summarized_part_holds_is_found_in_an_imported_session(api, other_api, user):
     transcript_import(owner=user, path=COMPACTED, subagents=False)
     session = Session.objects.get(owner=user)
@@ -241,6 +242,7 @@ EDGE_CONTENTS = [
 ]
 
 
+@corpus
 def test_the_vector_the_append_sends_is_the_one_the_database_computes(api, session):
     if connection.vendor != "postgresql":
         pytest.skip("the tsvector is PostgreSQL's")

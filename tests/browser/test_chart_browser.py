@@ -11,13 +11,13 @@ from django.core.management import call_command
 
 from sessions import services as session_services
 from sessions.models import Session
-from tests import services
 from tests.browser.conftest import SCREENSHOTS, log_in
+from tests.corpus import TRANSCRIPTS, corpus
 from tests.dashboard.factories import add_messages, conversation, make_compaction, make_session, tool_pair
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-TRANSCRIPT = services.TRANSCRIPTS / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+TRANSCRIPT = TRANSCRIPTS / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 
 
 @pytest.fixture
@@ -34,6 +34,7 @@ def imported(user):
     return Session.objects.get(owner=user, title="Implement spotter-gqc")
 
 
+@corpus
 @pytest.mark.parametrize("width,label", [(1280, "laptop"), (390, "phone")])
 def test_chart_matches_the_gauge_and_keeps_its_labels_inside(live_server, page_factory, imported, width, label):
     session = imported

@@ -9,13 +9,13 @@ import pytest
 
 from compaction import services as engine
 from sessions import services
-from tests import services as test_services
 from tests.browser.conftest import SCREENSHOTS, log_in, screenshot
 from tests.compaction.factories import replay_claude_code_session
+from tests.corpus import TRANSCRIPTS, corpus
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-TRANSCRIPT = test_services.TRANSCRIPTS / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+TRANSCRIPT = TRANSCRIPTS / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
 
 
 @pytest.fixture
@@ -45,6 +45,7 @@ def compacted(user):
     return session
 
 
+@corpus
 @pytest.mark.parametrize("width,label", [(1280, "desktop"), (375, "phone")])
 def test_the_breakdown_shows_every_part_and_fits_the_screen(live_server, page_factory, compacted, width, label):
     usage = services.session_usage(compacted)

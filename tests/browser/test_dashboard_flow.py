@@ -13,12 +13,12 @@ from django.core.management import call_command
 from compaction.models import Compaction, Status
 from sessions.dashboard.present import skip_reason
 from sessions.models import Session
-from tests import services
 from tests.browser.conftest import log_in, shot
+from tests.corpus import TRANSCRIPTS, corpus
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-TRANSCRIPT = services.TRANSCRIPTS / "claude-code" / "reliability-python-to-rust-port.jsonl"
+TRANSCRIPT = TRANSCRIPTS / "claude-code" / "reliability-python-to-rust-port.jsonl"
 # Small enough that the imported history is over the trigger, so compaction has work.
 WINDOW = "16000"
 
@@ -39,6 +39,7 @@ def imported(user):
     return Session.objects.get(owner=user, title="Port Python to Rust (Claude Code)")
 
 
+@corpus
 def test_compact_undo_and_review_in_a_real_browser(live_server, page_factory, eager_tasks, imported, staff_user):
     session = imported
     base = live_server.url
@@ -140,6 +141,7 @@ def test_compact_undo_and_review_in_a_real_browser(live_server, page_factory, ea
         assert p.csp_violations == []  # every step above ran under the Content-Security-Policy
 
 
+@corpus
 def test_progress_updates_by_itself_while_a_worker_runs_the_job(live_server, page_factory, imported):
     """No eager tasks here: the job stays queued until "the worker" (this test) runs it; the
     page, left alone, goes from queued to the figures by polling the fragment."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from sessions.models import Session
-from tests import services
 from tests.browser.conftest import log_in, shot
+from tests.corpus import TRANSCRIPTS, corpus
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [corpus, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-DATA = services.TRANSCRIPTS
+DATA = TRANSCRIPTS
 
 
 def test_upload_a_transcript_and_open_the_session(live_server, page_factory, user):

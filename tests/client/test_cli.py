@@ -13,8 +13,9 @@ from compaction.services import describe
 from compactor_client.cli import main
 from sessions.models import Session
 from sessions.services import messages_append, session_create
-from tests import codex_rollouts, services
+from tests import codex_rollouts
 from tests.client.conftest import conversation
+from tests.corpus import TRANSCRIPTS, corpus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,8 +75,9 @@ def test_sessions_show_context_undo_tail(env, session, capsys, eager_celery):
     assert all("kind" in json.loads(line) for line in out.splitlines())
 
 
+@corpus
 def test_import(env, capsys):
-    code, out, _ = run(capsys, "import", str(services.TRANSCRIPTS / "claude-code" / "tool_heavy.jsonl"))
+    code, out, _ = run(capsys, "import", str(TRANSCRIPTS / "claude-code" / "tool_heavy.jsonl"))
     assert code == 0 and "Imported 11 messages (claude-code)" in out
 
 

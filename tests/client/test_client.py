@@ -8,8 +8,8 @@ import pytest
 
 from compactor_client import Compactor, CompactorError
 from sessions.models import Message, Session
-from tests import services
 from tests.client.conftest import conversation
+from tests.corpus import TRANSCRIPTS, corpus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,8 +72,9 @@ def test_it_reads_the_environment(monkeypatch, live_server, api_key):
         Compactor()
 
 
+@corpus
 def test_import_a_claude_code_transcript(cx):
-    result = cx.import_transcript(services.TRANSCRIPTS / "claude-code" / "tool_heavy.jsonl", title="imported")
+    result = cx.import_transcript(TRANSCRIPTS / "claude-code" / "tool_heavy.jsonl", title="imported")
     session = result["session"]
     assert result["format"] == "claude-code" and result["messages"] == 11
     assert session["title"] == "imported"

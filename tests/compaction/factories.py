@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from compaction import services as compaction_services
+from compaction.models import Compaction
 from sessions import services as session_services
+from sessions.models import Session
 from sessions.selectors import context_build
 
 FILLER = (
@@ -118,3 +120,15 @@ def replay_claude_code_session(owner, path, **fields: Any):
     result = compaction_services.transcript_replay(session=session, messages=messages[:boundary])
     assert result.reports > 50, result
     return session, messages, boundary
+
+
+def compaction_active_chain(*, session: Session) -> list[Compaction]:
+    """The active compaction and the ones it was based on, newest first."""
+    chain: list[Compaction] = []
+    seen: set = set()
+    current = session.active_compaction
+    while current is not None and current.id not in seen:
+        chain.append(current)
+        seen.add(current.id)
+        current = current.based_on
+    return chain

@@ -7,28 +7,27 @@ from __future__ import annotations
 
 import pytest
 
-from bench import summary_eval as se
 from compaction import services
 from compaction.core.cutpoint import valid_cut_indices
 from compaction.core.prompts import strip_file_tags
 from compaction.core.work import from_json
 from compaction.models import Status, WorkStateRecord
+from tests.corpus import TRANSCRIPTS, as_msgs, corpus, history_before_compaction
 from tests.fake_anthropic import FakeAnthropic, Recorded, Step, recorded_compaction
-from tests.services import TRANSCRIPTS
 
 from .factories import append, make_session
 
-pytestmark = pytest.mark.django_db
+pytestmark = [corpus, pytest.mark.django_db]
 
 SESSION = "8463c716-a2ea-4c14-9efa-87158ebd9f20"
 
 
 def test_two_compactions_on_a_real_reply_are_parsed_repaired_and_merged(user, settings):
-    history, _ = se.history_before_compaction(TRANSCRIPTS / "claude-code" / f"{SESSION}.jsonl")
+    history, _ = history_before_compaction(TRANSCRIPTS / "claude-code" / f"{SESSION}.jsonl")
     (path,) = (TRANSCRIPTS / "claude-code" / SESSION / "subagents").glob("agent-acompact-*.jsonl")
     call = recorded_compaction(path)
     # Cut the history in two where a cut is valid (never inside a tool pair).
-    half = next(i for i in valid_cut_indices(se.as_msgs(history)) if i >= len(history) // 2)
+    half = next(i for i in valid_cut_indices(as_msgs(history)) if i >= len(history) // 2)
     calls: list[Recorded] = []
 
     def reply(record: Recorded) -> Step:

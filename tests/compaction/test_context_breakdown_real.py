@@ -17,11 +17,12 @@ from sessions import services
 from sessions.breakdown import session_context_breakdown
 from sessions.models import Session
 from sessions.selectors import context_build
+from tests.corpus import corpus
 
 from .factories import replay_claude_code_session
 from .test_replay import TRANSCRIPTS
 
-pytestmark = pytest.mark.django_db
+pytestmark = [corpus, pytest.mark.django_db]
 
 TRANSCRIPT = TRANSCRIPTS / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
 

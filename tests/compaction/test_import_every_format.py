@@ -21,11 +21,12 @@ from compaction.core.provenance import QUEUED_TEMPLATE, user_words
 from compaction.models import Compaction
 from sessions.models import Message, Session, ToolCall
 from sessions.services import context_messages
-from tests import codex_rollouts, services
+from tests import codex_rollouts
+from tests.corpus import TRANSCRIPTS, corpus
 
 pytestmark = pytest.mark.django_db
 
-DATA = services.TRANSCRIPTS
+DATA = TRANSCRIPTS
 MIN_TEXT = 20
 
 
@@ -195,6 +196,7 @@ MAIN_CLAUDE_CODE = sorted(p for p in (DATA / "claude-code").glob("*.jsonl"))
 SUBAGENT_FILES = sorted((DATA / "claude-code").glob("*/subagents/*.jsonl"))
 
 
+@corpus
 @pytest.mark.parametrize("path", MAIN_CLAUDE_CODE, ids=lambda p: p.name[:40])
 def test_every_claude_code_file_imports_whole_with_its_subagents(path: Path, user) -> None:
     output = run(path, user)
@@ -210,6 +212,7 @@ def test_every_claude_code_file_imports_whole_with_its_subagents(path: Path, use
     assert "skipped:" in output and "usage reports" in output
 
 
+@corpus
 def test_subagent_logs_with_broken_parent_links_import_whole(user) -> None:
     # Claude Code's compaction subagent logs hang off lines of the parent session that are not
     # in the file: every one of their messages must still be there.
@@ -227,6 +230,7 @@ def test_subagent_logs_with_broken_parent_links_import_whole(user) -> None:
             )
 
 
+@corpus
 def test_the_pi_session_imports_whole(user) -> None:
     path = DATA / "pi" / "large-session.jsonl"
     output = run(path, user)
@@ -249,6 +253,7 @@ def test_the_generated_codex_rollout_imports_whole(user) -> None:
     assert "1 Codex compaction(s) recorded" in output
 
 
+@corpus
 @pytest.mark.parametrize("path", sorted((DATA / "swe-agent").glob("*.traj")), ids=lambda p: p.name)
 def test_every_swe_agent_trajectory_imports_whole(path: Path, user) -> None:
     run(path, user)
@@ -259,6 +264,7 @@ def test_every_swe_agent_trajectory_imports_whole(path: Path, user) -> None:
     assert_imported_whole(session, expected)
 
 
+@corpus
 def test_queued_instructions_arrive_where_the_agent_received_them(user) -> None:
     path = DATA / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
     output = run(path, user, "--no-subagents")
@@ -275,6 +281,7 @@ def test_queued_instructions_arrive_where_the_agent_received_them(user) -> None:
         assert row.content[0]["tool_use_id"] in call.tool_use_ids
 
 
+@corpus
 def test_imports_store_whose_words_each_message_carries(user) -> None:
     # Claude Code marks what it injected (a skill body, hook output) as meta lines; the person's
     # own lines and the command they typed stay theirs.
@@ -323,6 +330,7 @@ def cut_lines(source: Path, target: Path) -> tuple[int, set[str]]:
     return len(lines) - len(kept), cut
 
 
+@corpus
 def test_a_file_with_broken_parent_links_imports_whole(user, tmp_path: Path) -> None:
     source = DATA / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
     broken = tmp_path / "broken.jsonl"
@@ -342,6 +350,7 @@ def test_a_file_with_broken_parent_links_imports_whole(user, tmp_path: Path) -> 
     assert "1 Claude Code compaction(s) recorded" in output
 
 
+@corpus
 def test_a_bad_subagent_log_is_left_out_and_named_not_fatal(user, tmp_path: Path) -> None:
     main = tmp_path / "s1.jsonl"
     main.write_text((DATA / "claude-code" / "short.jsonl").read_text())
@@ -355,6 +364,7 @@ def test_a_bad_subagent_log_is_left_out_and_named_not_fatal(user, tmp_path: Path
     assert "subagent agent-bad.jsonl not imported: line 1: not JSON" in output
 
 
+@corpus
 def test_sidechains_inside_a_main_log_become_child_sessions(user, tmp_path: Path) -> None:
     # Older Claude Code wrote a Task's subagent conversation into the main log (isSidechain).
     main = tmp_path / "older.jsonl"
@@ -369,6 +379,7 @@ def test_sidechains_inside_a_main_log_become_child_sessions(user, tmp_path: Path
     assert "sidechain" not in output.split("skipped:")[1].split("\n")[0]  # read, not skipped
 
 
+@corpus
 def test_an_imported_session_and_its_messages_are_dated_when_the_agent_logged_them(user) -> None:
     from datetime import UTC, datetime
 

@@ -12,6 +12,7 @@ from compaction.models import Compaction, Status
 from sessions import services as session_services
 from sessions.models import Message, Session
 from sessions.selectors import context_build
+from tests.corpus import corpus
 
 from .factories import orphan_tool_results
 from .test_replay import TRANSCRIPTS
@@ -25,6 +26,7 @@ def run(*args: str) -> str:
     return out.getvalue()
 
 
+@corpus
 def test_bulk_import_records_claude_codes_compaction(user):
     path = TRANSCRIPTS / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
     output = run(str(path), "--user", user.username, "--window", "200000")
@@ -60,6 +62,7 @@ def test_bulk_import_records_claude_codes_compaction(user):
     print(f"import: {job.tokens_before:,} → {job.tokens_after:,} (offset {offset:,}); meter {usage['tokens']:,}")
 
 
+@corpus
 @pytest.mark.slow
 def test_replay_compacts_as_it_goes_and_prints_a_summary_line(user):
     path = TRANSCRIPTS / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
@@ -75,6 +78,7 @@ def test_replay_compacts_as_it_goes_and_prints_a_summary_line(user):
     assert "Conversation compacted" in output or "Tool output pruned" in output
 
 
+@corpus
 def test_bad_arguments_are_errors(user, tmp_path):
     with pytest.raises(CommandError, match="PATH: no such file"):
         run(str(tmp_path / "missing.jsonl"), "--user", user.username)
@@ -83,6 +87,7 @@ def test_bad_arguments_are_errors(user, tmp_path):
     assert not Session.objects.exists()
 
 
+@corpus
 @pytest.mark.slow
 def test_a_replay_that_never_compacts_says_why(user):
     # On a 400k window the default trigger (window − 16,384 = 383,616) is above anything this

@@ -9,12 +9,11 @@ import pytest
 
 from compaction import services
 from compaction.models import Status
-from compaction.selectors import compaction_active_chain
 from sessions import services as session_services
 from sessions.models import Message
 from sessions.selectors import context_build
 
-from .factories import conversation, make_session, orphan_tool_results
+from .factories import compaction_active_chain, conversation, make_session, orphan_tool_results
 
 pytestmark = pytest.mark.django_db
 

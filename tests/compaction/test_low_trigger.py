@@ -12,9 +12,9 @@ import pytest
 
 from compaction import services
 from compaction.models import Compaction, Status
-from tests.services import TRANSCRIPTS
+from tests.corpus import TRANSCRIPTS, corpus
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+pytestmark = [corpus, pytest.mark.django_db, pytest.mark.slow]
 
 NAME = "8463c716-a2ea-4c14-9efa-87158ebd9f20"
 WINDOW = 200_000

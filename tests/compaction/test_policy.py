@@ -8,7 +8,8 @@ from compaction import services
 from compaction.core.policy import PRUNE, PRUNE_SUMMARIZE, SUMMARIZE, Candidate, choose
 from compaction.core.transcripts.base import context_tokens
 from compaction.models import Event, EventKind, Status
-from tests.services import TRANSCRIPTS as SHARED_TRANSCRIPTS
+from tests.corpus import TRANSCRIPTS as SHARED_TRANSCRIPTS
+from tests.corpus import corpus
 
 from .factories import append, conversation, make_session
 
@@ -116,6 +117,7 @@ WINDOW = 200_000
 REPLAY_TRIGGER = 167_000  # where Claude Code compacted (its preTokens ≈ 167k on a 200k window)
 
 
+@corpus
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["8463c716-a2ea-4c14-9efa-87158ebd9f20", "258c7280-ae70-4798-800f-63464d01a85d"])
 def test_whole_replay_compacts_no_more_often_than_claude_code_and_lands_at_half_the_trigger(user, name):

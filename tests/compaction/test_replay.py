@@ -9,11 +9,12 @@ import pytest
 from compaction import services
 from compaction.core.calibration import calibrated_tokens
 from compaction.models import Compaction, Status
-from tests.services import TRANSCRIPTS as SHARED_TRANSCRIPTS
+from tests.corpus import TRANSCRIPTS as SHARED_TRANSCRIPTS
+from tests.corpus import corpus
 
 from .factories import orphan_tool_results
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+pytestmark = [corpus, pytest.mark.django_db, pytest.mark.slow]
 
 TRANSCRIPTS = SHARED_TRANSCRIPTS / "claude-code"
 WINDOW = 200_000

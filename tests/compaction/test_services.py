@@ -12,13 +12,12 @@ from django.utils import timezone
 from compaction import services
 from compaction.core import policy
 from compaction.models import Compaction, Event, EventKind, Status
-from compaction.selectors import compaction_active_chain
 from compaction.services import planning
 from sessions import services as session_services
 from sessions.models import Message
 from sessions.selectors import context_build
 
-from .factories import append, conversation, make_session, orphan_tool_results, served_seqs
+from .factories import append, compaction_active_chain, conversation, make_session, orphan_tool_results, served_seqs
 
 pytestmark = pytest.mark.django_db
 

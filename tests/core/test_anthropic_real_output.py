@@ -15,7 +15,6 @@ import re
 
 import pytest
 
-from bench import summary_eval as se
 from compaction.core.cutpoint import valid_cut_indices
 from compaction.core.ledger import build_ledger, check_summary
 from compaction.core.prompts import strip_file_tags
@@ -23,17 +22,19 @@ from compaction.core.summarizers import SummaryInput, build_chain, summarize
 from compaction.core.tokens import count_text
 from compaction.core.types import FileOps
 from compaction.core.work import WorkState, fold, from_json
+from tests.corpus import SESSIONS, TRANSCRIPTS, as_msgs, corpus, history_before_compaction, load_fidelity
 from tests.fake_anthropic import FakeAnthropic, Recorded, Step, recorded_compaction
-from tests.services import TRANSCRIPTS
+
+pytestmark = corpus
 
 OUTPUT_BUDGET = 13_107  # the default summary budget on a 200k window
 CRITICAL = ("instructions", "errors", "files")
 
 
-@pytest.fixture(scope="module", params=se.SESSIONS, ids=lambda name: name[:8])
+@pytest.fixture(scope="module", params=SESSIONS, ids=lambda name: name[:8])
 def session(request):
     path = TRANSCRIPTS / "claude-code" / f"{request.param}.jsonl"
-    history, _claude_summary = se.history_before_compaction(path)
+    history, _claude_summary = history_before_compaction(path)
     (call,) = sorted((TRANSCRIPTS / "claude-code" / request.param / "subagents").glob("agent-acompact-*.jsonl"))
     return {"name": request.param, "history": history, "call": recorded_compaction(call)}
 
@@ -74,7 +75,7 @@ def summary_inside(response: str) -> str:
 
 def test_a_real_reply_is_parsed_checked_and_repaired(session, server):
     call = session["call"]
-    messages = se.as_msgs(session["history"])
+    messages = as_msgs(session["history"])
     calls: list[Recorded] = []
     server.default = real_reply(call, calls)
     inp = SummaryInput(messages=messages, custom_prompt=claude_codes_prompt(call), output_budget=OUTPUT_BUDGET)
@@ -125,7 +126,7 @@ def test_a_real_reply_is_parsed_checked_and_repaired(session, server):
     assert count_text(result.summary) <= max(OUTPUT_BUDGET, count_text(inside)) + 50
 
     # Recall by the shared scorer: the repaired summary keeps at least what the model's did.
-    fid = se.load_fidelity()
+    fid = load_fidelity()
     scored = [{"role": m["role"], "content": m["content"]} for m in session["history"]]
     assert fid.score(scored, result.summary)["recall"] >= fid.score(scored, inside)["recall"]
     assert result.usage["cache_creation_input_tokens"] > 0
@@ -137,7 +138,7 @@ def test_a_real_reply_in_another_format_than_asked_falls_back(session, server):
     call = session["call"]
     calls: list[Recorded] = []
     server.default = real_reply(call, calls)
-    inp = SummaryInput(messages=se.as_msgs(session["history"][:60]), output_budget=OUTPUT_BUDGET)
+    inp = SummaryInput(messages=as_msgs(session["history"][:60]), output_budget=OUTPUT_BUDGET)
     result = summarize(inp, chain_for(server))
     assert len(calls) == 1
     assert result.strategy == "extractive"
@@ -151,7 +152,7 @@ def test_a_second_compaction_merges_the_previous_summary(session, server):
     prompt. The real reply (the model's summary of the whole range) stands for the merged one."""
     call = session["call"]
     history = session["history"]
-    messages = se.as_msgs(history)
+    messages = as_msgs(history)
     # Cut about half-way where a cut is valid (never between a tool call and its result).
     half = next(i for i in valid_cut_indices(messages) if i >= len(messages) // 2)
     calls: list[Recorded] = []

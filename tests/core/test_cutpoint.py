@@ -6,10 +6,14 @@ from compaction.core.cutpoint import (
     SPLIT_TURN_MIN_PREFIX,
     CutPlan,
     plan_cut,
-    turn_starts,
     valid_cut_indices,
 )
 from compaction.core.types import Msg
+
+
+def turn_starts(messages: list[Msg]) -> list[int]:
+    """Indices of real user messages (user turns), oldest first."""
+    return [i for i, m in enumerate(messages) if m.is_user_turn_start]
 
 
 class History:

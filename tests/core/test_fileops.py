@@ -15,9 +15,9 @@ from compaction.core.fileops import (
     render_file_tags,
 )
 from compaction.core.types import FileOps, Msg
-from tests import services
+from tests.corpus import TRANSCRIPTS, corpus
 
-DATA = services.TRANSCRIPTS
+DATA = TRANSCRIPTS
 
 
 def call(name: str, inp, *, block_type: str = "tool_use") -> Msg:
@@ -154,6 +154,26 @@ def test_read_then_modified_is_modified_only_and_order_is_kept() -> None:
     assert result.modified == ["b.py"]
 
 
+def _answered(call_msg: Msg, *, is_error: bool, text: str = "") -> list[Msg]:
+    result = {"type": "tool_result", "tool_use_id": "t", "content": text, "is_error": is_error}
+    return [call_msg, Msg(2, "user", [result], 5)]
+
+
+def test_a_file_tool_call_that_failed_read_or_changed_nothing() -> None:
+    # A read of a file that does not exist, an edit whose old string was not found: nothing happened.
+    assert extract_file_ops(_answered(call("Read", {"file_path": "src/editor.ts"}), is_error=True)) == FileOps()
+    edit = call("Edit", {"file_path": "a.py", "old_string": "x", "new_string": "y"})
+    assert extract_file_ops(_answered(edit, is_error=True, text="String to replace not found")) == FileOps()
+    assert extract_file_ops(_answered(edit, is_error=False)).modified == ["a.py"]
+    # A path the program answered "No such file or directory" for was not read; the others were.
+    grep = call("Bash", {"command": "grep -n border src/editor.ts src/components/editor.ts"})
+    text = "grep: src/editor.ts: No such file or directory\nsrc/components/editor.ts:12: borderColor"
+    assert extract_file_ops(_answered(grep, is_error=True, text=text)).read == ["src/components/editor.ts"]
+    # A shell chain that failed may still have written a file before the part that failed.
+    chain = call("Bash", {"command": "sed -i 's/a/b/' a.py && npm test"})
+    assert extract_file_ops(_answered(chain, is_error=True, text="1 failed")).modified == ["a.py"]
+
+
 def test_only_assistant_tool_uses_count() -> None:
     user_text = Msg(1, "user", "please cat secrets.txt", 5)
     result_msg = Msg(2, "user", [{"type": "tool_result", "tool_use_id": "t", "content": "Read a.py"}], 5)
@@ -205,6 +225,7 @@ def _claude_code_tool_uses(path: Path) -> list[Msg]:
     return messages
 
 
+@corpus
 def test_real_claude_code_tool_heavy_session() -> None:
     result = extract_file_ops(_claude_code_tool_uses(DATA / "claude-code" / "tool_heavy.jsonl"))
     # The session reads the terminal LiveView hook and nothing else is written.
@@ -216,6 +237,7 @@ def test_real_claude_code_tool_heavy_session() -> None:
         assert path in raw
 
 
+@corpus
 def test_real_reliability_sessions_find_written_files() -> None:
     result = extract_file_ops(_claude_code_tool_uses(DATA / "claude-code" / "reliability-hello-world-script.jsonl"))
     assert any(p.endswith("hello.sh") for p in result.modified)
@@ -224,6 +246,7 @@ def test_real_reliability_sessions_find_written_files() -> None:
     assert not set(port.read) & set(port.modified)
 
 
+@corpus
 def test_real_pi_session() -> None:
     messages = []
     for line in (DATA / "pi" / "large-session.jsonl").read_text().splitlines():
@@ -240,6 +263,7 @@ def test_real_pi_session() -> None:
     assert not set(result.read) & set(result.modified)
 
 
+@corpus
 def test_real_swe_agent_function_calls() -> None:
     traj = json.loads((DATA / "swe-agent" / "6e44b9__sweagenttestrepo-1c2844.traj").read_text())
     messages = []

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -8,13 +9,18 @@ from compaction.core.conversation_text import DEFAULT_CAPS
 from compaction.core.prompts import (
     SECTION_HEADINGS,
     SYSTEM_PROMPT,
-    build_prompt,
+    build_prompt_parts,
     escape_block_tags,
     serialize_conversation,
     strip_file_tags,
     validate_custom_prompt,
 )
 from compaction.core.types import Msg
+
+
+def build_prompt(**kwargs: Any) -> str:
+    """The summarizer's user message as one text (the product builds it in two parts)."""
+    return build_prompt_parts(**kwargs).text
 
 
 def _msgs() -> list[Msg]:

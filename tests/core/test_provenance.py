@@ -17,10 +17,21 @@ from compaction.core.provenance import HARNESS, PERSON, QUEUED_TEMPLATE, UNKNOWN
 from compaction.core.text_heuristics import clean_user_text, user_messages
 from compaction.core.transcripts import read_claude_code, read_swe_agent
 from compaction.core.types import Msg
-from tests import services
+from tests.corpus import TRANSCRIPTS, corpus
 
-CC = services.TRANSCRIPTS / "claude-code"
-SWE = services.TRANSCRIPTS / "swe-agent"
+
+def classify_text(text: str) -> tuple[str, str]:
+    """(provenance, kind) of one text by its shape: ("harness", kind) for text the harness
+    injected, ("person", kind) for the person's words (kind "" typed, "queued", "command",
+    "task"), ("", "") when it mixes both (`split_text` parts them) or is blank."""
+    parts = p.split_text(text)
+    if not parts or len({p.provenance for p in parts}) > 1:
+        return p.UNKNOWN, ""
+    return parts[0].provenance, parts[0].kind
+
+
+CC = TRANSCRIPTS / "claude-code"
+SWE = TRANSCRIPTS / "swe-agent"
 
 STOP_HOOK = (
     "Stop hook feedback:\n[${CLAUDE_PLUGIN_ROOT}/scripts/hooks/stop.sh]: # Task Completion Check\n\n"
@@ -179,7 +190,7 @@ WHOLE = [
 
 @pytest.mark.parametrize(("text", "provenance", "kind", "words"), WHOLE, ids=lambda v: str(v)[:30])
 def test_a_text_of_one_shape_is_one_part(text: str, provenance: str, kind: str, words: str) -> None:
-    assert p.classify_text(text) == (provenance, kind)
+    assert classify_text(text) == (provenance, kind)
     parts = p.split_text(text)
     assert parts == [Part(text, provenance, kind)]
     assert parts[0].words == words
@@ -248,7 +259,7 @@ def test_a_mixed_text_splits_into_exact_slices(text: str, expected: list[tuple[s
     assert [(part.provenance, part.kind, part.text) for part in parts] == expected
     assert "".join(part.text for part in parts) == text
     mixed = len({part.provenance for part in parts}) > 1
-    assert p.classify_text(text) == ((UNKNOWN, "") if mixed else (parts[0].provenance, parts[0].kind))
+    assert classify_text(text) == ((UNKNOWN, "") if mixed else (parts[0].provenance, parts[0].kind))
 
 
 def test_a_person_who_writes_like_the_harness_is_still_the_person() -> None:
@@ -259,12 +270,12 @@ def test_a_person_who_writes_like_the_harness_is_still_the_person() -> None:
         "the Stop hook should run the linter",
         "run `git status` and tell me the base directory for this skill",
     ):
-        assert p.classify_text(text) == (PERSON, "")
+        assert classify_text(text) == (PERSON, "")
 
 
 def test_blank_text_has_no_parts() -> None:
     assert p.split_text("\n\n  ") == []
-    assert p.classify_text("\n") == (UNKNOWN, "")
+    assert classify_text("\n") == (UNKNOWN, "")
 
 
 # --- one message ---------------------------------------------------------------------------
@@ -452,6 +463,7 @@ def _texts(line: dict) -> list[str]:
 CC_FILES = sorted(CC.rglob("*.jsonl"))
 
 
+@corpus
 @pytest.mark.parametrize("path", CC_FILES, ids=lambda path: path.name[:40])
 def test_claude_codes_meta_lines_are_harness_and_typed_lines_the_persons(path: Path) -> None:
     transcript = read_claude_code(path)
@@ -468,6 +480,7 @@ def test_claude_codes_meta_lines_are_harness_and_typed_lines_the_persons(path: P
                 assert text.strip() in said, text[:60]
 
 
+@corpus
 def test_claude_codes_harness_notes_in_the_real_files_have_their_kinds() -> None:
     kinds = set()
     for path in CC_FILES:
@@ -478,6 +491,7 @@ def test_claude_codes_harness_notes_in_the_real_files_have_their_kinds() -> None
     assert {"queued", "compact_prompt"} <= kinds
 
 
+@corpus
 @pytest.mark.parametrize("path", sorted(SWE.glob("*.traj")), ids=lambda path: path.name)
 def test_swe_agents_task_is_the_issue_and_the_rest_the_harness(path: Path) -> None:
     history = json.loads(path.read_text())["history"]

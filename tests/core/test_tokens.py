@@ -261,3 +261,21 @@ def test_usage_estimate_without_and_with_a_report():
     )
     # An offset measured where we overestimated never takes a served context below the floor.
     assert below.tokens == 900
+
+
+def test_the_o200k_copy_is_what_bpe_openais_own_loader_builds():
+    """compaction.core.tokens reads bpe-openai's ranks file itself (its loader's import costs
+    seconds); the pattern, special tokens and ranks must be the package's own."""
+    import tiktoken
+    from bpe_openai.registry import o200k_base
+
+    ours, theirs = tokens._o200k_packaged(), tiktoken.Encoding(**o200k_base())
+    assert ours is not None
+    assert (ours._pat_str, ours._special_tokens, ours.n_vocab) == (
+        theirs._pat_str,
+        theirs._special_tokens,
+        theirs.n_vocab,
+    )
+    assert ours._mergeable_ranks == theirs._mergeable_ranks
+    text = "def f(x):\n    return x**2  # ünïcödé 日本語 it's 12345 <|endoftext|>"
+    assert ours.encode(text, disallowed_special=()) == theirs.encode(text, disallowed_special=())

@@ -10,7 +10,7 @@ from compaction.core.fileops import extract_file_ops
 from compaction.core.ledger import build_ledger
 from compaction.core.provenance import QUEUED_TEMPLATE
 from compaction.core.summarizers.extractive import extractive_summary
-from compaction.core.text_heuristics import command_of, user_messages
+from compaction.core.text_heuristics import user_messages
 from compaction.core.tokens import count_content
 from compaction.core.tool_vocabulary import SHELL_TOOLS, is_modify_tool, is_shell_tool, shell_command_of, tool_key
 from compaction.core.transcripts.claude_code import parse_claude_code
@@ -60,7 +60,7 @@ def _failing_then_fixed(tool: str, arguments) -> list[Msg]:
 )
 def test_every_shell_tool_is_seen_by_fileops_ledger_and_summary(tool, arguments):
     msgs = _failing_then_fixed(tool, arguments)
-    assert command_of(msgs[1].blocks[0]) == "make build"
+    assert shell_command_of(msgs[1].blocks[0]) == "make build"
     assert "src/app.c" in extract_file_ops(msgs).modified
     ledger = build_ledger(fold(msgs))
     assert "make build" in ledger.items["commands"]

@@ -12,10 +12,10 @@ from compaction.core.provenance import QUEUED_TEMPLATE
 from compaction.core.transcripts import ImportedTranscript, TranscriptError, parse_claude_code, read_claude_code
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.types import Msg
-from tests import services
 from tests.core.test_cutpoint import assert_plan_invariants
+from tests.corpus import TRANSCRIPTS, corpus
 
-CC = services.TRANSCRIPTS / "claude-code"
+CC = TRANSCRIPTS / "claude-code"
 BIG = {
     "258c7280-ae70-4798-800f-63464d01a85d.jsonl": 167_094,
     "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl": 167_731,
@@ -59,6 +59,7 @@ def assert_tool_pairs_intact(t: ImportedTranscript) -> None:
             assert reported is None and message["usage"] is None
 
 
+@corpus
 @pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: p.name)
 def test_every_real_file_imports_with_pairs_intact(path: Path) -> None:
     t = read_claude_code(path)
@@ -80,6 +81,7 @@ def test_every_real_file_imports_with_pairs_intact(path: Path) -> None:
     assert assistant_count <= len(raw_ids)
 
 
+@corpus
 @pytest.mark.parametrize(("name", "pre_tokens"), sorted(BIG.items()))
 def test_big_sessions_report_their_compaction(name: str, pre_tokens: int) -> None:
     t = read_claude_code(CC / name)
@@ -107,6 +109,7 @@ def test_big_sessions_report_their_compaction(name: str, pre_tokens: int) -> Non
     assert len(t.messages) > 250
 
 
+@corpus
 def test_reported_context_is_input_plus_cache_tokens() -> None:
     path = CC / "tool_heavy.jsonl"
     t = read_claude_code(path)
@@ -115,6 +118,7 @@ def test_reported_context_is_input_plus_cache_tokens() -> None:
     assert t.reported_context_tokens[1] == expected
 
 
+@corpus
 def test_parallel_tool_calls_off_the_chain_are_kept_together() -> None:
     # In tool_heavy.jsonl, WebSearch and Glob are one response split over two lines, and the
     # Glob result hangs off the second line, which is not on the parentUuid chain.
@@ -139,6 +143,7 @@ def test_parallel_tool_calls_off_the_chain_are_kept_together() -> None:
     assert [b.get("name") for b in read_message["content"] if b.get("type") == "tool_use"] == ["Read", "WebFetch"]
 
 
+@corpus
 def test_imported_history_cuts_cleanly() -> None:
     from compaction.core.tokens import count_content
 
@@ -298,6 +303,7 @@ def test_compaction_boundary_and_summary_are_recorded() -> None:
     ]
 
 
+@corpus
 def test_a_subagent_file_is_read_from_its_sidechain() -> None:
     t = read_claude_code(CC / "agent-a0294d5.jsonl")
     assert len(t.messages) > 10
@@ -347,6 +353,7 @@ def test_whitespace_only_text_blocks_are_dropped() -> None:
     assert t.stats["blank_text_blocks_dropped"] == 2
 
 
+@corpus
 @pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: p.name)
 def test_real_files_have_no_blank_text(path: Path) -> None:
     for message in read_claude_code(path).messages:

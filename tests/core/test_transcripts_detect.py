@@ -9,13 +9,15 @@ import pytest
 
 from compaction.core.transcripts import FORMATS, TranscriptError, detect_format, read_transcript
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
-from tests import codex_rollouts, services
+from tests import codex_rollouts
 from tests.core.test_transcripts_claude_code import assert_tool_pairs_intact
+from tests.corpus import TRANSCRIPTS, corpus
 
-DATA = services.TRANSCRIPTS
+DATA = TRANSCRIPTS
 EXPECTED = {"claude-code": "claude-code/**/*.jsonl", "pi": "pi/*.jsonl", "swe-agent": "swe-agent/*.traj"}
 
 
+@corpus
 @pytest.mark.parametrize("fmt", sorted(EXPECTED))
 def test_every_shared_file_is_detected(fmt: str) -> None:
     files = sorted(DATA.glob(EXPECTED[fmt]))
@@ -202,6 +204,7 @@ def test_a_file_that_is_not_a_transcript_is_named(tmp_path: Path, text: str, mes
         read_transcript(write(tmp_path, "bad.txt", text))
 
 
+@corpus
 def test_binary_and_forced_formats(tmp_path: Path) -> None:
     binary = tmp_path / "image.png"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe")

@@ -11,13 +11,14 @@ from compaction.core.fileops import extract_file_ops
 from compaction.core.transcripts import read_pi, read_swe_agent
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
 from compaction.core.types import Msg
-from tests import services
 from tests.core.test_transcripts_claude_code import assert_tool_pairs_intact
+from tests.corpus import TRANSCRIPTS, corpus
 
-DATA = services.TRANSCRIPTS
+DATA = TRANSCRIPTS
 SWE_FILES = sorted((DATA / "swe-agent").glob("*.traj"))
 
 
+@corpus
 def test_real_pi_session() -> None:
     t = read_pi(DATA / "pi" / "large-session.jsonl")
     assert t.source == "pi"
@@ -108,6 +109,7 @@ def test_pi_compaction_bash_execution_and_failed_turns(tmp_path: Path) -> None:
     }
 
 
+@corpus
 @pytest.mark.parametrize("path", SWE_FILES, ids=lambda p: p.name)
 def test_real_swe_agent_trajectories(path: Path) -> None:
     t = read_swe_agent(path)
@@ -122,6 +124,7 @@ def test_real_swe_agent_trajectories(path: Path) -> None:
     assert uses, "actions become tool_use blocks"
 
 
+@corpus
 def test_swe_agent_function_calls_keep_their_ids() -> None:
     t = read_swe_agent(DATA / "swe-agent" / "6e44b9__sweagenttestrepo-1c2844.traj")
     assert t.model == "gpt-4o"
@@ -130,6 +133,7 @@ def test_swe_agent_function_calls_keep_their_ids() -> None:
     assert uses[1]["input"] == {"path": "/SWE-agent__test-repo/tests/missing_colon.py"}
 
 
+@corpus
 def test_swe_agent_text_actions_pair_with_observations() -> None:
     t = read_swe_agent(DATA / "swe-agent" / "pydicom__pydicom-1458.traj")
     assert t.stats["text_actions_as_tool_calls"] == 12

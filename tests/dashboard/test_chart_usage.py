@@ -11,8 +11,8 @@ from compaction.models import Compaction, Status
 from sessions import services as session_services
 from sessions.dashboard import queries
 from sessions.dashboard.chart import context_series
+from tests.corpus import TRANSCRIPTS, corpus
 from tests.dashboard.factories import add_messages, conversation
-from tests.services import TRANSCRIPTS
 
 pytestmark = pytest.mark.django_db
 
@@ -58,6 +58,7 @@ def test_imported_compaction_is_not_counted_twice(logged_in, user):
     assert points[-1] == (40, tokens)
 
 
+@corpus
 @pytest.mark.slow
 def test_replayed_session_with_several_compactions_ends_at_the_gauge(logged_in, user):
     transcript = read_claude_code(TRANSCRIPTS / "claude-code" / "reliability-python-to-rust-port.jsonl")
@@ -78,6 +79,7 @@ def test_replayed_session_with_several_compactions_ends_at_the_gauge(logged_in, 
     assert chart.last_tokens == tokens
 
 
+@corpus
 @pytest.mark.slow
 def test_an_imported_session_charts_the_providers_real_peak(logged_in, user):
     """The chart used to be rebuilt from message sizes: 258c7280's import printed a peak of

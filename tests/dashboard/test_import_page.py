@@ -8,15 +8,15 @@ from django.test import override_settings
 from django.urls import reverse
 
 from sessions.models import Session
-from tests import services
 from tests.compaction.test_import_codex import damaged_rollout
+from tests.corpus import TRANSCRIPTS, corpus
 
 from .factories import make_session
 
 pytestmark = pytest.mark.django_db
 
 URL = reverse("dashboard:import")
-DATA = services.TRANSCRIPTS
+DATA = TRANSCRIPTS
 
 
 def upload(path) -> SimpleUploadedFile:
@@ -36,6 +36,7 @@ def test_the_page_has_a_file_picker_and_is_in_the_nav(logged_in):
     assert f'href="{URL}" aria-current="page">Import</a>' in body
 
 
+@corpus
 def test_htmx_upload_shows_the_report_with_a_link(logged_in, user):
     path = DATA / "claude-code" / "tool_heavy.jsonl"
     response = logged_in.post(URL, {"file": upload(path)}, HTTP_HX_REQUEST="true")
@@ -47,6 +48,7 @@ def test_htmx_upload_shows_the_report_with_a_link(logged_in, user):
     assert "Skipped: blank text blocks dropped 1, file-history-snapshot 3" in body
 
 
+@corpus
 def test_without_javascript_a_success_redirects_to_the_session(logged_in, user):
     response = logged_in.post(URL, {"file": upload(DATA / "swe-agent" / "katy.traj"), "title": "Katy"})
     session = Session.objects.get(owner=user)
@@ -69,6 +71,7 @@ def test_a_bad_file_names_the_line_and_stores_nothing(logged_in):
     assert not Session.objects.exists()
 
 
+@corpus
 @override_settings(MAX_REQUEST_BYTES=2048)
 def test_the_size_limit_applies(logged_in):
     response = logged_in.post(URL, {"file": upload(DATA / "claude-code" / "short.jsonl")}, HTTP_HX_REQUEST="true")

@@ -5,13 +5,16 @@ and a request whose messages go unchanged sent upstream as the client's own byte
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from django.db import connection
 from django.test import Client
 
-from gateway import digests
+from gateway import digests, served
 from gateway.history import chain_digests
 from sessions.models import Message, Session
+from sessions.services import messages_append, session_create, usage_report
 
 pytestmark = pytest.mark.django_db
 
@@ -115,3 +118,59 @@ def test_chat_completions_unchanged_go_as_sent_and_an_added_usage_option_is_enco
     b"".join(response.streaming_content)
     sent = openai_upstream.calls()[-1]
     assert sent.raw != streamed and sent.body["stream_options"] == {"include_usage": True}
+
+
+@pytest.fixture
+def cut_off_sql():
+    served._cut_off_sql.cache_clear()
+    yield
+    served._cut_off_sql.cache_clear()
+
+
+def _plan(sql: str, params: list) -> str:
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            return " ".join(str(row[-1]) for row in cursor.fetchall())
+        cursor.execute("EXPLAIN " + sql, params)
+        return " ".join(str(row[0]) for row in cursor.fetchall())
+
+
+def test_a_cut_off_reply_is_looked_up_in_its_partial_index(user, cut_off_sql):
+    """Whether any reply was cut off by max_tokens is asked on every call (the client's copies
+    go upstream only when none was): a look-up of the partial index holding only those replies,
+    not a read of every message's usage (the ORM's query, whose bound values SQLite cannot
+    match to the index's condition). It still answers right."""
+    session = session_create(owner=user, title="cut off")
+    messages_append(session=session, messages=conversation(3))
+    assert served.holds_cut_off_reply(session.pk) is False
+    sql = served._cut_off_sql(connection.alias, str(connection.settings_dict["NAME"]))
+    param = Message._meta.get_field("session").get_db_prep_value(session.pk, connection)
+    assert served.CUT_OFF_INDEX in _plan(sql, [param])
+    usage_report(session=session, input_tokens=100, stop_reason="max_tokens", message_seq=10)
+    assert served.holds_cut_off_reply(session.pk) is True
+    other = session_create(owner=user, title="other")
+    assert served.holds_cut_off_reply(other.pk) is False
+
+
+def test_the_partial_index_is_used_whichever_order_the_migration_wrote_its_condition_in(user, cut_off_sql):
+    """The ORM spells the index's set of JSON types in hash order, which changes between
+    processes: the condition is read back from the index as the database holds it."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the condition's order shows on SQLite (PostgreSQL keeps its own form of it)")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT sql FROM sqlite_master WHERE name = %s", [served.CUT_OFF_INDEX])
+        (ddl,) = cursor.fetchone()
+        types = re.search(r"IN \(([^)]*)\)", ddl)
+        assert types is not None
+        reordered = ddl.replace(types.group(0), "IN (" + ",".join(reversed(types.group(1).split(","))) + ")")
+        assert reordered != ddl
+        cursor.execute(f'DROP INDEX "{served.CUT_OFF_INDEX}"')
+        cursor.execute(reordered)
+    session = session_create(owner=user, title="cut off")
+    messages_append(session=session, messages=conversation(1))
+    sql = served._cut_off_sql(connection.alias, str(connection.settings_dict["NAME"]))
+    param = Message._meta.get_field("session").get_db_prep_value(session.pk, connection)
+    assert served.CUT_OFF_INDEX in _plan(sql, [param])
+    usage_report(session=session, input_tokens=100, stop_reason="max_tokens", message_seq=2)
+    assert served.holds_cut_off_reply(session.pk) is True

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import httpx2 as httpx
 import pytest
@@ -26,11 +25,12 @@ from compaction.core.types import Msg
 from compaction.models import Compaction
 from gateway.history import strip_transport
 from sessions.models import Message, Session
+from tests.corpus import TRANSCRIPTS, corpus
 from tests.gateway.upstream import Reply
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [corpus, pytest.mark.django_db(transaction=True)]
 
-TRANSCRIPT = Path("/work/shared/data/transcripts/claude-code/8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl")
+TRANSCRIPT = TRANSCRIPTS / "claude-code" / "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
 MODEL = "claude-sonnet-4-5-20250929"
 EPHEMERAL = {"type": "ephemeral"}
 

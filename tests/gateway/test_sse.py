@@ -148,3 +148,16 @@ def test_a_last_event_without_its_blank_line_is_completed_at_the_end():
     assert framer.feed(b"data: [DONE]") == [] and framer.pending == b"data: [DONE]"
     last = framer.finish()
     assert last is not None and last.raw == b"data: [DONE]\n\n" and last.data == "[DONE]"
+
+
+@pytest.mark.parametrize("event", ["error", None])
+def test_an_encoded_event_frames_back_to_itself(event):
+    from gateway.sse import encode_event, parse_event
+
+    data = {"type": "error", "error": {"message": "overloaded\nline two", "type": "overloaded_error"}}
+    wire = encode_event(data, event)
+    assert wire == (f"event: {event}\n" if event else "").encode() + f"data: {json.dumps(data)}\n\n".encode()
+    framer = EventFramer()
+    (framed,) = framer.feed(wire[:7]) + framer.feed(wire[7:])  # split mid-line
+    assert (framed.name or None, json.loads(framed.data)) == (event, data)
+    assert parse_event(wire).data == framed.data

@@ -126,3 +126,31 @@ def test_the_task_retries_soon_and_carries_the_hand_back(user, outage, monkeypat
     outage.end()
     assert sent[0]["kwargs"] == {"compaction_id": str(job.pk), "hand_back": 1}
     assert sent[0]["countdown"] <= 1  # the first retry within a second, not after the lease
+
+
+def test_a_summary_made_before_the_outage_is_written_once_the_database_answers(user, monkeypatch, quick):
+    """The restart came between the summary (an LLM call, paid for) and its write: the write is
+    tried again on a fresh connection instead of handing the job back to compute it all again."""
+    from compaction.services import activation
+
+    monkeypatch.setattr(jobs, "HAND_BACK_PATIENCE_SECONDS", 5.0)
+    job = _job(user)
+    computed: list[int] = []
+    compute, apply = planning.outcome_compute, activation.outcome_apply
+
+    def counting(*args, **kwargs):
+        computed.append(1)
+        return compute(*args, **kwargs)
+
+    failures = [OperationalError("terminating connection due to administrator command")] * 2
+
+    def flaky_apply(*args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return apply(*args, **kwargs)
+
+    monkeypatch.setattr(planning, "outcome_compute", counting)
+    monkeypatch.setattr(activation, "outcome_apply", flaky_apply)
+    done = services.compaction_run(compaction_id=job.pk)
+    assert done.status in (Status.SUCCEEDED, Status.SKIPPED)
+    assert done.attempts == 1 and len(computed) == 1

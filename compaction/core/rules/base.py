@@ -45,8 +45,17 @@ COVERED = (
     "compaction.core.summarizers.extractive.view",
     "compaction.core.summarizers.base",
     "compaction.core.summarizers.agree",
+    "compaction.core.provenance",
+    "compaction.core.ledger",
+    "compaction.core.fileops",
+    "compaction.core.kept",
+    "compaction.core.summary_markdown",
+    "compaction.core.paths",
+    "compaction.core.prompts",
 )
 WORDLIST_MODULES = (
+    "compaction.core.ledger",
+    "compaction.core.paths",
     "compaction.core.vocabulary",
     "compaction.core.tool_vocabulary",
     "compaction.core.summarizers.extractive.view",
@@ -68,6 +77,13 @@ SHORT = {
     "view": "compaction.core.summarizers.extractive.view",
     "base": "compaction.core.summarizers.base",
     "agree": "compaction.core.summarizers.agree",
+    "provenance": "compaction.core.provenance",
+    "ledger": "compaction.core.ledger",
+    "fileops": "compaction.core.fileops",
+    "kept": "compaction.core.kept",
+    "summary_markdown": "compaction.core.summary_markdown",
+    "paths": "compaction.core.paths",
+    "prompts": "compaction.core.prompts",
 }
 
 

@@ -269,6 +269,17 @@ RULES: tuple[R, ...] = (
         ("The file has been updated.", "edited 3 lines"),
     ),
     R(
+        "vocabulary:NO_SUCH_FILE_RE",
+        "a program saying a path it was given does not exist (the path in group 1)",
+        "the C library's text for ENOENT, which grep, cat, ls, head, sed print after the path: that path was not read",
+        (
+            "grep: src/editor.ts: No such file or directory",
+            "ls: cannot access 'build/out.js': No such file or directory",
+            "cat: a.txt: No such file or directory",
+        ),
+        ("src/a.ts:12: No such thing", "No such file", "the file does not exist"),
+    ),
+    R(
         "vocabulary:FILE_PRINTERS",
         "shell programs that print a file",
         "their output is the file's content",

@@ -73,10 +73,15 @@ RULES: tuple[R, ...] = (
     ),
     R(
         "text_heuristics:_OBSERVATION_RE",
-        "a sentence that reports what the person saw or believes (I think, I noticed, it seems)",
+        "a sentence that reports what the person saw, did or believes (I think, I noticed, I clicked, it seems)",
         "its must and never describe a bug, they set no rule",
-        ("I think the cache is stale", "hm, I selected the theme and got a crash", "it seems broken"),
-        ("use the cache", "never cache tokens", "the cache must expire"),
+        (
+            "I think the cache is stale",
+            "hm, I selected the theme and got a crash",
+            "I clicked save and it never returned",
+            "it seems broken",
+        ),
+        ("use the cache", "never cache tokens", "I asked you to never push to main", "I said use tabs"),
         how="match",
     ),
     R(

@@ -12,9 +12,11 @@ from compaction.core.ledger import Fidelity, build_ledger, fidelity_report
 from compaction.core.paths import SCRATCH_DIR_RE, common_root
 from compaction.core.prompts import SECTION_HEADINGS
 from compaction.core.summarizers.agree import Agreement, agree
+from compaction.core.summarizers.anthropic import AnthropicSummarizer, cost_usd
 from compaction.core.summarizers.base import (
     Draft,
     Summarizer,
+    SummarizerError,
     SummaryInput,
     SummaryResult,
     check_summary_text,
@@ -24,7 +26,7 @@ from compaction.core.summarizers.base import (
 from compaction.core.summarizers.extractive import ExtractiveSummarizer
 from compaction.core.summarizers.truncate import TruncateSummarizer, truncate_summary
 from compaction.core.tokens import count_text
-from compaction.core.types import Fallback, FileOps
+from compaction.core.types import Fallback, FileOps, Msg
 from compaction.core.work import file_ops, fold, to_json
 
 logger = logging.getLogger(__name__)
@@ -48,8 +50,6 @@ def build_chain(
     chain: list[Summarizer] = []
     if strategy == "anthropic" or (strategy == "auto" and api_key):
         if api_key:
-            from compaction.core.summarizers.anthropic import AnthropicSummarizer
-
             chain.append(
                 AnthropicSummarizer(
                     api_key=api_key,
@@ -76,8 +76,6 @@ class _Unavailable:
         self.reason = reason
 
     def summarize(self, inp: SummaryInput) -> Draft:
-        from compaction.core.summarizers.base import SummarizerError
-
         raise SummarizerError(self.reason)
 
 
@@ -89,7 +87,8 @@ MIN_BODY_BUDGET = 256
 # The summary (body, file tags, repairs) stays under this many characters, about what Claude
 # Code's own run (11-16k): past that a handoff stops being read and starts being skimmed. The
 # kept tail beside it is the task in progress (policy.keep_budget), so what is served after a
-# compaction is ~8k tokens on the shared sessions, where it was 16k with a fixed 20k tail.
+# compaction is ~8k tokens on real sessions, where it was 16k with a fixed 20k tail
+# (bench/kept_eval.py measures it; tests/core/test_kept_shared.py holds it under 15k).
 MAX_SUMMARY_CHARS = 11_700
 
 
@@ -129,8 +128,6 @@ def _check(draft: Draft, inp: SummaryInput, summarizer: Summarizer, body_budget:
 
 
 def _cost_fields(usage: dict[str, Any]) -> dict[str, Any]:
-    from compaction.core.summarizers.anthropic import cost_usd
-
     fields = {k: usage.get(k) for k in ("calls", "input_tokens", "output_tokens", "model")}
     fields["cost_usd"] = usage.get("cost_usd") or cost_usd(
         str(usage.get("model") or ""), usage.get("input_tokens") or 0, usage.get("output_tokens") or 0
@@ -155,7 +152,7 @@ def _agree(draft: Draft, inp: SummaryInput, summarizer: Summarizer) -> Agreement
     return agree(draft.summary, inp.state_now, add_where=not inp.custom_prompt)
 
 
-def _file_ops(inp: SummaryInput, summarized: list) -> FileOps:
+def _file_ops(inp: SummaryInput, summarized: list[Msg]) -> FileOps:
     """The files read and changed, as of the newest message: from the work state, or (when it
     could not be folded) extracted from the messages and merged with the previous lists."""
     if inp.state_now is not None:
@@ -167,7 +164,7 @@ def _file_ops(inp: SummaryInput, summarized: list) -> FileOps:
         return inp.previous_files
 
 
-def _with_state(inp: SummaryInput, summarized: list) -> SummaryInput:
+def _with_state(inp: SummaryInput, summarized: list[Msg]) -> SummaryInput:
     """The work state folded once per job: through the summarized range (stored for the next
     compaction) and on through the kept messages (the status the summary states)."""
     if inp.state is not None and inp.state_now is not None:
@@ -267,6 +264,7 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
         accepted = _Attempt(Draft(summary=text, model="truncate"), None, trimmed)
         fallbacks.append(Fallback("truncate", "all strategies failed; unchecked truncate output used"))
     draft = accepted.draft
+    assert draft is not None  # accepted above, or the truncate text
     summary = draft.summary.rstrip()
     # The served summary stays under MAX_SUMMARY_CHARS: the file tags get what the body
     # leaves (the full lists are stored with the compaction either way).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE
 from compaction.core.prompts import strip_file_tags
 from compaction.core.summarizers.base import Draft, SummaryInput
 from compaction.core.text_heuristics import user_texts
@@ -23,9 +24,9 @@ def compacted_line(messages: list[Msg]) -> str:
     errors = 0
     for m in messages:
         for b in m.blocks:
-            if b.get("type") == "tool_use":
+            if b.get("type") == TOOL_USE:
                 tools[str(b.get("name", "tool"))] += 1
-            elif b.get("type") == "tool_result" and b.get("is_error"):
+            elif b.get("type") == TOOL_RESULT and b.get("is_error"):
                 errors += 1
     line = (
         f"[Compacted {len(messages)} messages: {users} user, {assistants} assistant, {sum(tools.values())} tool calls"

@@ -59,7 +59,7 @@ def parse_anthropic_messages(document: Any) -> ImportedTranscript:
                 if not isinstance(block, dict) or not isinstance(block.get("type"), str):
                     raise TranscriptError(f"{where}.content[{number}]: expected a block with a `type`")
         if role == "assistant":
-            usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
+            usage = usage if isinstance(usage := message.get("usage"), dict) else None
             if isinstance(message.get("model"), str):
                 models[message["model"]] += 1
             raw.append(
@@ -73,7 +73,7 @@ def parse_anthropic_messages(document: Any) -> ImportedTranscript:
     texts = (
         [b.get("text", "") for b in as_blocks(first_user["content"]) if b.get("type") == "text"] if first_user else []
     )
-    model = body.get("model") if isinstance(body.get("model"), str) else None
+    model = model if isinstance(model := body.get("model"), str) else None
     return ImportedTranscript(
         messages=out,
         title=first_line(texts[0]) if texts else "",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from compaction.core.blocks import as_blocks
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE, as_blocks
 from compaction.core.provenance import PERSON, QUEUED_TEMPLATE, annotate, stated_blocks
 from compaction.core.types import ProviderUsage
 
@@ -188,7 +188,7 @@ class ImportedTranscript:
             for m in self.messages
             if m["role"] == "assistant"
             for b in as_blocks(m["content"])
-            if b.get("type") == "tool_use"
+            if b.get("type") == TOOL_USE
         )
 
     @property
@@ -203,7 +203,7 @@ class ImportedTranscript:
 
 
 def _is_result(block: dict[str, Any]) -> bool:
-    return block.get("type") == "tool_result"
+    return block.get("type") == TOOL_RESULT
 
 
 @dataclass
@@ -288,7 +288,7 @@ class _Assembler:
     def _assistant(self, entry: dict[str, Any], blocks: list[dict[str, Any]]) -> None:
         item = _Item("assistant", [], entry.get("usage"), entry.get("reported"), at=entry.get("at"))
         for block in blocks:
-            if block.get("type") == "tool_use":
+            if block.get("type") == TOOL_USE:
                 tool_id = block.get("id")
                 if not tool_id or tool_id in self.owner:
                     self.stats["duplicate_or_idless_tool_uses_dropped"] += 1
@@ -309,7 +309,7 @@ class _Assembler:
         for block in results:
             tool_id = block.get("tool_use_id")
             answering = self.owner.get(tool_id) if isinstance(tool_id, str) else None
-            if answering is None or tool_id in self.answered:
+            if answering is None or not isinstance(tool_id, str) or tool_id in self.answered:
                 self.stats["orphan_tool_results_dropped"] += 1
                 continue
             self.answered.add(tool_id)
@@ -331,9 +331,9 @@ class _Assembler:
         waiting = (
             previous is not None
             and previous.role == "assistant"
-            and any(b.get("type") == "tool_use" and b.get("id") not in self.answered for b in previous.content)
+            and any(b.get("type") == TOOL_USE and b.get("id") not in self.answered for b in previous.content)
         )
-        if entry.get("queued") and waiting:
+        if entry.get("queued") and waiting and previous is not None:
             # A message the user typed while a tool ran: the agent received it with the
             # tool's result (Claude Code attaches it there), not as a turn of its own, in
             # the reminder it is delivered in, so a summarizer can tell it from a typed turn.
@@ -394,11 +394,11 @@ class _Assembler:
         """The user message answering an assistant item: its results (a synthetic error for each
         tool_use never answered, unless the agent is still `waiting`) and what came with them."""
         results = list(item.results)
-        unanswered = [b["id"] for b in item.content if b.get("type") == "tool_use" and b["id"] not in self.answered]
+        unanswered = [b["id"] for b in item.content if b.get("type") == TOOL_USE and b["id"] not in self.answered]
         if unanswered and not waiting:
             for tool_id in unanswered:
                 results.append(
-                    {"type": "tool_result", "tool_use_id": tool_id, "content": MISSING_RESULT_TEXT, "is_error": True}
+                    {"type": TOOL_RESULT, "tool_use_id": tool_id, "content": MISSING_RESULT_TEXT, "is_error": True}
                 )
                 self.stats["unanswered_tool_uses_repaired"] += 1
         return results + item.extra

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from compaction.core.blocks import as_blocks
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE, as_blocks
 from compaction.core.provenance import HARNESS
 from compaction.core.transcripts.base import (
     ImportedTranscript,
@@ -47,10 +47,6 @@ def _load(path: str | Path, stats: Counter[str], *, strict: bool = False) -> lis
 def _message(entry: dict[str, Any]) -> dict[str, Any]:
     message = entry.get("message")
     return message if isinstance(message, dict) else {}
-
-
-def _has_tool_results(entry: dict[str, Any]) -> bool:
-    return any(b.get("type") == "tool_result" for b in as_blocks(_message(entry).get("content")))
 
 
 def _main_chain(pool: list[dict[str, Any]], stats: Counter[str]) -> set[str]:
@@ -229,7 +225,7 @@ class _ChainReader:
             _message(e).get("id") for e in pool if e["uuid"] in chain and e.get("type") == "assistant"
         } - {None}
         self.raw: list[dict[str, Any]] = []
-        self.included_tool_ids: set[str] = set()
+        self.included_tool_ids: set[str | None] = set()
         self.boundary: dict[str, Any] | None = None  # a compact boundary waiting for its summary line
         self.models: Counter[str] = Counter()
         self.session_id: str | None = None
@@ -248,7 +244,7 @@ class _ChainReader:
         elif kind == "user":
             self._user(entry, uuid)
         elif kind == "system" and entry.get("subtype") == "compact_boundary" and uuid in self.chain:
-            metadata = entry.get("compactMetadata") if isinstance(entry.get("compactMetadata"), dict) else {}
+            metadata = metadata if isinstance(metadata := entry.get("compactMetadata"), dict) else {}
             if self.boundary is not None:  # a boundary without its summary line
                 self.raw.append({"role": "marker", "marker": {**self.boundary, "summary": ""}})
             self.boundary = {"trigger": metadata.get("trigger"), "pre_tokens": metadata.get("preTokens")}
@@ -262,7 +258,7 @@ class _ChainReader:
             stats["queued_messages_imported"] += 1
         elif kind == "attachment":
             # Claude Code's own context notes (file changes, reminders, hook output).
-            attachment = entry.get("attachment") if isinstance(entry.get("attachment"), dict) else {}
+            attachment = attachment if isinstance(attachment := entry.get("attachment"), dict) else {}
             stats[f"skipped_attachment_{attachment.get('type') or 'unknown'}"] += 1
         elif kind == "system":
             stats[f"skipped_system_{entry.get('subtype') or 'line'}"] += 1
@@ -279,8 +275,8 @@ class _ChainReader:
             stats["skipped_synthetic_assistant"] += 1  # Claude Code's own error notes, never sent
             return
         blocks = as_blocks(message.get("content"))
-        self.included_tool_ids.update(b.get("id") for b in blocks if b.get("type") == "tool_use")
-        usage = message.get("usage") if isinstance(message.get("usage"), dict) else None
+        self.included_tool_ids.update(b.get("id") for b in blocks if b.get("type") == TOOL_USE)
+        usage = usage if isinstance(usage := message.get("usage"), dict) else None
         if message_id and message_id == self.last_assistant_id and self.raw:
             # Another content block of the same API response: extend that message.
             target = next(r for r in reversed(self.raw) if r["role"] == "assistant")
@@ -306,7 +302,7 @@ class _ChainReader:
     def _user(self, entry: dict[str, Any], uuid: str) -> None:
         message, stats = _message(entry), self.stats
         answers_included = any(
-            b.get("type") == "tool_result" and b.get("tool_use_id") in self.included_tool_ids
+            b.get("type") == TOOL_RESULT and b.get("tool_use_id") in self.included_tool_ids
             for b in as_blocks(message.get("content"))
         )
         if uuid not in self.chain and not answers_included:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compaction.core.blocks import as_blocks
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE, as_blocks, text_of
 from compaction.core.provenance import HARNESS, clean_text
 from compaction.core.transcripts.base import (
     ImportedTranscript,
@@ -240,10 +240,10 @@ def _message(state: _Rollout, item: dict[str, Any]) -> None:
 
 
 def _reasoning(state: _Rollout, item: dict[str, Any]) -> None:
-    texts = [p.get("text") for p in as_blocks(item.get("summary")) if isinstance(p.get("text"), str)]
+    texts = [text_of(p) for p in as_blocks(item.get("summary"))]
     if not any(t.strip() for t in texts):
         # Open models log their raw reasoning as content; OpenAI's only as a summary.
-        texts = [p.get("text") for p in as_blocks(item.get("content")) if isinstance(p.get("text"), str)]
+        texts = [text_of(p) for p in as_blocks(item.get("content"))]
     text = "\n\n".join(t for t in texts if t.strip())
     if item.get("encrypted_content"):
         state.stats["reasoning_encrypted_content_dropped"] += 1  # only the provider can read it
@@ -262,15 +262,15 @@ def _call(state: _Rollout, item: dict[str, Any], number: int) -> None:
         # A freeform tool (apply_patch): its input is text in the tool's own grammar, kept whole.
         name, arguments = item.get("name"), {"input": item.get("input", "")}
     elif kind == "local_shell_call":
-        action = item.get("action") if isinstance(item.get("action"), dict) else {}
+        action = action if isinstance(action := item.get("action"), dict) else {}
         name, arguments = "local_shell", {k: v for k, v in action.items() if k != "type" and v is not None}
     else:  # web_search_call: run by the provider, no output line follows
-        action = item.get("action") if isinstance(item.get("action"), dict) else {}
-        name, arguments = "web_search", {k: v for k, v in action.items() if v is not None}
+        search = search if isinstance(search := item.get("action"), dict) else {}
+        name, arguments = "web_search", {k: v for k, v in search.items() if v is not None}
         call_id = call_id or f"web_search_{number}"
         state.answers.append(
             {
-                "type": "tool_result",
+                "type": TOOL_RESULT,
                 "tool_use_id": call_id,
                 "content": WEB_SEARCH_RESULT.format(status=item.get("status") or "call"),
             }
@@ -279,12 +279,12 @@ def _call(state: _Rollout, item: dict[str, Any], number: int) -> None:
     if not call_id:
         state.stats[f"skipped_{kind}_without_call_id"] += 1
         return
-    state.assistant({"type": "tool_use", "id": str(call_id), "name": str(name or kind), "input": arguments})
+    state.assistant({"type": TOOL_USE, "id": str(call_id), "name": str(name or kind), "input": arguments})
 
 
 def _call_output(state: _Rollout, item: dict[str, Any]) -> None:
     content, failed = _output(item.get("output"), state.stats)
-    result: dict[str, Any] = {"type": "tool_result", "tool_use_id": item.get("call_id"), "content": content}
+    result: dict[str, Any] = {"type": TOOL_RESULT, "tool_use_id": item.get("call_id"), "content": content}
     if failed:
         result["is_error"] = True
     state.input([result])
@@ -313,7 +313,7 @@ def _token_count(state: _Rollout, event: dict[str, Any]) -> None:
     # Early rollouts wrote the response's usage as the event itself, without `info`.
     info = event.get("info") if "info" in event else {"last_token_usage": event, "total_token_usage": None}
     read = _usage(info) if isinstance(info, dict) else None
-    if read is None:
+    if read is None or not isinstance(info, dict):
         state.stats["skipped_token_counts_without_usage"] += 1  # rate limits only
         return
     total = info.get("total_token_usage")
@@ -336,7 +336,7 @@ def _token_count(state: _Rollout, event: dict[str, Any]) -> None:
 
 def _compacted(state: _Rollout, payload: dict[str, Any]) -> None:
     state.close_reply()
-    summary = payload.get("message") if isinstance(payload.get("message"), str) else ""
+    summary = summary if isinstance(summary := payload.get("message"), str) else ""
     history = payload.get("replacement_history")
     if not summary.strip() and isinstance(history, list):
         users = [i for i in history if isinstance(i, dict) and i.get("type") == "message" and i.get("role") == "user"]

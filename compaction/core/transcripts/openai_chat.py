@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from compaction.core.blocks import as_blocks
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE, as_blocks
 from compaction.core.transcripts.anthropic_json import messages_of
 from compaction.core.transcripts.base import (
     ImportedTranscript,
@@ -99,14 +99,14 @@ def _tool_uses(message: dict[str, Any], where: str, index: int, legacy_calls: li
             raise TranscriptError(f"{where}.tool_calls[{number}]: expected {{id, function {{name, arguments}}}}")
         name = str(function.get("name") or "unknown")
         blocks.append(
-            {"type": "tool_use", "id": call["id"], "name": name, "input": _arguments(function.get("arguments"))}
+            {"type": TOOL_USE, "id": call["id"], "name": name, "input": _arguments(function.get("arguments"))}
         )
     legacy = message.get("function_call")
     if isinstance(legacy, dict):
         legacy_id = f"call_legacy_{index}"
         legacy_calls.append(legacy_id)
         name = str(legacy.get("name") or "unknown")
-        blocks.append({"type": "tool_use", "id": legacy_id, "name": name, "input": _arguments(legacy.get("arguments"))})
+        blocks.append({"type": TOOL_USE, "id": legacy_id, "name": name, "input": _arguments(legacy.get("arguments"))})
     return blocks
 
 
@@ -130,8 +130,8 @@ def parse_openai_chat(document: Any) -> ImportedTranscript:
             raw.append({"role": "user", "content": blocks})
         elif role == "assistant":
             blocks += _tool_uses(message, where, index, legacy_calls)
-            usage, reported = _usage(message.get("usage"))
-            raw.append({"role": "assistant", "content": blocks, "usage": usage, "reported": reported})
+            usage, reported_tokens = _usage(message.get("usage"))
+            raw.append({"role": "assistant", "content": blocks, "usage": usage, "reported": reported_tokens})
         else:  # tool / function: a result
             tool_id = message.get("tool_call_id") if role == "tool" else (legacy_calls.pop(0) if legacy_calls else None)
             if not isinstance(tool_id, str):
@@ -139,7 +139,7 @@ def parse_openai_chat(document: Any) -> ImportedTranscript:
             raw.append(
                 {
                     "role": "user",
-                    "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": blocks}],
+                    "content": [{"type": TOOL_RESULT, "tool_use_id": tool_id, "content": blocks}],
                 }
             )
     stats["lines"] = len(messages)

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from compaction.core.blocks import as_blocks
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE, as_blocks
 from compaction.core.provenance import HARNESS
 from compaction.core.transcripts.base import (
     ImportedTranscript,
@@ -41,7 +41,7 @@ def _convert_block(block: dict[str, Any]) -> dict[str, Any] | None:
             except ValueError:
                 arguments = {"raw": arguments}
         return {
-            "type": "tool_use",
+            "type": TOOL_USE,
             "id": block.get("id"),
             "name": block.get("name"),
             "input": arguments if isinstance(arguments, dict) else {},
@@ -116,7 +116,7 @@ def read_pi(path: str | Path, *, strict: bool = False) -> ImportedTranscript:
         if kind != "message":
             stats[f"skipped_{kind}"] += 1
             continue
-        message = entry.get("message") if isinstance(entry.get("message"), dict) else {}
+        message = message if isinstance(message := entry.get("message"), dict) else {}
         item = _raw_message(message, stats, models)
         if item is not None:
             item["at"] = logged_at(entry)
@@ -158,7 +158,7 @@ def _raw_message(message: dict[str, Any], stats: Counter[str], models: Counter[s
         return {"role": "assistant", "content": blocks, "usage": usage, "reported": reported}
     if role == "toolResult":
         result = {
-            "type": "tool_result",
+            "type": TOOL_RESULT,
             "tool_use_id": message.get("toolCallId"),
             "content": _blocks(message.get("content"), stats),
             "is_error": bool(message.get("isError")),

@@ -26,6 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from compaction.core.blocks import TOOL_RESULT, TOOL_USE
 from compaction.core.provenance import HARNESS
 from compaction.core.transcripts.base import (
     MAX_JSON_DEPTH,
@@ -101,12 +102,12 @@ def _final_observation(traj: dict[str, Any], last: dict[str, Any]) -> str | None
     the same one."""
     steps = traj.get("trajectory")
     step = steps[-1] if isinstance(steps, list) and steps and isinstance(steps[-1], dict) else None
-    calls = [b for b in last.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
+    calls = [b for b in last.get("content", []) if isinstance(b, dict) and b.get("type") == TOOL_USE]
     action = str((calls[-1].get("input") or {}).get("command", "")).strip() if calls else ""
     if step is None or not action or str(step.get("action", "")).strip() != action:
         return None
-    observation = step.get("observation") if isinstance(step.get("observation"), str) else ""
-    info = traj.get("info") if isinstance(traj.get("info"), dict) else {}
+    observation = observation if isinstance(observation := step.get("observation"), str) else ""
+    info = info if isinstance(info := traj.get("info"), dict) else {}
     if not observation.strip() and info.get("exit_status") == "submitted" and isinstance(info.get("submission"), str):
         # The run ended on the submission without printing it: what was submitted answers it.
         observation = info["submission"]
@@ -114,7 +115,7 @@ def _final_observation(traj: dict[str, Any], last: dict[str, Any]) -> str | None
 
 
 def _result(tool_use_id: str, content: Any) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": content}]}
+    return {"role": "user", "content": [{"type": TOOL_RESULT, "tool_use_id": tool_use_id, "content": content}]}
 
 
 def _assistant_blocks(
@@ -128,7 +129,7 @@ def _assistant_blocks(
         function = call.get("function") or {}
         blocks.append(
             {
-                "type": "tool_use",
+                "type": TOOL_USE,
                 "id": call.get("id") or f"swe_call_{number}",
                 "name": function.get("name") or "unknown",
                 "input": _arguments(function.get("arguments")),
@@ -139,7 +140,7 @@ def _assistant_blocks(
         return blocks, None
     action_id = f"swe_action_{number}"
     blocks.append(
-        {"type": "tool_use", "id": action_id, "name": action.strip().split()[0], "input": {"command": action.strip()}}
+        {"type": TOOL_USE, "id": action_id, "name": action.strip().split()[0], "input": {"command": action.strip()}}
     )
     stats["text_actions_as_tool_calls"] += 1
     return blocks, action_id

@@ -26,9 +26,9 @@ def fold(messages: Iterable[Msg], state: WorkState | None = None) -> WorkState:
     a copy."""
     state = copy.deepcopy(state) if state is not None else WorkState()
     for msg in messages:
-        if state.messages and msg.seq <= state.through:
+        if state.folded and msg.seq <= state.through:
             continue
-        state.messages += 1
+        state.folded += 1
         for event in events_of(msg, state.turn.pending):
             apply(state, event)
         state.through = msg.seq

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from compaction.core.blocks import TOOL_CALL_KINDS
+from compaction.core.blocks import TOOL_CALL_KINDS, TOOL_RESULT, TOOL_USE
 from compaction.core.prompts import text_of
 from compaction.core.text_heuristics import is_tool_rejection, tool_result_text
 from compaction.core.tool_vocabulary import (
@@ -94,7 +94,7 @@ Event = Said | Injected | Narration | Call | TurnEnded
 
 def call_kind(name: str, args: Any) -> str:
     key = tool_key(name)
-    block = {"type": "tool_use", "name": name, "input": args}
+    block = {"type": TOOL_USE, "name": name, "input": args}
     if shell_command_of(block):
         return "shell"
     if is_edit_call(name, args):
@@ -123,7 +123,7 @@ def _call(pending: PendingCall, result_seq: int, block: dict[str, Any]) -> Call:
     name = pending.name
     args = pending.args
     output = tool_result_text(block.get("content"))
-    command = shell_command_of({"type": "tool_use", "name": name, "input": args})
+    command = shell_command_of({"type": TOOL_USE, "name": name, "input": args})
     return Call(
         seq=pending.seq,
         result_seq=result_seq,
@@ -169,7 +169,7 @@ def events_of(msg: Msg, pending: dict[str, PendingCall]) -> list[Event]:
         return _assistant_events(msg, pending)
     out: list[Event] = []
     for block in msg.blocks:
-        if block.get("type") == "tool_result":
+        if block.get("type") == TOOL_RESULT:
             call = pending.pop(str(block.get("tool_use_id") or ""), None)
             if call is not None:
                 out.append(_call(call, msg.seq, block))

@@ -269,7 +269,8 @@ def added_names(old: str, new: str) -> list[str]:
 
 def _replacements(args: dict[str, Any]) -> list[tuple[str, str]]:
     pairs: list[tuple[str, str]] = []
-    for edit in args.get("edits") if isinstance(args.get("edits"), list) else [args]:
+    edits = args.get("edits")
+    for edit in edits if isinstance(edits, list) else [args]:
         if not isinstance(edit, dict):
             continue
         new = next((edit[k] for k in _NEW_KEYS if k in edit), None)
@@ -290,9 +291,9 @@ def edit_change(name: str, args: Any) -> Change:
             return Change("", empty=True)
         lines = content.splitlines()  # every line, blank ones too: the file's length as written
         defined = list(dict.fromkeys(DEFINES_RE.findall(content[:50_000])))[:4]
-        names = f", defining {', '.join(f'`{n}`' for n in defined[:3])}" if defined else ""
-        return Change(f"written, {len(lines)} line{'' if len(lines) == 1 else 's'}{names}", defined)
-    raw = args.get("command") if isinstance(args.get("command"), str) else ""
+        defining = f", defining {', '.join(f'`{n}`' for n in defined[:3])}" if defined else ""
+        return Change(f"written, {len(lines)} line{'' if len(lines) == 1 else 's'}{defining}", defined)
+    raw = raw if isinstance(raw := args.get("command"), str) else ""
     body = _EDITOR_BODY_RE.match(raw.strip()) if raw else None
     pairs = _replacements(args) + ([("", body.group(2))] if body else [])
     if is_create_tool(name) and not pairs:
@@ -302,13 +303,13 @@ def edit_change(name: str, args: Any) -> Change:
     added = [line for line in added if line not in old_lines]
     if not added:
         return Change("removed lines" if pairs else "")
-    defined = [line for line in added if DEFINES_RE.match(line)]
+    definitions = [line for line in added if DEFINES_RE.match(line)]
     names = [n for n in added_names("\n".join(old_lines), "\n".join(added)) if len(n) >= 5][:4]
     count = _line_count(pairs)
-    if defined:
+    if definitions:
         # What a reader wants of an edit that adds code: the definitions, as written.
-        more = f" and {len(defined) - 1} more definitions" if len(defined) > 1 else ""
-        head = re.sub(r"\s+do$", "", defined[0].rstrip(":{ "))
+        more = f" and {len(definitions) - 1} more definitions" if len(definitions) > 1 else ""
+        head = re.sub(r"\s+do$", "", definitions[0].rstrip(":{ "))
         return Change(f"adds `{one_line(head, 100).replace('`', chr(39))}`{more} ({count})", names)
     if len(" ".join(added)) <= 90:
         return Change("adds `" + one_line(" ".join(added), 90).replace("`", "'") + "`", names)
@@ -385,7 +386,7 @@ def todos_of(args: Any) -> list[tuple[str, str]] | None:
     """(status, text) of each item a todo tool wrote (TodoWrite, update_plan), or None."""
     if not isinstance(args, dict):
         return None
-    items = args.get("todos") if isinstance(args.get("todos"), list) else args.get("plan")
+    items = items if isinstance(items := args.get("todos"), list) else args.get("plan")
     if not isinstance(items, list):
         return None
     todos = []

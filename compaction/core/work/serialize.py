@@ -28,7 +28,7 @@ def _build(kind: Any, value: Any) -> Any:
     if origin in (types.UnionType, typing.Union):
         inner = [a for a in args if a is not type(None)]
         return _build(inner[0], value) if len(inner) == 1 else value
-    if dataclasses.is_dataclass(kind):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         hints = _hints(kind)
         known = {f.name for f in dataclasses.fields(kind)}
         return kind(**{k: _build(hints[k], v) for k, v in value.items() if k in known})
@@ -45,7 +45,10 @@ def from_json(data: Any) -> WorkState | None:
     """The state stored as `data`, or None when there is none or it is of another version."""
     if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
         return None
+    if isinstance(data.get("messages"), int) and "folded" not in data:
+        data = {**data, "folded": data["messages"]}  # the count's name before it was `folded`
     try:
-        return _build(WorkState, data)
+        state: WorkState = _build(WorkState, data)
+        return state
     except (TypeError, ValueError, KeyError, AttributeError):
         return None

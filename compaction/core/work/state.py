@@ -264,4 +264,4 @@ class WorkState:
     commands: list[str] = field(default_factory=list)  # each program + subcommand run, once
     open_file: str = ""  # the file an editor has open (SWE-agent's `edit` changes it)
     calls: int = 0
-    messages: int = 0
+    folded: int = 0  # how many messages were folded in (stored as "messages" before)

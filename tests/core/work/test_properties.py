@@ -12,14 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from bench import summary_eval as se
 from compaction.core.summarizers.extractive import MAX_BODY_CHARS, handoff
 from compaction.core.summarizers.extractive.render import REQUIRED_HEADINGS, render
 from compaction.core.summarizers.extractive.view import FULL, TINY, Focus, View
 from compaction.core.transcripts.detect import read_transcript
 from compaction.core.types import Msg
 from compaction.core.work import fold, from_json, to_json
-from tests.services import TRANSCRIPTS
+from tests.corpus import TRANSCRIPTS, corpus
+from tests.handoff_facts import harness_lines, narration_lines
+
+pytestmark = corpus
 
 FILES = sorted(
     p
@@ -71,8 +73,8 @@ def test_the_handoff_fits_and_quotes_at_every_level(session: list[Msg]) -> None:
     for level in range(FULL, TINY + 1):
         text = render(View(state, Focus.of(None), level))
         assert all(h in text for h in REQUIRED_HEADINGS), level
-        assert se.narration_lines(text) == [], level
-        assert se.harness_lines(text) == [], level
+        assert narration_lines(text) == [], level
+        assert harness_lines(text) == [], level
     fitted = handoff(state)
     assert len(fitted) <= MAX_BODY_CHARS
 

@@ -115,6 +115,17 @@ def test_file_lifecycle(case: str, story: Story, expected: dict[str, tuple]) -> 
     } == expected
 
 
+def test_a_path_the_program_says_does_not_exist_was_not_read() -> None:
+    output = "cat: src/editor.ts: No such file or directory\nexport const borderColor = 1"
+    # `| head` makes the pipeline exit 0: the call is a success whose output names the missing path.
+    files = Story().run("cat src/editor.ts src/ui/editor.ts | head -20", output).state().files
+    assert {p: r.state for p, r in files.items()} == {"src/ui/editor.ts": "read"}
+    # A search shows matching lines, not the file: neither path was read (issue 32's audits).
+    output = "grep: src/editor.ts: No such file or directory\nsrc/ui/editor.ts:12:  borderColor"
+    files = Story().run("grep -n border src/editor.ts src/ui/editor.ts | head -20", output).state().files
+    assert files == {}
+
+
 def test_an_npm_install_changes_the_manifest_and_lock_in_the_directory_it_ran() -> None:
     state = Story().run("cd /p/web && npm install left-pad", "added 1 package").state()
     assert {"/p/web/package.json", "/p/web/package-lock.json"} <= set(state.files)
@@ -563,3 +574,16 @@ def test_a_build_whose_pipe_hid_its_exit_status_still_failed_when_the_runner_say
     ]
     state = Story().person("build").run("npm run build | tail -3", "> acme@1.0 build\n> tsc\n\nDone").state()
     assert [c.ok for c in state.checks.values()] == [True]
+
+
+def test_a_state_stored_before_the_count_was_named_folded_still_skips_what_it_read():
+    from compaction.core.types import Msg
+    from compaction.core.work import fold, from_json, to_json
+
+    msgs = [Msg(1, "user", "Fix the parser", 4), Msg(2, "assistant", "On it.", 3)]
+    stored = to_json(fold(msgs))
+    assert stored["folded"] == 2 and "messages" not in stored
+    old = {k: v for k, v in stored.items() if k != "folded"} | {"messages": 2}
+    state = from_json(old)
+    assert state is not None and state.folded == 2
+    assert to_json(fold(msgs, state)) == to_json(state)  # nothing folded twice

@@ -419,9 +419,9 @@ def errors(v: View) -> Lines:
         rest = [g for g in groups if g not in chosen]
         out = [_error_group(v, g) for g in chosen]
         if rest:
-            fixed = sum(1 for g in rest if g[-1].status == "resolved")
+            resolved = sum(1 for g in rest if g[-1].status == "resolved")
             out.append(
-                f"{len(rest)} other failure{'s' if len(rest) != 1 else ''} ({fixed} fixed): "
+                f"{len(rest)} other failure{'s' if len(rest) != 1 else ''} ({resolved} fixed): "
                 + listing([_error_source(v, g[0]) + f" ({v.cite(g[0].seq)})" for g in rest], 6)
             )
         return _bullets(out)
@@ -546,10 +546,10 @@ def files(v: View) -> Lines:
             if v.focus.names(r.path, *(q.text for q in r.purposes))
             or (r.dirty and v.focus.kinds & {"uncommitted", "files"})
         ]
-        rest = [r for r in chosen if r not in wanted]
+        others = [r for r in chosen if r not in wanted]
         out = [_file_line(v, r) for r in wanted]
-        if rest:
-            out.append(f"Also changed ({len(rest)}): " + listing([v.path(r.path) for r in rest], 12))
+        if others:
+            out.append(f"Also changed ({len(others)}): " + listing([v.path(r.path) for r in others], 12))
         return _bullets(out)
     # Files whose commit's message (under Done) says what was built: named by commit.
     told = [r for r in chosen if not r.dirty and r.state == "edited" and r.commits and _told_by_commit(v, r)]

@@ -11,7 +11,7 @@ import re
 
 from compaction.core.summarizers.extractive.view import COMPACT, TERSE, View
 from compaction.core.work.parse import one_line
-from compaction.core.work.state import Check, Person, Step, Streak, Task
+from compaction.core.work.state import Check, Commit, Person, Step, Streak, Task
 
 REQUEST_CHARS = 1_500
 REPLY_GIST_CHARS = 300
@@ -88,7 +88,7 @@ def listing(items: list[str], limit: int = MAX_LISTED) -> str:
     return ", ".join(shown[:-1]) + (", " if more else " and ") + shown[-1] + more
 
 
-def _shas(commits: list) -> str:
+def _shas(commits: list[Commit]) -> str:
     return listing([c.sha[:7] for c in commits], 8)
 
 

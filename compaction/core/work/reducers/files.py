@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from compaction.core.fileops import SHELL_SEARCH_COMMANDS, call_file_ops
+from compaction.core.fileops import SHELL_SEARCH_COMMANDS, call_file_ops, without_missing
 from compaction.core.paths import outside_repository
 from compaction.core.text_heuristics import chain_parts, sentences
 from compaction.core.types import FileOps
@@ -201,4 +201,5 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
         _changed_by_shell(state, call, outcome, ops)
     if call.kind == "search" or (call.kind == "shell" and _searches(call.command or "")):
         return  # a search shows the lines that match, not the file: no file was read
-    _read(state, call, ops)  # a read tool, or `cat x`, `sed -n 1,20p x`
+    # A read tool, or `cat x`, `sed -n 1,20p x`; not a path the program said does not exist.
+    _read(state, call, without_missing(ops, call.output))

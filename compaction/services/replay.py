@@ -1,4 +1,4 @@
-"""Import and replay: record another agent's own compaction, replay a recorded transcript
+"""Replay and recorded compactions: record another agent's own compaction, replay a recorded transcript
 through the services the API uses (import_transcript, the replay tests, the benches)."""
 
 from __future__ import annotations

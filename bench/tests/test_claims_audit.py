@@ -5,12 +5,12 @@ made through the service (import, compaction) with what a reader needs."""
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
 
 from bench import claims_audit as ca
+from tests.corpus import TRANSCRIPTS, corpus
 
 
 def _user(text):
@@ -88,6 +88,20 @@ def test_a_long_output_keeps_head_tail_and_the_lines_the_summary_names_with_a_no
     assert ca.cut_text("short\noutput", ca.Trim(3, 2, 400), set()) == "short\noutput"
 
 
+def test_what_the_summary_quotes_is_kept_whole_wherever_it_is_in_a_long_output():
+    lines = [f"line {n}" for n in range(1, 201)]
+    lines[120] = "DESCRIPTION: Ongoing reviews are defined as open annotations across all sessions " + "x" * 400
+    summary = "- gqc.5, in progress. The task: Add a page. Ongoing reviews are defined as open annotations across all…"
+    evidence = ca.Evidence(set(), ca.summary_quotes(summary))
+    assert "Ongoing reviews are defined as" in evidence.quotes
+    shown = ca.cut_text("\n".join(lines), ca.Trim(3, 2, 400, middle=0), evidence).split("\n")
+    assert lines[120] in shown  # whole, not cut to the level's line width
+    # Few long lines (a tool call's JSON): the quote's surroundings are kept from the middle.
+    long = "a" * 5000 + " Ongoing reviews are defined as open annotations " + "b" * 5000
+    out = ca.cut_text(long, ca.Trim(3, 2, 400), evidence)
+    assert "Ongoing reviews are defined as open annotations" in out and len(out) < 2000
+
+
 AUDIT = """# Audit
 
 ## Claims
@@ -142,20 +156,11 @@ def test_tally_reads_every_audit_under_the_folders(tmp_path, capsys):
 # --- on the shared transcripts, through the service --------------------------------------------
 
 
-def _shared_or_skip():
-    folder = ca.transcripts_dir()
-    if folder is None or not folder.is_dir():
-        reason = "the shared transcripts are not beside the project; set COMPACTOR_TRANSCRIPTS_DIR"
-        if os.environ.get("REQUIRE_SERVICES", "").lower() in {"1", "true", "yes"}:
-            pytest.fail(f"REQUIRE_SERVICES=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
-    return folder
-
-
+@corpus
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("name", ["swe-agent/katy.traj", "claude-code/reliability-python-to-rust-port.jsonl"])
 def test_each_cut_is_a_folder_a_reader_can_audit(name, tmp_path, django_user_model):
-    root = _shared_or_skip()
+    root = TRANSCRIPTS
     owner = django_user_model.objects.create(username="auditor")
     rows = ca.audit_transcript(
         root / name, root=root, out=tmp_path, owner=owner, cuts=2, min_tokens=1_500, small_keep=0.3

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from bench import summary_eval as se
-from tests.services import TRANSCRIPTS
+from tests.corpus import TRANSCRIPTS, corpus
 
 
 def call(tool_id: str, command: str) -> dict:
@@ -90,6 +90,7 @@ def evaluations():
     return [se.evaluate_session(TRANSCRIPTS / "claude-code" / f"{name}.jsonl", fidelity) for name in se.SESSIONS]
 
 
+@corpus
 def test_each_session_is_evaluated_on_a_range_with_resolved_work(evaluations):
     for ev in evaluations:
         assert ev.range_messages > 20
@@ -101,6 +102,7 @@ def test_each_session_is_evaluated_on_a_range_with_resolved_work(evaluations):
         assert ev.focus.hashes[1] == ev.ours.hashes[1]
 
 
+@corpus
 def test_the_table_is_the_end_of_the_output(evaluations, capsys, monkeypatch):
     monkeypatch.setattr(
         se, "evaluate_session", lambda path, fidelity=None, replay=False: evaluations[se.SESSIONS.index(path.stem)]
