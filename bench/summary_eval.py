@@ -50,15 +50,18 @@ if str(ROOT) not in sys.path:
 
 # The corpus, the sessions and the core path a job takes are the tests' (tests/corpus.py): the
 # figures here are measured on what the tests check.
-from tests.corpus import (  # noqa: E402
+from tests.corpus import (  # noqa: E402, F401 - also re-exported: bench/rules_eval.py reads them here
     SESSIONS,
     TRANSCRIPTS,
+    WINDOW,
     as_msgs,
     compact_once,
     history_before_compaction,
     load_fidelity,
+    messages_for_api,
     served_text,
     served_tokens,
+    shared_dir,
 )
 from tests.handoff_facts import harness_lines, narration_lines  # noqa: E402
 

@@ -59,11 +59,15 @@ def require(item: pytest.Item) -> None:
         missing(ABSENT)
 
 
+def shared_dir() -> Path:
+    """shared/ itself: `COMPACTOR_SHARED_DIR`, else the folder that holds the corpus (data/transcripts)."""
+    return Path(os.environ.get("COMPACTOR_SHARED_DIR") or TRANSCRIPTS.parent.parent)
+
+
 def load_fidelity() -> ModuleType:
     """shared/tools/fidelity.py (the shared ledger-recall scorer; a script, not a package),
     beside the corpus (`COMPACTOR_SHARED_DIR` to name shared/ itself)."""
-    shared = Path(os.environ.get("COMPACTOR_SHARED_DIR") or TRANSCRIPTS.parent.parent)
-    path = shared / "tools" / "fidelity.py"
+    path = shared_dir() / "tools" / "fidelity.py"
     if not path.is_file():
         missing(f"the shared scorer is absent: no file {path} (set COMPACTOR_SHARED_DIR)")
     spec = importlib.util.spec_from_file_location("shared_fidelity", path)

@@ -38,8 +38,15 @@ PATH_PREFIXES = ("", "compaction/", "compaction/core/")
 PATH_SUFFIXES = (".py", ".yml", ".yaml", ".toml", ".md", ".txt", ".sh")
 
 
+FENCE_RE = re.compile(r"^```\n(.*?)^```", re.M | re.S)
+MAP_PATH_RE = re.compile(r"(?<![\w.])(?:[a-z_]+/)+(?:[a-z_]+\.py)?|(?<![\w./])[a-z_]+\.py")
+
+
 def spans(text: str) -> list[str]:
-    return sorted({s.strip() for s in CODE_SPAN_RE.findall(text) if s.strip()})
+    """The `code` the doc quotes, and the paths its layer map (the fenced block) names."""
+    quoted = {s.strip() for s in CODE_SPAN_RE.findall(text) if s.strip()}
+    mapped = {m for block in FENCE_RE.findall(text) for m in MAP_PATH_RE.findall(block)}
+    return sorted(quoted | mapped)
 
 
 def _is_placeholder(span: str) -> bool:

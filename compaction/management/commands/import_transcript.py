@@ -128,7 +128,7 @@ class Command(BaseCommand):
             raise CommandError("--user: no superuser exists; pass --user USERNAME")
         return user
 
-    def _replay_lines(self, report: importing.ImportReport, usage: dict[str, Any]) -> None:
+    def _replay_lines(self, report: importing.ImportReport, usage: session_services.Usage) -> None:
         session, result = report.session, report.replay
         assert result is not None
         for job in result.compactions:
