@@ -197,6 +197,11 @@ def _like(term: str) -> str:
 def _scope(session: Session | None, user) -> tuple[str, list[Any]]:
     if session is not None:
         return "m.session_id = %s", [session.pk.hex if connection.vendor == "sqlite" else session.pk]
+    if connection.vendor == "postgresql":
+        # The owner's session ids as a literal array: with the subquery the planner could not
+        # tell how many messages it keeps and read every vector (a one-letter word: 180 ms -> 25 ms).
+        ids = list(Session.objects.filter(owner=user, deleted_at__isnull=True).values_list("pk", flat=True))
+        return "m.session_id = ANY(%s::uuid[])", [ids]
     return (
         "m.session_id IN (SELECT s.id FROM agent_sessions_session s WHERE s.owner_id = %s AND s.deleted_at IS NULL)",
         [user.pk],
