@@ -57,7 +57,7 @@ def _tally(lines: list[tuple[str, str]]) -> str:
         value = next(numbers)
         return f"{value:.2f}" if "." in match.group(0) else str(int(value))
 
-    return _NUMBER_RE.sub(total, last)
+    return _NUMBER_RE.sub(total, last) + f" (summed over {len(same)} suites)"
 
 
 def run_outcome(output: str, is_error: bool) -> tuple[bool, str, str]:
@@ -295,7 +295,10 @@ def edit_change(name: str, args: Any) -> Change:
         return Change(f"written, {len(lines)} line{'' if len(lines) == 1 else 's'}{defining}", defined)
     raw = raw if isinstance(raw := args.get("command"), str) else ""
     body = _EDITOR_BODY_RE.match(raw.strip()) if raw else None
-    pairs = _replacements(args) + ([("", body.group(2))] if body else [])
+    span = [int(n) for n in body.group(1).split(":")] if body else []
+    replaced = "\n" * (span[1] - span[0] + 1) if len(span) == 2 and span[1] >= span[0] else ""
+    # `edit 4:4` writes its lines over that range: as many lines replaced, their text unknown.
+    pairs = _replacements(args) + ([(replaced, body.group(2))] if body else [])
     if is_create_tool(name) and not pairs:
         return Change("", empty=True)  # an editor's `create x.py`: the content is still to come
     old_lines = {line.strip() for old, _new in pairs for line in old.splitlines()}
@@ -309,7 +312,7 @@ def edit_change(name: str, args: Any) -> Change:
     if definitions:
         # What a reader wants of an edit that adds code: the definitions, as written.
         more = f" and {len(definitions) - 1} more definitions" if len(definitions) > 1 else ""
-        head = re.sub(r"\s+do$", "", definitions[0].rstrip(":{ "))
+        head = re.sub(r"\s+do$", "", definitions[0].rstrip("{ "))
         return Change(f"adds `{one_line(head, 100).replace('`', chr(39))}`{more} ({count})", names)
     if len(" ".join(added)) <= 90:
         return Change("adds `" + one_line(" ".join(added), 90).replace("`", "'") + "`", names)

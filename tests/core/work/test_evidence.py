@@ -153,12 +153,12 @@ def test_a_command_still_failing_after_repeated_attempts_is_the_blocker_stated_f
     text = handoff(story.state())
     stand = text.split("## Goal")[0]
     first = stand.splitlines()[1]
-    assert first.startswith(
-        "- Blocked: `git commit --no-verify -m 'feat: a'` failed 3 times in a row (#4–#10), still failing"
-    )
+    assert first.startswith("- Blocked: `git commit` failed in each of its last 3 runs (#4–#10), still failing")
     assert "`lib/spotter/a.ex:12:no_return Function run/0 has no local return.`" in first
     assert "[DIALYZER]" not in text
-    assert "Also tried: `git add -A && git commit -m 'feat: a'`" in first
+    assert (
+        "The commands run: `git add -A && git commit -m 'feat: a'` and `git commit --no-verify -m 'feat: a'`" in first
+    )
     assert "1. Get past the failing `git commit --no-verify -m 'feat: a'`" in text
 
 
@@ -368,3 +368,38 @@ def test_an_edit_the_tool_refused_is_an_attempt_not_a_blocker() -> None:
     assert text_of(blocked, story) == ""
     told = "\n".join(where_things_stand(View(story.state())))
     assert "nothing was changed by it" in told
+
+
+def test_a_definition_is_quoted_as_written_and_an_editor_range_is_replaced_not_added() -> None:
+    from compaction.core.work.parse import edit_change
+
+    said = edit_change("edit", {"command": "edit 4:4\ndef division(a: float, b: float) -> float:\nend_of_edit"}).summary
+    assert "`def division(a: float, b: float) -> float:`" in said, said
+    assert "added" not in said
+
+
+def test_a_traceback_is_told_by_its_exception_line() -> None:
+    from compaction.core.summarizers.extractive.render import in_progress
+
+    output = (
+        "Traceback (most recent call last):\n  File 'r.py', line 3\n    raise AttributeError(\n"
+        "AttributeError: Unable to convert the pixel data: PixelRepresentation missing"
+    )
+    story = Story().person("reproduce it").write("/p/r.py", "x\n").run("python r.py", output)
+    assert "which printed `AttributeError: Unable to convert the pixel data" in text_of(in_progress, story)
+
+
+def test_a_tally_summed_over_suites_says_so() -> None:
+    from compaction.core.work.parse import run_outcome
+
+    out = "test result: ok. 29 passed; 0 failed\n   Doc-tests x\ntest result: ok. 5 passed; 0 failed\n"
+    _ok, tally, _error = run_outcome(out, False)
+    assert "34 passed" in tally and "summed over 2 suites" in tally
+
+
+def test_pending_todos_are_next_steps_even_when_no_tracker_task_was_started() -> None:
+    from compaction.core.summarizers.extractive.render import next_section
+
+    story = Story().person("port it").todos(("completed", "Set up"), ("pending", "Update Justfile"))
+    steps = text_of(next_section, story)
+    assert '"Update Justfile"' in steps and "not asked" not in steps

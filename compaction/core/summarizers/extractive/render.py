@@ -65,7 +65,7 @@ def goal(v: View) -> Lines:
         ]
     if len(requests) > 3 and first.answer is not None:
         out = [
-            f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}; {len(requests) - 1} requests followed (under Done and The Person's Messages)"
+            f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}; the person's later messages are under Done and The Person's Messages"
         ]
     if len(requests) > 1:
         # The first request is where the session began; the latest may have changed the task.
@@ -222,7 +222,13 @@ def in_progress(v: View) -> Lines:
     out = []
     turn = v.state.turn
     if not v.current and not turn.ended and turn.submitted is None and v.latest_request is not None and not v.tasks:
-        out.append(f"The latest request ({v.cite(v.latest_request.seq)}), not yet reported done")
+        request = v.latest_request
+        if request.answer is not None:
+            out.append(
+                f"The latest request ({v.cite(request.seq)}): the agent reported it done at {v.cite(request.answer.seq)}, and the work went on after that report"
+            )
+        else:
+            out.append(f"The latest request ({v.cite(request.seq)}), not yet reported done")
     for task in v.current:
         line = f"{v.task_name(task)}, in progress"
         intro, done = task_spec(task.note)
@@ -448,7 +454,13 @@ def _file_state(v: View, rec: FileRecord) -> str:
         return "was deleted" + committed + (", not committed yet" if rec.dirty and v.git_seen else "")
     if rec.state == "moved":
         return f"was moved to {v.path(rec.moved_to)}"
-    made = "was written" if rec.created else f"was edited {_times(rec.edits)}"
+    made = (
+        "was created empty (its content not written yet)"
+        if rec.empty and rec.edits <= 1
+        else "was written"
+        if rec.created
+        else f"was edited {_times(rec.edits)}"
+    )
     if rec.created and rec.edits > 1:
         made += f", then edited {_times(rec.edits - 1)} more"
     if not v.git_seen:

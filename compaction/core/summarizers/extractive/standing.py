@@ -206,9 +206,8 @@ def tree_said(v: View) -> list[str]:
     git = v.state.git
     last = v.last_commit
     status = git.tree_seq if git.tree is not None else 0
-    tree = git.tree or {}
     after = f"after {code(last.sha[:7])} ({v.cite(last.seq)})" if last is not None else "in this history"
-    seen = [r for r in v.dirty if status > r.last and r.path in tree]
+    seen = [r for r in v.dirty if status > r.last]
     unseen = [r for r in v.dirty if status <= r.last]
     extra = [f"{v.path(p)} ({s})" for p, s in v.tree_extra] if status >= (last.seq if last else 0) else []
     out = []
@@ -268,13 +267,12 @@ def blocker_said(v: View, streak: Streak) -> str:
     """A command that keeps failing: how often, its error lines as printed (not a progress
     banner), and what was tried, so it is not tried again unchanged."""
     command = streak.commands[-1] if streak.commands else streak.key.partition(":")[2]
-    said = f"{code(command, 100)} failed {streak.runs} times in a row ({v.cite(streak.first, streak.last)}), still failing at the end"
+    name = streak.key.partition(":")[2] or command
+    said = f"{code(name, 100)} failed in each of its last {streak.runs} runs ({v.cite(streak.first, streak.last)}), still failing at the end"
     if streak.lines:
         shown = streak.lines[:2] if v.level <= COMPACT else streak.lines[:1]
         said += ": " + "; ".join(code(line, 220 if v.level <= COMPACT else 140) for line in shown)
-    tried = [c for c in streak.commands if c != command]
-    if tried:
-        said += f". Also tried: {listing([code(c, 100) for c in tried], 4)}"
+    said += f". The commands run: {listing([code(c, 100) for c in streak.commands], 4)}"
     return said
 
 
@@ -554,12 +552,12 @@ def next_steps(v: View) -> list[str]:
     # or closed here); a session that only created or listed them leaves them to whoever asks.
     working = any(t.started or t.closed for t in v.tasks if t.source != "todo")
     if v.open_tasks and not working:
-        names = [v.task_name(t, limit=80) for t in v.open_tasks if t.key not in v.parents]
+        names = [v.task_name(t, limit=80) for t in v.open_tasks if t.key not in v.parents and t.source != "todo"]
         if names:
             out.append(
                 f"Open in the tracker, none started in this history (not asked to be implemented so far): {listing(names, 6)}."
             )
-    for task in v.open_tasks[:4] if working else []:
+    for task in [t for t in v.open_tasks if working or t.source == "todo"][:4]:
         if task.key in v.parents:
             continue  # an epic is closed when its children are, by whoever closes them
         blocked = [

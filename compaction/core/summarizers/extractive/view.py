@@ -118,6 +118,9 @@ class View:
     @cached_property
     def root(self) -> str:
         changed = [p for p, rec in self.state.files.items() if rec.edits or rec.state != "read"]
+        if len(set(changed)) < 2:
+            # One changed file says little of where the project is: every file seen does.
+            changed = [p for p in self.state.files if not p.startswith(("~", "/tmp/"))] or changed
         return common_root(changed or list(self.state.files)) or self.state.git.cwd
 
     def rel(self, path: str) -> str:

@@ -12,6 +12,7 @@ from compaction.core.text_heuristics import (
     command_error_lines,
     command_signature,
     sentences,
+    strip_ansi,
     strip_error_tags,
 )
 from compaction.core.vocabulary import EXIT_CODE_RE
@@ -135,7 +136,13 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if outcome.command:
         # A run that fails differently got past the errors of the run before it.
         for error in state.errors:
-            if error.status == "open" and error.key == key and error.line not in lines and error.seq < call.seq:
+            if (
+                error.status == "open"
+                and error.key == key
+                and error.line not in lines
+                and error.line not in strip_ansi(call.output)
+                and error.seq < call.seq
+            ):
                 error.status, error.resolved_seq = "resolved", call.result_seq
                 error.resolution = "the next run got past it (and failed otherwise)"
     for line in lines:

@@ -87,7 +87,12 @@ def _step(call: Call, outcome: Outcome) -> Step:
             # A script's run that went through may still print an error (a reproduction of a
             # bug): what it printed, not "passed".
             printed = error_lines_of(call.output, is_error=False)
-            detail = f"printed: {printed[0]}" if printed else ""
+            # A traceback ends with the exception that was raised: that line, not a source line in it.
+            detail = (
+                f"printed: {printed[-1] if 'Traceback (most recent call last)' in call.output else printed[0]}"
+                if printed
+                else ""
+            )
         return Step(call.seq, kind, f"`{one_line(outcome.command, 100)}`", outcome.ok, detail)
     what = f"{call.kind if call.kind != 'other' else call.name} {call.path}" if call.path else call.name
     detail = "refused" if call.rejected else outcome.error if outcome.ok is False else ""
