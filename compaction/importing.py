@@ -98,6 +98,8 @@ class ImportReport:
     skipped: dict[str, int] = field(default_factory=dict)
     children: list[ImportReport] = field(default_factory=list)
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # subagent logs left out: (file, why)
+    # Image and document blocks not stored, as the provider refuses them: (message, block path, why).
+    refused_blocks: list[tuple[int, str, str]] = field(default_factory=list)
     replay: services.ReplayResult | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -114,6 +116,9 @@ class ImportReport:
                 for child in self.children
             ],
             "subagents_not_imported": [{"file": name, "problem": problem} for name, problem in self.unreadable],
+            "blocks_not_stored": [
+                {"message": number, "block": path, "problem": problem} for number, path, problem in self.refused_blocks
+            ],
         }
 
     def lines(self) -> list[str]:
@@ -138,6 +143,8 @@ class ImportReport:
             )
         for name, problem in self.unreadable:
             out.append(f"  subagent {name} not imported: {problem}")
+        for number, path, problem in self.refused_blocks:
+            out.append(f"  message {number}: {path}: {problem} (not stored: the provider refuses it)")
         return out
 
 
@@ -197,18 +204,46 @@ def _known_keys(block: dict[str, Any], transcript: ImportedTranscript) -> dict[s
     return {k: v for k, v in block.items() if k in allowed}
 
 
-def _fit_block(block: Any, role: str, transcript: ImportedTranscript, *, inner: bool = False) -> dict[str, Any]:
+def _refused_media(block: Any) -> tuple[str, str] | None:
+    """(field path under the block, problem) when the block is an image or document the provider
+    refuses (sessions.validation.media_problem)."""
+    if not isinstance(block, dict) or block.get("type") not in ("image", "document"):
+        return None
+    source = block.get("source")
+    if not isinstance(source, dict) or not all(isinstance(v, str) and v for k, v in source.items() if k != "content"):
+        return None
+    required = validation.SOURCE_KEYS.get(source.get("type"), ((), ()))[0]  # type: ignore[arg-type]
+    if any(key not in source for key in required):
+        return None
+    problem = validation.media_problem(block["type"], source)
+    return (f"source.{problem[0]}", problem[1]) if problem else None
+
+
+def _fit_block(
+    block: Any, role: str, transcript: ImportedTranscript, *, inner: bool = False, where: tuple[int, str] = (0, "")
+) -> dict[str, Any]:
     """A block the service's validation accepts, keeping what it says: a block of a type the
     service does not store (web search results, tool references, …) becomes a text block
     holding it as JSON; a tool_use / tool_result keeps its type (its pair depends on it) and
-    loses only fields the Messages API does not define (counted)."""
+    loses only fields the Messages API does not define (counted). An image or document the
+    provider refuses is not stored: a text block says so, and the report lists it (`where`:
+    the message number and the block's path)."""
     if not _block_errors(block, None if inner else role, inner=inner):
         return block
+    refused = _refused_media(block)
+    if refused is not None:
+        path = f"{where[1]}.{refused[0]}"
+        transcript.refused_blocks.append((where[0], path, refused[1]))
+        transcript.stats[f"skipped_{block['type']}_blocks_the_provider_refuses"] += 1
+        return {"type": "text", "text": f"[{block['type']} not stored: {path}: {refused[1]}]"}
     kind = block.get("type") if isinstance(block, dict) else None
     if kind == TOOL_RESULT and not inner:
         fixed = _known_keys(block, transcript)
         if isinstance(fixed.get("content"), list):
-            fixed["content"] = [_fit_block(b, role, transcript, inner=True) for b in fixed["content"]]
+            fixed["content"] = [
+                _fit_block(b, role, transcript, inner=True, where=(where[0], f"{where[1]}.content[{index}]"))
+                for index, b in enumerate(fixed["content"])
+            ]
         if "is_error" in fixed:
             fixed["is_error"] = bool(fixed["is_error"])
         return fixed
@@ -226,9 +261,12 @@ def _fit_block(block: Any, role: str, transcript: ImportedTranscript, *, inner: 
 
 def _make_acceptable(transcript: ImportedTranscript) -> None:
     """Every message in a shape messages_append stores: one odd block must not cost the file."""
-    for message in transcript.messages:
+    for number, message in enumerate(transcript.messages, start=1):
         if isinstance(message["content"], list):
-            message["content"] = [_fit_block(b, message["role"], transcript) for b in message["content"]]
+            message["content"] = [
+                _fit_block(b, message["role"], transcript, where=(number, f"content[{index}]"))
+                for index, b in enumerate(message["content"])
+            ]
     for subagent in transcript.subagents:
         _make_acceptable(subagent)
 
@@ -366,6 +404,7 @@ def _counts(report: ImportReport, transcript: ImportedTranscript) -> None:
     report.queued_messages = transcript.stats.get("queued_messages_imported", 0)
     report.replaced_characters = transcript.stats.get("unstorable_characters_replaced", 0)
     report.skipped = transcript.skipped
+    report.refused_blocks = list(transcript.refused_blocks)
 
 
 def _create_session(

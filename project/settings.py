@@ -209,6 +209,16 @@ API_KEY_CACHE_SECONDS = env_int("COMPACTOR_API_KEY_CACHE_SECONDS", 5, minimum=0)
 MAX_REQUEST_BYTES = env_int("COMPACTOR_MAX_REQUEST_BYTES", 8 * 1024 * 1024, minimum=1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_REQUEST_BYTES
 
+# A history search's statement may run this long (PostgreSQL's statement_timeout, SQLite's
+# progress handler) before it is stopped and answered with a 400 asking for a narrower query.
+SEARCH_TIMEOUT_MS = env_int("COMPACTOR_SEARCH_TIMEOUT_MS", 1000, minimum=10)
+# On PostgreSQL, of the messages holding every word of a query, the newest this many are checked
+# for word order and substrings and ranked (sessions.search): what bounds a common word's cost.
+SEARCH_CANDIDATES = env_int("COMPACTOR_SEARCH_CANDIDATES", 2000, minimum=100)
+# ... and of those whose words are in order, the newest this many checked as text (identifiers'
+# substrings, long messages' phrases): reading a message's text costs ~0.15 ms.
+SEARCH_SUBSTRING_CANDIDATES = env_int("COMPACTOR_SEARCH_SUBSTRING_CANDIDATES", 400, minimum=20)
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "sessions.auth.BearerAPIKeyAuthentication",

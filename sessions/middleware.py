@@ -1,5 +1,6 @@
 """API requests: an oversized one is refused with a JSON 413 before anything reads the body, and
-every error answer under /api/ is JSON, also where Django would render an HTML page."""
+every error answer under /api/ is JSON, also where Django would render an HTML page (under
+/anthropic/ and /openai/ in the Messages API's and OpenAI's error shapes)."""
 
 from __future__ import annotations
 
@@ -125,7 +126,32 @@ class JsonApiErrorsMiddleware:
         response = self.get_response(request)
         if request.path.startswith("/api/"):
             return json_errors(request, response)
+        if request.path.startswith(("/anthropic/", "/openai/")):
+            return _gateway_json_errors(request, response)
         return response
+
+
+# A Django error page's status as the Messages API's error type (OpenAI's routes use its `type`).
+_GATEWAY_ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+                        413: "request_too_large"}  # fmt: skip
+
+
+def _gateway_json_errors(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """An HTML error page on the gateway's paths (a Host not allowed, a crash the views did not
+    answer) in the calling API's own error shape: agents parse it, and a 500 page shows nothing."""
+    if response.status_code < 400 or not response.get("Content-Type", "").startswith("text/html"):
+        return response
+    status = response.status_code
+    if status >= 500:
+        kind, message = "api_error", "internal server error; the failure was logged"
+    else:
+        kind = _GATEWAY_ERROR_TYPES.get(status, "invalid_request_error")
+        message = f"{(response.reason_phrase or 'error').lower()}: {request.path}"
+    if request.path.startswith("/openai/"):
+        openai_kind = "server_error" if status >= 500 else "invalid_request_error"
+        body = {"error": {"message": message, "type": openai_kind, "param": None, "code": None}}
+        return JsonResponse(body, status=status)
+    return _gateway_error(status, kind, message)
 
 
 def json_errors(request: HttpRequest, response: HttpResponse) -> HttpResponse:

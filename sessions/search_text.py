@@ -3,7 +3,9 @@
 A query is words, quoted phrases and identifiers. A word (letters and digits only) matches
 a word starting with it; a quoted phrase matches its words in that order; an identifier (a
 token with punctuation: `spotter-fum.2`, `src/app.py`, `--no-verify`) matches as an exact,
-case-insensitive substring. Every part must match. The database finds the messages
+case-insensitive substring. Every part must match, and some part must hold a letter or digit:
+the index is of words, so punctuation alone (`%`, `/`) is refused rather than read off every
+message. The database finds the messages
 (sessions.search); this module finds, in a message found, the block and the place to show.
 """
 
@@ -63,9 +65,13 @@ def parse_query(text: str) -> Query:
         target = words if WORD_RE.fullmatch(token) else identifiers
         if token.lower() not in (t.lower() for t in target):
             target.append(token)
-    if not (words or phrases or identifiers):
-        # Only quotes and brackets (`""`, `()`): what was typed, as it is.
-        identifiers.append(text.strip())
+    if not words and not phrases and not any(WORD_RE.search(identifier) for identifier in identifiers):
+        # The index holds words: a query of punctuation only (`%`, `[`, `_`, `/`, `--`) has no
+        # term to look up, and matching it as a substring would read every message.
+        raise QueryError(
+            f"has no letter or digit to search by ({text.strip()[:40]!r}): the index finds words, and identifiers "
+            "by their words; add a word the message holds (e.g. `--verbose`, `50%`, `src/`)"
+        )
     return Query(
         words=tuple(words),
         phrases=tuple(phrases),

@@ -9,9 +9,13 @@ exactly what is wrong.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import struct
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from compaction.core import blocks
 from compaction.core.blocks import TOOL_RESULT, TOOL_USE
@@ -35,6 +39,21 @@ SOURCE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "content": (("content",), ()),
 }
 MAX_ERRORS = 50
+
+# --- media as the provider checks it ------------------------------------------------------------
+# What the Anthropic Messages API refuses in an image or document source (its "Vision" and "PDF
+# support" pages): stored anyway, such a block was sent again on every later call, each refused.
+IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+# An image's base64 data (the API counts the encoded bytes: "image exceeds 5 MB maximum").
+MAX_IMAGE_BASE64_BYTES = 5 * 1024 * 1024
+MAX_IMAGE_SIDE = 8000  # pixels, either side
+PDF_MEDIA_TYPE = "application/pdf"
+MAX_PDF_BYTES = 32 * 1024 * 1024  # the API's request size limit, which a PDF cannot pass
+_MAGIC = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+}
 
 
 @dataclass
@@ -89,6 +108,101 @@ def _check_source(block: dict[str, Any], path: str, errors: Errors) -> None:
                 _join(where, safe_text(str(key))),
                 f"unknown field for a {kind} source; allowed: {', '.join(('type', *required, *optional))}",
             )
+    if all(_nonempty_str(source.get(key)) for key in required if key != "content"):
+        problem = media_problem(block.get("type"), source)
+        if problem is not None:
+            errors.add(_join(where, problem[0]), problem[1])
+
+
+def media_problem(kind: Any, source: dict[str, Any]) -> tuple[str, str] | None:
+    """(field under the source, problem) when the provider would refuse this image or document
+    source: base64 that does not decode, data that is not the media type it says (magic bytes),
+    an image over 5 MB or 8,000 pixels a side, a PDF over 32 MB, a url that is not https."""
+    source_type = source.get("type")
+    if source_type == "url":
+        url = source["url"]
+        parts = urlsplit(url) if url.isascii() else None
+        if parts is None or parts.scheme.lower() != "https" or not parts.hostname:
+            return "url", f"must be an https:// URL, got {safe_text(url[:60])!r}"
+        return None
+    if source_type == "text" and kind == "document":
+        media_type = source.get("media_type", "text/plain")
+        if media_type != "text/plain":
+            return "media_type", f"must be 'text/plain' for a text source, got {safe_text(str(media_type)[:60])!r}"
+        return None
+    if source_type != "base64":
+        return None
+    media_type, data = source["media_type"], source["data"]
+    allowed = IMAGE_MEDIA_TYPES if kind == "image" else (PDF_MEDIA_TYPE,)
+    if media_type not in allowed:
+        return (
+            "media_type",
+            f"must be one of {', '.join(allowed)} for a base64 {kind}, got {safe_text(media_type[:60])!r}",
+        )
+    if kind == "image" and len(data) > MAX_IMAGE_BASE64_BYTES:
+        return "data", f"image exceeds 5 MB maximum: {len(data):,} bytes of base64 > {MAX_IMAGE_BASE64_BYTES:,}"
+    if kind == "document" and len(data) > MAX_PDF_BYTES * 4 // 3 + 4:
+        return "data", f"PDF exceeds the 32 MB request maximum: {len(data):,} bytes of base64"
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return "data", "is not valid base64 (RFC 4648: A-Z, a-z, 0-9, + and /, padded with =; no spaces)"
+    if not _is_media_type(raw, media_type):
+        return "data", f"is not {media_type} data (its first bytes are not that format's signature)"
+    size = image_size(raw, media_type) if kind == "image" else None
+    if size is not None and max(size) > MAX_IMAGE_SIDE:
+        return "data", f"image is {size[0]}x{size[1]} pixels: at most {MAX_IMAGE_SIDE:,} pixels a side"
+    return None
+
+
+def _is_media_type(raw: bytes, media_type: str) -> bool:
+    if media_type == "image/webp":
+        return raw[:4] == b"RIFF" and raw[8:12] == b"WEBP"
+    if media_type == PDF_MEDIA_TYPE:
+        return b"%PDF-" in raw[:1024]  # the header may follow a little junk (PDF 1.7, 7.5.2)
+    return raw.startswith(_MAGIC[media_type])
+
+
+def image_size(raw: bytes, media_type: str) -> tuple[int, int] | None:
+    """(width, height) read from the image's header; None when the header is not all there."""
+    try:
+        if media_type == "image/png" and raw[12:16] == b"IHDR":
+            return struct.unpack(">II", raw[16:24])
+        if media_type == "image/gif":
+            return struct.unpack("<HH", raw[6:10])
+        if media_type == "image/webp":
+            chunk = raw[12:16]
+            if chunk == b"VP8X":
+                return 1 + int.from_bytes(raw[24:27], "little"), 1 + int.from_bytes(raw[27:30], "little")
+            if chunk == b"VP8L":
+                bits = int.from_bytes(raw[21:25], "little")
+                return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+            if chunk == b"VP8 ":
+                width, height = struct.unpack("<HH", raw[26:30])
+                return width & 0x3FFF, height & 0x3FFF
+        if media_type == "image/jpeg":
+            return _jpeg_size(raw)
+    except struct.error:
+        return None
+    return None
+
+
+def _jpeg_size(raw: bytes) -> tuple[int, int] | None:
+    at = 2
+    while at + 9 <= len(raw):
+        if raw[at] != 0xFF:
+            return None
+        marker = raw[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        length = int.from_bytes(raw[at + 2 : at + 4], "big")
+        # Start of frame (baseline, progressive, ...): not DHT (C4), JPG (C8) or DAC (CC).
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            height, width = struct.unpack(">HH", raw[at + 5 : at + 9])
+            return width, height
+        at += 2 + length
+    return None
 
 
 def _check_text(value: Any, path: str, errors: Errors) -> None:

@@ -57,6 +57,12 @@ ImportResultSerializer = inline_serializer(
                 ),
                 "subagents": serializers.ListField(child=serializers.DictField()),
                 "subagents_not_imported": serializers.ListField(child=serializers.DictField()),
+                "blocks_not_stored": serializers.ListField(
+                    child=serializers.DictField(),
+                    help_text="Image and document blocks the provider refuses (bad base64, data not of its media "
+                    "type, too large, a URL not https): {message (1-based), block (its path), problem}. Each is "
+                    "stored as a text block saying so, not as the block.",
+                ),
             },
         ),
     },

@@ -49,6 +49,14 @@ _BARE_EXIT_RE = re.compile(r"(?i)^exit (code|status):? ?\d+$")
 _NOISE_LINE_RE = re.compile(
     r"^(?:> [\w@/.-]+@[\w.-]+ \S+$|> (?:node|npm|npx|tsx|vitest|jest)\b|\(Use `node --trace-warnings)"
 )
+# A diagnostic as compilers and linters print it: a file, a line number, the message
+# (`lib/a.ex:12: no local return`, `src/x.ts(3,1): …`, `a.py:4:1: E501 …`).
+DIAGNOSTIC_LINE_RE = re.compile(r"^\S+\.\w{1,6}(?::\d+(?::\d+)?:|\(\d+,\d+\):)\s*\S")
+_NAMED_DIAGNOSTIC_RE = re.compile(r"(?i)\b(?:error|warning)\b|\b[A-Z]{1,4}\d{3,5}\b")
+_ENDED_RE = re.compile(r"(?i)\bexit(?:ed)? (?:with )?(?:code|status)\b")
+# A progress banner, not what went wrong: a bare tag ("[DIALYZER]"), an announcement that
+# trails off ("Finding suitable PLTs...", "Running checks…"), a heading ("# Quality checks").
+BANNER_LINE_RE = re.compile(r"^(?:\[[^\]]{1,40}\]|#+ .*|.*(?:\.\.\.|…))$")
 # How a harness says it stopped a command: the call's outcome when no error line says more.
 _STOPPED_RE = re.compile(
     r"(?i)^(?:command )?(?:aborted|timed out|killed|terminated|interrupted|cancell?ed)\b|\btimed out after\b"
@@ -343,9 +351,31 @@ def error_lines_of(text: str, *, is_error: bool) -> list[str]:
         if len(line) >= 8 and is_error_line(line):
             lines.append(told[:MAX_ERROR_LINE_CHARS])
             joined = index + 1 if told != line else joined
+    located = [line[:MAX_ERROR_LINE_CHARS] for line in raw_lines if DIAGNOSTIC_LINE_RE.match(line)]
     if is_error and not lines and first:
+        # No line says "error": a tool reports where (`lib/a.ex:12: …`), or a program says how it
+        # ended last — its first line is often a progress banner ("[DIALYZER]", "Running checks…").
         stopped = [line for line in raw_lines if _STOPPED_RE.search(line)]
-        lines.append(stopped[-1][:MAX_ERROR_LINE_CHARS] if stopped else first)
+        if stopped:
+            lines.append(stopped[-1][:MAX_ERROR_LINE_CHARS])
+        elif not located:
+            said = [i for i, line in enumerate(raw_lines) if not BANNER_LINE_RE.match(line)]
+            if said and said[0] > 0:
+                index = said[0]
+                line = raw_lines[index]
+                told = f"{line} {raw_lines[index + 1]}" if line.endswith(":") and index + 1 < len(raw_lines) else line
+                lines.append(told[:MAX_ERROR_LINE_CHARS])
+            else:
+                lines.append(first)
+    # A diagnostic that names an error and where (`src/a.ts(3,1): error TS2353: …`) says more than a
+    # runner's wrapper saying the script failed ("npm error Lifecycle script `build` failed").
+    named = [line for line in located if _NAMED_DIAGNOSTIC_RE.search(line) and line not in lines]
+    if is_error and named and not any(line in located for line in lines):
+        lines = named[:2] + lines
+    elif is_error and located and lines and all(_ENDED_RE.search(line) for line in lines):
+        # Only how it ended ("Halting VM with exit status 2"): where the tool said what is wrong
+        # (a file and a line) comes first.
+        lines = located[:2] + lines
     # "Traceback (most recent call last):" only announces the exception line that follows.
     announced = [line for line in lines if not line.startswith("Traceback (most recent call last)")]
     return announced or lines

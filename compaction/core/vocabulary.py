@@ -56,6 +56,19 @@ TALLY_RE = re.compile(
     r"(?i)((?<![\d.@(])\b\d+ (?:tests?|examples?|doctests?|properties|passed|failed|failures?|errors?|specs?)\b[^\n]*|"
     r"\bfound no offenses\b[^\n]*|\ball checks passed\b[^\n]*|\bno issues\b[^\n]*|\bFound 0 errors\b[^\n]*)"
 )
+# A lint or type checker's verdict that it found something: "found 10 software design
+# suggestions" (credo), "Found 3 errors in 2 files" (mypy, ruff), "✖ 5 problems (3 errors, 2
+# warnings)" (eslint), "generated 2 warnings" (cargo clippy), "4 offenses detected" (rubocop).
+# Findings are not a pass, whatever the exit status a pipe let through says.
+FINDINGS_RE = re.compile(
+    r"(?i)^.*?(?<![\w.])(?:found |generated )?[1-9]\d* (?:[a-z][\w-]* ){0,3}"
+    r"(?:suggestions?|warnings?|issues?|problems?|offen[cs]es?|errors?|refactoring opportunities)\b.*$",
+    re.M,
+)
+# A pipe after a command into a filter: the exit status the shell reports is the filter's
+# (unless `set -o pipefail` or `PIPESTATUS`).
+PIPE_FILTER_RE = re.compile(r"\|\s*(tail|head|grep|egrep|rg|sed|awk|cut|sort|uniq|less|more|tee|wc|cat)\b")
+PIPEFAIL_RE = re.compile(r"pipefail|PIPESTATUS")
 FAILED_COUNT_RE = re.compile(r"(?i)\b([1-9]\d*) (?:failed|failures?|errors?)\b")
 EXIT_CODE_RE = re.compile(r"(?i)\bexit (?:code|status)[: ]+([1-9]\d*)")
 # `git commit` on a clean tree exits 1: everything was committed already (not "nothing added to
@@ -197,6 +210,13 @@ def tracker_changes(command: str) -> list[tuple[str, str, str]]:
 def is_probe(command: str) -> bool:
     return bool(PROBE_RE.match(command))
 
+
+# A file tool's answer that the file could not be read (a read that failed is no file read,
+# whether or not the tool flagged its result as an error).
+READ_FAILED_RE = re.compile(
+    r"(?i)^\W*(?:<tool_use_error>\s*)?(?:error:?\s*)?(?:file does not exist|no such file or directory|"
+    r"enoent\b|file not found|path does not exist|the path \S+ does not exist|could not (?:read|open|find) (?:the )?file)"
+)
 
 # A file tool's answer that an edit was refused and the file left as it was (SWE-agent's lint
 # gate, an editor's "no replacement was performed"): a failed attempt, not an edit.

@@ -5,7 +5,9 @@ DRF's JSONParser lets three kinds of valid-looking JSON through to code that can
 - numbers that overflow to ±Infinity (`1e400`): SQLite's JSON_VALID and PostgreSQL's jsonb
   refuse them on insert (NaN/Infinity literals DRF already refuses with STRICT_JSON);
 - escaped unpaired surrogates (`"\\ud800"`): not valid UTF-8, so no database can store them
-  and no response can echo them.
+  and no response can echo them;
+- integers longer than Python converts (4,300 digits): the decoder's error quoted
+  `sys.set_int_max_str_digits()`, a hint for the server's operator, not the client.
 """
 
 from __future__ import annotations
@@ -39,6 +41,18 @@ def _parse_float(text: str) -> float:
     return value
 
 
+# Python refuses to convert longer digit strings (sys.get_int_max_str_digits()); no API number
+# needs more than a handful.
+MAX_INT_DIGITS = 4300
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise _NonFinite(f"an integer of {digits:,} digits is too long (at most {MAX_INT_DIGITS:,} digits)")
+    return int(text)
+
+
 def _parse_constant(name: str) -> Any:
     raise _NonFinite(f"{name} is not valid JSON; numbers must be finite")
 
@@ -54,7 +68,7 @@ class JSONParser(DRFJSONParser):
         except (UnicodeDecodeError, LookupError) as exc:
             raise ParseError(f"JSON parse error - body is not valid {encoding}: {exc}") from None
         try:
-            data = json.loads(text, parse_float=_parse_float, parse_constant=_parse_constant)
+            data = json.loads(text, parse_float=_parse_float, parse_int=_parse_int, parse_constant=_parse_constant)
         except RecursionError:
             raise ParseError("JSON parse error - nested too deeply") from None
         except _NonFinite as exc:

@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from sessions import search, selectors
 from sessions.search_text import MAX_QUERY_CHARS, QueryError, parse_query
 
+from .pagination import bounded_int
 from .views import error_responses
 
 DEFAULT_LIMIT = 20
@@ -51,11 +52,13 @@ class SearchOutSerializer(serializers.Serializer):
 SEARCH_PARAMETERS = [
     OpenApiParameter(
         "q",
-        {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": r"\S"},
+        {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": r"[^\W_]"},
         required=True,
         description=f"Words (prefix match), quoted phrases and identifiers with punctuation (`src/app.py`, "
         f"`spotter-fum.2`, a commit hash: substring match); every part must match. At most {MAX_QUERY_CHARS} "
-        "characters, not only spaces.",
+        "characters, with at least one letter or digit (punctuation alone, `%` or `/`, is a 400: the index is of "
+        "words). A search that runs past its time bound (COMPACTOR_SEARCH_TIMEOUT_MS) is a 400 asking for a "
+        "narrower query.",
     ),
     OpenApiParameter(
         "limit",
@@ -71,8 +74,8 @@ def _params(request) -> tuple[str, int]:
     errors: dict[str, list[str]] = {}
     limit = DEFAULT_LIMIT
     if raw_limit is not None:
-        if raw_limit.isdigit() and 1 <= int(raw_limit) <= search.MAX_LIMIT:
-            limit = int(raw_limit)
+        if (value := bounded_int(raw_limit, 1, search.MAX_LIMIT)) is not None:
+            limit = value
         else:
             errors["limit"] = [f"must be an integer from 1 to {search.MAX_LIMIT}"]
     try:
@@ -84,7 +87,11 @@ def _params(request) -> tuple[str, int]:
     return q, limit
 
 
-def _answer(q: str, session, hits: list[search.SearchHit]) -> Response:
+def _answer(request, q: str, limit: int, session=None) -> Response:
+    try:
+        hits = search.history_search(user=request.user, q=q, session=session, limit=limit)
+    except search.SearchTooCostly as exc:
+        raise ValidationError({"q": [str(exc)]}) from None
     body = {"query": q, "session": session.pk if session else None, "hits": hits}
     return Response(SearchOutSerializer(body).data)
 
@@ -100,7 +107,7 @@ class SessionSearchView(APIView):
     def get(self, request, session_id):
         session = selectors.session_get(user=request.user, session_id=session_id)
         q, limit = _params(request)
-        return _answer(q, session, search.history_search(user=request.user, q=q, session=session, limit=limit))
+        return _answer(request, q, limit, session)
 
 
 class SearchView(APIView):
@@ -112,4 +119,4 @@ class SearchView(APIView):
     )
     def get(self, request):
         q, limit = _params(request)
-        return _answer(q, None, search.history_search(user=request.user, q=q, limit=limit))
+        return _answer(request, q, limit)

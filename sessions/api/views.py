@@ -26,7 +26,7 @@ from sessions.models import Session
 
 from . import serializers as s
 from .idempotency import idempotent
-from .pagination import StrictCursorPagination, StrictPageNumberPagination
+from .pagination import MAX_INT32, StrictCursorPagination, StrictPageNumberPagination, bounded_int
 from .renderers import TranscriptJSONRenderer
 from .transactions import AtomicWritesMixin
 
@@ -64,6 +64,7 @@ class MessageCursorPagination(StrictCursorPagination):
     """Opaque cursors over seq: stable while new messages are appended."""
 
     ordering = "seq"
+    position_is_int = True
     page_size = 100
     page_size_query_param = "limit"
     max_page_size = 1000
@@ -226,20 +227,25 @@ SEQ_SCHEMA = {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}
 
 
 def seq_range(params) -> dict[str, int | None]:
-    """`from_seq` / `to_seq` query parameters: message numbers, or a 400 naming the bad one (a `to_seq`
-    below `from_seq` is an empty range)."""
+    """`from_seq` / `to_seq` query parameters: message numbers, or a 400 naming the bad one (also a
+    `to_seq` below `from_seq`)."""
     bounds: dict[str, int | None] = {}
     errors: dict[str, list[str]] = {}
     for name in ("from_seq", "to_seq"):
         raw = params.get(name)
         if raw is None or raw == "":
             bounds[name] = None
-        elif raw.isdigit() and 1 <= int(raw) <= 2**31 - 1:
-            bounds[name] = int(raw)
+        elif (value := bounded_int(raw, 1, MAX_INT32)) is not None:
+            bounds[name] = value
         else:
             errors[name] = ["must be a message number (an integer from 1)"]
     if errors:
         raise ValidationError(errors)
+    low, high = bounds["from_seq"], bounds["to_seq"]
+    if low is not None and high is not None and high < low:
+        raise ValidationError(
+            {"to_seq": [f"must not be below from_seq ({high} < {low}): the range is both ends included"]}
+        )
     return bounds
 
 

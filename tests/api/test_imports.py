@@ -214,3 +214,39 @@ def test_blocks_the_service_does_not_store_are_kept_as_text(api, user):
     assert assistant[3] == {"type": "tool_use", "id": "t1", "name": "ToolSearch", "input": {"q": "x"}}
     inner = rows[3][0]["content"][0]
     assert inner["type"] == "text" and "mcp__db__query" in inner["text"]
+
+
+def test_media_the_provider_refuses_is_reported_per_message_not_stored(api, user):
+    """An image with data that is not base64, or a url source that is not https, is not stored
+    (it would be sent on every later call, each refused): a text block says so, and the report
+    names the message, the block and the problem (issue 35 item 4)."""
+    png = "iVBORw0KGgo="
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "What is in these?"},
+                                     {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "!!notb64"}}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {"file": "a.png"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+            {"type": "image", "source": {"type": "url", "url": "javascript:alert(1)"}},
+        ]}]},
+        {"role": "assistant", "content": "A screenshot."},
+    ]  # fmt: skip
+    text = "[" + ",".join(json.dumps(m) for m in messages) + "]"
+    response = api.post(URL, {"file": SimpleUploadedFile("media.json", text.encode())}, format="multipart")
+    assert response.status_code == 201, response.json()
+    report = response.json()["report"]
+    assert report["blocks_not_stored"] == [
+        {"message": 1, "block": "content[1].source.data", "problem": "is not valid base64 (RFC 4648: A-Z, a-z, "
+         "0-9, + and /, padded with =; no spaces)"},
+        {"message": 3, "block": "content[0].content[1].source.url", "problem": "must be an https:// URL, got "
+         "'javascript:alert(1)'"},
+    ]  # fmt: skip
+    assert report["skipped"]["skipped_image_blocks_the_provider_refuses"] == 2
+    session = Session.objects.get(owner=user)
+    stored = json.dumps(list(Message.objects.filter(session=session).values_list("content", flat=True)))
+    assert "!!notb64" not in stored and '"url": "javascript:' not in stored
+    first = Message.objects.get(session=session, seq=1).content
+    assert first[1] == {"type": "text", "text": "[image not stored: content[1].source.data: " + report[
+        "blocks_not_stored"][0]["problem"] + "]"}  # fmt: skip
+    result = Message.objects.get(session=session, seq=3).content[0]["content"]
+    assert result[0]["source"]["data"] == png  # the valid one is kept as it is

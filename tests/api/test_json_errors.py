@@ -54,3 +54,34 @@ def test_html_pages_outside_the_api_stay_html(client, debug):
     response = client.get("/no-such-page/")
     assert response.status_code == 404
     assert response["Content-Type"].startswith("text/html")
+
+
+@pytest.mark.parametrize("path", ["/anthropic/v1/messages", "/openai/v1/chat/completions"])
+def test_the_gateways_django_error_pages_are_its_apis_json(client, debug, path):
+    """A Host not allowed (Django's own 400 page) on the gateway's paths, in the calling API's
+    error shape: Claude Code and the OpenAI SDKs parse it (it was an HTML page)."""
+    response = client.post(path, b"{}", content_type="application/json", HTTP_HOST="not-allowed.example")
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    if path.startswith("/anthropic"):
+        assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    else:
+        assert body["error"]["type"] == "invalid_request_error" and body["error"]["message"]
+
+
+def test_a_gateway_crash_is_a_json_500_in_the_messages_api_shape(client, debug, monkeypatch):
+    from gateway import views
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(views, "read_request", crash)
+    client.raise_request_exception = False
+    response = client.post("/anthropic/v1/messages", b"{}", content_type="application/json")
+    assert response.status_code == 500
+    assert response.json() == {
+        "type": "error",
+        "error": {"type": "api_error", "message": "internal server error; the failure was logged"},
+    }
+    assert b"secret internals" not in response.content

@@ -141,6 +141,8 @@ def test_search_across_sessions_is_the_owners_only(api, user, other_user):
         ({"q": "a\x00b"}, "q"),
         ({"q": "ok", "limit": "0"}, "limit"),
         ({"q": "ok", "limit": "many"}, "limit"),
+        ({"q": "%"}, "q"),
+        ({"q": "/"}, "q"),
     ],
 )
 def test_bad_queries_are_400s_naming_the_parameter(api, session, params, field):
@@ -169,7 +171,8 @@ def test_reading_a_range_back_keeps_tool_pairs_whole(api, other_api, session):
     assert read(to_seq=2) == [1, 2, 3]
     page = api.get(url(session, "messages/"), {"from_seq": 2, "to_seq": 3}).json()["results"]
     assert page[0]["content"] == tool_use("t1", command="ls")["content"]  # verbatim
-    assert read(from_seq=5, to_seq=2) == []
+    # A range ending below its start is a 400 (it was an empty page, a typo gone unnoticed).
+    assert api.get(url(session, "messages/"), {"from_seq": 5, "to_seq": 2}).status_code == 400
     for params, field in (({"from_seq": "0"}, "from_seq"), ({"to_seq": "x"}, "to_seq")):
         response = api.get(url(session, "messages/"), params)
         assert response.status_code == 400 and field in response.json()["detail"]
@@ -275,3 +278,36 @@ def test_rows_written_outside_the_append_path_are_indexed_by_the_database(api, s
     # An id that starts like a number in scientific notation is one word, found whole and by its start.
     assert [hit["seq"] for hit in search(api, session, "343e9883c1e3172f08096c352aa46f12")["hits"]] == [1]
     assert [hit["seq"] for hit in search(api, session, "343e9883c1e3")["hits"]] == [1]
+
+
+@pytest.mark.parametrize("q", ["%", "[", "_", "/"])
+def test_a_query_of_punctuation_only_is_refused_saying_why(api, session, q):
+    response = api.get("/api/v1/search/", {"q": q})
+    assert response.status_code == 400
+    assert "no letter or digit" in response.json()["error"]
+
+
+def test_a_search_past_its_time_bound_is_stopped_and_answered_400(api, session, monkeypatch, settings):
+    """The statement runs under a time bound (PostgreSQL's statement_timeout, SQLite's progress
+    handler): one that would run 2 s is stopped at 50 ms and answered with a 400, and the
+    connection serves the next request."""
+    from django.db import connection
+
+    from sessions import search as search_module
+
+    settings.SEARCH_TIMEOUT_MS = 50
+    if connection.vendor == "postgresql":
+        slow = "SELECT 1 AS id, 0 AS rank FROM pg_sleep(2)"
+    else:
+        slow = (
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 500000000) "
+            "SELECT max(x), 0 FROM c"
+        )
+    name = "_postgres_sql" if connection.vendor == "postgresql" else "_sqlite_sql"
+    monkeypatch.setattr(search_module, name, lambda *args, **kwargs: (slow, []))
+    # Unbounded, the statement runs on (PostgreSQL: 2 s, then a 200; SQLite: minutes).
+    response = api.get(url(session, "search/"), {"q": "anything"})
+    assert response.status_code == 400, response.content
+    assert "within 50 ms" in response.json()["error"] and "q" in response.json()["detail"]
+    monkeypatch.undo()
+    assert api.get(url(session, "search/"), {"q": "anything"}).status_code == 200

@@ -38,6 +38,10 @@ STATEFUL_VALIDITY = {
     "sessions_partial_update",
     # the uploaded file must be a transcript (its content, not its schema type: binary)
     "imports_create",
+    # a cursor must be one the endpoint wrote (a `next` or `previous` link); to_seq must not be
+    # below from_seq
+    "messages_list",
+    "sessions_compactions_list",
 }
 
 

@@ -171,6 +171,10 @@ class ImportedTranscript:
     # Conversations logged inside this file that belong to a subagent (older Claude Code wrote
     # a Task's sidechain into the main log): each imported as a child session.
     subagents: list[ImportedTranscript] = field(default_factory=list)
+    # Image and document blocks the import did not store because the provider refuses them (bad
+    # base64, data not of its media type, too large, a URL not https): (message number, 1-based;
+    # the block's path in it; the problem). Each is replaced by a text block saying so.
+    refused_blocks: list[tuple[int, str, str]] = field(default_factory=list)
 
     @property
     def skipped(self) -> dict[str, int]:

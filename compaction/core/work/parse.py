@@ -57,7 +57,7 @@ def _tally(lines: list[tuple[str, str]]) -> str:
         value = next(numbers)
         return f"{value:.2f}" if "." in match.group(0) else str(int(value))
 
-    return _NUMBER_RE.sub(total, last)
+    return _NUMBER_RE.sub(total, last) + f" (summed over {len(same)} suites)"
 
 
 def run_outcome(output: str, is_error: bool) -> tuple[bool, str, str]:
@@ -287,15 +287,18 @@ def edit_change(name: str, args: Any) -> Change:
         return Change("")
     content = args.get("content", args.get("file_text"))
     if isinstance(content, str):
-        lines = [line for line in content.splitlines() if line.strip()]
-        if not lines:
+        if not content.strip():
             return Change("", empty=True)
+        lines = content.splitlines()  # every line, blank ones too: the file's length as written
         defined = list(dict.fromkeys(DEFINES_RE.findall(content[:50_000])))[:4]
         defining = f", defining {', '.join(f'`{n}`' for n in defined[:3])}" if defined else ""
         return Change(f"written, {len(lines)} line{'' if len(lines) == 1 else 's'}{defining}", defined)
     raw = raw if isinstance(raw := args.get("command"), str) else ""
     body = _EDITOR_BODY_RE.match(raw.strip()) if raw else None
-    pairs = _replacements(args) + ([("", body.group(2))] if body else [])
+    span = [int(n) for n in body.group(1).split(":")] if body else []
+    replaced = "\n" * (span[1] - span[0] + 1) if len(span) == 2 and span[1] >= span[0] else ""
+    # `edit 4:4` writes its lines over that range: as many lines replaced, their text unknown.
+    pairs = _replacements(args) + ([(replaced, body.group(2))] if body else [])
     if is_create_tool(name) and not pairs:
         return Change("", empty=True)  # an editor's `create x.py`: the content is still to come
     old_lines = {line.strip() for old, _new in pairs for line in old.splitlines()}
@@ -305,19 +308,26 @@ def edit_change(name: str, args: Any) -> Change:
         return Change("removed lines" if pairs else "")
     definitions = [line for line in added if DEFINES_RE.match(line)]
     names = [n for n in added_names("\n".join(old_lines), "\n".join(added)) if len(n) >= 5][:4]
+    count = _line_count(pairs)
     if definitions:
         # What a reader wants of an edit that adds code: the definitions, as written.
         more = f" and {len(definitions) - 1} more definitions" if len(definitions) > 1 else ""
-        count = f"{len(added)} new line{'s' if len(added) > 1 else ''}"
-        head = re.sub(r"\s+do$", "", definitions[0].rstrip(":{ "))
+        head = re.sub(r"\s+do$", "", definitions[0].rstrip("{ "))
         return Change(f"adds `{one_line(head, 100).replace('`', chr(39))}`{more} ({count})", names)
     if len(" ".join(added)) <= 90:
         return Change("adds `" + one_line(" ".join(added), 90).replace("`", "'") + "`", names)
-    count = f"{len(added)} new line{'s' if len(added) > 1 else ''}"
-    # The code itself says what an edit built: its first lines with substance.
+    # The code itself says what an edit built: some of its new lines with substance.
     shown = [line for line in added if len(line) >= 12 and not _COMMENT_ONLY_RE.match(line)][:2]
     excerpt = " … ".join(f"`{one_line(line, 90).replace('`', chr(39))}`" for line in shown)
-    return Change(f"adds lines starting {excerpt} ({count})" if excerpt else f"adds {count}", names)
+    return Change(f"its new lines include {excerpt} ({count})" if excerpt else count, names)
+
+
+def _line_count(pairs: list[tuple[str, str]]) -> str:
+    """How many lines a replacement wrote, and in place of how many: every line counted."""
+    new = sum(len(n.splitlines()) for _o, n in pairs)
+    old = sum(len(o.splitlines()) for o, _n in pairs)
+    lines = f"{new} line{'s' if new != 1 else ''}"
+    return f"{lines} in place of {old}" if old else f"{lines} added"
 
 
 # --- commits, todos, plans ---------------------------------------------------------------

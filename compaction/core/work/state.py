@@ -40,6 +40,7 @@ class Person:
     queued: bool = False  # typed while the agent was busy
     answer: Quote | None = None  # the agent's words that ended the turn this message started
     after: Quote | None = None  # the agent's words that ended the turn before it (what a reply answers)
+    task: bool = False  # the task a harness's template wraps (its words are the task's, not typed)
 
 
 @dataclass
@@ -51,6 +52,9 @@ class PeopleState:
     handover: str = ""  # the command a task template says hands the work in (SWE-agent `submit`)
     refusals: list[Quote] = field(default_factory=list)  # calls the person refused (the tool's name)
     interruptions: list[int] = field(default_factory=list)  # where the person interrupted the agent
+    # The harness's task template around the task (its lead-in, its instructions): the rules the
+    # task comes with, the harness's words.
+    template: list[Quote] = field(default_factory=list)
 
 
 @dataclass
@@ -66,7 +70,8 @@ class Task:
     closed: int | None = None
     parent: str = ""
     blocked_by: list[str] = field(default_factory=list)
-    note: str = ""  # the first sentences of its description
+    note: str = ""  # its description as the tracker showed it (up to parse.MAX_NOTE_CHARS)
+    note_seq: int = 0  # where it was shown
     outputs: list[str] = field(default_factory=list)  # files its description lists as new
     touches: list[str] = field(default_factory=list)  # files its description lists to modify
     commits: list[str] = field(default_factory=list)
@@ -99,6 +104,7 @@ class FileRecord:
     dirty: bool = False  # changed since the last commit that took it
     reads: int = 0
     empty: bool = False  # created empty (an editor's `create`): its content is still to come
+    edit_seqs: list[int] = field(default_factory=list)  # the latest changes' message numbers
 
 
 @dataclass
@@ -149,6 +155,15 @@ class Check:
     fixed_seq: int | None = None  # the pass that ended that streak
     fix: str = ""  # what changed between the failure and the pass
     suite: str = ""  # the widest run seen (the runner with no targets), to re-run everything
+    suite_seq: int = 0  # when it last ran
+    suite_ok: bool = True  # and how
+    # A pipe after the runner (`| tail -20`): the exit status seen is the filter's, so "passed"
+    # rests on the printed verdict only. The filter's name, or "".
+    piped: str = ""
+    findings: bool = False  # a lint or type check that reported findings (warnings, suggestions)
+    # A later pass of the same check that did not run what the failure ran (other files).
+    partial_command: str = ""
+    partial_seq: int | None = None
 
 
 @dataclass
@@ -167,6 +182,19 @@ class ErrorRecord:
 
 
 @dataclass
+class Streak:
+    """Runs of one command (or check) failing one after another, with no pass between: what was
+    tried, and the latest run's error lines. A pass of the same command ends it."""
+
+    key: str  # as ErrorRecord.key
+    first: int  # seq of the first failing run
+    last: int  # seq of the latest
+    runs: int = 0
+    commands: list[str] = field(default_factory=list)  # the distinct commands tried, as run
+    lines: list[str] = field(default_factory=list)  # the latest run's error lines
+
+
+@dataclass
 class Decision:
     """A choice with its reason: the person's, a plan they approved, or the agent's (quoted,
     attached to the change that carried it out)."""
@@ -176,6 +204,10 @@ class Decision:
     reason: str = ""
     by: str = "agent"  # agent | user | plan
     about: str = ""  # the file, task or command it shaped
+    # A choice made to get past a failure rests on the agent's diagnosis: it holds only if the
+    # next run of the failing command passed. The failure's key, and what that run showed.
+    after_failure: str = ""
+    held: bool | None = None
 
 
 @dataclass
@@ -224,6 +256,7 @@ class WorkState:
     git: GitState = field(default_factory=GitState)
     checks: dict[str, Check] = field(default_factory=dict)
     errors: list[ErrorRecord] = field(default_factory=list)
+    streaks: dict[str, Streak] = field(default_factory=dict)  # failing runs not yet followed by a pass
     decisions: list[Decision] = field(default_factory=list)
     turn: TurnState = field(default_factory=TurnState)
     # (seq, command) of the latest commands that changed something, for "what fixed it".

@@ -116,10 +116,14 @@ def test_file_lifecycle(case: str, story: Story, expected: dict[str, tuple]) -> 
 
 
 def test_a_path_the_program_says_does_not_exist_was_not_read() -> None:
-    output = "grep: src/editor.ts: No such file or directory\nsrc/ui/editor.ts:12:  borderColor"
+    output = "cat: src/editor.ts: No such file or directory\nexport const borderColor = 1"
     # `| head` makes the pipeline exit 0: the call is a success whose output names the missing path.
-    files = Story().run("grep -n border src/editor.ts src/ui/editor.ts | head -20", output).state().files
+    files = Story().run("cat src/editor.ts src/ui/editor.ts | head -20", output).state().files
     assert {p: r.state for p, r in files.items()} == {"src/ui/editor.ts": "read"}
+    # A search shows matching lines, not the file: neither path was read (issue 32's audits).
+    output = "grep: src/editor.ts: No such file or directory\nsrc/ui/editor.ts:12:  borderColor"
+    files = Story().run("grep -n border src/editor.ts src/ui/editor.ts | head -20", output).state().files
+    assert files == {}
 
 
 def test_an_npm_install_changes_the_manifest_and_lock_in_the_directory_it_ran() -> None:
@@ -140,7 +144,7 @@ def test_an_edit_keeps_the_agents_stated_purpose_naming_the_file_and_the_definit
     )
     rec = state.files["/p/app.js"]
     assert [q.text for q in rec.purposes] == ["Now add the `highlight` helper to app.js."]
-    assert rec.change.startswith("adds `function highlight(el)`") and rec.change.endswith("(3 new lines)")
+    assert rec.change.startswith("adds `function highlight(el)`") and rec.change.endswith("(3 lines in place of 1)")
 
 
 def test_vague_words_before_an_edit_are_no_purpose() -> None:

@@ -8,18 +8,22 @@ section with nothing to say is left out rather than filled with "(none)". Messag
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.standing import (
+    REQUEST_CHARS,
+    check_said,
     clipped,
     code,
     listing,
     next_steps,
     quoted,
     report_text,
-    task_rules,
     task_spec,
+    tree_said,
     where_things_stand,
+    words_of,
 )
 from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, TINY, View
 from compaction.core.text_heuristics import instruction_quote
@@ -37,6 +41,11 @@ def _bullets(lines: Lines) -> Lines:
 # --- Goal, constraints ---------------------------------------------------------------------------
 
 
+GOAL_CHARS = 4_000
+TEMPLATE_CHARS = 2_000
+TASK_CHARS = 2_400
+
+
 def goal(v: View) -> Lines:
     requests = v.requests
     if not requests:
@@ -44,20 +53,43 @@ def goal(v: View) -> Lines:
     first = requests[0]
     named = [t for t in v.tasks if t.source != "todo" and t.key in first.text and t.title]
     about = f" — {listing([f'{code(t.key)} is {quoted(t.title, 100)}' for t in named[:2]])}" if named else ""
-    limit = v.chars(600)
-    out = [f"{quoted(first.text, limit)} ({v.cite(first.seq)}){about}"]
+    # The task in its own words, whole within the budget (its remaining items are in it).
+    limit = v.chars(GOAL_CHARS)
+    out = [f"{words_of(first.text, limit, first.seq)} ({v.cite(first.seq)}){about}"]
+    template = v.state.people.template
+    if first.task and template and template[0].seq == first.seq:
+        # The task inside a harness's template: its lead-in says what kind of task it is.
+        lead = one_line(template[0].text, 300).rstrip(":")
+        out = [
+            f"The task the harness's template gives ({v.cite(first.seq)}): {quoted(lead, 300)}; the task itself: {out[0]}"
+        ]
     if len(requests) > 3 and first.answer is not None:
         out = [
-            f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}; {len(requests) - 1} requests followed (under Done and The Person's Messages)"
+            f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}; the person's later messages are under Done and The Person's Messages"
         ]
     if len(requests) > 1:
-        out.append(f"The latest request ({v.cite(requests[-1].seq)}) is quoted under Where Things Stand.")
+        # The first request is where the session began; the latest may have changed the task.
+        if not out[0].startswith("The session began"):
+            out[0] = "The session began with " + out[0]
+        out.append(
+            f"The latest request ({v.cite(requests[-1].seq)}), quoted under Where Things Stand, is what the agent worked on last."
+        )
     return _bullets(out)
 
 
 def constraints(v: View) -> Lines:
     limit = v.chars(500)
-    return _bullets([f"{quoted(instruction_quote(p.text), limit)} ({v.cite(p.seq)})" for p in v.rules])
+    out = [f"{quoted(instruction_quote(p.text), limit)} ({v.cite(p.seq)})" for p in v.rules]
+    template = v.state.people.template
+    if len(template) > 1:
+        # The instructions the task came with (one command at a time, how to hand it in): the
+        # harness's words, binding all the same.
+        rules = template[-1]
+        out.insert(
+            0,
+            f"The task template's instructions ({v.cite(rules.seq)}, the harness's words): {words_of(rules.text, v.chars(TEMPLATE_CHARS), rules.seq)}",
+        )
+    return _bullets(out)
 
 
 # --- Progress ----------------------------------------------------------------------------------
@@ -70,8 +102,15 @@ def _commit_line(v: View, commit: Commit, *, brief: bool) -> str:
         return head
     tasks = [v.state.tasks.tasks[k] for k in commit.tasks if k in v.state.tasks.tasks]
     closed = [t for t in tasks if t.status == "closed"]
-    if closed:
-        head += f"; closed {listing([v.task_name(t, limit=70) for t in closed], 4)}"
+    # Which task a commit belongs to is said only as the evidence shows it: its message names
+    # the task, or the task was closed between the previous commit and this one (no more).
+    named = [t for t in closed if _names_task(commit, t.key)]
+    before = [t for t in closed if t not in named and t.closed and t.closed <= commit.seq]
+    if named:
+        head += f"; its message names {listing([v.task_name(t, limit=70) for t in named], 4)}"
+        head += f" (closed at {v.cite(*(t.closed for t in named))})" if all(t.closed for t in named) else ""
+    if before:
+        head += f"; closed since the previous commit: {listing([v.task_name(t, limit=70) for t in before], 4)} ({v.cite(*(t.closed for t in before))})"
     # What was built, in the agent's own record of it: the commit message's body, else the
     # reason it gave when it closed the task.
     told = commit.body or next((t.reason for t in closed if t.reason), "")
@@ -85,11 +124,27 @@ def _commit_line(v: View, commit: Commit, *, brief: bool) -> str:
     return head
 
 
+def _names_task(commit: Commit, key: str) -> bool:
+    return bool(re.search(rf"(?<![\w.-]){re.escape(key)}(?![\w-]|\.\d)", f"{commit.subject}\n{commit.body}"))
+
+
 def _request_line(v: View, person: Person) -> str:
     said = f"{quoted(person.text, 160)} ({v.cite(person.seq)})"
     if person.answer is None:
         return said
-    return f"{said} — the agent's report ({v.cite(person.answer.seq)}): {quoted(report_text(person.answer.text), v.chars(300))}"
+    line = f"{said} — the agent's report ({v.cite(person.answer.seq)}): {quoted(report_text(person.answer.text), v.chars(300))}"
+    # The person's answer to that report is its verdict (accepted, corrected, undone): quoted.
+    reply = next(
+        (
+            p
+            for p in v.state.people.messages
+            if p.after is not None and p.after.seq == person.answer.seq and p is not person
+        ),
+        None,
+    )
+    if reply is not None:
+        line += f"; the person's reply ({v.cite(reply.seq)}): {quoted(reply.text, v.chars(200))}"
+    return line
 
 
 def done(v: View) -> Lines:
@@ -146,9 +201,18 @@ def _steps_since_request(v: View) -> str:
         said.append("edited " + listing([v.path(p) for p in edits], 4))
     if runs:
         last = runs[-1]
-        said.append(
-            f"last ran {last.what} ({'passed' if last.ok else 'failed'}{': ' + last.detail if last.detail else ''}, {v.cite(last.seq)})"
-        )
+        if last.kind == "run" and last.ok:
+            # A command that is no check: it ran; what it printed says how, not "passed".
+            printed = (
+                f", which printed {code(last.detail.removeprefix('printed: '), 200)}"
+                if last.detail.startswith("printed: ")
+                else ""
+            )
+            said.append(f"last ran {last.what} ({v.cite(last.seq)}){printed}")
+        else:
+            said.append(
+                f"last ran {last.what} ({'passed' if last.ok else 'failed'}{': ' + last.detail if last.detail else ''}, {v.cite(last.seq)})"
+            )
     if not said:
         return ""
     return "Since the request: " + "; ".join(said)
@@ -158,17 +222,24 @@ def in_progress(v: View) -> Lines:
     out = []
     turn = v.state.turn
     if not v.current and not turn.ended and turn.submitted is None and v.latest_request is not None and not v.tasks:
-        out.append(f"The latest request ({v.cite(v.latest_request.seq)}), not yet reported done")
+        request = v.latest_request
+        if request.answer is not None:
+            out.append(
+                f"The latest request ({v.cite(request.seq)}): the agent reported it done at {v.cite(request.answer.seq)}, and the work went on after that report"
+            )
+        else:
+            out.append(f"The latest request ({v.cite(request.seq)}), not yet reported done")
     for task in v.current:
         line = f"{v.task_name(task)}, in progress"
         intro, done = task_spec(task.note)
-        if intro and v.level <= TERSE:
-            line += f". The task: {clipped(intro, v.chars(400)).rstrip('.')}"
-        if done and v.level <= MINIMAL:
-            line += ". Done when: " + "; ".join(done)
-        rules = task_rules(task.note) if v.level <= COMPACT else []
-        if rules:
-            line += ". Its edge cases and constraints: " + "; ".join(rules)
+        if task.note and v.level <= COMPACT:
+            # The task in its own words, whole within the budget: its remaining items are in it.
+            line += f". Its description ({v.cite(task.note_seq)}): {words_of(task.note, v.chars(TASK_CHARS), task.note_seq)}"
+        else:
+            if intro and v.level <= TERSE:
+                line += f". The task: {clipped(intro, v.chars(400)).rstrip('.')}"
+            if done and v.level <= MINIMAL:
+                line += ". Done when: " + "; ".join(done)
         out.append(line)
         work = _task_work(v, task)
         if work:
@@ -187,12 +258,18 @@ def in_progress(v: View) -> Lines:
 
 
 def blocked(v: View) -> Lines:
-    out = []
-    for check in v.failing:
+    # The blocker is told whole under Where Things Stand: named here, not repeated.
+    out = [
+        f"{code(s.commands[-1] if s.commands else s.key, 100)} failed {s.runs} times ({v.cite(s.first, s.last)}): its error and what was tried are under Where Things Stand"
+        for s in v.blockers
+    ]
+    blocking = {s.key for s in v.blockers}
+    for check in [c for c in v.failing if not v.blocks(c)]:
         out.append(
             f"{code(check.failed_command or check.command, 80)} fails since {v.cite(check.failed_seq or check.seq)}: {code(check.failure, 240)}"
         )
-    for error in [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:")][-3:]:
+    # A command that fails blocks; an edit a tool refused is an attempt (the file is unchanged).
+    for error in [e for e in v.open_errors if v.live(e) and e.key.startswith("cmd:") and e.key not in blocking][-3:]:
         out.append(f"{code(error.line, 240)} from {_error_source(v, error)} ({v.cite(error.seq)}), not resolved yet")
     return _bullets(out)
 
@@ -203,7 +280,8 @@ def blocked(v: View) -> Lines:
 def decisions(v: View) -> Lines:
     out = []
     limit = 12 if v.level <= COMPACT else 6 if v.level < TINY else 3
-    for d in v.state.decisions[-limit:]:
+    # A diagnosis the next run disproved is history (under Errors and Fixes), not a decision.
+    for d in [d for d in v.state.decisions if d.held is not False][-limit:]:
         if d.by == "plan":
             points = f": {one_line(d.reason, 500 if v.level <= COMPACT else 250)}" if d.reason else ""
             out.append(f"Plan approved by the person ({v.cite(d.seq)}): {quoted(d.choice, 140)}{points}")
@@ -261,16 +339,8 @@ def repository(v: View) -> Lines:
         out.append(
             f"All commits of this history (each under Done): {listing([code(c.sha[:7]) for c in commits], 20)}{unpushed}"
         )
-    dirty = [v.path(r.path) for r in v.dirty] + [f"{v.path(p)} ({s})" for p, s in v.tree_extra]
-    if dirty:
-        out.append("Uncommitted: " + listing(dirty, 12))
-    elif commits or git.tree is not None:
-        status_since = git.tree is not None and (not commits or git.tree_seq >= commits[-1].seq)
-        out.append(
-            "Nothing uncommitted (the latest `git status` and the edits since agree)"
-            if status_since
-            else f"Nothing uncommitted as far as the edits show (no `git status` since {code(commits[-1].sha[:7])})"
-        )
+    if commits or git.tree is not None or v.dirty:
+        out += tree_said(v)
     if git.stash:
         out.append(f"Stashed: {len(git.stash)} stash entr{'y' if len(git.stash) == 1 else 'ies'}")
     if git.cwd and v.root and git.cwd != v.root and git.cwd.startswith(v.root + "/"):
@@ -286,6 +356,13 @@ def repository(v: View) -> Lines:
 def _routine(v: View) -> str:
     """How the agent wrapped up its latest task: the checks, tracker and git commands it ran."""
     steps = v.state.git.routine
+    last = v.last_commit
+    if last is None or any(
+        s.seq > last.seq and s.kind in ("check", "git", "tracker", "edit")
+        for s in v.state.turn.steps
+        if s.kind != "git" or "push" not in s.what
+    ):
+        return ""  # work went on after the commit that ended it: the routine is not where things are
     return "How the agent wrapped up its latest task: " + ", then ".join(steps) if len(steps) >= 2 else ""
 
 
@@ -300,7 +377,7 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
     """One failing run: its error lines, the agent's reading, what it changed next, the outcome
     (what changed next only for recent runs, past FULL)."""
     first, last = group[0], group[-1]
-    lines = "; ".join(code(e.line, 220 if v.level <= COMPACT else 140) for e in group[:2])
+    lines = "; ".join(code(e.line, 220 if v.level <= COMPACT else 140) for e in group[: 2 if v.level < MINIMAL else 1])
     exit = f" with exit code {first.exit}" if first.exit else ""
     again = f" ({first.count}×)" if first.count > 1 else ""
     said = f"{_error_source(v, first)} failed{exit}{again} ({v.cite(first.seq)}): {lines}"
@@ -316,7 +393,9 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
         return said + f" — fixed ({v.cite(last.resolved_seq)})" + ("" if told else f": {last.resolution}")
     if v.live(last):
         return said + " — still open"
-    return said + " — not resolved; the work went on past it"
+    # Not run again: whether it still fails is unknown; what changed since is what is known.
+    note = v.edits_note(last.seq, lead="edits since:") if v.level < TERSE else ""
+    return said + " — not run again after it" + (f"; {note}" if note else "")
 
 
 def _error_runs(v: View) -> list[list[ErrorRecord]]:
@@ -355,7 +434,8 @@ def errors(v: View) -> Lines:
     if v.level >= MINIMAL:
         # Open errors stay; of the fixed ones, the newest few.
         fixed = [g for g in groups if g[-1].status != "open"][-(4 if v.level < TINY else 2) :]
-        groups = [g for g in groups if g[-1].status == "open" or any(g is f for f in fixed)]
+        still = [g for g in groups if g[-1].status == "open"][-(8 if v.level < TINY else 4) :]
+        groups = [g for g in groups if any(g is f for f in [*still, *fixed])]
     return _bullets([_error_group(v, g, recent=i >= len(groups) - 3) for i, g in enumerate(groups)])
 
 
@@ -374,7 +454,13 @@ def _file_state(v: View, rec: FileRecord) -> str:
         return "was deleted" + committed + (", not committed yet" if rec.dirty and v.git_seen else "")
     if rec.state == "moved":
         return f"was moved to {v.path(rec.moved_to)}"
-    made = "was written" if rec.created else f"was edited {_times(rec.edits)}"
+    made = (
+        "was created empty (its content not written yet)"
+        if rec.empty and rec.edits <= 1
+        else "was written"
+        if rec.created
+        else f"was edited {_times(rec.edits)}"
+    )
     if rec.created and rec.edits > 1:
         made += f", then edited {_times(rec.edits - 1)} more"
     if not v.git_seen:
@@ -516,17 +602,7 @@ def checks(v: View) -> Lines:
                 )
             ]
         )
-    out = []
-    for check in v.checks:
-        result = "passed" if check.ok else "failed"
-        tally = f", reporting {check.tally}" if check.tally else ""
-        suite = (
-            f" (the whole suite, {code(check.suite, 80)}, was run too)"
-            if check.suite and check.suite != check.command
-            else ""
-        )
-        out.append(f"{code(check.command, 100)} last {result} at {v.cite(check.seq)}{tally}{suite}")
-    return _bullets(out)
+    return _bullets([check_said(v, check) for check in v.checks])
 
 
 # At TINY a long session's person messages are quoted for the newest this many; the rest cited.
@@ -536,9 +612,14 @@ MAX_QUOTED_AT_TINY = 20
 def people(v: View) -> Lines:
     messages = [p for p in v.state.people.messages if p.kind != "chatter" or len(p.text) > 12]
     requests = v.requests
-    shown_elsewhere = {requests[0].seq, requests[-1].seq} if requests else set()
-    if all(p.seq in shown_elsewhere and len(p.text) <= 300 for p in messages):
-        return []  # each is quoted whole under Goal or Where Things Stand
+    # Quoted whole under Goal (the first request) or Where Things Stand (the latest): not again.
+    whole = set()
+    if requests and len(" ".join(requests[0].text.split())) <= v.chars(GOAL_CHARS):
+        whole.add(id(requests[0]))
+    if len(requests) > 1 and len(" ".join(requests[-1].text.split())) <= v.chars(REQUEST_CHARS):
+        whole.add(id(requests[-1]))
+    if all(id(p) in whole for p in messages):
+        return []
     limit = {FULL: 400, COMPACT: 240, TERSE: 140, MINIMAL: 90}.get(v.level, 60)
     out = []
     if v.level >= TINY and len(messages) > MAX_QUOTED_AT_TINY:
@@ -554,7 +635,7 @@ def people(v: View) -> Lines:
     for index, p in enumerate(messages):
         recent = index >= len(messages) - 3
         how = " (typed while the agent worked)" if p.queued else ""
-        out.append(f"{v.cite(p.seq)} {quoted(p.text, v.chars(400) if recent else limit)}{how}")
+        out.append(f"{v.cite(p.seq)} {words_of(p.text, v.chars(400) if recent else limit, p.seq)}{how}")
     return _bullets(out)
 
 

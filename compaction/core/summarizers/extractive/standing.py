@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 
-from compaction.core.summarizers.extractive.view import View
+from compaction.core.summarizers.extractive.view import COMPACT, TERSE, View
 from compaction.core.work.parse import one_line
-from compaction.core.work.state import Check, Commit, Person, Step, Task
+from compaction.core.work.state import Check, Commit, Person, Step, Streak, Task
 
-REQUEST_CHARS = 300
+REQUEST_CHARS = 1_500
+REPLY_GIST_CHARS = 300
 WORDS_CHARS = 280
 MAX_LISTED = 6
 MAX_NEXT = 6
@@ -68,6 +69,17 @@ def quoted(text: str, limit: int) -> str:
     return '"' + clipped(text, limit).replace('"', "'") + '"'
 
 
+def words_of(text: str, limit: int, seq: int) -> str:
+    """Someone's words quoted whole up to `limit`; cut, with how much was left out and where it
+    is stored (a quote cut silently reads as the whole of what was said)."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return quoted(flat, limit)
+    shown = clipped(flat, limit).removesuffix("…").removesuffix(" …").rstrip()
+    left = len(flat) - len(shown)
+    return '"' + shown.replace('"', "'") + f' […]" ({left:,} more characters in #{seq})'
+
+
 def listing(items: list[str], limit: int = MAX_LISTED) -> str:
     shown = items[:limit]
     more = f" and {len(items) - limit} more" if len(items) > limit else ""
@@ -96,7 +108,7 @@ def _tracker_progress(v: View) -> list[str]:
             out.append(f"In progress: {v.task_name(task)}.")
     waiting = [t for t in v.open_tasks if t.source != "todo"]
     if waiting:
-        out.append(f"Still open: {listing([v.task_name(t, limit=60) for t in waiting], 4)}.")
+        out.append(f"Still open: {listing([v.task_name(t, limit=60) for t in waiting], 8 if v.level <= TERSE else 4)}.")
     return out
 
 
@@ -109,9 +121,11 @@ def _todo_progress(v: View) -> list[str]:
     later = [t for t in todos if t.status == "open"]
     said = f"The agent's todo list ({v.cite(v.state.tasks.todo_seq)}): {len(done)} of {len(todos)} done"
     if now:
-        said += f"; in progress: {listing([v.task_name(t, limit=80) for t in now], 2)}"
+        said += f"; in progress: {listing([v.task_name(t, limit=100) for t in now], 4)}"
+    if done and v.level <= COMPACT:
+        said += f"; done: {listing([v.task_name(t, limit=60) for t in done], 12)}"
     if later:
-        said += f"; pending: {listing([v.task_name(t, limit=60) for t in later], 3)}"
+        said += f"; pending: {listing([v.task_name(t, limit=100) for t in later], 12 if v.level <= TERSE else 3)}"
     return [said + "."]
 
 
@@ -124,6 +138,46 @@ def _check_runs(v: View) -> list[Check]:
     return useful[-3:]
 
 
+def check_said(v: View, check: Check, *, limit: int = 100, edits: bool = True) -> str:
+    """One check's latest run as the evidence shows it: the outcome by its exit status and the
+    tool's verdict line, at its message, and what changed after it."""
+    run = code(check.command, limit)
+    at = v.cite(check.seq)
+    if check.findings:
+        said = f"{run} reported findings at {at}: {code(check.tally, 160)}"
+    elif not check.ok:
+        said = f"{run} failed at {at}" + (f": {code(check.failure, 200)}" if check.failure else "")
+    elif check.piped:
+        printed = f"printed {code(check.tally, 120)}" if check.tally else "printed no failure"
+        said = f"{run} {printed} at {at} (through `| {check.piped}`: its exit status unseen)"
+    else:
+        said = f"{run} passed at {at}" + (f", reporting {check.tally.rstrip('.')}" if check.tally else "")
+    if check.suite and check.suite != check.command and check.suite_seq:
+        said += f"; the whole suite ({code(check.suite, 60)}) last {'passed' if check.suite_ok else 'failed'} at {v.cite(check.suite_seq)}"
+    if check.partial_seq and check.failed_seq:
+        said += (
+            f"; {code(check.failed_command, 80)} failed at {v.cite(check.failed_seq)}"
+            f" and no later run covered it (the later pass ran other targets)"
+        )
+    note = v.edits_note(check.seq) if check.kind in CURRENT_KINDS and edits else ""
+    return said + (f", {note}" if note else "")
+
+
+# The checks whose result a later edit makes stale (a migration or a one-off run is history).
+CURRENT_KINDS = ("test", "lint", "typecheck", "build")
+
+
+def checks_said(v: View, runs: list[Check]) -> str:
+    """Several checks in one sentence: each outcome at its message, then the edits after the
+    latest of them (every one of them ran before those)."""
+    said = [check_said(v, c, limit=60, edits=False) for c in runs]
+    note = v.edits_note(
+        max(c.seq for c in runs), lead="all before the edits of" if len(runs) > 1 else "before the edits of"
+    )
+    sep = "; " if len(runs) > 1 else ", "
+    return "Checks: " + "; ".join(said) + (f"{sep}{note}" if note else "") + "."
+
+
 def _no_git_sentence(v: View) -> list[str]:
     """Without git in the history: what the latest request's turn changed, and its checks."""
     since = v.latest_request.seq if v.latest_request else 0
@@ -132,45 +186,62 @@ def _no_git_sentence(v: View) -> list[str]:
     if not changed:
         return []
     said = [
-        f"Changed since the latest request: {listing([v.path(r.path) for r in changed])} (no git command ran in this history)."
+        f"Changed since the latest request: {listing([v.path(r.path) for r in changed])} "
+        + (
+            "(git printed no commit or `git status` in this history)."
+            if any(c.startswith("git ") for c in v.state.commands)
+            else "(no git command ran in this history)."
+        )
     ]
     runs = [c for c in _check_runs(v) if c.seq >= since]
     if runs:
-        said.append(
-            "Checks since: "
-            + listing([f"{code(c.command, 60)} {'passed' if c.ok else 'failed'} ({v.cite(c.seq)})" for c in runs])
-            + "."
-        )
+        said.append(checks_said(v, runs).replace("Checks: ", "Checks since: ", 1))
     return said
+
+
+def tree_said(v: View) -> list[str]:
+    """The working tree as the evidence shows it: what git's own `git status` printed after the
+    last commit and edit, else what was edited after the last commit with no `git status` since
+    (a claim about the edits, never git's word)."""
+    git = v.state.git
+    last = v.last_commit
+    status = git.tree_seq if git.tree is not None else 0
+    after = f"after {code(last.sha[:7])} ({v.cite(last.seq)})" if last is not None else "in this history"
+    seen = [r for r in v.dirty if status > r.last]
+    unseen = [r for r in v.dirty if status <= r.last]
+    extra = [f"{v.path(p)} ({s})" for p, s in v.tree_extra] if status >= (last.seq if last else 0) else []
+    out = []
+    if seen or extra:
+        names = [v.path(r.path) for r in seen] + extra
+        out.append(f"`git status` at {v.cite(status)} shows uncommitted: {listing(names, 12)}")
+    if unseen:
+        seqs = [s for r in unseen for s in (r.edit_seqs or [r.last]) if s > (last.seq if last else 0)] or [
+            r.last for r in unseen
+        ]
+        names = [v.path(r.path) for r in unseen]
+        since = f"the last `git status` was at {v.cite(status)}" if status else "no `git status` ran"
+        out.append(f"Edited {after}, {since}: {listing(names, 12)} ({v.cite(min(seqs), max(seqs))})")
+    if out:
+        return out
+    if status and status >= max(last.seq if last else 0, v.last_edit):
+        return [f"`git status` at {v.cite(status)} showed nothing uncommitted, after the last commit and edit"]
+    if last is not None:
+        told = f"the last `git status` was at {v.cite(status)}" if status else "no `git status` ran"
+        return [f"No file was edited {after}; {told}, so the tree is known only from the edits"]
+    return []
 
 
 def _tree_sentence(v: View) -> list[str]:
     if not v.git_seen:
         return _no_git_sentence(v)
     dirty = v.dirty
-    last = v.last_commit
-    if not dirty and not v.tree_extra:
-        if last is not None:
-            return [f"Nothing is uncommitted after {code(last.sha[:7])} (as far as the edits and git show)."]
-        return []
-    names = [v.path(r.path) for r in dirty] + [f"{v.path(p)} ({s})" for p, s in v.tree_extra]
-    since = f" since {code(last.sha[:7])}" if last is not None else ""
-    said = [f"Uncommitted{since}: {listing(names)}."]
+    said = [line + "." for line in tree_said(v)]
     runs = _check_runs(v)
     stale = [c for c in runs if v.stale(c)]
     if dirty and stale:
-        passed = [code(c.command, 60) for c in stale if c.ok]
-        failed = [code(c.command, 60) for c in stale if not c.ok]
-        parts = ([f"{listing(passed)} last passed before them"] if passed else []) + (
-            [f"{listing(failed)} last failed before them"] if failed else []
-        )
-        said.append("Not run since those edits: " + "; ".join(parts) + ".")
+        said.append(checks_said(v, stale))
     elif dirty and runs:
-        said.append(
-            "Checked after those edits: "
-            + listing([f"{code(c.command, 60)} {'passed' if c.ok else 'failed'}" for c in runs])
-            + "."
-        )
+        said.append(checks_said(v, runs))
     elif dirty:
         said.append("No test or build was run in this history.")
     return said
@@ -192,19 +263,38 @@ def _commit_sentence(v: View) -> list[str]:
     return [said + "."]
 
 
+def blocker_said(v: View, streak: Streak) -> str:
+    """A command that keeps failing: how often, its error lines as printed (not a progress
+    banner), and what was tried, so it is not tried again unchanged."""
+    command = streak.commands[-1] if streak.commands else streak.key.partition(":")[2]
+    name = streak.key.partition(":")[2] or command
+    said = f"{code(name, 100)} failed in each of its last {streak.runs} runs ({v.cite(streak.first, streak.last)}), still failing at the end"
+    if streak.lines:
+        shown = streak.lines[:2] if v.level <= COMPACT else streak.lines[:1]
+        said += ": " + "; ".join(code(line, 220 if v.level <= COMPACT else 140) for line in shown)
+    said += f". The commands run: {listing([code(c, 100) for c in streak.commands], 4)}"
+    return said
+
+
 def _failure_sentence(v: View) -> list[str]:
-    out = []
-    for check in v.failing:
+    out = [f"Blocked: {blocker_said(v, s)}." for s in v.blockers]
+    for check in [c for c in v.failing if not v.blocks(c)]:
         failure = f": {code(check.failure, 200)}" if check.failure else ""
         out.append(
             f"Failing: {code(check.failed_command or check.command, 80)} since {v.cite(check.failed_seq or check.seq)}{failure}."
         )
-    fresh = [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:")]
-    if fresh and not v.failing:
+    blocking = {s.key for s in v.blockers}
+    fresh = [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:") and e.key not in blocking]
+    if fresh and not v.failing and not v.blockers:
         error = fresh[-1]
-        out.append(
-            f"Last error, not resolved yet ({v.cite(error.seq)}): {code(error.line, 200)} from {code(error.source, 80)}."
-        )
+        if error.key.startswith("cmd:"):
+            out.append(
+                f"Last error, not resolved yet ({v.cite(error.seq)}): {code(error.line, 200)} from {code(error.source, 80)}."
+            )
+        else:
+            out.append(
+                f"The last {code(error.source, 80)} was refused or failed ({v.cite(error.seq)}): {code(error.line, 200)}; nothing was changed by it."
+            )
     return out
 
 
@@ -280,7 +370,7 @@ _REPLY_RE = re.compile(
 def _replying_to(v: View, request: Person) -> str:
     if request.after is None or len(request.text) > REPLY_CHARS or not _REPLY_RE.search(request.text):
         return ""
-    return f", in reply to the agent's {v.cite(request.after.seq)}: {_gist(request.after.text, max(160, v.chars(REQUEST_CHARS)))}"
+    return f", in reply to the agent's {v.cite(request.after.seq)}: {_gist(request.after.text, max(160, v.chars(REPLY_GIST_CHARS)))}"
 
 
 def _gist(text: str, limit: int) -> str:
@@ -302,11 +392,13 @@ def where_things_stand(v: View) -> list[str]:
         # A single request is the goal, quoted right below.
         how = ", typed while the agent worked" if request.queued else ""
         out.append(
-            f"The person's latest request ({v.cite(request.seq)}{how}): {quoted(request.text, v.chars(REQUEST_CHARS))}"
+            f"The person's latest request ({v.cite(request.seq)}{how}): {words_of(request.text, v.chars(REQUEST_CHARS), request.seq)}"
             + _replying_to(v, request)
         )
     out += _tracker_progress(v) + _todo_progress(v)
     out += _commit_sentence(v) + _tree_sentence(v) + _failure_sentence(v) + _stopped(v)
+    # The blocker first: what the next agent must get past before anything else.
+    out.sort(key=lambda line: not line.startswith("Blocked: "))
     if not out:
         calls = v.state.turn.calls
         out.append(
@@ -438,7 +530,12 @@ def next_steps(v: View) -> list[str]:
     request = v.latest_request
     if request is not None and turn.request == request.seq and turn.calls == 0 and not turn.ended:
         out.append(f"Answer the person's latest message ({v.cite(request.seq)}): {quoted(request.text, 200)}")
-    for check in v.failing:
+    for streak in v.blockers:
+        out.append(
+            f"Get past the failing {code(streak.commands[-1] if streak.commands else streak.key, 80)} "
+            f"(failed {streak.runs} times, {v.cite(streak.first, streak.last)}; what was tried is under Blocked)."
+        )
+    for check in [c for c in v.failing if not v.blocks(c)]:
         failure = f" ({code(check.failure, 160)})" if check.failure else ""
         out.append(f"Fix the failing {code(check.failed_command or check.command, 80)}{failure}.")
     for task in v.current:
@@ -451,10 +548,18 @@ def next_steps(v: View) -> list[str]:
     if v.unpushed and not v.dirty:
         out.append(f"Push {_shas(v.unpushed)} (the earlier commits were pushed).")
     out += [s[0].upper() + s[1:] + "." for s in _owed_by_request(v) if not any(s.split()[0] in o for o in out)]
-    for task in v.open_tasks[:4]:
+    # Open tracker items are next only when this work has been taking them on (one was started
+    # or closed here); a session that only created or listed them leaves them to whoever asks.
+    working = any(t.started or t.closed for t in v.tasks if t.source != "todo")
+    if v.open_tasks and not working:
+        names = [v.task_name(t, limit=80) for t in v.open_tasks if t.key not in v.parents and t.source != "todo"]
+        if names:
+            out.append(
+                f"Open in the tracker, none started in this history (not asked to be implemented so far): {listing(names, 6)}."
+            )
+    for task in [t for t in v.open_tasks if working or t.source == "todo"][:4]:
         if task.key in v.parents:
-            out.append(f"Close the epic {v.task_name(task, limit=80)} once its children are closed.")
-            continue
+            continue  # an epic is closed when its children are, by whoever closes them
         blocked = [
             b
             for b in task.blocked_by

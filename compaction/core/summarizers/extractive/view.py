@@ -10,11 +10,13 @@ from functools import cached_property
 from compaction.core.paths import SCRATCH_DIR_RE, common_root
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers.checks import is_open_failure
-from compaction.core.work.state import Check, Commit, ErrorRecord, FileRecord, Person, Task, WorkState
+from compaction.core.work.state import Check, Commit, ErrorRecord, FileRecord, Person, Streak, Task, WorkState
 
 # Detail levels: the renderer starts at FULL and compresses old finished work, level by level,
 # until the summary fits its budget. The person's words and the commits are never dropped.
 FULL, COMPACT, TERSE, MINIMAL, TINY = 0, 1, 2, 3, 4
+# A command that failed this many times in a row, still failing at the end, is the blocker.
+MIN_BLOCKER_RUNS = 2
 _HOME_RE = re.compile(r"^(?:/Users|/home)/[^/]+/")
 _WORD_RE = re.compile(r"[A-Za-z0-9_][\w./:-]{2,}")
 FOCUS_STOPWORDS = frozenset(
@@ -116,6 +118,9 @@ class View:
     @cached_property
     def root(self) -> str:
         changed = [p for p, rec in self.state.files.items() if rec.edits or rec.state != "read"]
+        if len(set(changed)) < 2:
+            # One changed file says little of where the project is: every file seen does.
+            changed = [p for p in self.state.files if not p.startswith(("~", "/tmp/"))] or changed
         return common_root(changed or list(self.state.files)) or self.state.git.cwd
 
     def rel(self, path: str) -> str:
@@ -153,7 +158,8 @@ class View:
 
     @cached_property
     def tasks(self) -> list[Task]:
-        return sorted(self.state.tasks.tasks.values(), key=lambda t: (t.opened, t.key))
+        # In the order they were first seen (a todo list's own order), ties in the tracker's order.
+        return sorted(self.state.tasks.tasks.values(), key=lambda t: t.opened)
 
     @cached_property
     def current(self) -> list[Task]:
@@ -256,9 +262,45 @@ class View:
             if (is_open_failure(c) or not c.ok) and ((c.failed_seq or c.seq) >= since or c is latest)
         ]
 
+    def edits_after(self, seq: int) -> list[tuple[FileRecord, list[int]]]:
+        """The project's files changed after message `seq`, each with the changes' numbers."""
+        out = []
+        for rec in self.changed_files:
+            if not self.inside(rec.path) or rec.last <= seq:
+                continue
+            seqs = [s for s in rec.edit_seqs if s > seq] or [rec.last]
+            out.append((rec, seqs))
+        return out
+
+    def edits_note(self, seq: int, *, lead: str = "before the edits of") -> str:
+        """ "before the edits of `a.py` and `b.py` (#118–#131)": what changed after a run at
+        `seq`, so its result is not read as covering them; "" when nothing did."""
+        after = self.edits_after(seq)
+        if not after:
+            return ""
+        names = [self.path(rec.path) for rec, _seqs in after]
+        seqs = [s for _rec, found in after for s in found]
+        if self.level >= TERSE and len(names) > 1:
+            return f"{lead} {len(names)} files ({self.cite(min(seqs), max(seqs))})"
+        shown = names[:3]
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        listed = (", ".join(shown[:-1]) + " and " + shown[-1]) if len(shown) > 1 and not more else ", ".join(shown)
+        return f"{lead} {listed}{more} ({self.cite(min(seqs), max(seqs))})"
+
     def stale(self, check: Check) -> bool:
         """Edits were made after the check last ran: its result does not cover them."""
         return any(r.last > check.seq for r in self.dirty) or (not self.dirty and self.last_edit > check.seq)
+
+    @cached_property
+    def blockers(self) -> list[Streak]:
+        """Commands still failing at the end after repeated attempts in the current request's
+        turn: no run of the same command or check passed after them."""
+        since = self.state.turn.request
+        return [s for s in self.state.streaks.values() if s.runs >= MIN_BLOCKER_RUNS and s.last >= since]
+
+    def blocks(self, check: Check) -> bool:
+        """Whether a failing check is told as a blocker already."""
+        return any(s.key == f"check:{check.key}" for s in self.blockers)
 
     @cached_property
     def open_errors(self) -> list[ErrorRecord]:

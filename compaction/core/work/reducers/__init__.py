@@ -9,14 +9,47 @@ two (a commit marks the files it took as committed).
 
 from __future__ import annotations
 
-from compaction.core.text_heuristics import clean_command, command_error_lines
+from compaction.core.text_heuristics import (
+    DIAGNOSTIC_LINE_RE,
+    clean_command,
+    command_error_lines,
+    error_lines_of,
+    strip_ansi,
+)
 from compaction.core.transcripts.base import MISSING_RESULT_TEXT
-from compaction.core.vocabulary import EDIT_REFUSED_RE, GIT_COMMIT_RE, NOTHING_TO_COMMIT_RE, check_kind, is_probe
+from compaction.core.vocabulary import (
+    EDIT_REFUSED_RE,
+    FINDINGS_RE,
+    GIT_COMMIT_RE,
+    NOTHING_TO_COMMIT_RE,
+    READ_FAILED_RE,
+    check_kind,
+    is_probe,
+)
 from compaction.core.work.events import Call, Event, Injected, Narration, Said, TurnEnded
-from compaction.core.work.parse import run_outcome
+from compaction.core.work.parse import one_line, run_outcome
 from compaction.core.work.reducers import checks, decisions, errors, files, git, people, tasks, turn
 from compaction.core.work.reducers.outcome import Outcome
 from compaction.core.work.state import WorkState
+
+# A checker's verdict is among its last lines.
+VERDICT_LINES = 40
+
+
+def printed_errors(output: str) -> list[str]:
+    """The error lines a run printed: lines saying "error" and diagnostics (`a.ts(3,1): …`)."""
+    text = strip_ansi(output)
+    said = error_lines_of(text, is_error=False)
+    located = [line.strip()[:300] for line in text.splitlines() if DIAGNOSTIC_LINE_RE.match(line.strip())]
+    return said + [line for line in located if line not in said]
+
+
+def findings_of(output: str) -> str:
+    """The verdict line of a lint or type check that found something, or ""."""
+    tail = "\n".join(strip_ansi(output).strip().splitlines()[-VERDICT_LINES:])
+    found = [m.group(0).strip() for m in FINDINGS_RE.finditer(tail)]
+    return one_line(found[-1], 200) if found else ""
+
 
 CALL_REDUCERS = (
     people.on_call,
@@ -46,8 +79,19 @@ def outcome_of(call: Call) -> Outcome:
         if not ok and NOTHING_TO_COMMIT_RE.search(call.output) and GIT_COMMIT_RE.search(command):
             ok, error = True, ""
         kind = check_kind(command)
+        if kind and ok and not call.is_error and checks.piped_through(call.command):
+            # The exit status seen is the filter's: the check's verdict is what it printed.
+            printed = printed_errors(call.output)
+            if printed:
+                return Outcome(False, tally if kind else "", printed[0], command, kind, probe)
+        found = findings_of(call.output) if kind in ("lint", "typecheck") and ok else ""
+        if found:
+            # Warnings and suggestions are findings, not a pass (a pipe may have hidden the status).
+            return Outcome(False, found, found, command, kind, probe, findings=True)
         # Only a check's tally counts ("create mode 100644 test/x" is no test count).
         return Outcome(ok, tally if kind else "", error, command, kind, probe)
+    if call.kind == "read" and READ_FAILED_RE.search(call.output[:300]):
+        return Outcome(False, error=call.output.strip().splitlines()[0][:240])
     if call.kind == "edit" and not call.is_error and EDIT_REFUSED_RE.search(call.output[:1000]):
         return Outcome(
             False, error=call.output.strip().splitlines()[0][:240] if call.output.strip() else "", refused=True

@@ -6,7 +6,7 @@ import os
 import re
 
 from compaction.core.text_heuristics import chain_parts, check_scope, command_signature, run_covers
-from compaction.core.vocabulary import check_kind, check_runner
+from compaction.core.vocabulary import PIPE_FILTER_RE, PIPEFAIL_RE, check_kind, check_runner
 from compaction.core.work.events import Call
 from compaction.core.work.reducers.changes import changes_since
 from compaction.core.work.reducers.outcome import Outcome
@@ -36,6 +36,19 @@ def check_key(command: str, cwd: str = "") -> str:
 _RELATIVE_SCRIPT_RE = re.compile(r"^(?![/~-])[\w.-]*(?:/[\w.-]+)*\.\w{1,5}$|^\.{1,2}/\S+$")
 
 
+def piped_through(command: str) -> str:
+    """The filter a check's output was piped into (`mix credo | tail -20` → "tail"), whose exit
+    status the shell reports instead of the check's; "" when none (or `set -o pipefail`)."""
+    if PIPEFAIL_RE.search(command):
+        return ""
+    for line in command.splitlines():
+        for part in chain_parts(line):
+            if check_kind(part.split("|", 1)[0]):
+                found = PIPE_FILTER_RE.search(part)
+                return found.group(1) if found else ""
+    return ""
+
+
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if call.kind != "shell" or outcome.ok is None or not outcome.check:
         return
@@ -45,23 +58,28 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
         check = state.checks[key] = Check(key, outcome.command, outcome.check, bool(outcome.ok), call.seq, runs=0)
     check.runs += 1
     check.command, check.seq, check.tally, check.ok = outcome.command, call.seq, outcome.tally, bool(outcome.ok)
+    check.piped = piped_through(call.command or "") if not call.is_error else ""
+    check.findings = outcome.findings
     _runner, targets = check_scope(
         next((p for p in reversed(chain_parts(outcome.command)) if check_kind(p)), outcome.command)
     )
     if not targets:
-        check.suite = outcome.command
+        check.suite, check.suite_seq, check.suite_ok = outcome.command, call.seq, bool(outcome.ok)
     if not outcome.ok:
         if check.failed_seq is None or check.fixed_seq is not None:
             check.failed_seq, check.fixed_seq, check.fix = call.seq, None, ""
             check.failed_command = outcome.command
+            check.partial_command, check.partial_seq = "", None
         check.failure = outcome.error or outcome.tally
-    elif (
-        check.failed_seq is not None
-        and check.fixed_seq is None
-        and pass_covers(outcome.command, check.failed_command, key)
-    ):
-        check.fixed_seq = call.seq
-        check.fix = changes_since(state, check.failed_seq, call.seq)
+    elif check.failed_seq is not None and check.fixed_seq is None:
+        if pass_covers(outcome.command, check.failed_command, key):
+            check.fixed_seq = call.seq
+            check.fix = changes_since(state, check.failed_seq, call.seq)
+            check.partial_command, check.partial_seq = "", None
+        else:
+            # The same check passed on other targets: the failure is no longer known to stand,
+            # nor known to be fixed; the summary says what the passing run covered.
+            check.partial_command, check.partial_seq = outcome.command, call.seq
 
 
 def pass_covers(success: str, failure: str, key: str) -> bool:
@@ -71,4 +89,6 @@ def pass_covers(success: str, failure: str, key: str) -> bool:
 
 
 def is_open_failure(check: Check) -> bool:
-    return check.failed_seq is not None and check.fixed_seq is None
+    """Failing as far as the history shows: a failure no later run of the same check followed
+    (a pass on other targets leaves it unknown, not open)."""
+    return check.failed_seq is not None and check.fixed_seq is None and check.partial_seq is None

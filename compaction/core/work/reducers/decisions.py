@@ -28,6 +28,10 @@ ACTION_RE = re.compile(
     r"(add|update|replace|create|remove|fix|extract|rewrite|write|implement|change|rename|move|wire|register|refactor|"
     r"make|use|switch|convert|delete|drop|introduce|split|handle|apply|keep|set|patch|restructure|inline|revert)\b"
 )
+# A reason that is the state of the agent's own work, not why it chose something.
+FILLER_RE = re.compile(
+    r"(?i)\b(?:i|we) (?:haven'?t|have not|still need to|didn'?t)\b|\bnot (?:\w+ )?yet\b|\byet because\b"
+)
 _APPROVED_RE = re.compile(r"(?i)\b(approved|approve)\b")
 
 
@@ -60,6 +64,20 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     reason, choice = _reason_and_choice(call.purpose)
     if not reason or any(d.reason == reason for d in state.decisions):
         return
+    if FILLER_RE.search(reason):
+        return  # the state of its own work ("not used yet because I haven't …"), no choice
     about = call.path or one_line(outcome.command, 80)
-    state.decisions.append(Decision(call.seq, choice, reason, by="agent", about=about))
+    # Made right after a failure: the reason is the agent's diagnosis of it, to be borne out.
+    failed = next((s for s in reversed(state.turn.steps) if s.seq < call.seq), None)
+    after = ""
+    if failed is not None and failed.ok is False:
+        after = next((k for k, streak in state.streaks.items() if streak.last == failed.seq), "")
+    state.decisions.append(Decision(call.seq, choice, reason, by="agent", about=about, after_failure=after))
     del state.decisions[:-MAX_DECISIONS]
+
+
+def on_run(state: WorkState, key: str, ok: bool, seq: int) -> None:
+    """The next run of a command a decision was made to fix: the diagnosis held or not."""
+    for decision in state.decisions:
+        if decision.after_failure == key and decision.held is None and decision.seq < seq:
+            decision.held = ok

@@ -12,19 +12,23 @@ from compaction.core.text_heuristics import (
     command_error_lines,
     command_signature,
     sentences,
+    strip_ansi,
     strip_error_tags,
 )
 from compaction.core.vocabulary import EXIT_CODE_RE
 from compaction.core.work.events import Call, Narration
 from compaction.core.work.parse import one_line
+from compaction.core.work.reducers import decisions
 from compaction.core.work.reducers.changes import changes_since
 from compaction.core.work.reducers.checks import check_key, pass_covers
 from compaction.core.work.reducers.outcome import Outcome
-from compaction.core.work.state import ErrorRecord, Quote, WorkState
+from compaction.core.work.state import ErrorRecord, Quote, Streak, WorkState
 
 MAX_LINES_PER_FAILURE = 2
 MAX_ERROR_CHARS = 300
 MAX_ERRORS = 60
+MAX_TRIED = 5
+MAX_STREAKS = 20
 # What the agent says about a failure that explains it: a cause, a constraint, a missing piece.
 DIAGNOSIS_RE = re.compile(
     r"(?i)\b(because|since|the (?:issue|problem|cause|bug|reason|error) (?:is|was)|turns out|doesn'?t (?:support|exist|work|have|handle)|"
@@ -101,19 +105,44 @@ def _note_attempt(state: WorkState, call: Call, key: str) -> None:
             error.then = changes_since(state, error.seq, call.seq, detail=True)
 
 
+def _streak(state: WorkState, call: Call, outcome: Outcome, key: str, lines: list[str]) -> None:
+    """One more failing run of `key`: a command that keeps failing is the blocker."""
+    streak = state.streaks.pop(key, None) or Streak(key, call.seq, call.seq)
+    streak.runs += 1
+    streak.last = call.seq
+    tried = one_line(outcome.command or _source(call, outcome), 160)
+    if tried not in streak.commands:
+        streak.commands = [*streak.commands, tried][-MAX_TRIED:]
+    streak.lines = lines
+    state.streaks[key] = streak  # the latest failing last
+    while len(state.streaks) > MAX_STREAKS:
+        del state.streaks[next(iter(state.streaks))]
+
+
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if outcome.ok is None or (outcome.probe and outcome.ok):
         return
     key = error_key(call, outcome, state.git.cwd)
     _note_attempt(state, call, key)
+    if not outcome.probe:
+        decisions.on_run(state, key, bool(outcome.ok), call.seq)
     if outcome.ok:
+        state.streaks.pop(key, None)
         _resolve(state, call, outcome, key)
         return
     lines = _lines(call, outcome)
+    if not outcome.probe:
+        _streak(state, call, outcome, key, lines)
     if outcome.command:
         # A run that fails differently got past the errors of the run before it.
         for error in state.errors:
-            if error.status == "open" and error.key == key and error.line not in lines and error.seq < call.seq:
+            if (
+                error.status == "open"
+                and error.key == key
+                and error.line not in lines
+                and error.line not in strip_ansi(call.output)
+                and error.seq < call.seq
+            ):
                 error.status, error.resolved_seq = "resolved", call.result_seq
                 error.resolution = "the next run got past it (and failed otherwise)"
     for line in lines:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import re
 
-from compaction.core.fileops import call_file_ops, without_missing
+from compaction.core.fileops import SHELL_SEARCH_COMMANDS, call_file_ops, without_missing
 from compaction.core.paths import outside_repository
-from compaction.core.text_heuristics import sentences
+from compaction.core.text_heuristics import chain_parts, sentences
 from compaction.core.types import FileOps
 from compaction.core.vocabulary import DELETE_RE, GIT_MV_RE, MANIFEST_CMD_RE, MANIFESTS
 from compaction.core.work.events import Call
@@ -19,6 +19,7 @@ from compaction.core.work.state import FileRecord, Quote, WorkState
 MAX_PURPOSES = 3
 MAX_CHANGES = 6
 MAX_NAMES = 8
+MAX_EDIT_SEQS = 40
 # Scratch space, not the project: a redirect to /tmp is no change to commit.
 SCRATCH_RE = re.compile(r"^(?:/dev/|/proc/)|^[^/]*\s")
 
@@ -77,6 +78,7 @@ def _changed(state: WorkState, path: str, seq: int, change: str) -> FileRecord:
         rec.first = seq
     rec.edits += 1
     rec.last = seq
+    rec.edit_seqs = [*rec.edit_seqs, seq][-MAX_EDIT_SEQS:]
     rec.state = "edited"
     rec.dirty = not outside_repository(path)
     rec.change = change
@@ -111,6 +113,7 @@ def _edited_by_tool(state: WorkState, call: Call, outcome: Outcome, ops: FileOps
 def _deleted(state: WorkState, path: str, seq: int) -> None:
     rec = record(state, path, seq)
     rec.state, rec.last = "deleted", seq
+    rec.edit_seqs = [*rec.edit_seqs, seq][-MAX_EDIT_SEQS:]
     # A file written in this history and removed again leaves nothing behind to commit.
     rec.dirty = not rec.created and not outside_repository(path)
 
@@ -127,6 +130,7 @@ def _changed_by_shell(state: WorkState, call: Call, outcome: Outcome, ops: FileO
     for source, target in moves:
         moved = record(state, source, call.seq)
         moved.state, moved.moved_to, moved.last, moved.dirty = "moved", target, call.seq, True
+        moved.edit_seqs = [*moved.edit_seqs, call.seq][-MAX_EDIT_SEQS:]
         _changed(state, target, call.seq, f"moved here from `{source.rsplit('/', 1)[-1]}`")
     for shown in ops.modified:
         if SCRATCH_RE.search(shown) or any(c in shown for c in "*?$`{}[]<>"):
@@ -138,6 +142,27 @@ def _changed_by_shell(state: WorkState, call: Call, outcome: Outcome, ops: FileO
             _deleted(state, path, call.seq)
         else:
             _changed(state, path, call.seq, f"changed by `{one_line(outcome.command, 80)}`")
+    # A directory removed whole (`rm -r tests/`): it and every file known under it are gone.
+    for match in DELETE_RE.finditer(command):
+        words = match.group(1).split()
+        if not any(w.startswith("-") and "r" in w.lower() for w in words):
+            continue
+        for word in words:
+            if word.startswith("-") or SCRATCH_RE.search(word) or any(c in word for c in "*?$`{}[]<>"):
+                continue
+            folder = resolve(state, word.strip("\"'").rstrip("/"))
+            if not folder or folder in (".", "/"):
+                continue
+            if not folder.startswith("/"):
+                # Relative to a shell directory not seen: the known files name where it is.
+                marker = "/" + folder.rstrip("/") + "/"
+                found = next((p for p in state.files if marker in p), "")
+                folder = found[: found.index(marker) + len(marker) - 1] if found else folder
+            under = [p for p in state.files if p.startswith(folder.rstrip("/") + "/")]
+            for path in under:
+                _deleted(state, path, call.seq)
+            if folder not in state.files and not any(_matches(p, word) for p in ops.modified):
+                _deleted(state, folder.rstrip("/") + "/", call.seq)
     for match in MANIFEST_CMD_RE.finditer(command):
         if any(not word.startswith("-") for word in match.group(2).split()):
             for name in MANIFESTS[match.group(1).split()[0]]:
@@ -155,6 +180,13 @@ def _read(state: WorkState, call: Call, ops: FileOps) -> None:
             rec.last = call.seq
 
 
+def _searches(command: str) -> bool:
+    """Whether a command line only searches (`grep -n x a.py`, `rg x src | head`)."""
+    parts = chain_parts(command)
+    firsts = [part.split()[0] for part in parts if part.split() and part.split()[0] != "cd"]
+    return bool(firsts) and all(word in SHELL_SEARCH_COMMANDS for word in firsts)
+
+
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if outcome.ok is None or call.kind not in ("edit", "shell", "read", "search"):
         return
@@ -167,5 +199,7 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
         return
     if call.kind == "shell" and not outcome.probe:
         _changed_by_shell(state, call, outcome, ops)
+    if call.kind == "search" or (call.kind == "shell" and _searches(call.command or "")):
+        return  # a search shows the lines that match, not the file: no file was read
     # A read tool, or `cat x`, `sed -n 1,20p x`; not a path the program said does not exist.
     _read(state, call, without_missing(ops, call.output))

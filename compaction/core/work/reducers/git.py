@@ -110,6 +110,7 @@ def _commit(state: WorkState, command: str, found: tuple[str, str, str], seq: in
     for step in steps[last_edit + 1 :]:
         if step.kind in ("check", "git", "tracker") and (not routine or routine[-1] != step.what):
             routine.append(step.what)
+    routine.append(f"`{one_line(command, 100)}`")  # the commit itself ends it
     git.routine = routine[-8:]
     git.branch = branch or git.branch
     git.staged = []

@@ -14,3 +14,4 @@ class Outcome:
     check: str = ""  # test | lint | typecheck | build | migrate, for a command that checks
     probe: bool = False  # a command that only looks (grep, ls, git status)
     refused: bool = False  # an edit the tool refused to apply
+    findings: bool = False  # a lint or type check that reported findings (not a pass)

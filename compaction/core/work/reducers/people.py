@@ -11,6 +11,8 @@ from compaction.core.work.state import Person, Quote, WorkState
 
 MAX_DEMAND_CHARS = 600
 MAX_REFUSALS = 10
+MAX_TEMPLATE_PARTS = 2
+MAX_TEMPLATE_CHARS = 6_000
 
 
 def person_kind(text: str) -> str:
@@ -40,7 +42,9 @@ def on_said(state: WorkState, event: Said) -> None:
     earlier = state.people.messages[-1] if state.people.messages else None
     if earlier is not None and earlier.seq == event.seq:
         after = earlier.after  # the second text of one message answers what the first did
-    state.people.messages.append(Person(event.seq, event.text, person_kind(event.text), event.queued, after=after))
+    # A task a template wraps is what was asked, whatever its wording (a CTF's flavour text is no rule).
+    kind = "request" if event.task else person_kind(event.text)
+    state.people.messages.append(Person(event.seq, event.text, kind, event.queued, after=after, task=event.task))
 
 
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
@@ -59,5 +63,8 @@ def on_injected(state: WorkState, event: Injected) -> None:
         people.demands.append(Quote(event.seq, one_line(event.text, MAX_DEMAND_CHARS)))
     elif event.kind == "interrupt":
         people.interruptions = [*people.interruptions, event.seq][-MAX_REFUSALS:]
-    elif event.kind == "task_template" and not people.handover:
-        people.handover = handover_command(event.text)
+    elif event.kind == "task_template":
+        if not people.handover:
+            people.handover = handover_command(event.text)
+        if len(people.template) < MAX_TEMPLATE_PARTS and (not people.template or people.template[0].seq == event.seq):
+            people.template.append(Quote(event.seq, event.text.strip()[:MAX_TEMPLATE_CHARS]))

@@ -44,7 +44,8 @@ def _shown(state: WorkState, tracker: str, item: TrackerItem, seq: int) -> None:
         if task.status == "closed":
             task.closed = seq
     task.title = task.title or item.title
-    task.note = task.note or item.note
+    if not task.note and item.note:
+        task.note, task.note_seq = item.note, seq
     task.outputs = task.outputs or item.outputs
     task.touches = task.touches or item.touches
     if item.blocked_by is not None:

@@ -3,7 +3,9 @@ its turn ended, what is still pending. Also the run of commands the other reduce
 
 from __future__ import annotations
 
-from compaction.core.text_heuristics import chain_parts
+import re
+
+from compaction.core.text_heuristics import chain_parts, error_lines_of
 from compaction.core.vocabulary import PLUMBING, TRACKER_CMD_RE
 from compaction.core.work.events import Call, Injected, Narration, Said, TurnEnded
 from compaction.core.work.parse import one_line
@@ -36,9 +38,32 @@ def on_narration(state: WorkState, event: Narration) -> None:
 
 
 MAX_ANSWER_CHARS = 600
+# Words that announce the agent's next action ("Let me run the tests:", "Now I'll fix the
+# import."): a reply ending on them is unfinished — the turn goes on with the call they announce.
+ANNOUNCES_RE = re.compile(
+    r"(?i)^\W*(?:(?:ok(?:ay)?|now|next|first|then|so|good|great|perfect|alright)[,.!]?\s+)*"
+    r"(?:let me|let's|i'll|i will|i'm going to|i am going to|i need to|we need to)\s+(?:now\s+|also\s+|first\s+)?"
+    r"(?:check|run|look|read|fix|update|add|create|write|try|verify|see|start|commit|test|examine|investigate|"
+    r"search|open|edit|implement|make|install|build|review|continue|proceed|re-?run|find|inspect|apply|change|"
+    r"remove|move|rename|push|close|explore|get|set up|compile|modify|finish|address|handle|refactor|debug)\b"
+)
+
+
+def announces_more(text: str) -> bool:
+    """Whether the agent's words end by announcing what it does next (nothing done after)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return False
+    last = lines[-1]
+    if last.endswith(":") and not last.startswith(("|", "-", "*")):
+        return True
+    sentence = re.split(r"(?<=[.!?])\s+", last)[-1]
+    return len(last) <= 400 and bool(ANNOUNCES_RE.match(sentence))
 
 
 def on_turn_ended(state: WorkState, event: TurnEnded) -> None:
+    if announces_more(event.text):
+        return  # a reply cut where it announced its next step: the turn is not over
     state.turn.report = Quote(event.seq, event.text)
     state.turn.ended = True
     asked = next((p for p in reversed(state.people.messages) if p.seq == state.turn.request), None)
@@ -58,6 +83,16 @@ def _step(call: Call, outcome: Outcome) -> Step:
             else "run"
         )
         detail = "refused" if call.rejected else outcome.tally if outcome.ok else outcome.error or outcome.tally
+        if outcome.ok and kind == "run" and not outcome.probe and not detail:
+            # A script's run that went through may still print an error (a reproduction of a
+            # bug): what it printed, not "passed".
+            printed = error_lines_of(call.output, is_error=False)
+            # A traceback ends with the exception that was raised: that line, not a source line in it.
+            detail = (
+                f"printed: {printed[-1] if 'Traceback (most recent call last)' in call.output else printed[0]}"
+                if printed
+                else ""
+            )
         return Step(call.seq, kind, f"`{one_line(outcome.command, 100)}`", outcome.ok, detail)
     what = f"{call.kind if call.kind != 'other' else call.name} {call.path}" if call.path else call.name
     detail = "refused" if call.rejected else outcome.error if outcome.ok is False else ""
