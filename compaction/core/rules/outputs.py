@@ -380,4 +380,12 @@ RULES: tuple[R, ...] = (
         ("src/x.ts(70,5): error TS2353: x", "a.py:4:1: E501 line too long", "lib/a.ex:3: warning: unused"),
         ("test/a_test.exs:86: (test)",),
     ),
+    R(
+        "turn:ANNOUNCES_RE",
+        "a reply that ends announcing the agent's next action ('Let me run the tests:', 'Now I'll fix the import.')",
+        "a reply ending on an announcement is unfinished: the turn goes on with the call it announces",
+        ("Let me run the tests:", "Now I'll fix the import.", "OK, next let me check the logs"),
+        ("The tests pass.", "I ran the tests and they pass.", "Should I commit?"),
+        how="match",
+    ),
 )
