@@ -144,11 +144,12 @@ class _MemoryUnreader(Unreader):
         super().__init__()
         self._data = memoryview(bytes(data))
         self._at = 0
-        self._then = then
+        self.source = then
 
     def chunk(self, size_hint=None):
         if self._at >= len(self._data):
-            return self._then.chunk(size_hint)
+            self._data, self._at = memoryview(b""), 0  # served: not held for the connection's life
+            return self.source.chunk(size_hint)
         size = SocketUnreader.max_body_chunk if size_hint is None else size_hint
         size = min(max(size, 8192), SocketUnreader.max_body_chunk)
         piece = self._data[self._at : self._at + size].tobytes()
@@ -158,13 +159,16 @@ class _MemoryUnreader(Unreader):
     def take_buffered(self):
         # Bytes pipelined behind this request: what the parser holds, then what it never asked for.
         held = super().take_buffered() + self._data[self._at :].tobytes()
-        self._at = len(self._data)
+        self._data, self._at = memoryview(b""), 0
         return held
 
 
 def read_from_memory(parser, data: bytearray) -> None:
     """The parser reads `data` (a request the event loop read whole) before its socket again."""
-    parser.unreader = _MemoryUnreader(data, parser.unreader)
+    then = parser.unreader
+    if isinstance(then, _MemoryUnreader):  # the previous request's on this connection: its socket
+        then = then.source
+    parser.unreader = _MemoryUnreader(data, then)
 
 
 class BufferedThreadWorker(ThreadWorker):

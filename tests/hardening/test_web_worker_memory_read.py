@@ -43,3 +43,15 @@ def test_a_whole_request_is_parsed_from_memory_in_socket_sized_pieces_and_the_ne
 
     following = next(parser)  # what the client pipelined behind it is still there
     assert (following.method, following.path) == ("GET", "/healthz")
+
+
+def test_requests_on_one_connection_do_not_pile_up_in_memory():
+    parser = RequestParser(Config(), iter([]), ("127.0.0.1", 1))
+    socket_side = parser.unreader
+    for _ in range(3):  # each request of a kept-alive connection, read whole, then taken over
+        read_from_memory(parser, bytearray(_request(b"{}")))
+        request = next(parser)
+        assert request.body.read() == b"{}"
+        parser.unreader.take_buffered()
+    assert parser.unreader.source is socket_side  # not a chain of every earlier request's bytes
+    assert len(parser.unreader._data) == 0
