@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -54,6 +55,26 @@ def wait_for_port(port: int, process: subprocess.Popen, log: Path, timeout: floa
         except OSError:
             time.sleep(0.2)
     raise AssertionError(f"nothing listens on {port} after {timeout}s:\n{log.read_text()[-4000:]}")
+
+
+def start_gunicorn(env: dict[str, str], log: Path, timeout: float = 60) -> subprocess.Popen:
+    """gunicorn as deployed (deploy/gunicorn.conf.py), its output in `log`, in a process group of
+    its own (for `stop`); returns once its port listens."""
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "project.wsgi:application"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_for_port(int(env["PORT"]), process, log, timeout=timeout)
+    except BaseException:
+        stop(process)
+        raise
+    return process
 
 
 def stop(process: subprocess.Popen, timeout: float = 20) -> None:

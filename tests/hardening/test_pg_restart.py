@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from .servers import ROOT, PrivatePostgres, free_port, server_env, stop, wait_for_port
+from .servers import ROOT, PrivatePostgres, free_port, server_env, start_gunicorn, stop
 
 pytestmark = pytest.mark.slow
 
@@ -79,17 +79,8 @@ def test_a_postgres_restart_under_load_answers_503_never_500_and_heals(cluster, 
         .strip()
     )
     log = tmp_path / "gunicorn.log"
-    with open(log, "w") as out:
-        web = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "project.wsgi:application"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    web = start_gunicorn(env, log, timeout=120)
     try:
-        wait_for_port(port, web, log, timeout=120)
         sessions = []
         for n in range(WRITERS):
             status, _, body = _post(port, "/api/v1/sessions/", {"title": f"writer {n}"}, key)

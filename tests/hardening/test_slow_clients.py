@@ -12,8 +12,6 @@ from __future__ import annotations
 import io
 import json
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
@@ -21,7 +19,7 @@ import pytest
 from sessions.models import ApiKey, Session
 from tests.services import require_postgres
 
-from .servers import ROOT, free_port, server_env, stop, wait_for_port
+from .servers import free_port, server_env, start_gunicorn, stop
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -43,17 +41,8 @@ def deployed(tmp_path):
         WEB_ACCESS_LOG="0",
     )
     log = tmp_path / "gunicorn.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "project.wsgi:application"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    process = start_gunicorn(env, log)
     try:
-        wait_for_port(port, process, log)
         deadline = time.monotonic() + 90
         while True:  # the port listens before the workers have booted
             try:

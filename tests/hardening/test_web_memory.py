@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import http.client
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from .servers import ROOT, free_port, stop, wait_for_port
+from .servers import ROOT, free_port, start_gunicorn, stop
 
 TOKEN = "memory-metrics-token-0123456789"
 
@@ -57,17 +56,7 @@ def _gunicorn(tmp_path, port: int, **env: str) -> subprocess.Popen:
     }
     environ.pop("REDIS_URL", None)
     log = tmp_path / "gunicorn.log"
-    with open(log, "w") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "project.wsgi"],
-            cwd=ROOT,
-            env=environ,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    wait_for_port(port, process, log, timeout=120)
-    return process
+    return start_gunicorn(environ, log, timeout=120)
 
 
 def _wait_for_worker(process: subprocess.Popen, other_than: set[int], timeout: float = 60) -> int:
