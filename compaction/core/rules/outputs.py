@@ -218,6 +218,13 @@ RULES: tuple[R, ...] = (
         how="match",
     ),
     R(
+        "errors:_VARYING_RE",
+        "what differs between two printings of one error: digits (a line number, a time, an address) and spacing",
+        "an edit moves an error's line and a run's time changes; the error it names is the same",
+        ("lib/a.ex:45: undefined function", "done in 0m1.2s", "a  b"),
+        ("error:", "undefined"),
+    ),
+    R(
         "errors:_INTERJECTION_RE",
         "an interjection opening the agent's sentence (I see, ah, hmm, ok)",
         "it carries nothing of the diagnosis after it",

@@ -29,6 +29,7 @@ from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, 
 from compaction.core.text_heuristics import instruction_quote
 from compaction.core.vocabulary import SHELL_UTILITIES, is_probe
 from compaction.core.work.parse import one_line
+from compaction.core.work.reducers.errors import PASSED_OVER
 from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person, Task, WorkState
 
 Lines = list[str]
@@ -333,7 +334,9 @@ def repository(v: View) -> Lines:
     if commits:
         last = commits[-1]
         pushed = f"pushed to `{last.pushed_to}`" if last.pushed_to else "not pushed"
-        out.append(f"Latest commit {code(last.sha[:7])} {quoted(last.subject, 100)} ({v.cite(last.seq)}, {pushed})")
+        after = git.outside_seq > last.seq
+        lead = "Latest commit made by a command of this history" if after else "Latest commit"
+        out.append(f"{lead} {code(last.sha[:7])} {quoted(last.subject, 100)} ({v.cite(last.seq)}, {pushed})")
     if len(commits) > 1:
         unpushed = f"; not pushed: {listing([code(c.sha[:7]) for c in v.unpushed], 8)}" if v.unpushed else ""
         out.append(
@@ -388,8 +391,8 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
     if told:
         said += f" — then {last.then}"
     if last.status == "resolved":
-        if last.resolution.startswith("the next run got past it"):
-            return said + f" — the next run ({v.cite(last.resolved_seq)}) got past it"
+        if last.resolution == PASSED_OVER:
+            return said + f" — the next run ({v.cite(last.resolved_seq)}) did not print it (it failed with other errors)"
         return said + f" — fixed ({v.cite(last.resolved_seq)})" + ("" if told else f": {last.resolution}")
     if v.live(last):
         return said + " — still open"

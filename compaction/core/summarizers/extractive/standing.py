@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from compaction.core.summarizers.extractive.view import COMPACT, TERSE, View
+from compaction.core.vocabulary import check_kind, is_probe
 from compaction.core.work.parse import one_line
 from compaction.core.work.state import Check, Commit, Person, Step, Streak, Task
 
@@ -18,6 +19,7 @@ REPLY_GIST_CHARS = 300
 WORDS_CHARS = 280
 MAX_LISTED = 6
 MAX_NEXT = 6
+MAX_STEPS_SEEN = 12  # turn.MAX_STEPS: fewer steps than that is the whole turn
 _ASKED_COMMIT_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bcommit\b(?! message)")
 _ASKED_PUSH_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bpush\b")
 
@@ -106,7 +108,12 @@ def _tracker_progress(v: View) -> list[str]:
     for task in v.current:
         if task.source != "todo":
             out.append(f"In progress: {v.task_name(task)}.")
-    waiting = [t for t in v.open_tasks if t.source != "todo"]
+    waiting = [t for t in v.open_tasks if t.source != "todo" and not v.follow_up(t)]
+    filed = [t for t in v.open_tasks if t.source != "todo" and v.follow_up(t)]
+    if filed:
+        out.append(
+            f"Filed by the agent in this history and still open (not started): {listing([v.task_name(t, limit=60) + f' ({v.cite(t.opened)})' for t in filed], 4)}."
+        )
     if waiting:
         out.append(f"Still open: {listing([v.task_name(t, limit=60) for t in waiting], 8 if v.level <= TERSE else 4)}.")
     return out
@@ -178,6 +185,23 @@ def checks_said(v: View, runs: list[Check]) -> str:
     return "Checks: " + "; ".join(said) + (f"{sep}{note}" if note else "") + "."
 
 
+def outside_said(v: View) -> str:
+    """When a clean `git status` followed edits no commit of this history took: that the latest
+    commit is not known from here (a hook or a tool may have committed them)."""
+    git = v.state.git
+    last = v.last_commit
+    if not git.outside_seq or (last is not None and last.seq > git.outside_seq):
+        return ""
+    recs = [v.state.files[p] for p in git.outside_files if p in v.state.files]
+    seqs = [s for r in recs for s in (r.edit_seqs or [r.last]) if s < git.outside_seq]
+    names = listing([v.path(r.path) for r in recs], 4)
+    return (
+        f", though no commit of this history took the edits of {names} ({v.cite(min(seqs, default=0), max(seqs, default=0))}):"
+        " something else committed them (a hook, a tool), git ignores them, or they were undone — the latest commit is"
+        " not known from this history (`git log` would show it)"
+    )
+
+
 def _no_git_sentence(v: View) -> list[str]:
     """Without git in the history: what the latest request's turn changed, and its checks."""
     since = v.latest_request.seq if v.latest_request else 0
@@ -224,7 +248,7 @@ def tree_said(v: View) -> list[str]:
     if out:
         return out
     if status and status >= max(last.seq if last else 0, v.last_edit):
-        return [f"`git status` at {v.cite(status)} showed nothing uncommitted, after the last commit and edit"]
+        return [f"`git status` at {v.cite(status)} showed nothing uncommitted, after the last commit and edit" + outside_said(v)]
     if last is not None:
         told = f"the last `git status` was at {v.cite(status)}" if status else "no `git status` ran"
         return [f"No file was edited {after}; {told}, so the tree is known only from the edits"]
@@ -300,7 +324,7 @@ def _failure_sentence(v: View) -> list[str]:
 
 def _step_told(v: View, step: Step) -> str:
     kind, _sep, rest = step.what.partition(" ")
-    if step.kind in ("edit", "read", "search") and rest.startswith("/"):
+    if step.kind in ("edit", "read", "search") and kind == step.kind and rest:
         return f"{ {'edit': 'an edit of', 'read': 'a read of', 'search': 'a search in'}[step.kind] } {v.path(rest)}"
     return step.what
 
@@ -329,7 +353,11 @@ def _stopped(v: View) -> list[str]:
         last = turn.steps[-1] if turn.steps else None
         if last is not None and last.seq >= turn.said.seq:
             went = (
-                "went through"
+                last.detail
+                if last.ok and last.detail in ("found nothing", "printed nothing")
+                else f"ran, printing {code(last.detail.removeprefix('printed: '), 160)}"
+                if last.ok and last.detail.startswith("printed: ")
+                else "went through"
                 if last.ok
                 else "failed"
                 if last.ok is False
@@ -551,13 +579,14 @@ def next_steps(v: View) -> list[str]:
     # Open tracker items are next only when this work has been taking them on (one was started
     # or closed here); a session that only created or listed them leaves them to whoever asks.
     working = any(t.started or t.closed for t in v.tasks if t.source != "todo")
-    if v.open_tasks and not working:
-        names = [v.task_name(t, limit=80) for t in v.open_tasks if t.key not in v.parents and t.source != "todo"]
+    given = [t for t in v.open_tasks if not v.follow_up(t)]
+    if given and not working:
+        names = [v.task_name(t, limit=80) for t in given if t.key not in v.parents and t.source != "todo"]
         if names:
             out.append(
                 f"Open in the tracker, none started in this history (not asked to be implemented so far): {listing(names, 6)}."
             )
-    for task in [t for t in v.open_tasks if working or t.source == "todo"][:4]:
+    for task in [t for t in given if working or t.source == "todo"][:4]:
         if task.key in v.parents:
             continue  # an epic is closed when its children are, by whoever closes them
         blocked = [
@@ -570,13 +599,64 @@ def next_steps(v: View) -> list[str]:
         about = f": {clipped(intro, v.chars(300))}" if intro else ""
         lead = "Then" if out else "Next open in the tracker:"  # not "Then" after nothing
         out.append(f"{lead} {v.task_name(task, limit=80)}{after}{about}")
+    if turn.submitted is None and not (turn.ended and turn.report is not None):
+        out += _owed_since_edits(v)
     if v.state.people.handover and turn.submitted is None:
         out.append(
             f"When the task is done, hand it in with `{v.state.people.handover}` (the task's instructions say so)."
         )
     if not out:
         out.append(_finished(v))
+    filed = [t for t in v.open_tasks if v.follow_up(t) and t.source != "todo"]
+    if filed:
+        # What the agent filed for later is the person's to schedule, not the next step.
+        out = out[: MAX_NEXT - 1]
+        out.append(
+            f"Not a step unless the person asks: the follow-up{'s' if len(filed) > 1 else ''} the agent filed, "
+            f"{listing([v.task_name(t, limit=80) + f' ({v.cite(t.opened)})' for t in filed], 4)}."
+        )
     return out[:MAX_NEXT]
+
+
+def _owed_since_edits(v: View) -> list[str]:
+    """What the latest edits leave owed in the turn under way: an edit the tool refused (the file
+    is as it was) and not redone, and a run of a script this work wrote, or of a check where git
+    did not run, that came before later edits (its outcome does not cover them)."""
+    steps = v.state.turn.steps
+    out = []
+    refused = [s for s in steps if s.kind == "edit" and s.ok is False and s.detail != "refused"]
+    if refused:
+        last = refused[-1]
+        redone = any(s.seq > last.seq and s.kind == "edit" and s.ok and s.what == last.what for s in steps)
+        if not redone:
+            why = f": {code(last.detail, 160)}" if last.detail else ""
+            out.append(
+                f"Redo {_step_told(v, last).replace('an edit of', 'the edit of', 1)}: the tool refused it at {v.cite(last.seq)} and the file is as it was{why}."
+            )
+    runs = [
+        s
+        for s in steps
+        if s.kind in ("run", "check") and s.ok is not None and s.what.startswith("`") and not is_probe(s.what.strip("`"))
+    ]
+    edited = [s for s in steps if s.kind == "edit" and s.ok]
+    if not runs:
+        if edited and v.state.people.handover and len(steps) < MAX_STEPS_SEEN:
+            # The whole turn is in view and nothing ran after its edits.
+            note = v.edits_note(edited[0].seq - 1, lead="the edits of")
+            if note:
+                out.append(f"Run what the edits change: no command ran after {note}.")
+        return out
+    last_run = runs[-1]
+    changed = [r for r in v.changed_files if r.edits and r.state != "deleted"]
+    words = {w.strip("`'\"").rsplit("/", 1)[-1] for w in last_run.what.split()}
+    scripted = any(r.path.rsplit("/", 1)[-1] in words and "." in r.path.rsplit("/", 1)[-1] for r in changed)
+    current = last_run.kind == "check" and check_kind(last_run.what.strip("`")) in CURRENT_KINDS
+    if not scripted and not (current and not v.git_seen):
+        return out
+    note = v.edits_note(last_run.seq, lead="before the edits of")
+    if note and any(s.seq > last_run.seq and s.kind == "edit" and s.ok for s in steps):
+        out.append(f"Run {last_run.what} again: its last run ({v.cite(last_run.seq)}) was {note}.")
+    return out
 
 
 # A final report that is about trouble: errors, a failure, something missing, a question.
