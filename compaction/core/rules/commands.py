@@ -272,7 +272,7 @@ RULES: tuple[R, ...] = (
             "Found 0 matches",
             "(no output)",
         ),
-        ("Found 3 matches for \"x\" in /repo:", "src/a.py:12: no matches found in docstring", "1 file found"),
+        ('Found 3 matches for "x" in /repo:', "src/a.py:12: no matches found in docstring", "1 file found"),
         how="match",
     ),
     R(

@@ -69,7 +69,9 @@ def test_a_clean_status_after_a_commit_that_took_the_edits_claims_nothing_more()
 
 
 def test_a_search_that_found_nothing_is_not_told_as_gone_through() -> None:
-    story = Story().person("find the caller").run("grep -rn old_name src", "", error=True, said="Let me find the callers.")
+    story = (
+        Story().person("find the caller").run("grep -rn old_name src", "", error=True, said="Let me find the callers.")
+    )
     said = _stand(story)
     assert "found nothing" in said and "went through" not in said
     tool = Story().person("find it").tool("Grep", {"pattern": "old_name"}, "No files found", said="Let me look.")
@@ -144,10 +146,6 @@ def test_a_follow_up_the_agent_filed_while_working_is_not_the_next_step() -> Non
 
 def test_a_script_written_and_deleted_again_is_no_modified_file() -> None:
     story = (
-        Story()
-        .person("fix it")
-        .write("reproduce.py", "print(1)")
-        .edit("src/x.py", "a", "b")
-        .run("rm reproduce.py", "")
+        Story().person("fix it").write("reproduce.py", "print(1)").edit("src/x.py", "a", "b").run("rm reproduce.py", "")
     )
     assert file_ops(story.state()).modified == ["src/x.py"]

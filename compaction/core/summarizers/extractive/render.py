@@ -392,7 +392,9 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
         said += f" — then {last.then}"
     if last.status == "resolved":
         if last.resolution == PASSED_OVER:
-            return said + f" — the next run ({v.cite(last.resolved_seq)}) did not print it (it failed with other errors)"
+            return (
+                said + f" — the next run ({v.cite(last.resolved_seq)}) did not print it (it failed with other errors)"
+            )
         return said + f" — fixed ({v.cite(last.resolved_seq)})" + ("" if told else f": {last.resolution}")
     if v.live(last):
         return said + " — still open"

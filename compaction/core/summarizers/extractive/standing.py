@@ -248,7 +248,10 @@ def tree_said(v: View) -> list[str]:
     if out:
         return out
     if status and status >= max(last.seq if last else 0, v.last_edit):
-        return [f"`git status` at {v.cite(status)} showed nothing uncommitted, after the last commit and edit" + outside_said(v)]
+        return [
+            f"`git status` at {v.cite(status)} showed nothing uncommitted, after the last commit and edit"
+            + outside_said(v)
+        ]
     if last is not None:
         told = f"the last `git status` was at {v.cite(status)}" if status else "no `git status` ran"
         return [f"No file was edited {after}; {told}, so the tree is known only from the edits"]
@@ -636,7 +639,10 @@ def _owed_since_edits(v: View) -> list[str]:
     runs = [
         s
         for s in steps
-        if s.kind in ("run", "check") and s.ok is not None and s.what.startswith("`") and not is_probe(s.what.strip("`"))
+        if s.kind in ("run", "check")
+        and s.ok is not None
+        and s.what.startswith("`")
+        and not is_probe(s.what.strip("`"))
     ]
     edited = [s for s in steps if s.kind == "edit" and s.ok]
     if not runs:

@@ -191,7 +191,9 @@ class View:
         work for later, not the task it was given (filing tasks as asked is the work itself)."""
         if not task.filed or task.started or task.status not in ("open", "blocked"):
             return False
-        began = min((t.started or t.closed or 0 for t in self.tasks if t is not task and (t.started or t.closed)), default=0)
+        began = min(
+            (t.started or t.closed or 0 for t in self.tasks if t is not task and (t.started or t.closed)), default=0
+        )
         if not began or began > task.opened:
             return False
         return not any(p.seq > task.opened and task.key in p.text for p in self.requests)

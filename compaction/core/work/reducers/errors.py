@@ -141,8 +141,10 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
             if error.key != key or error.seq >= call.seq:
                 continue
             shape = _shape(error.line) if _distinct(error.line) else ""
-            again = error.line in lines or error.line in call.output or (
-                bool(shape) and (shape in printed or any(shape == _shape(line) for line in lines))
+            again = (
+                error.line in lines
+                or error.line in call.output
+                or (bool(shape) and (shape in printed or any(shape == _shape(line) for line in lines)))
             )
             if error.status == "open" and not again:
                 error.status, error.resolved_seq = "resolved", call.result_seq
@@ -159,7 +161,9 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
                 for e in state.errors
                 if e.status == "open"
                 and e.key == key
-                and (e.line == line or (e.seq != call.result_seq and _distinct(line) and _shape(e.line) == _shape(line)))
+                and (
+                    e.line == line or (e.seq != call.result_seq and _distinct(line) and _shape(e.line) == _shape(line))
+                )
             ),
             None,
         )

@@ -197,9 +197,9 @@ def _tree(state: WorkState, command: str, output: str, seq: int) -> None:
         # Git's own word: a file it lists as changed is uncommitted, wherever it lives (a
         # project under /tmp is still a repository when git status runs in it).
         for path, status in entries.items():
-            rec = state.files.get(path)
-            if rec is not None and status != "untracked" and rec.state != "read":
-                rec.dirty = True
+            listed = state.files.get(path)
+            if listed is not None and status != "untracked" and listed.state != "read":
+                listed.dirty = True
 
 
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:

@@ -104,8 +104,10 @@ def _step(call: Call, outcome: Outcome, open_file: str = "") -> Step:
     if call.kind == "edit" and not call.path and open_file:
         what = f"edit {open_file}"  # an editor's edit changes the file it has open
     detail = "refused" if call.rejected else outcome.error if outcome.ok is False else ""
-    if outcome.ok and call.kind != "edit" and (
-        (call.kind == "search" and found_nothing(call.output)) or NO_MATCHES_RE.match(call.output.strip()[:300])
+    if (
+        outcome.ok
+        and call.kind != "edit"
+        and ((call.kind == "search" and found_nothing(call.output)) or NO_MATCHES_RE.match(call.output.strip()[:300]))
     ):
         detail = "found nothing"
     return Step(call.seq, call.kind, what, outcome.ok, detail)
