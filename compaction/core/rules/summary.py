@@ -14,6 +14,14 @@ RULES: tuple[R, ...] = (
         ("don't commit yet", "never commit", "fix the commit message"),
     ),
     R(
+        "standing:SUBJECT_WORD_RE",
+        "a lower-case word of five letters or more (what a rule of the person's is about: 'border', 'codeblock')",
+        "a later message that names the same thing may change or lift the rule; short words name nothing",
+        ("border", "codeblock", "dim_gray"),
+        ("the", "use", "it"),
+        how="match",
+    ),
+    R(
         "standing:_ASKED_PUSH_RE",
         "the person asking for a push (not 'don't push')",
         "a push asked for and not made is work left",

@@ -161,6 +161,7 @@ class Check:
     failed_command: str = ""  # the run that failed (a pass fixes it only if it covers as much)
     failure: str = ""  # its error line
     fixed_seq: int | None = None  # the pass that ended that streak
+    last_failed_seq: int | None = None  # the streak's latest failure: what changed after it fixed it
     fix: str = ""  # what changed between the failure and the pass
     suite: str = ""  # the widest run seen (the runner with no targets), to re-run everything
     suite_seq: int = 0  # when it last ran

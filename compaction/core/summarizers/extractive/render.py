@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.standing import (
     REQUEST_CHARS,
+    SUBJECT_STOPWORDS,
+    SUBJECT_WORD_RE,
     check_said,
     clipped,
     code,
@@ -26,7 +28,7 @@ from compaction.core.summarizers.extractive.standing import (
     words_of,
 )
 from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, TINY, View
-from compaction.core.text_heuristics import instruction_quote
+from compaction.core.text_heuristics import answers_a_step, instruction_quote
 from compaction.core.vocabulary import SHELL_UTILITIES, is_probe
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers.errors import PASSED_OVER
@@ -66,7 +68,7 @@ def goal(v: View) -> Lines:
         ]
     if len(requests) > 3 and first.answer is not None:
         out = [
-            f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}; the person's later messages are under Done and The Person's Messages"
+            f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}{_verdict(v, first)}; the person's later messages are under Done and The Person's Messages"
         ]
     if len(requests) > 1:
         # The first request is where the session began; the latest may have changed the task.
@@ -78,9 +80,56 @@ def goal(v: View) -> Lines:
     return _bullets(out)
 
 
+def _subject_words(text: str) -> set[str]:
+    return {w for w in SUBJECT_WORD_RE.findall(text.lower()) if w not in SUBJECT_STOPWORDS}
+
+
+def _later_on_it(v: View, rule: Person) -> list[int]:
+    """The person's later messages on the same subject (a distinctive word of the rule, or one
+    containing it: "block" and "codeblock"): they may have changed or lifted it."""
+    said = [(p, _subject_words(p.text)) for p in v.state.people.messages if p.kind != "chatter"]
+
+    def near(a: str, b: str) -> bool:
+        return a in b or b in a
+
+    # A word most of the person's messages use ("theme" in a session about themes) names no subject.
+    words = {w for w in _subject_words(rule.text) if sum(any(near(w, b) for b in theirs) for _p, theirs in said) <= 3}
+    later = [p.seq for p, theirs in said if p.seq > rule.seq and any(near(a, b) for a in words for b in theirs)]
+    return list(dict.fromkeys(later))
+
+
+def _rule_line(v: View, p: Person, limit: int) -> str:
+    notes = []
+    if (p.after is not None or p.queued) and answers_a_step(p.text):
+        # Said about what the agent had just done: it binds that step, not all the work.
+        notes.append("said in answer to the agent's step before it")
+    later = _later_on_it(v, p)
+    if later:
+        notes.append(f"the person wrote on the same subject later, at {listing([v.cite(s) for s in later[-3:]], 3)}")
+    return f"{quoted(instruction_quote(p.text), limit)} ({v.cite(p.seq)}{'; ' + '; '.join(notes) if notes else ''})"
+
+
+def _verdict(v: View, person: Person) -> str:
+    """The person's reply to the report that answered `person` (accepted, corrected, undone),
+    quoted: an answer the person rejected is not the request done."""
+    if person.answer is None:
+        return ""
+    reply = next(
+        (
+            p
+            for p in v.state.people.messages
+            if p.after is not None and p.after.seq == person.answer.seq and p is not person
+        ),
+        None,
+    )
+    return (
+        f" (the person's reply, {v.cite(reply.seq)}: {quoted(reply.text, v.chars(160))})" if reply is not None else ""
+    )
+
+
 def constraints(v: View) -> Lines:
     limit = v.chars(500)
-    out = [f"{quoted(instruction_quote(p.text), limit)} ({v.cite(p.seq)})" for p in v.rules]
+    out = [_rule_line(v, p, limit) for p in v.rules]
     template = v.state.people.template
     if len(template) > 1:
         # The instructions the task came with (one command at a time, how to hand it in): the
@@ -392,9 +441,7 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
         said += f" — then {last.then}"
     if last.status == "resolved":
         if last.resolution == PASSED_OVER:
-            return (
-                said + f" — the next run ({v.cite(last.resolved_seq)}) did not print it (it failed with other errors)"
-            )
+            return said + f" — the next run ({v.cite(last.resolved_seq)}) got past it (and failed on something else)"
         return said + f" — fixed ({v.cite(last.resolved_seq)})" + ("" if told else f": {last.resolution}")
     if v.live(last):
         return said + " — still open"
@@ -650,7 +697,7 @@ def other(v: View) -> Lines:
     # skill) is not handed over: it changed nothing the next agent needs.
     tools = _tools_used(v)
     if tools and v.level <= MINIMAL:
-        out.append(f"Tools the work used: {tools}")
+        out.append(f"Programs the work ran in the shell: {tools}")
     refused = v.state.people.refusals
     if refused:
         out += [

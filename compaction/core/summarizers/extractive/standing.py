@@ -20,6 +20,16 @@ WORDS_CHARS = 280
 MAX_LISTED = 6
 MAX_NEXT = 6
 MAX_STEPS_SEEN = 12  # turn.MAX_STEPS: fewer steps than that is the whole turn
+# A word that can name what the person's rule is about (five letters or more: not "the", "use").
+SUBJECT_WORD_RE = re.compile(r"[a-z][a-z0-9_]{4,}")
+# Words too common to name what a rule is about.
+SUBJECT_STOPWORDS = frozenset(
+    "about after again always before being could doesn don't every first never other really should "
+    "still their there these thing things think those using where which while would without make sure "
+    "please maybe something because".split()
+)
+
+
 _ASKED_COMMIT_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bcommit\b(?! message)")
 _ASKED_PUSH_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bpush\b")
 
@@ -332,6 +342,20 @@ def _step_told(v: View, step: Step) -> str:
     return step.what
 
 
+def _went(step: Step) -> str:
+    """How a call went, as its result shows: an empty search found nothing, a run that printed an
+    error printed it."""
+    if step.ok and step.detail in ("found nothing", "printed nothing"):
+        return step.detail
+    if step.ok and step.detail.startswith("printed: "):
+        return f"ran, printing {code(step.detail.removeprefix('printed: '), 160)}"
+    if step.ok:
+        return "went through"
+    if step.ok is False:
+        return "failed"
+    return "was refused by the person" if step.detail == "refused" else "has no result yet"
+
+
 def _stopped(v: View) -> list[str]:
     turn = v.state.turn
     out = []
@@ -355,23 +379,19 @@ def _stopped(v: View) -> list[str]:
     elif turn.said is not None:
         last = turn.steps[-1] if turn.steps else None
         if last is not None and last.seq >= turn.said.seq:
-            went = (
-                last.detail
-                if last.ok and last.detail in ("found nothing", "printed nothing")
-                else f"ran, printing {code(last.detail.removeprefix('printed: '), 160)}"
-                if last.ok and last.detail.startswith("printed: ")
-                else "went through"
-                if last.ok
-                else "failed"
-                if last.ok is False
-                else "was refused by the person"
-                if last.detail == "refused"
-                else "has no result yet"
-            )
-            out.append(
-                f"The agent was mid-turn: its last call ({_step_told(v, last)}) {went}; "
-                f"its words before it: {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
-            )
+            together = [s for s in turn.steps if s.seq == last.seq]
+            if len(together) > 1:
+                # Calls made in parallel by one message: each with how it went, none "the last".
+                calls = listing([f"{_step_told(v, s)} {_went(s)}" for s in together], 4)
+                out.append(
+                    f"The agent was mid-turn: its last message ({v.cite(last.seq)}) made {len(together)} calls at once: {calls}; "
+                    f"its words before them: {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
+                )
+            else:
+                out.append(
+                    f"The agent was mid-turn: its last call ({_step_told(v, last)}) {_went(last)}; "
+                    f"its words before it: {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
+                )
         else:
             out.append(
                 f"The agent was mid-turn; its latest words ({v.cite(turn.said.seq)}): {quoted(turn.said.text, v.chars(WORDS_CHARS))}"

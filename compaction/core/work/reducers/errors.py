@@ -178,7 +178,7 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     del state.errors[:-MAX_ERRORS]
 
 
-PASSED_OVER = "the next run did not print it (it failed with other errors)"
+PASSED_OVER = "the next run got past it (and failed on something else)"
 # What varies between two printings of one error: numbers (a line, a time, an address), spacing.
 _VARYING_RE = re.compile(r"\d+|\s+")
 SHAPE_CHARS = 160
