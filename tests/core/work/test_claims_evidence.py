@@ -159,13 +159,17 @@ def test_a_correction_of_the_agents_step_is_not_told_as_a_standing_rule() -> Non
         .edit("theme.ts", "a", "b")
         .says("Made the code block green and the border too.")
         .person("no, the border should stay as is")
-        .edit("theme.ts", "b", "c")
-        .says("Reverted the border.")
-        .person("actually the border color is #b5bd68, use that")
     )
     told = "\n".join(constraints(View(story.state())))
-    assert '"no, the border should stay as is" (#5; said in answer to the agent\'s step before it' in told
-    assert "the person wrote on the same subject later, at #9" in told
+    assert told == '- "no, the border should stay as is" (#5; said in answer to the agent\'s step before it)'
+    # The person wrote on the same subject again later: cited beside it.
+    story.edit("theme.ts", "b", "c").says("Reverted the border.").person(
+        "actually the border color is #b5bd68, use that"
+    )
+    told = "\n".join(constraints(View(story.state())))
+    assert (
+        "(#5; said in answer to the agent's step before it; the person wrote on the same subject later, at #9)" in told
+    )
 
 
 def test_what_fixed_a_check_is_what_changed_after_its_last_failing_run() -> None:

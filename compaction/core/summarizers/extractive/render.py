@@ -11,10 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from compaction.core.summarizers.extractive.rules_said import constraints, verdict
 from compaction.core.summarizers.extractive.standing import (
     REQUEST_CHARS,
-    SUBJECT_STOPWORDS,
-    SUBJECT_WORD_RE,
     check_said,
     clipped,
     code,
@@ -28,7 +27,6 @@ from compaction.core.summarizers.extractive.standing import (
     words_of,
 )
 from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, TINY, View
-from compaction.core.text_heuristics import answers_a_step, instruction_quote
 from compaction.core.vocabulary import SHELL_UTILITIES, is_probe
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers.errors import PASSED_OVER
@@ -45,7 +43,6 @@ def _bullets(lines: Lines) -> Lines:
 
 
 GOAL_CHARS = 4_000
-TEMPLATE_CHARS = 2_000
 TASK_CHARS = 2_400
 
 
@@ -68,7 +65,7 @@ def goal(v: View) -> Lines:
         ]
     if len(requests) > 3 and first.answer is not None:
         out = [
-            f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}{_verdict(v, first)}; the person's later messages are under Done and The Person's Messages"
+            f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}{verdict(v, first)}; the person's later messages are under Done and The Person's Messages"
         ]
     if len(requests) > 1:
         # The first request is where the session began; the latest may have changed the task.
@@ -76,68 +73,6 @@ def goal(v: View) -> Lines:
             out[0] = "The session began with " + out[0]
         out.append(
             f"The latest request ({v.cite(requests[-1].seq)}), quoted under Where Things Stand, is what the agent worked on last."
-        )
-    return _bullets(out)
-
-
-def _subject_words(text: str) -> set[str]:
-    return {w for w in SUBJECT_WORD_RE.findall(text.lower()) if w not in SUBJECT_STOPWORDS}
-
-
-def _later_on_it(v: View, rule: Person) -> list[int]:
-    """The person's later messages on the same subject (a distinctive word of the rule, or one
-    containing it: "block" and "codeblock"): they may have changed or lifted it."""
-    said = [(p, _subject_words(p.text)) for p in v.state.people.messages if p.kind != "chatter"]
-
-    def near(a: str, b: str) -> bool:
-        return a in b or b in a
-
-    # A word most of the person's messages use ("theme" in a session about themes) names no subject.
-    words = {w for w in _subject_words(rule.text) if sum(any(near(w, b) for b in theirs) for _p, theirs in said) <= 3}
-    later = [p.seq for p, theirs in said if p.seq > rule.seq and any(near(a, b) for a in words for b in theirs)]
-    return list(dict.fromkeys(later))
-
-
-def _rule_line(v: View, p: Person, limit: int) -> str:
-    notes = []
-    if (p.after is not None or p.queued) and answers_a_step(p.text):
-        # Said about what the agent had just done: it binds that step, not all the work.
-        notes.append("said in answer to the agent's step before it")
-    later = _later_on_it(v, p)
-    if later:
-        notes.append(f"the person wrote on the same subject later, at {listing([v.cite(s) for s in later[-3:]], 3)}")
-    return f"{quoted(instruction_quote(p.text), limit)} ({v.cite(p.seq)}{'; ' + '; '.join(notes) if notes else ''})"
-
-
-def _verdict(v: View, person: Person) -> str:
-    """The person's reply to the report that answered `person` (accepted, corrected, undone),
-    quoted: an answer the person rejected is not the request done."""
-    if person.answer is None:
-        return ""
-    reply = next(
-        (
-            p
-            for p in v.state.people.messages
-            if p.after is not None and p.after.seq == person.answer.seq and p is not person
-        ),
-        None,
-    )
-    return (
-        f" (the person's reply, {v.cite(reply.seq)}: {quoted(reply.text, v.chars(160))})" if reply is not None else ""
-    )
-
-
-def constraints(v: View) -> Lines:
-    limit = v.chars(500)
-    out = [_rule_line(v, p, limit) for p in v.rules]
-    template = v.state.people.template
-    if len(template) > 1:
-        # The instructions the task came with (one command at a time, how to hand it in): the
-        # harness's words, binding all the same.
-        rules = template[-1]
-        out.insert(
-            0,
-            f"The task template's instructions ({v.cite(rules.seq)}, the harness's words): {words_of(rules.text, v.chars(TEMPLATE_CHARS), rules.seq)}",
         )
     return _bullets(out)
 
@@ -278,7 +213,12 @@ def in_progress(v: View) -> Lines:
                 f"The latest request ({v.cite(request.seq)}): the agent reported it done at {v.cite(request.answer.seq)}, and the work went on after that report"
             )
         else:
-            out.append(f"The latest request ({v.cite(request.seq)}), not yet reported done")
+            handover = v.state.people.handover
+            out.append(
+                f"The task ({v.cite(request.seq)}): not handed in yet (no `{handover}` has run)"
+                if handover
+                else f"The latest request ({v.cite(request.seq)}), not yet reported done"
+            )
     for task in v.current:
         line = f"{v.task_name(task)}, in progress"
         intro, done = task_spec(task.note)
@@ -310,7 +250,7 @@ def in_progress(v: View) -> Lines:
 def blocked(v: View) -> Lines:
     # The blocker is told whole under Where Things Stand: named here, not repeated.
     out = [
-        f"{code(s.commands[-1] if s.commands else s.key, 100)} failed {s.runs} times ({v.cite(s.first, s.last)}): its error and what was tried are under Where Things Stand"
+        f"{code(v.streak_name(s), 100)} failed in each of its last {s.runs} runs ({v.cite(s.first, s.last)}): its error and the command lines tried are under Where Things Stand"
         for s in v.blockers
     ]
     blocking = {s.key for s in v.blockers}

@@ -22,6 +22,8 @@ MAX_NEXT = 6
 MAX_STEPS_SEEN = 12  # turn.MAX_STEPS: fewer steps than that is the whole turn
 # A word that can name what the person's rule is about (five letters or more: not "the", "use").
 SUBJECT_WORD_RE = re.compile(r"[a-z][a-z0-9_]{4,}")
+# What English adds to a word without changing what it names.
+INFLECTIONS = frozenset({"s", "es", "d", "ed", "ing", "er", "ers", "ly"})
 # Words too common to name what a rule is about.
 SUBJECT_STOPWORDS = frozenset(
     "about after again always before being could doesn don't every first never other really should "
@@ -124,6 +126,10 @@ def _tracker_progress(v: View) -> list[str]:
         out.append(
             f"Filed by the agent in this history and still open (not started): {listing([v.task_name(t, limit=60) + f' ({v.cite(t.opened)})' for t in filed], 4)}."
         )
+    epics = [t for t in waiting if t.status == "in_progress"]  # in progress while its children are
+    waiting = [t for t in waiting if t not in epics]
+    if epics:
+        out.append(f"Epic in progress: {listing([v.task_name(t, limit=60) for t in epics], 4)}.")
     if waiting:
         out.append(f"Still open: {listing([v.task_name(t, limit=60) for t in waiting], 8 if v.level <= TERSE else 4)}.")
     return out
@@ -369,8 +375,10 @@ def _failure_sentence(v: View) -> list[str]:
     out = [f"Blocked: {blocker_said(v, s)}." for s in v.blockers]
     for check in [c for c in v.failing if not v.blocks(c)]:
         failure = f": {code(check.failure, 200)}" if check.failure else ""
+        # Edits after its last run are an attempt not yet run: failing as far as the history shows.
+        note = v.edits_note(check.seq, lead="; not run again since the edits of")
         out.append(
-            f"Failing: {code(check.failed_command or check.command, 80)} since {v.cite(check.failed_seq or check.seq)}{failure}."
+            f"Failing: {code(check.failed_command or check.command, 80)} since {v.cite(check.failed_seq or check.seq)}{failure}{note}."
         )
     blocking = {s.key for s in v.blockers}
     fresh = [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:") and e.key not in blocking]
@@ -635,8 +643,8 @@ def next_steps(v: View) -> list[str]:
         out.append(f"Answer the person's latest message ({v.cite(request.seq)}): {quoted(request.text, 200)}")
     for streak in v.blockers:
         out.append(
-            f"Get past the failing {code(streak.commands[-1] if streak.commands else streak.key, 80)} "
-            f"(failed {streak.runs} times, {v.cite(streak.first, streak.last)}; what was tried is under Blocked)."
+            f"Get past the failing {code(v.streak_name(streak), 80)} "
+            f"(failed in each of its last {streak.runs} runs, {v.cite(streak.first, streak.last)}; the command lines tried are under Where Things Stand)."
         )
     for check in [c for c in v.failing if not v.blocks(c)]:
         failure = f" ({code(check.failure, 160)})" if check.failure else ""
@@ -682,15 +690,19 @@ def next_steps(v: View) -> list[str]:
         )
     if not out:
         out.append(_finished(v))
+    return _with_follow_ups(v, out)[:MAX_NEXT]
+
+
+def _with_follow_ups(v: View, out: list[str]) -> list[str]:
+    """The steps, then what the agent filed for later: the person's to schedule, no next step."""
     filed = [t for t in v.open_tasks if v.follow_up(t) and t.source != "todo"]
-    if filed:
-        # What the agent filed for later is the person's to schedule, not the next step.
-        out = out[: MAX_NEXT - 1]
-        out.append(
-            f"Not a step unless the person asks: the follow-up{'s' if len(filed) > 1 else ''} the agent filed, "
-            f"{listing([v.task_name(t, limit=80) + f' ({v.cite(t.opened)})' for t in filed], 4)}."
-        )
-    return out[:MAX_NEXT]
+    if not filed:
+        return out
+    return [
+        *out[: MAX_NEXT - 1],
+        f"Not a step unless the person asks: the follow-up{'s' if len(filed) > 1 else ''} the agent filed, "
+        f"{listing([v.task_name(t, limit=80) + f' ({v.cite(t.opened)})' for t in filed], 4)}.",
+    ]
 
 
 def _owed_since_edits(v: View) -> list[str]:

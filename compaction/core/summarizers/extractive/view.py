@@ -316,7 +316,20 @@ class View:
         """Commands still failing at the end after repeated attempts in the current request's
         turn: no run of the same command or check passed after them."""
         since = self.state.turn.request
-        return [s for s in self.state.streaks.values() if s.runs >= MIN_BLOCKER_RUNS and s.last >= since]
+        # Edits after the last failing run are an attempt not yet run: failing, not stuck.
+        return [
+            s
+            for s in self.state.streaks.values()
+            if s.runs >= MIN_BLOCKER_RUNS and s.last >= since and not self.edits_after(s.last)
+        ]
+
+    @staticmethod
+    def streak_name(streak: Streak) -> str:
+        """What failed, as run: the one command line, or the check's name when its runs were
+        several different command lines (`npm run build` run with `| grep x`, then with `-w y`)."""
+        if len(streak.commands) == 1:
+            return streak.commands[0]
+        return streak.key.partition(":")[2] or (streak.commands[-1] if streak.commands else streak.key)
 
     def blocks(self, check: Check) -> bool:
         """Whether a failing check is told as a blocker already."""

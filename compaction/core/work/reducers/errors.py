@@ -11,11 +11,12 @@ import re
 from compaction.core.text_heuristics import (
     command_error_lines,
     command_signature,
+    run_covers,
     sentences,
     strip_ansi,
     strip_error_tags,
 )
-from compaction.core.vocabulary import EXIT_CODE_RE
+from compaction.core.vocabulary import EXIT_CODE_RE, PIPE_FILTER_RE, PIPEFAIL_RE
 from compaction.core.work.events import Call, Narration
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers import decisions
@@ -146,7 +147,7 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
                 or error.line in call.output
                 or (bool(shape) and (shape in printed or any(shape == _shape(line) for line in lines)))
             )
-            if error.status == "open" and not again:
+            if error.status == "open" and not again and _shows_all_of(outcome.command, error.source):
                 error.status, error.resolved_seq = "resolved", call.result_seq
                 error.resolution = PASSED_OVER
             elif error.resolution == PASSED_OVER and again:
@@ -189,6 +190,14 @@ def _shape(line: str) -> str:
     """An error line with its numbers and spacing blurred, cut to its start: the same error
     printed again after an edit moved it (`a.ex:45` → `a.ex:47`) or a time changed."""
     return _VARYING_RE.sub(" ", strip_ansi(line).removesuffix("…")).strip()[:SHAPE_CHARS].strip()
+
+
+def _shows_all_of(command: str, earlier: str) -> bool:
+    """Whether a run's output can show that an earlier run's error is gone: it ran the same or
+    more (other targets, or a filter such as `| grep x` or `| tail`, hide what it did not print)."""
+    if PIPE_FILTER_RE.search(command) and not PIPEFAIL_RE.search(command):
+        return False
+    return command.strip() == earlier.strip() or run_covers(command, earlier)
 
 
 def _distinct(line: str) -> bool:
