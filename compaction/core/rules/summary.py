@@ -22,6 +22,14 @@ RULES: tuple[R, ...] = (
         how="match",
     ),
     R(
+        "standing:DATED_NAME_RE",
+        "a file name's leading number (a migration's timestamp or sequence number) and its separator",
+        "generators name files by when they were made; the task names the same file with another moment",
+        ("20260211203856_add_refs.exs", "0003_auto.py", "001-init.sql"),
+        ("add_refs.exs", "v2_api.py", "12_days.txt"),
+        how="match",
+    ),
+    R(
         "standing:_ASKED_PUSH_RE",
         "the person asking for a push (not 'don't push')",
         "a push asked for and not made is work left",

@@ -22,6 +22,9 @@ MAX_NEXT = 6
 MAX_STEPS_SEEN = 12  # turn.MAX_STEPS: fewer steps than that is the whole turn
 # A word that can name what the person's rule is about (five letters or more: not "the", "use").
 SUBJECT_WORD_RE = re.compile(r"[a-z][a-z0-9_]{4,}")
+# A file name that starts with a number (a timestamp or a sequence number, as generated
+# migrations are named): the name without it says which file it is.
+DATED_NAME_RE = re.compile(r"^\d{3,}[_-]")
 # What English adds to a word without changing what it names.
 INFLECTIONS = frozenset({"s", "es", "d", "ed", "ing", "er", "ers", "ly"})
 # Words too common to name what a rule is about.
@@ -561,7 +564,10 @@ def _to_do(v: View, task: Task) -> list[str]:
     touched = {p for p, r in v.state.files.items() if r.edits and r.last >= since}
     made = set(v.state.files)
     steps = []
-    missing = [o for o in task.outputs if not any(m.endswith(o) for m in made)]
+    # A generated file's name carries the moment it was made (a migration's timestamp): the
+    # task's name for it matches the rest.
+    stems = {_undated(m) for m in made}
+    missing = [o for o in task.outputs if not any(m.endswith(o) for m in made) and _undated(o) not in stems]
     if missing:
         steps.append("create " + listing([code(m, 80) for m in missing], 3) + " (the task lists them as new)")
     untouched = [t for t in task.touches if not any(p.endswith(t) for p in touched)]
@@ -578,6 +584,11 @@ def _to_do(v: View, task: Task) -> list[str]:
             "change " + listing([code(m, 80) for m in untouched], 3) + " (the task lists them)",
         )
     return steps
+
+
+def _undated(path: str) -> str:
+    """A file's name without a leading number (`20260211203856_add_refs.exs` → `add_refs.exs`)."""
+    return DATED_NAME_RE.sub("", path.rsplit("/", 1)[-1])
 
 
 def _commit_step(v: View) -> str:
