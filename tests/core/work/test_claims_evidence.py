@@ -226,3 +226,58 @@ def test_repaired_items_get_a_heading_of_their_own() -> None:
     repaired, _added = repair_summary(summary, ledger)
     assert "### Also in the history, verbatim" in repaired
     assert repaired.index("### Also in the history") < repaired.index("- Error (verbatim): src/a.ts(10,34)")
+
+
+def test_a_filtered_or_narrower_run_does_not_get_past_an_earlier_error() -> None:
+    story = (
+        Story()
+        .person("fix the types")
+        .run("npm run check", "src/a.ts(3,1): error TS2339: Property 'x' does not exist on type 'Y'.", error=True)
+        .edit("src/b.ts", "a", "b")
+        .run(
+            'npm run check | grep "b.ts"',
+            "src/b.ts(9,2): error TS2322: Type 'string' is not assignable to type 'number'.",
+            error=True,
+        )
+    )
+    assert "got past" not in "\n".join(errors(View(story.state())))
+
+
+def test_failing_runs_followed_by_an_edit_are_no_blocker() -> None:
+    failure = "src/a.ts(3,1): error TS2339: Property 'x' does not exist on type 'Y'."
+    story = (
+        Story()
+        .person("fix the types")
+        .run("npx tsc --noEmit", failure, error=True)
+        .run("npx tsc --noEmit", failure, error=True)
+    )
+    assert "Blocked:" in _stand(story)
+    story.edit("src/a.ts", "a", "b")
+    said = _stand(story)
+    assert "Blocked:" not in said
+    assert "Failing: `npx tsc --noEmit` since #2" in said and "not run again since the edits of `src/a.ts` (#6)" in said
+
+
+def test_an_epic_in_progress_is_not_told_as_still_open() -> None:
+    story = (
+        Story()
+        .person("Implement proj-gqc")
+        .run("bd update proj-gqc --status in_progress", "✓ Updated issue: proj-gqc")
+        .run("bd update proj-gqc.1 --status in_progress", "✓ Updated issue: proj-gqc.1")
+        .run("bd show proj-gqc.2", "○ proj-gqc.2 · Second part   [● P2 · OPEN]")
+    )
+    said = _stand(story)
+    assert "Epic in progress: `proj-gqc`" in said
+    assert "Still open: `proj-gqc.2`" in said and "`proj-gqc` " not in said.split("Still open:")[1]
+
+
+def test_a_generated_file_named_with_another_timestamp_is_made() -> None:
+    note = "Add refs.\n\n## Files\n- `priv/repo/migrations/20260211213000_add_refs.exs` (new)\n"
+    story = (
+        Story()
+        .person("Implement proj-gqc.1")
+        .run("bd show proj-gqc.1", f"◐ proj-gqc.1 · Refs   [● P2 · IN_PROGRESS]\n\nDESCRIPTION\n{note}")
+        .write("/p/priv/repo/migrations/20260211203856_add_refs.exs", "defmodule M do\nend")
+    )
+    steps = "\n".join(next_section(View(story.state())))
+    assert "20260211213000_add_refs.exs" not in steps
