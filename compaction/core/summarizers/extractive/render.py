@@ -254,7 +254,7 @@ def blocked(v: View) -> Lines:
         for s in v.blockers
     ]
     blocking = {s.key for s in v.blockers}
-    for check in [c for c in v.failing if not v.blocks(c)]:
+    for check in [c for c in v.failing if not v.blocks(c) and not v.edits_after(c.seq)]:
         out.append(
             f"{code(check.failed_command or check.command, 80)} fails since {v.cite(check.failed_seq or check.seq)}: {code(check.failure, 240)}"
         )
@@ -295,7 +295,9 @@ def next_section(v: View) -> Lines:
 def repository(v: View) -> Lines:
     git = v.state.git
     commits = [c for c in git.commits if c.subject]
-    project = [f"Project directory `{v.root}`: the paths in this summary are relative to it"] if v.root else []
+    project = (
+        [f"Paths in this summary are relative to `{v.root}` (the directory the work's files share)"] if v.root else []
+    )
     if not commits and git.tree is None and not git.branch:
         return _bullets(project)
     out = project

@@ -657,9 +657,7 @@ def next_steps(v: View) -> list[str]:
             f"Get past the failing {code(v.streak_name(streak), 80)} "
             f"(failed in each of its last {streak.runs} runs, {v.cite(streak.first, streak.last)}; the command lines tried are under Where Things Stand)."
         )
-    for check in [c for c in v.failing if not v.blocks(c)]:
-        failure = f" ({code(check.failure, 160)})" if check.failure else ""
-        out.append(f"Fix the failing {code(check.failed_command or check.command, 80)}{failure}.")
+    out += [_failing_step(v, check) for check in v.failing if not v.blocks(check)]
     for task in v.current:
         steps = _finish(v, task)
         out.append(f"Finish {v.task_name(task, limit=70)}" + (": " + ", then ".join(steps) + "." if steps else "."))
@@ -696,12 +694,26 @@ def next_steps(v: View) -> list[str]:
     if turn.submitted is None and not (turn.ended and turn.report is not None):
         out += _owed_since_edits(v)
     if v.state.people.handover and turn.submitted is None:
+        if not out and not turn.ended:
+            out.append(
+                "Continue the task from where the agent stopped (its latest words are under Where Things Stand)."
+            )
         out.append(
             f"When the task is done, hand it in with `{v.state.people.handover}` (the task's instructions say so)."
         )
     if not out:
         out.append(_finished(v))
     return _with_follow_ups(v, out)[:MAX_NEXT]
+
+
+def _failing_step(v: View, check: Check) -> str:
+    failure = f" ({code(check.failure, 160)})" if check.failure else ""
+    after = v.edits_note(check.seq, lead="and the edits of")
+    if after:
+        # A fix was tried after the failure: whether it worked is what a run will say.
+        run = code(check.suite or check.failed_command or check.command, 80)
+        return f"Run {run} again: it failed at {v.cite(check.seq)}{failure}, {after} came after it."
+    return f"Fix the failing {code(check.failed_command or check.command, 80)}{failure}."
 
 
 def _with_follow_ups(v: View, out: list[str]) -> list[str]:

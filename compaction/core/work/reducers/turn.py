@@ -130,7 +130,11 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     turn = state.turn
     turn.calls += 1
     turn.ended = False
-    turn.steps = [*turn.steps, _step(call, outcome, state.open_file)][-MAX_STEPS:]
+    step = _step(call, outcome, state.open_file)
+    made = state.files.get(call.path or state.open_file) if call.kind == "edit" and outcome.ok else None
+    if made is not None and made.empty and made.edits == 1:
+        step.what = f"create {made.path} (empty)"  # an editor's `create`: no content written yet
+    turn.steps = [*turn.steps, step][-MAX_STEPS:]
     if call.kind == "submit" and outcome.ok:
         # With its argument, when it has one: a CTF's flag is what the work found.
         said = call.args.get("command") if isinstance(call.args, dict) else None
