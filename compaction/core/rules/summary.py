@@ -64,13 +64,6 @@ RULES: tuple[R, ...] = (
         ("ignored the warning",),
     ),
     R(
-        "standing:_SPEC_RULES_RE",
-        "a task description's constraints heading (Edge cases, Constraints, Requirements, Do not)",
-        "the items under it bind the work",
-        ("## Edge cases", "Constraints:", "Do not:"),
-        ("we have constraints here, see below and more",),
-    ),
-    R(
         "standing:_TROUBLE_RE",
         "a final report that is about trouble (errors, failed, broken; not 'no errors', 'fixed the error')",
         "a turn that ended on trouble is not done",

@@ -214,28 +214,6 @@ RULES: tuple[R, ...] = (
         ("edit the file",),
         how="match",
     ),
-    R(
-        "fileops:_TAG[read]",
-        "a <read-files> block",
-        "the summary's file tags",
-        ("<read-files>\na.py\n</read-files>",),
-        ("<modified-files>a</modified-files>",),
-    ),
-    R(
-        "fileops:_TAG[modified]",
-        "a <modified-files> block",
-        "the summary's file tags",
-        ("<modified-files>\na.py\n</modified-files>",),
-        ("<read-files>a</read-files>",),
-    ),
-    R(
-        "fileops:_BULLET",
-        "a list item",
-        "file tags list one file per item",
-        ("- a.py", "1. b.py"),
-        ("a.py",),
-        how="match",
-    ),
     # --- the kept part, the summary's markdown, paths ---
     R(
         "kept:_SEGMENT_SPLIT",

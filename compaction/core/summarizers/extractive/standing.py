@@ -417,20 +417,6 @@ _BULLET_RE = re.compile(r"(?m)^\s*(?:[-*]|\d+[.)])\s+(.+?)\s*$")
 _IGNORED_RE = re.compile(r"ignored by one of your \.gitignore files:?\s*(\S+)")
 
 
-_SPEC_RULES_RE = re.compile(
-    r"(?im)^\s*(?:#+\s*)?((?:edge cases?|constraints?|architecture constraints?|requirements?|must|do not)[^\n:]*)\s*:?\s*$"
-)
-
-
-def task_rules(note: str) -> list[str]:
-    """The items of a task description's edge-case and constraint sections."""
-    out = []
-    for heading in _SPEC_RULES_RE.finditer(note):
-        block = re.split(r"\n\s*\n", note[heading.end() :].strip(), maxsplit=1)[0]
-        out += [one_line(item, 140).rstrip(".") for item in _BULLET_RE.findall(block)][:4]
-    return out[:6]
-
-
 def task_spec(note: str) -> tuple[str, list[str]]:
     """(the first paragraph, the items of its definition of done) of a task's description."""
     prose = re.sub(r"(?m)^\s*#+\s+[^\n]*\n?", "", note).strip()  # markdown headings are no sentences
