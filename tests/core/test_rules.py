@@ -24,7 +24,7 @@ def test_every_text_rule_has_a_row_and_every_row_a_rule():
 def test_the_rule_matches_what_it_must_and_nothing_it_must_not(rule):
     assert rule.recognises and rule.why, "say what the rule recognises and the general fact behind it"
     assert rule.match and rule.no_match, "a rule needs examples it must match and must not match"
-    assert rule.how in ("search", "match", "member")
+    assert rule.how in ("search", "match", "fullmatch", "member")
     wrong = [e for e in rule.match if not rule.matches(e)]
     assert not wrong, f"{rule.name} ({rule.recognises}) no longer matches: {wrong}"
     wrong = [e for e in rule.no_match if rule.matches(e)]

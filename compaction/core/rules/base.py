@@ -93,7 +93,8 @@ SHORT = {
 class Rule:
     """One row: `name` is `module:NAME`, `module:NAME[i]` or `module:NAME[key]` (module by its
     short name in SHORT). `how`: "search" (anywhere), "match" (at the start, as the code calls
-    it), or "member" for a word list (examples are members and non-members)."""
+    it), "fullmatch" (the whole text), or "member" for a word list (examples are members and
+    non-members)."""
 
     name: str
     recognises: str
@@ -122,6 +123,8 @@ class Rule:
             return example in target
         if self.how == "match":
             return bool(target.match(example))
+        if self.how == "fullmatch":
+            return bool(target.fullmatch(example))
         return bool(target.search(example))
 
 

@@ -198,4 +198,27 @@ RULES: tuple[R, ...] = (
         ("closed proj-1", "✓ tests", "- [x] item"),
         ("open", "in progress"),
     ),
+    R(
+        "base:_CLOSING_FENCE_RE",
+        "a closing code fence at the end of the text",
+        "a model that fenced its summary after a preamble closes the fence last",
+        ("## Goal\nx\n```", "x\n```  \n"),
+        ("```python\nx", "x ```"),
+    ),
+    R(
+        "base:_SECTION_HEADING_RE",
+        "a markdown heading of level 2 or 3, its title in group 1",
+        "a summary's sections and subsections are its ## and ### headings",
+        ("## Goal", "### Files  "),
+        ("# Title", "#### Deep", "##Goal"),
+        how="match",
+    ),
+    R(
+        "base:_FILLER_RE",
+        "one piece of what an empty section holds: a list marker, a checkbox's bracket or x, '(none)'",
+        "a summary of headings over nothing but markers says nothing (what is left once they go is its content)",
+        ("-", "[", "x", "(none)"),
+        ("a", "none", "(none yet)"),
+        how="fullmatch",
+    ),
 )
