@@ -7,9 +7,12 @@ A rule lives where it is used (compaction/core/vocabulary.py for commands, check
 git; compaction/core/tool_vocabulary.py for tool names; text_heuristics.py for the person's words
 and error lines; the work model's parsers and reducers; the extractive summarizer), and its row
 here names it (`module:NAME`, `module:NAME[i]` for a row of a table of patterns, `[key]` for a
-dict's). tests/core/test_rules.py checks every row's examples against the live pattern, and that
-every module-level pattern and word list of the modules in COVERED has a row: a rule removed,
-broken or added without examples fails it.
+dict's). tests/core/test_rules.py checks every row's examples against the live pattern, that
+every module-level pattern and word list of the modules in COVERED has a row, that no pattern is
+written inside a function of those modules (a `re` call with a literal or f-string pattern:
+move it to module level and give it a row; only a mechanism declared in MECHANISMS may stay), and
+that every module of compaction.core that writes patterns is in COVERED or in NOT_SUMMARIZER: a
+rule removed, broken or added without examples fails it.
 
 A rule encodes a general fact — a program's own output format (git's, a test runner's tally), an
 exit status, what a tool is for, how people write — never one transcript's wording. A row whose
@@ -44,6 +47,7 @@ COVERED = (
     "compaction.core.work.reducers.turn",
     "compaction.core.summarizers.extractive.standing",
     "compaction.core.summarizers.extractive.view",
+    "compaction.core.summarizers.extractive.render",
     "compaction.core.summarizers.base",
     "compaction.core.summarizers.agree",
     "compaction.core.provenance",
@@ -77,6 +81,7 @@ SHORT = {
     "turn": "compaction.core.work.reducers.turn",
     "standing": "compaction.core.summarizers.extractive.standing",
     "view": "compaction.core.summarizers.extractive.view",
+    "render": "compaction.core.summarizers.extractive.render",
     "base": "compaction.core.summarizers.base",
     "agree": "compaction.core.summarizers.agree",
     "provenance": "compaction.core.provenance",
@@ -87,6 +92,19 @@ SHORT = {
     "paths": "compaction.core.paths",
     "prompts": "compaction.core.prompts",
 }
+
+# Patterns built inside a function of a COVERED module that are no text rule: "module:function"
+# (module by its short name) → why. None today: a rule whose pattern takes a value (a task key, a
+# file's name) is a module-level template with a placeholder, tested by its row.
+MECHANISMS: dict[str, str] = {}
+# Modules of compaction.core that write patterns but are not the summarizers' text: each tests its
+# patterns its own way.
+NOT_SUMMARIZER = {
+    "compaction.core.overflow": "providers' context-overflow errors, each pattern with its example (tests/core/test_overflow.py)",
+    "compaction.core.tokens": "model names to tokenizers and tiktoken's own o200k split (tests/core/test_tokens.py)",
+    "compaction.core.transcripts.codex": "Codex's exec output format (tests/core/test_transcripts_codex.py)",
+}
+_RE_CALLS = frozenset({"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"})
 
 
 @dataclass(frozen=True)
@@ -158,3 +176,50 @@ def discover() -> Iterator[str]:
                 for index, item in enumerate(value):
                     if any(isinstance(part, re.Pattern) for part in item):
                         yield f"{prefix}[{index}]"
+
+
+def _pattern_calls(tree: ast.AST) -> Iterator[tuple[ast.Call, bool]]:
+    """Every `re.<fn>(pattern, ...)` call whose pattern is written there (a literal or an
+    f-string), and whether it is inside a function."""
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, inside = stack.pop()
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "re"
+            and node.func.attr in _RE_CALLS
+            and node.args
+            and isinstance(node.args[0], (ast.Constant, ast.JoinedStr))
+        ):
+            yield node, inside
+        nested = inside or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        stack.extend((child, nested) for child in ast.iter_child_nodes(node))
+
+
+def inline_patterns(source: str, module: str) -> list[str]:
+    """`module:function:line` of every pattern written inside a function of `source` (the
+    function is the innermost one that holds it), MECHANISMS left out."""
+    tree = ast.parse(source)
+    owners: dict[int, str] = {}
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(function):
+                owners[id(node)] = function.name  # walked outer first: the innermost wins
+    out = []
+    for call, inside in _pattern_calls(tree):
+        name = f"{module}:{owners.get(id(call), '<lambda>')}"
+        if inside and name not in MECHANISMS:
+            out.append(f"{name}:{call.lineno}")
+    return sorted(out)
+
+
+def discover_inline() -> list[str]:
+    """Patterns written inside the functions of the COVERED modules (see inline_patterns)."""
+    short = {full: name for name, full in SHORT.items()}
+    return [
+        found
+        for full in COVERED
+        for found in inline_patterns(inspect.getsource(importlib.import_module(full)), short[full])
+    ]

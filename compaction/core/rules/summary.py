@@ -221,4 +221,25 @@ RULES: tuple[R, ...] = (
         ("a", "none", "(none yet)"),
         how="fullmatch",
     ),
+    R(
+        "standing:_HEADING_LINES_RE",
+        "a markdown heading's whole line",
+        "a task description's headings are no sentences of its intro",
+        ("# Task\nFix it", "  ## Why\n"),
+        ("Fix #12 now", "#hashtag"),
+    ),
+    R(
+        "standing:_ASKS_TESTS_RE",
+        "the word test or tests",
+        "a definition of done's item that names tests asks for them",
+        ("Tests cover the parser", "add a test"),
+        ("attestation", "testing later"),
+    ),
+    R(
+        "standing:_TEST_FILE_RE",
+        "'test' in a file's name (test_a.py, a_test.go, a.test.ts, ATest.java)",
+        "test files are named for what they are in every ecosystem",
+        ("test_a.py", "a_test.go", "a.test.ts", "ParserTest.java"),
+        ("parser.py", "main.go"),
+    ),
 )
