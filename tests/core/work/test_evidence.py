@@ -8,7 +8,7 @@ from compaction.core.summarizers.extractive import handoff
 from compaction.core.summarizers.extractive.render import checks
 from compaction.core.summarizers.extractive.standing import where_things_stand
 from compaction.core.summarizers.extractive.view import View
-from tests.core.work.story import Story
+from tests.core.work.story import Story, commit_output
 
 CREDO_SUGGESTIONS = (
     "Checking 42 source files ...\n\nAnalysis took 0.4 seconds\n312 mods/funs, found 10 software design suggestions.\n"
@@ -50,11 +50,30 @@ def test_a_pass_is_stated_before_the_edits_that_followed_it() -> None:
         .edit("/p/lib/a.ex", "x", "y")
         .edit("/p/lib/b.ex", "x", "y")
     )
-    said = text_of(checks, story)
+    said = text_of(where_things_stand, story)
     assert (
         "`mix test` passed at #2, reporting 10 tests, 0 failures, before the edits of `lib/a.ex` and `lib/b.ex` (#4–#6)"
         in said
     )
+    # Stated under Where Things Stand, the run is not stated again under Checks.
+    assert "`mix test`" not in text_of(checks, story)
+
+
+def test_the_pipe_that_hid_several_exit_statuses_is_said_once() -> None:
+    story = (
+        Story()
+        .person("ship it")
+        .edit("/p/lib/a.ex", "x", "y")
+        .run("git commit -am 'start'", commit_output("1a2b3c4", "start"))
+        .run("mix test 2>&1 | tail -3", "10 tests, 0 failures")
+        .run("mix credo --strict 2>&1 | tail -3", "found no issues.")
+        .edit("/p/lib/b.ex", "x", "y")
+    )
+    said = text_of(where_things_stand, story)
+    assert said.count("| tail") == 1, said
+    assert "all ran through `| tail`: their exit status is unseen" in said
+    # The edits after the runs are the ones the working-tree line names: not listed twice.
+    assert "all before those edits" in said and said.count("`lib/b.ex`") == 1
 
 
 def test_a_pass_after_the_last_edit_names_no_edits() -> None:

@@ -17,7 +17,6 @@ from compaction.core.summarizers.extractive.render import (
     other,
     people,
     render,
-    repository,
 )
 from compaction.core.summarizers.extractive.standing import where_things_stand
 from compaction.core.summarizers.extractive.view import TINY, View
@@ -76,7 +75,7 @@ CASES = [
             'In progress: `proj-a.2` "Close the review"',
             "Commits on `proj-a`: 1a2b3c4 — all pushed",
             "Edited after `1a2b3c4` (#10), no `git status` ran: `lib/review_live.ex` (#18).",
-            "Checks: `mix test` passed at #6, reporting 10 tests, 0 failures, before the edits of `lib/review_live.ex` (#18).",
+            "Checks: `mix test` passed at #6, reporting 10 tests, 0 failures, before those edits.",
             'The agent was mid-turn; its latest words (#20): "Let me add the button next."',
         ],
     ),
@@ -526,10 +525,10 @@ def test_a_clean_tree_is_claimed_from_git_status_only_when_one_ran_after_the_las
         .edit("/p/CHANGELOG.md", "## [Unreleased]", "## [0.8.0]")
         .run("git add -A && git commit -m 'Release v0.8.0'", commit_output("45ffe0a", "Release v0.8.0"))
     )
-    told = "\n".join(repository(View(story.state())))
+    told = "\n".join(where_things_stand(View(story.state())))
     assert (
         "No file was edited after `45ffe0a` (#4); no `git status` ran, so the tree is known only from the edits" in told
     )
     story.run("git status", "On branch main\nnothing to commit, working tree clean")
-    told = "\n".join(repository(View(story.state())))
+    told = "\n".join(where_things_stand(View(story.state())))
     assert "`git status` at #6 showed nothing uncommitted, after the last commit and edit" in told

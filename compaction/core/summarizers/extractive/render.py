@@ -19,8 +19,8 @@ from compaction.core.summarizers.extractive.standing import (
     next_steps,
     quoted,
     report_text,
+    stated_checks,
     task_spec,
-    tree_said,
     where_things_stand,
     words_of,
 )
@@ -329,13 +329,8 @@ def repository(v: View) -> Lines:
         last = commits[-1]
         pushed = f"pushed to `{last.pushed_to}`" if last.pushed_to else "not pushed"
         out.append(f"Latest commit {code(last.sha[:7])} {quoted(last.subject, 100)} ({v.cite(last.seq)}, {pushed})")
-    if len(commits) > 1:
-        unpushed = f"; not pushed: {listing([code(c.sha[:7]) for c in v.unpushed], 8)}" if v.unpushed else ""
-        out.append(
-            f"All commits of this history (each under Done): {listing([code(c.sha[:7]) for c in commits], 20)}{unpushed}"
-        )
-    if commits or git.tree is not None or v.dirty:
-        out += tree_said(v)
+    # The commits, whether pushed, and the working tree are stated under Where Things Stand
+    # (from git's evidence): not again here.
     if git.stash:
         out.append(f"Stashed: {len(git.stash)} stash entr{'y' if len(git.stash) == 1 else 'ies'}")
     if git.cwd and v.root and git.cwd != v.root and git.cwd.startswith(v.root + "/"):
@@ -597,7 +592,15 @@ def checks(v: View) -> Lines:
                 )
             ]
         )
-    return _bullets([check_said(v, check) for check in v.checks])
+    # The runs Where Things Stand states are not stated again; a pipe that hid the exit status
+    # of several runs is said once, after them.
+    stated = set(map(id, stated_checks(v)))
+    runs = [c for c in v.checks if id(c) not in stated]
+    once = len([c for c in runs if c.piped and c.ok and not c.findings]) > 1
+    out = [check_said(v, check, caveat="short" if once else "full") for check in runs]
+    if once:
+        out.append("A run through a pipe is told by what it printed: its exit status is unseen")
+    return _bullets(out)
 
 
 # At TINY a long session's person messages are quoted for the newest this many; the rest cited.

@@ -12,7 +12,7 @@ import re
 from compaction.core.summarizers.extractive.view import COMPACT, TERSE, View
 from compaction.core.text_heuristics import PARAGRAPH_BREAK_RE, SENTENCE_END_RE
 from compaction.core.work.parse import one_line
-from compaction.core.work.state import Check, Commit, Person, Step, Streak, Task
+from compaction.core.work.state import Check, Commit, FileRecord, Person, Step, Streak, Task
 
 REQUEST_CHARS = 1_500
 REPLY_GIST_CHARS = 300
@@ -139,9 +139,11 @@ def _check_runs(v: View) -> list[Check]:
     return useful[-3:]
 
 
-def check_said(v: View, check: Check, *, limit: int = 100, edits: bool = True) -> str:
+def check_said(v: View, check: Check, *, limit: int = 100, edits: bool = True, caveat: str = "full") -> str:
     """One check's latest run as the evidence shows it: the outcome by its exit status and the
-    tool's verdict line, at its message, and what changed after it."""
+    tool's verdict line, at its message, and what changed after it. The pipe that hid its exit
+    status: said in full, named only ("short": the caller says once what that means), or not at
+    all ("": the caller says it once for several runs)."""
     run = code(check.command, limit)
     at = v.cite(check.seq)
     if check.findings:
@@ -150,7 +152,11 @@ def check_said(v: View, check: Check, *, limit: int = 100, edits: bool = True) -
         said = f"{run} failed at {at}" + (f": {code(check.failure, 200)}" if check.failure else "")
     elif check.piped:
         printed = f"printed {code(check.tally, 120)}" if check.tally else "printed no failure"
-        said = f"{run} {printed} at {at} (through `| {check.piped}`: its exit status unseen)"
+        pipe = {
+            "full": f" (through `| {check.piped}`: its exit status unseen)",
+            "short": f" (through `| {check.piped}`)",
+        }
+        said = f"{run} {printed} at {at}" + pipe.get(caveat, "")
     else:
         said = f"{run} passed at {at}" + (f", reporting {check.tally.rstrip('.')}" if check.tally else "")
     if check.suite and check.suite != check.command and check.suite_seq:
@@ -168,15 +174,46 @@ def check_said(v: View, check: Check, *, limit: int = 100, edits: bool = True) -
 CURRENT_KINDS = ("test", "lint", "typecheck", "build")
 
 
-def checks_said(v: View, runs: list[Check]) -> str:
+def piped_said(runs: list[Check]) -> str:
+    """The pipe that hid the exit status of several runs, said once: "`mix test` and `mix credo`
+    ran through `| tail`: their exit status is unseen"."""
+    piped = [c for c in runs if c.piped and not c.findings and c.ok]
+    if not piped:
+        return ""
+    pipes = list(dict.fromkeys(c.piped for c in piped))
+    through = " or ".join(f"`| {p}`" for p in pipes)
+    if len(piped) == 1:
+        return f"{code(piped[0].command, 60)} ran through {through}: its exit status is unseen"
+    if len(piped) == len(runs):
+        return f"all ran through {through}: their exit status is unseen"
+    return f"{listing([code(c.command, 60) for c in piped])} ran through {through}: their exit status is unseen"
+
+
+def checks_said(v: View, runs: list[Check], *, edits_told: bool = False) -> str:
     """Several checks in one sentence: each outcome at its message, then the edits after the
-    latest of them (every one of them ran before those)."""
-    said = [check_said(v, c, limit=60, edits=False) for c in runs]
-    note = v.edits_note(
-        max(c.seq for c in runs), lead="all before the edits of" if len(runs) > 1 else "before the edits of"
-    )
+    latest of them (every one of them ran before those), each caveat once (`edits_told`: the
+    sentence before names those edits)."""
+    said = [check_said(v, c, limit=60, edits=False, caveat="") for c in runs]
+    lead = "all before" if len(runs) > 1 else "before"
+    note = f"{lead} those edits" if edits_told else v.edits_note(max(c.seq for c in runs), lead=f"{lead} the edits of")
     sep = "; " if len(runs) > 1 else ", "
-    return "Checks: " + "; ".join(said) + (f"{sep}{note}" if note else "") + "."
+    piped = piped_said(runs)
+    return "Checks: " + "; ".join(said) + (f"{sep}{note}" if note else "") + (f" ({piped})" if piped else "") + "."
+
+
+def stated_checks(v: View) -> list[Check]:
+    """The checks Where Things Stand states (so other sections need not state them again)."""
+    if not v.git_seen:
+        since = v.latest_request.seq if v.latest_request else 0
+        changed = [
+            r for r in v.changed_files if r.last >= since and r.edits and not (r.state == "deleted" and r.created)
+        ]
+        return [c for c in _check_runs(v) if c.seq >= since] if changed else []
+    if not v.dirty:
+        return []
+    runs = _check_runs(v)
+    stale = [c for c in runs if v.stale(c)]
+    return stale or runs
 
 
 def _no_git_sentence(v: View) -> list[str]:
@@ -216,9 +253,7 @@ def tree_said(v: View) -> list[str]:
         names = [v.path(r.path) for r in seen] + extra
         out.append(f"`git status` at {v.cite(status)} shows uncommitted: {listing(names, 12)}")
     if unseen:
-        seqs = [s for r in unseen for s in (r.edit_seqs or [r.last]) if s > (last.seq if last else 0)] or [
-            r.last for r in unseen
-        ]
+        seqs = _unseen_seqs(v, unseen)
         names = [v.path(r.path) for r in unseen]
         since = f"the last `git status` was at {v.cite(status)}" if status else "no `git status` ran"
         out.append(f"Edited {after}, {since}: {listing(names, 12)} ({v.cite(min(seqs), max(seqs))})")
@@ -232,17 +267,34 @@ def tree_said(v: View) -> list[str]:
     return []
 
 
+def _unseen_seqs(v: View, unseen: list[FileRecord]) -> list[int]:
+    """The messages of the edits made after the last commit to files no `git status` has shown since."""
+    last = v.last_commit
+    return [s for r in unseen for s in (r.edit_seqs or [r.last]) if s > (last.seq if last else 0)] or [
+        r.last for r in unseen
+    ]
+
+
+def _edits_told(v: View, runs: list[Check]) -> bool:
+    """Whether the edits after these runs are exactly the ones the working-tree sentence names
+    (files edited after the last commit, no `git status` since), all made after every run."""
+    status = v.state.git.tree_seq if v.state.git.tree is not None else 0
+    unseen = [r for r in v.dirty if status <= r.last]
+    if not unseen or not runs:
+        return False
+    latest = max(c.seq for c in runs)
+    after = {rec.path for rec, _seqs in v.edits_after(latest)}
+    return after == {r.path for r in unseen} and latest < min(_unseen_seqs(v, unseen))
+
+
 def _tree_sentence(v: View) -> list[str]:
     if not v.git_seen:
         return _no_git_sentence(v)
     dirty = v.dirty
     said = [line + "." for line in tree_said(v)]
-    runs = _check_runs(v)
-    stale = [c for c in runs if v.stale(c)]
-    if dirty and stale:
-        said.append(checks_said(v, stale))
-    elif dirty and runs:
-        said.append(checks_said(v, runs))
+    runs = stated_checks(v)
+    if runs:
+        said.append(checks_said(v, runs, edits_told=_edits_told(v, runs)))
     elif dirty:
         said.append("No test or build was run in this history.")
     return said
