@@ -46,8 +46,9 @@ def test_a_pattern_written_inside_a_function_is_found():
         'import re\n_OK = re.compile(r"a")\n'
         'def f(x):\n    return re.search(r"b+", x) or _OK.search(x)\n'
         'def g(x, key):\n    h = lambda y: re.sub(rf"{key}", "", y)\n    return h(x)\n'
+        'def k(x, words):\n    return re.split(r"\\b(" + "|".join(words) + ")", x)\n'
     )
-    assert inline_patterns(source, "m") == ["m:f:4", "m:g:6"]
+    assert inline_patterns(source, "m") == ["m:f:4", "m:g:6", "m:k:9"]
 
 
 def test_every_module_that_writes_patterns_is_covered_or_said_not_to_be_summarizer_text():

@@ -178,9 +178,16 @@ def discover() -> Iterator[str]:
                         yield f"{prefix}[{index}]"
 
 
+def _written(node: ast.expr) -> bool:
+    """A pattern written where it is used: a string literal, an f-string, or a sum holding one."""
+    if isinstance(node, ast.BinOp):
+        return _written(node.left) or _written(node.right)
+    return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+
+
 def _pattern_calls(tree: ast.AST) -> Iterator[tuple[ast.Call, bool]]:
-    """Every `re.<fn>(pattern, ...)` call whose pattern is written there (a literal or an
-    f-string), and whether it is inside a function."""
+    """Every `re.<fn>(pattern, ...)` call whose pattern is written there (a literal, an f-string
+    or a sum holding one), and whether it is inside a function."""
     stack: list[tuple[ast.AST, bool]] = [(tree, False)]
     while stack:
         node, inside = stack.pop()
@@ -191,7 +198,7 @@ def _pattern_calls(tree: ast.AST) -> Iterator[tuple[ast.Call, bool]]:
             and node.func.value.id == "re"
             and node.func.attr in _RE_CALLS
             and node.args
-            and isinstance(node.args[0], (ast.Constant, ast.JoinedStr))
+            and _written(node.args[0])
         ):
             yield node, inside
         nested = inside or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
