@@ -104,7 +104,6 @@ NOT_SUMMARIZER = {
     "compaction.core.tokens": "model names to tokenizers and tiktoken's own o200k split (tests/core/test_tokens.py)",
     "compaction.core.transcripts.codex": "Codex's exec output format (tests/core/test_transcripts_codex.py)",
 }
-_RE_CALLS = frozenset({"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"})
 
 
 @dataclass(frozen=True)
@@ -176,57 +175,3 @@ def discover() -> Iterator[str]:
                 for index, item in enumerate(value):
                     if any(isinstance(part, re.Pattern) for part in item):
                         yield f"{prefix}[{index}]"
-
-
-def _written(node: ast.expr) -> bool:
-    """A pattern written where it is used: a string literal, an f-string, or a sum holding one."""
-    if isinstance(node, ast.BinOp):
-        return _written(node.left) or _written(node.right)
-    return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
-
-
-def _pattern_calls(tree: ast.AST) -> Iterator[tuple[ast.Call, bool]]:
-    """Every `re.<fn>(pattern, ...)` call whose pattern is written there (a literal, an f-string
-    or a sum holding one), and whether it is inside a function."""
-    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
-    while stack:
-        node, inside = stack.pop()
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "re"
-            and node.func.attr in _RE_CALLS
-            and node.args
-            and _written(node.args[0])
-        ):
-            yield node, inside
-        nested = inside or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-        stack.extend((child, nested) for child in ast.iter_child_nodes(node))
-
-
-def inline_patterns(source: str, module: str) -> list[str]:
-    """`module:function:line` of every pattern written inside a function of `source` (the
-    function is the innermost one that holds it), MECHANISMS left out."""
-    tree = ast.parse(source)
-    owners: dict[int, str] = {}
-    for function in ast.walk(tree):
-        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for node in ast.walk(function):
-                owners[id(node)] = function.name  # walked outer first: the innermost wins
-    out = []
-    for call, inside in _pattern_calls(tree):
-        name = f"{module}:{owners.get(id(call), '<lambda>')}"
-        if inside and name not in MECHANISMS:
-            out.append(f"{name}:{call.lineno}")
-    return sorted(out)
-
-
-def discover_inline() -> list[str]:
-    """Patterns written inside the functions of the COVERED modules (see inline_patterns)."""
-    short = {full: name for name, full in SHORT.items()}
-    return [
-        found
-        for full in COVERED
-        for found in inline_patterns(inspect.getsource(importlib.import_module(full)), short[full])
-    ]
