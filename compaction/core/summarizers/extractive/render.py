@@ -22,6 +22,7 @@ from compaction.core.summarizers.extractive.standing import (
     quoted,
     report_text,
     stated_checks,
+    steps_since_request,
     task_spec,
     where_things_stand,
     words_of,
@@ -195,35 +196,6 @@ def _task_work(v: View, task: Task) -> str:
     return ("Done so far — " + " · ".join(told[-6:])) if told else ""
 
 
-def _steps_since_request(v: View) -> str:
-    turn = v.state.turn
-    steps = turn.steps
-    if not steps:
-        return ""
-    edits = list(dict.fromkeys(s.what.split(" ", 1)[1] for s in steps if s.kind == "edit" and s.ok and " " in s.what))
-    runs = [s for s in steps if s.kind in ("check", "run") and s.ok is not None]
-    said = []
-    if edits:
-        said.append("edited " + listing([v.path(p) for p in edits], 4))
-    if runs:
-        last = runs[-1]
-        if last.kind == "run" and last.ok:
-            # A command that is no check: it ran; what it printed says how, not "passed".
-            printed = (
-                f", which printed {code(last.detail.removeprefix('printed: '), 200)}"
-                if last.detail.startswith("printed: ")
-                else ""
-            )
-            said.append(f"last ran {last.what} ({v.cite(last.seq)}){printed}")
-        else:
-            said.append(
-                f"last ran {last.what} ({'passed' if last.ok else 'failed'}{': ' + last.detail if last.detail else ''}, {v.cite(last.seq)})"
-            )
-    if not said:
-        return ""
-    return "Since the request: " + "; ".join(said)
-
-
 def in_progress(v: View) -> Lines:
     out = []
     turn = v.state.turn
@@ -259,7 +231,7 @@ def in_progress(v: View) -> Lines:
     for rec in v.dirty if not v.focus else []:
         if rec.path not in told:
             out.append(f"Uncommitted: {_file_line(v, rec, brief=v.level >= TERSE)}")
-    steps = _steps_since_request(v) if not v.current else ""
+    steps = steps_since_request(v) if not v.current else ""
     if steps and not turn.ended and turn.submitted is None:  # handed in: nothing is in progress
         out.append(steps)
     return _bullets(out)

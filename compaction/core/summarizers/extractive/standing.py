@@ -347,6 +347,36 @@ def blocker_said(v: View, streak: Streak) -> str:
     return said
 
 
+def steps_since_request(v: View) -> str:
+    """What the turn of the latest request has done: the files it edited, the last run and how it went."""
+    turn = v.state.turn
+    steps = turn.steps
+    if not steps:
+        return ""
+    edits = list(dict.fromkeys(s.what.split(" ", 1)[1] for s in steps if s.kind == "edit" and s.ok and " " in s.what))
+    runs = [s for s in steps if s.kind in ("check", "run") and s.ok is not None]
+    said = []
+    if edits:
+        said.append("edited " + listing([v.path(p) for p in edits], 4))
+    if runs:
+        last = runs[-1]
+        if last.kind == "run" and last.ok:
+            # A command that is no check: it ran; what it printed says how, not "passed".
+            printed = (
+                f", which printed {code(last.detail.removeprefix('printed: '), 200)}"
+                if last.detail.startswith("printed: ")
+                else ""
+            )
+            said.append(f"last ran {last.what} ({v.cite(last.seq)}){printed}")
+        else:
+            said.append(
+                f"last ran {last.what} ({'passed' if last.ok else 'failed'}{': ' + last.detail if last.detail else ''}, {v.cite(last.seq)})"
+            )
+    if not said:
+        return ""
+    return "Since the request: " + "; ".join(said)
+
+
 def _failure_sentence(v: View) -> list[str]:
     out = [f"Blocked: {blocker_said(v, s)}." for s in v.blockers]
     for check in [c for c in v.failing if not v.blocks(c)]:
