@@ -1,7 +1,7 @@
 """Faults bench: what a client sees when things break, and what is stored.
 
     DEBUG=1 .venv/bin/python bench/faults_bench.py [--redis-seconds S] [--lines 10000,40000,160000]
-        [--only streams,redis,broker,restart,idempotency,imports] [--running N] [--queued N]
+        [--only streams,redis,broker,restart,slowclients,pgrestart,idempotency,imports] [--running N] [--queued N]
 
 One process, a throwaway database (SQLite under a temporary COMPACTOR_VAR_DIR, or a `test_<name>`
 database with DATABASE_URL), and a private `redis-server` on a free port as cache and broker
@@ -17,8 +17,17 @@ database with DATABASE_URL), and a private `redis-server` on a free port as cach
 - restart: a worker (`celery worker`, concurrency = --running) SIGKILLed while --running jobs are
   inside their summary call (a stand-in Messages API holds them) and --queued wait, started again
   after 1 s as make serve's supervisor does, beat's sweeper running at COMPACTOR_SWEEP_SECONDS:
-  seconds from the kill until the new worker is ready, until each queued job starts, and until
-  each interrupted job starts again (issue 35: all within 10 s);
+  seconds from the kill until the new worker is ready (and the CPU seconds its main process
+  spent until then: the start's cost, which a loaded machine multiplies), until each queued job
+  starts, and until each interrupted job starts again (issue 35: all within 10 s), with the load
+  average;
+- slowclients: gunicorn as deployed (deploy/gunicorn.conf.py) on the bench's database while
+  --slow connections hold a request body (headers with `Content-Length: 100`, 10 bytes sent):
+  ordinary requests' p50/p99 alone and with them (bench/slow_clients_bench.py's round; issue 35:
+  p99 under 1 s with 70);
+- pgrestart: a real PostgreSQL restart under --writers agents appending and --jobs compactions:
+  answers by status (500s: must be 0), acknowledged appends against rows stored, and how long
+  after the database's return the jobs in flight finished (issue 35: within 10 s);
 - idempotency: duplicate POSTs with one Idempotency-Key (sequential, and concurrent on
   PostgreSQL): messages stored (must be 1);
 - imports: chained JSONL logs of user lines, N lines each: seconds, and seconds per 10k lines
@@ -211,6 +220,16 @@ def start_worker(queue: str, log_path: Path, *, concurrency: int = 1, **extra_en
     return process
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a live process has used (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def stop_worker(process: subprocess.Popen) -> None:
     process.terminate()
     try:
@@ -290,6 +309,8 @@ def bench_restart(client, *, running: int, queued: int) -> None:
             time.sleep(1.0)
             process = start_worker(queue, log, concurrency=running, **env)
             ready = time.monotonic() - killed
+            start_cpu = cpu_seconds(process.pid)
+            load_at_start = load_average()
             started: dict[str, float] = {}
             requeued: dict[str, float] = {}  # an interrupted job back in the queue (or running again)
             while len(started) < len(ids) and time.monotonic() - killed < 120:
@@ -311,7 +332,8 @@ def bench_restart(client, *, running: int, queued: int) -> None:
         print(
             f"worker restart (SIGKILL, {running} running + {queued} queued, concurrency {running}, restarted after 1 s; "
             f"lease {settings.COMPACTION_LEASE_SECONDS} s, sweep every {settings.COMPACTION_SWEEP_SECONDS} s): "
-            f"ready {ready:.1f} s after the kill; queued jobs started after {figures(waited)} s; interrupted jobs "
+            f"ready {ready:.1f} s after the kill (its start: {start_cpu:.2f} s of CPU; load average {load_at_start}); "
+            f"queued jobs started after {figures(waited)} s; interrupted jobs "
             f"back in the queue after {figures(sorted(requeued.values()))} s, started again after {figures(again)} s"
             + (f"; {missing} not started within 120 s" if missing else "")
         )
@@ -481,6 +503,31 @@ def bench_memory(redis_server: PrivateRedis, key: str, *, seconds: float, client
             os.killpg(web.pid, 9)
         fake.stop()
         shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def bench_slow_clients(redis_server: PrivateRedis, key: str, *, slow: int, requests: int) -> None:
+    """gunicorn as deployed on the bench's database and Redis; bench/slow_clients_bench.py's round:
+    `requests` ordinary requests alone, then while `slow` connections hold a request body."""
+    from django.conf import settings
+    from gateway_bench import worker_database_url
+    from slow_clients_bench import slow_body_round
+
+    from tests.hardening.servers import start_gunicorn, stop
+
+    port = free_port()
+    idle_timeout = 10.0  # deploy/gunicorn.conf.py's WEB_READ_IDLE_TIMEOUT, stated for the run
+    env = {**os.environ, "DATABASE_URL": worker_database_url(), "REDIS_URL": redis_server.url, "DEBUG": "0",
+           "SECRET_KEY": "faults-bench-secret-" + "x" * 40, "ALLOWED_HOSTS": "127.0.0.1", "PORT": str(port),
+           "WEB_ACCESS_LOG": "0", "WEB_READ_IDLE_TIMEOUT": str(idle_timeout),
+           "COMPACTOR_API_THROTTLE_RATE": "off"}  # fmt: skip
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    web = start_gunicorn(env, Path(settings.VAR_DIR) / "faults-bench-slow-gunicorn.log", timeout=120)
+    try:
+        print(f"slow clients (gunicorn as deployed, {slow} slow-body connections, {requests} ordinary requests "
+              f"per round; load average {load_average()}):")  # fmt: skip
+        slow_body_round(port, key, slow=slow, requests=requests, idle_timeout=idle_timeout)
+    finally:
+        stop(web, timeout=5)
 
 
 def bench_pgrestart(redis_server: PrivateRedis, *, writers: int, jobs: int, seconds_before: float,
@@ -752,9 +799,11 @@ def main() -> int:
     parser.add_argument("--redis-seconds", type=float, default=3.0, help="how long Redis stays down")
     parser.add_argument("--stream-calls", type=int, default=2, help="calls per upstream fault")
     parser.add_argument("--lines", default="10000,40000,160000", help="chained import sizes")
-    parser.add_argument("--only", default="streams,redis,broker,restart,idempotency,imports")
+    parser.add_argument("--only", default="streams,redis,broker,restart,slowclients,pgrestart,idempotency,imports")
     parser.add_argument("--running", type=int, default=2, help="restart: jobs running when the worker is killed")
     parser.add_argument("--queued", type=int, default=2, help="restart: jobs queued when the worker is killed")
+    parser.add_argument("--slow", type=int, default=70, help="slowclients: connections holding a request body")
+    parser.add_argument("--requests", type=int, default=100, help="slowclients: ordinary requests per round")
     parser.add_argument("--writers", type=int, default=32, help="pgrestart: agents appending at once")
     parser.add_argument("--jobs", type=int, default=4, help="pgrestart: compactions in flight at the restart")
     parser.add_argument("--memory-seconds", type=float, default=60.0, help="memory: how long the load runs")
@@ -781,6 +830,8 @@ def main() -> int:
                 bench_broker(redis_server, client)
             if "restart" in parts:
                 bench_restart(client, running=args.running, queued=args.queued)
+            if "slowclients" in parts:
+                bench_slow_clients(redis_server, key, slow=args.slow, requests=args.requests)
             if "pgrestart" in parts:
                 bench_pgrestart(redis_server, writers=args.writers, jobs=args.jobs, seconds_before=4.0,
                                 seconds_after=6.0)  # fmt: skip

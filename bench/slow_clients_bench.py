@@ -79,6 +79,44 @@ def _show(label: str, timings: list[float], failures: int) -> float:
     return p99
 
 
+def slow_body_round(port: int, key: str, *, slow: int, requests: int, idle_timeout: float) -> float:
+    """Against a running server (an API key `key`): R ordinary requests alone, then while `slow`
+    connections hold a request body (headers with `Content-Length: 100`, 10 bytes sent); prints
+    both rounds, what the slow ones got, and the verdict. Returns the p99 (s) with the slow bodies.
+    Also run by bench/faults_bench.py (--only slowclients)."""
+    _round(port, key, 20)  # both workers warm
+    _show("alone", *_round(port, key, requests))
+    held = []
+    for _ in range(slow):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=idle_timeout + 60)
+        sock.sendall(
+            b"POST /api/v1/sessions/ HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key.encode()
+            + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n" + b'{"title": '
+        )  # fmt: skip
+        held.append((sock, time.monotonic()))
+    time.sleep(0.5)
+    p99 = _show(f"with {slow} slow bodies", *_round(port, key, requests))
+    answers = []
+    give_up = time.monotonic() + idle_timeout + 15
+    for sock, opened in held:
+        try:
+            sock.settimeout(max(0.1, give_up - time.monotonic()))
+            status = _status(sock)
+        except OSError:
+            status = 0
+        answers.append((status, time.monotonic() - opened))
+        sock.close()
+    statuses = sorted({status for status, _ in answers})
+    waited = [seconds for _, seconds in answers]
+    print(
+        f"slow ones answered: statuses {statuses} (0: none within the idle timeout + 15 s), after "
+        f"{min(waited):.1f}-{max(waited):.1f} s"
+    )
+    verdict = "OK" if p99 < BOUND_S else "FAILED"
+    print(f"bound: ordinary requests p99 < {BOUND_S:.0f} s with {slow} slow bodies: {verdict}")
+    return p99
+
+
 def _database_url() -> str:
     from django.db import connection
 
@@ -129,37 +167,7 @@ def main() -> int:
                     raise SystemExit(f"gunicorn did not answer; log: {log.name}")
                 time.sleep(0.3)
             print(f"gunicorn {' '.join(command[3:])} ({args.worker_class or 'deployed worker class'}), port {port}")
-            _round(port, key, 20)  # both workers warm
-            _show("alone", *_round(port, key, args.requests))
-
-            slow = []
-            for _ in range(args.slow):
-                sock = socket.create_connection(("127.0.0.1", port), timeout=args.idle_timeout + 60)
-                sock.sendall(
-                    b"POST /api/v1/sessions/ HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + key.encode()
-                    + b"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n" + b'{"title": '
-                )  # fmt: skip
-                slow.append((sock, time.monotonic()))
-            time.sleep(0.5)
-            p99 = _show(f"with {args.slow} slow bodies", *_round(port, key, args.requests))
-            answers = []
-            give_up = time.monotonic() + args.idle_timeout + 15
-            for sock, opened in slow:
-                try:
-                    sock.settimeout(max(0.1, give_up - time.monotonic()))
-                    status = _status(sock)
-                except OSError:
-                    status = 0
-                answers.append((status, time.monotonic() - opened))
-                sock.close()
-            statuses = sorted({status for status, _ in answers})
-            waited = [seconds for _, seconds in answers]
-            print(
-                f"slow ones answered: statuses {statuses} (0: none within the idle timeout + 15 s), after "
-                f"{min(waited):.1f}-{max(waited):.1f} s"
-            )
-            verdict = "OK" if p99 < BOUND_S else "FAILED"
-            print(f"bound: ordinary requests p99 < {BOUND_S:.0f} s with {args.slow} slow bodies: {verdict}")
+            p99 = slow_body_round(port, key, slow=args.slow, requests=args.requests, idle_timeout=args.idle_timeout)
         finally:
             server.kill()  # stock gthread would wait its graceful timeout for the held threads
             server.wait(30)

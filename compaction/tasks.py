@@ -76,6 +76,13 @@ def _note_start(**kwargs) -> None:
     _process_started_at = datetime.now(UTC)
     for name in ("cl100k_base", "o200k_base"):
         tokens.get_tokenizer(name).count("warm up")
+    if settings.ANTHROPIC_API_KEY:
+        # The summarizer's SDK too (with a key the chain calls it: planning.build_summarizer_chain):
+        # once here, ~1.5 s of CPU, instead of in each pool process on its first summary call, in
+        # parallel, ahead of every job queued behind those first ones. Side by side (issue 35, the
+        # restart bench at load 8): all four jobs started 9.6-11.5 s after a SIGKILL with it here,
+        # 13.7-15.8 s with each pool process importing it.
+        import anthropic  # noqa: F401  lazy: needed only with an API key; importing it is the point
 
 
 @worker_ready.connect

@@ -52,10 +52,20 @@ def event_record(
     )
 
 
-def enqueue(compaction_id, *, mark: bool = True) -> None:
+# The broker's priorities (Redis: kombu keeps one list per step 0, 3, 6, 9 and a worker takes
+# from the lowest number first). An attempt a dead worker interrupted was first in line: it is
+# sent again ahead of the jobs queued after it (issue 35: re-queued after a worker restart, the
+# interrupted jobs waited behind every queued one). A message without a priority (sent by an
+# older process) counts as 0. The embedded filesystem broker has no priorities: order as sent.
+PRIORITY_RESUMED = 0
+PRIORITY_QUEUED = 3
+
+
+def enqueue(compaction_id, *, mark: bool = True, resumed: bool = False) -> None:
     """Hand the job's message to the broker, recording when (`enqueued_at`, which the sweeper
     measures staleness from). `mark=False`: the caller already recorded it (the sweeper does,
-    in the transaction that decides to re-send, so two sweeps cannot both send)."""
+    in the transaction that decides to re-send, so two sweeps cannot both send). `resumed`: an
+    attempt whose worker died, sent ahead of the queued jobs (PRIORITY_RESUMED)."""
 
     if mark:
         # Recorded even when the broker is down: the sweeper then retries one stale period later.
@@ -63,7 +73,9 @@ def enqueue(compaction_id, *, mark: bool = True) -> None:
     try:
         # By name: the registered task (its options, eager mode in tests) when this process has
         # loaded it (compaction.apps does), else a plain message to the broker.
-        current_app.signature(RUN_COMPACTION_TASK, kwargs={"compaction_id": str(compaction_id)}).delay()
+        current_app.signature(RUN_COMPACTION_TASK, kwargs={"compaction_id": str(compaction_id)}).apply_async(
+            priority=PRIORITY_RESUMED if resumed else PRIORITY_QUEUED
+        )
     except Exception:  # noqa: BLE001 - broker down: the row stays QUEUED and the sweeper re-enqueues it
         logger.exception("Could not enqueue compaction %s; the sweeper will retry", compaction_id)
 

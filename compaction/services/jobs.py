@@ -469,7 +469,7 @@ def compaction_recover_orphans(*, worker: str, since, now=None) -> dict[str, int
         .values_list("pk", flat=True)
     )
     for job_id in requeued:
-        enqueue(job_id, mark=False)  # _requeue_lost recorded enqueued_at
+        enqueue(job_id, mark=False, resumed=True)  # _requeue_lost recorded enqueued_at
     for job_id in waiting:
         enqueue(job_id)
     if requeued or failed or waiting:
@@ -519,7 +519,9 @@ def compaction_sweep_stuck(*, now=None) -> dict[str, int]:
             == 1
         ):
             lost.append(job_id)
-    for job_id in [*requeued, *lost]:
+    for job_id in requeued:
+        transaction.on_commit(partial(enqueue, job_id, mark=False, resumed=True))
+    for job_id in lost:
         transaction.on_commit(partial(enqueue, job_id, mark=False))
     if requeued or failed or lost:
         logger.info("Sweeper: %d re-queued, %d failed, %d re-enqueued", len(requeued), failed, len(lost))

@@ -60,6 +60,14 @@ def _drop_connections() -> None:
     celery_app.amqp._producer_pool = None
 
 
+def queued_messages(queue: redis.Redis, name: str = "celery") -> list[dict]:
+    """The messages waiting in a Celery queue on Redis, taken first to last: kombu keeps one list
+    per priority step (`name`, then `name` + its separator + 3, 6, 9; compaction.services.common's
+    PRIORITY_*), each taken from its right end."""
+    keys = [name] + [f"{name}\x06\x16{step}" for step in (3, 6, 9)]
+    return [json.loads(raw) for key in keys for raw in reversed(queue.lrange(key, 0, -1))]
+
+
 def _append(api, session_id, text: str):
     return api.post(f"/api/v1/sessions/{session_id}/messages/", {"role": "user", "content": text}, format="json")
 
@@ -128,14 +136,13 @@ def test_a_job_queued_while_the_broker_is_down_is_sent_when_it_is_back(
 
     redis_broker.start_again()
     queue = redis.Redis.from_url(redis_broker.url)
-    assert queue.llen("celery") == 0
+    assert queued_messages(queue) == []
     # Not yet stale: the sweeper leaves it; past the short stale period it sends it, once.
     assert _sweep(capture) == 0
     later = timezone.now() + services.requeue_queued_after() + timedelta(seconds=1)
     assert _sweep(capture, now=later) == 1
     assert _sweep(capture, now=later + timedelta(seconds=1)) == 0
-    assert queue.llen("celery") == 1
-    message = json.loads(queue.lindex("celery", 0))
+    [message] = queued_messages(queue)
     assert message["headers"]["task"] == "compaction.tasks.run_compaction"
 
     # Delivered twice (the lost one turning up after all): it runs once.
@@ -153,8 +160,38 @@ def test_a_flushed_message_is_sent_again_by_the_sweeper(api, redis_broker, djang
     queue = redis.Redis.from_url(redis_broker.url)
     with capture(execute=True):
         api.post(f"/api/v1/sessions/{session_id}/compactions/", {}, format="json")
-    assert queue.llen("celery") == 1
+    assert len(queued_messages(queue)) == 1
     queue.flushdb()  # the message is lost
     later = timezone.now() + services.requeue_queued_after() + timedelta(seconds=1)
     assert _sweep(capture, now=later) == 1
-    assert queue.llen("celery") == 1
+    assert len(queued_messages(queue)) == 1
+
+
+def test_an_interrupted_attempt_is_taken_before_the_jobs_queued_ahead_of_it(user, redis_broker):
+    """Issue 35: after a worker restart the interrupted jobs, re-queued, waited behind every job
+    queued meanwhile. Re-sent at PRIORITY_RESUMED, a worker (kombu's BRPOP over the priority
+    lists, as the worker consumes) takes them first."""
+    from compaction.services.common import enqueue
+    from tests.compaction.factories import append, conversation, make_session
+
+    def job() -> Compaction:
+        session = make_session(user)
+        append(session, conversation(6))
+        return services.compaction_request(session=session, reason="manual")
+
+    queued, interrupted = job(), job()  # their messages go out on commit, which a test never reaches
+    since = timezone.now()
+    Compaction.objects.filter(pk=interrupted.pk).update(
+        status=Status.RUNNING, attempts=1, worker="w1@host", started_at=since - timedelta(seconds=5)
+    )
+    Compaction.objects.filter(pk=queued.pk).update(enqueued_at=since - timedelta(seconds=5))
+    enqueue(queued.pk, mark=False)  # the queued job's message, sent before the worker died
+
+    assert services.compaction_recover_orphans(worker="w1@host", since=since) == {
+        "requeued": 1, "failed": 0, "resent": 1
+    }  # fmt: skip
+    with celery_app.connection_for_read() as connection:
+        inbox = connection.SimpleQueue("celery", no_ack=True)
+        taken = [inbox.get(timeout=5).payload[1]["compaction_id"] for _ in range(3)]
+        inbox.close()
+    assert taken == [str(interrupted.pk), str(queued.pk), str(queued.pk)]  # the re-sent duplicate is a no-op

@@ -47,10 +47,23 @@ def not_eager():
     celery_app.conf.task_always_eager = previous
 
 
+class Sent(list):
+    """The job ids sent to the broker, and which of them went ahead of the queue (`resumed`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.resumed: list = []
+
+    def __call__(self, job_id, mark=True, resumed=False) -> None:
+        self.append(job_id)
+        if resumed:
+            self.resumed.append(job_id)
+
+
 @pytest.fixture
-def sent(monkeypatch) -> list:
-    messages: list = []
-    monkeypatch.setattr(jobs, "enqueue", lambda job_id, mark=True: messages.append(job_id))
+def sent(monkeypatch) -> Sent:
+    messages = Sent()
+    monkeypatch.setattr(jobs, "enqueue", messages)
     return messages
 
 
@@ -70,6 +83,7 @@ def test_a_starting_worker_requeues_its_previous_process_jobs_and_resends_the_qu
     assert orphan.status == Status.QUEUED and orphan.attempts == 1 and orphan.deadline_at is None
     assert Compaction.objects.get(pk=elsewhere.pk).status == Status.RUNNING  # another worker's: its lease decides
     assert sorted(map(str, sent)) == sorted([str(orphan.pk), str(queued.pk)])
+    assert sent.resumed == [orphan.pk]  # ahead of the queued jobs (PRIORITY_RESUMED)
     # Its own claims (after it started) are left alone, and nothing queued since is sent twice.
     sent.clear()
     mine = _job(user, worker=NAME, started_at=now + timedelta(seconds=1), deadline_at=lease)
@@ -78,14 +92,18 @@ def test_a_starting_worker_requeues_its_previous_process_jobs_and_resends_the_qu
 
 
 @pytest.mark.django_db
-def test_the_sweeper_requeues_a_job_whose_worker_restarted_before_its_lease_lapses(user, sent):
+def test_the_sweeper_requeues_a_job_whose_worker_restarted_before_its_lease_lapses(
+    user, sent, django_capture_on_commit_callbacks
+):
     now = timezone.now()
     job = _job(user, worker=NAME, started_at=now - timedelta(seconds=4), deadline_at=now + timedelta(seconds=30))
     WorkerHeartbeat.objects.create(worker=NAME, pid=1, started_at=now - timedelta(seconds=10), seen_at=now)
     assert services.compaction_sweep_stuck(now=now)["requeued"] == 0  # the claiming process is alive
 
     WorkerHeartbeat.objects.filter(worker=NAME).update(started_at=now - timedelta(seconds=1), pid=2)
-    assert services.compaction_sweep_stuck(now=now)["requeued"] == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.compaction_sweep_stuck(now=now)["requeued"] == 1
+    assert sent.resumed == [job.pk]  # sent ahead of the queued jobs (PRIORITY_RESUMED)
     job.refresh_from_db()
     assert job.status == Status.QUEUED
     assert "restarted" in job.events.order_by("-created_at").first().message
@@ -136,3 +154,40 @@ def test_a_sigkilled_worker_s_job_starts_again_within_10_s_of_the_kill(worker_fa
     assert job.attempts == 2, f"not started again within 30 s of the kill ({job.status})"
     resumed = (job.started_at - killed).total_seconds()
     assert resumed < 10, f"started again {resumed:.1f} s after the kill (lease {settings.COMPACTION_LEASE_SECONDS} s)"
+
+
+LEAN_START = """
+import sys
+from project.celery import app
+
+app.Worker(hostname="lean@test", pool_cls="solo", quiet=True)  # Django's setup, the tasks, worker_init
+print(",".join(sorted(sys.modules)))
+"""
+
+
+def test_a_worker_starts_without_the_admin_the_urls_or_the_system_checks():
+    """Issue 35: a restarted worker was ready 15.5 s (17.6 s at load 19) after a SIGKILL, its start
+    CPU-bound: the admin's autodiscover (dashboard, API authentication, drf_spectacular) and the
+    system checks (the whole URLconf) ran in it. The worker program (project.worker) skips both;
+    what the tasks need is still imported before the pool forks."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.hardening.servers import ROOT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_SETTINGS_MODULE", "CELERY_SKIP_CHECKS"))}
+    env.update(DEBUG="1", PYTHONPATH=str(ROOT), ANTHROPIC_API_KEY="sk-ant-lean-start")
+    done = subprocess.run(
+        [sys.executable, "-c", LEAN_START], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded = set(done.stdout.strip().splitlines()[-1].split(","))
+    # What the jobs run is imported before the pool forks, the summarizer's SDK with it (with an API
+    # key): the pool's processes share it instead of each importing it on its first job.
+    assert {"compaction.tasks", "sessions.tasks", "compaction.services", "anthropic"} <= loaded
+    skipped = {
+        "sessions.admin", "compaction.admin", "sessions.dashboard.present", "sessions.auth", "project.urls",
+        "gateway.views", "drf_spectacular.openapi",
+    }  # fmt: skip
+    assert skipped & loaded == set()
