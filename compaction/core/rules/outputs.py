@@ -188,6 +188,26 @@ RULES: tuple[R, ...] = (
         ("let me read the file", "now run the tests"),
     ),
     R(
+        "decisions:CONSTRAINT_RE",
+        "a constraint found in the code: what something lacks or cannot do",
+        "how engineers state why they go another way ('X doesn't render Y, so …'); right after a failure it is a diagnosis",
+        (
+            "The root layout doesn't render flash messages.",
+            "The test config is missing `secret_key_base`.",
+            "There's no ConnCase module in this project.",
+            "Too many conditionals in one function.",
+            "The endpoint has no session plug.",
+        ),
+        ("Now add the button to the template.", "Migration ran cleanly.", "It renders the list."),
+    ),
+    R(
+        "decisions:DIAGNOSIS_RE",
+        "a sentence about an error or a failure",
+        "what the agent found wrong is its diagnosis of a failure, not a constraint it chose around",
+        ("The syntax error is on line 4.", "the build failed", "this raises an exception"),
+        ("The root layout doesn't render flash messages.", "Too many conditionals in one function."),
+    ),
+    R(
         "decisions:ACTION_RE",
         "a sentence that announces an action (now let me add, I'll extract, let's use)",
         "what the agent set out to do next",
@@ -370,7 +390,11 @@ RULES: tuple[R, ...] = (
         "decisions:FILLER_RE",
         "a 'reason' that is the state of the agent's own work",
         "why something is not done yet is no reason for a choice",
-        ("The import isn't used yet because I haven't updated the template.", "we still need to wire it"),
+        (
+            "The import isn't used yet because I haven't updated the template.",
+            "we still need to wire it",
+            "the module doesn't exist yet",
+        ),
         ("Use a parallel code path because render/1 must stay backward compatible.",),
     ),
     R(

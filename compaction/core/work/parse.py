@@ -88,7 +88,7 @@ _HEADER_RE = re.compile(
 )
 # The description of an item `bd show` prints: up to the next all-capitals section (PARENT, DEPENDS ON…).
 _DESCRIPTION_RE = re.compile(r"\nDESCRIPTION\n(.+?)(?=\n\n+[A-Z][A-Z ]{3,}\n|\Z)", re.S)
-MAX_NOTE_CHARS = 2_400
+MAX_NOTE_CHARS = 4_000
 # A row of a listing: `bd list` ("○ proj-gqc.7 [● P2] [task] - Title (blocked by: …)"), children
 # under `bd show` ("↳ ✓ proj-fum.1: Title ● P2"), `bd ready` ("3. [● P2] [task] proj-fum.2: Title").
 _ROW_RE = re.compile(
@@ -287,6 +287,11 @@ def _replacements(args: dict[str, Any]) -> list[tuple[str, str]]:
     return pairs
 
 
+# How a change told by some of its new lines (no definition, too long to quote) begins: the
+# agent's own words say more of such a change, where it gave any.
+EXCERPT_LEAD = "its new lines include"
+
+
 def edit_change(name: str, args: Any) -> Change:
     """What an edit or write call changed: a whole file's size and definitions, or the lines
     and names a replacement added."""
@@ -326,7 +331,7 @@ def edit_change(name: str, args: Any) -> Change:
     # The code itself says what an edit built: some of its new lines with substance.
     shown = [line for line in added if len(line) >= 12 and not _COMMENT_ONLY_RE.match(line)][:2]
     excerpt = " … ".join(f"`{one_line(line, 90).replace('`', chr(39))}`" for line in shown)
-    return Change(f"its new lines include {excerpt} ({count})" if excerpt else count, names)
+    return Change(f"{EXCERPT_LEAD} {excerpt} ({count})" if excerpt else count, names)
 
 
 def _line_count(pairs: list[tuple[str, str]]) -> str:

@@ -81,6 +81,25 @@ def words_of(text: str, limit: int, seq: int) -> str:
     return '"' + shown.replace('"', "'") + f' […]" ({left:,} more characters in #{seq})'
 
 
+def block_of(text: str, limit: int, seq: int) -> str:
+    """Someone's words whole up to `limit`, their lines kept (a description's list reads as a
+    list), indented under the bullet that introduces them; cut at a line, with how much was left
+    out and where it is stored."""
+    lines = [line.rstrip() for line in str(text).strip().splitlines() if line.strip()]
+    shown: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) > limit:
+            break
+        shown.append(line)
+        used += len(line) + 1
+    left = sum(len(line) + 1 for line in lines[len(shown) :])
+    if not shown:
+        return "\n  " + words_of(text, limit, seq)
+    more = f"\n  […] ({left:,} more characters in #{seq})" if left else ""
+    return "".join(f"\n  {line}" for line in shown) + more
+
+
 def listing(items: list[str], limit: int = MAX_LISTED) -> str:
     shown = items[:limit]
     more = f" and {len(items) - limit} more" if len(items) > limit else ""
@@ -329,6 +348,36 @@ def blocker_said(v: View, streak: Streak) -> str:
     return said
 
 
+def steps_since_request(v: View) -> str:
+    """What the turn of the latest request has done: the files it edited, the last run and how it went."""
+    turn = v.state.turn
+    steps = turn.steps
+    if not steps:
+        return ""
+    edits = list(dict.fromkeys(s.what.split(" ", 1)[1] for s in steps if s.kind == "edit" and s.ok and " " in s.what))
+    runs = [s for s in steps if s.kind in ("check", "run") and s.ok is not None]
+    said = []
+    if edits:
+        said.append("edited " + listing([v.path(p) for p in edits], 4))
+    if runs:
+        last = runs[-1]
+        if last.kind == "run" and last.ok:
+            # A command that is no check: it ran; what it printed says how, not "passed".
+            printed = (
+                f", which printed {code(last.detail.removeprefix('printed: '), 200)}"
+                if last.detail.startswith("printed: ")
+                else ""
+            )
+            said.append(f"last ran {last.what} ({v.cite(last.seq)}){printed}")
+        else:
+            said.append(
+                f"last ran {last.what} ({'passed' if last.ok else 'failed'}{': ' + last.detail if last.detail else ''}, {v.cite(last.seq)})"
+            )
+    if not said:
+        return ""
+    return "Since the request: " + "; ".join(said)
+
+
 def _failure_sentence(v: View) -> list[str]:
     out = [f"Blocked: {blocker_said(v, s)}." for s in v.blockers]
     for check in [c for c in v.failing if not v.blocks(c)]:
@@ -566,6 +615,34 @@ def _owed_by_request(v: View) -> list[str]:
     return owed
 
 
+def whole_sentences(text: str, limit: int) -> str:
+    """`text` on one line within `limit`, ending at a sentence's end (never mid-sentence): the
+    sentences that fit, else its first sentence cut at a word."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return flat
+    ends = [m.end() for m in _SENTENCE_END_RE.finditer(flat[:limit])]
+    return flat[: ends[-1]] if ends else one_line(flat, limit)
+
+
+def _task_brief(v: View, task: Task) -> str:
+    """A task not started yet, in its description's own words: its first paragraph in whole
+    sentences, the files it lists as new and to change, its definition of done, and the message
+    holding the whole description."""
+    if not task.note or v.level > TERSE:
+        return ""
+    intro, done = task_spec(task.note)
+    parts = [whole_sentences(intro, v.chars(500))] if intro else []
+    if task.outputs:
+        parts.append("new files it lists: " + listing([code(p, 80) for p in task.outputs], 8))
+    if task.touches:
+        parts.append("files it lists to change: " + listing([code(p, 80) for p in task.touches], 8))
+    if done:
+        parts.append("done when: " + "; ".join(done))
+    whole = f" (its whole description: {v.cite(task.note_seq)})" if task.note_seq else ""
+    return ": " + ". ".join(p[0].upper() + p[1:].rstrip(".") for p in parts) + "." + whole if parts else ""
+
+
 def next_steps(v: View) -> list[str]:
     out: list[str] = []
     turn = v.state.turn
@@ -599,6 +676,7 @@ def next_steps(v: View) -> list[str]:
             out.append(
                 f"Open in the tracker, none started in this history (not asked to be implemented so far): {listing(names, 6)}."
             )
+    briefed = False
     for task in [t for t in v.open_tasks if working or t.source == "todo"][:4]:
         if task.key in v.parents:
             continue  # an epic is closed when its children are, by whoever closes them
@@ -608,8 +686,13 @@ def next_steps(v: View) -> list[str]:
             if b in v.state.tasks.tasks and v.state.tasks.tasks[b].status != "closed" and b not in v.parents
         ]
         after = f" (after {listing([code(b) for b in blocked], 3)})" if blocked else ""
-        intro, _done = task_spec(task.note)
-        about = f": {clipped(intro, v.chars(300))}" if intro else ""
+        # The next task in its own words: what it asks, the files it names, when it is done (a
+        # description cut mid-sentence loses its remaining items); the tasks after it by intro.
+        about = _task_brief(v, task) if not briefed and task.source != "todo" else ""
+        briefed = briefed or bool(about)
+        if not about:
+            intro, _done = task_spec(task.note)
+            about = f": {clipped(intro, v.chars(300))}" if intro else ""
         lead = "Then" if out else "Next open in the tracker:"  # not "Then" after nothing
         out.append(f"{lead} {v.task_name(task, limit=80)}{after}{about}")
     if v.state.people.handover and turn.submitted is None:
