@@ -100,7 +100,7 @@ def test_an_error_the_next_run_did_not_print_is_told_as_such_not_as_fixed() -> N
         .run("mix compile", "error: lib/b.ex:3: syntax error before: end", error=True)
     )
     told = "\n".join(errors(View(story.state())))
-    assert "the next run (#7) got past it (and failed on something else)" in told
+    assert "the next run (#7) got past it (failed otherwise)" in told
 
 
 def test_a_refused_edit_is_to_be_redone_before_handing_in() -> None:

@@ -179,9 +179,11 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     del state.errors[:-MAX_ERRORS]
 
 
-PASSED_OVER = "the next run got past it (and failed on something else)"
+PASSED_OVER = "the next run got past it (failed otherwise)"
 # What varies between two printings of one error: numbers (a line, a time, an address), spacing.
 _VARYING_RE = re.compile(r"\d+|\s+")
+# What is not a letter: what is left says how much a line says besides its numbers.
+NON_LETTER_RE = re.compile(r"[^A-Za-z]")
 SHAPE_CHARS = 160
 MIN_SHAPE_LETTERS = 20
 
@@ -203,7 +205,7 @@ def _shows_all_of(command: str, earlier: str) -> bool:
 def _distinct(line: str) -> bool:
     """Whether a line says enough besides its numbers to be told apart by its words (a tally,
     "58 tests, 1 failure", is its numbers)."""
-    return len(re.sub(r"[^A-Za-z]", "", line)) >= MIN_SHAPE_LETTERS and not BARE_TALLY_RE.match(line.strip())
+    return len(NON_LETTER_RE.sub("", line)) >= MIN_SHAPE_LETTERS and not BARE_TALLY_RE.match(line.strip())
 
 
 def _shapes(output: str) -> str:
