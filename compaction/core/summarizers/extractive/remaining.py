@@ -247,7 +247,7 @@ def _failing_step(v: View, check: Check) -> str:
     after = v.edits_note(check.seq, lead="and the edits of")
     if after:
         # A fix was tried after the failure: whether it worked is what a run will say.
-        run = code(check.suite or check.failed_command or check.command, 80)
+        run = code(check.failed_command or check.command, 80)  # as it failed (a filtered run shows less)
         return f"Run {run} again: it failed at {v.cite(check.seq)}{failure}, {after} came after it."
     return f"Fix the failing {code(check.failed_command or check.command, 80)}{failure}."
 
@@ -300,7 +300,8 @@ def _owed_since_edits(v: View) -> list[str]:
     words = {w.strip("`'\"").rsplit("/", 1)[-1] for w in last_run.what.split()}
     scripted = any(r.path.rsplit("/", 1)[-1] in words and "." in r.path.rsplit("/", 1)[-1] for r in changed)
     current = last_run.kind == "check" and check_kind(last_run.what.strip("`")) in CURRENT_KINDS
-    if not scripted and not (current and not v.git_seen):
+    # A failing check's run owed again is told with its failure (Next Steps' failing step).
+    if not scripted and not (current and not v.git_seen and not v.failing):
         return out
     note = v.edits_note(last_run.seq, lead="before the edits of")
     if note and any(s.seq > last_run.seq and s.kind == "edit" and s.ok for s in steps):
