@@ -8,7 +8,6 @@ section with nothing to say is left out rather than filled with "(none)". Messag
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.standing import (
@@ -30,7 +29,7 @@ from compaction.core.summarizers.extractive.standing import (
 )
 from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, TINY, View
 from compaction.core.text_heuristics import instruction_quote
-from compaction.core.vocabulary import SHELL_UTILITIES, is_probe
+from compaction.core.vocabulary import SHELL_UTILITIES, is_probe, names_key
 from compaction.core.work.parse import EXCERPT_LEAD, one_line
 from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person, Task, WorkState
 
@@ -107,7 +106,7 @@ def _commit_line(v: View, commit: Commit, *, brief: bool) -> str:
     closed = [t for t in tasks if t.status == "closed"]
     # Which task a commit belongs to is said only as the evidence shows it: its message names
     # the task, or the task was closed between the previous commit and this one (no more).
-    named = [t for t in closed if _names_task(commit, t.key)]
+    named = [t for t in closed if names_key(f"{commit.subject}\n{commit.body}", t.key)]
     before = [t for t in closed if t not in named and t.closed and t.closed <= commit.seq]
     if named:
         head += f"; its message names {listing([v.task_name(t, limit=70) for t in named], 4)}"
@@ -128,10 +127,6 @@ def _commit_line(v: View, commit: Commit, *, brief: bool) -> str:
     if commit.checks:
         head += "; checks before it: " + listing(commit.checks[-2:])
     return head
-
-
-def _names_task(commit: Commit, key: str) -> bool:
-    return bool(re.search(rf"(?<![\w.-]){re.escape(key)}(?![\w-]|\.\d)", f"{commit.subject}\n{commit.body}"))
 
 
 def _request_line(v: View, person: Person) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from compaction.core.summarizers.extractive.view import COMPACT, TERSE, View
+from compaction.core.text_heuristics import PARAGRAPH_BREAK_RE, SENTENCE_END_RE
 from compaction.core.work.parse import one_line
 from compaction.core.work.state import Check, Commit, FileRecord, Person, Step, Streak, Task
 
@@ -499,7 +500,7 @@ def _gist(text: str, limit: int) -> str:
     """The agent's words as a quote within `limit`: their beginning and, when they end on a
     question (what a reply answers: its last line, ending in "?"), that question whole."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    question = re.split(r"(?<=[.!?])\s+", lines[-1])[-1] if lines and lines[-1].endswith("?") else ""
+    question = SENTENCE_END_RE.split(lines[-1])[-1] if lines and lines[-1].endswith("?") else ""
     flat = " ".join(text.split())
     if len(flat) <= limit or not question or len(question) > limit // 2 or len(lines) == 1:
         return quoted(flat, limit)
@@ -537,31 +538,20 @@ def where_things_stand(v: View) -> list[str]:
 _SPEC_DONE_RE = re.compile(r"(?im)^\s*(?:#+\s*)?(definition of done|acceptance criteria|done when|acceptance)\s*:?\s*$")
 _BULLET_RE = re.compile(r"(?m)^\s*(?:[-*]|\d+[.)])\s+(.+?)\s*$")
 _IGNORED_RE = re.compile(r"ignored by one of your \.gitignore files:?\s*(\S+)")
-
-
-_SPEC_RULES_RE = re.compile(
-    r"(?im)^\s*(?:#+\s*)?((?:edge cases?|constraints?|architecture constraints?|requirements?|must|do not)[^\n:]*)\s*:?\s*$"
-)
-
-
-def task_rules(note: str) -> list[str]:
-    """The items of a task description's edge-case and constraint sections."""
-    out = []
-    for heading in _SPEC_RULES_RE.finditer(note):
-        block = re.split(r"\n\s*\n", note[heading.end() :].strip(), maxsplit=1)[0]
-        out += [one_line(item, 140).rstrip(".") for item in _BULLET_RE.findall(block)][:4]
-    return out[:6]
+_HEADING_LINES_RE = re.compile(r"(?m)^\s*#+\s+[^\n]*\n?")  # a markdown heading's whole line
+_ASKS_TESTS_RE = re.compile(r"(?i)\btests?\b")  # a definition of done's item that asks for tests
+_TEST_FILE_RE = re.compile(r"(?i)test")  # in a file's name: a test file (test_a.py, a_test.go, a.test.ts)
 
 
 def task_spec(note: str) -> tuple[str, list[str]]:
     """(the first paragraph, the items of its definition of done) of a task's description."""
-    prose = re.sub(r"(?m)^\s*#+\s+[^\n]*\n?", "", note).strip()  # markdown headings are no sentences
-    paragraphs = [p for p in re.split(r"\n\s*\n", prose) if p.strip()]
+    prose = _HEADING_LINES_RE.sub("", note).strip()  # markdown headings are no sentences
+    paragraphs = [p for p in PARAGRAPH_BREAK_RE.split(prose) if p.strip()]
     intro = one_line(paragraphs[0], 400) if paragraphs else ""
     heading = _SPEC_DONE_RE.search(note)
     if heading is None:
         return intro, []
-    block = re.split(r"\n\s*\n", note[heading.end() :].strip(), maxsplit=1)[0]
+    block = PARAGRAPH_BREAK_RE.split(note[heading.end() :].strip(), maxsplit=1)[0]
     return intro, [one_line(item, 160).rstrip(".") for item in _BULLET_RE.findall(block)][:6]
 
 
@@ -577,9 +567,9 @@ def _to_do(v: View, task: Task) -> list[str]:
         steps.append("create " + listing([code(m, 80) for m in missing], 3) + " (the task lists them as new)")
     untouched = [t for t in task.touches if not any(p.endswith(t) for p in touched)]
     intro, done = task_spec(task.note)
-    asks = [d for d in done if re.search(r"(?i)\btests?\b", d)]
-    if asks and not any(re.search(r"(?i)test", p.rsplit("/", 1)[-1]) for p in touched):
-        where = [t for t in untouched if re.search(r"(?i)test", t.rsplit("/", 1)[-1])]
+    asks = [d for d in done if _ASKS_TESTS_RE.search(d)]
+    if asks and not any(_TEST_FILE_RE.search(p.rsplit("/", 1)[-1]) for p in touched):
+        where = [t for t in untouched if _TEST_FILE_RE.search(t.rsplit("/", 1)[-1])]
         untouched = [t for t in untouched if t not in where]
         into = f" in {listing([code(t, 80) for t in where], 2)}" if where else ""
         steps.append(f"write the tests it asks for{into} ({quoted(asks[0], 140)})")
