@@ -545,3 +545,13 @@ def test_a_commit_says_which_definitions_its_changes_added() -> None:
     )
     said = "\n".join(done(View(story.state())))
     assert "definitions its changes add: `lib/review.ex` (`def close(socket, id)`)" in said, said
+
+
+def test_an_option_weighed_before_the_reason_is_not_the_choice() -> None:
+    said = (
+        "Two options: 1. Remove `toolText` from the theme. "
+        "2. Wrap the heading in `toolText` instead of bold. Which is better here?"
+    )
+    story = Story().edit("/p/tool.ts", "bold(x)", "fg('toolText', x)", said=said)
+    told = "\n".join(decisions(View(story.state())))
+    assert "Remove `toolText`" not in told, told
