@@ -6,15 +6,17 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from sessions.choices import TextChoices
 
-class Reason(models.TextChoices):
+
+class Reason(TextChoices):
     MANUAL = "manual", "Manual"
     THRESHOLD = "threshold", "Auto (threshold)"
     OVERFLOW = "overflow", "Overflow"
     IMPORT = "import", "Import"
 
 
-class Status(models.TextChoices):
+class Status(TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
@@ -22,7 +24,7 @@ class Status(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-class ReviewStatus(models.TextChoices):
+class ReviewStatus(TextChoices):
     PENDING = "pending", "Pending"
     APPROVED = "approved", "Approved"
     REJECTED = "rejected", "Rejected"
@@ -240,7 +242,7 @@ class SummaryVersion(models.Model):
         return f"Version of {self.compaction_id} at {self.created_at:%Y-%m-%d %H:%M}"
 
 
-class EventKind(models.TextChoices):
+class EventKind(TextChoices):
     COMPACTION_QUEUED = "compaction_queued", "Compaction queued"
     COMPACTION_STARTED = "compaction_started", "Compaction started"
     COMPACTION_FINISHED = "compaction_finished", "Compaction finished"

@@ -63,11 +63,3 @@ def _remember(key: tuple[Any, str], messages: list[Any], digests: list[str]) -> 
         while len(_known) > MAX_HISTORIES or _kept > MAX_MESSAGES:
             _, (dropped, _) = _known.popitem(last=False)
             _kept -= len(dropped)
-
-
-def forget_all() -> None:
-    """Drop every kept history (tests)."""
-    global _kept
-    with _lock:
-        _known.clear()
-        _kept = 0

@@ -233,11 +233,3 @@ def _keep(name: tuple[Any, str, bytes], entry: _Kept) -> None:
         while len(_kept) > MAX_KEPT or _kept_bytes > MAX_KEPT_BYTES:
             _, dropped = _kept.popitem(last=False)
             _kept_bytes -= len(dropped.raw)
-
-
-def forget_all() -> None:
-    """Drop every kept request (tests)."""
-    global _kept_bytes
-    with _lock:
-        _kept.clear()
-        _kept_bytes = 0

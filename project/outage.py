@@ -20,6 +20,7 @@ page when it gets here, so `got_request_exception` marks the request and the pag
 from __future__ import annotations
 
 import logging
+import sys
 import time
 
 from django.conf import settings
@@ -83,9 +84,7 @@ def outage_response(request: HttpRequest, exc: BaseException) -> HttpResponse:
 @receiver(got_request_exception)
 def _mark_outage(sender, request: HttpRequest | None = None, **kwargs) -> None:
     """Whatever layer raised it: remember that this request failed on the database."""
-    import sys  # the exception being handled: Django sends this signal from its except block
-
-    exc = sys.exc_info()[1]
+    exc = sys.exc_info()[1]  # the exception being handled: Django sends this signal from its except block
     if request is not None and is_outage(exc):
         setattr(request, _MARK, exc)
 

@@ -195,9 +195,11 @@ if admin.site.is_registered(APIKey):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(APIKeyModelAdmin):
-    list_display = [*APIKeyModelAdmin.list_display, "owner", "last_used_at"]
-    list_filter = [*APIKeyModelAdmin.list_filter, "owner"]
-    search_fields = [*APIKeyModelAdmin.search_fields, "owner__username"]
+    # The package is typed (py.typed) but leaves these unannotated, so mypy reads each as a tuple
+    # of exactly its own length and any longer one, the package's columns plus ours, as a wrong override.
+    list_display = [*APIKeyModelAdmin.list_display, "owner", "last_used_at"]  # type: ignore[assignment]
+    list_filter = [*APIKeyModelAdmin.list_filter, "owner"]  # type: ignore[assignment]
+    search_fields = [*APIKeyModelAdmin.search_fields, "owner__username"]  # type: ignore[assignment]
     raw_id_fields = ["owner"]
     list_select_related = ["owner"]
 

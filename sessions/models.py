@@ -9,6 +9,7 @@ from rest_framework_api_key.models import AbstractAPIKey, BaseAPIKeyManager
 
 from compaction.core import registry
 from compaction.core.calibration import Calibration
+from sessions.choices import TextChoices
 
 
 class Session(models.Model):
@@ -153,12 +154,12 @@ class Session(models.Model):
         return info.context_window if info.known else None
 
 
-class Role(models.TextChoices):
+class Role(TextChoices):
     USER = "user", "User"
     ASSISTANT = "assistant", "Assistant"
 
 
-class Provenance(models.TextChoices):
+class Provenance(TextChoices):
     """Whose words a message carries (compaction.core.provenance); blank when nobody said."""
 
     PERSON = "person", "Person"
@@ -246,7 +247,7 @@ class UsageSample(models.Model):
     its reports, and the chart reads it bucketed in SQL (sessions.dashboard.queries).
     """
 
-    class Kind(models.TextChoices):
+    class Kind(TextChoices):
         REPORT = "report", "Usage report"
         COMPACTION = "compaction", "Compaction"
 

@@ -332,13 +332,6 @@ def _sed_like(command: str, rest: list[str], recorder: _Recorder) -> None:
             (recorder.modified if in_place else recorder.read)(_normalize_path(word))
 
 
-def extract_shell_file_ops(command: str) -> FileOps:
-    """File ops of one shell command string (exposed for tests and for bash-execution messages)."""
-    recorder = _Recorder()
-    _shell(command, recorder)
-    return recorder.result()
-
-
 def _shell(command: str, recorder: _Recorder) -> None:
     text = _unquoted_newlines_to_separators("\n".join(_strip_heredocs(command)))
     for words in _simple_commands(text, recorder):
@@ -513,33 +506,6 @@ def merge_file_ops(previous: FileOps, current: FileOps) -> FileOps:
     """Cumulative file ops across compactions: previous first, then new paths; a path read
     before (or now) and modified now (or before) ends up in `modified` only."""
     return _ops_from([*previous.read, *current.read], [*previous.modified, *current.modified])
-
-
-_TAG = {
-    "read": re.compile(r"<read-files>\s*(.*?)\s*</read-files>", re.DOTALL | re.IGNORECASE),
-    "modified": re.compile(r"<modified-files>\s*(.*?)\s*</modified-files>", re.DOTALL | re.IGNORECASE),
-}
-_BULLET = re.compile(r"^(?:[-*+]\s+|\d+[.)]\s+)")
-_PLACEHOLDERS = {"(none)", "none", "n/a", "-", "(empty)"}
-
-
-def _tag_paths(pattern: re.Pattern[str], text: str) -> list[str]:
-    paths: list[str] = []
-    for body in pattern.findall(text):
-        for line in body.splitlines():
-            line = _BULLET.sub("", line.strip()).strip("`").strip()
-            if not line or line.lower() in _PLACEHOLDERS:
-                continue
-            path = _normalize_path(line)
-            if path:
-                paths.append(path)
-    return paths
-
-
-def parse_file_tags(summary_text: str) -> FileOps:
-    """The `<read-files>` / `<modified-files>` sections of a summary (all occurrences)."""
-    text = summary_text or ""
-    return _ops_from(_tag_paths(_TAG["read"], text), _tag_paths(_TAG["modified"], text))
 
 
 def render_file_tags(ops: FileOps, root: str = "") -> str:

@@ -69,6 +69,9 @@ class Ledger:
 
 _QUOTE_PREFIX_RE = re.compile(r"^User(?: said)?(?: \(verbatim\))?:\s*")
 _PREVIOUS_ERROR_RE = re.compile(r"^Error(?: \(verbatim\))?:\s*(.+)$")
+# A file named alone in a summary (`mix.exs`, a line of the file tags): NAME stands for its name,
+# escaped (_path_kept); the rule's row tests the bounds around it.
+_NAMED_FILE_RE = re.compile(r"(?:^|[\s`(])NAME(?:$|[\s`),])")
 
 
 def _add_previous(ledger: Ledger, previous_summary: str) -> None:
@@ -199,7 +202,7 @@ def _path_kept(path: str, hay: _Haystack) -> bool:
     parts = [p for p in norm.split("/") if p]
     if len(parts) >= 2 and "/".join(parts[-2:]) in hay.norm:
         return True
-    return bool(parts) and re.search(rf"(?:^|[\s`(]){re.escape(parts[-1])}(?:$|[\s`),])", hay.norm) is not None
+    return bool(parts) and re.search(_NAMED_FILE_RE.pattern.replace("NAME", re.escape(parts[-1])), hay.norm) is not None
 
 
 def item_kept(category: str, item: str, hay: _Haystack) -> bool:

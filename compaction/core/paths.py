@@ -8,6 +8,7 @@ import re
 
 # An agent's own files under the home directory (~/.claude/plans, ~/.pi/agent): not the project.
 AGENT_HOME_RE = re.compile(r"^(?:/Users|/home)/[^/]+/\.")
+_HOME_DIR_RE = re.compile(r"(?:/Users|/home)/[^/]+")  # a home directory itself (fullmatch)
 # Scratch space (a background task's output file, a macOS temporary item): not the project either.
 SCRATCH_DIR_RE = re.compile(r"^(?:/tmp/|/var/tmp/|/private/|/var/folders/)")
 
@@ -34,7 +35,7 @@ def common_root(paths: list[str], share: float = 0.6) -> str:
     if not dirs:
         return ""
     shared = _project_dir(os.path.commonpath(dirs))
-    if shared not in _SYSTEM_DIRS and not re.fullmatch(r"(?:/Users|/home)/[^/]+", shared):
+    if shared not in _SYSTEM_DIRS and not _HOME_DIR_RE.fullmatch(shared):
         return shared
     best = ""
     for candidate in {d[:i] for d in dirs for i in [len(d), *(k for k, c in enumerate(d) if c == "/")]}:

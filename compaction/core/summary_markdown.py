@@ -13,6 +13,9 @@ from compaction.core.prompts import strip_file_tags
 
 _H2_RE = re.compile(r"^##\s+(.+?)\s*$")
 _H3_RE = re.compile(r"^###\s+(.+?)\s*$")
+# A list item's marker (-, *, •, "1." or "1)"), with a checkbox when it has one.
+_ITEM_MARKER_RE = re.compile(r"^(?:[-*•]\s+(?:\[[ xX]\]\s+)?|\d+[.)]\s+)")
+_NONE_ITEM_RE = re.compile(r"\n- \(none\)\s*$")  # a section's "(none)" placeholder, at its end
 SECTION_KEYS = {
     "goal": "goal",
     "constraints & preferences": "constraints",
@@ -52,7 +55,7 @@ def parse_summary_sections(summary: str) -> dict[str, list[str]]:
         if h3:
             current = SUB_KEYS.get(h3.group(1).strip().lower(), section or "critical")
             continue
-        item = re.sub(r"^(?:[-*•]\s+(?:\[[ xX]\]\s+)?|\d+[.)]\s+)", "", line).strip()
+        item = _ITEM_MARKER_RE.sub("", line).strip()
         if not item or item.lower() in ("(none)", "(none recorded)", "none"):
             continue
         sections.setdefault(current or "critical", []).append(item)
@@ -84,6 +87,6 @@ def insert_into_section(summary: str, heading: str, lines: list[str]) -> str:
         end = tags.start()
     body = summary[match.end() : end].rstrip()
     # Replace a "(none)" placeholder instead of listing items under it.
-    body = re.sub(r"\n- \(none\)\s*$", "", body)
+    body = _NONE_ITEM_RE.sub("", body)
     rest = summary[end:]
     return summary[: match.end()] + body + "\n" + addition + ("\n\n" + rest.lstrip("\n") if rest.strip() else "\n")

@@ -63,6 +63,11 @@ _STOPPED_RE = re.compile(
 )
 # Also a lower-case word's full stop straight before a capitalised word (a sentence that lost its
 # space: "…the upload form.Let's create…"), not before an identifier ("models.Model.objects").
+# The space after a sentence's end (. ! ?): split on it for a text's sentences, its last for its
+# question. _SENTENCE_SPLIT_RE below also splits at line ends and run-on sentences.
+SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+")
+# A blank line: the end of a paragraph (or of a markdown block).
+PARAGRAPH_BREAK_RE = re.compile(r"\n\s*\n")
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+|\n+|(?<=[a-z]{3}[.!?])(?=[A-Z][a-z]*(?:'[a-z]+)?[\s,])")
 CONSTRAINT_RE = re.compile(
     r"(?i)\b(always|never|must|mustn't|don't|do not|dont|should|shouldn't|should not|prefer|make sure|"
@@ -404,6 +409,8 @@ def pushes_in_output(command: str, output: str) -> list[tuple[str, str]]:
 
 
 _CODE_SPAN_RE = re.compile(r"`[^`\n]+`")
+_SPAN_MARK_RE = re.compile(r"\x00(\d+)\x00")  # where sentences() hid the code span numbered N
+_WHITESPACE_RE = re.compile(r"\s+")
 
 
 def sentences(text: str) -> list[str]:
@@ -419,7 +426,7 @@ def sentences(text: str) -> list[str]:
     for part in _SENTENCE_SPLIT_RE.split(hidden):
         part = part.strip(" -*•\t")
         if part:
-            out.append(re.sub(r"\x00(\d+)\x00", lambda m: spans[int(m.group(1))], part) if spans else part)
+            out.append(_SPAN_MARK_RE.sub(lambda m: spans[int(m.group(1))], part) if spans else part)
     return out
 
 
@@ -436,7 +443,7 @@ def paths_in(text: str) -> list[str]:
 
 def normalize(text: str) -> str:
     text = text.lower().replace("`", "").replace("**", "").replace('"', "").replace("'", "")
-    return re.sub(r"\s+", " ", text).strip()
+    return _WHITESPACE_RE.sub(" ", text).strip()
 
 
 def _split_chain(line: str) -> list[str]:

@@ -97,6 +97,17 @@ TRACKER_STATUS: tuple[tuple[str, re.Pattern[str], str | None], ...] = (
         None,
     ),
 )
+# A task key (bd-a1b, PROJ-7, #12) named in text: not a piece of a longer name, path or version
+# ("bd-a1b" is not named by "bd-a1b2", "x/bd-a1b" or "bd-a1b.1"). KEY stands for the key, escaped
+# (names_key); the rule's row tests the bounds around it.
+NAMED_KEY_RE = re.compile(r"(?<![\w.-])KEY(?![\w-]|\.\d)")
+
+
+def names_key(text: str, key: str) -> bool:
+    """Whether `text` names the task `key` (NAMED_KEY_RE's bounds around it)."""
+    return re.search(NAMED_KEY_RE.pattern.replace("KEY", re.escape(key)), text) is not None
+
+
 TRACKER_CMD_RE = re.compile(r"(?:^|[\s;&|(])(bd|gh|glab|jira|linear)\s")
 STATUS_WORDS = {
     "closed": "closed",

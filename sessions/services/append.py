@@ -38,10 +38,10 @@ MAX_BATCH = 1000
 class AppendResult:
     messages: list[Message]
     usage: Usage
+    session: Session  # the appended-to session (APPEND_FIELDS loaded), as stored
     # The auto-compaction job queued after this append, if any: set by the compaction layer
     # (compaction.services.messages_append_then_compact); the message store never compacts.
     compaction: Any = None
-    session: Session | None = None  # the appended-to session (APPEND_FIELDS loaded), as stored
 
 
 @dataclass

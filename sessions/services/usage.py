@@ -29,10 +29,10 @@ class UsageReportResult:
     usage: Usage
     message_seq: int | None  # the assistant message the report was attached to
     dropped_tool_use_ids: list[str]
+    session: Session  # the reported-on session, as stored
     # A truncated reply or a calibrated (usually higher) figure can cross the trigger: the
     # job the compaction layer queued after this report, if any (usage_report_then_compact).
     compaction: Any = None
-    session: Session | None = None  # the reported-on session, as stored
 
 
 # Columns a usage report reads under its row lock: what an append reads (the meter's inputs and
@@ -121,7 +121,7 @@ def _report_target(locked: Session, message_seq: int | None) -> Message | None:
             return None
         newest = Message.objects.filter(session=locked, seq=locked.last_seq).first()
         return newest if newest is not None and newest.role == "assistant" else None
-    target = Message.objects.filter(session=locked, seq=message_seq).first()
+    target: Message | None = Message.objects.filter(session=locked, seq=message_seq).first()
     if target is None:
         raise ValidationError({"message_seq": [f"no message with seq {message_seq} in this session"]})
     if target.role != "assistant":
@@ -199,9 +199,10 @@ class _Report:
                 # plus what was appended since (or the calibrated estimate, or the estimate).
                 locked.calibration = calibration.flagged(locked.calibration, verdict, model=key)
             self.record["implausible"] = verdict.flag()
-        if not self.plausible and self.truncated and locked.reported_input_tokens is not None:
+        target = self.target  # set whenever `truncated` is (attach)
+        if target is not None and not self.plausible and self.truncated and locked.reported_input_tokens is not None:
             # The meter keeps its basis report: the reply after it is served smaller now.
-            if self.target.seq > (locked.reported_at_seq or 0):
+            if target.seq > (locked.reported_at_seq or 0):
                 locked.tokens_since_report += self.truncated
 
     @property

@@ -7,13 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from compaction.core.fileops import (
-    extract_file_ops,
-    extract_shell_file_ops,
-    merge_file_ops,
-    parse_file_tags,
-    render_file_tags,
-)
+from compaction.core.fileops import call_file_ops, extract_file_ops, merge_file_ops, render_file_tags
 from compaction.core.types import FileOps, Msg
 from tests.corpus import TRANSCRIPTS, corpus
 
@@ -27,6 +21,11 @@ def call(name: str, inp, *, block_type: str = "tool_use") -> Msg:
 
 def ops(*messages: Msg) -> FileOps:
     return extract_file_ops(list(messages))
+
+
+def extract_shell_file_ops(command: str) -> FileOps:
+    """The file ops of one shell command, as a bash call's."""
+    return call_file_ops("bash", {"command": command})[0]
 
 
 def test_claude_code_tools() -> None:
@@ -196,23 +195,8 @@ def test_render_and_parse_round_trip() -> None:
         text
         == "<read-files>\nsrc/a.py\ndocs/read me.md\n</read-files>\n\n<modified-files>\nsrc/b.py\n</modified-files>"
     )
-    summary = "## Goal\nFix it\n\n" + text
-    assert parse_file_tags(summary) == original
     assert render_file_tags(FileOps()) == ""
     assert render_file_tags(FileOps(modified=["x.py"])) == "<modified-files>\nx.py\n</modified-files>"
-
-
-def test_parse_tolerates_bullets_placeholders_and_repeats() -> None:
-    text = (
-        "<read-files>\n- a.py\n* `b.py`\n(none)\n\n</read-files>\n"
-        "<modified-files>\n1. c.py\n</modified-files>\n"
-        "<read-files>c.py\nd.py</read-files>"
-    )
-    result = parse_file_tags(text)
-    assert result.read == ["a.py", "b.py", "d.py"]
-    assert result.modified == ["c.py"]
-    assert parse_file_tags("") == FileOps()
-    assert parse_file_tags("no tags here") == FileOps()
 
 
 def _claude_code_tool_uses(path: Path) -> list[Msg]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 
 import pytest
 from django.db import connection
@@ -39,10 +40,10 @@ def conversation(turns: int, *, start: int = 0) -> list[dict]:
 
 
 @pytest.fixture(autouse=True)
-def fresh_digests():
-    digests.forget_all()
-    yield
-    digests.forget_all()
+def fresh_digests(monkeypatch):
+    """Nothing kept: the module's store replaced by an empty one (the old one back after the test)."""
+    monkeypatch.setattr(digests, "_known", OrderedDict())
+    monkeypatch.setattr(digests, "_kept", 0)
 
 
 def test_reused_digests_equal_digesting_every_message_again():

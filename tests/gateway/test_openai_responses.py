@@ -88,9 +88,9 @@ def test_a_resent_input_is_mapped_only_past_what_the_previous_call_held_and_goes
     from django.test import Client
 
     from gateway.openai import responses_map
-    from gateway.resent import forget_all
+    from tests.gateway.test_resent import forget_all
 
-    forget_all()
+    forget_all(monkeypatch)
     mapped_from: list[int] = []
     real = responses_map._group
 

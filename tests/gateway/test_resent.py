@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import OrderedDict
 
 import orjson
 import pytest
@@ -15,11 +16,15 @@ from gateway.resent import parse_resent
 OWNER = 7
 
 
+def forget_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing kept: the module's store replaced by an empty one (the old one back after the test)."""
+    monkeypatch.setattr(resent, "_kept", OrderedDict())
+    monkeypatch.setattr(resent, "_kept_bytes", 0)
+
+
 @pytest.fixture(autouse=True)
-def nothing_kept():
-    resent.forget_all()
-    yield
-    resent.forget_all()
+def nothing_kept(monkeypatch):
+    forget_all(monkeypatch)
 
 
 def _message(rng: random.Random, i: int) -> dict:
@@ -123,7 +128,7 @@ def test_random_histories_and_edits_always_parse_as_the_whole_request():
     assert reused_somewhere > 0
 
 
-def test_a_request_sent_again_as_it_was_parses_as_itself():
+def test_a_request_sent_again_as_it_was_parses_as_itself(monkeypatch):
     """A retry (the SDKs resend a 529'd or timed-out call byte for byte) holds the whole kept
     request: past the end of the list, objects after commas in the fields that follow (system
     blocks, tools) are not items of the list."""
@@ -132,7 +137,7 @@ def test_a_request_sent_again_as_it_was_parses_as_itself():
     system = [{"type": "text", "text": "You are a helper."}, {"type": "text", "text": "Be brief."}]
     tools = [{"name": name, "input_schema": {"type": "object"}} for name in ("Bash", "Read")]
     for style in range(3):
-        resent.forget_all()
+        forget_all(monkeypatch)
         raw = _encode({"max_tokens": 100, "messages": history, "system": system, "tools": tools}, style)
         _check(raw)
         _check(raw)

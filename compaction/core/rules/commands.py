@@ -408,4 +408,25 @@ RULES: tuple[R, ...] = (
         ("bash", "stop"),
         how="member",
     ),
+    R(
+        "vocabulary:NAMED_KEY_RE",
+        "a task key named in text, KEY standing for the key: not part of a longer name, path or version",
+        "'bd-a1b' is not named by 'bd-a1b2', 'x/bd-a1b' nor 'bd-a1b.1', each another key, file or version",
+        ("fix KEY: the parser", "(KEY)", "KEY.", "closes KEY, KEY2"),
+        ("KEYS", "KEY-2", "a.KEY", "x-KEY", "KEY.1"),
+    ),
+    R(
+        "parse:_SHORT_STATUS_FLAG_RE",
+        "`git status` options that print the short format (-s, -sb, --short, --porcelain)",
+        "git's short format lists 'XY path', not the long format's sections",
+        (" -s", " -sb", " --short", " --porcelain=v2"),
+        ("", " --long", " -u"),
+    ),
+    R(
+        "parse:_STAGED_FLAG_RE",
+        "`git diff`'s options for the index (--cached, --staged)",
+        "such a diff shows what is staged, not the working tree",
+        ("--cached", "--stat --staged"),
+        ("--stat", "--cache"),
+    ),
 )

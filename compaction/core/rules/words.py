@@ -221,4 +221,32 @@ RULES: tuple[R, ...] = (
         ("pytest > out.txt", "make 2> err.log", "cmd < input"),
         ("pytest tests", "a=b"),
     ),
+    R(
+        "text_heuristics:SENTENCE_END_RE",
+        "the space after a sentence's end (. ! ?)",
+        "a sentence ends at its mark followed by space; its last is what a question asks",
+        ("Done. Next?", "Really! Yes"),
+        ("version 1.2 is out", "a.py b.py"),
+    ),
+    R(
+        "text_heuristics:PARAGRAPH_BREAK_RE",
+        "a blank line (spaces allowed on it)",
+        "paragraphs and markdown blocks are separated by blank lines",
+        ("one\n\ntwo", "one\n  \ntwo"),
+        ("one\ntwo",),
+    ),
+    R(
+        "text_heuristics:_SPAN_MARK_RE",
+        "the mark sentences() leaves for a hidden code span (NUL, its number, NUL)",
+        "a code span's dots are no sentence ends: it is hidden while splitting and put back after",
+        ("run \x000\x00 now", "\x0012\x00"),
+        ("run 0 now", "`a.b`"),
+    ),
+    R(
+        "text_heuristics:_WHITESPACE_RE",
+        "a run of spaces, tabs or line ends",
+        "two texts that differ only in their spacing say the same",
+        ("a  b", "a\n\tb"),
+        ("ab",),
+    ),
 )

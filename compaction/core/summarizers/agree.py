@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from compaction.core.summarizers.extractive.render import where_lines
 from compaction.core.summary_markdown import insert_into_section
+from compaction.core.vocabulary import names_key
 from compaction.core.work.state import WorkState
 
 _HEADING_RE = re.compile(r"^(#{2,3})\s+(.+?)\s*$")
@@ -41,17 +42,13 @@ def _section_of_lines(summary: str) -> list[tuple[str, str]]:
     return out
 
 
-def _names(line: str, key: str) -> bool:
-    return bool(re.search(rf"(?<![\w.-]){re.escape(key)}(?![\w-]|\.\d)", line))
-
-
 def _drop_stale(summary: str, state: WorkState, repairs: list[str]) -> str:
     closed = [t.key for t in state.tasks.tasks.values() if t.status == "closed" and t.source != "todo"]
     if not closed:
         return summary
     kept = []
     for section, line in _section_of_lines(summary):
-        stale = next((k for k in closed if _names(line, k)), None) if section.startswith(_OPEN_SECTIONS) else None
+        stale = next((k for k in closed if names_key(line, k)), None) if section.startswith(_OPEN_SECTIONS) else None
         if (
             stale
             and line.lstrip().startswith(("-", "*", "1", "2", "3", "4", "5", "6", "7", "8", "9"))

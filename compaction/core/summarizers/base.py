@@ -85,6 +85,10 @@ class Summarizer(Protocol):
 _FENCE_RE = re.compile(r"^```(markdown|md)?[ \t]*\n(.*)\n```\s*$", re.DOTALL)
 _FENCE_LINE_RE = re.compile(r"^[ \t]*```", re.MULTILINE)
 _HEADING_LINE_RE = re.compile(r"^## ", re.MULTILINE)
+_CLOSING_FENCE_RE = re.compile(r"\n```\s*$")
+_SECTION_HEADING_RE = re.compile(r"^#{2,3}\s+(.+?)\s*$")
+# What an empty section holds: list markers, checkboxes, "(none)".
+_FILLER_RE = re.compile(r"[-*\s\[\]x]|\(none\)")
 # A line in the transcript's own format (numbered or not): the model went on with the conversation.
 _CONTINUATION_RE = re.compile(
     r"^\s*(#\d+\s+)?(\[(user|assistant|assistant thinking|tool call|tool result)\]|\[tool (call|result)\b|human:|<conversation>)",
@@ -114,7 +118,7 @@ def normalize_output(text: str) -> str:
         preamble, text = text[: first.start()], text[first.start() :]
         if _FENCE_LINE_RE.search(preamble):
             # "Here is the summary:\n```markdown\n## Goal…\n```": its closing fence goes too.
-            text = re.sub(r"\n```\s*$", "", text)
+            text = _CLOSING_FENCE_RE.sub("", text)
     return text.strip()
 
 
@@ -145,7 +149,7 @@ def trim_to_budget(text: str, budget: int) -> tuple[str, int]:
     section: list[str] = []
     current = ""
     for line in lines:
-        heading = re.match(r"^#{2,3}\s+(.+?)\s*$", line)
+        heading = _SECTION_HEADING_RE.match(line)
         if heading:
             current = heading.group(1).strip().lower()
         section.append(current)
@@ -189,7 +193,7 @@ def check_summary_text(
         if missing:
             return "missing required sections: " + ", ".join(missing)
     body = "\n".join(line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
-    if not re.sub(r"[-*\s\[\]x]|\(none\)", "", body):
+    if not _FILLER_RE.sub("", body):
         return "summary has headings but no content"
     tokens = count_text(text)
     if output_budget is not None and tokens > output_budget:

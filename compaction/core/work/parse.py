@@ -88,7 +88,7 @@ _HEADER_RE = re.compile(
 )
 # The description of an item `bd show` prints: up to the next all-capitals section (PARENT, DEPENDS ON…).
 _DESCRIPTION_RE = re.compile(r"\nDESCRIPTION\n(.+?)(?=\n\n+[A-Z][A-Z ]{3,}\n|\Z)", re.S)
-MAX_NOTE_CHARS = 2_400
+MAX_NOTE_CHARS = 4_000
 # A row of a listing: `bd list` ("○ proj-gqc.7 [● P2] [task] - Title (blocked by: …)"), children
 # under `bd show` ("↳ ✓ proj-fum.1: Title ● P2"), `bd ready` ("3. [● P2] [task] proj-fum.2: Title").
 _ROW_RE = re.compile(
@@ -97,6 +97,8 @@ _ROW_RE = re.compile(
 _READY_RE = re.compile(r"^\s*\d+\.\s+(?:\[[^\]]*\]\s+)+([A-Za-z][\w-]*-[\w.]+):\s+(.+?)\s*$", re.M)
 _ROW_STATUS = {"○": "open", "◐": "in_progress", "●": "blocked", "✓": "closed", "✔": "closed"}
 _BLOCKED_BY_RE = re.compile(r"\(blocked by:\s*([^)]*?)(?:,\s*blocks:[^)]*)?\)")
+# What a tracker prints after a task's title: a parenthesis, or bd's priority ("● P2").
+_TITLE_TAIL_RE = re.compile(r"\s*(?:\([^)]*\)|●\s*P\d)\s*$")
 # A file a description lists as one to create ("- `test/x_test.exs` (new)").
 _NEW_FILE_RE = re.compile(r"(?im)^\s*[-*]\s+`?([\w./-]+\.\w+)`?\s*\((?:new|create|created|to create|add|added)\)")
 _MODIFY_FILE_RE = re.compile(r"(?im)^\s*[-*]\s+`?([\w./-]+\.\w+)`?\s*\((?:modify|modified|change|edit|update)\)")
@@ -146,7 +148,7 @@ def tracker_items(output: str) -> list[TrackerItem]:
     for match in _ROW_RE.finditer(head):
         rest = match.group(3)
         blocked = _BLOCKED_BY_RE.search(rest)
-        title = one_line(re.sub(r"\s*(?:\([^)]*\)|●\s*P\d)\s*$", "", _BLOCKED_BY_RE.sub("", rest)).strip(), 100)
+        title = one_line(_TITLE_TAIL_RE.sub("", _BLOCKED_BY_RE.sub("", rest)).strip(), 100)
         by = [b.strip() for b in blocked.group(1).split(",") if b.strip()] if blocked else None
         items.append(TrackerItem(match.group(2), title, _ROW_STATUS[match.group(1)], blocked_by=by, listed=True))
     for match in _READY_RE.finditer(head):
@@ -162,6 +164,10 @@ _STATUS_HEADER_RE = re.compile(
 _STATUS_ENTRY_RE = re.compile(r"^\s+(?:(modified|new file|deleted|renamed|typechange|both modified):\s+)?(\S.*?)\s*$")
 _SHORT_STATUS_RE = re.compile(r"^([ MADRCU?!]{2}) (\S.*?)\s*$")
 _DIFF_STAT_RE = re.compile(r"^\s*(\S[^|]*?)\s+\|\s+(?:\d+|Bin\b)")
+_STAT_TOTAL_RE = re.compile(r"^\d+ files? changed")  # the stat's last line, not a file's
+# `git status` options that print the short format (-s, -sb, --short, --porcelain[=v2]).
+_SHORT_STATUS_FLAG_RE = re.compile(r"(?:^|\s)(?:-\w*s\w*|--short|--porcelain\S*)\b")
+_STAGED_FLAG_RE = re.compile(r"--(?:cached|staged)\b")  # `git diff` of the index
 _SECTION_STATE = {
     "Untracked files": "untracked",
     "Changes to be committed": "staged",
@@ -196,9 +202,9 @@ def git_tree(command: str, output: str, resolve: Callable[[str, bool], str]) -> 
     stat = bool(diff and "--stat" in diff.group(1))
     if not status and not stat:
         return None
-    short = bool(status and re.search(r"(?:^|\s)(?:-\w*s\w*|--short|--porcelain\S*)\b", status.group(1)))
+    short = bool(status and _SHORT_STATUS_FLAG_RE.search(status.group(1)))
     porcelain = bool(status and "--porcelain" in status.group(1))
-    staged = bool(diff and re.search(r"--(?:cached|staged)\b", diff.group(1)))
+    staged = bool(diff and _STAGED_FLAG_RE.search(diff.group(1)))
     entries: dict[str, str] = {}
     section = ""
     for line in strip_ansi(output[:MAX_OUTPUT_SCAN]).splitlines():
@@ -220,7 +226,7 @@ def git_tree(command: str, output: str, resolve: Callable[[str, bool], str]) -> 
             entries[resolve(shown, porcelain)] = _short_state(short_entry.group(1))
             continue
         stat_entry = _DIFF_STAT_RE.match(line) if stat and not status else None
-        if stat_entry and not re.match(r"^\d+ files? changed", line.strip()):
+        if stat_entry and not _STAT_TOTAL_RE.match(line.strip()):
             entries[resolve(stat_entry.group(1), True)] = "staged" if staged else "modified"
     return entries
 
@@ -235,6 +241,7 @@ DEFINES_RE = re.compile(
     r"create table|CREATE TABLE)\s+([\w.:]+)",
     re.M,
 )
+_DO_END_RE = re.compile(r"\s+do$")  # the `do` that opens an Elixir or Ruby definition's body
 _EDITOR_BODY_RE = re.compile(r"^edit\s+(\d+:\d+)\s*\n(.*?)\n?end_of_edit\s*$", re.S)
 _NEW_KEYS = ("new_string", "newText", "new_str", "replace", "new_text")
 _COMMENT_ONLY_RE = re.compile(r"^(?:#|//|/\*|\*|--|<!--)|^[\])}>;,]+$")
@@ -280,6 +287,11 @@ def _replacements(args: dict[str, Any]) -> list[tuple[str, str]]:
     return pairs
 
 
+# How a change told by some of its new lines (no definition, too long to quote) begins: the
+# agent's own words say more of such a change, where it gave any.
+EXCERPT_LEAD = "its new lines include"
+
+
 def edit_change(name: str, args: Any) -> Change:
     """What an edit or write call changed: a whole file's size and definitions, or the lines
     and names a replacement added."""
@@ -312,14 +324,14 @@ def edit_change(name: str, args: Any) -> Change:
     if definitions:
         # What a reader wants of an edit that adds code: the definitions, as written.
         more = f" and {len(definitions) - 1} more definitions" if len(definitions) > 1 else ""
-        head = re.sub(r"\s+do$", "", definitions[0].rstrip("{ "))
+        head = _DO_END_RE.sub("", definitions[0].rstrip("{ "))
         return Change(f"adds `{one_line(head, 100).replace('`', chr(39))}`{more} ({count})", names)
     if len(" ".join(added)) <= 90:
         return Change("adds `" + one_line(" ".join(added), 90).replace("`", "'") + "`", names)
     # The code itself says what an edit built: some of its new lines with substance.
     shown = [line for line in added if len(line) >= 12 and not _COMMENT_ONLY_RE.match(line)][:2]
     excerpt = " … ".join(f"`{one_line(line, 90).replace('`', chr(39))}`" for line in shown)
-    return Change(f"its new lines include {excerpt} ({count})" if excerpt else count, names)
+    return Change(f"{EXCERPT_LEAD} {excerpt} ({count})" if excerpt else count, names)
 
 
 def _line_count(pairs: list[tuple[str, str]]) -> str:
@@ -341,6 +353,7 @@ _TRAILER_RE = re.compile(
     r"(?i)^\s*(?:[\w-]+-by:|🤖|generated with\b|\[?claude code\]?\(|change-id:|refs?:\s*#?\d+\s*$)"
 )
 MAX_COMMIT_BODY_CHARS = 700
+_BULLET_MARK_RE = re.compile(r"^[-*•]\s+")  # a commit body's list item
 
 
 _CLOSE_REASON_RE = re.compile(
@@ -372,8 +385,8 @@ def commit_body(command: str) -> str:
         text = line.strip()
         if not text or text == "-" or _TRAILER_RE.match(text):
             continue
-        if re.match(r"^[-*•]\s+", text) or not parts:
-            parts.append(re.sub(r"^[-*•]\s+", "", text))
+        if _BULLET_MARK_RE.match(text) or not parts:
+            parts.append(_BULLET_MARK_RE.sub("", text))
         elif parts[-1].endswith((".", ":")) and text[:1].isupper():
             parts.append(text)
         else:
@@ -402,13 +415,17 @@ def todos_of(args: Any) -> list[tuple[str, str]] | None:
     return todos
 
 
+_EMPHASIS_RE = re.compile(r"\*\*|__")  # markdown bold
+_HEADING_MARK_RE = re.compile(r"^#+\s*")
+# A plan's step: a numbered or bulleted line with words after its marker.
+_PLAN_POINT_RE = re.compile(r"^(\d+[.)]|[-*])\s+(?=\S)")
+
+
 def plan_of(text: str) -> tuple[str, list[str]]:
     """(title, lines that state choices or steps) of a plan the agent proposed."""
-    lines = [re.sub(r"\*\*|__", "", line).strip() for line in text.splitlines() if line.strip()]
-    title = next((re.sub(r"^#+\s*", "", line) for line in lines if line.startswith("#")), lines[0] if lines else "")
+    lines = [_EMPHASIS_RE.sub("", line).strip() for line in text.splitlines() if line.strip()]
+    title = next((_HEADING_MARK_RE.sub("", line) for line in lines if line.startswith("#")), lines[0] if lines else "")
     points = [
-        one_line(re.sub(r"^(\d+[.)]|[-*])\s+", "", line), 200)
-        for line in lines
-        if re.match(r"^(\d+[.)]|[-*])\s+\S", line) and len(line) > 12
+        one_line(_PLAN_POINT_RE.sub("", line), 200) for line in lines if _PLAN_POINT_RE.match(line) and len(line) > 12
     ]
     return one_line(title, 160), points

@@ -95,7 +95,9 @@ CASES = [
         epic(),
         in_progress,
         [
-            'Its description (#14): "Close every open annotation in one action. Output files: - `lib/review_live.ex` (modify) - `test/review_live_test.exs` (modify) Definition of Done: - The button closes every open annotation. - LiveView tests cover N>0 and N=0."',
+            "Its description (#14):\n  Close every open annotation in one action.\n  Output files:\n  - `lib/review_live.ex` (modify)\n"
+            "  - `test/review_live_test.exs` (modify)\n  Definition of Done:\n  - The button closes every open annotation.\n"
+            "  - LiveView tests cover N>0 and N=0.",
             'Done so far — `lib/review_live.ex`: adds `def handle_event("close", _p, socket)` (4 lines in place of 1)',
         ],
     ),
@@ -156,8 +158,8 @@ CASES = [
         ),
         decisions,
         [
-            "`m.exs` (#1) — the agent's reason: \"SQLite doesn't support ALTER COLUMN for nullability.\"",
-            'what it set out to do: "I\'ll rewrite it as a table copy."',
+            "`m.exs` (#1): \"I'll rewrite it as a table copy.\" — the agent's reason:",
+            '"SQLite doesn\'t support ALTER COLUMN for nullability."',
         ],
     ),
     (

@@ -21,7 +21,7 @@ from compaction.core.work import WorkState, fold
 
 # The body's share of the characters a served summary may take (chain.MAX_SUMMARY_CHARS): the
 # chain fits the file tags into what is left.
-MAX_BODY_CHARS = 10_000
+MAX_BODY_CHARS = 10_400
 
 
 def handoff(

@@ -8,11 +8,11 @@ section with nothing to say is left out rather than filled with "(none)". Messag
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.standing import (
     REQUEST_CHARS,
+    block_of,
     check_said,
     clipped,
     code,
@@ -21,14 +21,15 @@ from compaction.core.summarizers.extractive.standing import (
     quoted,
     report_text,
     stated_checks,
+    steps_since_request,
     task_spec,
     where_things_stand,
     words_of,
 )
 from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, TINY, View
 from compaction.core.text_heuristics import instruction_quote
-from compaction.core.vocabulary import SHELL_UTILITIES, is_probe
-from compaction.core.work.parse import one_line
+from compaction.core.vocabulary import SHELL_UTILITIES, is_probe, names_key
+from compaction.core.work.parse import EXCERPT_LEAD, one_line
 from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person, Task, WorkState
 
 Lines = list[str]
@@ -104,7 +105,7 @@ def _commit_line(v: View, commit: Commit, *, brief: bool) -> str:
     closed = [t for t in tasks if t.status == "closed"]
     # Which task a commit belongs to is said only as the evidence shows it: its message names
     # the task, or the task was closed between the previous commit and this one (no more).
-    named = [t for t in closed if _names_task(commit, t.key)]
+    named = [t for t in closed if names_key(f"{commit.subject}\n{commit.body}", t.key)]
     before = [t for t in closed if t not in named and t.closed and t.closed <= commit.seq]
     if named:
         head += f"; its message names {listing([v.task_name(t, limit=70) for t in named], 4)}"
@@ -122,10 +123,6 @@ def _commit_line(v: View, commit: Commit, *, brief: bool) -> str:
     if commit.checks:
         head += "; checks before it: " + listing(commit.checks[-2:])
     return head
-
-
-def _names_task(commit: Commit, key: str) -> bool:
-    return bool(re.search(rf"(?<![\w.-]){re.escape(key)}(?![\w-]|\.\d)", f"{commit.subject}\n{commit.body}"))
 
 
 def _request_line(v: View, person: Person) -> str:
@@ -182,40 +179,16 @@ def _task_work(v: View, task: Task) -> str:
         if rec.last < since or not rec.edits:
             continue
         said = {q.seq: f"the agent: {quoted(q.text, 120)}" for q in rec.purposes if q.seq >= since}
-        done = {q.seq: q.text for q in rec.changes if q.seq >= since and ("`" in q.text or q.seq not in said)}
-        # What the code says first; the agent's words where its code says little.
+        done = {
+            q.seq: q.text
+            for q in rec.changes
+            if q.seq >= since and (q.seq not in said or ("`" in q.text and not q.text.startswith(EXCERPT_LEAD)))
+        }
+        # What the code says first (a definition, a short line); the agent's words where its code
+        # says little or only shows some of its lines.
         what = [done.get(seq) or said[seq] for seq in sorted(set(said) | set(done))][-4:]
         told.append(v.path(rec.path) + (f": {'; '.join(what)}" if what else ""))
     return ("Done so far — " + " · ".join(told[-6:])) if told else ""
-
-
-def _steps_since_request(v: View) -> str:
-    turn = v.state.turn
-    steps = turn.steps
-    if not steps:
-        return ""
-    edits = list(dict.fromkeys(s.what.split(" ", 1)[1] for s in steps if s.kind == "edit" and s.ok and " " in s.what))
-    runs = [s for s in steps if s.kind in ("check", "run") and s.ok is not None]
-    said = []
-    if edits:
-        said.append("edited " + listing([v.path(p) for p in edits], 4))
-    if runs:
-        last = runs[-1]
-        if last.kind == "run" and last.ok:
-            # A command that is no check: it ran; what it printed says how, not "passed".
-            printed = (
-                f", which printed {code(last.detail.removeprefix('printed: '), 200)}"
-                if last.detail.startswith("printed: ")
-                else ""
-            )
-            said.append(f"last ran {last.what} ({v.cite(last.seq)}){printed}")
-        else:
-            said.append(
-                f"last ran {last.what} ({'passed' if last.ok else 'failed'}{': ' + last.detail if last.detail else ''}, {v.cite(last.seq)})"
-            )
-    if not said:
-        return ""
-    return "Since the request: " + "; ".join(said)
 
 
 def in_progress(v: View) -> Lines:
@@ -234,7 +207,9 @@ def in_progress(v: View) -> Lines:
         intro, done = task_spec(task.note)
         if task.note and v.level <= COMPACT:
             # The task in its own words, whole within the budget: its remaining items are in it.
-            line += f". Its description ({v.cite(task.note_seq)}): {words_of(task.note, v.chars(TASK_CHARS), task.note_seq)}"
+            line += (
+                f". Its description ({v.cite(task.note_seq)}):{block_of(task.note, v.chars(TASK_CHARS), task.note_seq)}"
+            )
         else:
             if intro and v.level <= TERSE:
                 line += f". The task: {clipped(intro, v.chars(400)).rstrip('.')}"
@@ -251,7 +226,7 @@ def in_progress(v: View) -> Lines:
     for rec in v.dirty if not v.focus else []:
         if rec.path not in told:
             out.append(f"Uncommitted: {_file_line(v, rec, brief=v.level >= TERSE)}")
-    steps = _steps_since_request(v) if not v.current else ""
+    steps = steps_since_request(v) if not v.current else ""
     if steps and not turn.ended and turn.submitted is None:  # handed in: nothing is in progress
         out.append(steps)
     return _bullets(out)
@@ -287,10 +262,14 @@ def decisions(v: View) -> Lines:
             out.append(f"Plan approved by the person ({v.cite(d.seq)}): {quoted(d.choice, 140)}{points}")
             continue
         about = f"{v.path(d.about)} ({v.cite(d.seq)})" if d.about else v.cite(d.seq)
-        plan = f"; what it set out to do: {quoted(d.choice, 200)}" if d.choice else ""
-        if v.focus and "decisions" not in v.focus.kinds and not v.focus.names(d.reason, d.choice, d.about):
-            plan = ""
-        out.append(f"{about} — the agent's reason: {quoted(d.reason, 300)}{plan}")
+        # The choice first, then why: the shape of a decision as an engineer states it.
+        chose = d.choice and not (
+            v.focus and "decisions" not in v.focus.kinds and not v.focus.names(d.reason, d.choice, d.about)
+        )
+        if chose:
+            out.append(f"{about}: {quoted(d.choice, 200)} — the agent's reason: {quoted(d.reason, 300)}")
+        else:
+            out.append(f"{about} — the agent's reason: {quoted(d.reason, 300)}")
     # What failures taught (the agent's reading, what it changed) is under Errors and Fixes.
     return _bullets(out)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from compaction.core.summarizers.extractive.view import COMPACT, TERSE, View
+from compaction.core.text_heuristics import PARAGRAPH_BREAK_RE, SENTENCE_END_RE
 from compaction.core.work.parse import one_line
 from compaction.core.work.state import Check, Commit, FileRecord, Person, Step, Streak, Task
 
@@ -78,6 +79,25 @@ def words_of(text: str, limit: int, seq: int) -> str:
     shown = clipped(flat, limit).removesuffix("…").removesuffix(" …").rstrip()
     left = len(flat) - len(shown)
     return '"' + shown.replace('"', "'") + f' […]" ({left:,} more characters in #{seq})'
+
+
+def block_of(text: str, limit: int, seq: int) -> str:
+    """Someone's words whole up to `limit`, their lines kept (a description's list reads as a
+    list), indented under the bullet that introduces them; cut at a line, with how much was left
+    out and where it is stored."""
+    lines = [line.rstrip() for line in str(text).strip().splitlines() if line.strip()]
+    shown: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) > limit:
+            break
+        shown.append(line)
+        used += len(line) + 1
+    left = sum(len(line) + 1 for line in lines[len(shown) :])
+    if not shown:
+        return "\n  " + words_of(text, limit, seq)
+    more = f"\n  […] ({left:,} more characters in #{seq})" if left else ""
+    return "".join(f"\n  {line}" for line in shown) + more
 
 
 def listing(items: list[str], limit: int = MAX_LISTED) -> str:
@@ -328,6 +348,36 @@ def blocker_said(v: View, streak: Streak) -> str:
     return said
 
 
+def steps_since_request(v: View) -> str:
+    """What the turn of the latest request has done: the files it edited, the last run and how it went."""
+    turn = v.state.turn
+    steps = turn.steps
+    if not steps:
+        return ""
+    edits = list(dict.fromkeys(s.what.split(" ", 1)[1] for s in steps if s.kind == "edit" and s.ok and " " in s.what))
+    runs = [s for s in steps if s.kind in ("check", "run") and s.ok is not None]
+    said = []
+    if edits:
+        said.append("edited " + listing([v.path(p) for p in edits], 4))
+    if runs:
+        last = runs[-1]
+        if last.kind == "run" and last.ok:
+            # A command that is no check: it ran; what it printed says how, not "passed".
+            printed = (
+                f", which printed {code(last.detail.removeprefix('printed: '), 200)}"
+                if last.detail.startswith("printed: ")
+                else ""
+            )
+            said.append(f"last ran {last.what} ({v.cite(last.seq)}){printed}")
+        else:
+            said.append(
+                f"last ran {last.what} ({'passed' if last.ok else 'failed'}{': ' + last.detail if last.detail else ''}, {v.cite(last.seq)})"
+            )
+    if not said:
+        return ""
+    return "Since the request: " + "; ".join(said)
+
+
 def _failure_sentence(v: View) -> list[str]:
     out = [f"Blocked: {blocker_said(v, s)}." for s in v.blockers]
     for check in [c for c in v.failing if not v.blocks(c)]:
@@ -429,7 +479,7 @@ def _gist(text: str, limit: int) -> str:
     """The agent's words as a quote within `limit`: their beginning and, when they end on a
     question (what a reply answers: its last line, ending in "?"), that question whole."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    question = re.split(r"(?<=[.!?])\s+", lines[-1])[-1] if lines and lines[-1].endswith("?") else ""
+    question = SENTENCE_END_RE.split(lines[-1])[-1] if lines and lines[-1].endswith("?") else ""
     flat = " ".join(text.split())
     if len(flat) <= limit or not question or len(question) > limit // 2 or len(lines) == 1:
         return quoted(flat, limit)
@@ -467,31 +517,20 @@ def where_things_stand(v: View) -> list[str]:
 _SPEC_DONE_RE = re.compile(r"(?im)^\s*(?:#+\s*)?(definition of done|acceptance criteria|done when|acceptance)\s*:?\s*$")
 _BULLET_RE = re.compile(r"(?m)^\s*(?:[-*]|\d+[.)])\s+(.+?)\s*$")
 _IGNORED_RE = re.compile(r"ignored by one of your \.gitignore files:?\s*(\S+)")
-
-
-_SPEC_RULES_RE = re.compile(
-    r"(?im)^\s*(?:#+\s*)?((?:edge cases?|constraints?|architecture constraints?|requirements?|must|do not)[^\n:]*)\s*:?\s*$"
-)
-
-
-def task_rules(note: str) -> list[str]:
-    """The items of a task description's edge-case and constraint sections."""
-    out = []
-    for heading in _SPEC_RULES_RE.finditer(note):
-        block = re.split(r"\n\s*\n", note[heading.end() :].strip(), maxsplit=1)[0]
-        out += [one_line(item, 140).rstrip(".") for item in _BULLET_RE.findall(block)][:4]
-    return out[:6]
+_HEADING_LINES_RE = re.compile(r"(?m)^\s*#+\s+[^\n]*\n?")  # a markdown heading's whole line
+_ASKS_TESTS_RE = re.compile(r"(?i)\btests?\b")  # a definition of done's item that asks for tests
+_TEST_FILE_RE = re.compile(r"(?i)test")  # in a file's name: a test file (test_a.py, a_test.go, a.test.ts)
 
 
 def task_spec(note: str) -> tuple[str, list[str]]:
     """(the first paragraph, the items of its definition of done) of a task's description."""
-    prose = re.sub(r"(?m)^\s*#+\s+[^\n]*\n?", "", note).strip()  # markdown headings are no sentences
-    paragraphs = [p for p in re.split(r"\n\s*\n", prose) if p.strip()]
+    prose = _HEADING_LINES_RE.sub("", note).strip()  # markdown headings are no sentences
+    paragraphs = [p for p in PARAGRAPH_BREAK_RE.split(prose) if p.strip()]
     intro = one_line(paragraphs[0], 400) if paragraphs else ""
     heading = _SPEC_DONE_RE.search(note)
     if heading is None:
         return intro, []
-    block = re.split(r"\n\s*\n", note[heading.end() :].strip(), maxsplit=1)[0]
+    block = PARAGRAPH_BREAK_RE.split(note[heading.end() :].strip(), maxsplit=1)[0]
     return intro, [one_line(item, 160).rstrip(".") for item in _BULLET_RE.findall(block)][:6]
 
 
@@ -507,9 +546,9 @@ def _to_do(v: View, task: Task) -> list[str]:
         steps.append("create " + listing([code(m, 80) for m in missing], 3) + " (the task lists them as new)")
     untouched = [t for t in task.touches if not any(p.endswith(t) for p in touched)]
     intro, done = task_spec(task.note)
-    asks = [d for d in done if re.search(r"(?i)\btests?\b", d)]
-    if asks and not any(re.search(r"(?i)test", p.rsplit("/", 1)[-1]) for p in touched):
-        where = [t for t in untouched if re.search(r"(?i)test", t.rsplit("/", 1)[-1])]
+    asks = [d for d in done if _ASKS_TESTS_RE.search(d)]
+    if asks and not any(_TEST_FILE_RE.search(p.rsplit("/", 1)[-1]) for p in touched):
+        where = [t for t in untouched if _TEST_FILE_RE.search(t.rsplit("/", 1)[-1])]
         untouched = [t for t in untouched if t not in where]
         into = f" in {listing([code(t, 80) for t in where], 2)}" if where else ""
         steps.append(f"write the tests it asks for{into} ({quoted(asks[0], 140)})")
@@ -576,6 +615,34 @@ def _owed_by_request(v: View) -> list[str]:
     return owed
 
 
+def whole_sentences(text: str, limit: int) -> str:
+    """`text` on one line within `limit`, ending at a sentence's end (never mid-sentence): the
+    sentences that fit, else its first sentence cut at a word."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return flat
+    ends = [m.end() for m in _SENTENCE_END_RE.finditer(flat[:limit])]
+    return flat[: ends[-1]] if ends else one_line(flat, limit)
+
+
+def _task_brief(v: View, task: Task) -> str:
+    """A task not started yet, in its description's own words: its first paragraph in whole
+    sentences, the files it lists as new and to change, its definition of done, and the message
+    holding the whole description."""
+    if not task.note or v.level > TERSE:
+        return ""
+    intro, done = task_spec(task.note)
+    parts = [whole_sentences(intro, v.chars(500))] if intro else []
+    if task.outputs:
+        parts.append("new files it lists: " + listing([code(p, 80) for p in task.outputs], 8))
+    if task.touches:
+        parts.append("files it lists to change: " + listing([code(p, 80) for p in task.touches], 8))
+    if done:
+        parts.append("done when: " + "; ".join(done))
+    whole = f" (its whole description: {v.cite(task.note_seq)})" if task.note_seq else ""
+    return ": " + ". ".join(p[0].upper() + p[1:].rstrip(".") for p in parts) + "." + whole if parts else ""
+
+
 def next_steps(v: View) -> list[str]:
     out: list[str] = []
     turn = v.state.turn
@@ -609,6 +676,7 @@ def next_steps(v: View) -> list[str]:
             out.append(
                 f"Open in the tracker, none started in this history (not asked to be implemented so far): {listing(names, 6)}."
             )
+    briefed = False
     for task in [t for t in v.open_tasks if working or t.source == "todo"][:4]:
         if task.key in v.parents:
             continue  # an epic is closed when its children are, by whoever closes them
@@ -618,8 +686,13 @@ def next_steps(v: View) -> list[str]:
             if b in v.state.tasks.tasks and v.state.tasks.tasks[b].status != "closed" and b not in v.parents
         ]
         after = f" (after {listing([code(b) for b in blocked], 3)})" if blocked else ""
-        intro, _done = task_spec(task.note)
-        about = f": {clipped(intro, v.chars(300))}" if intro else ""
+        # The next task in its own words: what it asks, the files it names, when it is done (a
+        # description cut mid-sentence loses its remaining items); the tasks after it by intro.
+        about = _task_brief(v, task) if not briefed and task.source != "todo" else ""
+        briefed = briefed or bool(about)
+        if not about:
+            intro, _done = task_spec(task.note)
+            about = f": {clipped(intro, v.chars(300))}" if intro else ""
         lead = "Then" if out else "Next open in the tracker:"  # not "Then" after nothing
         out.append(f"{lead} {v.task_name(task, limit=80)}{after}{about}")
     if v.state.people.handover and turn.submitted is None:

@@ -23,6 +23,19 @@ REASON_RE = re.compile(
     r"(?:will|would) (?:fail|break)|fails? (?:on|with|when)|(?:nesting|nested|function|complexity) (?:is )?too (?:deep|long|complex|high)|"
     r"backward[- ]compat\w*|trade-?off|otherwise|which (?:means|requires|breaks)|is (?:safer|simpler|faster|cleaner))\b"
 )
+# A constraint the agent found in the code before choosing how to go on: what something lacks
+# or cannot do ("the root layout doesn't render flash messages", "the config is missing the
+# key", "too many conditionals in one function"). Right after a failure such a sentence is the
+# agent's diagnosis of it (under Errors and Fixes, borne out or not), no decision.
+CONSTRAINT_RE = re.compile(
+    r"(?i)\b(?:(?:does|do|is|are|has|have) ?n[o']t|never) (?:render|exist|include|contain|provide|expose|define|"
+    r"register|configure|load|return|call|handle|show|print|emit)s?\b|"
+    r"\bthere(?:'s| is| are) no\b|\b(?:has|have) no\b|\b(?:is|are) (?:missing|not configured)\b|\blacks?\b|"
+    r"\btoo many \w+"
+)
+# A sentence about an error or a failure: what the agent found wrong is its diagnosis of it (under
+# Errors and Fixes), not a constraint it chose around.
+DIAGNOSIS_RE = re.compile(r"(?i)\b(?:errors?|bugs?|fail(?:s|ed|ing|ure)?|exceptions?|traceback|crash(?:es|ed)?)\b")
 ACTION_RE = re.compile(
     r"(?i)^(?:(?:now|next|then|ok|so|first|finally|instead)[,.]?\s+)*(?:i'?ll|i will|let me|let's|we'?ll|i need to|i'm going to)?\s*"
     r"(add|update|replace|create|remove|fix|extract|rewrite|write|implement|change|rename|move|wire|register|refactor|"
@@ -30,14 +43,25 @@ ACTION_RE = re.compile(
 )
 # A reason that is the state of the agent's own work, not why it chose something.
 FILLER_RE = re.compile(
-    r"(?i)\b(?:i|we) (?:haven'?t|have not|still need to|didn'?t)\b|\bnot (?:\w+ )?yet\b|\byet because\b"
+    r"(?i)\b(?:i|we) (?:haven'?t|have not|still need to|didn'?t)\b|\bnot (?:\w+ )?yet\b|n't (?:\w+ )?yet\b|\byet because\b"
 )
 _APPROVED_RE = re.compile(r"(?i)\b(approved|approve)\b")
 
 
-def _reason_and_choice(text: str) -> tuple[str, str]:
+def _reason_and_choice(text: str, *, constraints: bool = False) -> tuple[str, str]:
     said = [s for s in sentences(text) if 12 <= len(s) <= 400]
-    reason = next((s for s in said if REASON_RE.search(s) and not s.rstrip().endswith("?")), "")
+    found = (REASON_RE, CONSTRAINT_RE) if constraints else (REASON_RE,)
+    reason = next(
+        (
+            s
+            for pattern in found
+            for s in said
+            if pattern.search(s)
+            and not s.rstrip().endswith("?")
+            and (pattern is REASON_RE or not DIAGNOSIS_RE.search(s))
+        ),
+        "",
+    ).lstrip("> ")
     if not reason:
         return "", ""
     choice = next((s for s in said if ACTION_RE.search(s) and s != reason), "")
@@ -61,14 +85,17 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     changes = call.kind == "edit" or (call.kind == "shell" and not outcome.probe and not outcome.check)
     if not changes or not outcome.ok or not call.purpose:
         return
-    reason, choice = _reason_and_choice(call.purpose)
+    # Made right after a failure (the reads and searches that looked into it aside): the reason
+    # is the agent's diagnosis of it, to be borne out.
+    failed = next(
+        (s for s in reversed(state.turn.steps) if s.seq < call.seq and s.kind not in ("read", "search")), None
+    )
+    reason, choice = _reason_and_choice(call.purpose, constraints=not (failed is not None and failed.ok is False))
     if not reason or any(d.reason == reason for d in state.decisions):
         return
     if FILLER_RE.search(reason):
         return  # the state of its own work ("not used yet because I haven't …"), no choice
     about = call.path or one_line(outcome.command, 80)
-    # Made right after a failure: the reason is the agent's diagnosis of it, to be borne out.
-    failed = next((s for s in reversed(state.turn.steps) if s.seq < call.seq), None)
     after = ""
     if failed is not None and failed.ok is False:
         after = next((k for k, streak in state.streaks.items() if streak.last == failed.seq), "")

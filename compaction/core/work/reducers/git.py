@@ -15,6 +15,7 @@ from compaction.core.vocabulary import (
     GIT_STASH_RE,
     GIT_STATUS_RE,
     GIT_SWITCH_RE,
+    names_key,
 )
 from compaction.core.work.events import Call
 from compaction.core.work.parse import commit_body, git_tree, one_line
@@ -24,13 +25,14 @@ from compaction.core.work.state import Commit, WorkState
 _CD_RE = re.compile(r"^\s*cd\s+(\"[^\"]+\"|'[^']+'|[^\s;&|]+)\s*(?:&&|;|$)")
 _ON_BRANCH_RE = re.compile(r"^On branch (\S+)", re.M)
 _ALL_RE = re.compile(r"\bgit\s+commit\s+(?:[^;&|\n]*\s)?-(?:a\w*|-all)\b")
+_DOT_PREFIX_RE = re.compile(r"^(?:\.\.?/)+")  # ./ and ../ before a path git printed
 
 
 def resolve(state: WorkState, shown: str, from_root: bool = False) -> str:
     """A path as git printed it (relative to the shell's directory, or to the repository root),
     as the path the file tools used for the same file, when one is known."""
     shown = shown.strip("\"'")
-    bare = re.sub(r"^(?:\.\.?/)+", "", shown)
+    bare = _DOT_PREFIX_RE.sub("", shown)
     cwd = state.git.cwd
     if not from_root and cwd and not shown.startswith("/"):
         joined = os.path.normpath(os.path.join(cwd, shown))
@@ -77,7 +79,7 @@ def _commit_tasks(state: WorkState, subject: str) -> list[str]:
     previous commit, else those in progress."""
     tasks = state.tasks.tasks
     previous = max((c.seq for c in state.git.commits), default=0)
-    named = [key for key in tasks if re.search(rf"(?<![\w.-]){re.escape(key)}(?![\w-]|\.\d)", subject)]
+    named = [key for key in tasks if names_key(subject, key)]
     closed = [key for key, task in tasks.items() if task.closed and task.closed > previous and key not in named]
     if named or closed:
         return named + closed

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from compaction.core.text_heuristics import chain_parts, error_lines_of
+from compaction.core.text_heuristics import SENTENCE_END_RE, chain_parts, error_lines_of
 from compaction.core.vocabulary import PLUMBING, TRACKER_CMD_RE
 from compaction.core.work.events import Call, Injected, Narration, Said, TurnEnded
 from compaction.core.work.parse import one_line
@@ -57,7 +57,7 @@ def announces_more(text: str) -> bool:
     last = lines[-1]
     if last.endswith(":") and not last.startswith(("|", "-", "*")):
         return True
-    sentence = re.split(r"(?<=[.!?])\s+", last)[-1]
+    sentence = SENTENCE_END_RE.split(last)[-1]
     return len(last) <= 400 and bool(ANNOUNCES_RE.match(sentence))
 
 
