@@ -28,7 +28,10 @@ from .models import Message, Session, ToolCall
 from .search_text import KIND_TOOL_RESULT, LONG_MARK, WORD_RE, Query, QueryError, parse_query, snippet_for
 from .services import overlay_kept_plan
 
-__all__ = ["HIT_STATUSES", "MAX_LIMIT", "QueryError", "SearchHit", "SearchTooCostly", "history_search"]
+__all__ = [
+    "HIT_STATUSES", "MAX_LIMIT", "QueryError", "SearchHit", "SearchResult", "SearchTooCostly", "history_search",
+    "history_search_result",
+]  # fmt: skip
 
 MAX_LIMIT = 100
 
@@ -54,34 +57,55 @@ class SearchHit:
     rank: float
 
 
+@dataclass(frozen=True)
+class SearchResult:
+    hits: list[SearchHit]
+    # True when the cost bound left messages unchecked (PostgreSQL): more messages held every word
+    # than the newest SEARCH_CANDIDATES checked, or more had them in order than the newest
+    # SEARCH_SUBSTRING_CANDIDATES read as text. Older matches may then be missing from `hits`.
+    capped: bool
+
+
 def history_search(*, user, q: str, session: Session | None = None, limit: int = 20) -> list[SearchHit]:
     """The caller's messages matching `q` (one session's, or every session not in the trash),
     best first. QueryError when `q` cannot be searched."""
+    return history_search_result(user=user, q=q, session=session, limit=limit).hits
+
+
+def history_search_result(*, user, q: str, session: Session | None = None, limit: int = 20) -> SearchResult:
+    """history_search's hits, and whether the search's cost bound left older messages unchecked."""
     query = parse_query(q)
     limit = max(1, min(limit, MAX_LIMIT))
     if connection.vendor == "postgresql":
-        sql, params = _postgres_sql(query, user=user, session=session, limit=limit)
+        sql, params, caps = _postgres_sql(query, user=user, session=session, limit=limit)
     else:
-        sql, params = _sqlite_sql(query, user=user, session=session, limit=limit)
-    ranked = _run_bounded(sql, params)
+        (sql, params), caps = _sqlite_sql(query, user=user, session=session, limit=limit), None
+    rows = _run_bounded(sql, params)
+    # PostgreSQL's statement adds, to each row, how many messages each bounded step checked (one
+    # row with no hit when nothing matched): as many as the step's bound means it was cut there.
+    capped = caps is not None and bool(rows) and any(count >= cap for count, cap in zip(rows[0][2:], caps, strict=True))
+    ranked = [(row[0], float(row[1] or 0.0)) for row in rows if row[0] is not None]
     if not ranked:
-        return []
-    rows = Message.objects.in_bulk([pk for pk, _ in ranked])
-    sessions = {session.pk: session} if session is not None else _sessions(rows.values())
+        return SearchResult(hits=[], capped=capped)
+    messages = Message.objects.in_bulk([pk for pk, _ in ranked])
+    sessions = {session.pk: session} if session is not None else _sessions(messages.values())
     hits: list[SearchHit] = []
     for pk, rank in ranked:
-        message = rows.get(pk)
+        message = messages.get(pk)
         if message is not None:
             hits.append(_hit(message, sessions[message.session_id], query, rank))
-    return _mark_pruned(hits, rows_by_seq={(m.session_id, m.seq): m for m in rows.values()}, sessions=sessions)
+    return SearchResult(
+        hits=_mark_pruned(hits, rows_by_seq={(m.session_id, m.seq): m for m in messages.values()}, sessions=sessions),
+        capped=capped,
+    )
 
 
 class SearchTooCostly(QueryError):
     """The search's statement ran past settings.SEARCH_TIMEOUT_MS and was stopped."""
 
 
-def _run_bounded(sql: str, params: list[Any]) -> list[tuple[int, float]]:
-    """(message id, rank) rows of the search statement, run with a time bound: PostgreSQL's
+def _run_bounded(sql: str, params: list[Any]) -> list[tuple]:
+    """The rows of the search statement ((message id, rank, …)), run with a time bound: PostgreSQL's
     statement_timeout for this transaction only, SQLite's progress handler. SearchTooCostly
     when the bound stops it."""
     limit_ms = settings.SEARCH_TIMEOUT_MS
@@ -100,7 +124,7 @@ def _run_bounded(sql: str, params: list[Any]) -> list[tuple[int, float]]:
             f"matches too much to search within {limit_ms:,} ms and was stopped; add a rarer word, a phrase or "
             "a longer identifier"
         ) from None
-    return [(row[0], float(row[1] or 0.0)) for row in rows]
+    return list(rows)
 
 
 def _sqlite_bounded(cursor, sql: str, params: list[Any], limit_ms: int) -> list[tuple]:
@@ -221,7 +245,7 @@ def _in_order(parts: list[str], *, last_is_prefix: bool) -> tuple[str, str]:
     return " <-> ".join(lexemes), " & ".join([*lexemes, LONG_LEXEME])
 
 
-def _postgres_sql(query: Query, *, user, session: Session | None, limit: int) -> tuple[str, list[Any]]:
+def _postgres_sql(query: Query, *, user, session: Session | None, limit: int) -> tuple[str, list[Any], tuple[int, int]]:
     """Through the tsvector's GIN index: a word is the start of a word; a phrase is its words in
     a row; an identifier its words in a row (the last one as a start), then an exact substring
     of the message's text. The vector counts positions up to 16,383, so in a message long enough
@@ -265,12 +289,17 @@ def _postgres_sql(query: Query, *, user, session: Session | None, limit: int) ->
         f"WHERE {where} AND m.search_vector @@ %s::tsquery ORDER BY m.id DESC LIMIT %s), "
         "in_order AS MATERIALIZED ("
         "SELECT c.id, c.search_vector, c.content FROM candidates c WHERE c.search_vector @@ %s::tsquery "
-        "ORDER BY c.id DESC LIMIT %s) "
-        "SELECT m.id, ts_rank(m.search_vector, %s::tsquery) AS rank FROM in_order m "
-        f"WHERE {' AND '.join(conditions) or 'TRUE'} ORDER BY rank DESC, m.id DESC LIMIT %s"
+        "ORDER BY c.id DESC LIMIT %s), "
+        "hits AS (SELECT m.id, ts_rank(m.search_vector, %s::tsquery) AS rank FROM in_order m "
+        f"WHERE {' AND '.join(conditions) or 'TRUE'} ORDER BY rank DESC, m.id DESC LIMIT %s) "
+        # How many each bounded step kept (SearchResult.capped), on every row, and on one row of
+        # its own when nothing matched.
+        "SELECT h.id, h.rank, (SELECT count(*) FROM candidates), (SELECT count(*) FROM in_order) "
+        "FROM (SELECT 1) AS one LEFT JOIN hits h ON TRUE ORDER BY h.rank DESC NULLS LAST, h.id DESC"
     )
     loose = " & ".join(dict.fromkeys(every_word))
-    return sql, [*scope_params, loose, settings.SEARCH_CANDIDATES, tsquery, checked, tsquery, *params, limit]
+    params = [*scope_params, loose, settings.SEARCH_CANDIDATES, tsquery, checked, tsquery, *params, limit]
+    return sql, params, (settings.SEARCH_CANDIDATES, checked)
 
 
 def _fts5_string(term: str) -> str:

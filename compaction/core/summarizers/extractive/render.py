@@ -15,6 +15,7 @@ from compaction.core.summarizers.extractive.rules_said import constraints, verdi
 from compaction.core.summarizers.extractive.standing import (
     REQUEST_CHARS,
     block_of,
+    built_by,
     check_said,
     clipped,
     code,
@@ -101,6 +102,9 @@ def _commit_line(v: View, commit: Commit, *, brief: bool) -> str:
     told = commit.body or next((t.reason for t in closed if t.reason), "")
     if told:
         head += f"; {'its message' if commit.body else 'the closing note'}: {quoted(told, v.chars(450))}"
+    built = built_by(v, commit)
+    if built and v.level <= COMPACT:
+        head += f"; definitions its changes add: {listing(built, 4)}"
     files = [v.path(p) for p in commit.files]
     if files and not commit.body:  # its message says what it did; Files says which files it holds
         head += f"; files: {listing(files, 5)}"

@@ -376,6 +376,27 @@ def _commit_sentence(v: View) -> list[str]:
     return [said + "."]
 
 
+def built_by(v: View, commit: Commit) -> list[str]:
+    """What a commit's changes defined, from the code itself, a file at a time: what the files
+    written whole define, the definitions edits added (not their sizes: the commit holds them)."""
+    before = max((c.seq for c in v.state.git.commits if c.seq < commit.seq), default=0)
+    out = []
+    for path in commit.files:
+        rec = v.state.files.get(path)
+        said = []
+        for q in rec.changes if rec is not None else []:
+            # A file rewritten whole defines what it held before too: only a new file's count.
+            new = "defining `" in q.text and rec is not None and rec.created
+            if before < q.seq <= commit.seq and (q.text.startswith("adds `def") or new):
+                what = q.text.partition("defining ")[2] or q.text.removeprefix("adds ")
+                said.append(what.rpartition(" (")[0] if what.endswith(")") else what)
+        if said:
+            out.append(
+                f"{v.path(path)} ({'new, ' if rec is not None and rec.created else ''}{'; '.join(dict.fromkeys(said))})"
+            )
+    return out
+
+
 def blocker_said(v: View, streak: Streak) -> str:
     """A command that keeps failing: how often, its error lines as printed (not a progress
     banner), and what was tried, so it is not tried again unchanged."""

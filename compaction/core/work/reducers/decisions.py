@@ -51,7 +51,7 @@ _APPROVED_RE = re.compile(r"(?i)\b(approved|approve)\b")
 def _reason_and_choice(text: str, *, constraints: bool = False) -> tuple[str, str]:
     said = [s for s in sentences(text) if 12 <= len(s) <= 400]
     found = (REASON_RE, CONSTRAINT_RE) if constraints else (REASON_RE,)
-    reason = next(
+    raw = next(
         (
             s
             for pattern in found
@@ -61,10 +61,15 @@ def _reason_and_choice(text: str, *, constraints: bool = False) -> tuple[str, st
             and (pattern is REASON_RE or not DIAGNOSIS_RE.search(s))
         ),
         "",
-    ).lstrip("> ")
+    )
+    reason = raw.lstrip("> ")
     if not reason:
         return "", ""
-    choice = next((s for s in said if ACTION_RE.search(s) and s != reason), "")
+    # The choice is said after its reason ("X doesn't support Y. I'll rewrite it."): an action
+    # named before it is one of the options being weighed ("1. Remove it 2. Use it instead"), not
+    # necessarily the one taken.
+    after = said[said.index(raw) + 1 :]
+    choice = next((s for s in after if ACTION_RE.search(s)), "")
     if not choice and not ACTION_RE.search(reason):
         return "", ""  # a reason for nothing the agent said it would do
     return one_line(reason, 300), one_line(choice, 200)
