@@ -361,6 +361,9 @@ def _focus_lines(missed: dict[str, list[str]], room: _Room) -> tuple[list[str], 
     return lines, len(shown)
 
 
+REPAIR_HEADING = "### Also in the history, verbatim (error lines and paths from its tool output)"
+
+
 def _error_lines(missed: list[str], room: _Room) -> list[str]:
     """At most MAX_REPAIR_ERRORS missed error lines, in their order; the newest matter most for
     continuing, so they are taken first and the cap drops the oldest."""
@@ -404,7 +407,9 @@ def repair_summary(
     if instructions:
         summary = insert_into_section(summary, "Constraints & Preferences", instructions)
     if critical:
-        summary = insert_into_section(summary, "Critical Context", critical)
+        # Under a heading of their own: appended at the section's end, they would otherwise read
+        # as items of its last subsection (an error line among the person's messages).
+        summary = insert_into_section(summary, "Critical Context", [REPAIR_HEADING, *critical])
     repairs = Repairs(
         instructions=len(instructions),
         errors=len(errors),

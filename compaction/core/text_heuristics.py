@@ -127,6 +127,14 @@ _DIRECTIVE_RE = re.compile(
 )
 
 
+def answers_a_step(text: str) -> bool:
+    """Whether the person's words answer what the agent just did ("no, keep the block as is",
+    "what's footer using? should be dimmer"): a correction or a question about it, bound to that
+    step rather than a rule for all the work."""
+    said = text.strip()
+    return bool(_SOFT_CORRECTION_RE.match(said)) or any(s.rstrip().endswith("?") for s in sentences(said))
+
+
 def is_rule_sentence(sentence: str) -> bool:
     """A sentence that states a standing rule for the work, not a question or a report of what
     the user saw."""

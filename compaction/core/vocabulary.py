@@ -229,6 +229,20 @@ READ_FAILED_RE = re.compile(
     r"enoent\b|file not found|path does not exist|the path \S+ does not exist|could not (?:read|open|find) (?:the )?file)"
 )
 
+# A search tool's or program's answer that nothing matched (Claude Code's Grep and Glob, SWE-agent's
+# find_file / search_dir, ripgrep's and grep's silence told by the harness as "(no output)").
+NO_MATCHES_RE = re.compile(
+    r"(?i)^\W*(?:no (?:matches|files|results|match) (?:found|for)\b|found 0 (?:matches|files|results)\b|"
+    r"\(no output\)\s*$|no files matched\b)"
+)
+
+
+def found_nothing(output: str) -> bool:
+    """Whether a search's output says it found nothing: empty, or the tool's own words for it."""
+    text = output.strip()
+    return not text or bool(NO_MATCHES_RE.match(text[:300]))
+
+
 # A file tool's answer that an edit was refused and the file left as it was (SWE-agent's lint
 # gate, an editor's "no replacement was performed"): a failed attempt, not an edit.
 EDIT_REFUSED_RE = re.compile(

@@ -259,7 +259,7 @@ def test_the_stored_summary_with_file_tags_fits_the_budget():
     assert len(result.read_files) == 400
     # Listed relative to the project's directory, which the summary names.
     assert "\nsrc/pkg_399/mod.py\n" in result.summary and "/repo/src/pkg_0/mod.py" in result.read_files
-    assert "Project directory `/repo`" in result.summary
+    assert "Paths in this summary are relative to `/repo`" in result.summary
 
 
 def test_normalize_output_strips_fences_and_preamble():

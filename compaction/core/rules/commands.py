@@ -262,6 +262,20 @@ RULES: tuple[R, ...] = (
         how="match",
     ),
     R(
+        "vocabulary:NO_MATCHES_RE",
+        "a search tool's own words that nothing matched, or a harness's '(no output)' for a silent search",
+        "a search that found nothing answered the question with no; it did not 'go through' with results",
+        (
+            "No files found",
+            "No matches found",
+            'No matches found for "foo" in /repo',
+            "Found 0 matches",
+            "(no output)",
+        ),
+        ('Found 3 matches for "x" in /repo:', "src/a.py:12: no matches found in docstring", "1 file found"),
+        how="match",
+    ),
+    R(
         "vocabulary:EDIT_REFUSED_RE",
         "a file tool's answer that an edit was refused and the file left as it was",
         "a refused edit is a failed attempt, not an edit",

@@ -238,6 +238,20 @@ RULES: tuple[R, ...] = (
         how="match",
     ),
     R(
+        "errors:_VARYING_RE",
+        "what differs between two printings of one error: digits (a line number, a time, an address) and spacing",
+        "an edit moves an error's line and a run's time changes; the error it names is the same",
+        ("lib/a.ex:45: undefined function", "done in 0m1.2s", "a  b"),
+        ("error:", "undefined"),
+    ),
+    R(
+        "errors:NON_LETTER_RE",
+        "a character that is not a letter (digits, spacing, punctuation)",
+        "an error line told apart by its words, not its numbers, needs enough letters ('58 tests, 1 failure' is numbers)",
+        ("58", " ", ":"),
+        ("a", "Z"),
+    ),
+    R(
         "errors:_INTERJECTION_RE",
         "an interjection opening the agent's sentence (I see, ah, hmm, ok)",
         "it carries nothing of the diagnosis after it",

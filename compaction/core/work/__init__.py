@@ -39,7 +39,9 @@ def file_ops(state: WorkState) -> FileOps:
     """The files the work changed (created, edited, moved, deleted) and those it only read, in
     the order they were last touched: the summary's <modified-files> and <read-files>."""
     records = sorted(state.files.values(), key=lambda r: r.last)
-    changed = [r.path for r in records if r.edits or r.state != "read"]
+    # A file written in this history and deleted again (a reproduction script) changed nothing.
+    gone = {r.path for r in records if r.state == "deleted" and (r.created or r.empty) and not r.commits}
+    changed = [r.path for r in records if (r.edits or r.state != "read") and r.path not in gone]
     return FileOps(read=[r.path for r in records if r.state == "read" and not r.edits], modified=changed)
 
 

@@ -77,6 +77,7 @@ class Task:
     commits: list[str] = field(default_factory=list)
     started: int | None = None  # seq it went in progress
     reason: str = ""  # the reason the agent gave when it closed it (`bd close --reason`)
+    filed: bool = False  # created by the agent in this history (a follow-up it filed, not a task it was given)
 
 
 @dataclass
@@ -136,6 +137,13 @@ class GitState:
     # How the latest task was wrapped up: the checks, tracker and git commands from the last
     # check before the latest commit, through its push.
     routine: list[str] = field(default_factory=list)
+    # A `git status` that showed clean files this history changed and no commit of it took: a
+    # commit made outside its commands (a hook, a tool). Where, and the files.
+    outside_seq: int = 0
+    # Directories git's own output showed to be a repository's root (where the paths it printed
+    # resolve): a file under one is the project's even in scratch space (/tmp/x/src/a.py).
+    roots: list[str] = field(default_factory=list)
+    outside_files: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -153,6 +161,7 @@ class Check:
     failed_command: str = ""  # the run that failed (a pass fixes it only if it covers as much)
     failure: str = ""  # its error line
     fixed_seq: int | None = None  # the pass that ended that streak
+    last_failed_seq: int | None = None  # the streak's latest failure: what changed after it fixed it
     fix: str = ""  # what changed between the failure and the pass
     suite: str = ""  # the widest run seen (the runner with no targets), to re-run everything
     suite_seq: int = 0  # when it last ran

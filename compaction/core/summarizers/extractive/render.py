@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from compaction.core.summarizers.extractive.remaining import next_steps, task_spec
+from compaction.core.summarizers.extractive.rules_said import constraints, verdict
 from compaction.core.summarizers.extractive.standing import (
     REQUEST_CHARS,
     block_of,
@@ -18,19 +20,17 @@ from compaction.core.summarizers.extractive.standing import (
     clipped,
     code,
     listing,
-    next_steps,
     quoted,
     report_text,
     stated_checks,
     steps_since_request,
-    task_spec,
     where_things_stand,
     words_of,
 )
 from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, TINY, View
-from compaction.core.text_heuristics import instruction_quote
 from compaction.core.vocabulary import SHELL_UTILITIES, is_probe, names_key
 from compaction.core.work.parse import EXCERPT_LEAD, one_line
+from compaction.core.work.reducers.errors import PASSED_OVER
 from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person, Task, WorkState
 
 Lines = list[str]
@@ -44,7 +44,6 @@ def _bullets(lines: Lines) -> Lines:
 
 
 GOAL_CHARS = 4_000
-TEMPLATE_CHARS = 2_000
 TASK_CHARS = 2_400
 
 
@@ -67,7 +66,7 @@ def goal(v: View) -> Lines:
         ]
     if len(requests) > 3 and first.answer is not None:
         out = [
-            f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}; the person's later messages are under Done and The Person's Messages"
+            f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}{verdict(v, first)}; the person's later messages are under Done and The Person's Messages"
         ]
     if len(requests) > 1:
         # The first request is where the session began; the latest may have changed the task.
@@ -75,21 +74,6 @@ def goal(v: View) -> Lines:
             out[0] = "The session began with " + out[0]
         out.append(
             f"The latest request ({v.cite(requests[-1].seq)}), quoted under Where Things Stand, is what the agent worked on last."
-        )
-    return _bullets(out)
-
-
-def constraints(v: View) -> Lines:
-    limit = v.chars(500)
-    out = [f"{quoted(instruction_quote(p.text), limit)} ({v.cite(p.seq)})" for p in v.rules]
-    template = v.state.people.template
-    if len(template) > 1:
-        # The instructions the task came with (one command at a time, how to hand it in): the
-        # harness's words, binding all the same.
-        rules = template[-1]
-        out.insert(
-            0,
-            f"The task template's instructions ({v.cite(rules.seq)}, the harness's words): {words_of(rules.text, v.chars(TEMPLATE_CHARS), rules.seq)}",
         )
     return _bullets(out)
 
@@ -205,7 +189,12 @@ def in_progress(v: View) -> Lines:
                 f"The latest request ({v.cite(request.seq)}): the agent reported it done at {v.cite(request.answer.seq)}, and the work went on after that report"
             )
         else:
-            out.append(f"The latest request ({v.cite(request.seq)}), not yet reported done")
+            handover = v.state.people.handover
+            out.append(
+                f"The task ({v.cite(request.seq)}): not handed in yet (no `{handover}` has run)"
+                if handover
+                else f"The latest request ({v.cite(request.seq)}), not yet reported done"
+            )
     for task in v.current:
         line = f"{v.task_name(task)}, in progress"
         intro, done = task_spec(task.note)
@@ -239,11 +228,11 @@ def in_progress(v: View) -> Lines:
 def blocked(v: View) -> Lines:
     # The blocker is told whole under Where Things Stand: named here, not repeated.
     out = [
-        f"{code(s.commands[-1] if s.commands else s.key, 100)} failed {s.runs} times ({v.cite(s.first, s.last)}): its error and what was tried are under Where Things Stand"
+        f"{code(v.streak_name(s), 100)} failed in each of its last {s.runs} runs ({v.cite(s.first, s.last)}): its error and the command lines tried are under Where Things Stand"
         for s in v.blockers
     ]
     blocking = {s.key for s in v.blockers}
-    for check in [c for c in v.failing if not v.blocks(c)]:
+    for check in [c for c in v.failing if not v.blocks(c) and not v.edits_after(c.seq)]:
         out.append(
             f"{code(check.failed_command or check.command, 80)} fails since {v.cite(check.failed_seq or check.seq)}: {code(check.failure, 240)}"
         )
@@ -288,7 +277,9 @@ def next_section(v: View) -> Lines:
 def repository(v: View) -> Lines:
     git = v.state.git
     commits = [c for c in git.commits if c.subject]
-    project = [f"Project directory `{v.root}`: the paths in this summary are relative to it"] if v.root else []
+    project = (
+        [f"Paths in this summary are relative to `{v.root}` (the directory the work's files share)"] if v.root else []
+    )
     if not commits and git.tree is None and not git.branch:
         return _bullets(project)
     out = project
@@ -316,7 +307,9 @@ def repository(v: View) -> Lines:
     if commits:
         last = commits[-1]
         pushed = f"pushed to `{last.pushed_to}`" if last.pushed_to else "not pushed"
-        out.append(f"Latest commit {code(last.sha[:7])} {quoted(last.subject, 100)} ({v.cite(last.seq)}, {pushed})")
+        after = git.outside_seq > last.seq
+        lead = "Latest commit made by a command of this history" if after else "Latest commit"
+        out.append(f"{lead} {code(last.sha[:7])} {quoted(last.subject, 100)} ({v.cite(last.seq)}, {pushed})")
     # The commits, whether pushed, and the working tree are stated under Where Things Stand
     # (from git's evidence): not again here.
     if git.stash:
@@ -366,8 +359,8 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
     if told:
         said += f" — then {last.then}"
     if last.status == "resolved":
-        if last.resolution.startswith("the next run got past it"):
-            return said + f" — the next run ({v.cite(last.resolved_seq)}) got past it"
+        if last.resolution == PASSED_OVER:
+            return said + f" — the next run ({v.cite(last.resolved_seq)}) got past it (failed otherwise)"
         return said + f" — fixed ({v.cite(last.resolved_seq)})" + ("" if told else f": {last.resolution}")
     if v.live(last):
         return said + " — still open"
@@ -631,7 +624,7 @@ def other(v: View) -> Lines:
     # skill) is not handed over: it changed nothing the next agent needs.
     tools = _tools_used(v)
     if tools and v.level <= MINIMAL:
-        out.append(f"Tools the work used: {tools}")
+        out.append(f"Programs the work ran in the shell: {tools}")
     refused = v.state.people.refusals
     if refused:
         out += [

@@ -10,17 +10,29 @@ from __future__ import annotations
 import re
 
 from compaction.core.summarizers.extractive.view import COMPACT, TERSE, View
-from compaction.core.text_heuristics import PARAGRAPH_BREAK_RE, SENTENCE_END_RE
+from compaction.core.text_heuristics import SENTENCE_END_RE
 from compaction.core.work.parse import one_line
-from compaction.core.work.state import Check, Commit, FileRecord, Person, Step, Streak, Task
+from compaction.core.work.state import Check, Commit, FileRecord, Person, Step, Streak
 
 REQUEST_CHARS = 1_500
 REPLY_GIST_CHARS = 300
 WORDS_CHARS = 280
 MAX_LISTED = 6
 MAX_NEXT = 6
-_ASKED_COMMIT_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bcommit\b(?! message)")
-_ASKED_PUSH_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bpush\b")
+MAX_STEPS_SEEN = 12  # turn.MAX_STEPS: fewer steps than that is the whole turn
+# A word that can name what the person's rule is about (five letters or more: not "the", "use").
+SUBJECT_WORD_RE = re.compile(r"[a-z][a-z0-9_]{4,}")
+# A file name that starts with a number (a timestamp or a sequence number, as generated
+# migrations are named): the name without it says which file it is.
+DATED_NAME_RE = re.compile(r"^\d{3,}[_-]")
+# What English adds to a word without changing what it names.
+INFLECTIONS = frozenset({"s", "es", "d", "ed", "ing", "er", "ers", "ly"})
+# Words too common to name what a rule is about.
+SUBJECT_STOPWORDS = frozenset(
+    "about after again always before being could doesn don't every first never other really should "
+    "still their there these thing things think those using where which while would without make sure "
+    "please maybe something because".split()
+)
 
 
 def code(text: str, limit: int = 100) -> str:
@@ -126,7 +138,16 @@ def _tracker_progress(v: View) -> list[str]:
     for task in v.current:
         if task.source != "todo":
             out.append(f"In progress: {v.task_name(task)}.")
-    waiting = [t for t in v.open_tasks if t.source != "todo"]
+    waiting = [t for t in v.open_tasks if t.source != "todo" and not v.follow_up(t)]
+    filed = [t for t in v.open_tasks if t.source != "todo" and v.follow_up(t)]
+    if filed:
+        out.append(
+            f"Filed by the agent in this history and still open (not started): {listing([v.task_name(t, limit=60) + f' ({v.cite(t.opened)})' for t in filed], 4)}."
+        )
+    epics = [t for t in waiting if t.status == "in_progress"]  # in progress while its children are
+    waiting = [t for t in waiting if t not in epics]
+    if epics:
+        out.append(f"Epic in progress: {listing([v.task_name(t, limit=60) for t in epics], 4)}.")
     if waiting:
         out.append(f"Still open: {listing([v.task_name(t, limit=60) for t in waiting], 8 if v.level <= TERSE else 4)}.")
     return out
@@ -235,6 +256,23 @@ def stated_checks(v: View) -> list[Check]:
     return stale or runs
 
 
+def outside_said(v: View) -> str:
+    """When a clean `git status` followed edits no commit of this history took: that the latest
+    commit is not known from here (a hook or a tool may have committed them)."""
+    git = v.state.git
+    last = v.last_commit
+    if not git.outside_seq or (last is not None and last.seq > git.outside_seq):
+        return ""
+    recs = [v.state.files[p] for p in git.outside_files if p in v.state.files]
+    seqs = [s for r in recs for s in (r.edit_seqs or [r.last]) if s < git.outside_seq]
+    names = listing([v.path(r.path) for r in recs], 4)
+    return (
+        f", though no commit of this history took the edits of {names} ({v.cite(min(seqs, default=0), max(seqs, default=0))}):"
+        " something else committed them (a hook, a tool), git ignores them, or they were undone — the latest commit is"
+        " not known from this history (`git log` would show it)"
+    )
+
+
 def _no_git_sentence(v: View) -> list[str]:
     """Without git in the history: what the latest request's turn changed, and its checks."""
     since = v.latest_request.seq if v.latest_request else 0
@@ -279,7 +317,10 @@ def tree_said(v: View) -> list[str]:
     if out:
         return out
     if status and status >= max(last.seq if last else 0, v.last_edit):
-        return [f"`git status` at {v.cite(status)} showed nothing uncommitted, after the last commit and edit"]
+        return [
+            f"`git status` at {v.cite(status)} showed nothing uncommitted, after the last commit and edit"
+            + outside_said(v)
+        ]
     if last is not None:
         told = f"the last `git status` was at {v.cite(status)}" if status else "no `git status` ran"
         return [f"No file was edited {after}; {told}, so the tree is known only from the edits"]
@@ -403,8 +444,10 @@ def _failure_sentence(v: View) -> list[str]:
     out = [f"Blocked: {blocker_said(v, s)}." for s in v.blockers]
     for check in [c for c in v.failing if not v.blocks(c)]:
         failure = f": {code(check.failure, 200)}" if check.failure else ""
+        # Edits after its last run are an attempt not yet run: failing as far as the history shows.
+        note = v.edits_note(check.seq, lead="; not run again since the edits of")
         out.append(
-            f"Failing: {code(check.failed_command or check.command, 80)} since {v.cite(check.failed_seq or check.seq)}{failure}."
+            f"Failing: {code(check.failed_command or check.command, 80)} since {v.cite(check.failed_seq or check.seq)}{failure}{note}."
         )
     blocking = {s.key for s in v.blockers}
     fresh = [e for e in v.open_errors if v.live(e) and not e.key.startswith("check:") and e.key not in blocking]
@@ -421,11 +464,25 @@ def _failure_sentence(v: View) -> list[str]:
     return out
 
 
-def _step_told(v: View, step: Step) -> str:
+def step_told(v: View, step: Step) -> str:
     kind, _sep, rest = step.what.partition(" ")
-    if step.kind in ("edit", "read", "search") and rest.startswith("/"):
+    if step.kind in ("edit", "read", "search") and kind == step.kind and rest:
         return f"{ {'edit': 'an edit of', 'read': 'a read of', 'search': 'a search in'}[step.kind] } {v.path(rest)}"
     return step.what
+
+
+def _went(step: Step) -> str:
+    """How a call went, as its result shows: an empty search found nothing, a run that printed an
+    error printed it."""
+    if step.ok and step.detail in ("found nothing", "printed nothing"):
+        return step.detail
+    if step.ok and step.detail.startswith("printed: "):
+        return f"ran, printing {code(step.detail.removeprefix('printed: '), 160)}"
+    if step.ok:
+        return "went through"
+    if step.ok is False:
+        return "failed"
+    return "was refused by the person" if step.detail == "refused" else "has no result yet"
 
 
 def _stopped(v: View) -> list[str]:
@@ -451,19 +508,19 @@ def _stopped(v: View) -> list[str]:
     elif turn.said is not None:
         last = turn.steps[-1] if turn.steps else None
         if last is not None and last.seq >= turn.said.seq:
-            went = (
-                "went through"
-                if last.ok
-                else "failed"
-                if last.ok is False
-                else "was refused by the person"
-                if last.detail == "refused"
-                else "has no result yet"
-            )
-            out.append(
-                f"The agent was mid-turn: its last call ({_step_told(v, last)}) {went}; "
-                f"its words before it: {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
-            )
+            together = [s for s in turn.steps if s.seq == last.seq]
+            if len(together) > 1:
+                # Calls made in parallel by one message: each with how it went, none "the last".
+                calls = listing([f"{step_told(v, s)} {_went(s)}" for s in together], 4)
+                out.append(
+                    f"The agent was mid-turn: its last message ({v.cite(last.seq)}) made {len(together)} calls at once: {calls}; "
+                    f"its words before them: {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
+                )
+            else:
+                out.append(
+                    f"The agent was mid-turn: its last call ({step_told(v, last)}) {_went(last)}; "
+                    f"its words before it: {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
+                )
         else:
             out.append(
                 f"The agent was mid-turn; its latest words ({v.cite(turn.said.seq)}): {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
@@ -530,224 +587,3 @@ def where_things_stand(v: View) -> list[str]:
             else "Nothing has been done yet on the request below."
         )
     return out
-
-
-# --- next steps ----------------------------------------------------------------------------------
-
-
-_SPEC_DONE_RE = re.compile(r"(?im)^\s*(?:#+\s*)?(definition of done|acceptance criteria|done when|acceptance)\s*:?\s*$")
-_BULLET_RE = re.compile(r"(?m)^\s*(?:[-*]|\d+[.)])\s+(.+?)\s*$")
-_IGNORED_RE = re.compile(r"ignored by one of your \.gitignore files:?\s*(\S+)")
-_HEADING_LINES_RE = re.compile(r"(?m)^\s*#+\s+[^\n]*\n?")  # a markdown heading's whole line
-_ASKS_TESTS_RE = re.compile(r"(?i)\btests?\b")  # a definition of done's item that asks for tests
-_TEST_FILE_RE = re.compile(r"(?i)test")  # in a file's name: a test file (test_a.py, a_test.go, a.test.ts)
-
-
-def task_spec(note: str) -> tuple[str, list[str]]:
-    """(the first paragraph, the items of its definition of done) of a task's description."""
-    prose = _HEADING_LINES_RE.sub("", note).strip()  # markdown headings are no sentences
-    paragraphs = [p for p in PARAGRAPH_BREAK_RE.split(prose) if p.strip()]
-    intro = one_line(paragraphs[0], 400) if paragraphs else ""
-    heading = _SPEC_DONE_RE.search(note)
-    if heading is None:
-        return intro, []
-    block = PARAGRAPH_BREAK_RE.split(note[heading.end() :].strip(), maxsplit=1)[0]
-    return intro, [one_line(item, 160).rstrip(".") for item in _BULLET_RE.findall(block)][:6]
-
-
-def _to_do(v: View, task: Task) -> list[str]:
-    """Files the task says to create or change that this work has not touched, and the tests
-    its definition of done asks for when no test file changed since it started."""
-    since = task.started or task.opened
-    touched = {p for p, r in v.state.files.items() if r.edits and r.last >= since}
-    made = set(v.state.files)
-    steps = []
-    missing = [o for o in task.outputs if not any(m.endswith(o) for m in made)]
-    if missing:
-        steps.append("create " + listing([code(m, 80) for m in missing], 3) + " (the task lists them as new)")
-    untouched = [t for t in task.touches if not any(p.endswith(t) for p in touched)]
-    intro, done = task_spec(task.note)
-    asks = [d for d in done if _ASKS_TESTS_RE.search(d)]
-    if asks and not any(_TEST_FILE_RE.search(p.rsplit("/", 1)[-1]) for p in touched):
-        where = [t for t in untouched if _TEST_FILE_RE.search(t.rsplit("/", 1)[-1])]
-        untouched = [t for t in untouched if t not in where]
-        into = f" in {listing([code(t, 80) for t in where], 2)}" if where else ""
-        steps.append(f"write the tests it asks for{into} ({quoted(asks[0], 140)})")
-    if untouched:
-        steps.insert(
-            len(steps) - (1 if asks else 0),
-            "change " + listing([code(m, 80) for m in untouched], 3) + " (the task lists them)",
-        )
-    return steps
-
-
-def _commit_step(v: View) -> str:
-    """ "commit", with `git add -f` for uncommitted files under a path git ignores (learned from
-    an earlier `git add` that failed on it)."""
-    ignored = [m.group(1).rstrip("/") for e in v.state.errors if (m := _IGNORED_RE.search(e.line))]
-    forced = [r for r in v.dirty if any(f"/{d}/" in f"/{v.rel(r.path)}" for d in ignored)]
-    if not forced:
-        return "commit"
-    return f"commit (add {listing([v.path(r.path) for r in forced], 3)} with `git add -f`: git ignores that directory)"
-
-
-def _closes_before_commit(v: View) -> bool:
-    """Whether this agent closed its tasks before committing them (its habit so far)."""
-    commits = {c.sha: c.seq for c in v.state.git.commits}
-    before = [t.closed < commits[t.commits[0]] for t in v.tasks if t.closed and t.commits and t.commits[0] in commits]
-    return bool(before) and sum(before) * 2 > len(before)
-
-
-def _finish(v: View, task: Task | None) -> list[str]:
-    """What remains of the work in progress: what the task says to make, checks owed for the
-    latest edits, the commit and the tracker's close (in the order the agent has kept), the
-    push the earlier commits had."""
-    steps = _to_do(v, task) if task is not None else []
-    stale = [c for c in _check_runs(v) if v.stale(c) or not c.ok]
-    if stale or (v.dirty and not v.checks and v.state.git.commits):
-        steps.append(
-            "run " + listing([code(c.suite or c.command, 60) for c in stale]) if stale else "check the changes"
-        )
-    wrap = []
-    if v.dirty or (task is not None and not task.commits and v.state.git.commits):
-        wrap.append(_commit_step(v))
-    if task is not None and task.source not in ("todo", "plan"):
-        wrap.append(f"close {code(task.key)}")
-    steps += list(reversed(wrap)) if _closes_before_commit(v) and len(wrap) == 2 else wrap
-    if (v.dirty or task is not None) and v.state.git.pushes and v.state.git.commits:
-        steps.append("push (the earlier commits were pushed)")
-    return steps
-
-
-def _owed_by_request(v: View) -> list[str]:
-    request = v.latest_request
-    if request is None:
-        return []
-    owed = []
-    commits = v.state.git.commits
-    commits_after = [c for c in commits if c.seq > request.seq]
-    # Owed only while there is something to do: "did you push?" after everything was pushed and
-    # the tree is clean asks for an answer, not a push.
-    if _ASKED_COMMIT_RE.search(request.text) and not commits_after and (v.dirty or not v.git_seen):
-        owed.append("commit (the latest request asks for it)")
-    pushed_after = any((c.pushed_seq or 0) > request.seq for c in commits)
-    if _ASKED_PUSH_RE.search(request.text) and not pushed_after and not (commits and all(c.pushed_to for c in commits)):
-        owed.append("push (the latest request asks for it)")
-    return owed
-
-
-def whole_sentences(text: str, limit: int) -> str:
-    """`text` on one line within `limit`, ending at a sentence's end (never mid-sentence): the
-    sentences that fit, else its first sentence cut at a word."""
-    flat = " ".join(str(text).split())
-    if len(flat) <= limit:
-        return flat
-    ends = [m.end() for m in _SENTENCE_END_RE.finditer(flat[:limit])]
-    return flat[: ends[-1]] if ends else one_line(flat, limit)
-
-
-def _task_brief(v: View, task: Task) -> str:
-    """A task not started yet, in its description's own words: its first paragraph in whole
-    sentences, the files it lists as new and to change, its definition of done, and the message
-    holding the whole description."""
-    if not task.note or v.level > TERSE:
-        return ""
-    intro, done = task_spec(task.note)
-    parts = [whole_sentences(intro, v.chars(500))] if intro else []
-    if task.outputs:
-        parts.append("new files it lists: " + listing([code(p, 80) for p in task.outputs], 8))
-    if task.touches:
-        parts.append("files it lists to change: " + listing([code(p, 80) for p in task.touches], 8))
-    if done:
-        parts.append("done when: " + "; ".join(done))
-    whole = f" (its whole description: {v.cite(task.note_seq)})" if task.note_seq else ""
-    return ": " + ". ".join(p[0].upper() + p[1:].rstrip(".") for p in parts) + "." + whole if parts else ""
-
-
-def next_steps(v: View) -> list[str]:
-    out: list[str] = []
-    turn = v.state.turn
-    request = v.latest_request
-    if request is not None and turn.request == request.seq and turn.calls == 0 and not turn.ended:
-        out.append(f"Answer the person's latest message ({v.cite(request.seq)}): {quoted(request.text, 200)}")
-    for streak in v.blockers:
-        out.append(
-            f"Get past the failing {code(streak.commands[-1] if streak.commands else streak.key, 80)} "
-            f"(failed {streak.runs} times, {v.cite(streak.first, streak.last)}; what was tried is under Blocked)."
-        )
-    for check in [c for c in v.failing if not v.blocks(c)]:
-        failure = f" ({code(check.failure, 160)})" if check.failure else ""
-        out.append(f"Fix the failing {code(check.failed_command or check.command, 80)}{failure}.")
-    for task in v.current:
-        steps = _finish(v, task)
-        out.append(f"Finish {v.task_name(task, limit=70)}" + (": " + ", then ".join(steps) + "." if steps else "."))
-    if not v.current:
-        steps = _finish(v, None) if v.dirty else []
-        if steps:
-            out.append("Finish the uncommitted work: " + ", then ".join(steps) + ".")
-    if v.unpushed and not v.dirty:
-        out.append(f"Push {_shas(v.unpushed)} (the earlier commits were pushed).")
-    out += [s[0].upper() + s[1:] + "." for s in _owed_by_request(v) if not any(s.split()[0] in o for o in out)]
-    # Open tracker items are next only when this work has been taking them on (one was started
-    # or closed here); a session that only created or listed them leaves them to whoever asks.
-    working = any(t.started or t.closed for t in v.tasks if t.source != "todo")
-    if v.open_tasks and not working:
-        names = [v.task_name(t, limit=80) for t in v.open_tasks if t.key not in v.parents and t.source != "todo"]
-        if names:
-            out.append(
-                f"Open in the tracker, none started in this history (not asked to be implemented so far): {listing(names, 6)}."
-            )
-    briefed = False
-    for task in [t for t in v.open_tasks if working or t.source == "todo"][:4]:
-        if task.key in v.parents:
-            continue  # an epic is closed when its children are, by whoever closes them
-        blocked = [
-            b
-            for b in task.blocked_by
-            if b in v.state.tasks.tasks and v.state.tasks.tasks[b].status != "closed" and b not in v.parents
-        ]
-        after = f" (after {listing([code(b) for b in blocked], 3)})" if blocked else ""
-        # The next task in its own words: what it asks, the files it names, when it is done (a
-        # description cut mid-sentence loses its remaining items); the tasks after it by intro.
-        about = _task_brief(v, task) if not briefed and task.source != "todo" else ""
-        briefed = briefed or bool(about)
-        if not about:
-            intro, _done = task_spec(task.note)
-            about = f": {clipped(intro, v.chars(300))}" if intro else ""
-        lead = "Then" if out else "Next open in the tracker:"  # not "Then" after nothing
-        out.append(f"{lead} {v.task_name(task, limit=80)}{after}{about}")
-    if v.state.people.handover and turn.submitted is None:
-        out.append(
-            f"When the task is done, hand it in with `{v.state.people.handover}` (the task's instructions say so)."
-        )
-    if not out:
-        out.append(_finished(v))
-    return out[:MAX_NEXT]
-
-
-# A final report that is about trouble: errors, a failure, something missing, a question.
-_TROUBLE_RE = re.compile(
-    r"(?i)(?<!\bno )(?<!\b0 )(?<!\bzero )(?<!\bwithout )(?<!\bfixed )(?<!\bfixed the )"
-    r"\b(?:errors?|fail(?:s|ed|ing|ure|ures)?|broken|mismatch(?:es)?|not working|doesn'?t work|"
-    r"never (?:committed|pushed)|reverted?)\b"
-)
-
-
-def _raises_trouble(text: str) -> bool:
-    tail = text.strip()[-300:]
-    return tail.endswith("?") or bool(_TROUBLE_RE.search(tail))
-
-
-def _finished(v: View) -> str:
-    turn = v.state.turn
-    if turn.submitted is not None:
-        return "Nothing further: the work was handed in."
-    if turn.ended and turn.report is not None:
-        if _raises_trouble(turn.report.text):
-            # A report that ends on a problem or a question is not a finish.
-            return (
-                f"The agent's last report ({v.cite(turn.report.seq)}) left this open: "
-                f"{quoted(turn.report.text[-400:], v.chars(300))} — settle it before going on (if it asked the person, wait for the answer)."
-            )
-        return f"The work appears finished (the agent reported at {v.cite(turn.report.seq)}): wait for the person's next request."
-    return "Continue the latest request from where the agent stopped (see Where Things Stand)."

@@ -185,6 +185,19 @@ class View:
         ]
         return sorted(waiting, key=lambda t: t.key in self.parents)
 
+    def follow_up(self, task: Task) -> bool:
+        """A task the agent filed itself in this history while working on others (one was
+        started or closed before), not started, that no request of the person since names:
+        work for later, not the task it was given (filing tasks as asked is the work itself)."""
+        if not task.filed or task.started or task.status not in ("open", "blocked"):
+            return False
+        began = min(
+            (t.started or t.closed or 0 for t in self.tasks if t is not task and (t.started or t.closed)), default=0
+        )
+        if not began or began > task.opened:
+            return False
+        return not any(p.seq > task.opened and task.key in p.text for p in self.requests)
+
     def task_name(self, task: Task, *, title: bool = True, limit: int = 90) -> str:
         if task.source == "todo":
             return f'"{one_line(task.title, limit)}"'
@@ -226,7 +239,14 @@ class View:
         made before it), still standing."""
         tree = self.state.git.tree or {}
         files = self.state.files
-        return [(p, s) for p, s in tree.items() if p not in files or (s == "untracked" and not files[p].commits)]
+        told = {r.path for r in self.dirty}
+        # Every entry git listed that the edits do not tell: a file only read here, or changed
+        # before this history, is git's word too (a status listing "modified" is not untracked).
+        return [
+            (p, s)
+            for p, s in tree.items()
+            if p not in told and (p not in files or s != "untracked" or not files[p].commits)
+        ]
 
     @cached_property
     def last_commit(self) -> Commit | None:
@@ -296,7 +316,20 @@ class View:
         """Commands still failing at the end after repeated attempts in the current request's
         turn: no run of the same command or check passed after them."""
         since = self.state.turn.request
-        return [s for s in self.state.streaks.values() if s.runs >= MIN_BLOCKER_RUNS and s.last >= since]
+        # Edits after the last failing run are an attempt not yet run: failing, not stuck.
+        return [
+            s
+            for s in self.state.streaks.values()
+            if s.runs >= MIN_BLOCKER_RUNS and s.last >= since and not self.edits_after(s.last)
+        ]
+
+    @staticmethod
+    def streak_name(streak: Streak) -> str:
+        """What failed, as run: the one command line, or the check's name when its runs were
+        several different command lines (`npm run build` run with `| grep x`, then with `-w y`)."""
+        if len(streak.commands) == 1:
+            return streak.commands[0]
+        return streak.key.partition(":")[2] or (streak.commands[-1] if streak.commands else streak.key)
 
     def blocks(self, check: Check) -> bool:
         """Whether a failing check is told as a blocker already."""

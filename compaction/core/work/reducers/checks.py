@@ -71,10 +71,12 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
             check.failed_command = outcome.command
             check.partial_command, check.partial_seq = "", None
         check.failure = outcome.error or outcome.tally
+        check.last_failed_seq = call.seq
     elif check.failed_seq is not None and check.fixed_seq is None:
         if pass_covers(outcome.command, check.failed_command, key):
             check.fixed_seq = call.seq
-            check.fix = changes_since(state, check.failed_seq, call.seq)
+            # What fixed it changed after the last failing run (what came before failed too).
+            check.fix = changes_since(state, check.last_failed_seq or check.failed_seq, call.seq)
             check.partial_command, check.partial_seq = "", None
         else:
             # The same check passed on other targets: the failure is no longer known to stand,

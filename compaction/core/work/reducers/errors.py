@@ -11,11 +11,12 @@ import re
 from compaction.core.text_heuristics import (
     command_error_lines,
     command_signature,
+    run_covers,
     sentences,
     strip_ansi,
     strip_error_tags,
 )
-from compaction.core.vocabulary import EXIT_CODE_RE
+from compaction.core.vocabulary import EXIT_CODE_RE, PIPE_FILTER_RE, PIPEFAIL_RE
 from compaction.core.work.events import Call, Narration
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers import decisions
@@ -134,19 +135,39 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if not outcome.probe:
         _streak(state, call, outcome, key, lines)
     if outcome.command:
-        # A run that fails differently got past the errors of the run before it.
+        printed = _shapes(call.output)
+        # A run that fails differently did not print the errors of the run before it; one that
+        # prints an error again (its numbers changed: a line, a time) did not get past it.
         for error in state.errors:
-            if (
-                error.status == "open"
-                and error.key == key
-                and error.line not in lines
-                and error.line not in strip_ansi(call.output)
-                and error.seq < call.seq
-            ):
+            if error.key != key or error.seq >= call.seq:
+                continue
+            shape = _shape(error.line) if _distinct(error.line) else ""
+            again = (
+                error.line in lines
+                or error.line in call.output
+                or (bool(shape) and (shape in printed or any(shape == _shape(line) for line in lines)))
+            )
+            if error.status == "open" and not again and _shows_all_of(outcome.command, error.source):
                 error.status, error.resolved_seq = "resolved", call.result_seq
-                error.resolution = "the next run got past it (and failed otherwise)"
+                error.resolution = PASSED_OVER
+            elif error.resolution == PASSED_OVER and again:
+                error.status, error.resolution = "open", ""
+                error.resolved_seq = None
     for line in lines:
-        same = next((e for e in state.errors if e.status == "open" and e.key == key and e.line == line), None)
+        # The same line again; an earlier run's line with other numbers is the same error too
+        # (two lines of one run that differ only in numbers are two errors).
+        same = next(
+            (
+                e
+                for e in state.errors
+                if e.status == "open"
+                and e.key == key
+                and (
+                    e.line == line or (e.seq != call.result_seq and _distinct(line) and _shape(e.line) == _shape(line))
+                )
+            ),
+            None,
+        )
         if same is not None:
             same.count += 1
             same.seq = call.result_seq
@@ -156,6 +177,40 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
             ErrorRecord(call.result_seq, line, _source(call, outcome), key, exit=int(code.group(1)) if code else None)
         )
     del state.errors[:-MAX_ERRORS]
+
+
+PASSED_OVER = "the next run got past it (failed otherwise)"
+# What varies between two printings of one error: numbers (a line, a time, an address), spacing.
+_VARYING_RE = re.compile(r"\d+|\s+")
+# What is not a letter: what is left says how much a line says besides its numbers.
+NON_LETTER_RE = re.compile(r"[^A-Za-z]")
+SHAPE_CHARS = 160
+MIN_SHAPE_LETTERS = 20
+
+
+def _shape(line: str) -> str:
+    """An error line with its numbers and spacing blurred, cut to its start: the same error
+    printed again after an edit moved it (`a.ex:45` → `a.ex:47`) or a time changed."""
+    return _VARYING_RE.sub(" ", strip_ansi(line).removesuffix("…")).strip()[:SHAPE_CHARS].strip()
+
+
+def _shows_all_of(command: str, earlier: str) -> bool:
+    """Whether a run's output can show that an earlier run's error is gone: it ran the same or
+    more (other targets, or a filter such as `| grep x` or `| tail`, hide what it did not print)."""
+    if PIPE_FILTER_RE.search(command) and not PIPEFAIL_RE.search(command):
+        return False
+    return command.strip() == earlier.strip() or run_covers(command, earlier)
+
+
+def _distinct(line: str) -> bool:
+    """Whether a line says enough besides its numbers to be told apart by its words (a tally,
+    "58 tests, 1 failure", is its numbers)."""
+    return len(NON_LETTER_RE.sub("", line)) >= MIN_SHAPE_LETTERS and not BARE_TALLY_RE.match(line.strip())
+
+
+def _shapes(output: str) -> str:
+    """A run's whole output blurred as `_shape` blurs a line (for finding a line in it)."""
+    return _VARYING_RE.sub(" ", strip_ansi(output))
 
 
 def diagnosis_of(text: str) -> str:

@@ -65,6 +65,12 @@ def purpose_of(text: str, path: str, *, alone: bool = True) -> str:
     return ""
 
 
+def in_repository(state: WorkState, path: str) -> bool:
+    """Whether a commit of the project can hold `path`: not the agent's own files nor scratch
+    space, unless git's output showed a repository there."""
+    return not outside_repository(path) or any(path.startswith(root + "/") for root in state.git.roots)
+
+
 def record(state: WorkState, path: str, seq: int) -> FileRecord:
     found = state.files.get(path)
     if found is None:
@@ -80,7 +86,7 @@ def _changed(state: WorkState, path: str, seq: int, change: str) -> FileRecord:
     rec.last = seq
     rec.edit_seqs = [*rec.edit_seqs, seq][-MAX_EDIT_SEQS:]
     rec.state = "edited"
-    rec.dirty = not outside_repository(path)
+    rec.dirty = in_repository(state, path)
     rec.change = change
     if change:
         rec.changes = [*rec.changes, Quote(seq, change)][-MAX_CHANGES:]
@@ -115,7 +121,7 @@ def _deleted(state: WorkState, path: str, seq: int) -> None:
     rec.state, rec.last = "deleted", seq
     rec.edit_seqs = [*rec.edit_seqs, seq][-MAX_EDIT_SEQS:]
     # A file written in this history and removed again leaves nothing behind to commit.
-    rec.dirty = not rec.created and not outside_repository(path)
+    rec.dirty = not rec.created and in_repository(state, path)
 
 
 def _matches(path: str, word: str) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 
-from compaction.core.paths import outside_repository
 from compaction.core.text_heuristics import commits_in_output, pushes_in_output
 from compaction.core.vocabulary import (
     CLEAN_TREE_RE,
@@ -91,7 +90,8 @@ def _commit(state: WorkState, command: str, found: tuple[str, str, str], seq: in
     git = state.git
     everything = added is True or "*" in git.staged
     staged = [*git.staged, *(added if isinstance(added, list) else [])]
-    dirty = [p for p, rec in state.files.items() if rec.dirty and not outside_repository(p)]
+    # Dirty already leaves out what no commit can hold, unless git's own status listed it.
+    dirty = [p for p, rec in state.files.items() if rec.dirty]
     taken = dirty if everything or not staged else [p for p in dirty if _under(p, staged)]
     for path in taken:
         state.files[path].dirty = False
@@ -146,6 +146,10 @@ def _discard(state: WorkState, command: str) -> None:
         for path, rec in state.files.items():
             if rec.dirty and (everything or _under(path, paths)):
                 rec.dirty = False
+        if state.git.tree is not None:
+            state.git.tree = {
+                p: s for p, s in state.git.tree.items() if s == "untracked" or not (everything or _under(p, paths))
+            }
     for match in GIT_STASH_RE.finditer(command):
         action = match.group(1) or "push"
         dirty = [p for p, rec in state.files.items() if rec.dirty]
@@ -165,16 +169,39 @@ def _tree(state: WorkState, command: str, output: str, seq: int) -> None:
     git = state.git
     if GIT_STATUS_RE.search(command) and CLEAN_TREE_RE.search(output[:5000]):
         git.tree, git.tree_seq = {}, seq
+        # Changes that no commit here took, clean now: something else committed them (a
+        # hook's commit) or undid them; either way the latest commit is not known from here.
+        gone = [r.path for r in state.files.values() if r.dirty and r.state != "deleted"]
+        if gone:
+            git.outside_seq, git.outside_files = seq, gone[:12]
         for rec in state.files.values():
             rec.dirty = False
         return
-    entries = git_tree(command, output, lambda shown, root: resolve(state, shown, root))
+    seen: list[tuple[str, str]] = []
+
+    def resolved(shown: str, from_root: bool) -> str:
+        path = resolve(state, shown, from_root)
+        seen.append((shown.strip("\"'"), path))
+        return path
+
+    entries = git_tree(command, output, resolved)
+    for shown, path in seen:
+        if path.startswith("/") and path.endswith("/" + shown.lstrip("./")) and not shown.startswith("/"):
+            root = path[: len(path) - len(shown.lstrip("./")) - 1]
+            if root and root not in git.roots:
+                git.roots = [*git.roots, root][-4:]
     if entries is not None:
         if not GIT_STATUS_RE.search(command) and git.tree is not None:
             # A diff shows one side of the changes: the rest of the tree stands.
             side = set(entries.values())
             entries = {**{p: s for p, s in git.tree.items() if s not in side and p not in entries}, **entries}
         git.tree, git.tree_seq = entries, seq
+        # Git's own word: a file it lists as changed is uncommitted, wherever it lives (a
+        # project under /tmp is still a repository when git status runs in it).
+        for path, status in entries.items():
+            listed = state.files.get(path)
+            if listed is not None and status != "untracked" and listed.state != "read":
+                listed.dirty = True
 
 
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:

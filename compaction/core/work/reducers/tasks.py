@@ -61,6 +61,8 @@ def _tracker(state: WorkState, call: Call, outcome: Outcome, tracker: str) -> No
         return
     tasks = state.tasks.tasks
     for created in _CREATED_RE.findall(call.output[:2000]):
+        if created in tasks and tasks[created].opened == call.seq:
+            tasks[created].filed = True  # shown by the same call that created it
         if created not in tasks:
             title = _TITLE_ARG_RE.search(outcome.command)
             tasks[created] = Task(
@@ -70,6 +72,7 @@ def _tracker(state: WorkState, call: Call, outcome: Outcome, tracker: str) -> No
                 "open",
                 call.seq,
                 call.seq,
+                filed=True,
             )
     reason = close_reason(outcome.command)
     for _tracker_name, key, status in tracker_changes(outcome.command):

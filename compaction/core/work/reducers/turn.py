@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from compaction.core.text_heuristics import SENTENCE_END_RE, chain_parts, error_lines_of
-from compaction.core.vocabulary import PLUMBING, TRACKER_CMD_RE
+from compaction.core.vocabulary import NO_MATCHES_RE, PLUMBING, TRACKER_CMD_RE, found_nothing
 from compaction.core.work.events import Call, Injected, Narration, Said, TurnEnded
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers.outcome import Outcome
@@ -15,6 +15,8 @@ from compaction.core.work.state import Quote, Step, WorkState
 MAX_STEPS = 12
 MAX_RECENT = 16
 MAX_COMMANDS = 80
+# Programs that search (their empty answer is "found nothing", another look's is "printed nothing").
+SEARCH_PROGRAMS = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "find", "fd"})
 
 
 def on_said(state: WorkState, event: Said) -> None:
@@ -71,7 +73,7 @@ def on_turn_ended(state: WorkState, event: TurnEnded) -> None:
         asked.answer = Quote(event.seq, one_line(event.text, MAX_ANSWER_CHARS))
 
 
-def _step(call: Call, outcome: Outcome) -> Step:
+def _step(call: Call, outcome: Outcome, open_file: str = "") -> Step:
     if outcome.command:
         kind = (
             "check"
@@ -83,7 +85,11 @@ def _step(call: Call, outcome: Outcome) -> Step:
             else "run"
         )
         detail = "refused" if call.rejected else outcome.tally if outcome.ok else outcome.error or outcome.tally
-        if outcome.ok and kind == "run" and not outcome.probe and not detail:
+        if outcome.ok and outcome.probe and found_nothing(call.output):
+            # A look that came back empty (grep's status 1 is no failure): it answered "nothing".
+            first = outcome.command.split("|", 1)[0].split()
+            detail = "found nothing" if first and first[0] in SEARCH_PROGRAMS else "printed nothing"
+        elif outcome.ok and kind == "run" and not outcome.probe and not detail:
             # A script's run that went through may still print an error (a reproduction of a
             # bug): what it printed, not "passed".
             printed = error_lines_of(call.output, is_error=False)
@@ -95,7 +101,15 @@ def _step(call: Call, outcome: Outcome) -> Step:
             )
         return Step(call.seq, kind, f"`{one_line(outcome.command, 100)}`", outcome.ok, detail)
     what = f"{call.kind if call.kind != 'other' else call.name} {call.path}" if call.path else call.name
+    if call.kind == "edit" and not call.path and open_file:
+        what = f"edit {open_file}"  # an editor's edit changes the file it has open
     detail = "refused" if call.rejected else outcome.error if outcome.ok is False else ""
+    if (
+        outcome.ok
+        and call.kind != "edit"
+        and ((call.kind == "search" and found_nothing(call.output)) or NO_MATCHES_RE.match(call.output.strip()[:300]))
+    ):
+        detail = "found nothing"
     return Step(call.seq, call.kind, what, outcome.ok, detail)
 
 
@@ -116,7 +130,11 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     turn = state.turn
     turn.calls += 1
     turn.ended = False
-    turn.steps = [*turn.steps, _step(call, outcome)][-MAX_STEPS:]
+    step = _step(call, outcome, state.open_file)
+    made = state.files.get(call.path or state.open_file) if call.kind == "edit" and outcome.ok else None
+    if made is not None and made.empty and made.edits == 1:
+        step.what = f"create {made.path} (empty)"  # an editor's `create`: no content written yet
+    turn.steps = [*turn.steps, step][-MAX_STEPS:]
     if call.kind == "submit" and outcome.ok:
         # With its argument, when it has one: a CTF's flag is what the work found.
         said = call.args.get("command") if isinstance(call.args, dict) else None

@@ -1,0 +1,283 @@
+"""What the handoff states is what the evidence shows (the claims audit's findings, as rules):
+git's own listing, a clean status no commit here explains, a search that found nothing, an
+error printed again, a refused edit, a follow-up the agent filed, a script written and removed."""
+
+from __future__ import annotations
+
+from compaction.core.ledger import CRITICAL_CATEGORIES, Ledger, repair_summary
+from compaction.core.summarizers.extractive.render import constraints, errors, goal, next_section, repository
+from compaction.core.summarizers.extractive.standing import where_things_stand
+from compaction.core.summarizers.extractive.view import View
+from compaction.core.work import file_ops
+from tests.core.work.story import Story, commit_output
+
+STATUS = (
+    "On branch master\nChanges not staged for commit:\n"
+    "\tmodified:   src/a.py\n\tmodified:   tests/test_a.py\n\n"
+    "Untracked files:\n\t.coverage\n"
+)
+
+
+def _stand(story: Story) -> str:
+    return "\n".join(where_things_stand(View(story.state())))
+
+
+def test_git_status_listing_modified_and_untracked_is_told_whole_even_under_tmp() -> None:
+    story = (
+        Story()
+        .person("add a test")
+        .edit("/tmp/proj/src/a.py", "x", "y")
+        .edit("/tmp/proj/tests/test_a.py", "x", "y")
+        .run("git status", STATUS)
+    )
+    said = _stand(story)
+    assert "`src/a.py`" in said and "`tests/test_a.py`" in said and "`.coverage` (untracked)" in said
+
+
+def test_a_file_only_read_that_git_lists_as_modified_is_not_dropped() -> None:
+    story = Story().person("look").read("src/a.py").run("git status", STATUS)
+    assert "`src/a.py` (modified)" in _stand(story)
+
+
+def test_a_clean_status_after_edits_no_commit_took_leaves_the_latest_commit_unknown() -> None:
+    story = (
+        Story()
+        .person("add it")
+        .edit("/tmp/proj/src/a.py", "x", "y")
+        .run("git status", STATUS)
+        .run("git add src/a.py tests/test_a.py && git commit -m 'add'", commit_output("6322cf4", "add", "master"))
+        .edit("/tmp/proj/.gitignore", "a", "a\n.coverage")
+        .run("git status", "On branch master\nnothing to commit, working tree clean")
+    )
+    said = _stand(story)
+    assert "no commit of this history took the edits of `.gitignore`" in said
+    assert "the latest commit is not known from this history" in said
+    assert any(
+        line.startswith("- Latest commit made by a command of this history `6322cf4`")
+        for line in repository(View(story.state()))
+    )
+
+
+def test_a_clean_status_after_a_commit_that_took_the_edits_claims_nothing_more() -> None:
+    story = (
+        Story()
+        .person("add it")
+        .edit("src/a.py", "x", "y")
+        .run("git add -A && git commit -m 'add'", commit_output("6322cf4", "add"))
+        .run("git status", "On branch main\nnothing to commit, working tree clean")
+    )
+    assert "not known from this history" not in _stand(story)
+
+
+def test_a_search_that_found_nothing_is_not_told_as_gone_through() -> None:
+    story = (
+        Story().person("find the caller").run("grep -rn old_name src", "", error=True, said="Let me find the callers.")
+    )
+    said = _stand(story)
+    assert "found nothing" in said and "went through" not in said
+    tool = Story().person("find it").tool("Grep", {"pattern": "old_name"}, "No files found", said="Let me look.")
+    assert "found nothing" in _stand(tool)
+
+
+def test_an_error_printed_again_at_another_line_was_not_got_past() -> None:
+    story = (
+        Story()
+        .person("fix the build")
+        .run("mix compile", "error: lib/a.ex:45: undefined function foo/1\nException: exit code 1", error=True)
+        .edit("lib/a.ex", "x", "y\nz")
+        .run("mix compile", "error: lib/a.ex:47: undefined function foo/1\nException: exit code 1", error=True)
+    )
+    told = "\n".join(errors(View(story.state())))
+    assert "got past" not in told
+
+
+def test_an_error_the_next_run_did_not_print_is_told_as_such_not_as_fixed() -> None:
+    story = (
+        Story()
+        .person("fix the build")
+        .run("mix compile", "error: lib/a.ex:45: undefined function foo/1", error=True)
+        .edit("lib/a.ex", "x", "y")
+        .run("mix compile", "error: lib/b.ex:3: syntax error before: end", error=True)
+    )
+    told = "\n".join(errors(View(story.state())))
+    assert "the next run (#7) got past it (failed otherwise)" in told
+
+
+def test_a_refused_edit_is_to_be_redone_before_handing_in() -> None:
+    story = (
+        Story()
+        .person("fix the handler")
+        .edit(
+            "src/handler.py",
+            "a",
+            "b",
+            output="Your proposed edit has introduced new syntax error(s). Please understand the fixes and retry.",
+        )
+    )
+    steps = "\n".join(next_section(View(story.state())))
+    assert "Redo the edit of `src/handler.py`: the tool refused it at #2 and the file is as it was" in steps
+
+
+def test_a_script_run_before_the_latest_edit_is_owed_again() -> None:
+    story = (
+        Story()
+        .person("fix the bug")
+        .write("repro.py", "import x\nprint(x.f())")
+        .run("python repro.py", "Traceback (most recent call last):\nValueError: bad")
+        .edit("src/x.py", "a", "b")
+    )
+    steps = "\n".join(next_section(View(story.state())))
+    assert "Run `python repro.py` again: its last run (#4) was before the edits of `src/x.py` (#6)" in steps
+
+
+def test_a_follow_up_the_agent_filed_while_working_is_not_the_next_step() -> None:
+    story = (
+        Story()
+        .person("Work on proj-fum")
+        .run("bd update proj-fum.4 --status in_progress", "✓ Updated issue: proj-fum.4")
+        .run("bd create 'agent_id dropped' --parent proj-fum", "✓ Created issue: proj-fum.5")
+        .run("bd close proj-fum.4", "✓ Closed proj-fum.4")
+        .says("All done; filed proj-fum.5 for later.")
+    )
+    steps = next_section(View(story.state()))
+    assert not any(step.startswith("1. Next open") or "Then `proj-fum.5`" in step for step in steps)
+    assert any("Not a step unless the person asks" in step and "`proj-fum.5`" in step for step in steps)
+    assert "Filed by the agent in this history and still open (not started): `proj-fum.5`" in _stand(story)
+
+
+def test_a_script_written_and_deleted_again_is_no_modified_file() -> None:
+    story = (
+        Story().person("fix it").write("reproduce.py", "print(1)").edit("src/x.py", "a", "b").run("rm reproduce.py", "")
+    )
+    assert file_ops(story.state()).modified == ["src/x.py"]
+
+
+def test_a_correction_of_the_agents_step_is_not_told_as_a_standing_rule() -> None:
+    story = (
+        Story()
+        .person("make the code block green")
+        .edit("theme.ts", "a", "b")
+        .says("Made the code block green and the border too.")
+        .person("no, the border should stay as is")
+    )
+    told = "\n".join(constraints(View(story.state())))
+    assert told == '- "no, the border should stay as is" (#5; said in answer to the agent\'s step before it)'
+    # The person wrote on the same subject again later: cited beside it.
+    story.edit("theme.ts", "b", "c").says("Reverted the border.").person(
+        "actually the border color is #b5bd68, use that"
+    )
+    told = "\n".join(constraints(View(story.state())))
+    assert (
+        "(#5; said in answer to the agent's step before it; the person wrote on the same subject later, at #9)" in told
+    )
+
+
+def test_what_fixed_a_check_is_what_changed_after_its_last_failing_run() -> None:
+    story = (
+        Story()
+        .person("fix the test")
+        .run("pytest tests/test_a.py", "FAILED tests/test_a.py::test_a - AssertionError\n1 failed in 0.1s", error=True)
+        .edit("src/first.py", "a", "b")
+        .run("pytest tests/test_a.py", "FAILED tests/test_a.py::test_a - AssertionError\n1 failed in 0.1s", error=True)
+        .edit("src/second.py", "a", "b")
+        .run("pytest tests/test_a.py", "1 passed in 0.1s")
+    )
+    fix = story.state().checks["pytest"].fix
+    assert "second.py" in fix and "first.py" not in fix
+
+
+def test_parallel_calls_are_told_together_not_one_as_the_last() -> None:
+    story = Story().person("check the layout")
+    story.raw.append(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me look at both."},
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls docs"}},
+                {"type": "tool_use", "id": "t2", "name": "Bash", "input": {"command": "grep -rn CODEOWNERS ."}},
+            ],
+        }
+    )
+    story.raw.append(
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "a.md"},
+                {"type": "tool_result", "tool_use_id": "t2", "content": "", "is_error": True},
+            ],
+        }
+    )
+    said = _stand(story)
+    assert "made 2 calls at once: `ls docs` went through and `grep -rn CODEOWNERS .` found nothing" in said
+
+
+def test_the_first_requests_answer_carries_the_persons_reply_to_it() -> None:
+    story = Story().person("port the selector").edit("sel.ts", "a", "b").says("Ported the selector.")
+    story.person("you broke it, i undid your changes, try again").edit("sel.ts", "a", "c").says("Redone.")
+    story.person("now the footer").says("Done.").person("and the header").says("Done.")
+    told = "\n".join(goal(View(story.state())))
+    assert 'answered at #4 (the person\'s reply, #5: "you broke it, i undid your changes, try again")' in told
+
+
+def test_repaired_items_get_a_heading_of_their_own() -> None:
+    ledger = Ledger(items={c: [] for c in CRITICAL_CATEGORIES})
+    ledger.items["errors"] = ["src/a.ts(10,34): error TS1343: import.meta is not allowed"]
+    summary = '## Goal\n- x\n\n## Critical Context\n\n### The Person\'s Messages\n- #1 "x"\n'
+    repaired, _added = repair_summary(summary, ledger)
+    assert "### Also in the history, verbatim" in repaired
+    assert repaired.index("### Also in the history") < repaired.index("- Error (verbatim): src/a.ts(10,34)")
+
+
+def test_a_filtered_or_narrower_run_does_not_get_past_an_earlier_error() -> None:
+    story = (
+        Story()
+        .person("fix the types")
+        .run("npm run check", "src/a.ts(3,1): error TS2339: Property 'x' does not exist on type 'Y'.", error=True)
+        .edit("src/b.ts", "a", "b")
+        .run(
+            'npm run check | grep "b.ts"',
+            "src/b.ts(9,2): error TS2322: Type 'string' is not assignable to type 'number'.",
+            error=True,
+        )
+    )
+    assert "got past" not in "\n".join(errors(View(story.state())))
+
+
+def test_failing_runs_followed_by_an_edit_are_no_blocker() -> None:
+    failure = "src/a.ts(3,1): error TS2339: Property 'x' does not exist on type 'Y'."
+    story = (
+        Story()
+        .person("fix the types")
+        .run("npx tsc --noEmit", failure, error=True)
+        .run("npx tsc --noEmit", failure, error=True)
+    )
+    assert "Blocked:" in _stand(story)
+    story.edit("src/a.ts", "a", "b")
+    said = _stand(story)
+    assert "Blocked:" not in said
+    assert "Failing: `npx tsc --noEmit` since #2" in said and "not run again since the edits of `src/a.ts` (#6)" in said
+
+
+def test_an_epic_in_progress_is_not_told_as_still_open() -> None:
+    story = (
+        Story()
+        .person("Implement proj-gqc")
+        .run("bd update proj-gqc --status in_progress", "✓ Updated issue: proj-gqc")
+        .run("bd update proj-gqc.1 --status in_progress", "✓ Updated issue: proj-gqc.1")
+        .run("bd show proj-gqc.2", "○ proj-gqc.2 · Second part   [● P2 · OPEN]")
+    )
+    said = _stand(story)
+    assert "Epic in progress: `proj-gqc`" in said
+    assert "Still open: `proj-gqc.2`" in said and "`proj-gqc` " not in said.split("Still open:")[1]
+
+
+def test_a_generated_file_named_with_another_timestamp_is_made() -> None:
+    note = "Add refs.\n\n## Files\n- `priv/repo/migrations/20260211213000_add_refs.exs` (new)\n"
+    story = (
+        Story()
+        .person("Implement proj-gqc.1")
+        .run("bd show proj-gqc.1", f"◐ proj-gqc.1 · Refs   [● P2 · IN_PROGRESS]\n\nDESCRIPTION\n{note}")
+        .write("/p/priv/repo/migrations/20260211203856_add_refs.exs", "defmodule M do\nend")
+    )
+    steps = "\n".join(next_section(View(story.state())))
+    assert "20260211213000_add_refs.exs" not in steps
