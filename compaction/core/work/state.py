@@ -55,6 +55,9 @@ class PeopleState:
     # The harness's task template around the task (its lead-in, its instructions): the rules the
     # task comes with, the harness's words.
     template: list[Quote] = field(default_factory=list)
+    # What a command the person typed brought with it (a skill body, a custom command's prompt,
+    # the harness's expansion): the rules and steps the request comes with, the harness's words.
+    expansions: list[Quote] = field(default_factory=list)
 
 
 @dataclass

@@ -8,6 +8,7 @@ section with nothing to say is left out rather than filled with "(none)". Messag
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.remaining import next_steps, task_spec
@@ -45,6 +46,27 @@ def _bullets(lines: Lines) -> Lines:
 
 GOAL_CHARS = 4_000
 TASK_CHARS = 2_400
+EXPANSION_CHARS = 2_400
+_HEADING_RE = re.compile(r"^#{1,4}\s+(\S.*)$")
+
+
+def expansion_of(text: str, limit: int, seq: int) -> str:
+    """What a command brought with it, its lines kept up to `limit`, cut at a line; the headings
+    of what was cut are named (its later steps are known to exist), with how much was left out."""
+    shown = block_of(text, limit, seq)
+    if "[…] (" not in shown:
+        return shown
+    kept = {line.strip() for line in shown.splitlines()}
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    cut: list[str] = []
+    fenced = False
+    for line in lines:
+        fenced ^= line.startswith("```")  # a heading inside a code block is an example's
+        if not fenced and line not in kept and (m := _HEADING_RE.match(line)):
+            cut.append(m.group(1).strip(" #*"))
+    if cut:
+        shown += f"\n  Its later sections, not quoted: {listing([quoted(h, 80) for h in cut], 8)}."
+    return shown
 
 
 def goal(v: View) -> Lines:
@@ -64,6 +86,13 @@ def goal(v: View) -> Lines:
         out = [
             f"The task the harness's template gives ({v.cite(first.seq)}): {quoted(lead, 300)}; the task itself: {out[0]}"
         ]
+    came = [e for e in v.state.people.expansions if e.seq == first.seq]
+    if came and not out[0].startswith("The task the harness"):
+        # A command's expansion is the request's instructions (its scope, its steps, its
+        # approvals): the harness's words, carried with the request they came with.
+        out[0] += "; the instructions the command brought with it (the harness's text, not the person's):" + "".join(
+            expansion_of(e.text, v.chars(EXPANSION_CHARS), e.seq) for e in came[:1]
+        )
     if len(requests) > 3 and first.answer is not None:
         out = [
             f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}{verdict(v, first)}; the person's later messages are under Done and The Person's Messages"
