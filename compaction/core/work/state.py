@@ -255,6 +255,7 @@ class TurnState:
     ended: bool = False  # the latest turn ended with the agent's words, nothing pending
     interrupted: int | None = None  # seq the person interrupted the agent
     submitted: Quote | None = None  # a hand-over call (submit, attempt_completion)
+    submit_output: str = ""  # what that call's result said (its first lines)
     plan: list[Quote] = field(default_factory=list)  # steps the agent announced, not yet seen done
 
 
