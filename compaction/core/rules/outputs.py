@@ -365,7 +365,8 @@ RULES: tuple[R, ...] = (
     R(
         "vocabulary:READ_FAILED_RE",
         "a file tool's answer that the file could not be read",
-        "a read that failed is no file read, flagged as an error or not",
+        "a read that failed is no file read, flagged as an error or not; nor did another call of the same"
+        " message read the file (they ran at the same moment)",
         (
             "File does not exist.",
             "<tool_use_error>File does not exist.</tool_use_error>",

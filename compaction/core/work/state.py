@@ -272,5 +272,7 @@ class WorkState:
     recent: list[Quote] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)  # each program + subcommand run, once
     open_file: str = ""  # the file an editor has open (SWE-agent's `edit` changes it)
+    # Paths a file tool said do not exist, with that call's message: no call of it read them.
+    absent: dict[str, int] = field(default_factory=dict)
     calls: int = 0
     folded: int = 0  # how many messages were folded in (stored as "messages" before)

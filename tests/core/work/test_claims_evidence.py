@@ -281,3 +281,43 @@ def test_a_generated_file_named_with_another_timestamp_is_made() -> None:
     )
     steps = "\n".join(next_section(View(story.state())))
     assert "20260211213000_add_refs.exs" not in steps
+
+
+def _batch(story: Story, calls: list[tuple[str, dict[str, str], str, bool]]) -> Story:
+    """One assistant message with several calls, then one message with all their results."""
+    story.raw.append(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": f"b{i}", "name": name, "input": args}
+                for i, (name, args, _, _) in enumerate(calls)
+            ],
+        }
+    )
+    story.raw.append(
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": f"b{i}", "content": out, "is_error": err}
+                for i, (_, _, out, err) in enumerate(calls)
+            ],
+        }
+    )
+    return story
+
+
+def test_a_file_the_read_tool_said_does_not_exist_is_no_file_read_by_the_same_messages_calls() -> None:
+    missing = "/p/BOOTLOADER.md"
+    for order in (1, -1):
+        calls = [
+            ("Bash", {"command": f"cat {missing} 2>/dev/null | head -50"}, "", False),
+            ("Read", {"file_path": missing}, "<tool_use_error>File does not exist.</tool_use_error>", True),
+        ][::order]
+        story = _batch(Story().person("review the repo"), calls).read("/p/archive/BOOTLOADER.md")
+        assert file_ops(story.state()).read == ["/p/archive/BOOTLOADER.md"]
+    # A file read in an earlier message and then answered "does not exist" was read then.
+    earlier = _batch(
+        Story().person("review").read(missing),
+        [("Read", {"file_path": missing}, "<tool_use_error>File does not exist.</tool_use_error>", True)],
+    )
+    assert file_ops(earlier.state()).read == [missing]
