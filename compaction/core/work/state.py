@@ -120,6 +120,7 @@ class Commit:
     tasks: list[str] = field(default_factory=list)  # tasks in progress or closed around it
     checks: list[str] = field(default_factory=list)  # the checks that passed since the previous commit
     body: str = ""  # what its message's body says it did (parse.commit_body)
+    created: list[str] = field(default_factory=list)  # the files git printed "create mode" for
 
 
 @dataclass

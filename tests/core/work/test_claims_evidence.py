@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from compaction.core.ledger import CRITICAL_CATEGORIES, Ledger, repair_summary
 from compaction.core.summarizers.extractive.render import constraints, errors, goal, next_section, repository
-from compaction.core.summarizers.extractive.standing import where_things_stand
+from compaction.core.summarizers.extractive.standing import built_by, where_things_stand
 from compaction.core.summarizers.extractive.view import View
 from compaction.core.work import file_ops
 from tests.core.work.story import Story, commit_output
@@ -321,3 +321,26 @@ def test_a_file_the_read_tool_said_does_not_exist_is_no_file_read_by_the_same_me
         [("Read", {"file_path": missing}, "<tool_use_error>File does not exist.</tool_use_error>", True)],
     )
     assert file_ops(earlier.state()).read == [missing]
+
+
+def test_a_file_is_new_in_a_commit_only_when_git_printed_create_mode_for_it() -> None:
+    def commit(subject: str) -> str:
+        return f"git add -A && git commit -m '{subject}'"
+
+    story = (
+        Story()
+        .person("Add the review page, then launch from it")
+        .write("/p/lib/review_live.ex", "defmodule ReviewLive do\n  def mount(_, _, s), do: {:ok, s}\nend\n")
+        .run(
+            commit("feat: review page"), commit_output("bb53fb4", "feat: review page", created=("lib/review_live.ex",))
+        )
+        .edit("/p/lib/review_live.ex", "end\n", '  def handle_event("open", _, s), do: {:noreply, s}\nend\n')
+        .write("/p/lib/token_store.ex", "defmodule TokenStore do\n  def mint(x), do: x\nend\n")
+        .run(commit("feat: launch"), commit_output("a230dbf", "feat: launch", created=("lib/token_store.ex",)))
+    )
+    view = View(story.state())
+    launch = next(c for c in story.state().git.commits if c.sha == "a230dbf")
+    built = built_by(view, launch)
+    assert any(b.startswith("`lib/token_store.ex` (new, ") for b in built), built
+    assert any(b.startswith("`lib/review_live.ex` (") for b in built), built
+    assert not any(b.startswith("`lib/review_live.ex` (new") for b in built), built

@@ -509,10 +509,16 @@ def test_a_file_is_new_only_in_the_commit_that_added_it() -> None:
         Story()
         .person("Add the review page, then the close button")
         .write("/p/lib/review_live.ex", "defmodule ReviewLive do\nend\n")
-        .run(commit("feat: review page", "Add ReviewLive."), commit_output("bb53fb4", "feat: review page"))
+        .run(
+            commit("feat: review page", "Add ReviewLive."),
+            commit_output("bb53fb4", "feat: review page", created=("lib/review_live.ex",)),
+        )
         .edit("/p/lib/review_live.ex", "end", 'def handle_event("close", _, s), do: {:noreply, s}\nend')
         .write("/p/lib/token_store.ex", "defmodule TokenStore do\nend\n")
-        .run(commit("feat: close button", "Add the close event."), commit_output("05fd186", "feat: close button"))
+        .run(
+            commit("feat: close button", "Add the close event."),
+            commit_output("05fd186", "feat: close button", created=("lib/token_store.ex",)),
+        )
     )
     lines = "\n".join(files(View(story.state())))
     assert "Committed in `05fd186` and unchanged since then: " in lines, lines

@@ -19,6 +19,7 @@ from compaction.core.summarizers.extractive.standing import (
     check_said,
     clipped,
     code,
+    created_in,
     listing,
     quoted,
     report_text,
@@ -495,8 +496,8 @@ def _by_commit(v: View, recs: list[FileRecord]) -> list[str]:
     """One line per commit: the files it holds that have not changed since ("new": written whole)."""
     held: dict[str, list[str]] = {}
     for rec in sorted(recs, key=lambda r: r.first):
-        # "(new)": the commit that holds it is the one that added it (not a later one that changed it).
-        new = rec.created and len(rec.commits) == 1
+        # "(new)": git printed "create mode" for it when it made the commit that holds it.
+        new = any(c.sha == rec.commits[-1] and created_in(c, rec.path) for c in v.state.git.commits)
         held.setdefault(rec.commits[-1], []).append(v.path(rec.path) + (" (new)" if new else ""))
     order = [c.sha for c in reversed(v.state.git.commits) if c.sha in held]
     out = []
