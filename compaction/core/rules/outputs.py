@@ -351,7 +351,8 @@ RULES: tuple[R, ...] = (
     R(
         "vocabulary:PIPE_FILTER_RE",
         "a pipe from a command into a filter (tail, head, grep…)",
-        "the shell reports the filter's exit status, not the command's: its verdict is what it printed",
+        "the shell reports the filter's exit status, not the command's: its verdict is what it printed, and a check"
+        " run again through one was run again, its other lines unseen",
         ("mix credo --strict 2>&1 | tail -20", "pytest -q | grep passed"),
         ("pytest -q", "git log --oneline -3"),
     ),

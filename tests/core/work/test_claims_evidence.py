@@ -344,3 +344,25 @@ def test_a_file_is_new_in_a_commit_only_when_git_printed_create_mode_for_it() ->
     assert any(b.startswith("`lib/token_store.ex` (new, ") for b in built), built
     assert any(b.startswith("`lib/review_live.ex` (") for b in built), built
     assert not any(b.startswith("`lib/review_live.ex` (new") for b in built), built
+
+
+def test_a_check_run_again_through_a_filter_is_not_told_as_not_run_again() -> None:
+    story = (
+        Story()
+        .person("fix the type errors")
+        .run(
+            "npm run check",
+            "test/chat.ts(28,2): error TS2739: Type '{}' is missing properties\n"
+            "test/wrap.test.ts(70,52): error TS2353: Object literal may only specify known properties",
+            error=True,
+        )
+        .edit("test/chat.ts", "x", "y")
+        .run(
+            'npm run check | grep "wrap"',
+            "test/wrap.test.ts(70,52): error TS2353: Object literal may only specify known properties",
+        )
+    )
+    told = "\n".join(errors(View(story.state())))
+    first = next(line for line in told.splitlines() if "TS2739" in line)
+    assert "not run again" not in first, first
+    assert "run again (#6) only through `grep`: its other errors unseen" in first, first

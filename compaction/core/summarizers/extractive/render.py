@@ -367,6 +367,13 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
         return said + " — still open"
     # Not run again: whether it still fails is unknown; what changed since is what is known.
     note = v.edits_note(last.seq, lead="edits since:") if v.level < TERSE else ""
+    later = v.state.checks.get(last.key.removeprefix("check:")) if last.key.startswith("check:") else None
+    if later is not None and later.seq > last.seq:
+        # The same check ran again: a filter it was piped into showed only the lines it kept.
+        again = f" — run again ({v.cite(later.seq)})"
+        if later.piped:
+            again += f" only through `{later.piped}`: its other errors unseen"
+        return said + again + (f"; {note}" if note else "")
     return said + " — not run again after it" + (f"; {note}" if note else "")
 
 
