@@ -632,7 +632,8 @@ def other(v: View) -> Lines:
     # skill) is not handed over: it changed nothing the next agent needs.
     tools = _tools_used(v)
     if tools and v.level <= MINIMAL:
-        out.append(f"Programs the work ran in the shell: {tools}")
+        # Some, not all: the shell's own programs (`ls`, `grep`, `sed`) and the harness's tools are left out.
+        out.append(f"Programs run in the shell include: {tools}")
     refused = v.state.people.refusals
     if refused:
         out += [
