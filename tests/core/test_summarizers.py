@@ -353,3 +353,34 @@ def test_a_file_read_in_scratch_space_is_stored_but_not_listed_or_repaired_into_
     assert "src/util.py" in result.summary
     assert "/tmp/claude-1000" not in result.summary  # neither in <read-files> nor repaired back in
     assert "/tmp/claude-1000/tasks/b1.output" in result.read_files  # the compaction still records it
+
+
+def test_lines_the_fidelity_repair_adds_are_paid_for_by_the_file_tags(monkeypatch):
+    """The repair may add lines to a summary whose body and tags already fill MAX_SUMMARY_CHARS:
+    the served summary still stays under it (the oldest read files leave the tags), so the
+    message with its preamble stays under 12,000 characters."""
+    from compaction.core.summarizers import chain
+
+    reads = []
+    for i in range(60):
+        call = {"type": "tool_use", "id": f"r{i}", "name": "Read", "input": {"file_path": f"/repo/src/module_{i}.py"}}
+        reads += [
+            _msg(2 * i + 1, "assistant", [call]),
+            _msg(2 * i + 2, "user", [{"type": "tool_result", "tool_use_id": f"r{i}", "content": "x = 1\n"}]),
+        ]
+    inp = SummaryInput(messages=[_msg(0, "user", "Read every module."), *reads], output_budget=4000)
+    plain = summarize(inp, build_chain(api_key=None, base_url=None, model="m", timeout=1, max_retries=0))
+    assert "\nsrc/module_0.py\n" in plain.summary  # every read listed when there is room
+
+    def repair_before_the_tags(summary, inp):
+        body, _, tags = summary.partition("\n\n<read-files>")
+        added = "\n- also seen: " + ", ".join(f"src/extra_{i}.py" for i in range(40))
+        return f"{body}{added}\n\n<read-files>{tags}", chain.Fidelity()
+
+    monkeypatch.setattr(chain, "_fidelity", repair_before_the_tags)
+    monkeypatch.setattr(chain, "MAX_SUMMARY_CHARS", len(plain.summary) + 50)  # room for the tags, not the repair
+    result = summarize(inp, build_chain(api_key=None, base_url=None, model="m", timeout=1, max_retries=0))
+    assert "also seen: src/extra_0.py" in result.summary  # the repair's lines are served
+    assert len(result.summary) <= len(plain.summary) + 50
+    assert "\nsrc/module_59.py\n" in result.summary  # the newest reads stay
+    assert "\nsrc/module_0.py\n" not in result.summary

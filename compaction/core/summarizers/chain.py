@@ -116,6 +116,19 @@ def _capped_tags(ops: FileOps, limit: int, max_chars: int | None = None) -> str:
     return tags
 
 
+def _tags_within(summary: str, tags: str, ops: FileOps, inp: SummaryInput) -> str:
+    """The fidelity repair may add lines to a summary whose body and tags already filled
+    MAX_SUMMARY_CHARS (measured on the audit's pi cut: 11,786 served, 12,066 with the message's
+    preamble): the file tags at its end give that space back (oldest read files first, as
+    _capped_tags drops them), so the served message stays under 12,000 characters."""
+    over = len(summary) - MAX_SUMMARY_CHARS
+    if over <= 0 or not tags or not summary.endswith(tags):
+        return summary
+    fewer = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE), max_chars=max(0, len(tags) - over)).strip()
+    head = summary[: len(summary) - len(tags)].rstrip()
+    return f"{head}\n\n{fewer}" if fewer else head
+
+
 def _check(draft: Draft, inp: SummaryInput, summarizer: Summarizer, body_budget: int | None = None) -> str | None:
     reason = check_summary_text(
         draft.summary,
@@ -270,6 +283,7 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     # leaves (the full lists are stored with the compaction either way).
     tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE), max_chars=MAX_SUMMARY_CHARS - len(summary) - 2)
     summary, fidelity = _fidelity(f"{summary}\n\n{tags}" if tags else summary, inp)
+    summary = _tags_within(summary, tags, ops, inp)
     fidelity = replace(fidelity, agreement=tuple(accepted.agreement.repairs))
     usage = dict(draft.usage, duration_ms=timings)
     if accepted.dropped:
