@@ -401,9 +401,7 @@ def test_the_tools_line_names_the_projects_programs_not_the_shells_utilities_or_
         .run('head -5 t.jsonl | python3 -c "import sys,json; [print(json.dumps({k:v for k,v in x})) for x in y]"', "{}")
     )
     # Not all it ran (`ls`, `tail`, `grep` are left out): said as some, not as the whole list.
-    assert other(View(story.state())) == [
-        "- Programs run in the shell include: `npm` (install), `mix` (test)"
-    ]
+    assert other(View(story.state())) == ["- Programs run in the shell include: `npm` (install), `mix` (test)"]
 
 
 def test_a_hook_demand_the_agent_stopped_after_is_told_as_answered() -> None:
