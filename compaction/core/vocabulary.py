@@ -132,6 +132,8 @@ PUSH_OUTPUT_RE = re.compile(
     r"^\s*(?:\+\s*)?(?:([0-9a-f]{7,40})\.\.\.?([0-9a-f]{7,40})|\* \[new (?:branch|tag)\])\s+(\S+)\s+->\s+(\S+)",
     re.MULTILINE,
 )
+# `git commit` lists each file the commit adds to the repository: " create mode 100644 path".
+CREATE_MODE_RE = re.compile(r"(?m)^ create mode \d{6} (\S.*?)\s*$")
 GIT_COMMIT_RE = re.compile(r"\bgit\b[^|;&\n]*\bcommit\b")
 GIT_PUSH_RE = re.compile(r"\bgit\b[^|;&\n]*\bpush\b")
 GIT_STATUS_RE = re.compile(r"\bgit\s+(?:-C\s+\S+\s+)?status\b([^;&|\n]*)")

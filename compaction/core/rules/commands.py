@@ -147,6 +147,13 @@ RULES: tuple[R, ...] = (
         ("[main] Fix", "1a2b3c4 Fix the parser", "[ERROR] failed"),
     ),
     R(
+        "vocabulary:CREATE_MODE_RE",
+        "git commit's line for a file the commit adds: ' create mode 100644 path'",
+        "git prints it for each file new to the repository, and for no file the commit only changed",
+        (" create mode 100644 lib/a/b.ex", " create mode 100755 scripts/run.sh"),
+        (" 3 files changed, 40 insertions(+), 2 deletions(-)", " delete mode 100644 a.ex", "create mode in a.md"),
+    ),
+    R(
         "vocabulary:PUSH_OUTPUT_RE",
         "git push's line for a ref it updated: 'old..new  src -> dst', '* [new branch]  x -> x'",
         "git prints this line exactly when a ref was pushed",

@@ -351,7 +351,8 @@ RULES: tuple[R, ...] = (
     R(
         "vocabulary:PIPE_FILTER_RE",
         "a pipe from a command into a filter (tail, head, grep…)",
-        "the shell reports the filter's exit status, not the command's: its verdict is what it printed",
+        "the shell reports the filter's exit status, not the command's: its verdict is what it printed, and a check"
+        " run again through one was run again, its other lines unseen",
         ("mix credo --strict 2>&1 | tail -20", "pytest -q | grep passed"),
         ("pytest -q", "git log --oneline -3"),
     ),
@@ -365,7 +366,8 @@ RULES: tuple[R, ...] = (
     R(
         "vocabulary:READ_FAILED_RE",
         "a file tool's answer that the file could not be read",
-        "a read that failed is no file read, flagged as an error or not",
+        "a read that failed is no file read, flagged as an error or not; nor did another call of the same"
+        " message read the file (they ran at the same moment)",
         (
             "File does not exist.",
             "<tool_use_error>File does not exist.</tool_use_error>",

@@ -123,6 +123,7 @@ class Commit:
     tasks: list[str] = field(default_factory=list)  # tasks in progress or closed around it
     checks: list[str] = field(default_factory=list)  # the checks that passed since the previous commit
     body: str = ""  # what its message's body says it did (parse.commit_body)
+    created: list[str] = field(default_factory=list)  # the files git printed "create mode" for
 
 
 @dataclass
@@ -276,5 +277,7 @@ class WorkState:
     recent: list[Quote] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)  # each program + subcommand run, once
     open_file: str = ""  # the file an editor has open (SWE-agent's `edit` changes it)
+    # Paths a file tool said do not exist, with that call's message: no call of it read them.
+    absent: dict[str, int] = field(default_factory=dict)
     calls: int = 0
     folded: int = 0  # how many messages were folded in (stored as "messages" before)

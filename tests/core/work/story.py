@@ -92,8 +92,9 @@ class Story:
         return fold(self.msgs())
 
 
-def commit_output(sha: str, subject: str, branch: str = "main") -> str:
-    return f"[{branch} {sha}] {subject}\n 1 file changed, 2 insertions(+)"
+def commit_output(sha: str, subject: str, branch: str = "main", created: tuple[str, ...] = ()) -> str:
+    made = "".join(f"\n create mode 100644 {path}" for path in created)
+    return f"[{branch} {sha}] {subject}\n 1 file changed, 2 insertions(+){made}"
 
 
 def push_output(old: str, new: str, branch: str = "main") -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from compaction.core.ledger import CRITICAL_CATEGORIES, Ledger, repair_summary
 from compaction.core.summarizers.extractive.render import constraints, errors, goal, next_section, repository
-from compaction.core.summarizers.extractive.standing import where_things_stand
+from compaction.core.summarizers.extractive.standing import built_by, where_things_stand
 from compaction.core.summarizers.extractive.view import View
 from compaction.core.work import file_ops
 from tests.core.work.story import Story, commit_output
@@ -281,3 +281,88 @@ def test_a_generated_file_named_with_another_timestamp_is_made() -> None:
     )
     steps = "\n".join(next_section(View(story.state())))
     assert "20260211213000_add_refs.exs" not in steps
+
+
+def _batch(story: Story, calls: list[tuple[str, dict[str, str], str, bool]]) -> Story:
+    """One assistant message with several calls, then one message with all their results."""
+    story.raw.append(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": f"b{i}", "name": name, "input": args}
+                for i, (name, args, _, _) in enumerate(calls)
+            ],
+        }
+    )
+    story.raw.append(
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": f"b{i}", "content": out, "is_error": err}
+                for i, (_, _, out, err) in enumerate(calls)
+            ],
+        }
+    )
+    return story
+
+
+def test_a_file_the_read_tool_said_does_not_exist_is_no_file_read_by_the_same_messages_calls() -> None:
+    missing = "/p/BOOTLOADER.md"
+    for order in (1, -1):
+        calls = [
+            ("Bash", {"command": f"cat {missing} 2>/dev/null | head -50"}, "", False),
+            ("Read", {"file_path": missing}, "<tool_use_error>File does not exist.</tool_use_error>", True),
+        ][::order]
+        story = _batch(Story().person("review the repo"), calls).read("/p/archive/BOOTLOADER.md")
+        assert file_ops(story.state()).read == ["/p/archive/BOOTLOADER.md"]
+    # A file read in an earlier message and then answered "does not exist" was read then.
+    earlier = _batch(
+        Story().person("review").read(missing),
+        [("Read", {"file_path": missing}, "<tool_use_error>File does not exist.</tool_use_error>", True)],
+    )
+    assert file_ops(earlier.state()).read == [missing]
+
+
+def test_a_file_is_new_in_a_commit_only_when_git_printed_create_mode_for_it() -> None:
+    def commit(subject: str) -> str:
+        return f"git add -A && git commit -m '{subject}'"
+
+    story = (
+        Story()
+        .person("Add the review page, then launch from it")
+        .write("/p/lib/review_live.ex", "defmodule ReviewLive do\n  def mount(_, _, s), do: {:ok, s}\nend\n")
+        .run(
+            commit("feat: review page"), commit_output("bb53fb4", "feat: review page", created=("lib/review_live.ex",))
+        )
+        .edit("/p/lib/review_live.ex", "end\n", '  def handle_event("open", _, s), do: {:noreply, s}\nend\n')
+        .write("/p/lib/token_store.ex", "defmodule TokenStore do\n  def mint(x), do: x\nend\n")
+        .run(commit("feat: launch"), commit_output("a230dbf", "feat: launch", created=("lib/token_store.ex",)))
+    )
+    view = View(story.state())
+    launch = next(c for c in story.state().git.commits if c.sha == "a230dbf")
+    built = built_by(view, launch)
+    assert any(b.startswith("`lib/token_store.ex` (new, ") for b in built), built
+    assert any(b.startswith("`lib/review_live.ex` (") for b in built), built
+    assert not any(b.startswith("`lib/review_live.ex` (new") for b in built), built
+
+
+def test_a_check_run_again_through_a_filter_is_not_told_as_not_run_again() -> None:
+    story = (
+        Story()
+        .person("fix the type errors")
+        .run(
+            "npm run check",
+            "test/chat.ts(28,2): error TS2739: Type '{}' is missing properties\n"
+            "test/wrap.test.ts(70,52): error TS2353: Object literal may only specify known properties",
+            error=True,
+        )
+        .edit("test/chat.ts", "x", "y")
+        .run(
+            'npm run check | grep "wrap"',
+            "test/wrap.test.ts(70,52): error TS2353: Object literal may only specify known properties",
+        )
+    )
+    told = "\n".join(errors(View(story.state())))
+    first = next(line for line in told.splitlines() if "TS2739" in line)
+    assert "not run again" not in first, first
+    assert "run again (#6) only through `grep`: its other errors unseen" in first, first

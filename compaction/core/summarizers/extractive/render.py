@@ -20,6 +20,7 @@ from compaction.core.summarizers.extractive.standing import (
     check_said,
     clipped,
     code,
+    created_in,
     listing,
     quoted,
     report_text,
@@ -395,6 +396,13 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
         return said + " — still open"
     # Not run again: whether it still fails is unknown; what changed since is what is known.
     note = v.edits_note(last.seq, lead="edits since:") if v.level < TERSE else ""
+    later = v.state.checks.get(last.key.removeprefix("check:")) if last.key.startswith("check:") else None
+    if later is not None and later.seq > last.seq:
+        # The same check ran again: a filter it was piped into showed only the lines it kept.
+        again = f" — run again ({v.cite(later.seq)})"
+        if later.piped:
+            again += f" only through `{later.piped}`: its other errors unseen"
+        return said + again + (f"; {note}" if note else "")
     return said + " — not run again after it" + (f"; {note}" if note else "")
 
 
@@ -524,8 +532,8 @@ def _by_commit(v: View, recs: list[FileRecord]) -> list[str]:
     """One line per commit: the files it holds that have not changed since ("new": written whole)."""
     held: dict[str, list[str]] = {}
     for rec in sorted(recs, key=lambda r: r.first):
-        # "(new)": the commit that holds it is the one that added it (not a later one that changed it).
-        new = rec.created and len(rec.commits) == 1
+        # "(new)": git printed "create mode" for it when it made the commit that holds it.
+        new = any(c.sha == rec.commits[-1] and created_in(c, rec.path) for c in v.state.git.commits)
         held.setdefault(rec.commits[-1], []).append(v.path(rec.path) + (" (new)" if new else ""))
     order = [c.sha for c in reversed(v.state.git.commits) if c.sha in held]
     out = []
@@ -653,7 +661,8 @@ def other(v: View) -> Lines:
     # skill) is not handed over: it changed nothing the next agent needs.
     tools = _tools_used(v)
     if tools and v.level <= MINIMAL:
-        out.append(f"Programs the work ran in the shell: {tools}")
+        # Some, not all: the shell's own programs (`ls`, `grep`, `sed`) and the harness's tools are left out.
+        out.append(f"Programs run in the shell include: {tools}")
     refused = v.state.people.refusals
     if refused:
         out += [

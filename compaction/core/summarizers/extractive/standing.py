@@ -376,6 +376,12 @@ def _commit_sentence(v: View) -> list[str]:
     return [said + "."]
 
 
+def created_in(commit: Commit, path: str) -> bool:
+    """Whether git printed "create mode" for `path` when it made `commit` (its paths are the
+    repository's; the state's may be absolute)."""
+    return any(path == made or path.endswith("/" + made) for made in commit.created)
+
+
 def built_by(v: View, commit: Commit) -> list[str]:
     """What a commit's changes defined, from the code itself, a file at a time: what the files
     written whole define, the definitions edits added (not their sizes: the commit holds them)."""
@@ -392,7 +398,7 @@ def built_by(v: View, commit: Commit) -> list[str]:
                 said.append(what.rpartition(" (")[0] if what.endswith(")") else what)
         if said:
             out.append(
-                f"{v.path(path)} ({'new, ' if rec is not None and rec.created else ''}{'; '.join(dict.fromkeys(said))})"
+                f"{v.path(path)} ({'new, ' if created_in(commit, path) else ''}{'; '.join(dict.fromkeys(said))})"
             )
     return out
 

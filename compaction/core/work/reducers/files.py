@@ -9,7 +9,7 @@ from compaction.core.fileops import SHELL_SEARCH_COMMANDS, call_file_ops, withou
 from compaction.core.paths import outside_repository
 from compaction.core.text_heuristics import chain_parts, sentences
 from compaction.core.types import FileOps
-from compaction.core.vocabulary import DELETE_RE, GIT_MV_RE, MANIFEST_CMD_RE, MANIFESTS
+from compaction.core.vocabulary import DELETE_RE, GIT_MV_RE, MANIFEST_CMD_RE, MANIFESTS, READ_FAILED_RE
 from compaction.core.work.events import Call
 from compaction.core.work.parse import edit_change, one_line
 from compaction.core.work.reducers.git import resolve
@@ -178,12 +178,25 @@ def _changed_by_shell(state: WorkState, call: Call, outcome: Outcome, ops: FileO
 
 def _read(state: WorkState, call: Call, ops: FileOps) -> None:
     for path in ops.read:
-        if SCRATCH_RE.search(path):
+        if SCRATCH_RE.search(path) or state.absent.get(path) == call.seq:
             continue
         rec = record(state, path, call.seq)
         rec.reads += 1
         if rec.state == "read":
             rec.last = call.seq
+
+
+def _absent(state: WorkState, call: Call) -> None:
+    """A file tool answered that the file does not exist ("File does not exist."): the other
+    calls of the same message, run at the same moment, did not read it either (`cat x 2>/dev/null`
+    printed nothing). Their reads of it are undone and later ones in that message not counted."""
+    ops, _ = call_file_ops(call.name, call.args, state.open_file or None)
+    state.absent = {path: seq for path, seq in state.absent.items() if seq == call.seq}
+    for path in ops.read:
+        state.absent[path] = call.seq
+        rec = state.files.get(path)
+        if rec is not None and rec.state == "read" and rec.first == call.seq:
+            del state.files[path]
 
 
 def _searches(command: str) -> bool:
@@ -197,6 +210,8 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if outcome.ok is None or call.kind not in ("edit", "shell", "read", "search"):
         return
     if call.kind != "edit" and not outcome.ok:
+        if call.kind == "read" and READ_FAILED_RE.search(call.output[:300]):
+            _absent(state, call)
         return
     ops, open_file = call_file_ops(call.name, call.args, state.open_file or None)
     state.open_file = open_file or ""

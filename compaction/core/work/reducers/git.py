@@ -8,6 +8,7 @@ import re
 from compaction.core.text_heuristics import commits_in_output, pushes_in_output
 from compaction.core.vocabulary import (
     CLEAN_TREE_RE,
+    CREATE_MODE_RE,
     GIT_ADD_RE,
     GIT_BRANCH_RE,
     GIT_RESTORE_RE,
@@ -85,7 +86,9 @@ def _commit_tasks(state: WorkState, subject: str) -> list[str]:
     return [key for key, task in tasks.items() if task.status == "in_progress"]
 
 
-def _commit(state: WorkState, command: str, found: tuple[str, str, str], seq: int, added: list[str] | bool) -> None:
+def _commit(
+    state: WorkState, command: str, found: tuple[str, str, str], seq: int, added: list[str] | bool, output: str = ""
+) -> None:
     branch, sha, subject = found
     git = state.git
     everything = added is True or "*" in git.staged
@@ -103,7 +106,18 @@ def _commit(state: WorkState, command: str, found: tuple[str, str, str], seq: in
     checked = [f"`{c.command}` → {c.tally}" for c in state.checks.values() if c.ok and c.tally and c.seq > previous]
     body = commit_body(command)
     git.commits.append(
-        Commit(sha, one_line(subject, 150), seq, branch, taken, tasks=tasks, checks=checked[-3:], body=body)
+        Commit(
+            sha,
+            one_line(subject, 150),
+            seq,
+            branch,
+            taken,
+            tasks=tasks,
+            checks=checked[-3:],
+            body=body,
+            # What the commit added, as git listed it: a file it only changed was made before.
+            created=[m.group(1) for m in CREATE_MODE_RE.finditer(output[:20000])][:200],
+        )
     )
     steps = state.turn.steps
     # From the first check after the last edit: the wrap-up, not the debugging before it.
@@ -219,7 +233,7 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     added = _added(state, command)
     for branch, sha, subject in commits_in_output(command, call.output):
         if not any(c.sha == sha for c in state.git.commits):
-            _commit(state, command, (branch, sha, subject), call.seq, added)
+            _commit(state, command, (branch, sha, subject), call.seq, added, call.output)
     if added and not commits_in_output(command, call.output):
         state.git.staged = [*state.git.staged, *(added if isinstance(added, list) else ["*"])]
     for sha, destination in pushes_in_output(command, call.output):
