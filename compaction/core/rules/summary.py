@@ -7,7 +7,7 @@ from .base import Rule as R
 RULES: tuple[R, ...] = (
     # --- the extractive summarizer ---
     R(
-        "render:_HEADING_RE",
+        "standing:_HEADING_RE",
         "a Markdown heading line (one to four '#', a space, its title): a section of a command's instructions",
         "skills and command prompts are Markdown documents whose steps are their sections; a cut one names the sections it left out",
         ("## Instructions", "### Phase 2: Explore (if needed)", "# Review"),

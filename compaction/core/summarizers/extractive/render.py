@@ -8,7 +8,6 @@ section with nothing to say is left out rather than filled with "(none)". Messag
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from compaction.core.summarizers.extractive.remaining import next_steps, task_spec
@@ -21,6 +20,7 @@ from compaction.core.summarizers.extractive.standing import (
     clipped,
     code,
     created_in,
+    expansion_of,
     listing,
     quoted,
     report_text,
@@ -48,26 +48,6 @@ def _bullets(lines: Lines) -> Lines:
 GOAL_CHARS = 4_000
 TASK_CHARS = 2_400
 EXPANSION_CHARS = 2_400
-_HEADING_RE = re.compile(r"^#{1,4}\s+(\S.*)$")
-
-
-def expansion_of(text: str, limit: int, seq: int) -> str:
-    """What a command brought with it, its lines kept up to `limit`, cut at a line; the headings
-    of what was cut are named (its later steps are known to exist), with how much was left out."""
-    shown = block_of(text, limit, seq)
-    if "[…] (" not in shown:
-        return shown
-    kept = {line.strip() for line in shown.splitlines()}
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    cut: list[str] = []
-    fenced = False
-    for line in lines:
-        fenced ^= line.startswith("```")  # a heading inside a code block is an example's
-        if not fenced and line not in kept and (m := _HEADING_RE.match(line)):
-            cut.append(m.group(1).strip(" #*"))
-    if cut:
-        shown += f"\n  Its later sections, not quoted: {listing([quoted(h, 80) for h in cut], 8)}."
-    return shown
 
 
 def goal(v: View) -> Lines:
