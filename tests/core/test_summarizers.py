@@ -355,6 +355,47 @@ def test_a_file_read_in_scratch_space_is_stored_but_not_listed_or_repaired_into_
     assert "/tmp/claude-1000/tasks/b1.output" in result.read_files  # the compaction still records it
 
 
+def test_truncate_carries_a_long_first_request_whole_and_cuts_a_longer_one_at_a_line():
+    criteria = "SUCCESS CRITERIA:\nGenerated system must pass yamllint and shellcheck."
+    request = (
+        "Evaluate the simulation below.\n" + "\n".join(f"- point {i}: " + "x" * 60 for i in range(8)) + "\n" + criteria
+    )
+    assert len(request) > 400
+    text = TruncateSummarizer().summarize(_input(messages=[_msg(1, "user", request)])).summary
+    # Whole within the budget: nothing after the old 400-character cut is lost.
+    assert "Generated system must pass yamllint and shellcheck." in text and "…" not in text.split("## Constraints")[0]
+    longer = "Evaluate this.\n" + "\n".join(f"- rubric line {i}: " + "y" * 70 for i in range(80))
+    text = TruncateSummarizer().summarize(_input(messages=[_msg(1, "user", longer)])).summary
+    goal = text.split("## Constraints")[0]
+    # Cut at a line (no line is cut in its middle), saying how much is left out and where.
+    assert "more characters in #1)" in goal
+    shown = [line.strip() for line in goal.splitlines() if "rubric line" in line]
+    assert shown and all(line.endswith("y" * 70) for line in shown)
+
+
+def test_a_commands_expansion_is_carried_with_the_first_request_and_its_cut_sections_named():
+    command = "<command-name>/review</command-name>\n<command-args>the parser module</command-args>"
+    body = (
+        "Review code without changing it.\n\n> **SCOPE**: This command ONLY writes a review. Do NOT edit files.\n\n"
+        "## Steps\n\n### Step 1: Read\nRead the module.\n\n```\n## Example heading inside a code block\n```\n\n"
+        + "\n".join(f"Detail line {i} " + "z" * 80 for i in range(60))
+        + "\n\n### Step 2: Report findings\nWrite the findings.\n\n### Step 3: Ask for approval\nWait."
+    )
+    messages = [
+        _msg(1, "user", [{"type": "text", "text": command}, {"type": "text", "text": body}]),
+        _msg(2, "assistant", "I'll read the parser module first."),
+    ]
+    text = ExtractiveSummarizer().summarize(_input(messages=messages, output_budget=4000)).summary
+    goal = text.split("## Goal")[1]
+    assert "the parser module" in goal
+    # The command's scope and steps come with the request, as the harness's text.
+    assert "ONLY writes a review. Do NOT edit files." in goal and "the harness's text" in goal
+    assert "more characters in #1)" in goal
+    # The sections cut off are named; a heading in a code block is an example's, not a section.
+    assert '"Step 2: Report findings"' in goal and '"Step 3: Ask for approval"' in goal
+    assert "Example heading inside a code block" not in goal.split("Its later sections")[1]
+
+
 def test_lines_the_fidelity_repair_adds_are_paid_for_by_the_file_tags(monkeypatch):
     """The repair may add lines to a summary whose body and tags already fill MAX_SUMMARY_CHARS:
     the served summary still stays under it (the oldest read files leave the tags), so the

@@ -7,6 +7,14 @@ from .base import Rule as R
 RULES: tuple[R, ...] = (
     # --- the extractive summarizer ---
     R(
+        "standing:_HEADING_RE",
+        "a Markdown heading line (one to four '#', a space, its title): a section of a command's instructions",
+        "skills and command prompts are Markdown documents whose steps are their sections; a cut one names the sections it left out",
+        ("## Instructions", "### Phase 2: Explore (if needed)", "# Review"),
+        ("#12 is done", "#!/bin/sh", "text ## not a heading", "##### too deep"),
+        how="match",
+    ),
+    R(
         "remaining:_ASKED_COMMIT_RE",
         "the person asking for a commit (not 'don't commit', not 'commit message')",
         "a commit asked for and not made is work left",

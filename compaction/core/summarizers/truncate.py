@@ -14,7 +14,9 @@ from compaction.core.summarizers.base import Draft, SummaryInput
 from compaction.core.text_heuristics import user_texts
 from compaction.core.types import Msg
 
-MAX_GOAL_CHARS = 400
+# The person's first request is carried whole up to this many characters (a cut request reads as
+# the whole of what was asked); a longer one is cut at a line, saying how much was left out.
+MAX_GOAL_CHARS = 4_000
 
 
 def compacted_line(messages: list[Msg]) -> str:
@@ -39,9 +41,26 @@ def compacted_line(messages: list[Msg]) -> str:
 
 
 def _first_request(messages: list[Msg]) -> str:
+    """The first request's words, their lines kept, whole up to MAX_GOAL_CHARS; cut at a line
+    boundary (a sentence's end for one long line) with how many characters were left out."""
     for m in messages:
         for text in user_texts(m):
-            return text if len(text) <= MAX_GOAL_CHARS else text[:MAX_GOAL_CHARS].rstrip() + "…"
+            lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()]
+            shown: list[str] = []
+            used = 0
+            for line in lines:
+                if used + len(line) > MAX_GOAL_CHARS:
+                    if not shown:  # one long line: up to its last sentence end that fits
+                        head = line[:MAX_GOAL_CHARS]
+                        end = max(head.rfind(". "), head.rfind("? "), head.rfind("! "))
+                        shown.append(head[: end + 1] if end > 0 else head[: head.rfind(" ")].rstrip())
+                        used += len(shown[-1])
+                    break
+                shown.append(line)
+                used += len(line) + 1
+            left = len("\n".join(lines)) - len("\n".join(shown))
+            more = f"\n  […] ({left:,} more characters in #{m.seq})" if left > 0 else ""
+            return "\n  ".join(shown) + more
     return ""
 
 

@@ -55,6 +55,9 @@ class PeopleState:
     # The harness's task template around the task (its lead-in, its instructions): the rules the
     # task comes with, the harness's words.
     template: list[Quote] = field(default_factory=list)
+    # What a command the person typed brought with it (a skill body, a custom command's prompt,
+    # the harness's expansion): the rules and steps the request comes with, the harness's words.
+    expansions: list[Quote] = field(default_factory=list)
 
 
 @dataclass
@@ -253,6 +256,7 @@ class TurnState:
     ended: bool = False  # the latest turn ended with the agent's words, nothing pending
     interrupted: int | None = None  # seq the person interrupted the agent
     submitted: Quote | None = None  # a hand-over call (submit, attempt_completion)
+    submit_output: str = ""  # what that call's result said (its first lines)
     plan: list[Quote] = field(default_factory=list)  # steps the agent announced, not yet seen done
 
 

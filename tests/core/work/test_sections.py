@@ -562,3 +562,19 @@ def test_an_option_weighed_before_the_reason_is_not_the_choice() -> None:
     story = Story().edit("/p/tool.ts", "bold(x)", "fg('toolText', x)", said=said)
     told = "\n".join(decisions(View(story.state())))
     assert "Remove `toolText`" not in told, told
+
+
+def test_a_hand_in_whose_result_only_repeats_the_value_is_not_told_as_work_done() -> None:
+    """A CTF's `submit` of a guess: the result echoes the value and says nothing of acceptance, so
+    the next step says what was handed in, not "nothing further"; a result that says more (a
+    diff, a verdict) is a hand-in as before."""
+    template = (
+        "We're currently solving the following CTF challenge.\nTASK DESCRIPTION:\nFind the flag.\n\n"
+        "INSTRUCTIONS:\nWhen you find the flag, you can submit it by running the submit command."
+    )
+    guess = Story().harness(template).tool("submit", {"command": "submit '4242'"}, "4242")
+    steps = "\n".join(next_section(View(guess.state())))
+    assert "Nothing further" not in steps
+    assert "`submit '4242'`" in steps and "shows no acceptance" in steps
+    diff = Story().harness(template).tool("submit", {"command": "submit"}, "diff --git a/x.py b/x.py\n+fixed")
+    assert "Nothing further: the work was handed in." in "\n".join(next_section(View(diff.state())))

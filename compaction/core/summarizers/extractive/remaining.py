@@ -325,6 +325,16 @@ def _raises_trouble(text: str) -> bool:
 def _finished(v: View) -> str:
     turn = v.state.turn
     if turn.submitted is not None:
+        said = turn.submit_output.strip()
+        bare = said.strip("'\" \n")
+        if not said or (len(bare) <= 200 and "\n" not in bare and bare in turn.submitted.text):
+            # A result that is empty or only repeats what was handed in says nothing of its
+            # acceptance: what was submitted is told, not that the work is done.
+            echo = f"its result only repeats it ({quoted(said, 120)})" if said else "its result is empty"
+            return (
+                f"Handed in {code(turn.submitted.text)} ({v.cite(turn.submitted.seq)}); {echo}, which shows no "
+                "acceptance: check that it was accepted before treating the task as done."
+            )
         return "Nothing further: the work was handed in."
     if turn.ended and turn.report is not None:
         if _raises_trouble(turn.report.text):

@@ -20,6 +20,7 @@ from compaction.core.summarizers.extractive.standing import (
     clipped,
     code,
     created_in,
+    expansion_of,
     listing,
     quoted,
     report_text,
@@ -46,6 +47,7 @@ def _bullets(lines: Lines) -> Lines:
 
 GOAL_CHARS = 4_000
 TASK_CHARS = 2_400
+EXPANSION_CHARS = 2_400
 
 
 def goal(v: View) -> Lines:
@@ -65,6 +67,13 @@ def goal(v: View) -> Lines:
         out = [
             f"The task the harness's template gives ({v.cite(first.seq)}): {quoted(lead, 300)}; the task itself: {out[0]}"
         ]
+    came = [e for e in v.state.people.expansions if e.seq == first.seq]
+    if came and not out[0].startswith("The task the harness"):
+        # A command's expansion is the request's instructions (its scope, its steps, its
+        # approvals): the harness's words, carried with the request they came with.
+        out[0] += "; the instructions the command brought with it (the harness's text, not the person's):" + "".join(
+            expansion_of(e.text, v.chars(EXPANSION_CHARS), e.seq) for e in came[:1]
+        )
     if len(requests) > 3 and first.answer is not None:
         out = [
             f"The session began with {quoted(first.text, 300)} ({v.cite(first.seq)}), answered at {v.cite(first.answer.seq)}{verdict(v, first)}; the person's later messages are under Done and The Person's Messages"

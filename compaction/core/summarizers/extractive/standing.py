@@ -112,6 +112,28 @@ def block_of(text: str, limit: int, seq: int) -> str:
     return "".join(f"\n  {line}" for line in shown) + more
 
 
+_HEADING_RE = re.compile(r"^#{1,4}\s+(\S.*)$")
+
+
+def expansion_of(text: str, limit: int, seq: int) -> str:
+    """What a command brought with it, its lines kept up to `limit`, cut at a line; the headings
+    of what was cut are named (its later steps are known to exist), with how much was left out."""
+    shown = block_of(text, limit, seq)
+    if "[…] (" not in shown:
+        return shown
+    kept = {line.strip() for line in shown.splitlines()}
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    cut: list[str] = []
+    fenced = False
+    for line in lines:
+        fenced ^= line.startswith("```")  # a heading inside a code block is an example's
+        if not fenced and line not in kept and (m := _HEADING_RE.match(line)):
+            cut.append(m.group(1).strip(" #*"))
+    if cut:
+        shown += f"\n  Its later sections, not quoted: {listing([quoted(h, 80) for h in cut], 8)}."
+    return shown
+
+
 def listing(items: list[str], limit: int = MAX_LISTED) -> str:
     shown = items[:limit]
     more = f" and {len(items) - limit} more" if len(items) > limit else ""

@@ -13,6 +13,8 @@ MAX_DEMAND_CHARS = 600
 MAX_REFUSALS = 10
 MAX_TEMPLATE_PARTS = 2
 MAX_TEMPLATE_CHARS = 6_000
+MAX_EXPANSIONS = 2
+MAX_EXPANSION_CHARS = 12_000
 
 
 def person_kind(text: str) -> str:
@@ -63,6 +65,11 @@ def on_injected(state: WorkState, event: Injected) -> None:
         people.demands.append(Quote(event.seq, one_line(event.text, MAX_DEMAND_CHARS)))
     elif event.kind == "interrupt":
         people.interruptions = [*people.interruptions, event.seq][-MAX_REFUSALS:]
+    elif event.kind == "skill":
+        # A command's expansion: kept for the request it came with (the first ones only: the
+        # task's own instructions; later skills are counted like any harness text).
+        if len(people.expansions) < MAX_EXPANSIONS:
+            people.expansions.append(Quote(event.seq, event.text.strip()[:MAX_EXPANSION_CHARS]))
     elif event.kind == "task_template":
         if not people.handover:
             people.handover = handover_command(event.text)

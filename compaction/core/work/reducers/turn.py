@@ -126,6 +126,9 @@ def _commands(state: WorkState, call: Call, outcome: Outcome) -> None:
         state.recent = [*state.recent, Quote(call.seq, outcome.command)][-MAX_RECENT:]
 
 
+MAX_SUBMIT_OUTPUT = 300
+
+
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     turn = state.turn
     turn.calls += 1
@@ -139,5 +142,6 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
         # With its argument, when it has one: a CTF's flag is what the work found.
         said = call.args.get("command") if isinstance(call.args, dict) else None
         turn.submitted = Quote(call.seq, one_line(said, 200) if isinstance(said, str) and said.strip() else call.name)
+        turn.submit_output = call.output.strip()[:MAX_SUBMIT_OUTPUT]
     if outcome.command:
         _commands(state, call, outcome)
