@@ -76,6 +76,12 @@ def test_the_same_command_line_run_twice_unchanged_is_one_failure_twice() -> Non
         .run("make", "cc: error: missing.c: No such file or directory\nmake: *** [all] Error 1", error=True)
     )
     assert "(2×)" in "\n".join(_told(story))
+    story.edit("Makefile", "missing.c", "main.c").run(
+        "make", "cc: error: missing.c: No such file or directory\nmake: *** [all] Error 1", error=True
+    )
+    told = "\n".join(_told(story))
+    assert "(2×) (#5): `cc: error: missing.c: No such file or directory` — then edits to `Makefile`" in told, told
+    assert "the same error again at #9" in told, told
 
 
 def test_a_later_run_with_other_arguments_is_not_a_filtered_rerun() -> None:

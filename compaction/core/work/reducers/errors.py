@@ -168,6 +168,12 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
             elif error.resolution == PASSED_OVER and again:
                 error.status, error.resolution = "open", ""
                 error.resolved_seq = None
+    _record(state, call, outcome, key, lines)
+    del state.errors[:-MAX_ERRORS]
+
+
+def _record(state: WorkState, call: Call, outcome: Outcome, key: str, lines: list[str]) -> None:
+    """A failing run's error lines: each one more printing of an open record, or a record of its own."""
     for line in lines:
         # The same line again; an earlier run's line with other numbers is the same error too
         # (two lines of one run that differ only in numbers are two errors).
@@ -187,7 +193,7 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
             # The same command line printed it again, nothing tried in between: one failure, run
             # twice, quoted as the latest run printed it.
             same.count += 1
-            same.seq, same.line = call.result_seq, line
+            same.seq, same.line, same.tried = call.result_seq, line, 0  # the next attempt is after this run
             continue
         if same is not None:
             # After an attempt, or from another command line, the error is a failure of this run:
@@ -204,7 +210,6 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
                 where=run_dir(outcome.command, state.git.cwd) if outcome.command else "",
             )
         )
-    del state.errors[:-MAX_ERRORS]
 
 
 PASSED_OVER = "the next run got past it (failed otherwise)"
