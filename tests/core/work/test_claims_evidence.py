@@ -268,7 +268,7 @@ def test_an_epic_in_progress_is_not_told_as_still_open() -> None:
     )
     said = _stand(story)
     assert "Epic in progress: `proj-gqc`" in said
-    assert "Still open: `proj-gqc.2`" in said and "`proj-gqc` " not in said.split("Still open:")[1]
+    assert "Open: `proj-gqc.2`" in said and "`proj-gqc` " not in said.split("Open:")[1]
 
 
 def test_a_generated_file_named_with_another_timestamp_is_made() -> None:
