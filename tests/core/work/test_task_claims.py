@@ -41,6 +41,17 @@ def test_edits_made_while_two_tasks_were_in_progress_are_told_once_not_under_eac
     assert len(done_so_far) == 1 and "renderer.ex" not in done_so_far[0]
 
 
+def test_a_task_first_shown_already_in_progress_keeps_its_work() -> None:
+    shown = "◐ proj-a.1 · Schema   [● P2 · IN_PROGRESS]\nOwner: x\n\nDESCRIPTION\nAdd the field.\n"
+    story = (
+        Story()
+        .person("Continue proj-a.1")
+        .run("bd show proj-a.1", shown)
+        .edit("/p/lib/schema.ex", "x", "field :source, :atom", said="Add the source field to schema.ex.")
+    )
+    assert "Done so far — `lib/schema.ex`" in _lines(in_progress(View(story.state())))
+
+
 def test_the_step_that_closes_a_task_names_the_check_its_done_when_names() -> None:
     spec = _show(
         "proj-a.2",

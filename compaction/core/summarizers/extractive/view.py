@@ -204,10 +204,12 @@ class View:
         edit belongs to a task only when it was the one in progress then."""
         out = []
         for task in self.tasks:
-            if task.started is None or (task.source == "todo") != todo or task.key in self.parents:
+            # A task the tracker first showed already in progress: from where it showed it.
+            start = task.started or (task.since if task.status == "in_progress" else None)
+            if start is None or (task.source == "todo") != todo or task.key in self.parents:
                 continue
             end = task.closed or (task.since if task.status != "in_progress" else None)
-            if task.started <= seq and (end is None or seq < end):
+            if start <= seq and (end is None or seq < end):
                 out.append(task)
         return out
 
