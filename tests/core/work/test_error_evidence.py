@@ -145,14 +145,14 @@ def test_a_failure_a_later_whole_project_check_of_its_kind_passed_over_says_so()
         .run("cd packages/agent && npm run check", "> tsgo --noEmit\n")
     )
     first = next(line for line in _told(story) if "TS1343" in line)
-    assert "a later whole-project typecheck in the same directory, `npm run check`, passed at #6" in first, first
+    assert "a later typecheck, `npm run check` with no file arguments in `packages/agent`, passed at #6" in first, first
     elsewhere = (
         Story()
         .person("x")
         .run("cd packages/agent && npx tsc --noEmit src/a.ts", "src/a.ts(1,1): error TS1343: nope", error=True)
     )
     elsewhere.run("cd packages/tui && npm run check", "> tsgo --noEmit\n")
-    assert "a later whole-project" not in "\n".join(_told(elsewhere))
+    assert "with no file arguments" not in "\n".join(_told(elsewhere))
 
 
 def test_a_failure_printed_again_after_attempts_names_the_earlier_runs() -> None:

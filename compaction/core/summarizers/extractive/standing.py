@@ -472,14 +472,13 @@ def unsettled_said(v: View, error: ErrorRecord) -> str:
     found = superseded_by(v, error)
     if found is not None:
         check, (seq, _command, piped) = found
+        # Where it ran, as run: "the whole project" would read as more than that directory.
+        where = f"in {v.path(error.where)}" if error.where else "in the same directory"
         verdict = f"printed no failure at {v.cite(seq)}" if piped else f"passed at {v.cite(seq)}"
-        if v.level < TERSE:
-            return (
-                said
-                + f"; a later whole-project {check.kind} in the same directory, {code(check.key, 40)}, {verdict}"
-                + (f" (through `| {piped}`)" if piped else "")
-            )
-        said += f"; later {code(check.key, 40)} (whole project) {verdict}"
+        if v.level >= TERSE:
+            return said + f"; later {code(check.key, 40)} {where} {verdict}"
+        piped_said = f" (through `| {piped}`)" if piped else ""
+        said += f"; a later {check.kind}, {code(check.key, 40)} with no file arguments {where}, {verdict}{piped_said}"
     return said
 
 
