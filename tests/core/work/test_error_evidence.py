@@ -169,3 +169,29 @@ def test_a_failure_printed_again_after_attempts_names_the_earlier_runs() -> None
     told = "\n".join(_told(story))
     latest = next(line for line in told.splitlines() if "(#13; the same error before it at #3, #8)" in line)
     assert "(3×)" not in told and "SyntaxError" in latest, told
+
+
+def test_a_failing_checks_line_is_named_with_the_run_that_printed_it() -> None:
+    from compaction.core.summarizers.extractive.standing import where_things_stand
+
+    story = (
+        Story()
+        .person("fix the type errors")
+        .run(
+            "npm run check",
+            "test/chat.ts(93,18): error TS2554: Expected 3-4 arguments, but got 2.\n"
+            "test/wrap.test.ts(70,52): error TS2353: Object literal may only specify known properties",
+            error=True,
+        )
+        .edit("test/chat.ts", "x", "y")
+        .run(
+            'npm run check | grep "wrap"',
+            "test/wrap.test.ts(70,52): error TS2353: Object literal may only specify known properties",
+        )
+        .edit("test/wrap.test.ts", "x", "y")
+    )
+    said = "\n".join(where_things_stand(View(story.state())))
+    assert (
+        'Failing: `npm run check` since #2; its latest run, `npm run check | grep "wrap"` (#6), printed'
+        " `test/wrap.test.ts(70,52)" in said
+    ), said

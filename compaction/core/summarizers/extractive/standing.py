@@ -529,6 +529,11 @@ def _failure_sentence(v: View) -> list[str]:
     out = [f"Blocked: {blocker_said(v, s)}." for s in v.blockers]
     for check in [c for c in v.failing if not v.blocks(c)]:
         failure = f": {code(check.failure, 200)}" if check.failure else ""
+        if failure and check.failed_command and check.command != check.failed_command:
+            # The line is the latest failing run's: named with its own command line, not the first's.
+            failure = (
+                f"; its latest run, {code(check.command, 80)} ({v.cite(check.seq)}), printed {code(check.failure, 200)}"
+            )
         # Edits after its last run are an attempt not yet run: failing as far as the history shows.
         note = v.edits_note(check.seq, lead="; not run again since the edits of")
         out.append(
