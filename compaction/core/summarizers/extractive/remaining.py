@@ -14,6 +14,7 @@ from compaction.core.summarizers.extractive.standing import (
     MAX_STEPS_SEEN,
     _check_runs,
     _shas,
+    asked_said,
     clipped,
     code,
     listing,
@@ -337,6 +338,10 @@ def _finished(v: View) -> str:
             )
         return "Nothing further: the work was handed in."
     if turn.ended and turn.report is not None:
+        asked = asked_said(v)
+        if asked:
+            # A reply that asks the person leaves the request open: the answer comes first.
+            return f"Wait for the person's answer to the agent's question ({v.cite(turn.report.seq)}): {asked}"
         if _raises_trouble(turn.report.text):
             # A report that ends on a problem or a question is not a finish.
             return (

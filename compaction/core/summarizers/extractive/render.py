@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from compaction.core.summarizers.extractive.asked import waits_for_answer
 from compaction.core.summarizers.extractive.remaining import next_steps, task_spec
 from compaction.core.summarizers.extractive.rules_said import constraints, verdict
 from compaction.core.summarizers.extractive.standing import (
@@ -162,7 +163,7 @@ def done(v: View) -> Lines:
             if t.reason and v.level < TINY
         ][-3:]
     if not commits:
-        answered = [p for p in v.requests if p.answer is not None]
+        answered = [p for p in v.requests if p.answer is not None and not waits_for_answer(v, p)]
         shown = answered if v.level <= COMPACT else answered[-4:] if v.level < TINY else answered[-1:]
         out += [_request_line(v, p) for p in shown]
     return _bullets(out)
@@ -192,6 +193,10 @@ def _task_work(v: View, task: Task) -> str:
 def in_progress(v: View) -> Lines:
     out = []
     turn = v.state.turn
+    if v.latest_request is not None and waits_for_answer(v, v.latest_request):  # a reply that asks is no finish
+        out.append(
+            f"The latest request ({v.cite(v.latest_request.seq)}): open until the person answers the question the agent's reply asked (quoted under Where Things Stand)"
+        )
     if not v.current and not turn.ended and turn.submitted is None and v.latest_request is not None and not v.tasks:
         request = v.latest_request
         if request.answer is not None:

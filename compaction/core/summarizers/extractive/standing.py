@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from compaction.core.summarizers.extractive.asked import open_question
 from compaction.core.summarizers.extractive.view import COMPACT, TERSE, View
 from compaction.core.text_heuristics import SENTENCE_END_RE
 from compaction.core.work.parse import one_line
@@ -80,6 +81,12 @@ def report_text(text: str) -> str:
 
 def quoted(text: str, limit: int) -> str:
     return '"' + clipped(text, limit).replace('"', "'") + '"'
+
+
+def asked_said(v: View) -> str:
+    """The questions the agent's last reply put to the person, quoted within the budget ("" when none)."""
+    asked = open_question(v)
+    return quoted(" … ".join(clipped(q, v.chars(240)) for q in asked), v.chars(420)) if asked else ""
 
 
 def words_of(text: str, limit: int, seq: int) -> str:
@@ -522,6 +529,8 @@ def _stopped(v: View) -> list[str]:
         out.append(
             f"The agent ended its turn at {v.cite(turn.report.seq)}, reporting: {quoted(report_text(turn.report.text), v.chars(WORDS_CHARS))}"
         )
+        if asked_said(v):  # a reply that asks the person: the request waits for the answer
+            out.append(f"The request is open, waiting for the person's answer to: {asked_said(v)}")
     elif (
         turn.request
         and not turn.steps
