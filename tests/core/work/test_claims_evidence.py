@@ -130,6 +130,35 @@ def test_a_script_run_before_the_latest_edit_is_owed_again() -> None:
     assert "Run `python repro.py` again: its last run (#4) was before the edits of `src/x.py` (#6)" in steps
 
 
+def test_a_script_run_is_not_owed_again_for_another_script_written_after_it() -> None:
+    story = (
+        Story()
+        .person("find the seed")
+        .write("fetch.py", "print(get())")
+        .run("python fetch.py", "[16] Got random number: 1364650861")
+        .write("solve.py", "from z3 import *")
+        .edit("solve.py", "a", "b")
+    )
+    steps = "\n".join(next_section(View(story.state())))
+    assert "Run `python fetch.py` again" not in steps
+    # A suite or a check covers any file: a test run is owed again after any edit.
+    story = Story().person("fix it").write("fix.py", "x = 1").run("pytest", "1 passed").write("other.py", "y = 2")
+    assert "Run `pytest` again: its last run (#4) was before the edits of `other.py` (#6)" in "\n".join(
+        next_section(View(story.state()))
+    )
+    # The script itself edited after its run: owed again, for that file only.
+    story = (
+        Story()
+        .person("fix it")
+        .write("fix.py", "x = 1")
+        .run("python fix.py", "ok")
+        .write("other.py", "y = 2")
+        .edit("fix.py", "x = 1", "x = 2")
+    )
+    steps = "\n".join(next_section(View(story.state())))
+    assert "Run `python fix.py` again: its last run (#4) was before the edits of `fix.py` (#8)" in steps
+
+
 def test_a_follow_up_the_agent_filed_while_working_is_not_the_next_step() -> None:
     story = (
         Story()
