@@ -429,6 +429,27 @@ RULES: tuple[R, ...] = (
         how="match",
     ),
     R(
+        "turn:WARNING_LINE_RE",
+        "a warning line: a 'Warning:' / 'WARN' lead, or Python's `file.py:4: BytesWarning: …`",
+        "a warning is printed and the run goes on: what the run printed after it is its result, not the warning",
+        (
+            "Warning: _curses.error: setupterm: could not find terminfo database",
+            "npm WARN deprecated glob@7.2.3",
+            "/x/fetch.py:4: BytesWarning: Text is not bytes",
+            "warning: unused variable `x`",
+        ),
+        ("[16] Got random number: 1364650861", "error: no such file", "0 warnings, 2 passed"),
+        how="match",
+    ),
+    R(
+        "turn:HARNESS_LINE_RE",
+        "SWE-agent's state lines after a command's output ('(Open file: …)', '(Current directory: …)') and its prompt 'bash-$'",
+        "the harness prints them after every command: they are not what the command printed",
+        ("(Open file: /repo/get_seed.py)", "(Current directory: /repo)", "bash-$"),
+        ("125379498", "(open file handles: 3)", "bash-$ ls"),
+        how="match",
+    ),
+    R(
         "git:_DOT_PREFIX_RE",
         "./ and ../ before a path",
         "git prints paths relative to the shell's directory: the same file as the file tools named it",
