@@ -226,7 +226,12 @@ RULES: tuple[R, ...] = (
         "errors:DIAGNOSIS_RE",
         "what the agent says about a failure that explains it (because, the issue is, missing, requires)",
         "a cause stated beside a failure is what the next attempt must address",
-        ("The issue is the missing import", "it fails because the path is wrong", "requires Python 3.11"),
+        (
+            "The issue is the missing import",
+            "it fails because the path is wrong",
+            "requires Python 3.11",
+            "a syntax error due to an unmatched ']'",
+        ),
         ("Let me run the tests", "Done."),
     ),
     R(

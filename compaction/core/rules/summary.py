@@ -7,20 +7,6 @@ from .base import Rule as R
 RULES: tuple[R, ...] = (
     # --- the extractive summarizer ---
     R(
-        "asked:_FENCED_RE",
-        "a fenced code block, to its closing fence or to the end of the text when unclosed",
-        "a reply's code is not its words to the person: a '?' in it asks nothing",
-        ("```ts\nconst a = b?.c;\n```", "```\nunclosed?"),
-        ("`inline?`", "plain words?"),
-    ),
-    R(
-        "asked:_INLINE_CODE_RE",
-        "an inline code span",
-        "identifiers and types hold question marks (`allow_nil?: true`, `error?: string`) that ask nothing",
-        ("`allow_nil?: true`", "returns `{ error?: string }`"),
-        ("no code here?", "```"),
-    ),
-    R(
         "asked:_ITEM_RE",
         "a Markdown list item's marker (bullet or number)",
         "an item belongs to the line that introduced its list (whom the list addresses)",

@@ -395,3 +395,23 @@ def test_a_check_run_again_through_a_filter_is_not_told_as_not_run_again() -> No
     first = next(line for line in told.splitlines() if "TS2739" in line)
     assert "not run again" not in first, first
     assert "run again (#6) only through `grep`: its other errors unseen" in first, first
+
+
+def test_the_agents_reading_of_a_failure_is_its_prose_never_a_line_of_the_code_it_fenced() -> None:
+    refused = "Your proposed edit has introduced new syntax error(s). Please understand the fixes and retry."
+    said = (
+        "It seems there was a syntax error in the edit due to an unmatched ']' character. I will try again.\n\n"
+        "```\nedit 287:295\n    missing = [elem for elem in required if elem not in ds]\nend_of_edit\n```"
+    )
+    story = (
+        Story()
+        .person("fix the handler")
+        .edit("src/handler.py", "a", "b", output=refused)
+        .edit("src/handler.py", "a", "c", output=refused, said=said)
+    )
+    told = "\n".join(errors(View(story.state())))
+    assert (
+        "the agent's reading: \"It seems there was a syntax error in the edit due to an unmatched ']' character.\""
+        in told
+    )
+    assert "missing = [" not in told

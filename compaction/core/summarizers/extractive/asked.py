@@ -7,13 +7,9 @@ from __future__ import annotations
 import re
 
 from compaction.core.summarizers.extractive.view import View
-from compaction.core.text_heuristics import sentences
+from compaction.core.text_heuristics import CODE_SPAN_RE, FENCED_BLOCK_RE, sentences
 from compaction.core.work.state import Person
 
-# A fenced code block (to its closing fence, or to the end when unclosed): code, not words to the person.
-_FENCED_RE = re.compile(r"(?ms)^[ \t]*```.*?(?:^[ \t]*```[^\n]*$|\Z)")
-# An inline code span: `allow_nil?: true`, `error?: string` hold a "?" that asks nothing.
-_INLINE_CODE_RE = re.compile(r"`[^`\n]+`")
 # A list item's marker: the item belongs to the line that introduced the list.
 _ITEM_RE = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 # A title of the report's own structure: a Markdown heading, or a bold question the same line
@@ -34,18 +30,18 @@ def questions_to_person(text: str) -> list[str]:
     told with that line ("Let me check your settings: … What is it set to?")."""
     out: list[str] = []
     lead = ""  # the latest line that is no list item: what a list's items answer to
-    for raw in _FENCED_RE.sub("", text).splitlines():
+    for raw in FENCED_BLOCK_RE.sub("", text).splitlines():
         line = raw.strip()
         if not line:
             continue
         item = _ITEM_RE.match(raw)
         if not item:
             lead = line
-        if _TITLE_RE.match(raw) or "?" not in _INLINE_CODE_RE.sub("", line):
+        if _TITLE_RE.match(raw) or "?" not in CODE_SPAN_RE.sub("", line):
             continue
         words = _ITEM_RE.sub("", line, count=1)
-        asked = [s for s in sentences(words) if _ASKS_RE.search(_INLINE_CODE_RE.sub("", s).strip())]
-        addressed = [s for s in asked if _TO_PERSON_RE.search(_INLINE_CODE_RE.sub("", s))]
+        asked = [s for s in sentences(words) if _ASKS_RE.search(CODE_SPAN_RE.sub("", s).strip())]
+        addressed = [s for s in asked if _TO_PERSON_RE.search(CODE_SPAN_RE.sub("", s))]
         if not addressed and item and asked and _TO_PERSON_RE.search(lead):
             addressed = [f"{lead} … {asked[0]}"]
         out += [s for s in addressed if s not in out]

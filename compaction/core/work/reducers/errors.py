@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from compaction.core.text_heuristics import (
+    FENCED_BLOCK_RE,
     command_error_lines,
     command_signature,
     run_covers,
@@ -32,7 +33,7 @@ MAX_TRIED = 5
 MAX_STREAKS = 20
 # What the agent says about a failure that explains it: a cause, a constraint, a missing piece.
 DIAGNOSIS_RE = re.compile(
-    r"(?i)\b(because|since|the (?:issue|problem|cause|bug|reason|error) (?:is|was)|turns out|doesn'?t (?:support|exist|work|have|handle)|"
+    r"(?i)\b(because|since|due to|the (?:issue|problem|cause|bug|reason|error) (?:is|was)|turns out|doesn'?t (?:support|exist|work|have|handle)|"
     r"does not|isn'?t|is not|aren'?t|can'?t|cannot|missing|requires?|not supported|not found|needs? to|expects?|"
     r"conflicts?|mismatch|undefined|wrong|instead of)\b"
 )
@@ -214,8 +215,9 @@ def _shapes(output: str) -> str:
 
 
 def diagnosis_of(text: str) -> str:
-    """The sentence of the agent's words that explains a failure, or ""."""
-    for sentence in sentences(text):
+    """The sentence of the agent's words that explains a failure, or "": its prose, never a line
+    of the code it fenced (an edit's body)."""
+    for sentence in sentences(FENCED_BLOCK_RE.sub("", text)):
         if DIAGNOSIS_RE.search(sentence) and 15 <= len(sentence) <= 400 and not sentence.rstrip().endswith("?"):
             return one_line(_INTERJECTION_RE.sub("", sentence).strip(), 300)
     return ""
