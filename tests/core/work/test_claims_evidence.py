@@ -415,3 +415,21 @@ def test_the_agents_reading_of_a_failure_is_its_prose_never_a_line_of_the_code_i
         in told
     )
     assert "missing = [" not in told
+
+
+def test_a_read_that_found_no_file_is_a_finding_not_an_open_error() -> None:
+    missing = "<tool_use_error>File does not exist.</tool_use_error>"
+    story = (
+        Story()
+        .person("evaluate the generated files")
+        .tool("Read", {"file_path": "/p/.github/CODEOWNERS"}, missing, error=True)
+        .read("/p/README.md")
+    )
+    told = "\n".join(errors(View(story.state())))
+    assert "`.github/CODEOWNERS` does not exist: the read at #3 answered" in told, told
+    assert "still open" not in told and "failed" not in told
+    stand = _stand(story)
+    assert "was refused or failed" not in stand and "not resolved" not in stand
+    # Once the work writes the file, its absence is history.
+    later = story.write("/p/.github/CODEOWNERS", "* @owner")
+    assert "does not exist" not in "\n".join(errors(View(later.state())))

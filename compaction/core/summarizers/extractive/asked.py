@@ -63,3 +63,14 @@ def waits_for_answer(v: View, person: Person) -> bool:
     turn = v.state.turn
     answered = person.answer is not None and turn.report is not None and person.answer.seq == turn.report.seq
     return answered and bool(open_question(v))
+
+
+def waiting(v: View) -> list[str]:
+    """In Progress: the latest request, open while the question of the reply that answered it waits."""
+    request = v.latest_request
+    if request is None or not waits_for_answer(v, request):
+        return []
+    return [
+        f"The latest request ({v.cite(request.seq)}): open until the person answers the question the "
+        "agent's reply asked (quoted under Where Things Stand)"
+    ]

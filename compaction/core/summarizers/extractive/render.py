@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from compaction.core.summarizers.extractive.asked import waits_for_answer
+from compaction.core.summarizers.extractive.asked import waiting, waits_for_answer
 from compaction.core.summarizers.extractive.remaining import next_steps, task_spec
 from compaction.core.summarizers.extractive.rules_said import constraints, verdict
 from compaction.core.summarizers.extractive.standing import (
@@ -191,12 +191,8 @@ def _task_work(v: View, task: Task) -> str:
 
 
 def in_progress(v: View) -> Lines:
-    out = []
+    out = waiting(v)  # a reply that asks the person is no finish
     turn = v.state.turn
-    if v.latest_request is not None and waits_for_answer(v, v.latest_request):  # a reply that asks is no finish
-        out.append(
-            f"The latest request ({v.cite(v.latest_request.seq)}): open until the person answers the question the agent's reply asked (quoted under Where Things Stand)"
-        )
     if not v.current and not turn.ended and turn.submitted is None and v.latest_request is not None and not v.tasks:
         request = v.latest_request
         if request.answer is not None:
@@ -367,6 +363,8 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
     exit = f" with exit code {first.exit}" if first.exit else ""
     again = f" ({first.count}×)" if first.count > 1 else ""
     said = f"{_error_source(v, first)} failed{exit}{again} ({v.cite(first.seq)}): {lines}"
+    if first.status == "absent":  # what a read found: the file is not there (no error to fix)
+        return f"{v.path(first.key.partition(':')[2])} does not exist: the read at {v.cite(first.seq)} answered {lines}"
     diagnosis = next((e.diagnosis for e in group if e.diagnosis), None)
     if diagnosis is not None and v.level <= TERSE:
         said += f" — the agent's reading: {quoted(diagnosis.text, 200)}"
@@ -407,6 +405,8 @@ def _incidental(v: View, group: list[ErrorRecord]) -> bool:
     passed over (a read too large, a search with no match): no error of the work."""
     looked = group[0].key.startswith("cmd:") and is_probe(group[0].source.strip("`"))
     tool = not group[0].key.startswith(("cmd:", "check:"))
+    if group[-1].status == "absent":  # a file found missing is a finding until the work wrote it
+        return any(r.path == group[0].key.partition(":")[2] and r.edits for r in v.changed_files)
     return (tool or looked) and not (group[-1].status == "open" and v.live(group[-1]))
 
 

@@ -12,6 +12,7 @@ import re
 from compaction.core.summarizers.extractive.asked import open_question
 from compaction.core.summarizers.extractive.view import COMPACT, TERSE, View
 from compaction.core.text_heuristics import SENTENCE_END_RE
+from compaction.core.vocabulary import READ_FAILED_RE
 from compaction.core.work.parse import one_line
 from compaction.core.work.state import Check, Commit, FileRecord, Person, Step, Streak
 
@@ -515,6 +516,8 @@ def _went(step: Step) -> str:
         return f"ran, printing {code(step.detail.removeprefix('printed: '), 160)}"
     if step.ok:
         return "went through"
+    if step.ok is False and step.kind == "read" and READ_FAILED_RE.search(step.detail[:300]):
+        return "found no such file"  # what the read learned, not an error to fix
     if step.ok is False:
         return "failed"
     return "was refused by the person" if step.detail == "refused" else "has no result yet"

@@ -17,7 +17,7 @@ from compaction.core.text_heuristics import (
     strip_ansi,
     strip_error_tags,
 )
-from compaction.core.vocabulary import EXIT_CODE_RE, PIPE_FILTER_RE, PIPEFAIL_RE
+from compaction.core.vocabulary import EXIT_CODE_RE, PIPE_FILTER_RE, PIPEFAIL_RE, READ_FAILED_RE
 from compaction.core.work.events import Call, Narration
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers import decisions
@@ -133,6 +133,11 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
         _resolve(state, call, outcome, key)
         return
     lines = _lines(call, outcome)
+    if call.kind == "read" and not outcome.command and READ_FAILED_RE.search(call.output[:300]):
+        # A read that found no file tells that the file does not exist: a finding, no error to fix.
+        state.errors.append(ErrorRecord(call.result_seq, lines[0], _source(call, outcome), key, status="absent"))
+        del state.errors[:-MAX_ERRORS]
+        return
     if not outcome.probe:
         _streak(state, call, outcome, key, lines)
     if outcome.command:
