@@ -448,11 +448,30 @@ RULES: tuple[R, ...] = (
     ),
     R(
         "turn:HARNESS_LINE_RE",
-        "SWE-agent's state lines after a command's output ('(Open file: …)', '(Current directory: …)') and its prompt 'bash-$'",
+        "SWE-agent's state lines after a command's output ('(Open file: …)', '(Current directory: …)'), its prompt 'bash-$', its note for a command that printed nothing",
         "the harness prints them after every command: they are not what the command printed",
-        ("(Open file: /repo/get_seed.py)", "(Current directory: /repo)", "bash-$"),
-        ("125379498", "(open file handles: 3)", "bash-$ ls"),
+        (
+            "(Open file: /repo/get_seed.py)",
+            "(Current directory: /repo)",
+            "bash-$",
+            "Your command ran successfully and did not produce any output.",
+        ),
+        ("125379498", "(open file handles: 3)", "bash-$ ls", "The command ran successfully: 3 files"),
         how="match",
+    ),
+    R(
+        "turn:HARNESS_MARK_RE",
+        "SWE-agent's end-of-command marker with the exit status ('///PROCESS-DONE:0:PROCESS-DONE///')",
+        "the harness appends it to a command's last line: it is not what the command printed",
+        ("</html>///PROCESS-DONE:0:PROCESS-DONE///", "///PROCESS-DONE:1:PROCESS-DONE///"),
+        ("PROCESS-DONE", "done: 0"),
+    ),
+    R(
+        "turn:MARKUP_RE",
+        "an HTML tag, or a character that is no letter or digit",
+        "a line of only markup and punctuation ('</body></html>', '}') says nothing of what a run printed",
+        ("</body></html>", "}", "<hr />"),
+        ("", "abc123"),
     ),
     R(
         "git:_DOT_PREFIX_RE",

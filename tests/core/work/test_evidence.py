@@ -244,6 +244,12 @@ def test_what_a_script_printed_is_its_last_lines_never_a_warning_or_the_harness_
     told = text_of(in_progress, story)
     assert "which printed `[16] Got random number: 1364650861 / [*] Closed connection to host port 4242`" in told, told
     assert "Warning" not in told
+    page = "<hr />\nYour name is test.<br />\n</body></html>///PROCESS-DONE:0:PROCESS-DONE///"
+    told = text_of(in_progress, Story().person("probe it").run("curl http://h/forms.pl", page))
+    assert "which printed `Your name is test.<br />`" in told, told
+    quiet = "Your command ran successfully and did not produce any output.\n(Current directory: /p)\nbash-$"
+    told = text_of(in_progress, Story().person("tidy").run("mv a.txt b.txt", quiet))
+    assert "printed" not in told, told
 
 
 def test_a_reply_that_announces_its_next_step_is_no_finished_turn() -> None:

@@ -76,9 +76,15 @@ def on_turn_ended(state: WorkState, event: TurnEnded) -> None:
 # A warning: a "Warning:" / "WARN" lead, or Python's `a.py:4: BytesWarning: …`. Not a run's result:
 # the run went on after it.
 WARNING_LINE_RE = re.compile(r"(?i)^\W*(?:npm\s+)?warn(?:ing)?\b|^\S+:\d+:\s*\w*Warning:")
-# What a harness prints around a command's output (SWE-agent's state lines and its prompt): not
-# the command's.
-HARNESS_LINE_RE = re.compile(r"^\((?:Open file|Current directory): .*\)$|^bash-\$$")
+# What a harness prints around a command's output (SWE-agent's state lines, its prompt, its note
+# for a command that printed nothing, its end-of-command marker): not the command's.
+HARNESS_LINE_RE = re.compile(
+    r"^\((?:Open file|Current directory): .*\)$|^bash-\$$|^Your command ran successfully and did not produce any output\.$"
+)
+HARNESS_MARK_RE = re.compile(r"///PROCESS-DONE:\d+:PROCESS-DONE///")
+# Markup (HTML tags) and what is no letter or digit: a line with nothing else ("</body></html>",
+# "}") says nothing of what a run printed.
+MARKUP_RE = re.compile(r"<[^<>\n]*>|[^A-Za-z0-9]")
 PRINTED_LINES = 2
 
 
@@ -89,8 +95,10 @@ def _printed(output: str) -> str:
     errors = [line for line in error_lines_of(output, is_error=False) if not WARNING_LINE_RE.match(line)]
     if errors:
         return f"printed: {errors[-1] if 'Traceback (most recent call last)' in output else errors[0]}"
-    lines = [ln.strip() for ln in strip_ansi(output).splitlines()]
-    said = [ln for ln in lines if ln and not WARNING_LINE_RE.match(ln) and not HARNESS_LINE_RE.match(ln)]
+    lines = [ln.strip() for ln in HARNESS_MARK_RE.sub("", strip_ansi(output)).splitlines()]
+    said = [
+        ln for ln in lines if MARKUP_RE.sub("", ln) and not WARNING_LINE_RE.match(ln) and not HARNESS_LINE_RE.match(ln)
+    ]
     return f"printed: {' / '.join(one_line(ln, 120) for ln in said[-PRINTED_LINES:])}" if said else ""
 
 
