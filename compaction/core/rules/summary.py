@@ -35,6 +35,13 @@ RULES: tuple[R, ...] = (
         ("What happens if PR creation fails?", "What if issue has no label?", "Does it work?"),
     ),
     R(
+        "asked:_COURTESY_RE",
+        "a closing courtesy that offers more ('anything else', 'any questions')",
+        "such a question ends a finished reply: it asks nothing about the request, which stays done",
+        ("Is there anything else you'd like me to do?", "Any other questions?", "Can I help with anything more?"),
+        ("Should I commit these changes?", "Do you want a patch release?"),
+    ),
+    R(
         "asked:_ASKS_RE",
         "a sentence's end in a question mark (closing quotes, brackets or emphasis after it)",
         "a question ends with its question mark; one inside a sentence (`a?.b`, 'why? because') does not end it",

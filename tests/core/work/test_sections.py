@@ -219,6 +219,7 @@ def test_a_last_reply_that_asks_the_person_leaves_the_request_open_with_the_ques
         ("Fixed it. Would you like me to commit these changes?", True),
         ("**Edge cases not handled:**\n- What happens if PR creation fails?\n- What if the issue has no label?", False),
         ("**Ready to use immediately?** No. Made `allow_nil?: true` optional.", False),
+        ("Added the docstring. Is there anything else you'd like me to do?", False),
     ],
 )
 def test_only_a_question_put_to_the_person_is_an_open_question(report: str, asks: bool) -> None:

@@ -18,6 +18,9 @@ _TITLE_RE = re.compile(r"^\s*(?:#{1,6}\s|(?:(?:[-*+•]|\d+[.)])\s+)?\*\*[^*\n]*
 # Words that address the person: "you", "your", or asking their leave ("should I", "want me to",
 # "shall we"). A question without them (an edge case a review lists) asks the reader nothing.
 _TO_PERSON_RE = re.compile(r"(?i)\b(?:you|your|yours|yourself)\b|\b(?:should|shall|may|can) (?:I|we)\b|\bwant me\b")
+# A closing courtesy ("Is there anything else you'd like me to do?", "Any questions?"): it offers
+# more, it does not ask about the request, which stays done.
+_COURTESY_RE = re.compile(r"(?i)\banything else\b|\bany (?:other |more |further )?questions\b|\banything more\b")
 # A sentence that asks: it ends with a question mark (closing quotes, brackets or emphasis after it).
 _ASKS_RE = re.compile(r"\?[\"')\]*_]*$")
 MAX_QUESTIONS = 3
@@ -41,6 +44,7 @@ def questions_to_person(text: str) -> list[str]:
             continue
         words = _ITEM_RE.sub("", line, count=1)
         asked = [s for s in sentences(words) if _ASKS_RE.search(CODE_SPAN_RE.sub("", s).strip())]
+        asked = [s for s in asked if not _COURTESY_RE.search(s)]
         addressed = [s for s in asked if _TO_PERSON_RE.search(CODE_SPAN_RE.sub("", s))]
         if not addressed and item and asked and _TO_PERSON_RE.search(lead):
             addressed = [f"{lead} … {asked[0]}"]

@@ -121,6 +121,15 @@ def _streak(state: WorkState, call: Call, outcome: Outcome, key: str, lines: lis
         del state.streaks[next(iter(state.streaks))]
 
 
+def _found_missing(state: WorkState, call: Call, outcome: Outcome, key: str, lines: list[str]) -> bool:
+    """A read that found no file tells that the file does not exist: a finding, no error to fix."""
+    if call.kind != "read" or outcome.command or not READ_FAILED_RE.search(call.output[:300]):
+        return False
+    state.errors.append(ErrorRecord(call.result_seq, lines[0], _source(call, outcome), key, status="absent"))
+    del state.errors[:-MAX_ERRORS]
+    return True
+
+
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if outcome.ok is None or (outcome.probe and outcome.ok):
         return
@@ -133,10 +142,7 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
         _resolve(state, call, outcome, key)
         return
     lines = _lines(call, outcome)
-    if call.kind == "read" and not outcome.command and READ_FAILED_RE.search(call.output[:300]):
-        # A read that found no file tells that the file does not exist: a finding, no error to fix.
-        state.errors.append(ErrorRecord(call.result_seq, lines[0], _source(call, outcome), key, status="absent"))
-        del state.errors[:-MAX_ERRORS]
+    if _found_missing(state, call, outcome, key, lines):
         return
     if not outcome.probe:
         _streak(state, call, outcome, key, lines)
