@@ -433,6 +433,11 @@ def test_a_read_that_found_no_file_is_a_finding_not_an_open_error() -> None:
     assert "still open" not in told and "failed" not in told
     stand = _stand(story)
     assert "was refused or failed" not in stand and "not resolved" not in stand
+    # A scratch file outside the project (a background task's output not written yet) is no finding.
+    scratch = (
+        Story().person("wait").tool("Read", {"file_path": "/tmp/claude-1000/tasks/b1.output"}, missing, error=True)
+    )
+    assert "does not exist" not in "\n".join(errors(View(scratch.state())))
     # Once the work writes the file, its absence is history.
     later = story.write("/p/.github/CODEOWNERS", "* @owner")
     assert "does not exist" not in "\n".join(errors(View(later.state())))

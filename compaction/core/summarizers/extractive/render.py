@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from compaction.core.paths import outside_repository
 from compaction.core.summarizers.extractive.asked import waiting, waits_for_answer
 from compaction.core.summarizers.extractive.remaining import next_steps, task_spec
 from compaction.core.summarizers.extractive.rules_said import constraints, verdict
@@ -387,8 +388,11 @@ def _incidental(v: View, group: list[ErrorRecord]) -> bool:
     passed over (a read too large, a search with no match): no error of the work."""
     looked = group[0].key.startswith("cmd:") and is_probe(group[0].source.strip("`"))
     tool = not group[0].key.startswith(("cmd:", "check:"))
-    if group[-1].status == "absent":  # a file found missing is a finding until the work wrote it
-        return any(r.path == group[0].key.partition(":")[2] and r.edits for r in v.changed_files)
+    if group[-1].status == "absent":  # a project's file found missing is a finding until the work wrote it
+        path = group[0].key.partition(":")[2]
+        return (
+            outside_repository(path) or not v.inside(path) or any(r.path == path and r.edits for r in v.changed_files)
+        )
     return (tool or looked) and not (group[-1].status == "open" and v.live(group[-1]))
 
 
