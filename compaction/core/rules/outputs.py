@@ -216,6 +216,20 @@ RULES: tuple[R, ...] = (
         ("<retrieval_status>success</retrieval_status>", "timeout: 60000"),
     ),
     R(
+        "parse:_SESSION_ENDED_RE",
+        "Codex's header saying an exec session's process ended, with its code",
+        "the exit status is the run's outcome",
+        ("Chunk ID: a1\nWall time: 3.1 seconds\nProcess exited with code 0\nOutput:\nok",),
+        ("Process running with session ID 58462", "the process exited early"),
+    ),
+    R(
+        "parse:_SESSION_OUTPUT_RE",
+        "the 'Output:' line before what a Codex exec session printed",
+        "what follows it is the program's own output, the verdict lines among it",
+        ("Process exited with code 0\nOutput:\n3 passed",),
+        ("no output here", "Expected Output: 3"),
+    ),
+    R(
         "parse:COUNT_STAGE_RE",
         "a pipeline whose last stage counts lines (| wc -l, | grep -c x)",
         "it prints a count and exits with the counter's status: neither is the command's verdict",

@@ -96,6 +96,10 @@ _JOB_STATUS_RE = re.compile(r"<status>\s*(\w+)\s*</status>")
 _JOB_EXIT_RE = re.compile(r"<exit_code>\s*(-?\d+)\s*</exit_code>|\bcompleted \(exit code (-?\d+)\)")
 _JOB_OUTPUT_RE = re.compile(r"<(output|stdout|stderr)>\n?(.*?)\n?</\1>", re.S)
 _JOB_TIMEOUT_RE = re.compile(r"<retrieval_status>\s*timeout\s*</retrieval_status>")
+# Codex's header of a unified exec session's chunk: the process ended (its code) or runs on (its
+# session id), then "Output:" and what it printed.
+_SESSION_ENDED_RE = re.compile(r"^Process exited with code (-?\d+)\s*$", re.M)
+_SESSION_OUTPUT_RE = re.compile(r"^Output:\n?", re.M)
 # Statuses a poll gives a job that has not ended.
 RUNNING_STATUSES = frozenset({"running", "pending", "started", "in_progress"})
 # The last stage of a pipeline that counts lines (`| wc -l`, `| grep -c x`): what it prints is a
@@ -127,7 +131,7 @@ def job_report(text: str) -> JobReport | None:
     head = text[:MAX_OUTPUT_SCAN]
     status = _JOB_STATUS_RE.search(head)
     if not status:
-        return None
+        return _session_report(text)
     job = _JOB_ID_RE.search(head)
     code = _JOB_EXIT_RE.search(text)
     exit_code = next((int(g) for g in code.groups() if g is not None), None) if code else None
@@ -135,6 +139,18 @@ def job_report(text: str) -> JobReport | None:
     return JobReport(
         job.group(2) if job else "", status.group(1).lower(), exit_code, printed, bool(_JOB_TIMEOUT_RE.search(head))
     )
+
+
+def _session_report(text: str) -> JobReport | None:
+    """A Codex exec session's chunk, as a poll (write_stdin) returns it: ended with its code, or
+    still running under its session id; None when the header says neither."""
+    parts = _SESSION_OUTPUT_RE.split(text, maxsplit=1)
+    header, printed = parts[0][:2000], parts[1] if len(parts) > 1 else ""
+    ended = _SESSION_ENDED_RE.search(header)
+    if ended:
+        return JobReport("", "completed", int(ended.group(1)), printed)
+    running = BACKGROUND_RE.search(header)
+    return JobReport(running.group(1), "running", None, printed) if running else None
 
 
 def counted(command: str, output: str) -> str:

@@ -126,3 +126,22 @@ def test_the_last_command_run_is_the_last_command_not_the_last_check() -> None:
     )
     said = steps_since_request(View(story.state()))
     assert said.endswith("then `git add tests/test_a.py && git commit -m 'Add test'` (#6)")
+
+
+def test_a_codex_exec_session_that_outlived_its_wait_ends_at_the_poll_that_shows_its_exit_code() -> None:
+    running = "Chunk ID: a1\nWall time: 10.0 seconds\nProcess running with session ID 58462\nOutput:\nCompiling"
+    story = Story().person("run the tests").tool("exec_command", {"cmd": "cargo test"}, running)
+    assert list(story.state().jobs) == ["58462"] and "cargo test" not in story.state().checks
+    ended = "Chunk ID: b2\nWall time: 2.0 seconds\nProcess exited with code 101\nOutput:\ntest result: FAILED. 3 passed; 1 failed"
+    state = story.tool("write_stdin", {"session_id": 58462, "chars": ""}, ended).state()
+    assert not state.jobs and state.checks["cargo test"].ok is False
+
+
+def test_a_file_that_holds_a_status_tag_is_no_poll_of_a_job() -> None:
+    state = _started().read("/p/config.xml", "1→<job><status>completed</status></job>").state()
+    assert list(state.jobs) == ["be613ab"] and "mix test" not in state.checks
+
+
+def test_a_chain_whose_last_command_is_no_check_is_one_run_of_its_check() -> None:
+    state = Story().person("commit").run("mix compile && git commit -am x", commit_output("abc1234", "x")).state()
+    assert state.checks["mix compile"].runs == 1

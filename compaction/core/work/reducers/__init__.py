@@ -127,8 +127,10 @@ def chain_runs(call: Call, outcome: Outcome) -> list[tuple[Call, Outcome]]:
     reached = bool(outcome.ok) or bool(outcome.tally and check_kind(links[-1][1]) == "test")
     if not reached:
         return []
+    # The chain's last check is the run the call itself is (checks.check_key): the ones before it.
+    last = max((i for i, (_sep, part) in enumerate(links) if check_kind(part)), default=0)
     runs = []
-    for _sep, part in links[:-1]:
+    for _sep, part in links[:last]:
         kind = check_kind(part)
         if not kind or "|" in part or (kind == "test" and not outcome.ok):
             continue

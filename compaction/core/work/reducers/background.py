@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from compaction.core.provenance import NOTIFICATION
 from compaction.core.tool_vocabulary import STOP_TOOLS
 from compaction.core.work.events import Call, Injected
 from compaction.core.work.parse import JobReport, job_report, one_line
@@ -16,12 +17,16 @@ from compaction.core.work.state import Job, WorkState
 MAX_JOBS = 20
 
 
-def _job_of(state: WorkState, report: JobReport | None) -> Job | None:
+def _job_of(state: WorkState, report: JobReport | None, args: object = None) -> Job | None:
+    """The job a report is about: the one it names, else the one the poll's arguments name
+    (`session_id`), else the only one running."""
     if report is None:
         return None
     if report.job:
         return state.jobs.get(report.job)
-    # A poll that names no job: the only one running, if there is one.
+    named = [state.jobs[str(v)] for v in args.values() if str(v) in state.jobs] if isinstance(args, dict) else []
+    if named:
+        return named[0]
     return next(iter(state.jobs.values())) if len(state.jobs) == 1 else None
 
 
@@ -46,10 +51,10 @@ def _run(job: Job, report: JobReport, seq: int, result_seq: int, purpose: str = 
 def ended(state: WorkState, call: Call) -> Call | None:
     """A poll whose result shows a job of this history ended: that job's run (at the poll), which
     the reducers take in place of the poll. None for any other call."""
-    if call.kind == "shell":
-        return None
+    if call.kind != "output":
+        return None  # only a poll's result speaks of a job (a file read may hold <status> too)
     report = job_report(call.output) if state.jobs else None
-    job = _job_of(state, report)
+    job = _job_of(state, report, call.args)
     if job is None or report is None or report.running:
         return None
     del state.jobs[job.id]
@@ -59,7 +64,7 @@ def ended(state: WorkState, call: Call) -> Call | None:
 def noticed(state: WorkState, event: Injected) -> Call | None:
     """The harness's notice that a job ended (Claude Code's <task-notification>): the job's run at
     the notice, its exit code as the notice gives it."""
-    report = job_report(event.text) if state.jobs else None
+    report = job_report(event.text) if state.jobs and event.kind == NOTIFICATION else None
     job = _job_of(state, report)
     if job is None or report is None or report.running:
         return None
@@ -69,10 +74,10 @@ def noticed(state: WorkState, event: Injected) -> Call | None:
 
 def outcome(state: WorkState, call: Call, found: Outcome) -> Outcome:
     """A poll that shows a job still running has no outcome: it returned, the job has not."""
-    if call.kind == "shell" or not state.jobs:
+    if call.kind != "output" or not state.jobs:
         return found
     report = job_report(call.output)
-    job = _job_of(state, report)
+    job = _job_of(state, report, call.args)
     if job is None or report is None or not report.running:
         return found
     waited = " (the poll's wait ran out)" if report.timed_out else ""
@@ -94,9 +99,9 @@ def on_call(state: WorkState, call: Call, found: Outcome) -> None:
         for value in call.args.values():
             state.jobs.pop(str(value), None)  # stopped: it will print no outcome
         return
-    if found.ok is not None:
+    if found.ok is not None or call.kind != "output":
         return
     report = job_report(call.output)
-    job = _job_of(state, report)
+    job = _job_of(state, report, call.args)
     if job is not None and report is not None and report.running:
         state.jobs[job.id] = replace(job, polled=call.seq, timed_out=report.timed_out)
