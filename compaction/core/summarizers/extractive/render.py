@@ -27,6 +27,7 @@ from compaction.core.summarizers.extractive.standing import (
     listing,
     printed_before,
     quoted,
+    reading_before,
     report_text,
     stated_checks,
     steps_since_request,
@@ -350,7 +351,7 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
     said = f"{_error_source(v, first)} failed{exit}{again} ({v.cite(first.seq)}{printed_before(v, first)}): {lines}"
     if first.status == "absent":  # what a read found: the file is not there (no error to fix)
         return f"{v.path(first.key.partition(':')[2])} does not exist: the read at {v.cite(first.seq)} answered {lines}"
-    diagnosis = next((e.diagnosis for e in group if e.diagnosis), None)
+    diagnosis = next((e.diagnosis for e in group if e.diagnosis), None) or reading_before(v, first)
     if diagnosis is not None and v.level <= TERSE:
         said += f" — the agent's reading: {quoted(diagnosis.text, 200)}"
     told = last.then and (v.level == FULL or (recent and v.level <= TERSE))

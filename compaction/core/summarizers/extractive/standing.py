@@ -15,7 +15,7 @@ from compaction.core.text_heuristics import SENTENCE_END_RE, run_covers
 from compaction.core.vocabulary import READ_FAILED_RE
 from compaction.core.work.parse import EXCERPT_LEAD, one_line
 from compaction.core.work.reducers.errors import AGAIN
-from compaction.core.work.state import Check, Commit, ErrorRecord, FileRecord, Person, Step, Streak, Task
+from compaction.core.work.state import Check, Commit, ErrorRecord, FileRecord, Person, Quote, Step, Streak, Task
 
 REQUEST_CHARS = 1_500
 REPLY_GIST_CHARS = 300
@@ -477,6 +477,19 @@ def printed_before(v: View, error: ErrorRecord) -> str:
         and e.seq < error.seq
     ]
     return f"; the same error before it at {', '.join(v.cite(s) for s in before)}" if before else ""
+
+
+def reading_before(v: View, error: ErrorRecord) -> Quote | None:
+    """The agent's reading of the latest earlier run that printed this very line (told beside
+    "the same error before it at #N": the attempt it led to is that run's, and it failed)."""
+    return next(
+        (
+            e.diagnosis
+            for e in reversed(v.state.errors)
+            if e.status == AGAIN and e.diagnosis and (e.key, e.source, e.line) == (error.key, error.source, error.line)
+        ),
+        None,
+    )
 
 
 def unsettled_said(v: View, error: ErrorRecord) -> str:
