@@ -416,7 +416,9 @@ def pushes_in_output(command: str, output: str) -> list[tuple[str, str]]:
     return [(m.group(2) or "", m.group(4)) for m in PUSH_OUTPUT_RE.finditer(strip_ansi(output))]
 
 
-_CODE_SPAN_RE = re.compile(r"`[^`\n]+`")
+CODE_SPAN_RE = re.compile(r"`[^`\n]+`")
+# A fenced code block, to its closing fence (or to the end of the text when unclosed): code, not prose.
+FENCED_BLOCK_RE = re.compile(r"(?ms)^[ \t]*```.*?(?:^[ \t]*```[^\n]*$|\Z)")
 _SPAN_MARK_RE = re.compile(r"\x00(\d+)\x00")  # where sentences() hid the code span numbered N
 _WHITESPACE_RE = re.compile(r"\s+")
 
@@ -429,7 +431,7 @@ def sentences(text: str) -> list[str]:
         spans.append(match.group(0))
         return f"\x00{len(spans) - 1}\x00"
 
-    hidden = _CODE_SPAN_RE.sub(hide, text) if "`" in text else text
+    hidden = CODE_SPAN_RE.sub(hide, text) if "`" in text else text
     out = []
     for part in _SENTENCE_SPLIT_RE.split(hidden):
         part = part.strip(" -*•\t")

@@ -186,7 +186,7 @@ class ErrorRecord:
     line: str  # the exact error line
     source: str  # the command, or "Edit of x.py"
     key: str  # what settles it: the command's signature or "tool:path"
-    status: str = "open"  # open | resolved
+    status: str = "open"  # open | resolved | absent (a read found no such file: a finding, not to fix)
     resolved_seq: int | None = None
     resolution: str = ""
     diagnosis: Quote | None = None  # what the agent said about it before the next attempt

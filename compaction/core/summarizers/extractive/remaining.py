@@ -14,6 +14,7 @@ from compaction.core.summarizers.extractive.standing import (
     MAX_STEPS_SEEN,
     _check_runs,
     _shas,
+    asked_said,
     clipped,
     code,
     listing,
@@ -365,12 +366,15 @@ def _owed_since_edits(v: View) -> list[str]:
     last_run = runs[-1]
     changed = [r for r in v.changed_files if r.edits and r.state != "deleted"]
     words = {w.strip("`'\"").rsplit("/", 1)[-1] for w in last_run.what.split()}
-    scripted = any(r.path.rsplit("/", 1)[-1] in words and "." in r.path.rsplit("/", 1)[-1] for r in changed)
+    named = {r.path for r in changed if r.path.rsplit("/", 1)[-1] in words and "." in r.path.rsplit("/", 1)[-1]}
     current = last_run.kind == "check" and check_kind(last_run.what.strip("`")) in CURRENT_KINDS
     # A failing check's run owed again is told with its failure (Next Steps' failing step).
-    if not scripted and not (current and not v.git_seen and not v.failing):
+    if not named and not (current and not v.git_seen and not v.failing):
         return out
-    note = v.edits_note(last_run.seq, lead="before the edits of")
+    # A check (a suite, a linter, a build) covers any file; a script's run, the script it names
+    # and the project's code it may import, not another script this history wrote beside it.
+    only = {r.path for r in changed if r.path in named or not r.created} if last_run.kind == "run" else None
+    note = v.edits_note(last_run.seq, lead="before the edits of", only=only)
     if note and any(s.seq > last_run.seq and s.kind == "edit" and s.ok for s in steps):
         out.append(f"Run {last_run.what} again: its last run ({v.cite(last_run.seq)}) was {note}.")
     return out
@@ -404,6 +408,10 @@ def _finished(v: View) -> str:
             )
         return "Nothing further: the work was handed in."
     if turn.ended and turn.report is not None:
+        asked = asked_said(v)
+        if asked:
+            # A reply that asks the person leaves the request open: the answer comes first.
+            return f"Wait for the person's answer to the agent's question ({v.cite(turn.report.seq)}): {asked}"
         if _raises_trouble(turn.report.text):
             # A report that ends on a problem or a question is not a finish.
             return (

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 
+from compaction.core.summarizers.extractive.asked import open_question
 from compaction.core.summarizers.extractive.view import COMPACT, TERSE, View
 from compaction.core.text_heuristics import SENTENCE_END_RE
+from compaction.core.vocabulary import READ_FAILED_RE
 from compaction.core.work.parse import EXCERPT_LEAD, one_line
 from compaction.core.work.state import Check, Commit, FileRecord, Person, Step, Streak, Task
 
@@ -80,6 +82,12 @@ def report_text(text: str) -> str:
 
 def quoted(text: str, limit: int) -> str:
     return '"' + clipped(text, limit).replace('"', "'") + '"'
+
+
+def asked_said(v: View) -> str:
+    """The questions the agent's last reply put to the person, quoted within the budget ("" when none)."""
+    asked = open_question(v)
+    return quoted(" … ".join(clipped(q, v.chars(240)) for q in asked), v.chars(420)) if asked else ""
 
 
 def words_of(text: str, limit: int, seq: int) -> str:
@@ -537,6 +545,8 @@ def _went(step: Step) -> str:
         return f"ran, printing {code(step.detail.removeprefix('printed: '), 160)}"
     if step.ok:
         return "went through"
+    if step.ok is False and step.kind == "read" and READ_FAILED_RE.search(step.detail[:300]):
+        return "found no such file"  # what the read learned, not an error to fix
     if step.ok is False:
         return "failed"
     if _no_outcome(step):
@@ -553,6 +563,8 @@ def _stopped(v: View) -> list[str]:
         out.append(
             f"The agent ended its turn at {v.cite(turn.report.seq)}, reporting: {quoted(report_text(turn.report.text), v.chars(WORDS_CHARS))}"
         )
+        if asked_said(v):  # a reply that asks the person: the request waits for the answer
+            out.append(f"The request is open, waiting for the person's answer to: {asked_said(v)}")
     elif (
         turn.request
         and not turn.steps

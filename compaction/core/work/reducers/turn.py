@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from compaction.core.text_heuristics import SENTENCE_END_RE, chain_parts, error_lines_of
+from compaction.core.text_heuristics import SENTENCE_END_RE, chain_parts, error_lines_of, strip_ansi
 from compaction.core.vocabulary import NO_MATCHES_RE, PLUMBING, TRACKER_CMD_RE, found_nothing
 from compaction.core.work.events import Call, Injected, Narration, Said, TurnEnded
 from compaction.core.work.parse import one_line
@@ -73,6 +73,35 @@ def on_turn_ended(state: WorkState, event: TurnEnded) -> None:
         asked.answer = Quote(event.seq, one_line(event.text, MAX_ANSWER_CHARS))
 
 
+# A warning: a "Warning:" / "WARN" lead, or Python's `a.py:4: BytesWarning: …`. Not a run's result:
+# the run went on after it.
+WARNING_LINE_RE = re.compile(r"(?i)^\W*(?:npm\s+)?warn(?:ing)?\b|^\S+:\d+:\s*\w*Warning:")
+# What a harness prints around a command's output (SWE-agent's state lines, its prompt, its note
+# for a command that printed nothing, its end-of-command marker): not the command's.
+HARNESS_LINE_RE = re.compile(
+    r"^\((?:Open file|Current directory): .*\)$|^bash-\$$|^Your command ran successfully and did not produce any output\.$"
+)
+HARNESS_MARK_RE = re.compile(r"///PROCESS-DONE:\d+:PROCESS-DONE///")
+# Markup (HTML tags) and what is no letter or digit: a line with nothing else ("</body></html>",
+# "}") says nothing of what a run printed.
+MARKUP_RE = re.compile(r"<[^<>\n]*>|[^A-Za-z0-9]")
+PRINTED_LINES = 2
+
+
+def _printed(output: str) -> str:
+    """What a run that went through printed: an error line it printed (a reproduction of a bug:
+    not "passed"; a traceback's last, the exception raised), else its last lines; never a warning,
+    which the run went on after ("" when it printed nothing else)."""
+    errors = [line for line in error_lines_of(output, is_error=False) if not WARNING_LINE_RE.match(line)]
+    if errors:
+        return f"printed: {errors[-1] if 'Traceback (most recent call last)' in output else errors[0]}"
+    lines = [ln.strip() for ln in HARNESS_MARK_RE.sub("", strip_ansi(output)).splitlines()]
+    said = [
+        ln for ln in lines if MARKUP_RE.sub("", ln) and not WARNING_LINE_RE.match(ln) and not HARNESS_LINE_RE.match(ln)
+    ]
+    return f"printed: {' / '.join(one_line(ln, 120) for ln in said[-PRINTED_LINES:])}" if said else ""
+
+
 def _step(call: Call, outcome: Outcome, open_file: str = "") -> Step:
     if outcome.command:
         kind = (
@@ -91,15 +120,7 @@ def _step(call: Call, outcome: Outcome, open_file: str = "") -> Step:
             first = outcome.command.split("|", 1)[0].split()
             detail = "found nothing" if first and first[0] in SEARCH_PROGRAMS else "printed nothing"
         elif outcome.ok and kind == "run" and not outcome.probe and not detail:
-            # A script's run that went through may still print an error (a reproduction of a
-            # bug): what it printed, not "passed".
-            printed = error_lines_of(call.output, is_error=False)
-            # A traceback ends with the exception that was raised: that line, not a source line in it.
-            detail = (
-                f"printed: {printed[-1] if 'Traceback (most recent call last)' in call.output else printed[0]}"
-                if printed
-                else ""
-            )
+            detail = _printed(call.output)
         return Step(call.seq, kind, f"`{one_line(outcome.command, 100)}`", outcome.ok, detail)
     what = f"{call.kind if call.kind != 'other' else call.name} {call.path}" if call.path else call.name
     if call.kind == "edit" and not call.path and open_file:
