@@ -304,6 +304,13 @@ RULES: tuple[R, ...] = (
         ("Now add the button to the template.", "Migration ran cleanly.", "It renders the list."),
     ),
     R(
+        "decisions:DEFINED_NAME_RE",
+        "where code defines a name, NAME standing for it: a key, an assignment, a declaration",
+        "an edit that takes a name out of one use leaves it defined: a name still defined is not gone",
+        ('"NAME": "#666666",', "NAME: ColorValueSchema,", "NAME = 3", "def NAME(x):", "const NAME = 1"),
+        ('"mdLink": "NAME",', "theme.fg(NAME)", "NAME == 3", "a.NAME = 1", "x::NAME"),
+    ),
+    R(
         "decisions:DIAGNOSIS_RE",
         "a sentence about an error or a failure",
         "what the agent found wrong is its diagnosis of a failure, not a constraint it chose around",

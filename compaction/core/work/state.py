@@ -249,6 +249,10 @@ class NameTrace:
     edits: list[NameEdit] = field(default_factory=list)
     # path -> occurrences this history's edits put there and did not take out again
     held: dict[str, int] = field(default_factory=dict)
+    kept: int = 0  # the latest edit of a source file whose new text still has it (moved, changed, put in)
+    # path -> whether the latest edit there that showed its definition (`"x": …`, `x = …`,
+    # `def x`) left it defined: a name still defined somewhere is not gone
+    defined: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass
