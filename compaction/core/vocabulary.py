@@ -183,6 +183,10 @@ SHELL_UTILITIES = frozenset(
     "du df pwd which whoami env date diff tree realpath readlink basename dirname mkdir touch cp mv rm "
     "chmod ps kill jq".split()
 )
+# Programs whose last operand is where they write (`cp a b`, `mv a dir/`, `ln -s a b`): a later
+# success writing the same destination settles an earlier failure of the same program, whatever
+# it copied from (the source is what the failure was about: a path that did not exist).
+COPIERS = frozenset({"cp", "mv", "ln", "install", "rsync", "scp"})
 # What a chain does around the command it exists to run (change directory, set a variable, print).
 PLUMBING = frozenset({"cd", "echo", "export", "source", "set", "sleep", "true", "pushd", "popd", "clear", "printf"})
 

@@ -325,6 +325,14 @@ RULES: tuple[R, ...] = (
         how="member",
     ),
     R(
+        "vocabulary:COPIERS",
+        "programs whose last operand is the destination they write (cp, mv, ln, install, rsync, scp)",
+        "POSIX argument order: a later success writing the same destination settles a failed copy",
+        ("cp", "mv", "rsync", "ln"),
+        ("cat", "git", "npm", "mkdir"),
+        how="member",
+    ),
+    R(
         "vocabulary:PLUMBING",
         "what a chain does around the command it exists to run (cd, export, echo, sleep)",
         "`cd x && npm test` is the check `npm test`",

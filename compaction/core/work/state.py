@@ -178,6 +178,9 @@ class Check:
     # A later pass of the same check that did not run what the failure ran (other files).
     partial_command: str = ""
     partial_seq: int | None = None
+    # The latest clean pass over the whole project per directory it ran in (`run_dir`): its
+    # message number, the command as run and the filter it was piped into ("" for none).
+    passes: dict[str, tuple[int, str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -186,13 +189,17 @@ class ErrorRecord:
     line: str  # the exact error line
     source: str  # the command, or "Edit of x.py"
     key: str  # what settles it: the command's signature or "tool:path"
-    status: str = "open"  # open | resolved | absent (a read found no such file: a finding, not to fix)
+    # open | resolved | again (a later run failed with it again: a record of its own) | absent (a read
+    # found no such file: a finding, not to fix)
+    status: str = "open"
     resolved_seq: int | None = None
     resolution: str = ""
     diagnosis: Quote | None = None  # what the agent said about it before the next attempt
-    count: int = 1  # the same error seen again
+    count: int = 1  # the same command line printed it again, nothing tried in between
     exit: int | None = None  # the command's exit code, when the output says
     then: str = ""  # what the agent changed before the next attempt
+    tried: int = 0  # the message number of that next attempt (0: none yet)
+    where: str = ""  # the directory a check or command ran in (`run_dir`), when it changed into one
 
 
 @dataclass

@@ -25,18 +25,21 @@ from compaction.core.summarizers.extractive.standing import (
     created_in,
     expansion_of,
     listing,
+    printed_before,
     quoted,
+    reading_before,
     report_text,
     stated_checks,
     steps_since_request,
     task_work,
+    unsettled_said,
     where_things_stand,
     words_of,
 )
 from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, TINY, View
 from compaction.core.vocabulary import SHELL_UTILITIES, is_probe, names_key
 from compaction.core.work.parse import one_line
-from compaction.core.work.reducers.errors import PASSED_OVER
+from compaction.core.work.reducers.errors import AGAIN, PASSED_OVER
 from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person, WorkState
 
 Lines = list[str]
@@ -345,38 +348,39 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
     lines = "; ".join(code(e.line, 220 if v.level <= COMPACT else 140) for e in group[: 2 if v.level < MINIMAL else 1])
     exit = f" with exit code {first.exit}" if first.exit else ""
     again = f" ({first.count}×)" if first.count > 1 else ""
-    said = f"{_error_source(v, first)} failed{exit}{again} ({v.cite(first.seq)}): {lines}"
+    said = f"{_error_source(v, first)} failed{exit}{again} ({v.cite(first.seq)}{printed_before(v, first)}): {lines}"
     if first.status == "absent":  # what a read found: the file is not there (no error to fix)
         return f"{v.path(first.key.partition(':')[2])} does not exist: the read at {v.cite(first.seq)} answered {lines}"
-    diagnosis = next((e.diagnosis for e in group if e.diagnosis), None)
+    diagnosis = next((e.diagnosis for e in group if e.diagnosis), None) or reading_before(v, first)
     if diagnosis is not None and v.level <= TERSE:
         said += f" — the agent's reading: {quoted(diagnosis.text, 200)}"
     told = last.then and (v.level == FULL or (recent and v.level <= TERSE))
     if told:
         said += f" — then {last.then}"
+    if last.status == AGAIN:
+        # A later run failed with it again (told on its own): what was tried did not get past it.
+        later = next((e for e in v.state.errors if e.seq == last.resolved_seq and e.key == last.key), None)
+        other = f", from {_error_source(v, later)}" if later is not None and later.source != last.source else ""
+        return said + f" — the same error again at {v.cite(last.resolved_seq)}{other}"
     if last.status == "resolved":
         if last.resolution == PASSED_OVER:
             return said + f" — the next run ({v.cite(last.resolved_seq)}) got past it (failed otherwise)"
-        return said + f" — fixed ({v.cite(last.resolved_seq)})" + ("" if told else f": {last.resolution}")
+        # "then X — fixed" only when the run after X is the one that passed; else all that changed.
+        shown = told and last.tried == last.resolved_seq
+        return said + f" — fixed ({v.cite(last.resolved_seq)})" + ("" if shown else f": {last.resolution}")
     if v.live(last):
         return said + " — still open"
     # Not run again: whether it still fails is unknown; what changed since is what is known.
     note = v.edits_note(last.seq, lead="edits since:") if v.level < TERSE else ""
-    later = v.state.checks.get(last.key.removeprefix("check:")) if last.key.startswith("check:") else None
-    if later is not None and later.seq > last.seq:
-        # The same check ran again: a filter it was piped into showed only the lines it kept.
-        again = f" — run again ({v.cite(later.seq)})"
-        if later.piped:
-            again += f" only through `{later.piped}`: its other errors unseen"
-        return said + again + (f"; {note}" if note else "")
-    return said + " — not run again after it" + (f"; {note}" if note else "")
+    return said + unsettled_said(v, last) + (f"; {note}" if note else "")
 
 
 def _error_runs(v: View) -> list[list[ErrorRecord]]:
-    """Errors grouped by the failing run that printed them."""
+    """Errors grouped by the failing run that printed them and what became of them."""
     runs: list[list[ErrorRecord]] = []
     for error in v.state.errors:
-        if runs and runs[-1][0].seq == error.seq and runs[-1][0].key == error.key:
+        fate = (error.seq, error.key, error.status, error.resolved_seq)
+        if runs and (runs[-1][0].seq, runs[-1][0].key, runs[-1][0].status, runs[-1][0].resolved_seq) == fate:
             runs[-1].append(error)
         else:
             runs.append([error])

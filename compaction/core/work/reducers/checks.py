@@ -36,6 +36,17 @@ def check_key(command: str, cwd: str = "") -> str:
 _RELATIVE_SCRIPT_RE = re.compile(r"^(?![/~-])[\w.-]*(?:/[\w.-]+)*\.\w{1,5}$|^\.{1,2}/\S+$")
 
 
+def run_dir(command: str, cwd: str = "") -> str:
+    """The directory a command line ran its program in: the last `cd x` it chained before it,
+    resolved against the shell's directory `cwd` when that is known; `cwd` when it changed into
+    none."""
+    dirs = [part.split(None, 1)[1].strip("'\"") for part in chain_parts(command) if part.startswith("cd ")]
+    where = dirs[-1] if dirs else ""
+    if cwd.startswith("/") and not where.startswith(("/", "~")):
+        where = os.path.join(cwd, where) if where else cwd
+    return os.path.normpath(where) if where else ""
+
+
 def piped_through(command: str) -> str:
     """The filter a check's output was piped into (`mix credo | tail -20` → "tail"), whose exit
     status the shell reports instead of the check's; "" when none (or `set -o pipefail`)."""
@@ -65,6 +76,8 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     )
     if not targets:
         check.suite, check.suite_seq, check.suite_ok = outcome.command, call.seq, bool(outcome.ok)
+        if outcome.ok and not outcome.findings:
+            check.passes[run_dir(outcome.command, state.git.cwd)] = (call.seq, outcome.command, check.piped)
     if not outcome.ok:
         if check.failed_seq is None or check.fixed_seq is not None:
             check.failed_seq, check.fixed_seq, check.fix = call.seq, None, ""

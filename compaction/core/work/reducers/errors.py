@@ -10,6 +10,7 @@ import re
 
 from compaction.core.text_heuristics import (
     FENCED_BLOCK_RE,
+    chain_parts,
     command_error_lines,
     command_signature,
     run_covers,
@@ -17,12 +18,12 @@ from compaction.core.text_heuristics import (
     strip_ansi,
     strip_error_tags,
 )
-from compaction.core.vocabulary import EXIT_CODE_RE, PIPE_FILTER_RE, PIPEFAIL_RE, READ_FAILED_RE
+from compaction.core.vocabulary import COPIERS, EXIT_CODE_RE, PIPE_FILTER_RE, PIPEFAIL_RE, PLUMBING, READ_FAILED_RE
 from compaction.core.work.events import Call, Narration
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers import decisions
 from compaction.core.work.reducers.changes import changes_since
-from compaction.core.work.reducers.checks import check_key, pass_covers
+from compaction.core.work.reducers.checks import check_key, pass_covers, run_dir
 from compaction.core.work.reducers.outcome import Outcome
 from compaction.core.work.state import ErrorRecord, Quote, Streak, WorkState
 
@@ -47,8 +48,19 @@ def error_key(call: Call, outcome: Outcome, cwd: str = "") -> str:
     if outcome.check:
         return "check:" + check_key(outcome.command, cwd)
     if outcome.command:
-        return "cmd:" + " ".join(command_signature(outcome.command))
+        return "cmd:" + (copy_target(outcome.command) or " ".join(command_signature(outcome.command)))
     return f"{call.name}:{call.path or ''}"
+
+
+def copy_target(command: str) -> str:
+    """ "cp <destination>" for a chain that exists to copy, move or link (its last command is one
+    of COPIERS): what such a run is about is where it writes, not what it read; "" otherwise."""
+    for part in reversed(chain_parts(command)):
+        words = [w for w in part.split("|", 1)[0].split() if not w.startswith("-") and not set(w) & {"<", ">"}]
+        if not words or words[0] in PLUMBING:
+            continue
+        return f"{words[0]} {words[-1].rstrip('/')}" if words[0] in COPIERS and len(words) >= 3 else ""
+    return ""
 
 
 def _source(call: Call, outcome: Outcome) -> str:
@@ -83,28 +95,31 @@ def _settles(error: ErrorRecord, key: str, command: str) -> bool:
 
 
 def _resolve(state: WorkState, call: Call, outcome: Outcome, key: str) -> None:
-    check = state.checks.get(key.removeprefix("check:")) if key.startswith("check:") else None
     for error in state.errors:
         if not _settles(error, key, outcome.command):
             continue
         error.status, error.resolved_seq = "resolved", call.result_seq
-        if check is not None and check.fixed_seq == call.seq and check.fix:
-            error.resolution = f"{check.fix}; then `{one_line(outcome.command, 100)}` passed"
-        else:
-            changed = changes_since(state, error.seq, call.seq)
-            again = (
-                f"`{one_line(outcome.command, 100)}` succeeded"
-                if outcome.command
-                else f"the next {call.name} succeeded"
-            )
-            error.resolution = f"after {changed}, {again}" if changed else again
+        # The history shows only that a later run passed after some changes: all the changes
+        # since this error are named (or counted, with their message numbers), none credited alone
+        # (the changes since the check's latest failure are not all that came after an older one).
+        changed = changes_since(state, error.seq, call.seq, cite=True)
+        verb = "passed" if key.startswith("check:") else "succeeded"
+        again = f"`{one_line(outcome.command, 100)}` {verb}" if outcome.command else f"the next {call.name} succeeded"
+        error.resolution = f"{changed}; then {again}" if changed else again
 
 
 def _note_attempt(state: WorkState, call: Call, key: str) -> None:
     """What the agent changed between an error and its next attempt at the same thing."""
     for error in state.errors:
-        if error.key == key and not error.then and error.seq < call.seq and error.status == "open":
+        if error.key == key and not error.tried and error.seq < call.seq and error.status == "open":
             error.then = changes_since(state, error.seq, call.seq, detail=True)
+            error.tried = call.result_seq
+
+
+def _attempted(error: ErrorRecord) -> bool:
+    """Whether the agent tried something about an error before its next run: a reading of it, a
+    change (what followed that attempt is the attempt's outcome, not the first run's)."""
+    return bool(error.then or error.diagnosis)
 
 
 def _streak(state: WorkState, call: Call, outcome: Outcome, key: str, lines: list[str]) -> None:
@@ -165,6 +180,12 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
             elif error.resolution == PASSED_OVER and again:
                 error.status, error.resolution = "open", ""
                 error.resolved_seq = None
+    _record(state, call, outcome, key, lines)
+    del state.errors[:-MAX_ERRORS]
+
+
+def _record(state: WorkState, call: Call, outcome: Outcome, key: str, lines: list[str]) -> None:
+    """A failing run's error lines: each one more printing of an open record, or a record of its own."""
     for line in lines:
         # The same line again; an earlier run's line with other numbers is the same error too
         # (two lines of one run that differ only in numbers are two errors).
@@ -180,18 +201,32 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
             ),
             None,
         )
-        if same is not None:
+        if same is not None and not _attempted(same) and same.source == _source(call, outcome):
+            # The same command line printed it again, nothing tried in between: one failure, run
+            # twice, quoted as the latest run printed it.
             same.count += 1
-            same.seq = call.result_seq
+            same.seq, same.line, same.tried = call.result_seq, line, 0  # the next attempt is after this run
             continue
+        if same is not None:
+            # After an attempt, or from another command line, the error is a failure of this run:
+            # the earlier record says it came back, this one quotes this run's own line.
+            same.status, same.resolved_seq, same.resolution = AGAIN, call.result_seq, ""
         code = EXIT_CODE_RE.search(call.output[:2000]) if outcome.command else None
         state.errors.append(
-            ErrorRecord(call.result_seq, line, _source(call, outcome), key, exit=int(code.group(1)) if code else None)
+            ErrorRecord(
+                call.result_seq,
+                line,
+                _source(call, outcome),
+                key,
+                exit=int(code.group(1)) if code else None,
+                where=run_dir(outcome.command, state.git.cwd) if outcome.command else "",
+            )
         )
-    del state.errors[:-MAX_ERRORS]
 
 
 PASSED_OVER = "the next run got past it (failed otherwise)"
+# The status of an error a later run printed again after an attempt or from another command line.
+AGAIN = "again"
 # What varies between two printings of one error: numbers (a line, a time, an address), spacing.
 _VARYING_RE = re.compile(r"\d+|\s+")
 # What is not a letter: what is left says how much a line says besides its numbers.
