@@ -63,14 +63,56 @@ def announces_more(text: str) -> bool:
     return len(last) <= 400 and bool(ANNOUNCES_RE.match(sentence))
 
 
+# A reply's last line that ends mid-sentence: on a word, a comma or a joining mark, where a
+# finished sentence ends on its final punctuation (or a closing quote, bracket, code span, emoji).
+_OPEN_END_RE = re.compile(r"(?:\w|[,;&+(\-\u2013\u2014/])$")
+# A line of a markdown block (list item, quote, table row, heading): it needs no final punctuation.
+_BLOCK_LINE_RE = re.compile(r"^(?:[-*+>|#]|\d+[.)]\s)")
+
+
+def cut_off(text: str) -> bool:
+    """Whether the agent's reply stops mid-way: inside a code fence it opened, or on a prose line
+    that ends without a sentence's final punctuation ("… Did we revert")."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return False
+    if sum(1 for line in lines if line.startswith("```")) % 2:
+        return True
+    last = lines[-1]
+    # A word or two alone ("Perfect", "Done") is an answer, not a sentence cut short.
+    return len(last.split()) > 2 and not _BLOCK_LINE_RE.match(last) and bool(_OPEN_END_RE.search(last))
+
+
 def on_turn_ended(state: WorkState, event: TurnEnded) -> None:
     if announces_more(event.text):
         return  # a reply cut where it announced its next step: the turn is not over
     state.turn.report = Quote(event.seq, event.text)
     state.turn.ended = True
+    if cut_off(event.text):
+        return  # the agent stopped, but a reply cut mid-sentence answers nothing
     asked = next((p for p in reversed(state.people.messages) if p.seq == state.turn.request), None)
     if asked is not None:
         asked.answer = Quote(event.seq, one_line(event.text, MAX_ANSWER_CHARS))
+
+
+# The lines a harness's shell prints after every command (SWE-agent's open file, its directory,
+# prompt, and its note for a command that printed nothing): not the command's output.
+_SHELL_STATE_LINE_RE = re.compile(
+    r"^(?:\((?:Open file|Current directory): .*\)|bash-\$|Your command ran successfully and did not produce any output\.)$"
+)
+# The end marker SWE-agent's shell appends to a command's output, with its exit status.
+_PROCESS_DONE_RE = re.compile(r"///PROCESS-DONE:-?\d+:PROCESS-DONE///")
+# A line that says nothing by itself: closing markup or brackets, punctuation only.
+_BARE_LINE_RE = re.compile(r"^(?:</?\w[^>]*>|[\W_])*$")
+MAX_PRINTED = 200
+
+
+def last_printed(output: str) -> str:
+    """The last line a run printed (a script's result, a runner's verdict), the shell's state lines
+    after it left out; "" when it printed nothing or its last line says nothing by itself."""
+    lines = [_PROCESS_DONE_RE.sub("", line).strip() for line in output.strip().splitlines()]
+    lines = [line for line in lines if line and not _SHELL_STATE_LINE_RE.match(line)]
+    return one_line(lines[-1], MAX_PRINTED) if lines and not _BARE_LINE_RE.match(lines[-1]) else ""
 
 
 def _step(call: Call, outcome: Outcome, open_file: str = "") -> Step:
@@ -94,11 +136,10 @@ def _step(call: Call, outcome: Outcome, open_file: str = "") -> Step:
             # bug): what it printed, not "passed".
             printed = error_lines_of(call.output, is_error=False)
             # A traceback ends with the exception that was raised: that line, not a source line in it.
-            detail = (
-                f"printed: {printed[-1] if 'Traceback (most recent call last)' in call.output else printed[0]}"
-                if printed
-                else ""
-            )
+            # Else its last line: the result it ran for, known once it returned.
+            last = printed[-1] if "Traceback (most recent call last)" in call.output else printed[0] if printed else ""
+            last = last or last_printed(call.output)
+            detail = f"printed: {last}" if last else ""
         return Step(call.seq, kind, f"`{one_line(outcome.command, 100)}`", outcome.ok, detail)
     what = f"{call.kind if call.kind != 'other' else call.name} {call.path}" if call.path else call.name
     if call.kind == "edit" and not call.path and open_file:
