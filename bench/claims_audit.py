@@ -440,7 +440,10 @@ def render_message(
             # person's never below 12,000 characters.
             text = str(block.get("text", ""))
             bound = trim.words if role == "assistant" else max(trim.words, 12_000)
-            lines = max(trim.head, bound // 200)
+            # The person's message is cut by characters only: a long request of short lines
+            # (a command's expansion, a pasted list) is shown whole up to its bound, so a
+            # count the summary gives of it ("N more characters") can be checked.
+            lines = max(trim.head, bound // 200) if role == "assistant" else bound
             words = Trim(lines, lines, bound, bound, trim.middle)
             out.append(f"{head} [{label}]:\n{cut_text(text, words, terms)}")
         elif kind == "thinking":

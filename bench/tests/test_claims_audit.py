@@ -102,6 +102,15 @@ def test_what_the_summary_quotes_is_kept_whole_wherever_it_is_in_a_long_output()
     assert "Ongoing reviews are defined as open annotations" in out and len(out) < 2000
 
 
+def test_the_person_s_long_request_of_short_lines_is_shown_whole_up_to_its_bound():
+    request = "\n".join(f"- step {n}: do the thing number {n}" for n in range(1, 241))  # 240 lines, ~8,000 chars
+    shown = ca.render_message(1, _user(request), ca.LEVELS[-1], set(), {})
+    assert shown == f"#1 [User]:\n{request}"
+    # The agent's words of the same shape are still cut to the level's lines.
+    agent = ca.render_message(2, _assistant(_text(request)), ca.LEVELS[-1], set(), {})
+    assert "cut …]" in agent
+
+
 AUDIT = """# Audit
 
 ## Claims

@@ -320,26 +320,22 @@ def edit_change(name: str, args: Any) -> Change:
         return Change("removed lines" if pairs else "")
     definitions = [line for line in added if DEFINES_RE.match(line)]
     names = [n for n in added_names("\n".join(old_lines), "\n".join(added)) if len(n) >= 5][:4]
-    count = _line_count(pairs)
+    # No line count ("32 lines in place of 1"): a reader cannot check it against an edit shown
+    # shortened, and it says nothing of what the edit did; the definitions and lines say that.
     if definitions:
-        # What a reader wants of an edit that adds code: the definitions, as written.
-        more = f" and {len(definitions) - 1} more definitions" if len(definitions) > 1 else ""
+        # What a reader wants of an edit that adds code: the definitions, as written; the others
+        # by name.
         head = _DO_END_RE.sub("", definitions[0].rstrip("{ "))
-        return Change(f"adds `{one_line(head, 100).replace('`', chr(39))}`{more} ({count})", names)
+        others = list(dict.fromkeys(n.rstrip(":") for n in DEFINES_RE.findall("\n".join(definitions[1:]))))
+        also = f", and defines {', '.join(f'`{n}`' for n in others[:3])}" if others else ""
+        also += f" and {len(others) - 3} more" if len(others) > 3 else ""
+        return Change(f"adds `{one_line(head, 100).replace('`', chr(39))}`{also}", names)
     if len(" ".join(added)) <= 90:
         return Change("adds `" + one_line(" ".join(added), 90).replace("`", "'") + "`", names)
     # The code itself says what an edit built: some of its new lines with substance.
     shown = [line for line in added if len(line) >= 12 and not _COMMENT_ONLY_RE.match(line)][:2]
     excerpt = " … ".join(f"`{one_line(line, 90).replace('`', chr(39))}`" for line in shown)
-    return Change(f"{EXCERPT_LEAD} {excerpt} ({count})" if excerpt else count, names)
-
-
-def _line_count(pairs: list[tuple[str, str]]) -> str:
-    """How many lines a replacement wrote, and in place of how many: every line counted."""
-    new = sum(len(n.splitlines()) for _o, n in pairs)
-    old = sum(len(o.splitlines()) for o, _n in pairs)
-    lines = f"{new} line{'s' if new != 1 else ''}"
-    return f"{lines} in place of {old}" if old else f"{lines} added"
+    return Change(f"{EXCERPT_LEAD} {excerpt}" if excerpt else "", names)
 
 
 # --- commits, todos, plans ---------------------------------------------------------------

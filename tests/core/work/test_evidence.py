@@ -299,7 +299,7 @@ def test_a_read_that_failed_is_no_file_read() -> None:
     assert "/p/missing.py" not in file_ops(state).read
 
 
-def test_a_files_length_counts_every_line_and_a_replacement_says_what_it_replaced() -> None:
+def test_a_files_length_counts_every_line_and_a_replacement_says_what_it_added_not_a_line_count() -> None:
     from compaction.core.work.parse import edit_change
 
     content = "fn a() {}\n\n// b\n\nfn b() {}\n"
@@ -310,7 +310,12 @@ def test_a_files_length_counts_every_line_and_a_replacement_says_what_it_replace
         "the third line now says something rather longer than before\nand a second new line that is long too, longer still",
     )
     said = edit_change("Edit", {"file_path": "/p/a.py", "old_string": old, "new_string": new}).summary
-    assert said.endswith("(11 lines in place of 10)") or "11 lines in place of 10" in said, said
+    # A count of lines ("11 lines in place of 10") cannot be checked against an edit shown
+    # shortened and says nothing of what changed: the new lines do.
+    assert said.startswith("its new lines include `the third line now says") and "in place of" not in said, said
+    defs = "def parse(text):\n    return text\n\ndef render(view):\n    return view\n\nclass Page:\n    pass\n"
+    said = edit_change("Edit", {"file_path": "/p/a.py", "old_string": "x = 1", "new_string": defs}).summary
+    assert said == "adds `def parse(text):`, and defines `render`, `Page`", said
 
 
 def test_a_check_piped_into_a_filter_that_printed_errors_failed() -> None:

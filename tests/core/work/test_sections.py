@@ -98,7 +98,7 @@ CASES = [
             "Its description (#14):\n  Close every open annotation in one action.\n  Output files:\n  - `lib/review_live.ex` (modify)\n"
             "  - `test/review_live_test.exs` (modify)\n  Definition of Done:\n  - The button closes every open annotation.\n"
             "  - LiveView tests cover N>0 and N=0.",
-            'Done so far — `lib/review_live.ex`: adds `def handle_event("close", _p, socket)` (4 lines in place of 1)',
+            'Done so far — `lib/review_live.ex`: adds `def handle_event("close", _p, socket)`',
         ],
     ),
     (
