@@ -112,7 +112,7 @@ def last_printed(output: str) -> str:
     after it left out; "" when it printed nothing or its last line says nothing by itself."""
     lines = [_PROCESS_DONE_RE.sub("", line).strip() for line in output.strip().splitlines()]
     lines = [line for line in lines if line and not _SHELL_STATE_LINE_RE.match(line)]
-    return one_line(lines[-1], MAX_PRINTED) if lines and not _BARE_LINE_RE.match(lines[-1]) else ""
+    return one_line(lines[-1], MAX_PRINTED) if lines and not _BARE_LINE_RE.match(lines[-1][:MAX_PRINTED]) else ""
 
 
 def _step(call: Call, outcome: Outcome, open_file: str = "") -> Step:
@@ -137,8 +137,8 @@ def _step(call: Call, outcome: Outcome, open_file: str = "") -> Step:
             printed = error_lines_of(call.output, is_error=False)
             # A traceback ends with the exception that was raised: that line, not a source line in it.
             # Else its last line: the result it ran for, known once it returned.
-            last = printed[-1] if "Traceback (most recent call last)" in call.output else printed[0] if printed else ""
-            last = last or last_printed(call.output)
+            traceback = "Traceback (most recent call last)" in call.output
+            last = (printed[-1] if traceback else printed[0]) if printed else last_printed(call.output)
             detail = f"printed: {last}" if last else ""
         return Step(call.seq, kind, f"`{one_line(outcome.command, 100)}`", outcome.ok, detail)
     what = f"{call.kind if call.kind != 'other' else call.name} {call.path}" if call.path else call.name
