@@ -66,8 +66,18 @@ RULES: tuple[R, ...] = (
         "parse:_MODIFY_FILE_RE",
         "a file a task description lists as one to change ('- `x.ex` (modify)')",
         "a description's file list is what the task still needs",
-        ("- `lib/a.ex` (modify)", "* src/b.ts (update)"),
-        ("- `lib/a.ex` (new)",),
+        ("- `lib/a.ex` (modify)", "* src/b.ts (update)", "- `test/a_test.exs` (new or modify)"),
+        ("- `lib/a.ex` (new)", "- `lib/a.ex` (read reference only)"),
+    ),
+    R(
+        "parse:_DEPENDENCY_SECTION_RE",
+        "`bd show`'s DEPENDS ON and BLOCKS sections with their indented rows",
+        "the tracker's own output format: what blocks an item, what it blocks",
+        (
+            "DEPENDS ON\n  → ○ proj-gqc.1: Schema ● P2\n",
+            "BLOCKS\n  ← ○ proj-fum.2: Rebuild panel ● P2\n  ← ○ proj-fum.4: Tests ● P2",
+        ),
+        ("It blocks the release\n  later", "BLOCKS\nno indented rows"),
     ),
     R(
         "parse:_GH_VIEW_RE",

@@ -260,6 +260,13 @@ RULES: tuple[R, ...] = (
         ("attestation", "testing later"),
     ),
     R(
+        "remaining:_COMMAND_SPAN_RE",
+        "a code span on one line (`mix test test/a_test.exs`)",
+        "a description writes the commands it names as code; which of them is a check, the vocabulary says",
+        ("`mix test test/a_test.exs` passes", "run `npm test`"),
+        ("mix test passes", "```\nmix test\n```"),
+    ),
+    R(
         "remaining:_TEST_FILE_RE",
         "'test' in a file's name (test_a.py, a_test.go, a.test.ts, ATest.java)",
         "test files are named for what they are in every ecosystem",

@@ -101,7 +101,12 @@ _BLOCKED_BY_RE = re.compile(r"\(blocked by:\s*([^)]*?)(?:,\s*blocks:[^)]*)?\)")
 _TITLE_TAIL_RE = re.compile(r"\s*(?:\([^)]*\)|●\s*P\d)\s*$")
 # A file a description lists as one to create ("- `test/x_test.exs` (new)").
 _NEW_FILE_RE = re.compile(r"(?im)^\s*[-*]\s+`?([\w./-]+\.\w+)`?\s*\((?:new|create|created|to create|add|added)\)")
-_MODIFY_FILE_RE = re.compile(r"(?im)^\s*[-*]\s+`?([\w./-]+\.\w+)`?\s*\((?:modify|modified|change|edit|update)\)")
+_MODIFY_FILE_RE = re.compile(
+    r"(?im)^\s*[-*]\s+`?([\w./-]+\.\w+)`?\s*\((?:(?:new|create) or )?(?:modify|modified|change|edit|update)\)"
+)
+# `bd show`'s sections of an item's dependencies: "DEPENDS ON" (what blocks it) and "BLOCKS"
+# (what it blocks), each a block of indented rows ("  → ○ proj-gqc.1: Title ● P2").
+_DEPENDENCY_SECTION_RE = re.compile(r"^(DEPENDS ON|BLOCKS)[ \t]*\n((?:[ \t]+\S[^\n]*(?:\n|\Z))+)", re.M)
 # `gh issue view`: "title:\tFix it\nstate:\tOPEN\n…\nnumber:\t12".
 _GH_VIEW_RE = re.compile(r"^title:\t(.+)\nstate:\t(\w+)(?:\n.*?)*?\nnumber:\t(\d+)", re.M)
 
@@ -115,6 +120,7 @@ class TrackerItem:
     outputs: list[str] = field(default_factory=list)
     touches: list[str] = field(default_factory=list)  # files it says to modify
     blocked_by: list[str] | None = None
+    blocks: list[str] = field(default_factory=list)  # items its `bd show` says it blocks
     listed: bool = False  # a row of a listing (not an item shown whole)
 
 
@@ -133,6 +139,12 @@ def _header_items(head: str) -> list[TrackerItem]:
             item.note = description.group(1).strip()[:MAX_NOTE_CHARS]
         item.outputs = list(dict.fromkeys(_NEW_FILE_RE.findall(shown_text)))[:8]
         item.touches = list(dict.fromkeys(_MODIFY_FILE_RE.findall(shown_text)))[:8]
+        for section in _DEPENDENCY_SECTION_RE.finditer(shown_text):
+            keys = [row.group(2) for row in _ROW_RE.finditer(section.group(2))]
+            if section.group(1) == "BLOCKS":
+                item.blocks = keys
+            else:
+                item.blocked_by = keys
         items.append(item)
     return items
 

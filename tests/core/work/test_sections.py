@@ -95,7 +95,7 @@ CASES = [
         epic(),
         in_progress,
         [
-            "Its description (#14):\n  Close every open annotation in one action.\n  Output files:\n  - `lib/review_live.ex` (modify)\n"
+            "Its description (#15):\n  Close every open annotation in one action.\n  Output files:\n  - `lib/review_live.ex` (modify)\n"
             "  - `test/review_live_test.exs` (modify)\n  Definition of Done:\n  - The button closes every open annotation.\n"
             "  - LiveView tests cover N>0 and N=0.",
             'Done so far — `lib/review_live.ex`: adds `def handle_event("close", _p, socket)`',

@@ -23,7 +23,7 @@ from compaction.core.summarizers.extractive.standing import (
 )
 from compaction.core.summarizers.extractive.view import TERSE, View
 from compaction.core.text_heuristics import PARAGRAPH_BREAK_RE
-from compaction.core.vocabulary import check_kind, is_probe
+from compaction.core.vocabulary import check_kind, check_runner, is_probe
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers.turn import cut_off
 from compaction.core.work.state import Check, Task
@@ -40,6 +40,7 @@ _IGNORED_RE = re.compile(r"ignored by one of your \.gitignore files:?\s*(\S+)")
 _HEADING_LINES_RE = re.compile(r"(?m)^\s*#+\s+[^\n]*\n?")  # a markdown heading's whole line
 _ASKS_TESTS_RE = re.compile(r"(?i)\btests?\b")  # a definition of done's item that asks for tests
 _TEST_FILE_RE = re.compile(r"(?i)test")  # in a file's name: a test file (test_a.py, a_test.go, a.test.ts)
+_COMMAND_SPAN_RE = re.compile(r"`([^`\n]+)`")  # a code span of a description: a command it names
 
 
 def task_spec(note: str) -> tuple[str, list[str]]:
@@ -66,19 +67,19 @@ def _to_do(v: View, task: Task) -> list[str]:
     stems = {_undated(m) for m in made}
     missing = [o for o in task.outputs if not any(m.endswith(o) for m in made) and _undated(o) not in stems]
     if missing:
-        steps.append("create " + listing([code(m, 80) for m in missing], 3) + " (the task lists them as new)")
+        steps.append("create " + listing([code(m, 80) for m in missing], 8) + " (the task lists them as new)")
     untouched = [t for t in task.touches if not any(p.endswith(t) for p in touched)]
     intro, done = task_spec(task.note)
     asks = [d for d in done if _ASKS_TESTS_RE.search(d)]
     if asks and not any(_TEST_FILE_RE.search(p.rsplit("/", 1)[-1]) for p in touched):
         where = [t for t in untouched if _TEST_FILE_RE.search(t.rsplit("/", 1)[-1])]
         untouched = [t for t in untouched if t not in where]
-        into = f" in {listing([code(t, 80) for t in where], 2)}" if where else ""
+        into = f" in {listing([code(t, 80) for t in where], 8)}" if where else ""
         steps.append(f"write the tests it asks for{into} ({quoted(asks[0], 140)})")
     if untouched:
         steps.insert(
             len(steps) - (1 if asks else 0),
-            "change " + listing([code(m, 80) for m in untouched], 3) + " (the task lists them)",
+            "change " + listing([code(m, 80) for m in untouched], 8) + " (the task lists them)",
         )
     return steps
 
@@ -105,16 +106,62 @@ def _closes_before_commit(v: View) -> bool:
     return bool(before) and sum(before) * 2 > len(before)
 
 
+def done_checks(task: Task) -> list[str]:
+    """The checks a task's definition of done names (`mix test test/x_test.exs` passes), as
+    written: what must pass before it is closed."""
+    _intro, done = task_spec(task.note)
+    spans = [span.strip() for item in done for span in _COMMAND_SPAN_RE.findall(item)]
+    return list(dict.fromkeys(s for s in spans if check_kind(s) in CURRENT_KINDS))
+
+
+def _arguments(command: str, runner: str) -> list[str]:
+    """The words after `runner` in `command` up to its first pipe, chain or redirect, less
+    options: the paths a check was given."""
+    rest = command.split(runner, 1)[1] if runner in command else ""
+    for end in ("|", "&&", ";", ">"):
+        rest = rest.split(end, 1)[0]
+    return [w for w in rest.split() if not w.startswith("-")]
+
+
+def _covers(run: str, named: str) -> bool:
+    """Whether a run of a check covers the check a task names: the same runner given every path
+    the task names, or given none (a runner with no paths runs all of them)."""
+    runner = check_runner(named)
+    if not runner or check_runner(run) != runner:
+        return named in run
+    given = _arguments(run, runner)
+    return not given or all(a in given for a in _arguments(named, runner))
+
+
+def _passed_since(v: View, command: str) -> bool:
+    """Whether a run that covers `command` (as the task names it) passed after the latest edits."""
+    return any(c.ok and not v.stale(c) and _covers(c.command, command) for c in v.checks)
+
+
 def _finish(v: View, task: Task | None) -> list[str]:
     """What remains of the work in progress: what the task says to make, checks owed for the
-    latest edits, the commit and the tracker's close (in the order the agent has kept), the
-    push the earlier commits had."""
+    latest edits (the ones the task's definition of done names, as it names them), the commit
+    and the tracker's close (in the order the agent has kept), the push the earlier commits had."""
     steps = _to_do(v, task) if task is not None else []
     stale = [c for c in _check_runs(v) if v.stale(c) or not c.ok]
-    if stale or (v.dirty and not v.checks and v.state.git.commits):
+    named = [c for c in done_checks(task) if not _passed_since(v, c)] if task is not None else []
+    if named:
+        # The task says which checks judge it: those, as it words them; a failing run stays owed.
+        failing = [
+            code(c.suite or c.command, 60) for c in stale if not c.ok and not any(_covers(c.command, n) for n in named)
+        ]
+        steps.append(
+            f"run {listing([code(n, 80) for n in named] + failing)} (its done-when names {'them' if len(named) > 1 else 'it'})"
+        )
+    elif stale or (v.dirty and not v.checks and v.state.git.commits):
         steps.append(
             "run " + listing([code(c.suite or c.command, 60) for c in stale]) if stale else "check the changes"
         )
+    elif task is not None and task.started and not _check_runs(v):
+        # Edits made for the task that no test, lint or build has run after.
+        edits = v.edits_note(task.started, lead="the edits of")
+        if edits:
+            steps.append(f"check {edits}, which no test, lint or build run came after")
     wrap = []
     if v.dirty or (task is not None and not task.commits and v.state.git.commits):
         wrap.append(_commit_step(v))
@@ -218,26 +265,33 @@ def next_steps(v: View) -> list[str]:
 
 
 def _open_in_order(v: View, tasks: list[Task], after_others: bool) -> list[str]:
-    """The open tasks to take on next, each after what blocks it; the first in its own words."""
+    """The other open tasks, each with what the tracker showed blocks it: a todo list's in its
+    own order; a tracker's in no order (the history does not set one), the first that nothing
+    open blocks in its own words."""
     out: list[str] = []
-    briefed = False
-    for task in tasks:
-        if task.key in v.parents:
-            continue  # an epic is closed when its children are, by whoever closes them
-        blocked = [
+    tasks = [t for t in tasks if t.key not in v.parents]  # an epic is closed with its children
+    blocked = {
+        t.key: [
             b
-            for b in task.blocked_by
+            for b in t.blocked_by
             if b in v.state.tasks.tasks and v.state.tasks.tasks[b].status != "closed" and b not in v.parents
         ]
-        after = f" (after {listing([code(b) for b in blocked], 3)})" if blocked else ""
-        # The next task in its own words: what it asks, the files it names, when it is done (a
-        # description cut mid-sentence loses its remaining items); the tasks after it by intro.
-        about = _task_brief(v, task) if not briefed and task.source != "todo" else ""
-        briefed = briefed or bool(about)
+        for t in tasks
+    }
+    tracked = [t for t in tasks if t.source != "todo"]
+    ready = next((t for t in tracked if not blocked[t.key]), tracked[0] if tracked else None)
+    for task in tasks:
+        after = f" (blocked by {listing([code(b) for b in blocked[task.key]], 3)})" if blocked[task.key] else ""
+        # The task in its own words: what it asks, the files it names, when it is done (a
+        # description cut mid-sentence loses its remaining items); the others by intro.
+        about = _task_brief(v, task) if task is ready else ""
         if not about:
             intro, _done = task_spec(task.note)
             about = f": {clipped(intro, v.chars(300))}" if intro else ""
-        lead = "Then" if after_others or out else "Next open in the tracker:"  # not "Then" after nothing
+        if task.source == "todo":
+            lead = "Then" if after_others or out else "Next on the todo list:"  # not "Then" after nothing
+        else:
+            lead = "Also open:" if after_others or out else "Open in the tracker:"
         out.append(f"{lead} {v.task_name(task, limit=80)}{after}{about}")
     return out
 

@@ -26,14 +26,15 @@ from compaction.core.summarizers.extractive.standing import (
     report_text,
     stated_checks,
     steps_since_request,
+    task_work,
     where_things_stand,
     words_of,
 )
 from compaction.core.summarizers.extractive.view import COMPACT, FULL, MINIMAL, TERSE, TINY, View
 from compaction.core.vocabulary import SHELL_UTILITIES, is_probe, names_key
-from compaction.core.work.parse import EXCERPT_LEAD, one_line
+from compaction.core.work.parse import one_line
 from compaction.core.work.reducers.errors import PASSED_OVER
-from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person, Task, WorkState
+from compaction.core.work.state import Commit, ErrorRecord, FileRecord, Person, WorkState
 
 Lines = list[str]
 
@@ -168,27 +169,6 @@ def done(v: View) -> Lines:
     return _bullets(out)
 
 
-def _task_work(v: View, task: Task) -> str:
-    """What the work on a task in progress has done so far: each edit since it started, with
-    what the agent said it was for or the code it added."""
-    since = task.started or task.since
-    told = []
-    for rec in v.changed_files:
-        if rec.last < since or not rec.edits:
-            continue
-        said = {q.seq: f"the agent: {quoted(q.text, 120)}" for q in rec.purposes if q.seq >= since}
-        done = {
-            q.seq: q.text
-            for q in rec.changes
-            if q.seq >= since and (q.seq not in said or ("`" in q.text and not q.text.startswith(EXCERPT_LEAD)))
-        }
-        # What the code says first (a definition, a short line); the agent's words where its code
-        # says little or only shows some of its lines.
-        what = [done.get(seq) or said[seq] for seq in sorted(set(said) | set(done))][-4:]
-        told.append(v.path(rec.path) + (f": {'; '.join(what)}" if what else ""))
-    return ("Done so far — " + " · ".join(told[-6:])) if told else ""
-
-
 def in_progress(v: View) -> Lines:
     out = []
     turn = v.state.turn
@@ -205,6 +185,7 @@ def in_progress(v: View) -> Lines:
                 if handover
                 else f"The latest request ({v.cite(request.seq)}), not yet reported done"
             )
+    work, shared = task_work(v)
     for task in v.current:
         line = f"{v.task_name(task)}, in progress"
         intro, done = task_spec(task.note)
@@ -219,9 +200,10 @@ def in_progress(v: View) -> Lines:
             if done and v.level <= MINIMAL:
                 line += ". Done when: " + "; ".join(done)
         out.append(line)
-        work = _task_work(v, task)
-        if work:
-            out.append(work)
+        if task.key in work:
+            out.append(work[task.key])
+    if shared:
+        out.append(shared)
     if v.focus and v.dirty:
         out.append(f"{len(v.dirty)} files changed since their last commit (listed under Where Things Stand)")
     # Files the task's "done so far" already describes are not described again.

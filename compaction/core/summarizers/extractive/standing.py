@@ -11,9 +11,9 @@ import re
 
 from compaction.core.summarizers.extractive.view import COMPACT, TERSE, View
 from compaction.core.text_heuristics import SENTENCE_END_RE
-from compaction.core.work.parse import one_line
+from compaction.core.work.parse import EXCERPT_LEAD, one_line
 from compaction.core.work.reducers.turn import cut_off
-from compaction.core.work.state import Check, Commit, FileRecord, Person, Step, Streak
+from compaction.core.work.state import Check, Commit, FileRecord, Person, Step, Streak, Task
 
 REQUEST_CHARS = 1_500
 REPLY_GIST_CHARS = 300
@@ -172,7 +172,8 @@ def _tracker_progress(v: View) -> list[str]:
     if epics:
         out.append(f"Epic in progress: {listing([v.task_name(t, limit=60) for t in epics], 4)}.")
     if waiting:
-        out.append(f"Still open: {listing([v.task_name(t, limit=60) for t in waiting], 8 if v.level <= TERSE else 4)}.")
+        # Their status as the tracker last showed it ("still" would say no work on them began).
+        out.append(f"Open: {listing([v.task_name(t, limit=60) for t in waiting], 8 if v.level <= TERSE else 4)}.")
     return out
 
 
@@ -644,3 +645,63 @@ def where_things_stand(v: View) -> list[str]:
             else "Nothing has been done yet on the request below."
         )
     return out
+
+
+# --- the work on the tasks in progress ----------------------------------------------------------
+
+
+def _file_edits(v: View, recs: list[tuple[FileRecord, set[int]]]) -> str:
+    """Each file's edits of `recs` (the edits' message numbers): what the agent said they were
+    for, or the code they added."""
+    told = []
+    for rec, seqs in recs:
+        said = {q.seq: f"the agent: {quoted(q.text, 120)}" for q in rec.purposes if q.seq in seqs}
+        done = {
+            q.seq: q.text
+            for q in rec.changes
+            if q.seq in seqs and (q.seq not in said or ("`" in q.text and not q.text.startswith(EXCERPT_LEAD)))
+        }
+        # What the code says first (a definition, a short line); the agent's words where its code
+        # says little or only shows some of its lines.
+        what = [done.get(seq) or said[seq] for seq in sorted(set(said) | set(done))][-4:]
+        told.append(v.path(rec.path) + (f": {'; '.join(what)}" if what else ""))
+    hidden = len(told) - 6
+    more = f" · and {hidden} more file{'s' if hidden > 1 else ''}" if hidden > 0 else ""
+    return " · ".join(told[-6:]) + more
+
+
+def task_work(v: View) -> tuple[dict[str, str], str]:
+    """What the work on the tasks in progress has done so far: for each task, the edits made
+    while it was the only one of its kind (tracker or todo list) in progress; and once, the
+    edits made while two or more were, which the history does not tie to one of them."""
+    current = {t.key for t in v.current}
+    mine: dict[str, list[tuple[FileRecord, set[int]]]] = {}
+    shared: list[tuple[FileRecord, set[int]]] = []
+    together: dict[str, Task] = {}
+    for rec in v.changed_files:
+        if not rec.edits:
+            continue
+        by_task: dict[str, set[int]] = {}
+        unowned: set[int] = set()
+        for seq in rec.edit_seqs:
+            for todo in (False, True):
+                working = v.working_at(seq, todo)
+                if len(working) == 1 and working[0].key in current:
+                    by_task.setdefault(working[0].key, set()).add(seq)
+                elif len(working) > 1 and any(t.key in current for t in working):
+                    unowned.add(seq)
+                    together.update({t.key: t for t in working})
+        for key, seqs in by_task.items():
+            mine.setdefault(key, []).append((rec, seqs))
+        if unowned:
+            shared.append((rec, unowned))
+    lines = {key: "Done so far — " + _file_edits(v, recs) for key, recs in mine.items()}
+    if not shared:
+        return lines, ""
+    tasks = sorted(together.values(), key=lambda t: t.started or 0)
+    first = min(min(seqs) for _rec, seqs in shared)
+    names = listing([v.task_name(t, title=False) for t in tasks], 4)
+    return lines, (
+        f"Edits made while {names} were in progress at once (from {v.cite(first)}), not tied by the "
+        f"history to one of them — {_file_edits(v, shared)}"
+    )

@@ -195,6 +195,21 @@ class View:
             return False
         return not any(p.seq > task.opened and task.key in p.text for p in self.requests)
 
+    def working_at(self, seq: int, todo: bool) -> list[Task]:
+        """The tasks in progress at message `seq` (the agent's todo list's, or the tracker's):
+        from the message that set each in progress to the one that closed or reopened it. An
+        edit belongs to a task only when it was the one in progress then."""
+        out = []
+        for task in self.tasks:
+            # A task the tracker first showed already in progress: from where it showed it.
+            start = task.started or (task.since if task.status == "in_progress" else None)
+            if start is None or (task.source == "todo") != todo or task.key in self.parents:
+                continue
+            end = task.closed or (task.since if task.status != "in_progress" else None)
+            if start <= seq and (end is None or seq < end):
+                out.append(task)
+        return out
+
     def task_name(self, task: Task, *, title: bool = True, limit: int = 90) -> str:
         if task.source == "todo":
             return f'"{one_line(task.title, limit)}"'

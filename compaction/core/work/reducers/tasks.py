@@ -32,7 +32,9 @@ def _family(key: str) -> str:
     return key.split(".")[0]
 
 
-def _shown(state: WorkState, tracker: str, item: TrackerItem, seq: int) -> None:
+def _shown(state: WorkState, tracker: str, item: TrackerItem, seq: int, result_seq: int) -> None:
+    """What a tracker's output (the call at `seq`, its output in the message `result_seq`)
+    shows of one item."""
     tasks = state.tasks.tasks
     task = tasks.get(item.key)
     if task is None:
@@ -45,7 +47,7 @@ def _shown(state: WorkState, tracker: str, item: TrackerItem, seq: int) -> None:
             task.closed = seq
     task.title = task.title or item.title
     if not task.note and item.note:
-        task.note, task.note_seq = item.note, seq
+        task.note, task.note_seq = item.note, result_seq  # the message holding the text
     task.outputs = task.outputs or item.outputs
     task.touches = task.touches or item.touches
     if item.blocked_by is not None:
@@ -55,8 +57,15 @@ def _shown(state: WorkState, tracker: str, item: TrackerItem, seq: int) -> None:
 
 
 def _tracker(state: WorkState, call: Call, outcome: Outcome, tracker: str) -> None:
-    for item in tracker_items(call.output):
-        _shown(state, tracker, item, call.seq)
+    items = tracker_items(call.output)
+    for item in items:
+        _shown(state, tracker, item, call.seq, call.result_seq)
+    # What `bd show` says an item blocks: each of those is blocked by it.
+    for item in items:
+        for key in item.blocks:
+            blocked = state.tasks.tasks.get(key)
+            if blocked is not None and item.key not in blocked.blocked_by:
+                blocked.blocked_by = [*blocked.blocked_by, item.key]
     if not outcome.ok:
         return
     tasks = state.tasks.tasks
