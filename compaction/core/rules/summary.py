@@ -7,6 +7,48 @@ from .base import Rule as R
 RULES: tuple[R, ...] = (
     # --- the extractive summarizer ---
     R(
+        "asked:_ITEM_RE",
+        "a Markdown list item's marker (bullet or number)",
+        "an item belongs to the line that introduced its list (whom the list addresses)",
+        ("- What is it set to?", "  2. Check the setting", "* item"),
+        ("What is it set to?", "-1 is the default", "2.5 seconds"),
+        how="match",
+    ),
+    R(
+        "asked:_TITLE_RE",
+        "a Markdown heading, or a bold question the same line answers",
+        "a report that titles its parts with questions asks itself, not the person",
+        ("## Should you upgrade?", "**Ready to use immediately?** No.", "- **Works?** Yes"),
+        ("Would you like me to commit?", "**Would you like me to commit?**", "#12 was the fix?"),
+        how="match",
+    ),
+    R(
+        "asked:_TO_PERSON_RE",
+        "words that address the person: 'you', 'your', or asking their leave ('should I', 'want me to', 'shall we')",
+        "a question a reply puts to the person says you or asks leave; a review's list of open edge cases does not",
+        (
+            "Would you like me to commit?",
+            "Should I proceed with bumping the version?",
+            "Want me to help test it?",
+            "What's your setting?",
+        ),
+        ("What happens if PR creation fails?", "What if issue has no label?", "Does it work?"),
+    ),
+    R(
+        "asked:_COURTESY_RE",
+        "a closing courtesy that offers more ('anything else', 'any questions')",
+        "such a question ends a finished reply: it asks nothing about the request, which stays done",
+        ("Is there anything else you'd like me to do?", "Any other questions?", "Can I help with anything more?"),
+        ("Should I commit these changes?", "Do you want a patch release?"),
+    ),
+    R(
+        "asked:_ASKS_RE",
+        "a sentence's end in a question mark (closing quotes, brackets or emphasis after it)",
+        "a question ends with its question mark; one inside a sentence (`a?.b`, 'why? because') does not end it",
+        ("Should I commit?", "(or a patch release?)", "**Proceed?**"),
+        ("Why? Because it failed.", "Done.", "a?.b"),
+    ),
+    R(
         "standing:_HEADING_RE",
         "a Markdown heading line (one to four '#', a space, its title): a section of a command's instructions",
         "skills and command prompts are Markdown documents whose steps are their sections; a cut one names the sections it left out",

@@ -118,11 +118,18 @@ RULES: tuple[R, ...] = (
         ("version 1.2.3", "e.g.The", "models.Model.objects", "see os.Path(x)"),
     ),
     R(
-        "text_heuristics:_CODE_SPAN_RE",
+        "text_heuristics:CODE_SPAN_RE",
         "a markdown code span (`...`)",
-        "a code span is one unit: never split inside it, never read its words as prose",
-        ("run `mix test` now", "`a.b()`"),
-        ("no code here", "a ` lone backtick"),
+        "a code span is one unit: never split inside it, never read its words as prose (its '?' asks nothing: `error?: string`)",
+        ("run `mix test` now", "`a.b()`", "returns `{ error?: string }`"),
+        ("no code here", "a ` lone backtick", "```"),
+    ),
+    R(
+        "text_heuristics:FENCED_BLOCK_RE",
+        "a fenced code block, to its closing fence or to the end of the text when unclosed",
+        "what an agent's message fences is code (an edit's body, a command), not its prose: no reading, no question in it",
+        ("```ts\nconst a = b?.c;\n```", "```\nunclosed?", "  ```python\nmissing = [e for e in x]\n  ```"),
+        ("`inline?`", "plain words?", "a ``` in a sentence"),
     ),
     R(
         "text_heuristics:PATH_RE",

@@ -189,7 +189,7 @@ class ErrorRecord:
     line: str  # the exact error line
     source: str  # the command, or "Edit of x.py"
     key: str  # what settles it: the command's signature or "tool:path"
-    status: str = "open"  # open | resolved
+    status: str = "open"  # open | resolved | absent (a read found no such file: a finding, not to fix)
     resolved_seq: int | None = None
     resolution: str = ""
     diagnosis: Quote | None = None  # what the agent said about it before the next attempt
@@ -245,6 +245,10 @@ class NameTrace:
     edits: list[NameEdit] = field(default_factory=list)
     # path -> occurrences this history's edits put there and did not take out again
     held: dict[str, int] = field(default_factory=dict)
+    kept: int = 0  # the latest edit of a source file whose new text still has it (moved, changed, put in)
+    # path -> whether the latest edit there that showed its definition (`"x": …`, `x = …`,
+    # `def x`) left it defined: a name still defined somewhere is not gone
+    defined: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass
@@ -256,6 +260,20 @@ class Step:
     what: str  # "edit lib/x.ex", "`mix test`"
     ok: bool | None = None  # None: no result yet
     detail: str = ""  # a tally, an error line, what an edit added
+
+
+@dataclass
+class Job:
+    """A command the harness started in the background: it has no outcome until a poll
+    (TaskOutput, BashOutput) or the harness's notice shows it ended."""
+
+    id: str
+    seq: int  # the call that started it
+    command: str  # as run (cleaned)
+    name: str  # the tool that ran it
+    check: str = ""  # test | lint | … when it is a check
+    polled: int = 0  # the latest poll that showed it still running
+    timed_out: bool = False  # that poll's wait ran out
 
 
 @dataclass
@@ -304,5 +322,7 @@ class WorkState:
     open_file: str = ""  # the file an editor has open (SWE-agent's `edit` changes it)
     # Paths a file tool said do not exist, with that call's message: no call of it read them.
     absent: dict[str, int] = field(default_factory=dict)
+    # Commands started in the background whose end no poll or notice has shown yet, by job id.
+    jobs: dict[str, Job] = field(default_factory=dict)
     calls: int = 0
     folded: int = 0  # how many messages were folded in (stored as "messages" before)

@@ -130,6 +130,35 @@ def test_a_script_run_before_the_latest_edit_is_owed_again() -> None:
     assert "Run `python repro.py` again: its last run (#4) was before the edits of `src/x.py` (#6)" in steps
 
 
+def test_a_script_run_is_not_owed_again_for_another_script_written_after_it() -> None:
+    story = (
+        Story()
+        .person("find the seed")
+        .write("fetch.py", "print(get())")
+        .run("python fetch.py", "[16] Got random number: 1364650861")
+        .write("solve.py", "from z3 import *")
+        .edit("solve.py", "a", "b")
+    )
+    steps = "\n".join(next_section(View(story.state())))
+    assert "Run `python fetch.py` again" not in steps
+    # A suite or a check covers any file: a test run is owed again after any edit.
+    story = Story().person("fix it").write("fix.py", "x = 1").run("pytest", "1 passed").write("other.py", "y = 2")
+    assert "Run `pytest` again: its last run (#4) was before the edits of `other.py` (#6)" in "\n".join(
+        next_section(View(story.state()))
+    )
+    # The script itself edited after its run: owed again, for that file only.
+    story = (
+        Story()
+        .person("fix it")
+        .write("fix.py", "x = 1")
+        .run("python fix.py", "ok")
+        .write("other.py", "y = 2")
+        .edit("fix.py", "x = 1", "x = 2")
+    )
+    steps = "\n".join(next_section(View(story.state())))
+    assert "Run `python fix.py` again: its last run (#4) was before the edits of `fix.py` (#8)" in steps
+
+
 def test_a_follow_up_the_agent_filed_while_working_is_not_the_next_step() -> None:
     story = (
         Story()
@@ -369,3 +398,46 @@ def test_a_check_run_again_through_a_filter_is_not_told_as_not_run_again() -> No
     first = next(line for line in told.splitlines() if "TS2739" in line)
     assert "not run again" not in first, first
     assert "run again (#6) only through `grep`: its other errors unseen" in first, first
+
+
+def test_the_agents_reading_of_a_failure_is_its_prose_never_a_line_of_the_code_it_fenced() -> None:
+    refused = "Your proposed edit has introduced new syntax error(s). Please understand the fixes and retry."
+    said = (
+        "It seems there was a syntax error in the edit due to an unmatched ']' character. I will try again.\n\n"
+        "```\nedit 287:295\n    missing = [elem for elem in required if elem not in ds]\nend_of_edit\n```"
+    )
+    story = (
+        Story()
+        .person("fix the handler")
+        .edit("src/handler.py", "a", "b", output=refused)
+        .edit("src/handler.py", "a", "c", output=refused, said=said)
+    )
+    told = "\n".join(errors(View(story.state())))
+    assert (
+        "the agent's reading: \"It seems there was a syntax error in the edit due to an unmatched ']' character.\""
+        in told
+    )
+    assert "missing = [" not in told
+
+
+def test_a_read_that_found_no_file_is_a_finding_not_an_open_error() -> None:
+    missing = "<tool_use_error>File does not exist.</tool_use_error>"
+    story = (
+        Story()
+        .person("evaluate the generated files")
+        .tool("Read", {"file_path": "/p/.github/CODEOWNERS"}, missing, error=True)
+        .read("/p/README.md")
+    )
+    told = "\n".join(errors(View(story.state())))
+    assert "`.github/CODEOWNERS` does not exist: the read at #3 answered" in told, told
+    assert "still open" not in told and "failed" not in told
+    stand = _stand(story)
+    assert "was refused or failed" not in stand and "not resolved" not in stand
+    # A scratch file outside the project (a background task's output not written yet) is no finding.
+    scratch = (
+        Story().person("wait").tool("Read", {"file_path": "/tmp/claude-1000/tasks/b1.output"}, missing, error=True)
+    )
+    assert "does not exist" not in "\n".join(errors(View(scratch.state())))
+    # Once the work writes the file, its absence is history.
+    later = story.write("/p/.github/CODEOWNERS", "* @owner")
+    assert "does not exist" not in "\n".join(errors(View(later.state())))

@@ -231,6 +231,27 @@ def test_a_script_that_ran_is_not_said_to_have_passed_and_its_printed_error_is_t
     assert "passed" not in told
 
 
+def test_what_a_script_printed_is_its_last_lines_never_a_warning_or_the_harness_footer() -> None:
+    from compaction.core.summarizers.extractive.render import in_progress
+
+    output = (
+        "Warning: _curses.error: setupterm: could not find terminfo database\n\n"
+        "/p/fetch.py:4: BytesWarning: Text is not bytes; assuming ASCII\n  r.sendline('')\n"
+        "[15] Got random number: 4\n\n[16] Got random number: 1364650861\n\n"
+        "[*] Closed connection to host port 4242\n(Open file: /p/fetch.py)\n(Current directory: /p)\nbash-$"
+    )
+    story = Story().person("get the numbers").write("/p/fetch.py", "import x\n").run("python fetch.py", output)
+    told = text_of(in_progress, story)
+    assert "which printed `[16] Got random number: 1364650861 / [*] Closed connection to host port 4242`" in told, told
+    assert "Warning" not in told
+    page = "<hr />\nYour name is test.<br />\n</body></html>///PROCESS-DONE:0:PROCESS-DONE///"
+    told = text_of(in_progress, Story().person("probe it").run("curl http://h/forms.pl", page))
+    assert "which printed `Your name is test.<br />`" in told, told
+    quiet = "Your command ran successfully and did not produce any output.\n(Current directory: /p)\nbash-$"
+    told = text_of(in_progress, Story().person("tidy").run("mv a.txt b.txt", quiet))
+    assert "printed" not in told, told
+
+
 def test_a_reply_that_announces_its_next_step_is_no_finished_turn() -> None:
     from compaction.core.summarizers.extractive.render import done
 

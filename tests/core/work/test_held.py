@@ -191,3 +191,17 @@ def test_the_later_message_on_a_rules_subject_cited_is_the_next_one() -> None:
         story.says("Done.").person(later)
     line = constraints(View(story.state()))[0]
     assert "the person wrote on the same subject later, at #3, #5 and #7" in line
+
+
+def test_a_name_taken_out_of_one_use_while_still_defined_is_not_replaced() -> None:
+    dark = "/p/src/theme/dark.json"
+    story = (
+        Story()
+        .person("no, dimGray should be that, no need for linkGray")
+        .edit(dark, '"dimGray": "#585858",\n"linkGray": "#666666",', '"dimGray": "#666666",')
+        .edit(dark, '"mdLink": "linkGray",', '"mdLink": "dimGray",')
+        .person("link text should be same as accent")
+        .edit(dark, '"mdLink": "dimGray",', '"mdLink": "accent",')
+    )
+    (line,) = constraints(View(story.state()))
+    assert "replaced" not in line

@@ -197,11 +197,42 @@ def test_work_that_is_finished_says_so_and_waits() -> None:
     assert steps == "1. The work appears finished (the agent reported at #4): wait for the person's next request."
 
 
+def test_a_last_reply_that_asks_the_person_leaves_the_request_open_with_the_question_verbatim() -> None:
+    report = (
+        "VS Code ignores the RGB values.\n\nLet me check your VS Code settings:\n\n"
+        "1. **Minimum contrast ratio:**\n   - Search: `terminal.integrated.minimumContrastRatio`\n"
+        "   - What's it set to? Try setting it to `1`\n\nThis is a VS Code bug, not our code."
+    )
+    story = Story().person("the grays all look the same").edit("/p/theme.ts", "a", "b").says(report)
+    steps = lines(next_section, story)
+    assert "appears finished" not in steps and "Wait for the person's answer" in steps
+    assert "What's it set to?" in steps and "Let me check your VS Code settings:" in steps
+    assert "the grays all look the same" not in "\n".join(done(View(story.state())))
+    said = "\n".join(where_things_stand(View(story.state())))
+    assert "waiting for the person's answer to: \"Let me check your VS Code settings: … What's it set to?\"" in said
+
+
+@pytest.mark.parametrize(
+    ("report", "asks"),
+    [
+        ("Done. Should I proceed with bumping the version?\n\n```bash\nnpm run version:minor\n```", True),
+        ("Fixed it. Would you like me to commit these changes?", True),
+        ("**Edge cases not handled:**\n- What happens if PR creation fails?\n- What if the issue has no label?", False),
+        ("**Ready to use immediately?** No. Made `allow_nil?: true` optional.", False),
+        ("Added the docstring. Is there anything else you'd like me to do?", False),
+    ],
+)
+def test_only_a_question_put_to_the_person_is_an_open_question(report: str, asks: bool) -> None:
+    story = Story().person("release it").says(report)
+    steps = lines(next_section, story)
+    assert ("Wait for the person's answer" in steps) is asks, steps
+
+
 @pytest.mark.parametrize(
     ("report", "open_"),
     [
         ("Oh wait, these errors look like API mismatches. The TUI changes were never committed.", True),
-        ("Should I push it now?", True),
+        ("The import still fails after the revert?", True),
         ("Done: the build passes with no errors.", False),
         ("Fixed the errors; 49 tests, 0 failures.", False),
     ],

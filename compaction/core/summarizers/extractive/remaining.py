@@ -14,6 +14,7 @@ from compaction.core.summarizers.extractive.standing import (
     MAX_STEPS_SEEN,
     _check_runs,
     _shas,
+    asked_said,
     clipped,
     code,
     listing,
@@ -230,6 +231,7 @@ def next_steps(v: View) -> list[str]:
             f"(failed in each of its last {streak.runs} runs, {v.cite(streak.first, streak.last)}; the command lines tried are under Where Things Stand)."
         )
     out += [_failing_step(v, check) for check in v.failing if not v.blocks(check)]
+    out += _collect_steps(v)
     for task in v.current:
         steps = _finish(v, task)
         out.append(f"Finish {v.task_name(task, limit=70)}" + (": " + ", then ".join(steps) + "." if steps else "."))
@@ -296,6 +298,18 @@ def _open_in_order(v: View, tasks: list[Task], after_others: bool) -> list[str]:
     return out
 
 
+def _collect_steps(v: View) -> list[str]:
+    """A check started in the background and not seen to end: its result is still to be read
+    (nothing is known of it before that)."""
+    return [
+        f"Collect the result of {code(job.command, 80)}, started in the background at {v.cite(job.seq)} (ID `{job.id}`)"
+        + (f", still running at the poll of {v.cite(job.polled)}" if job.polled else "")
+        + ", or run it again: its outcome is not known."
+        for job in v.state.jobs.values()
+        if job.check
+    ]
+
+
 def _failing_step(v: View, check: Check) -> str:
     failure = f" ({code(check.failure, 160)})" if check.failure else ""
     after = v.edits_note(check.seq, lead="and the edits of")
@@ -352,12 +366,15 @@ def _owed_since_edits(v: View) -> list[str]:
     last_run = runs[-1]
     changed = [r for r in v.changed_files if r.edits and r.state != "deleted"]
     words = {w.strip("`'\"").rsplit("/", 1)[-1] for w in last_run.what.split()}
-    scripted = any(r.path.rsplit("/", 1)[-1] in words and "." in r.path.rsplit("/", 1)[-1] for r in changed)
+    named = {r.path for r in changed if r.path.rsplit("/", 1)[-1] in words and "." in r.path.rsplit("/", 1)[-1]}
     current = last_run.kind == "check" and check_kind(last_run.what.strip("`")) in CURRENT_KINDS
     # A failing check's run owed again is told with its failure (Next Steps' failing step).
-    if not scripted and not (current and not v.git_seen and not v.failing):
+    if not named and not (current and not v.git_seen and not v.failing):
         return out
-    note = v.edits_note(last_run.seq, lead="before the edits of")
+    # A check (a suite, a linter, a build) covers any file; a script's run, the script it names
+    # and the project's code it may import, not another script this history wrote beside it.
+    only = {r.path for r in changed if r.path in named or not r.created} if last_run.kind == "run" else None
+    note = v.edits_note(last_run.seq, lead="before the edits of", only=only)
     if note and any(s.seq > last_run.seq and s.kind == "edit" and s.ok for s in steps):
         out.append(f"Run {last_run.what} again: its last run ({v.cite(last_run.seq)}) was {note}.")
     return out
@@ -397,6 +414,10 @@ def _finished(v: View) -> str:
                 f"The agent's last message ({v.cite(turn.report.seq)}) ends mid-sentence ({tail_quoted(turn.report.text, 160)}): "
                 "take up the work from what it was saying (see Where Things Stand), or ask the person."
             )
+        asked = asked_said(v)
+        if asked:
+            # A reply that asks the person leaves the request open: the answer comes first.
+            return f"Wait for the person's answer to the agent's question ({v.cite(turn.report.seq)}): {asked}"
         if _raises_trouble(turn.report.text):
             # A report that ends on a problem or a question is not a finish.
             return (

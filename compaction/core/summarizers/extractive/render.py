@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from compaction.core.paths import outside_repository
+from compaction.core.summarizers.extractive.asked import waiting, waits_for_answer
 from compaction.core.summarizers.extractive.files_said import also_named, edited, times
 from compaction.core.summarizers.extractive.remaining import next_steps, task_spec
 from compaction.core.summarizers.extractive.rules_said import constraints, verdict
@@ -164,14 +166,14 @@ def done(v: View) -> Lines:
             if t.reason and v.level < TINY
         ][-3:]
     if not commits:
-        answered = [p for p in v.requests if p.answer is not None]
+        answered = [p for p in v.requests if p.answer is not None and not waits_for_answer(v, p)]
         shown = answered if v.level <= COMPACT else answered[-4:] if v.level < TINY else answered[-1:]
         out += [_request_line(v, p) for p in shown]
     return _bullets(out)
 
 
 def in_progress(v: View) -> Lines:
-    out = []
+    out = waiting(v)  # a reply that asks the person is no finish
     turn = v.state.turn
     if not v.current and not turn.ended and turn.submitted is None and v.latest_request is not None and not v.tasks:
         request = v.latest_request
@@ -344,6 +346,8 @@ def _error_group(v: View, group: list[ErrorRecord], *, recent: bool = True) -> s
     exit = f" with exit code {first.exit}" if first.exit else ""
     again = f" ({first.count}×)" if first.count > 1 else ""
     said = f"{_error_source(v, first)} failed{exit}{again} ({v.cite(first.seq)}): {lines}"
+    if first.status == "absent":  # what a read found: the file is not there (no error to fix)
+        return f"{v.path(first.key.partition(':')[2])} does not exist: the read at {v.cite(first.seq)} answered {lines}"
     diagnosis = next((e.diagnosis for e in group if e.diagnosis), None)
     if diagnosis is not None and v.level <= TERSE:
         said += f" — the agent's reading: {quoted(diagnosis.text, 200)}"
@@ -384,6 +388,11 @@ def _incidental(v: View, group: list[ErrorRecord]) -> bool:
     passed over (a read too large, a search with no match): no error of the work."""
     looked = group[0].key.startswith("cmd:") and is_probe(group[0].source.strip("`"))
     tool = not group[0].key.startswith(("cmd:", "check:"))
+    if group[-1].status == "absent":  # a project's file found missing is a finding until the work wrote it
+        path = group[0].key.partition(":")[2]
+        return (
+            outside_repository(path) or not v.inside(path) or any(r.path == path and r.edits for r in v.changed_files)
+        )
     return (tool or looked) and not (group[-1].status == "open" and v.live(group[-1]))
 
 

@@ -315,10 +315,11 @@ class View:
             out.append((rec, seqs))
         return out
 
-    def edits_note(self, seq: int, *, lead: str = "before the edits of") -> str:
+    def edits_note(self, seq: int, *, lead: str = "before the edits of", only: set[str] | None = None) -> str:
         """ "before the edits of `a.py` and `b.py` (#118–#131)": what changed after a run at
-        `seq`, so its result is not read as covering them; "" when nothing did."""
-        after = self.edits_after(seq)
+        `seq` (of the paths `only` names, when given), so its result is not read as covering
+        them; "" when nothing did."""
+        after = [(rec, seqs) for rec, seqs in self.edits_after(seq) if only is None or rec.path in only]
         if not after:
             return ""
         names = [self.path(rec.path) for rec, _seqs in after]

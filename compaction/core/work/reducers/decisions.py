@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from compaction.core.paths import is_prose
 from compaction.core.text_heuristics import sentences
 from compaction.core.work.events import Call
 from compaction.core.work.parse import code_names, edit_texts, one_line, plan_of
@@ -18,6 +19,12 @@ from compaction.core.work.state import Decision, NameEdit, NameTrace, WorkState
 
 MAX_DECISIONS = 40
 MAX_NAMES = 300  # code names followed through the edits
+# Where code defines a name, NAME standing for it (escaped): a key (`"dimGray": "#666"`,
+# `toolText: Schema`), an assignment (`x = 1`), a declaration (`def x`, `const x`, `class X`).
+DEFINED_NAME_RE = re.compile(
+    r"(?:[\"']NAME[\"']|(?<![\w.$])NAME)\s*(?::(?!:)|=(?!=))|"
+    r"\b(?:def|defp|function|func|fn|class|interface|type|const|let|var|struct|enum|trait)\s+NAME\b"
+)
 MAX_NAME_EDITS = 40
 # A reason that weighs an alternative or names a constraint, not a passing "since we imported it".
 REASON_RE = re.compile(
@@ -108,6 +115,17 @@ def _trace(state: WorkState, call: Call) -> None:
         old = code_names("\n".join(o for o, _n in pairs))
         new = code_names("\n".join(n for _o, n in pairs))
         deltas = {name: new[name] - old[name] for name in state.names}
+    if not is_prose(path):  # a document describing a name (a changelog) is no use of it
+        for name in state.names.keys() & new.keys():
+            state.names[name].kept = call.seq
+        before = "\n".join(o for o, _n in pairs)
+        after = content if content is not None else "\n".join(n for _o, n in pairs)
+        for name, trace in state.names.items():
+            shape = DEFINED_NAME_RE.pattern.replace("NAME", re.escape(name))
+            if re.search(shape, after):
+                trace.defined[path] = True
+            elif re.search(shape, before) or (content is not None and trace.defined.get(path)):
+                trace.defined[path] = False
     for name, delta in deltas.items():
         if not delta:
             continue
@@ -142,7 +160,12 @@ def taken_out(state: WorkState, text: str, since: int) -> TakenOut | None:
             added = added or edit.delta > 0
             if added and total <= 0:
                 seqs = tuple(e.seq for e in later if e.delta < 0 and e.request == edit.request and e.seq > since)
-                return TakenOut(name, edit.request, seqs or (edit.seq,))
+                seqs = seqs or (edit.seq,)
+                # An edit that took it out of one line is not the name gone: no later edit of a
+                # source file may still write it (a definition kept, a use moved elsewhere).
+                if trace is not None and (trace.kept >= seqs[0] or any(trace.defined.values())):
+                    break
+                return TakenOut(name, edit.request, seqs)
     return None
 
 

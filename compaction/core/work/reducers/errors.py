@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from compaction.core.text_heuristics import (
+    FENCED_BLOCK_RE,
     command_error_lines,
     command_signature,
     run_covers,
@@ -16,7 +17,7 @@ from compaction.core.text_heuristics import (
     strip_ansi,
     strip_error_tags,
 )
-from compaction.core.vocabulary import EXIT_CODE_RE, PIPE_FILTER_RE, PIPEFAIL_RE
+from compaction.core.vocabulary import EXIT_CODE_RE, PIPE_FILTER_RE, PIPEFAIL_RE, READ_FAILED_RE
 from compaction.core.work.events import Call, Narration
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers import decisions
@@ -32,7 +33,7 @@ MAX_TRIED = 5
 MAX_STREAKS = 20
 # What the agent says about a failure that explains it: a cause, a constraint, a missing piece.
 DIAGNOSIS_RE = re.compile(
-    r"(?i)\b(because|since|the (?:issue|problem|cause|bug|reason|error) (?:is|was)|turns out|doesn'?t (?:support|exist|work|have|handle)|"
+    r"(?i)\b(because|since|due to|the (?:issue|problem|cause|bug|reason|error) (?:is|was)|turns out|doesn'?t (?:support|exist|work|have|handle)|"
     r"does not|isn'?t|is not|aren'?t|can'?t|cannot|missing|requires?|not supported|not found|needs? to|expects?|"
     r"conflicts?|mismatch|undefined|wrong|instead of)\b"
 )
@@ -120,6 +121,15 @@ def _streak(state: WorkState, call: Call, outcome: Outcome, key: str, lines: lis
         del state.streaks[next(iter(state.streaks))]
 
 
+def _found_missing(state: WorkState, call: Call, outcome: Outcome, key: str, lines: list[str]) -> bool:
+    """A read that found no file tells that the file does not exist: a finding, no error to fix."""
+    if call.kind != "read" or outcome.command or not READ_FAILED_RE.search(call.output[:300]):
+        return False
+    state.errors.append(ErrorRecord(call.result_seq, lines[0], _source(call, outcome), key, status="absent"))
+    del state.errors[:-MAX_ERRORS]
+    return True
+
+
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if outcome.ok is None or (outcome.probe and outcome.ok):
         return
@@ -132,6 +142,8 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
         _resolve(state, call, outcome, key)
         return
     lines = _lines(call, outcome)
+    if _found_missing(state, call, outcome, key, lines):
+        return
     if not outcome.probe:
         _streak(state, call, outcome, key, lines)
     if outcome.command:
@@ -214,8 +226,9 @@ def _shapes(output: str) -> str:
 
 
 def diagnosis_of(text: str) -> str:
-    """The sentence of the agent's words that explains a failure, or ""."""
-    for sentence in sentences(text):
+    """The sentence of the agent's words that explains a failure, or "": its prose, never a line
+    of the code it fenced (an edit's body)."""
+    for sentence in sentences(FENCED_BLOCK_RE.sub("", text)):
         if DIAGNOSIS_RE.search(sentence) and 15 <= len(sentence) <= 400 and not sentence.rstrip().endswith("?"):
             return one_line(_INTERJECTION_RE.sub("", sentence).strip(), 300)
     return ""

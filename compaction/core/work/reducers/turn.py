@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from compaction.core.text_heuristics import SENTENCE_END_RE, chain_parts, error_lines_of
+from compaction.core.text_heuristics import SENTENCE_END_RE, chain_parts, error_lines_of, strip_ansi
 from compaction.core.vocabulary import NO_MATCHES_RE, PLUMBING, TRACKER_CMD_RE, found_nothing
 from compaction.core.work.events import Call, Injected, Narration, Said, TurnEnded
 from compaction.core.work.parse import one_line
@@ -95,24 +95,33 @@ def on_turn_ended(state: WorkState, event: TurnEnded) -> None:
         asked.answer = Quote(event.seq, one_line(event.text, MAX_ANSWER_CHARS))
 
 
-# The lines a harness's shell prints after every command (SWE-agent's open file, its directory,
-# prompt, and its note for a command that printed nothing): not the command's output.
-_SHELL_STATE_LINE_RE = re.compile(
-    r"^(?:\((?:Open file|Current directory): .*\)|bash-\$|Your command ran successfully and did not produce any output\.)$"
+# A warning: a "Warning:" / "WARN" lead, or Python's `a.py:4: BytesWarning: …`. Not a run's result:
+# the run went on after it.
+WARNING_LINE_RE = re.compile(r"(?i)^\W*(?:npm\s+)?warn(?:ing)?\b|^\S+:\d+:\s*\w*Warning:")
+# What a harness prints around a command's output (SWE-agent's state lines, its prompt, its note
+# for a command that printed nothing, its end-of-command marker): not the command's.
+HARNESS_LINE_RE = re.compile(
+    r"^\((?:Open file|Current directory): .*\)$|^bash-\$$|^Your command ran successfully and did not produce any output\.$"
 )
-# The end marker SWE-agent's shell appends to a command's output, with its exit status.
-_PROCESS_DONE_RE = re.compile(r"///PROCESS-DONE:-?\d+:PROCESS-DONE///")
-# A line that says nothing by itself: closing markup or brackets, punctuation only.
-_BARE_LINE_RE = re.compile(r"^(?:</?\w[^>]*>|[\W_])*$")
-MAX_PRINTED = 200
+HARNESS_MARK_RE = re.compile(r"///PROCESS-DONE:\d+:PROCESS-DONE///")
+# Markup (HTML tags) and what is no letter or digit: a line with nothing else ("</body></html>",
+# "}") says nothing of what a run printed.
+MARKUP_RE = re.compile(r"<[^<>\n]*>|[^A-Za-z0-9]")
+PRINTED_LINES = 2
 
 
-def last_printed(output: str) -> str:
-    """The last line a run printed (a script's result, a runner's verdict), the shell's state lines
-    after it left out; "" when it printed nothing or its last line says nothing by itself."""
-    lines = [_PROCESS_DONE_RE.sub("", line).strip() for line in output.strip().splitlines()]
-    lines = [line for line in lines if line and not _SHELL_STATE_LINE_RE.match(line)]
-    return one_line(lines[-1], MAX_PRINTED) if lines and not _BARE_LINE_RE.match(lines[-1][:MAX_PRINTED]) else ""
+def _printed(output: str) -> str:
+    """What a run that went through printed: an error line it printed (a reproduction of a bug:
+    not "passed"; a traceback's last, the exception raised), else its last lines; never a warning,
+    which the run went on after ("" when it printed nothing else)."""
+    errors = [line for line in error_lines_of(output, is_error=False) if not WARNING_LINE_RE.match(line)]
+    if errors:
+        return f"printed: {errors[-1] if 'Traceback (most recent call last)' in output else errors[0]}"
+    lines = [ln.strip() for ln in HARNESS_MARK_RE.sub("", strip_ansi(output)).splitlines()]
+    said = [
+        ln for ln in lines if MARKUP_RE.sub("", ln) and not WARNING_LINE_RE.match(ln) and not HARNESS_LINE_RE.match(ln)
+    ]
+    return f"printed: {' / '.join(one_line(ln, 120) for ln in said[-PRINTED_LINES:])}" if said else ""
 
 
 def _step(call: Call, outcome: Outcome, open_file: str = "") -> Step:
@@ -127,24 +136,18 @@ def _step(call: Call, outcome: Outcome, open_file: str = "") -> Step:
             else "run"
         )
         detail = "refused" if call.rejected else outcome.tally if outcome.ok else outcome.error or outcome.tally
+        detail = outcome.unknown or detail  # ran, with no outcome to tell: what it showed instead
         if outcome.ok and outcome.probe and found_nothing(call.output):
             # A look that came back empty (grep's status 1 is no failure): it answered "nothing".
             first = outcome.command.split("|", 1)[0].split()
             detail = "found nothing" if first and first[0] in SEARCH_PROGRAMS else "printed nothing"
         elif outcome.ok and kind == "run" and not outcome.probe and not detail:
-            # A script's run that went through may still print an error (a reproduction of a
-            # bug): what it printed, not "passed".
-            printed = error_lines_of(call.output, is_error=False)
-            # A traceback ends with the exception that was raised: that line, not a source line in it.
-            # Else its last line: the result it ran for, known once it returned.
-            traceback = "Traceback (most recent call last)" in call.output
-            last = (printed[-1] if traceback else printed[0]) if printed else last_printed(call.output)
-            detail = f"printed: {last}" if last else ""
+            detail = _printed(call.output)
         return Step(call.seq, kind, f"`{one_line(outcome.command, 100)}`", outcome.ok, detail)
     what = f"{call.kind if call.kind != 'other' else call.name} {call.path}" if call.path else call.name
     if call.kind == "edit" and not call.path and open_file:
         what = f"edit {open_file}"  # an editor's edit changes the file it has open
-    detail = "refused" if call.rejected else outcome.error if outcome.ok is False else ""
+    detail = "refused" if call.rejected else outcome.error if outcome.ok is False else outcome.unknown
     if (
         outcome.ok
         and call.kind != "edit"
