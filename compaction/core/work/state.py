@@ -138,6 +138,9 @@ class GitState:
     stash: list[list[str]] = field(default_factory=list)
     staged: list[str] = field(default_factory=list)  # `git add`-ed since the last commit ("*": all)
     cwd: str = ""
+    # Directories the history states the shell works in: each absolute `cd` target, git's
+    # toplevel, a harness's "Shell cwd was reset to" (the project is one of them, not deeper).
+    dirs: list[str] = field(default_factory=list)
     pushes: int = 0
     # How the latest task was wrapped up: the checks, tracker and git commands from the last
     # check before the latest commit, through its push.

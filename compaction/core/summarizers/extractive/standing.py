@@ -15,6 +15,7 @@ from compaction.core.text_heuristics import SENTENCE_END_RE, run_covers
 from compaction.core.vocabulary import READ_FAILED_RE
 from compaction.core.work.parse import EXCERPT_LEAD, one_line
 from compaction.core.work.reducers.errors import AGAIN
+from compaction.core.work.reducers.turn import cut_off
 from compaction.core.work.state import Check, Commit, ErrorRecord, FileRecord, Person, Quote, Step, Streak, Task
 
 REQUEST_CHARS = 1_500
@@ -633,6 +634,11 @@ def _stopped(v: View) -> list[str]:
     out = []
     if turn.submitted is not None:
         out.append(f"The agent handed the work in with `{turn.submitted.text}` at {v.cite(turn.submitted.seq)}.")
+    elif turn.ended and turn.report is not None and cut_off(turn.report.text):
+        # A reply that stops mid-sentence reports nothing: its last words, where they stop.
+        out.append(
+            f"The agent's last message ({v.cite(turn.report.seq)}) ends mid-sentence, with no call after it: {tail_quoted(turn.report.text, v.chars(WORDS_CHARS))}"
+        )
     elif turn.ended and turn.report is not None:
         out.append(
             f"The agent ended its turn at {v.cite(turn.report.seq)}, reporting: {quoted(report_text(turn.report.text), v.chars(WORDS_CHARS))}"
@@ -657,15 +663,10 @@ def _stopped(v: View) -> list[str]:
             if len(together) > 1:
                 # Calls made in parallel by one message: each with how it went, none "the last".
                 calls = listing([f"{step_told(v, s)} {_went(s)}" for s in together], 4)
-                out.append(
-                    f"The agent was mid-turn: its last message ({v.cite(last.seq)}) made {len(together)} calls at once: {calls}; "
-                    f"its words before them: {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
-                )
+                said = f"The agent was mid-turn: its last message ({v.cite(last.seq)}) made {len(together)} calls at once: {calls}"
             else:
-                out.append(
-                    f"The agent was mid-turn: its last call ({step_told(v, last)}) {_went(last)}; "
-                    f"its words before it: {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
-                )
+                said = f"The agent was mid-turn: its last call ({step_told(v, last)}) {_went(last)}"
+            out.append(said + _words_with(v, last.seq, len(together) > 1))
         else:
             out.append(
                 f"The agent was mid-turn; its latest words ({v.cite(turn.said.seq)}): {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
@@ -681,6 +682,34 @@ def _stopped(v: View) -> list[str]:
             said += f"; the agent's turn ended after it ({v.cite(turn.report.seq)}) without a new demand"
         out.append(said)
     return out
+
+
+def _words_with(v: View, seq: int, several: bool) -> str:
+    """The agent's words in the message that made its last calls; words of an earlier message
+    are told as such (and not at all when they came before the latest request: another task's)."""
+    said = v.state.turn.said
+    if said is None:
+        return ""
+    if said.seq == seq:
+        return f"; its words before {'them' if several else 'it'}: {quoted(said.text, v.chars(WORDS_CHARS))}"
+    if said.seq < v.state.turn.request:
+        return f"; {'those calls' if several else 'that call'} came without words"
+    return (
+        f"; {'those calls' if several else 'that call'} came without words; its last words, "
+        f"at {v.cite(said.seq)}: {quoted(said.text, v.chars(WORDS_CHARS))}"
+    )
+
+
+def tail_quoted(text: str, limit: int) -> str:
+    """The end of `text` quoted within `limit` (where it stops is what matters), from a sentence
+    start when one is near."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return quoted(flat, limit)
+    tail = flat[-(limit - 2) :]
+    starts = [m.end() for m in _SENTENCE_END_RE.finditer(tail)]
+    tail = tail[starts[0] :].lstrip() if starts and starts[0] <= len(tail) // 2 else tail.split(" ", 1)[-1]
+    return '"… ' + tail.replace('"', "'") + '"'
 
 
 # A short request that answers or points back ("yeah, do it all", "minor, this is a big change",

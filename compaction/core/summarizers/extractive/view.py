@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from compaction.core.paths import SCRATCH_DIR_RE, common_root
+from compaction.core.paths import SCRATCH_DIR_RE
+from compaction.core.work import work_root
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers.checks import is_open_failure
 from compaction.core.work.reducers.decisions import taken_out
@@ -118,11 +119,7 @@ class View:
 
     @cached_property
     def root(self) -> str:
-        changed = [p for p, rec in self.state.files.items() if rec.edits or rec.state != "read"]
-        if len(set(changed)) < 2:
-            # One changed file says little of where the project is: every file seen does.
-            changed = [p for p in self.state.files if not p.startswith(("~", "/tmp/"))] or changed
-        return common_root(changed or list(self.state.files)) or self.state.git.cwd
+        return work_root(self.state) or self.state.git.cwd
 
     def rel(self, path: str) -> str:
         if self.root and path.startswith(self.root + "/"):
