@@ -27,6 +27,7 @@ from compaction.core.text_heuristics import (
 from compaction.core.tokens import count_text
 from compaction.core.vocabulary import is_probe
 from compaction.core.work import WorkState
+from compaction.core.work.reducers.decisions import taken_out
 
 # "focus": what the compaction's focus instructions asked to keep ("the commit hashes pushed").
 CATEGORIES = ("instructions", "files", "commands", "errors", "decisions", "focus")
@@ -141,7 +142,8 @@ def build_ledger(
         elif error.line not in ledger.resolved_errors:
             ledger.resolved_errors.append(error.line)
     for decision in state.decisions:
-        if decision.seq <= last:
+        # A choice of code the later edits took out again did not hold: no summary need name it.
+        if decision.seq <= last and taken_out(state, f"{decision.reason}\n{decision.choice}", decision.seq) is None:
             ledger.add("decisions", decision.reason or decision.choice)
     if instructions:
         _add_focus(ledger, instructions, [c.sha for c in state.git.commits if c.seq <= last])

@@ -20,6 +20,14 @@ SOURCE_DIRS = frozenset(
     "lib src test tests spec app apps assets priv config pkg internal cmd packages web static templates scripts docs".split()
 )
 
+# Prose, not source: what a code block inside one shows (`defp aliases`) defines nothing.
+PROSE_SUFFIXES = frozenset({".md", ".markdown", ".mdx", ".rst", ".txt", ".adoc", ".asciidoc", ".org", ".tex"})
+
+
+def is_prose(path: str) -> bool:
+    """Whether `path` is a document (a plan, a README, notes), not source code."""
+    return os.path.splitext(path.lower())[1] in PROSE_SUFFIXES
+
 
 def _project_dir(path: str) -> str:
     while path.count("/") >= 2 and os.path.basename(path) in SOURCE_DIRS:
@@ -51,7 +59,13 @@ def relative(path: str, root: str) -> str:
     return path[len(root) + 1 :] if root and path.startswith(root + "/") else path
 
 
+def agents_own(path: str) -> bool:
+    """A file of the agent's own under the home directory (~/.pi/agent/themes/x.json,
+    ~/.claude/plans/p.md): never the project's."""
+    return path.startswith("~") or bool(AGENT_HOME_RE.match(path))
+
+
 def outside_repository(path: str) -> bool:
     """A file no commit of the project can hold: the agent's own files under the home directory
     (~/.pi/agent/themes, ~/.claude/plans) and scratch files. Changing one leaves nothing to commit."""
-    return path.startswith("~") or bool(AGENT_HOME_RE.match(path)) or path.startswith(("/tmp/", "/var/tmp/"))
+    return agents_own(path) or path.startswith(("/tmp/", "/var/tmp/"))

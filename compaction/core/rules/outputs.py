@@ -7,6 +7,15 @@ from .base import Rule as R
 RULES: tuple[R, ...] = (
     # --- parsers of program output (work/parse) ---
     R(
+        "parse:CODE_NAME_RE",
+        "a name as code spells it and prose does not: camelCase, PascalCase of two humps or more, "
+        "snake_case, SCREAMING_CASE",
+        "a rule or decision that names one can be followed through the edits: if they put it in and took it "
+        "out again, what it asked for did not hold",
+        ("make sure toolText is used", "the EditorTheme type", "message_id", "MAX_FILES"),
+        ("make sure the text is used", "Theme", "README", "abc", "a_b"),
+    ),
+    R(
         "parse:_NUMBER_RE",
         "a number",
         "counts in a tally are compared as numbers",
@@ -299,6 +308,14 @@ RULES: tuple[R, ...] = (
         ("Now let me ", "ok, next, I'll "),
         ("Add the test",),
         how="match",
+    ),
+    R(
+        "files:NAMED_FILE_RE",
+        "a sentence naming a file, NAME standing for its name or stem: a word of its own",
+        "a longer name that holds the stem (`message_id`, `AnnotationMessageRef`, `messages.ts`) is another thing, "
+        "so a sentence about it says nothing of what an edit of the file is for",
+        ("Add the relation to NAME.", "update NAME: add has_many", "`NAME` gets the field", "(NAME)"),
+        ("NAME_id normalization", "AnnotationNAMERef", "NAMEs", "NAME.ts", "NAME-list", "a.NAME"),
     ),
     R(
         "git:_CD_RE",

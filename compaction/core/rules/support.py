@@ -284,6 +284,14 @@ RULES: tuple[R, ...] = (
         ("project", "home"),
         how="member",
     ),
+    R(
+        "paths:PROSE_SUFFIXES",
+        "the suffixes of documents (Markdown, reStructuredText, plain text, AsciiDoc, Org, TeX)",
+        "a plan or README shows code in blocks that define nothing: definitions come from source files only",
+        (".md", ".markdown", ".rst", ".txt"),
+        (".ex", ".py", ".ts", ".json", ".html"),
+        how="member",
+    ),
     # --- the model's reply and the prompt's placeholders (prompts) ---
     R(
         "prompts:_FILE_TAGS_RE",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable
 
+from compaction.core.paths import agents_own
 from compaction.core.types import FileOps, Msg
 from compaction.core.work.events import events_of
 from compaction.core.work.reducers import apply
@@ -39,8 +40,12 @@ def file_ops(state: WorkState) -> FileOps:
     """The files the work changed (created, edited, moved, deleted) and those it only read, in
     the order they were last touched: the summary's <modified-files> and <read-files>."""
     records = sorted(state.files.values(), key=lambda r: r.last)
-    # A file written in this history and deleted again (a reproduction script) changed nothing.
-    gone = {r.path for r in records if r.state == "deleted" and (r.created or r.empty) and not r.commits}
+    # A file written in this history and deleted again (a reproduction script) changed nothing;
+    # a file of the agent's own deleted (~/.pi/agent/themes/x.json) is no change of the project.
+    own = {r.path for r in records if agents_own(r.path)}
+    gone = {
+        r.path for r in records if r.state == "deleted" and (r.created or r.empty or r.path in own) and not r.commits
+    }
     changed = [r.path for r in records if (r.edits or r.state != "read") and r.path not in gone]
     return FileOps(read=[r.path for r in records if r.state == "read" and not r.edits], modified=changed)
 

@@ -4,10 +4,12 @@ of the working tree, what an edit changed. Pure functions over strings."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction.core.paths import is_prose
 from compaction.core.text_heuristics import error_lines_of, strip_ansi
 from compaction.core.tool_vocabulary import is_create_tool
 from compaction.core.vocabulary import (
@@ -286,6 +288,30 @@ def added_names(old: str, new: str) -> list[str]:
     return out
 
 
+# A name as code spells it and prose does not: camelCase, PascalCase with two humps or more,
+# snake_case or SCREAMING_CASE (`toolText`, `EditorTheme`, `message_id`, `MAX_FILES`).
+CODE_NAME_RE = re.compile(
+    r"\b(?=\w{4})(?:[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+|"
+    r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)\b"
+)
+
+
+def code_names(text: str) -> Counter[str]:
+    """The code names in `text`, each with how often it occurs."""
+    return Counter(CODE_NAME_RE.findall(text or ""))
+
+
+def edit_texts(args: Any) -> tuple[list[tuple[str, str]], str | None]:
+    """What an edit or write call replaced: its (old, new) text pairs, and the whole content a
+    write gave (None for a replacement)."""
+    if not isinstance(args, dict):
+        return [], None
+    content = args.get("content", args.get("file_text"))
+    if isinstance(content, str):
+        return [], content
+    return _replacements(args), None
+
+
 def _replacements(args: dict[str, Any]) -> list[tuple[str, str]]:
     pairs: list[tuple[str, str]] = []
     edits = args.get("edits")
@@ -304,17 +330,19 @@ def _replacements(args: dict[str, Any]) -> list[tuple[str, str]]:
 EXCERPT_LEAD = "its new lines include"
 
 
-def edit_change(name: str, args: Any) -> Change:
+def edit_change(name: str, args: Any, path: str = "") -> Change:
     """What an edit or write call changed: a whole file's size and definitions, or the lines
-    and names a replacement added."""
+    and names a replacement added. A document's (`path` is prose: a plan, a README) code
+    blocks define nothing."""
     if not isinstance(args, dict):
         return Change("")
+    source = not is_prose(path)
     content = args.get("content", args.get("file_text"))
     if isinstance(content, str):
         if not content.strip():
             return Change("", empty=True)
         lines = content.splitlines()  # every line, blank ones too: the file's length as written
-        defined = list(dict.fromkeys(DEFINES_RE.findall(content[:50_000])))[:4]
+        defined = list(dict.fromkeys(DEFINES_RE.findall(content[:50_000])))[:4] if source else []
         defining = f", defining {', '.join(f'`{n}`' for n in defined[:3])}" if defined else ""
         return Change(f"written, {len(lines)} line{'' if len(lines) == 1 else 's'}{defining}", defined)
     raw = raw if isinstance(raw := args.get("command"), str) else ""
@@ -330,7 +358,7 @@ def edit_change(name: str, args: Any) -> Change:
     added = [line for line in added if line not in old_lines]
     if not added:
         return Change("removed lines" if pairs else "")
-    definitions = [line for line in added if DEFINES_RE.match(line)]
+    definitions = [line for line in added if DEFINES_RE.match(line)] if source else []
     names = [n for n in added_names("\n".join(old_lines), "\n".join(added)) if len(n) >= 5][:4]
     # No line count ("32 lines in place of 1"): a reader cannot check it against an edit shown
     # shortened, and it says nothing of what the edit did; the definitions and lines say that.

@@ -18,7 +18,7 @@ from typing import Any
 
 # Bumped whenever a field changes meaning: a stored state of another version is not merged
 # (the next compaction reads the previous summary's text instead).
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: FileRecord.tool_edits (0 in a state of 1 would tell every edit as a shell command's)
 
 
 @dataclass
@@ -99,6 +99,7 @@ class FileRecord:
     last: int  # seq of the latest change (or read)
     edits: int = 0  # successful changes
     created: bool = False  # written whole in this history
+    tool_edits: int = 0  # of `edits`, those made with an edit tool (not by a shell command)
     purposes: list[Quote] = field(default_factory=list)  # the agent's words before its edits
     added: list[Quote] = field(default_factory=list)  # names the edits introduced, where
     change: str = ""  # what the latest edit did, briefly
@@ -225,6 +226,26 @@ class Decision:
 
 
 @dataclass
+class NameEdit:
+    """An edit's effect on one code name: occurrences added (> 0) or taken out (< 0)."""
+
+    seq: int
+    delta: int
+    request: int = 0  # the person's message the turn of that edit answered
+
+
+@dataclass
+class NameTrace:
+    """A code name a rule of the person's or a decision named (`toolText`, `message_id`), and
+    what the later edits did to it: a rule or decision whose name the work put in and then took
+    out again did not hold."""
+
+    edits: list[NameEdit] = field(default_factory=list)
+    # path -> occurrences this history's edits put there and did not take out again
+    held: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
 class Step:
     """One call since the latest request, briefly."""
 
@@ -273,6 +294,7 @@ class WorkState:
     errors: list[ErrorRecord] = field(default_factory=list)
     streaks: dict[str, Streak] = field(default_factory=dict)  # failing runs not yet followed by a pass
     decisions: list[Decision] = field(default_factory=list)
+    names: dict[str, NameTrace] = field(default_factory=dict)  # code names rules and decisions named
     turn: TurnState = field(default_factory=TurnState)
     # (seq, command) of the latest commands that changed something, for "what fixed it".
     recent: list[Quote] = field(default_factory=list)

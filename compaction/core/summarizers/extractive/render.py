@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from compaction.core.summarizers.extractive.files_said import also_named, edited, times
 from compaction.core.summarizers.extractive.remaining import next_steps, task_spec
 from compaction.core.summarizers.extractive.rules_said import constraints, verdict
 from compaction.core.summarizers.extractive.standing import (
@@ -240,8 +241,7 @@ def blocked(v: View) -> Lines:
 def decisions(v: View) -> Lines:
     out = []
     limit = 12 if v.level <= COMPACT else 6 if v.level < TINY else 3
-    # A diagnosis the next run disproved is history (under Errors and Fixes), not a decision.
-    for d in [d for d in v.state.decisions if d.held is not False][-limit:]:
+    for d in v.decisions[-limit:]:
         if d.by == "plan":
             points = f": {one_line(d.reason, 500 if v.level <= COMPACT else 250)}" if d.reason else ""
             out.append(f"Plan approved by the person ({v.cite(d.seq)}): {quoted(d.choice, 140)}{points}")
@@ -409,10 +409,6 @@ def errors(v: View) -> Lines:
     return _bullets([_error_group(v, g, recent=i >= len(groups) - 3) for i, g in enumerate(groups)])
 
 
-def _times(n: int) -> str:
-    return "once" if n == 1 else "twice" if n == 2 else f"{n} times"
-
-
 def _file_state(v: View, rec: FileRecord) -> str:
     """What happened to a file, as a clause: "was edited twice and is committed in `a1b2c3d`"."""
     if rec.state == "deleted":
@@ -429,10 +425,10 @@ def _file_state(v: View, rec: FileRecord) -> str:
         if rec.empty and rec.edits <= 1
         else "was written"
         if rec.created
-        else f"was edited {_times(rec.edits)}"
+        else f"was {edited(v, rec)}"
     )
     if rec.created and rec.edits > 1:
-        made += f", then edited {_times(rec.edits - 1)} more"
+        made += f", then {edited(v, rec, more=True)}"
     if not v.git_seen:
         return made
     commits = f"committed in {listing([code(c[:7]) for c in rec.commits], 3)}" if rec.commits else ""
@@ -476,7 +472,7 @@ def _file_line(v: View, rec: FileRecord, *, brief: bool = False) -> str:
         line += f"; the agent's stated purpose: {quoted(purposes[-1].text, limit)}"
     whole = next((q.text for q in rec.changes if q.text.startswith("written")), "")
     if whole and not rec.created:
-        later = f", then edited {_times(rec.edits - 1)} more" if rec.edits > 1 and rec.change != whole else ""
+        later = f", then edited {times(rec.edits - 1)} more" if rec.edits > 1 and rec.change != whole else ""
         line += "; it was rewritten whole" + whole.removeprefix("written") + later
     elif whole and not purposes:
         line += f"; {_as_written(rec, whole)}"
@@ -530,9 +526,7 @@ def files(v: View) -> Lines:
         ]
         others = [r for r in chosen if r not in wanted]
         out = [_file_line(v, r) for r in wanted]
-        if others:
-            out.append(f"Also changed ({len(others)}): " + listing([v.path(r.path) for r in others], 12))
-        return _bullets(out)
+        return _bullets(out + also_named(v, others, 12))
     # Files whose commit's message (under Done) says what was built: named by commit.
     told = [r for r in chosen if not r.dirty and r.state == "edited" and r.commits and _told_by_commit(v, r)]
     chosen = [r for r in chosen if r not in told]
@@ -556,8 +550,7 @@ def files(v: View) -> Lines:
         swept = [v.path(r.path) for r in sorted(gone, key=lambda r: r.last)]  # in the order they went
         out.append(f"Deleted ({len(gone)}): {listing(swept, 20)}{committed}")
     out += [_file_line(v, r, brief=r.path in brief and not r.dirty) for r in chosen]
-    if rest:
-        out.append(f"Also changed ({len(rest)}): " + listing([v.path(r.path) for r in rest], 30))
+    out += also_named(v, rest, 30)
     # The files only read are listed in the summary's <read-files> tag.
     return _bullets(out)
 

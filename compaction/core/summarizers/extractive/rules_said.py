@@ -8,12 +8,14 @@ from compaction.core.summarizers.extractive.standing import (
     INFLECTIONS,
     SUBJECT_STOPWORDS,
     SUBJECT_WORD_RE,
+    code,
     listing,
     quoted,
     words_of,
 )
 from compaction.core.summarizers.extractive.view import View
 from compaction.core.text_heuristics import answers_a_step, instruction_quote
+from compaction.core.work.reducers.decisions import taken_out
 from compaction.core.work.state import Person
 
 
@@ -45,9 +47,16 @@ def rule_line(v: View, p: Person, limit: int) -> str:
     if (p.after is not None or p.queued) and answers_a_step(p.text):
         # Said about what the agent had just done: it binds that step, not all the work.
         notes.append("said in answer to the agent's step before it")
-    later = _later_on_it(v, p)
+    replaced = taken_out(v.state, p.text, p.seq)
+    if replaced is not None:
+        # The work did as asked, then took it out again: what the rule named is gone.
+        by = f"after the person's {v.cite(replaced.request)}, " if replaced.request > p.seq else ""
+        edits = "edit" if len(replaced.seqs) == 1 else "edits"
+        notes.append(f"later replaced: {by}{edits} {v.cite(*replaced.seqs)} took {code(replaced.name)} out again")
+    later = [s for s in _later_on_it(v, p) if replaced is None or s != replaced.request]
     if later:
-        notes.append(f"the person wrote on the same subject later, at {listing([v.cite(s) for s in later[-3:]], 3)}")
+        # The next ones: the message that came right after a rule is the one that may change it.
+        notes.append(f"the person wrote on the same subject later, at {listing([v.cite(s) for s in later[:3]], 3)}")
     return f"{quoted(instruction_quote(p.text), limit)} ({v.cite(p.seq)}{'; ' + '; '.join(notes) if notes else ''})"
 
 

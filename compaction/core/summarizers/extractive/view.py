@@ -10,7 +10,8 @@ from functools import cached_property
 from compaction.core.paths import SCRATCH_DIR_RE, common_root
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers.checks import is_open_failure
-from compaction.core.work.state import Check, Commit, ErrorRecord, FileRecord, Person, Streak, Task, WorkState
+from compaction.core.work.reducers.decisions import taken_out
+from compaction.core.work.state import Check, Commit, Decision, ErrorRecord, FileRecord, Person, Streak, Task, WorkState
 
 # Detail levels: the renderer starts at FULL and compresses old finished work, level by level,
 # until the summary fits its budget. The person's words and the commits are never dropped.
@@ -149,6 +150,16 @@ class View:
     @cached_property
     def latest_request(self) -> Person | None:
         return self.requests[-1] if self.requests else None
+
+    @cached_property
+    def decisions(self) -> list[Decision]:
+        """The decisions that held: a diagnosis the next run disproved is history (under Errors
+        and Fixes), and so is a choice of code the later edits took out again."""
+        return [
+            d
+            for d in self.state.decisions
+            if d.held is not False and taken_out(self.state, f"{d.reason}\n{d.choice}", d.seq) is None
+        ]
 
     @cached_property
     def rules(self) -> list[Person]:

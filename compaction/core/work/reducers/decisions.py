@@ -8,14 +8,17 @@ its own. Everything else the agent says stays narration, out of the state.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from compaction.core.text_heuristics import sentences
 from compaction.core.work.events import Call
-from compaction.core.work.parse import one_line, plan_of
+from compaction.core.work.parse import code_names, edit_texts, one_line, plan_of
 from compaction.core.work.reducers.outcome import Outcome
-from compaction.core.work.state import Decision, WorkState
+from compaction.core.work.state import Decision, NameEdit, NameTrace, WorkState
 
 MAX_DECISIONS = 40
+MAX_NAMES = 300  # code names followed through the edits
+MAX_NAME_EDITS = 40
 # A reason that weighs an alternative or names a constraint, not a passing "since we imported it".
 REASON_RE = re.compile(
     r"(?i)\b(because|so that|in order to|instead of|rather than|to avoid|to keep|to preserve|"
@@ -83,10 +86,76 @@ def _plan(state: WorkState, call: Call) -> None:
     state.decisions.append(Decision(call.seq, title, "; ".join(points[:6]), by="plan"))
 
 
+def watch(state: WorkState, text: str) -> None:
+    """Follow the code names `text` names (a rule of the person's, a decision) through the edits
+    that come after it."""
+    for name in code_names(text):
+        if name not in state.names and len(state.names) < MAX_NAMES:
+            state.names[name] = NameTrace()
+
+
+def _trace(state: WorkState, call: Call) -> None:
+    """What an edit did to the names followed: occurrences its new text has more (or fewer) of
+    than its old text; a whole write, against what this history's edits had put in the file."""
+    if not state.names:
+        return
+    pairs, content = edit_texts(call.args)
+    path = call.path or ""
+    if content is not None:
+        new = code_names(content)
+        deltas = {name: new[name] - state.names[name].held.get(path, 0) for name in state.names}
+    else:
+        old = code_names("\n".join(o for o, _n in pairs))
+        new = code_names("\n".join(n for _o, n in pairs))
+        deltas = {name: new[name] - old[name] for name in state.names}
+    for name, delta in deltas.items():
+        if not delta:
+            continue
+        trace = state.names[name]
+        trace.edits = [*trace.edits, NameEdit(call.seq, delta, state.turn.request)][-MAX_NAME_EDITS:]
+        trace.held[path] = max(0, trace.held.get(path, 0) + delta)
+
+
+@dataclass(frozen=True)
+class TakenOut:
+    """A code name the work put in and then took out again: the turn that did it (the
+    person's message it answered) and its edits that took it out."""
+
+    name: str
+    request: int
+    seqs: tuple[int, ...]
+
+
+def taken_out(state: WorkState, text: str, since: int) -> TakenOut | None:
+    """Whether what `text` asked for or chose did not hold: a code name it names that the edits
+    from `since` on put in and then took out again as often (and the last edit of it took it
+    out). The turn whose edits brought it down to nothing, and those edits; None when every such
+    name still stands."""
+    for name in code_names(text):
+        trace = state.names.get(name)
+        later = [e for e in trace.edits if e.seq >= since] if trace else []
+        if not any(e.delta > 0 for e in later) or later[-1].delta > 0 or sum(e.delta for e in later) > 0:
+            continue
+        total, added = 0, False
+        for edit in later:
+            total += edit.delta
+            added = added or edit.delta > 0
+            if added and total <= 0:
+                seqs = tuple(e.seq for e in later if e.delta < 0 and e.request == edit.request and e.seq > since)
+                return TakenOut(name, edit.request, seqs or (edit.seq,))
+    return None
+
+
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if call.kind == "plan" and outcome.ok:
         _plan(state, call)
         return
+    _decide(state, call, outcome)
+    if call.kind == "edit" and outcome.ok:
+        _trace(state, call)
+
+
+def _decide(state: WorkState, call: Call, outcome: Outcome) -> None:
     changes = call.kind == "edit" or (call.kind == "shell" and not outcome.probe and not outcome.check)
     if not changes or not outcome.ok or not call.purpose:
         return
@@ -106,6 +175,7 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
         after = next((k for k, streak in state.streaks.items() if streak.last == failed.seq), "")
     state.decisions.append(Decision(call.seq, choice, reason, by="agent", about=about, after_failure=after))
     del state.decisions[:-MAX_DECISIONS]
+    watch(state, f"{reason}\n{choice}")
 
 
 def on_run(state: WorkState, key: str, ok: bool, seq: int) -> None:

@@ -37,6 +37,9 @@ VAGUE_RE = re.compile(
     r"(?i)\b(both|all|these|those|everything|remaining|the changes|the rest|it all|in parallel|one batch|at once)\b"
 )
 MAX_PURPOSE_CHARS = 200
+# A sentence naming a file, NAME standing for its name or stem (escaped): a word of its own, not
+# part of a longer name (`message_id`, `AnnotationMessageRef`, `messages.ts` do not name `message.ex`).
+NAMED_FILE_RE = re.compile(r"(?<![\w.-])NAME(?![\w-]|\.\w)")
 _FILLER_RE = re.compile(
     r"(?i)^(?:(?:now|next|then|ok|good|great|first|finally|also|so)[,.!]?\s+|let me |i'll |i will |i need to |let's |we need to )+"
 )
@@ -57,7 +60,10 @@ def purpose_of(text: str, path: str, *, alone: bool = True) -> str:
     said = [
         s.replace("**", "").strip() for s in sentences(text) if 10 <= len(s) <= 400 and not s.rstrip().endswith("?")
     ]
-    naming = [s for s in said if name in s or (len(stem) > 3 and stem in s)]
+    # Named as a word: `message.ex` is not named by `message_id` nor by `AnnotationMessageRef`.
+    names = re.escape(name) + (f"|{re.escape(stem)}" if len(stem) > 3 else "")
+    named = re.compile(NAMED_FILE_RE.pattern.replace("NAME", f"(?:{names})"))
+    naming = [s for s in said if named.search(s)]
     announcing = [s for s in said if PURPOSE_RE.search(s)] if alone else []
     for sentence in [*naming[-1:], *reversed(announcing)]:
         if not _vague(sentence):
@@ -96,12 +102,13 @@ def _changed(state: WorkState, path: str, seq: int, change: str) -> FileRecord:
 def _edited_by_tool(state: WorkState, call: Call, outcome: Outcome, ops: FileOps) -> None:
     if not outcome.ok:
         return  # a failed or refused edit changed nothing
-    change = edit_change(call.name, call.args)
+    change = edit_change(call.name, call.args, call.path or (ops.modified[0] if ops.modified else ""))
     for path in ops.modified:
         if call.name == "delete_file":
             _deleted(state, path, call.seq)
             continue
         rec = _changed(state, path, call.seq, change.summary)
+        rec.tool_edits += 1
         rec.empty = change.empty
         if rec.edits == 1 and change.empty:
             rec.created = True  # an editor's `create`: it refuses a file that exists

@@ -6,6 +6,7 @@ from compaction.core.text_heuristics import classify_user_text, sentences
 from compaction.core.work.events import Call, Injected, Said
 from compaction.core.work.parse import one_line
 from compaction.core.work.profiles import handover_command
+from compaction.core.work.reducers import decisions
 from compaction.core.work.reducers.outcome import Outcome
 from compaction.core.work.state import Person, Quote, WorkState
 
@@ -47,6 +48,8 @@ def on_said(state: WorkState, event: Said) -> None:
     # A task a template wraps is what was asked, whatever its wording (a CTF's flavour text is no rule).
     kind = "request" if event.task else person_kind(event.text)
     state.people.messages.append(Person(event.seq, event.text, kind, event.queued, after=after, task=event.task))
+    if kind == "rule":
+        decisions.watch(state, event.text)  # a rule naming code: did the work keep to it?
 
 
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
