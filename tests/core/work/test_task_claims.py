@@ -36,7 +36,7 @@ def test_edits_made_while_two_tasks_were_in_progress_are_told_once_not_under_eac
     assert "Done so far — `lib/schema.ex`" in said
     # The later edits are told once, as work the history does not tie to one task.
     assert said.count("lib/renderer.ex") == 1 and said.count("assets/app.js") == 1
-    assert "not tied by the history to one of them" in said
+    assert "no status change ties them to one of them" in said
     assert "`proj-a.1` and `proj-a.2` were in progress at once" in said
     done_so_far = [line for line in said.splitlines() if "Done so far" in line]
     assert len(done_so_far) == 1 and "renderer.ex" not in done_so_far[0]

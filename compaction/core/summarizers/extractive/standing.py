@@ -687,6 +687,6 @@ def task_work(v: View) -> tuple[dict[str, str], str]:
         f"; the agent took on {v.task_name(t, title=False)} at {v.cite(t.begun.seq)}" for t in began if t.begun
     )
     return lines, (
-        f"Edits made while {names} were in progress at once (from {v.cite(first)}{also}), not tied by the "
-        f"history to one of them — {_file_edits(v, shared)}"
+        f"Edits made while {names} were in progress at once (from {v.cite(first)}{also}); no status change "
+        f"ties them to one of them — {_file_edits(v, shared)}"
     )
