@@ -454,12 +454,13 @@ def normalize(text: str) -> str:
     return _WHITESPACE_RE.sub(" ", text).strip()
 
 
-def _split_chain(line: str) -> list[str]:
-    """The commands of one shell line chained by `&&`, `||` or `;`, not splitting inside quotes
-    (`curl -d "a\";print \"b"` is one command)."""
-    parts: list[str] = []
+def chain_links(line: str) -> list[tuple[str, str]]:
+    """The commands of one shell line chained by `&&`, `||` or `;`, each with the separator
+    before it ("" for the first), not splitting inside quotes (`curl -d "a\";print \"b"` is one
+    command). `a && b`: b runs only if a exited 0; `a || b` only if it did not; `a; b` always."""
+    links: list[tuple[str, str]] = []
     start = index = 0
-    quote = ""
+    quote = sep = ""
     while index < len(line):
         char = line[index]
         if char == "\\" and quote != "'":
@@ -470,13 +471,18 @@ def _split_chain(line: str) -> list[str]:
         elif char in "'\"":
             quote = char
         elif char == ";" or line.startswith(("&&", "||"), index):
-            parts.append(line[start:index])
-            index += 1 if char == ";" else 2
+            links.append((sep, line[start:index].strip()))
+            sep = ";" if char == ";" else line[index : index + 2]
+            index += len(sep)
             start = index
             continue
         index += 1
-    parts.append(line[start:])
-    return [part.strip() for part in parts]
+    links.append((sep, line[start:].strip()))
+    return links
+
+
+def _split_chain(line: str) -> list[str]:
+    return [part for _sep, part in chain_links(line)]
 
 
 def _part_signature(part: str) -> tuple[str, ...]:

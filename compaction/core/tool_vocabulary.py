@@ -36,6 +36,8 @@ SHELL_TOOLS = frozenset(
 )
 # Tools that return the output of a command started earlier (background jobs).
 OUTPUT_TOOLS = frozenset({"taskoutput", "bashoutput", "read_output", "get_output", "write_stdin"})
+# Tools that stop a command started earlier (a background job): it ends without an outcome.
+STOP_TOOLS = frozenset({"killshell", "killbash", "taskstop", "kill_shell", "stop_task"})
 READ_TOOLS = frozenset(
     {
         "read",

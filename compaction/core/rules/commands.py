@@ -350,6 +350,14 @@ RULES: tuple[R, ...] = (
         how="member",
     ),
     R(
+        "tool_vocabulary:STOP_TOOLS",
+        "tools that stop a command started earlier in the background",
+        "a job stopped has ended without an outcome: no result is owed any more",
+        ("killshell", "taskstop"),
+        ("taskoutput", "bash"),
+        how="member",
+    ),
+    R(
         "tool_vocabulary:READ_TOOLS",
         "tools that read a file",
         "a read shows a file's content at that moment",

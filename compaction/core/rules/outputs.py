@@ -186,6 +186,90 @@ RULES: tuple[R, ...] = (
         ('bd close proj-1 --reason "done and tested"', "gh issue close 3 -c 'fixed'"),
         ("bd close proj-1",),
     ),
+    # --- runs whose outcome their output does not show (issue 32: a run's outcome is its exit
+    # status and its verdict lines; a job still running and a count have neither) ---
+    R(
+        "parse:BACKGROUND_RE",
+        "a harness's answer that the command was started in the background and runs on (its job id)",
+        "a call that only started a command has no outcome: the check is 'started, no result seen'"
+        " until a poll or a notice shows it ended",
+        (
+            "Command running in background with ID: be613ab. Output is being written to: /tmp/x/be613ab.output",
+            "Process running with session ID 58462",
+        ),
+        ("Running ExUnit with seed: 1", "Server running in background mode on port 4000", "18 tests, 0 failures"),
+    ),
+    R(
+        "parse:_JOB_ID_RE",
+        "the job id a poll's result or a harness's notice names (<task_id>, <task-id>, <shell_id>)",
+        "a poll's answer belongs to the job it names",
+        ("<task_id>be613ab</task_id>", "<task-id>b0be39e</task-id>", "<shell_id>3</shell_id>"),
+        ("task_id: be613ab", "<task_type>local_bash</task_type>"),
+    ),
+    R(
+        "parse:_JOB_STATUS_RE",
+        "the status a poll or a notice gives a background job (<status>running</status>)",
+        "a job whose status is running has not ended: what it printed so far is no outcome",
+        ("<status>running</status>", "<status>completed</status>"),
+        ("<retrieval_status>timeout</retrieval_status>", "status: running"),
+    ),
+    R(
+        "parse:_JOB_EXIT_RE",
+        "a background job's exit code as a poll or a notice gives it",
+        "the exit status is the run's outcome",
+        ("<exit_code>0</exit_code>", 'Background command "Run tests" completed (exit code 1)'),
+        ("<status>completed</status>", "exit code unknown"),
+    ),
+    R(
+        "parse:_JOB_OUTPUT_RE",
+        "what a background job printed, as a poll returns it (<output>, <stdout>, <stderr>)",
+        "the job's verdict lines are in what it printed",
+        ("<output>\n18 tests, 0 failures\n</output>", "<stdout>ok</stdout>"),
+        ("<output-file>/tmp/x.output</output-file>",),
+    ),
+    R(
+        "parse:_JOB_TIMEOUT_RE",
+        "a poll whose wait ran out (<retrieval_status>timeout</retrieval_status>)",
+        "the poll returned, the job had not ended",
+        ("<retrieval_status>timeout</retrieval_status>",),
+        ("<retrieval_status>success</retrieval_status>", "timeout: 60000"),
+    ),
+    R(
+        "parse:_SESSION_ENDED_RE",
+        "Codex's header saying an exec session's process ended, with its code",
+        "the exit status is the run's outcome",
+        ("Chunk ID: a1\nWall time: 3.1 seconds\nProcess exited with code 0\nOutput:\nok",),
+        ("Process running with session ID 58462", "the process exited early"),
+    ),
+    R(
+        "parse:_SESSION_OUTPUT_RE",
+        "the 'Output:' line before what a Codex exec session printed",
+        "what follows it is the program's own output, the verdict lines among it",
+        ("Process exited with code 0\nOutput:\n3 passed",),
+        ("no output here", "Expected Output: 3"),
+    ),
+    R(
+        "parse:COUNT_STAGE_RE",
+        "a pipeline whose last stage counts lines (| wc -l, | grep -c x)",
+        "it prints a count and exits with the counter's status: neither is the command's verdict",
+        ('npm run check | grep "error TS" | wc -l', "pytest 2>&1 | grep -c FAILED", "make | grep --count warning"),
+        ("npm run check | grep error", "wc -l src/a.py", "pytest | tail -5"),
+    ),
+    R(
+        "parse:_GREP_PATTERN_RE",
+        "a grep stage's options and pattern",
+        "a count of lines is a count of the lines its grep kept: the pattern says what they are",
+        ('grep "error TS"', "grep -v 'warn'", "grep -E error"),
+        ("wc -l", "git grep"),
+    ),
+    R(
+        "parse:_BARE_COUNT_RE",
+        "output that is one number",
+        "what `wc -l` or `grep -c` prints",
+        ("11", "  0\n"),
+        ("11 tests", "a.txt:3"),
+        how="match",
+    ),
     # --- the work model's reducers ---
     R(
         "checks:_RELATIVE_SCRIPT_RE",

@@ -82,6 +82,99 @@ def run_outcome(output: str, is_error: bool) -> tuple[bool, str, str]:
     return False, tally, (errors[0] if errors else first).strip()[:300]
 
 
+# --- runs whose outcome the output does not show ------------------------------------------
+
+# A harness's answer that it started the command in the background, where it runs on: no outcome
+# yet (Claude Code's Bash with run_in_background or past its timeout; Codex's exec_command that
+# outlived its wait). Group 1: the job's id, which a later poll or notification names.
+BACKGROUND_RE = re.compile(
+    r"(?im)^\W*(?:command (?:is )?running in (?:the )?background|process (?:is )?(?:still )?running)"
+    r" with (?:session |task |shell )?id:?\s*`?(\w+)"
+)
+# A poll of a background job (TaskOutput, BashOutput) or the harness's notice that one ended:
+# its id, its status, its exit code, what it printed so far.
+_JOB_ID_RE = re.compile(r"<(task[_-]id|shell_id|bash_id)>\s*(\w+)\s*</\1>")
+_JOB_STATUS_RE = re.compile(r"<status>\s*(\w+)\s*</status>")
+_JOB_EXIT_RE = re.compile(r"<exit_code>\s*(-?\d+)\s*</exit_code>|\bcompleted \(exit code (-?\d+)\)")
+_JOB_OUTPUT_RE = re.compile(r"<(output|stdout|stderr)>\n?(.*?)\n?</\1>", re.S)
+_JOB_TIMEOUT_RE = re.compile(r"<retrieval_status>\s*timeout\s*</retrieval_status>")
+# Codex's header of a unified exec session's chunk: the process ended (its code) or runs on (its
+# session id), then "Output:" and what it printed.
+_SESSION_ENDED_RE = re.compile(r"^Process exited with code (-?\d+)\s*$", re.M)
+_SESSION_OUTPUT_RE = re.compile(r"^Output:\n?", re.M)
+# Statuses a poll gives a job that has not ended.
+RUNNING_STATUSES = frozenset({"running", "pending", "started", "in_progress"})
+# The last stage of a pipeline that counts lines (`| wc -l`, `| grep -c x`): what it prints is a
+# count, whatever the command before it said; the exit status is the counter's.
+COUNT_STAGE_RE = re.compile(r"\|\s*(?:wc\s+-l|grep\s+(?:-\w*c\w*|--count)\b[^|]*)\s*$")
+# A grep stage's pattern (`grep -v "x"`, `grep -E 'a|b'`, `grep error`): what the lines counted say.
+_GREP_PATTERN_RE = re.compile(r"""\bgrep((?:\s+-[\w-]+)*)\s+(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([^\s|'"-][^\s|]*))""")
+_BARE_COUNT_RE = re.compile(r"^\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """What a poll of a background job, or the harness's notice that it ended, showed."""
+
+    job: str  # its id ("" when the text names none)
+    status: str  # running | completed | failed | killed …, lowercased
+    exit: int | None = None
+    output: str = ""
+    timed_out: bool = False  # the poll's wait ran out while the job still ran
+
+    @property
+    def running(self) -> bool:
+        return self.status in RUNNING_STATUSES
+
+
+def job_report(text: str) -> JobReport | None:
+    """The report a poll's result or a notification gives of a background job, or None when the
+    text is none (it names no status)."""
+    head = text[:MAX_OUTPUT_SCAN]
+    status = _JOB_STATUS_RE.search(head)
+    if not status:
+        return _session_report(text)
+    job = _JOB_ID_RE.search(head)
+    code = _JOB_EXIT_RE.search(text)
+    exit_code = next((int(g) for g in code.groups() if g is not None), None) if code else None
+    printed = "\n".join(m.group(2) for m in _JOB_OUTPUT_RE.finditer(text))
+    return JobReport(
+        job.group(2) if job else "", status.group(1).lower(), exit_code, printed, bool(_JOB_TIMEOUT_RE.search(head))
+    )
+
+
+def _session_report(text: str) -> JobReport | None:
+    """A Codex exec session's chunk, as a poll (write_stdin) returns it: ended with its code, or
+    still running under its session id; None when the header says neither."""
+    parts = _SESSION_OUTPUT_RE.split(text, maxsplit=1)
+    header, printed = parts[0][:2000], parts[1] if len(parts) > 1 else ""
+    ended = _SESSION_ENDED_RE.search(header)
+    if ended:
+        return JobReport("", "completed", int(ended.group(1)), printed)
+    running = BACKGROUND_RE.search(header)
+    return JobReport(running.group(1), "running", None, printed) if running else None
+
+
+def counted(command: str, output: str) -> str:
+    """What a pipeline that ends counting lines printed, as "11 (a count of `error TS` lines)";
+    "" when the command does not end in a count or its output is no bare number."""
+    first = command.strip().splitlines()[0] if command.strip() else ""
+    stage = COUNT_STAGE_RE.search(first)
+    number = _BARE_COUNT_RE.match(strip_ansi(output).strip().splitlines()[-1]) if output.strip() else None
+    if not stage or not number:
+        return ""
+    kept: list[str] = []
+    dropped: list[str] = []
+    for match in _GREP_PATTERN_RE.finditer(first):
+        flags = " ".join(w for w in (match.group(1) or "").split() if not w.startswith("--"))
+        (dropped if "v" in flags else kept).append(f"`{match.group(2) or match.group(3) or match.group(4)}`")
+    what = "the lines it printed"
+    if kept or dropped:
+        what = "the lines " + (f"matching {' and '.join(kept)}" if kept else "")
+        what += (" but not " if kept else "not matching ") + " or ".join(dropped) if dropped else ""
+    return f"{number.group(1)} (a count of {what})"
+
+
 # --- trackers ---------------------------------------------------------------------------
 
 # An item header: "○ proj-abc.4 · Add lifecycle state   [● P2 · OPEN]".

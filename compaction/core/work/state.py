@@ -257,6 +257,20 @@ class Step:
 
 
 @dataclass
+class Job:
+    """A command the harness started in the background: it has no outcome until a poll
+    (TaskOutput, BashOutput) or the harness's notice shows it ended."""
+
+    id: str
+    seq: int  # the call that started it
+    command: str  # as run (cleaned)
+    name: str  # the tool that ran it
+    check: str = ""  # test | lint | … when it is a check
+    polled: int = 0  # the latest poll that showed it still running
+    timed_out: bool = False  # that poll's wait ran out
+
+
+@dataclass
 class PendingCall:
     """A call whose result has not arrived yet (it may arrive after a compaction boundary)."""
 
@@ -302,5 +316,7 @@ class WorkState:
     open_file: str = ""  # the file an editor has open (SWE-agent's `edit` changes it)
     # Paths a file tool said do not exist, with that call's message: no call of it read them.
     absent: dict[str, int] = field(default_factory=dict)
+    # Commands started in the background whose end no poll or notice has shown yet, by job id.
+    jobs: dict[str, Job] = field(default_factory=dict)
     calls: int = 0
     folded: int = 0  # how many messages were folded in (stored as "messages" before)

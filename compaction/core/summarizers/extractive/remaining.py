@@ -228,6 +228,7 @@ def next_steps(v: View) -> list[str]:
             f"(failed in each of its last {streak.runs} runs, {v.cite(streak.first, streak.last)}; the command lines tried are under Where Things Stand)."
         )
     out += [_failing_step(v, check) for check in v.failing if not v.blocks(check)]
+    out += _collect_steps(v)
     for task in v.current:
         steps = _finish(v, task)
         out.append(f"Finish {v.task_name(task, limit=70)}" + (": " + ", then ".join(steps) + "." if steps else "."))
@@ -302,6 +303,18 @@ def _open_in_order(v: View, tasks: list[Task], after_others: bool) -> list[str]:
             lead = "Also open:" if after_others or out else "Open in the tracker:"
         out.append(f"{lead} {v.task_name(task, limit=80)}{after}{about}")
     return out
+
+
+def _collect_steps(v: View) -> list[str]:
+    """A check started in the background and not seen to end: its result is still to be read
+    (nothing is known of it before that)."""
+    return [
+        f"Collect the result of {code(job.command, 80)}, started in the background at {v.cite(job.seq)} (ID `{job.id}`)"
+        + (f", still running at the poll of {v.cite(job.polled)}" if job.polled else "")
+        + ", or run it again: its outcome is not known."
+        for job in v.state.jobs.values()
+        if job.check
+    ]
 
 
 def _failing_step(v: View, check: Check) -> str:

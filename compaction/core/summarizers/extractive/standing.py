@@ -391,6 +391,22 @@ def _tree_sentence(v: View) -> list[str]:
     return said
 
 
+def _jobs_sentence(v: View) -> list[str]:
+    """Commands started in the background whose end no poll or notice showed: no outcome, only
+    that they were started (and a poll that found them still running)."""
+    out = []
+    for job in v.state.jobs.values():
+        polled = (
+            f"; the poll at {v.cite(job.polled)} showed it still running{' when its wait ran out' if job.timed_out else ''}"
+            if job.polled
+            else ""
+        )
+        out.append(
+            f"Started in the background at {v.cite(job.seq)} (ID `{job.id}`), its end not seen: {code(job.command, 100)}{polled}."
+        )
+    return out
+
+
 def _commit_sentence(v: View) -> list[str]:
     commits = [c for c in v.state.git.commits if c.subject]
     if not commits:
@@ -454,13 +470,15 @@ def steps_since_request(v: View) -> str:
     if not steps:
         return ""
     edits = list(dict.fromkeys(s.what.split(" ", 1)[1] for s in steps if s.kind == "edit" and s.ok and " " in s.what))
-    runs = [s for s in steps if s.kind in ("check", "run") and s.ok is not None]
+    runs = [s for s in steps if s.kind in ("check", "run") and (s.ok is not None or _no_outcome(s))]
     said = []
     if edits:
         said.append("edited " + listing([v.path(p) for p in edits], 4))
     if runs:
         last = runs[-1]
-        if last.kind == "run" and last.ok:
+        if last.ok is None:
+            said.append(f"last ran {last.what} ({v.cite(last.seq)}), which {last.detail}")
+        elif last.kind == "run" and last.ok:
             # A command that is no check: it ran; what it printed says how, not "passed".
             printed = (
                 f", which printed {code(last.detail.removeprefix('printed: '), 200)}"
@@ -472,9 +490,19 @@ def steps_since_request(v: View) -> str:
             said.append(
                 f"last ran {last.what} ({'passed' if last.ok else 'failed'}{': ' + last.detail if last.detail else ''}, {v.cite(last.seq)})"
             )
+    later = [s for s in steps if s.kind in ("git", "tracker") and s.ok is not None and runs and s.seq > runs[-1].seq]
+    if later:
+        # The last command run is not that check: what ran after it, so "last ran" is not misread.
+        then = later[-1]
+        said[-1] += f", then {then.what} ({'failed, ' if then.ok is False else ''}{v.cite(then.seq)})"
     if not said:
         return ""
     return "Since the request: " + "; ".join(said)
+
+
+def _no_outcome(step: Step) -> bool:
+    """A run with no outcome to tell, and what it showed instead (started in the background, a count)."""
+    return step.ok is None and step.detail not in ("", "refused")
 
 
 def _failure_sentence(v: View) -> list[str]:
@@ -519,6 +547,8 @@ def _went(step: Step) -> str:
         return "went through"
     if step.ok is False:
         return "failed"
+    if _no_outcome(step):
+        return step.detail
     return "was refused by the person" if step.detail == "refused" else "has no result yet"
 
 
@@ -613,7 +643,7 @@ def where_things_stand(v: View) -> list[str]:
             + _replying_to(v, request)
         )
     out += _tracker_progress(v) + _todo_progress(v)
-    out += _commit_sentence(v) + _tree_sentence(v) + _failure_sentence(v) + _stopped(v)
+    out += _commit_sentence(v) + _tree_sentence(v) + _jobs_sentence(v) + _failure_sentence(v) + _stopped(v)
     # The blocker first: what the next agent must get past before anything else.
     out.sort(key=lambda line: not line.startswith("Blocked: "))
     if not out:

@@ -9,8 +9,12 @@ two (a commit marks the files it took as committed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 from compaction.core.text_heuristics import (
     DIAGNOSTIC_LINE_RE,
+    chain_links,
     clean_command,
     command_error_lines,
     error_lines_of,
@@ -27,8 +31,8 @@ from compaction.core.vocabulary import (
     is_probe,
 )
 from compaction.core.work.events import Call, Event, Injected, Narration, Said, TurnEnded
-from compaction.core.work.parse import one_line, run_outcome
-from compaction.core.work.reducers import checks, decisions, errors, files, git, people, tasks, turn
+from compaction.core.work.parse import BACKGROUND_RE, counted, one_line, run_outcome
+from compaction.core.work.reducers import background, checks, decisions, errors, files, git, people, tasks, turn
 from compaction.core.work.reducers.outcome import Outcome
 from compaction.core.work.state import WorkState
 
@@ -51,7 +55,8 @@ def findings_of(output: str) -> str:
     return one_line(found[-1], 200) if found else ""
 
 
-CALL_REDUCERS = (
+CallReducer = Callable[[WorkState, Call, Outcome], None]
+CALL_REDUCERS: tuple[CallReducer, ...] = (
     people.on_call,
     files.on_call,
     git.on_call,
@@ -70,6 +75,16 @@ def outcome_of(call: Call) -> Outcome:
     if call.command is not None:
         command = clean_command(call.command)
         probe = is_probe(command)
+        kind = check_kind(command)
+        job = BACKGROUND_RE.search(call.output[:1000]) if not call.is_error else None
+        if job:
+            # The harness started it in the background: it runs on, with no outcome yet.
+            why = f"was started in the background (ID `{job.group(1)}`): no result seen"
+            return Outcome(None, command=command, check=kind, probe=probe, unknown=why, job=job.group(1))
+        count = counted(call.command, call.output) if kind and not call.is_error else ""
+        if count:
+            # A pipeline ending in `wc -l` prints a count and exits with the counter's status.
+            return Outcome(None, command=command, check=kind, probe=probe, unknown=f"printed {count}")
         ok, tally, error = run_outcome(call.output, call.is_error)
         if probe:
             # A grep without matches "fails" with status 1: an answer. Only a real error line
@@ -78,7 +93,6 @@ def outcome_of(call: Call) -> Outcome:
             ok, error = not real, real[0] if real else ""
         if not ok and NOTHING_TO_COMMIT_RE.search(call.output) and GIT_COMMIT_RE.search(command):
             ok, error = True, ""
-        kind = check_kind(command)
         if kind and ok and not call.is_error and checks.piped_through(call.command):
             # The exit status seen is the filter's: the check's verdict is what it printed.
             printed = printed_errors(call.output)
@@ -99,14 +113,55 @@ def outcome_of(call: Call) -> Outcome:
     return Outcome(not call.is_error)
 
 
+def chain_runs(call: Call, outcome: Outcome) -> list[tuple[Call, Outcome]]:
+    """The checks an `a && b` chain ran before its last command, each as a run of its own: a
+    later command of the chain ran only if they exited 0, so they passed when the chain's own
+    exit status (0) or the last check's tally shows that it got that far. A check whose status
+    a pipe hid (`a | tail && b`) or that printed findings is left out: its outcome is not shown."""
+    if call.command is None or not outcome.check or outcome.ok is None:
+        return []
+    lines = call.command.strip().splitlines()
+    links = chain_links(lines[0]) if len(lines) == 1 else []
+    if len(links) < 2 or any(sep != "&&" for sep, _part in links[1:]):
+        return []
+    reached = bool(outcome.ok) or bool(outcome.tally and check_kind(links[-1][1]) == "test")
+    if not reached:
+        return []
+    # The chain's last check is the run the call itself is (checks.check_key): the ones before it.
+    last = max((i for i, (_sep, part) in enumerate(links) if check_kind(part)), default=0)
+    runs = []
+    for _sep, part in links[:last]:
+        kind = check_kind(part)
+        if not kind or "|" in part or (kind == "test" and not outcome.ok):
+            continue
+        if kind in ("lint", "typecheck") and findings_of(call.output):
+            continue
+        runs.append(
+            (
+                replace(call, command=part, output="", is_error=False),
+                Outcome(True, command=clean_command(part), check=kind, probe=is_probe(part)),
+            )
+        )
+    return runs
+
+
+def _take(state: WorkState, event: Call, reducers: tuple[CallReducer, ...] = CALL_REDUCERS) -> None:
+    outcome = background.outcome(state, event, outcome_of(event))
+    state.calls += 1
+    if outcome.command:
+        git.follow_cd(state, outcome.command)  # paths in the command are relative to it
+    for part, shown in chain_runs(event, outcome):
+        checks.on_call(state, part, shown)
+        errors.on_call(state, part, shown)
+    for reducer in reducers:
+        reducer(state, event, outcome)
+    background.on_call(state, event, outcome)
+
+
 def apply(state: WorkState, event: Event) -> None:
     if isinstance(event, Call):
-        outcome = outcome_of(event)
-        state.calls += 1
-        if outcome.command:
-            git.follow_cd(state, outcome.command)  # paths in the command are relative to it
-        for reducer in CALL_REDUCERS:
-            reducer(state, event, outcome)
+        # A poll that shows a background job ended is that job's run.
+        _take(state, background.ended(state, event) or event)
     elif isinstance(event, Said):
         people.on_said(state, event)
         turn.on_said(state, event)
@@ -119,3 +174,7 @@ def apply(state: WorkState, event: Event) -> None:
     elif isinstance(event, Injected):
         people.on_injected(state, event)
         turn.on_injected(state, event)
+        run = background.noticed(state, event)
+        if run is not None:
+            # The harness's notice that a job ended: its run, not a call of the turn.
+            _take(state, run, tuple(r for r in CALL_REDUCERS if r is not turn.on_call))

@@ -15,3 +15,7 @@ class Outcome:
     probe: bool = False  # a command that only looks (grep, ls, git status)
     refused: bool = False  # an edit the tool refused to apply
     findings: bool = False  # a lint or type check that reported findings (not a pass)
+    # Why a run that did run has no outcome (ok is None): what it showed instead, as a verb
+    # phrase ("was started in the background (ID `x`): no result seen", "printed 11 (a count of …)").
+    unknown: str = ""
+    job: str = ""  # the background job a call started (its id)

@@ -85,6 +85,7 @@ def _step(call: Call, outcome: Outcome, open_file: str = "") -> Step:
             else "run"
         )
         detail = "refused" if call.rejected else outcome.tally if outcome.ok else outcome.error or outcome.tally
+        detail = outcome.unknown or detail  # ran, with no outcome to tell: what it showed instead
         if outcome.ok and outcome.probe and found_nothing(call.output):
             # A look that came back empty (grep's status 1 is no failure): it answered "nothing".
             first = outcome.command.split("|", 1)[0].split()
@@ -103,7 +104,7 @@ def _step(call: Call, outcome: Outcome, open_file: str = "") -> Step:
     what = f"{call.kind if call.kind != 'other' else call.name} {call.path}" if call.path else call.name
     if call.kind == "edit" and not call.path and open_file:
         what = f"edit {open_file}"  # an editor's edit changes the file it has open
-    detail = "refused" if call.rejected else outcome.error if outcome.ok is False else ""
+    detail = "refused" if call.rejected else outcome.error if outcome.ok is False else outcome.unknown
     if (
         outcome.ok
         and call.kind != "edit"
