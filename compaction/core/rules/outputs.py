@@ -436,6 +436,13 @@ RULES: tuple[R, ...] = (
         ("git commit -m x", "git add -A"),
     ),
     R(
+        "tasks:_TASK_NUMBER_RE",
+        "'task N' in the agent's words",
+        "a tracker that numbers an epic's children (bd's proj-gqc.3) is read by that number",
+        ("Now implement Task 3 — the view", "start on task #2"),
+        ("Tasks 1 and 2 are independent", "multitask 3"),
+    ),
+    R(
         "tasks:_CREATED_RE",
         "a tracker's report of an item it created ('Created issue: proj-12')",
         "the tracker's own output names the new item",

@@ -81,6 +81,7 @@ class Task:
     started: int | None = None  # seq it went in progress
     reason: str = ""  # the reason the agent gave when it closed it (`bd close --reason`)
     filed: bool = False  # created by the agent in this history (a follow-up it filed, not a task it was given)
+    begun: Quote | None = None  # the agent's words taking it on while the tracker showed it open
 
 
 @dataclass

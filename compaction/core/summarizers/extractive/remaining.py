@@ -283,7 +283,8 @@ def _open_in_order(v: View, tasks: list[Task], after_others: bool) -> list[str]:
     tracked = [t for t in tasks if t.source != "todo"]
     ready = next((t for t in tracked if not blocked[t.key]), tracked[0] if tracked else None)
     for task in tasks:
-        after = f" (blocked by {listing([code(b) for b in blocked[task.key]], 3)})" if blocked[task.key] else ""
+        blockers = listing([code(b) for b in blocked[task.key]], 3)
+        after = f" (blocked by {blockers})" if blockers else ""
         # The task in its own words: what it asks, the files it names, when it is done (a
         # description cut mid-sentence loses its remaining items); the others by intro.
         about = _task_brief(v, task) if task is ready else ""
@@ -292,6 +293,13 @@ def _open_in_order(v: View, tasks: list[Task], after_others: bool) -> list[str]:
             about = f": {clipped(intro, v.chars(300))}" if intro else ""
         if task.source == "todo":
             lead = "Then" if after_others or out else "Next on the todo list:"  # not "Then" after nothing
+        elif v.begun(task) and task.begun is not None:
+            # Its work began by the agent's words, the tracker still showing it open.
+            out.append(
+                f"Continue {v.task_name(task, limit=80)}, begun at {v.cite(task.begun.seq)} (the tracker still "
+                f"shows it open{', blocked by ' + blockers if blockers else ''}){about}"
+            )
+            continue
         else:
             lead = "Also open:" if after_others or out else "Open in the tracker:"
         out.append(f"{lead} {v.task_name(task, limit=80)}{after}{about}")

@@ -176,7 +176,15 @@ def _tracker_progress(v: View) -> list[str]:
             f"Filed by the agent in this history and still open (not started): {listing([v.task_name(t, limit=60) + f' ({v.cite(t.opened)})' for t in filed], 4)}."
         )
     epics = [t for t in waiting if t.status == "in_progress"]  # in progress while its children are
-    waiting = [t for t in waiting if t not in epics]
+    begun = [t for t in waiting if v.begun(t)]
+    waiting = [t for t in waiting if t not in epics and t not in begun]
+    for task in begun:
+        words = task.begun
+        assert words is not None  # v.begun says so
+        out.append(
+            f"Begun though the tracker still shows it open: {v.task_name(task, limit=60)} — the agent at "
+            f"{v.cite(words.seq)}: {quoted(words.text, 140)}; edits followed from {v.cite(v.begun(task))}."
+        )
     if epics:
         out.append(f"Epic in progress: {listing([v.task_name(t, limit=60) for t in epics], 4)}.")
     if waiting:
@@ -748,7 +756,13 @@ def task_work(v: View) -> tuple[dict[str, str], str]:
     tasks = sorted(together.values(), key=lambda t: t.started or 0)
     first = min(min(seqs) for _rec, seqs in shared)
     names = listing([v.task_name(t, title=False) for t in tasks], 4)
+    last = max(max(seqs) for _rec, seqs in shared)
+    # A task the agent's words took on meanwhile, the tracker still showing it open.
+    began = [t for t in v.open_tasks if v.begun(t) and t.begun is not None and t.begun.seq < last]
+    also = "".join(
+        f"; the agent took on {v.task_name(t, title=False)} at {v.cite(t.begun.seq)}" for t in began if t.begun
+    )
     return lines, (
-        f"Edits made while {names} were in progress at once (from {v.cite(first)}), not tied by the "
-        f"history to one of them — {_file_edits(v, shared)}"
+        f"Edits made while {names} were in progress at once (from {v.cite(first)}{also}); no status change "
+        f"ties them to one of them — {_file_edits(v, shared)}"
     )

@@ -206,6 +206,14 @@ class View:
             return False
         return not any(p.seq > task.opened and task.key in p.text for p in self.requests)
 
+    def begun(self, task: Task) -> int:
+        """The first edit after the agent's words took on `task` while the tracker still shows it
+        open (its work began there), or 0."""
+        if task.begun is None or task.status not in ("open", "blocked"):
+            return 0
+        after = [s for r in self.changed_files if r.edits for s in r.edit_seqs if s > task.begun.seq]
+        return min(after, default=0)
+
     def working_at(self, seq: int, todo: bool) -> list[Task]:
         """The tasks in progress at message `seq` (the agent's todo list's, or the tracker's):
         from the message that set each in progress to the one that closed or reopened it. An
