@@ -69,3 +69,34 @@ def outside_repository(path: str) -> bool:
     """A file no commit of the project can hold: the agent's own files under the home directory
     (~/.pi/agent/themes, ~/.claude/plans) and scratch files. Changing one leaves nothing to commit."""
     return agents_own(path) or path.startswith(("/tmp/", "/var/tmp/"))
+
+
+def project_root(changed: list[str], seen: list[str], dirs: list[str], named: list[str]) -> str:
+    """The project's directory: where the files the work changed lie (all files seen when one
+    changed), unless the session's own directory holds it. The files' common directory can be
+    deeper than the project (one file under lib/x/y changed), while paths in the task, git's
+    output and commands are relative to the project: a directory the history states the shell
+    works in (`dirs`: a `cd` target, git's toplevel) or that a path named relative to the project
+    (`named`: "lib/x/y/a.ex") places a seen file in is the root when the common one is inside it;
+    the nearest such (a parent of several projects is no project)."""
+    inside = [p for p in changed if not outside_repository(p) and not SCRATCH_DIR_RE.match(p)]
+    if len(set(inside)) < 2:
+        # One changed file says little of where the project is: every file seen does.
+        inside = [p for p in seen if not outside_repository(p)] or changed
+    root = common_root(inside or seen)
+    if not root:
+        return ""
+    found = list(dirs)
+    for name in named:
+        name = name.strip("`'\"").removeprefix("./")
+        if "/" in name and not name.startswith(("/", "~", "../")):
+            found += [f[: -len(name) - 1] for f in seen if f.endswith("/" + name)]
+    holding = [
+        d
+        for d in found
+        if d not in _SYSTEM_DIRS
+        and not _HOME_DIR_RE.fullmatch(d)
+        and not AGENT_HOME_RE.match(d)
+        and (root == d or root.startswith(d + "/"))
+    ]
+    return max(holding, key=len) if holding else root

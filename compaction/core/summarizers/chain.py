@@ -27,7 +27,7 @@ from compaction.core.summarizers.extractive import ExtractiveSummarizer
 from compaction.core.summarizers.truncate import TruncateSummarizer, truncate_summary
 from compaction.core.tokens import count_text
 from compaction.core.types import Fallback, FileOps, Msg
-from compaction.core.work import file_ops, fold, to_json
+from compaction.core.work import file_ops, fold, to_json, work_root
 
 logger = logging.getLogger(__name__)
 
@@ -92,13 +92,13 @@ MIN_BODY_BUDGET = 256
 MAX_SUMMARY_CHARS = 11_700
 
 
-def _capped_tags(ops: FileOps, limit: int, max_chars: int | None = None) -> str:
+def _capped_tags(ops: FileOps, limit: int, max_chars: int | None = None, root: str | None = None) -> str:
     """File tags within `limit` tokens (and `max_chars`): the oldest read files go first, then
     the oldest modified. A file read in scratch space (a task's output under /tmp) is not listed:
     it is gone or stale by the time the summary is read (the compaction still stores it)."""
     ops = FileOps(read=[p for p in ops.read if not SCRATCH_DIR_RE.match(p)], modified=list(ops.modified))
     # Paths relative to the project's directory (the summary names it under Repository State).
-    root = common_root(list(ops.modified) or list(ops.read))
+    root = root if root is not None else common_root(list(ops.modified) or list(ops.read))
     tags = render_file_tags(ops, root)
 
     def over(text: str) -> bool:
@@ -116,6 +116,11 @@ def _capped_tags(ops: FileOps, limit: int, max_chars: int | None = None) -> str:
     return tags
 
 
+def _root(inp: SummaryInput) -> str | None:
+    """The project's directory as the summary's body names it (the work state's), for the tags."""
+    return (work_root(inp.state_now) or inp.state_now.git.cwd) if inp.state_now is not None else None
+
+
 def _tags_within(summary: str, tags: str, ops: FileOps, inp: SummaryInput) -> str:
     """The fidelity repair may add lines to a summary whose body and tags already filled
     MAX_SUMMARY_CHARS (measured on the audit's pi cut: 11,786 served, 12,066 with the message's
@@ -124,7 +129,9 @@ def _tags_within(summary: str, tags: str, ops: FileOps, inp: SummaryInput) -> st
     over = len(summary) - MAX_SUMMARY_CHARS
     if over <= 0 or not tags or not summary.endswith(tags):
         return summary
-    fewer = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE), max_chars=max(0, len(tags) - over)).strip()
+    fewer = _capped_tags(
+        ops, int(inp.output_budget * MAX_TAG_SHARE), max_chars=max(0, len(tags) - over), root=_root(inp)
+    ).strip()
     head = summary[: len(summary) - len(tags)].rstrip()
     return f"{head}\n\n{fewer}" if fewer else head
 
@@ -256,7 +263,7 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     inp = _with_state(inp, inp.messages)
     ops = _file_ops(inp, inp.messages)
     # File tags are part of the stored summary: the body gets what they leave of the budget.
-    tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE)).strip()
+    tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE), root=_root(inp)).strip()
     body_budget = max(MIN_BODY_BUDGET, inp.output_budget - (count_text(tags) + 2 if tags else 0))
 
     accepted, strategy = _Attempt(None, "no summarizer"), "truncate"
@@ -281,7 +288,9 @@ def summarize(inp: SummaryInput, chain: list[Summarizer]) -> SummaryResult:
     summary = draft.summary.rstrip()
     # The served summary stays under MAX_SUMMARY_CHARS: the file tags get what the body
     # leaves (the full lists are stored with the compaction either way).
-    tags = _capped_tags(ops, int(inp.output_budget * MAX_TAG_SHARE), max_chars=MAX_SUMMARY_CHARS - len(summary) - 2)
+    tags = _capped_tags(
+        ops, int(inp.output_budget * MAX_TAG_SHARE), max_chars=MAX_SUMMARY_CHARS - len(summary) - 2, root=_root(inp)
+    )
     summary, fidelity = _fidelity(f"{summary}\n\n{tags}" if tags else summary, inp)
     summary = _tags_within(summary, tags, ops, inp)
     fidelity = replace(fidelity, agreement=tuple(accepted.agreement.repairs))

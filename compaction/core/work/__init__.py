@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable
 
-from compaction.core.paths import agents_own
+from compaction.core.paths import agents_own, project_root
 from compaction.core.types import FileOps, Msg
 from compaction.core.work.events import events_of
 from compaction.core.work.reducers import apply
@@ -34,6 +34,14 @@ def fold(messages: Iterable[Msg], state: WorkState | None = None) -> WorkState:
             apply(state, event)
         state.through = msg.seq
     return state
+
+
+def work_root(state: WorkState) -> str:
+    """The project's directory (paths.project_root): from the files the work changed and saw,
+    the directories the shell was told to be in, and the paths the tasks name relative to it."""
+    changed = [p for p, rec in state.files.items() if rec.edits or rec.state != "read"]
+    named = [p for task in state.tasks.tasks.values() for p in (*task.outputs, *task.touches)]
+    return project_root(changed, list(state.files), state.git.dirs, named)
 
 
 def file_ops(state: WorkState) -> FileOps:
@@ -60,4 +68,4 @@ def work_start(state: WorkState) -> int | None:
     return min(starts) if starts else None
 
 
-__all__ = ["STATE_VERSION", "WorkState", "file_ops", "fold", "from_json", "to_json", "work_start"]
+__all__ = ["STATE_VERSION", "WorkState", "file_ops", "fold", "from_json", "to_json", "work_root", "work_start"]

@@ -81,6 +81,7 @@ class Task:
     started: int | None = None  # seq it went in progress
     reason: str = ""  # the reason the agent gave when it closed it (`bd close --reason`)
     filed: bool = False  # created by the agent in this history (a follow-up it filed, not a task it was given)
+    begun: Quote | None = None  # the agent's words taking it on while the tracker showed it open
 
 
 @dataclass
@@ -138,6 +139,9 @@ class GitState:
     stash: list[list[str]] = field(default_factory=list)
     staged: list[str] = field(default_factory=list)  # `git add`-ed since the last commit ("*": all)
     cwd: str = ""
+    # Directories the history states the shell works in: each absolute `cd` target, git's
+    # toplevel, a harness's "Shell cwd was reset to" (the project is one of them, not deeper).
+    dirs: list[str] = field(default_factory=list)
     pushes: int = 0
     # How the latest task was wrapped up: the checks, tracker and git commands from the last
     # check before the latest commit, through its push.

@@ -231,7 +231,7 @@ def test_only_a_question_put_to_the_person_is_an_open_question(report: str, asks
 @pytest.mark.parametrize(
     ("report", "open_"),
     [
-        ("Oh wait, these errors look like API mismatches. The TUI changes were never committed. Did we revert", True),
+        ("Oh wait, these errors look like API mismatches. The TUI changes were never committed.", True),
         ("The import still fails after the revert?", True),
         ("Done: the build passes with no errors.", False),
         ("Fixed the errors; 49 tests, 0 failures.", False),
@@ -242,6 +242,25 @@ def test_a_last_report_that_leaves_trouble_open_is_no_finish(report: str, open_:
     steps = lines(next_section, story)
     assert ("left this open" in steps and report[:30] in steps) is open_, steps
     assert ("appears finished" in steps) is not open_
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        "Oh wait, these errors look like API mismatches. The TUI changes were never committed. Did we revert",
+        "Here is the fix:\n\n```python\ndef f():\n    return 1",
+    ],
+)
+def test_a_reply_cut_mid_sentence_is_no_report_and_no_finish(report: str) -> None:
+    """A reply that stops mid-sentence (or inside a code fence it opened) is told as cut off, not
+    as the agent's report, and does not answer the request (it is no "Done")."""
+    story = Story().person("add a docstring").edit("/p/a.py", "", '"""Doc."""\n').says(report)
+    state = story.state()
+    standing = "\n".join(where_things_stand(View(state)))
+    assert "ends mid-sentence" in standing and "reporting" not in standing, standing
+    steps = lines(next_section, story)
+    assert "ends mid-sentence" in steps and "appears finished" not in steps, steps
+    assert all(p.answer is None for p in state.people.messages)
 
 
 def test_an_open_child_is_next_the_epic_is_no_step_and_the_backlog_never() -> None:

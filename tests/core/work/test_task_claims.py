@@ -7,6 +7,7 @@ a description is cited where its text is (the tool's result, not its call)."""
 from __future__ import annotations
 
 from compaction.core.summarizers.extractive.render import in_progress, next_section
+from compaction.core.summarizers.extractive.standing import where_things_stand
 from compaction.core.summarizers.extractive.view import View
 from compaction.core.work.parse import tracker_items
 from tests.core.work.story import Story
@@ -35,7 +36,7 @@ def test_edits_made_while_two_tasks_were_in_progress_are_told_once_not_under_eac
     assert "Done so far — `lib/schema.ex`" in said
     # The later edits are told once, as work the history does not tie to one task.
     assert said.count("lib/renderer.ex") == 1 and said.count("assets/app.js") == 1
-    assert "not tied by the history to one of them" in said
+    assert "no status change ties them to one of them" in said
     assert "`proj-a.1` and `proj-a.2` were in progress at once" in said
     done_so_far = [line for line in said.splitlines() if "Done so far" in line]
     assert len(done_so_far) == 1 and "renderer.ex" not in done_so_far[0]
@@ -167,3 +168,42 @@ def test_the_step_carries_every_test_file_the_task_lists() -> None:
     )
     steps = _lines(next_section(View(story.state())))
     assert "`test/a/renderer_test.exs`, `test/a/live_test.exs` and `assets/test/render.test.js`" in steps
+
+
+def _begun_story(words: str, *, edit_after: bool = True) -> Story:
+    story = (
+        Story()
+        .person("Implement proj-a")
+        .run("bd update proj-a.1 --status in_progress", "✓ Updated issue: proj-a.1")
+        .run(
+            "bd list --status=open",
+            "○ proj-a.3 [● P2] [task] - Persist refs (blocked by: proj-a.1)\n"
+            "◐ proj-a.1 [● P2] [task] - Schema (blocks: proj-a.3)\n",
+        )
+        .edit("/p/lib/schema.ex", "x", "y")
+        .says(words)
+    )
+    return story.edit("/p/lib/live.ex", "a", "b", said="Add the refs to live.ex.") if edit_after else story
+
+
+def test_a_task_the_agent_took_on_while_the_tracker_shows_it_open_is_told_as_begun() -> None:
+    for words in ("Now implement Task 3 — the live view.", "Now implement proj-a.3: the live view."):
+        v = View(_begun_story(words).state())
+        stand = "\n".join(where_things_stand(v))
+        assert "Begun though the tracker still shows it open: `proj-a.3`" in stand, words
+        assert "edits followed from #" in stand
+        steps = _lines(next_section(v))
+        assert 'Continue `proj-a.3` "Persist refs", begun at #' in steps
+        assert (
+            "the tracker still shows it open, blocked by `proj-a.1`" in steps and "Also open: `proj-a.3`" not in steps
+        )
+
+
+def test_words_that_only_mention_a_task_or_announce_it_with_no_edit_after_do_not_begin_it() -> None:
+    for story in (
+        _begun_story("Task 3 depends on both of them."),
+        _begun_story("Now implement Task 3 — the live view.", edit_after=False),
+    ):
+        v = View(story.state())
+        assert "Begun" not in "\n".join(where_things_stand(v))
+        assert "Also open: `proj-a.3`" in _lines(next_section(v))

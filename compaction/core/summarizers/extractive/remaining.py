@@ -20,11 +20,13 @@ from compaction.core.summarizers.extractive.standing import (
     listing,
     quoted,
     step_told,
+    tail_quoted,
 )
 from compaction.core.summarizers.extractive.view import TERSE, View
 from compaction.core.text_heuristics import PARAGRAPH_BREAK_RE
 from compaction.core.vocabulary import check_kind, check_runner, is_probe
 from compaction.core.work.parse import one_line
+from compaction.core.work.reducers.turn import cut_off
 from compaction.core.work.state import Check, Task
 
 _ASKED_COMMIT_RE = re.compile(r"(?i)(?<!n't )(?<!not )(?<!never )\bcommit\b(?! message)")
@@ -255,9 +257,7 @@ def next_steps(v: View) -> list[str]:
         out += _owed_since_edits(v)
     if v.state.people.handover and turn.submitted is None:
         if not out and not turn.ended:
-            out.append(
-                "Continue the task from where the agent stopped (its latest words are under Where Things Stand)."
-            )
+            out.append(_continue(v, "the task"))
         out.append(
             f"When the task is done, hand it in with `{v.state.people.handover}` (the task's instructions say so)."
         )
@@ -283,7 +283,8 @@ def _open_in_order(v: View, tasks: list[Task], after_others: bool) -> list[str]:
     tracked = [t for t in tasks if t.source != "todo"]
     ready = next((t for t in tracked if not blocked[t.key]), tracked[0] if tracked else None)
     for task in tasks:
-        after = f" (blocked by {listing([code(b) for b in blocked[task.key]], 3)})" if blocked[task.key] else ""
+        blockers = listing([code(b) for b in blocked[task.key]], 3)
+        after = f" (blocked by {blockers})" if blockers else ""
         # The task in its own words: what it asks, the files it names, when it is done (a
         # description cut mid-sentence loses its remaining items); the others by intro.
         about = _task_brief(v, task) if task is ready else ""
@@ -292,6 +293,13 @@ def _open_in_order(v: View, tasks: list[Task], after_others: bool) -> list[str]:
             about = f": {clipped(intro, v.chars(300))}" if intro else ""
         if task.source == "todo":
             lead = "Then" if after_others or out else "Next on the todo list:"  # not "Then" after nothing
+        elif v.begun(task) and task.begun is not None:
+            # Its work began by the agent's words, the tracker still showing it open.
+            out.append(
+                f"Continue {v.task_name(task, limit=80)}, begun at {v.cite(task.begun.seq)} (the tracker still "
+                f"shows it open{', blocked by ' + blockers if blockers else ''}){about}"
+            )
+            continue
         else:
             lead = "Also open:" if after_others or out else "Open in the tracker:"
         out.append(f"{lead} {v.task_name(task, limit=80)}{after}{about}")
@@ -408,6 +416,12 @@ def _finished(v: View) -> str:
             )
         return "Nothing further: the work was handed in."
     if turn.ended and turn.report is not None:
+        if cut_off(turn.report.text):
+            # A reply cut mid-sentence is neither a finish nor a report to act on.
+            return (
+                f"The agent's last message ({v.cite(turn.report.seq)}) ends mid-sentence ({tail_quoted(turn.report.text, 160)}): "
+                "take up the work from what it was saying (see Where Things Stand), or ask the person."
+            )
         asked = asked_said(v)
         if asked:
             # A reply that asks the person leaves the request open: the answer comes first.
@@ -419,4 +433,28 @@ def _finished(v: View) -> str:
                 f"{quoted(turn.report.text[-400:], v.chars(300))} — settle it before going on (if it asked the person, wait for the answer)."
             )
         return f"The work appears finished (the agent reported at {v.cite(turn.report.seq)}): wait for the person's next request."
-    return "Continue the latest request from where the agent stopped (see Where Things Stand)."
+    return _continue(v, "the latest request")
+
+
+def _continue(v: View, what: str) -> str:
+    """Go on from where the agent stopped: when its last call returned, from that result (the
+    history holds it; running the call again would only repeat it)."""
+    turn = v.state.turn
+    last = turn.steps[-1] if turn.steps else None
+    alone = last is not None and sum(1 for s in turn.steps if s.seq == last.seq) == 1
+    if (
+        last is None
+        or last.ok is None
+        or not alone
+        or not last.what.startswith("`")
+        or (turn.said is not None and turn.said.seq > last.seq)
+    ):
+        return f"Continue {what} from where the agent stopped (see Where Things Stand)."
+    # A command that returned: what it printed is in the history, the next step starts from it.
+    printed = last.detail.removeprefix("printed: ") if last.detail.startswith("printed: ") else ""
+    result = (
+        f"printed {code(printed, 200)}"
+        if printed
+        else f"{'failed' if last.ok is False else 'went through'}{': ' + code(last.detail, 160) if last.detail else ''}"
+    )
+    return f"Continue {what} from the result of {last.what} ({v.cite(last.seq)}), which {result} (no need to run it again)."

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from compaction.core.paths import outside_repository
 from compaction.core.summarizers.extractive.asked import waiting, waits_for_answer
+from compaction.core.summarizers.extractive.errors_said import printed_before, reading_before, unsettled_said
 from compaction.core.summarizers.extractive.files_said import also_named, edited, times
 from compaction.core.summarizers.extractive.remaining import next_steps, task_spec
 from compaction.core.summarizers.extractive.rules_said import constraints, verdict
@@ -25,14 +26,11 @@ from compaction.core.summarizers.extractive.standing import (
     created_in,
     expansion_of,
     listing,
-    printed_before,
     quoted,
-    reading_before,
     report_text,
     stated_checks,
     steps_since_request,
     task_work,
-    unsettled_said,
     where_things_stand,
     words_of,
 )

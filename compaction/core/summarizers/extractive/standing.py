@@ -11,11 +11,11 @@ import re
 
 from compaction.core.summarizers.extractive.asked import open_question
 from compaction.core.summarizers.extractive.view import COMPACT, TERSE, View
-from compaction.core.text_heuristics import SENTENCE_END_RE, run_covers
+from compaction.core.text_heuristics import SENTENCE_END_RE
 from compaction.core.vocabulary import READ_FAILED_RE
 from compaction.core.work.parse import EXCERPT_LEAD, one_line
-from compaction.core.work.reducers.errors import AGAIN
-from compaction.core.work.state import Check, Commit, ErrorRecord, FileRecord, Person, Quote, Step, Streak, Task
+from compaction.core.work.reducers.turn import cut_off
+from compaction.core.work.state import Check, Commit, FileRecord, Person, Step, Streak, Task
 
 REQUEST_CHARS = 1_500
 REPLY_GIST_CHARS = 300
@@ -176,7 +176,15 @@ def _tracker_progress(v: View) -> list[str]:
             f"Filed by the agent in this history and still open (not started): {listing([v.task_name(t, limit=60) + f' ({v.cite(t.opened)})' for t in filed], 4)}."
         )
     epics = [t for t in waiting if t.status == "in_progress"]  # in progress while its children are
-    waiting = [t for t in waiting if t not in epics]
+    begun = [t for t in waiting if v.begun(t)]
+    waiting = [t for t in waiting if t not in epics and t not in begun]
+    for task in begun:
+        words = task.begun
+        assert words is not None  # v.begun says so
+        out.append(
+            f"Begun though the tracker still shows it open: {v.task_name(task, limit=60)} — the agent at "
+            f"{v.cite(words.seq)}: {quoted(words.text, 140)}; edits followed from {v.cite(v.begun(task))}."
+        )
     if epics:
         out.append(f"Epic in progress: {listing([v.task_name(t, limit=60) for t in epics], 4)}.")
     if waiting:
@@ -451,74 +459,6 @@ def built_by(v: View, commit: Commit) -> list[str]:
     return out
 
 
-def superseded_by(v: View, error: ErrorRecord) -> tuple[Check, tuple[int, str, str]] | None:
-    """The latest clean pass, after a failed check, of a check of its kind (a type check after a
-    type check) over the whole project in the directory the failure ran in: the project's own
-    verdict after it. The check and its pass (message number, command, filter)."""
-    own = v.state.checks.get(error.key.removeprefix("check:")) if error.key.startswith("check:") else None
-    if own is None:
-        return None
-    found = [
-        (c, c.passes[error.where])
-        for c in v.checks
-        if c.kind == own.kind and error.where in c.passes and c.passes[error.where][0] > error.seq
-    ]
-    return max(found, key=lambda pair: pair[1][0], default=None)
-
-
-def printed_before(v: View, error: ErrorRecord) -> str:
-    """The earlier runs of the same command line that printed this very line, each followed by an
-    attempt that did not get past it: "; the same error before it at #13, #15" ("" for none)."""
-    before = [
-        e.seq
-        for e in v.state.errors
-        if e.status == AGAIN
-        and (e.key, e.source, e.line) == (error.key, error.source, error.line)
-        and e.seq < error.seq
-    ]
-    return f"; the same error before it at {', '.join(v.cite(s) for s in before)}" if before else ""
-
-
-def reading_before(v: View, error: ErrorRecord) -> Quote | None:
-    """The agent's reading of the latest earlier run that printed this very line (told beside
-    "the same error before it at #N": the attempt it led to is that run's, and it failed)."""
-    return next(
-        (
-            e.diagnosis
-            for e in reversed(v.state.errors)
-            if e.status == AGAIN and e.diagnosis and (e.key, e.source, e.line) == (error.key, error.source, error.line)
-        ),
-        None,
-    )
-
-
-def unsettled_said(v: View, error: ErrorRecord) -> str:
-    """What the history shows after a failure no run settled: the same command line run again
-    only through a filter (its other errors unseen), a later run of the check with other
-    arguments (another run, not this one again), or none; then a later pass of a check of the
-    same kind over the whole project in the same directory, when there is one."""
-    later = v.state.checks.get(error.key.removeprefix("check:")) if error.key.startswith("check:") else None
-    said = " — not run again after it"
-    if later is not None and later.seq > error.seq:
-        same = run_covers(later.command, error.source) and run_covers(error.source, later.command)
-        if not same:
-            said = f" — not run again with these arguments (a later {code(later.key, 40)} run, {v.cite(later.seq)}, had others)"
-        else:
-            said = f" — run again ({v.cite(later.seq)})"
-            said += f" only through `{later.piped}`: its other errors unseen" if later.piped else ""
-    found = superseded_by(v, error)
-    if found is not None:
-        check, (seq, _command, piped) = found
-        # Where it ran, as run: "the whole project" would read as more than that directory.
-        where = f"in {v.path(error.where)}" if error.where else "in the same directory"
-        verdict = f"printed no failure at {v.cite(seq)}" if piped else f"passed at {v.cite(seq)}"
-        if v.level >= TERSE:
-            return said + f"; later {code(check.key, 40)} {where} {verdict}"
-        piped_said = f" (through `| {piped}`)" if piped else ""
-        said += f"; a later {check.kind}, {code(check.key, 40)} with no file arguments {where}, {verdict}{piped_said}"
-    return said
-
-
 def blocker_said(v: View, streak: Streak) -> str:
     """A command that keeps failing: how often, its error lines as printed (not a progress
     banner), and what was tried, so it is not tried again unchanged."""
@@ -633,6 +573,11 @@ def _stopped(v: View) -> list[str]:
     out = []
     if turn.submitted is not None:
         out.append(f"The agent handed the work in with `{turn.submitted.text}` at {v.cite(turn.submitted.seq)}.")
+    elif turn.ended and turn.report is not None and cut_off(turn.report.text):
+        # A reply that stops mid-sentence reports nothing: its last words, where they stop.
+        out.append(
+            f"The agent's last message ({v.cite(turn.report.seq)}) ends mid-sentence, with no call after it: {tail_quoted(turn.report.text, v.chars(WORDS_CHARS))}"
+        )
     elif turn.ended and turn.report is not None:
         out.append(
             f"The agent ended its turn at {v.cite(turn.report.seq)}, reporting: {quoted(report_text(turn.report.text), v.chars(WORDS_CHARS))}"
@@ -657,15 +602,10 @@ def _stopped(v: View) -> list[str]:
             if len(together) > 1:
                 # Calls made in parallel by one message: each with how it went, none "the last".
                 calls = listing([f"{step_told(v, s)} {_went(s)}" for s in together], 4)
-                out.append(
-                    f"The agent was mid-turn: its last message ({v.cite(last.seq)}) made {len(together)} calls at once: {calls}; "
-                    f"its words before them: {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
-                )
+                said = f"The agent was mid-turn: its last message ({v.cite(last.seq)}) made {len(together)} calls at once: {calls}"
             else:
-                out.append(
-                    f"The agent was mid-turn: its last call ({step_told(v, last)}) {_went(last)}; "
-                    f"its words before it: {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
-                )
+                said = f"The agent was mid-turn: its last call ({step_told(v, last)}) {_went(last)}"
+            out.append(said + _words_with(v, last.seq, len(together) > 1))
         else:
             out.append(
                 f"The agent was mid-turn; its latest words ({v.cite(turn.said.seq)}): {quoted(turn.said.text, v.chars(WORDS_CHARS))}"
@@ -681,6 +621,34 @@ def _stopped(v: View) -> list[str]:
             said += f"; the agent's turn ended after it ({v.cite(turn.report.seq)}) without a new demand"
         out.append(said)
     return out
+
+
+def _words_with(v: View, seq: int, several: bool) -> str:
+    """The agent's words in the message that made its last calls; words of an earlier message
+    are told as such (and not at all when they came before the latest request: another task's)."""
+    said = v.state.turn.said
+    if said is None:
+        return ""
+    if said.seq == seq:
+        return f"; its words before {'them' if several else 'it'}: {quoted(said.text, v.chars(WORDS_CHARS))}"
+    if said.seq < v.state.turn.request:
+        return f"; {'those calls' if several else 'that call'} came without words"
+    return (
+        f"; {'those calls' if several else 'that call'} came without words; its last words, "
+        f"at {v.cite(said.seq)}: {quoted(said.text, v.chars(WORDS_CHARS))}"
+    )
+
+
+def tail_quoted(text: str, limit: int) -> str:
+    """The end of `text` quoted within `limit` (where it stops is what matters), from a sentence
+    start when one is near."""
+    flat = " ".join(str(text).split())
+    if len(flat) <= limit:
+        return quoted(flat, limit)
+    tail = flat[-(limit - 2) :]
+    starts = [m.end() for m in _SENTENCE_END_RE.finditer(tail)]
+    tail = tail[starts[0] :].lstrip() if starts and starts[0] <= len(tail) // 2 else tail.split(" ", 1)[-1]
+    return '"… ' + tail.replace('"', "'") + '"'
 
 
 # A short request that answers or points back ("yeah, do it all", "minor, this is a big change",
@@ -788,7 +756,13 @@ def task_work(v: View) -> tuple[dict[str, str], str]:
     tasks = sorted(together.values(), key=lambda t: t.started or 0)
     first = min(min(seqs) for _rec, seqs in shared)
     names = listing([v.task_name(t, title=False) for t in tasks], 4)
+    last = max(max(seqs) for _rec, seqs in shared)
+    # A task the agent's words took on meanwhile, the tracker still showing it open.
+    began = [t for t in v.open_tasks if v.begun(t) and t.begun is not None and t.begun.seq < last]
+    also = "".join(
+        f"; the agent took on {v.task_name(t, title=False)} at {v.cite(t.begun.seq)}" for t in began if t.begun
+    )
     return lines, (
-        f"Edits made while {names} were in progress at once (from {v.cite(first)}), not tied by the "
-        f"history to one of them — {_file_edits(v, shared)}"
+        f"Edits made while {names} were in progress at once (from {v.cite(first)}{also}); no status change "
+        f"ties them to one of them — {_file_edits(v, shared)}"
     )

@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from compaction.core.paths import SCRATCH_DIR_RE, common_root
+from compaction.core.paths import SCRATCH_DIR_RE
+from compaction.core.work import work_root
 from compaction.core.work.parse import one_line
 from compaction.core.work.reducers.checks import is_open_failure
 from compaction.core.work.reducers.decisions import taken_out
@@ -118,11 +119,7 @@ class View:
 
     @cached_property
     def root(self) -> str:
-        changed = [p for p, rec in self.state.files.items() if rec.edits or rec.state != "read"]
-        if len(set(changed)) < 2:
-            # One changed file says little of where the project is: every file seen does.
-            changed = [p for p in self.state.files if not p.startswith(("~", "/tmp/"))] or changed
-        return common_root(changed or list(self.state.files)) or self.state.git.cwd
+        return work_root(self.state) or self.state.git.cwd
 
     def rel(self, path: str) -> str:
         if self.root and path.startswith(self.root + "/"):
@@ -208,6 +205,14 @@ class View:
         if not began or began > task.opened:
             return False
         return not any(p.seq > task.opened and task.key in p.text for p in self.requests)
+
+    def begun(self, task: Task) -> int:
+        """The first edit after the agent's words took on `task` while the tracker still shows it
+        open (its work began there), or 0."""
+        if task.begun is None or task.status not in ("open", "blocked"):
+            return 0
+        after = [s for r in self.changed_files if r.edits for s in r.edit_seqs if s > task.begun.seq]
+        return min(after, default=0)
 
     def working_at(self, seq: int, todo: bool) -> list[Task]:
         """The tasks in progress at message `seq` (the agent's todo list's, or the tracker's):

@@ -168,6 +168,7 @@ def apply(state: WorkState, event: Event) -> None:
     elif isinstance(event, Narration):
         turn.on_narration(state, event)
         errors.on_narration(state, event)
+        tasks.on_narration(state, event)
     elif isinstance(event, TurnEnded):
         turn.on_turn_ended(state, event)
     elif isinstance(event, Injected):

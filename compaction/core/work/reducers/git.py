@@ -26,6 +26,11 @@ _CD_RE = re.compile(r"^\s*cd\s+(\"[^\"]+\"|'[^']+'|[^\s;&|]+)\s*(?:&&|;|$)")
 _ON_BRANCH_RE = re.compile(r"^On branch (\S+)", re.M)
 _ALL_RE = re.compile(r"\bgit\s+commit\s+(?:[^;&|\n]*\s)?-(?:a\w*|-all)\b")
 _DOT_PREFIX_RE = re.compile(r"^(?:\.\.?/)+")  # ./ and ../ before a path git printed
+# Where the shell is, as a tool prints it: git's toplevel, Claude Code's reset of the shell
+# to the session's directory after a `cd` left it.
+_TOPLEVEL_RE = re.compile(r"\bgit\s+rev-parse\s+(?:[^;&|\n]*\s)?--show-toplevel\b")
+_CWD_RESET_RE = re.compile(r"^Shell cwd was reset to (/\S+)", re.M)
+MAX_DIRS = 8
 
 
 def resolve(state: WorkState, shown: str, from_root: bool = False) -> str:
@@ -55,6 +60,7 @@ def follow_cd(state: WorkState, command: str) -> None:
     target = os.path.expanduser(match.group(1).strip("\"'"))
     if target.startswith("/"):
         state.git.cwd = os.path.normpath(target)
+        add_dir(state, state.git.cwd)
     elif state.git.cwd:
         state.git.cwd = os.path.normpath(os.path.join(state.git.cwd, target))
 
@@ -218,10 +224,25 @@ def _tree(state: WorkState, command: str, output: str, seq: int) -> None:
                 listed.dirty = True
 
 
+def add_dir(state: WorkState, path: str) -> None:
+    if path.startswith("/") and path not in state.git.dirs and len(state.git.dirs) < MAX_DIRS:
+        state.git.dirs.append(path.rstrip("/") or "/")
+
+
+def _shell_dirs(state: WorkState, command: str, output: str) -> None:
+    """The directories a shell call's output states: git's toplevel, a reset to the session's."""
+    for match in _CWD_RESET_RE.finditer(output[-2000:]):
+        add_dir(state, os.path.normpath(match.group(1)))
+    lines = output.strip().splitlines()
+    if _TOPLEVEL_RE.search(command) and lines and lines[0].strip().startswith("/"):
+        add_dir(state, os.path.normpath(lines[0].strip()))
+
+
 def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
     if call.kind != "shell" or outcome.ok is None:
         return
     command = call.command or ""
+    _shell_dirs(state, command, call.output)
     if "git" not in command:
         return
     clean = bool(CLEAN_TREE_RE.search(call.output[:5000]))

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import re
 
+from compaction.core.text_heuristics import sentences
 from compaction.core.vocabulary import TRACKER_CMD_RE, tracker_changes
-from compaction.core.work.events import Call
+from compaction.core.work.events import Call, Narration
 from compaction.core.work.parse import TrackerItem, close_reason, one_line, todos_of, tracker_items
+from compaction.core.work.reducers.files import PURPOSE_RE
 from compaction.core.work.reducers.outcome import Outcome
-from compaction.core.work.state import Task, WorkState
+from compaction.core.work.state import Quote, Task, WorkState
 
 TODO_STATUS = {"completed": "closed", "done": "closed", "cancelled": "closed", "in_progress": "in_progress"}
 _CREATED_RE = re.compile(r"(?:Created issue|Created)\s*:?\s*([A-Za-z][\w-]*-[\w.]+)")
 _TITLE_ARG_RE = re.compile(r"""(?:--title[= ]|create\s+)(?:"([^"]+)"|'([^']+)')""")
+# "task 3" in the agent's words: the child `.3` of the epic being worked on (a tracker that
+# numbers an epic's children, as bd's `proj-gqc.3`, is read by that number).
+_TASK_NUMBER_RE = re.compile(r"(?i)\btask\s+#?(\d+)\b")
 
 
 def set_status(task: Task, status: str, seq: int) -> None:
@@ -120,3 +125,35 @@ def on_call(state: WorkState, call: Call, outcome: Outcome) -> None:
         tracker = TRACKER_CMD_RE.search(outcome.command)
         if tracker:
             _tracker(state, call, outcome, tracker.group(1))
+
+
+def _names(sentence: str, key: str) -> bool:
+    """Whether `sentence` names the task `key` (not a longer id it begins: `proj-gqc.3`)."""
+    at = sentence.find(key)
+    while at >= 0:
+        after = sentence[at + len(key) : at + len(key) + 2]
+        if not (after[:1].isalnum() or after[:1] in "._-" and after[1:2].isalnum()):
+            return True
+        at = sentence.find(key, at + 1)
+    return False
+
+
+def on_narration(state: WorkState, event: Narration) -> None:
+    """The agent's words announcing work on a tracker task the tracker still shows open ("Now
+    implement proj-gqc.3", "Now implement Task 3" of the epic in progress): it took the task on,
+    whatever its status says. Told only with the edits that followed (the summary checks)."""
+    tasks = [t for t in state.tasks.tasks.values() if t.source != "todo"]
+    working = {_family(t.key) for t in tasks if t.status == "in_progress"}
+    if not working:
+        return
+    for sentence in sentences(event.text):
+        said = sentence.replace("**", "").strip()
+        if not PURPOSE_RE.search(said):
+            continue
+        numbers = _TASK_NUMBER_RE.findall(said)
+        for task in tasks:
+            if task.status not in ("open", "blocked") or task.started or task.begun is not None:
+                continue
+            numbered = _family(task.key) in working and any(task.key.endswith(f".{n}") for n in numbers)
+            if numbered or _names(said, task.key):
+                task.begun = Quote(event.seq, one_line(said, 200))

@@ -63,11 +63,33 @@ def announces_more(text: str) -> bool:
     return len(last) <= 400 and bool(ANNOUNCES_RE.match(sentence))
 
 
+# A reply's last line that ends mid-sentence: on a word, a comma or a joining mark, where a
+# finished sentence ends on its final punctuation (or a closing quote, bracket, code span, emoji).
+_OPEN_END_RE = re.compile(r"(?:\w|[,;&+(\-\u2013\u2014/])$")
+# A line of a markdown block (list item, quote, table row, heading): it needs no final punctuation.
+_BLOCK_LINE_RE = re.compile(r"^(?:[-*+>|#]|\d+[.)]\s)")
+
+
+def cut_off(text: str) -> bool:
+    """Whether the agent's reply stops mid-way: inside a code fence it opened, or on a prose line
+    that ends without a sentence's final punctuation ("… Did we revert")."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return False
+    if sum(1 for line in lines if line.startswith("```")) % 2:
+        return True
+    last = lines[-1]
+    # A word or two alone ("Perfect", "Done") is an answer, not a sentence cut short.
+    return len(last.split()) > 2 and not _BLOCK_LINE_RE.match(last) and bool(_OPEN_END_RE.search(last))
+
+
 def on_turn_ended(state: WorkState, event: TurnEnded) -> None:
     if announces_more(event.text):
         return  # a reply cut where it announced its next step: the turn is not over
     state.turn.report = Quote(event.seq, event.text)
     state.turn.ended = True
+    if cut_off(event.text):
+        return  # the agent stopped, but a reply cut mid-sentence answers nothing
     asked = next((p for p in reversed(state.people.messages) if p.seq == state.turn.request), None)
     if asked is not None:
         asked.answer = Quote(event.seq, one_line(event.text, MAX_ANSWER_CHARS))
