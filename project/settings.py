@@ -122,7 +122,8 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     # Before CSRF and auth: a locked-out client's login POST is refused without a password check.
     "project.security.LoginThrottleMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    # Django's, with a 308 (method and body kept) for a POST whose path lacks its trailing slash.
+    "project.slashes.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

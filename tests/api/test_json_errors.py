@@ -85,3 +85,16 @@ def test_a_gateway_crash_is_a_json_500_in_the_messages_api_shape(client, debug, 
         "error": {"type": "api_error", "message": "internal server error; the failure was logged"},
     }
     assert b"secret internals" not in response.content
+
+
+def test_a_post_without_its_trailing_slash_is_redirected_with_its_method_and_body_kept(api, debug):
+    # Django answers it with a RuntimeError under DEBUG (a 500) and a 301 the client follows as a
+    # GET (the body lost) without: a 308 repeats the POST at the slashed path.
+    response = api.post("/api/v1/sessions", {"title": "slashless"}, format="json")
+    assert response.status_code == 308
+    assert response["Location"] == "/api/v1/sessions/"
+    followed = api.post("/api/v1/sessions", {"title": "slashless"}, format="json", follow=True)
+    assert followed.status_code == 201, followed.content
+    assert followed.json()["title"] == "slashless"
+    # A GET keeps Django's 301.
+    assert api.get("/api/v1/sessions").status_code == 301
