@@ -53,18 +53,23 @@ def test_a_task_first_shown_already_in_progress_keeps_its_work() -> None:
     assert "Done so far — `lib/schema.ex`" in _lines(in_progress(View(story.state())))
 
 
-def test_the_step_that_closes_a_task_names_the_check_its_done_when_names() -> None:
-    spec = _show(
-        "proj-a.2",
-        "Capture selection",
-        "Capture the selection.\n\nDefinition of Done:\n- `mix test test/a/renderer_test.exs` passes.\n",
-    )
-    story = (
+def _renderer_task(key: str, title: str, description: str) -> Story:
+    """The person asks for tracker task `key`; the agent shows it, takes it on and edits the renderer."""
+    return (
         Story()
-        .person("Implement proj-a.2")
-        .run("bd show proj-a.2", spec)
-        .run("bd update proj-a.2 --status in_progress", "✓ Updated issue: proj-a.2")
+        .person(f"Implement {key}")
+        .run(f"bd show {key}", _show(key, title, description))
+        .run(f"bd update {key} --status in_progress", f"✓ Updated issue: {key}")
         .edit("/p/lib/renderer.ex", "x", "y")
+    )
+
+
+RENDERER_DONE = "Capture the selection.\n\nDefinition of Done:\n- `mix test test/a/renderer_test.exs` passes.\n"
+
+
+def test_the_step_that_closes_a_task_names_the_check_its_done_when_names() -> None:
+    story = (
+        _renderer_task("proj-a.2", "Capture selection", RENDERER_DONE)
         .run("mix compile --force", "Generated app")
         .edit("/p/lib/renderer.ex", "y", "z")
     )
@@ -74,33 +79,16 @@ def test_the_step_that_closes_a_task_names_the_check_its_done_when_names() -> No
 
 
 def test_a_run_given_the_named_test_file_among_others_covers_it() -> None:
-    spec = _show(
-        "proj-a.2",
-        "Capture selection",
-        "Capture the selection.\n\nDefinition of Done:\n- `mix test test/a/renderer_test.exs` passes.\n",
-    )
-    story = (
-        Story()
-        .person("Implement proj-a.2")
-        .run("bd show proj-a.2", spec)
-        .run("bd update proj-a.2 --status in_progress", "✓ Updated issue: proj-a.2")
-        .edit("/p/lib/renderer.ex", "x", "y")
-        .run("mix test test/a/other_test.exs test/a/renderer_test.exs 2>&1 | tail -5", "12 tests, 0 failures")
+    story = _renderer_task("proj-a.2", "Capture selection", RENDERER_DONE).run(
+        "mix test test/a/other_test.exs test/a/renderer_test.exs 2>&1 | tail -5", "12 tests, 0 failures"
     )
     steps = _lines(next_section(View(story.state())))
     assert "renderer_test.exs` (its done-when" not in steps and "close `proj-a.2`" in steps
 
 
 def test_a_task_edited_with_no_check_run_after_asks_for_one_before_it_is_closed() -> None:
-    spec = _show(
+    story = _renderer_task(
         "proj-a.1", "Enrich", "Enrich the lines.\n\nDefinition of Done:\n- Tests exist, were executed and pass.\n"
-    )
-    story = (
-        Story()
-        .person("Implement proj-a.1")
-        .run("bd show proj-a.1", spec)
-        .run("bd update proj-a.1 --status in_progress", "✓ Updated issue: proj-a.1")
-        .edit("/p/lib/renderer.ex", "x", "y")
     )
     steps = _lines(next_section(View(story.state())))
     assert "check the edits of `lib/renderer.ex`" in steps and "which no test, lint or build run came after" in steps
